@@ -1,0 +1,1 @@
+//! OpenAI-compatible chat-completions client (streaming, tool calls, retries) and the scripted provider.

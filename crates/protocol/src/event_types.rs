@@ -1,0 +1,88 @@
+//! The event types this build knows (REFERENCE a.2).
+//!
+//! A reader meeting a type not in [`KNOWN`] refuses the load unless the event is marked
+//! `ignorable`. Every crate that writes a new required event type adds it here first, so an
+//! older build refuses (rather than misreads) a log that uses it.
+
+/// A session seeded from another ends its seed with this marker (REFERENCE a.5). Data `{}`.
+pub const SESSION_END_SEED: &str = "session/end-seed";
+/// A turn begins.
+pub const TURN_START: &str = "turn/start";
+/// A turn ends; a completed turn is what makes earlier damage "committed corruption"
+/// (REFERENCE a.9).
+pub const TURN_END: &str = "turn/end";
+/// A model step begins.
+pub const STEP_START: &str = "step/start";
+/// A model step ends.
+pub const STEP_END: &str = "step/end";
+/// A user message entered a model step.
+pub const USER_MESSAGE: &str = "user/message";
+/// The model's complete answer of one step.
+pub const ASSISTANT_MESSAGE: &str = "assistant/message";
+/// A coalesced piece of a streamed answer.
+pub const ASSISTANT_CHUNK: &str = "assistant/chunk";
+/// A model request was sent (what the model was told, minus secrets).
+pub const REQUEST_HEADER: &str = "request/header";
+/// A tool call started.
+pub const TOOL_CALL: &str = "tool/call";
+/// A tool call's result.
+pub const TOOL_RESULT: &str = "tool/result";
+/// An inbox mutation (REFERENCE a.11).
+pub const AGENT_INBOX_SPLICED: &str = "agent/inbox/spliced";
+/// A continuable child's descriptor (REFERENCE b.5).
+pub const SUBAGENT_DESCRIPTOR: &str = "subagent/descriptor";
+/// Team roster record (REFERENCE c.3).
+pub const TEAM_MEMBER: &str = "team/member";
+/// Team task snapshot (REFERENCE c.3).
+pub const TEAM_TASK: &str = "team/task";
+/// Team message queued in the Lead log (REFERENCE c.3).
+pub const TEAM_MESSAGE_QUEUED: &str = "team/message/queued";
+/// Team message acknowledged as delivered (REFERENCE c.3).
+pub const TEAM_MESSAGE_DELIVERED: &str = "team/message/delivered";
+
+/// Every event type this build understands.
+pub const KNOWN: &[&str] = &[
+    SESSION_END_SEED,
+    TURN_START,
+    TURN_END,
+    STEP_START,
+    STEP_END,
+    USER_MESSAGE,
+    ASSISTANT_MESSAGE,
+    ASSISTANT_CHUNK,
+    REQUEST_HEADER,
+    TOOL_CALL,
+    TOOL_RESULT,
+    AGENT_INBOX_SPLICED,
+    SUBAGENT_DESCRIPTOR,
+    TEAM_MEMBER,
+    TEAM_TASK,
+    TEAM_MESSAGE_QUEUED,
+    TEAM_MESSAGE_DELIVERED,
+];
+
+/// Whether `kind` is a type this build understands.
+pub fn is_known(kind: &str) -> bool {
+    KNOWN.contains(&kind)
+}
+
+/// Whether `kind` is one of the four durable Team event types (`team/…`).
+pub fn is_team(kind: &str) -> bool {
+    matches!(
+        kind,
+        TEAM_MEMBER | TEAM_TASK | TEAM_MESSAGE_QUEUED | TEAM_MESSAGE_DELIVERED
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_and_team_types() {
+        assert!(is_known("turn/end"));
+        assert!(!is_known("plugin/unknown"));
+        assert!(is_team("team/member"));
+        assert!(!is_team("turn/start"));
+    }
+}

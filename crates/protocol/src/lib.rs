@@ -1,0 +1,23 @@
+//! Troupe's wire types: the vocabulary every other crate speaks.
+//!
+//! This crate does no IO and knows nothing of tokio. It owns:
+//! - identifier newtypes built only through validating constructors ([`SessionId`], [`Seq`]);
+//! - the session file header ([`SessionHeader`]) and the event envelope ([`Event`]) of
+//!   DESIGN §3 / REFERENCE (a.1)–(a.2);
+//! - the list of event types this build understands ([`event_types`]);
+//! - the [`Clock`] seam, so time is injected rather than read;
+//! - the [`ErrorCode`] trait every library error enum implements to expose a stable
+//!   `SCREAMING_SNAKE` code.
+
+mod clock;
+mod error;
+mod event;
+pub mod event_types;
+mod header;
+mod id;
+
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use error::ErrorCode;
+pub use event::{Event, EventDraft};
+pub use header::{FORMAT_VERSION, HEADER_TYPE, SessionHeader};
+pub use id::{IdError, SESSION_ID_MAX_LEN, SessionId, Seq};
