@@ -1,1 +1,211 @@
-//! placeholder
+//! Troupe's append-only session log (DESIGN §3, REFERENCE a.1–a.9).
+//!
+//! Every piece of Troupe state is a fold of a session log, so this crate is built to
+//! storage-engine standards:
+//! - **Writer actor** ([`SessionWriter`]): `append` is in memory; `flush` returns only when
+//!   every earlier event is durable (write + `fdatasync`; the first flush of a new file also
+//!   fsyncs the directory); concurrent flushes share one fsync (group commit).
+//! - **Poisoning**: a failed write or fsync rolls the file back to its last durable length and
+//!   every later append/flush fails with `JOURNAL_POISONED`.
+//! - **Single writer**: an OS advisory lock per session file (`JOURNAL_LOCKED` for a second
+//!   writer); readers take no lock and can read a file another process is writing.
+//! - **Replay** ([`scan`]): torn tails are ignored (and truncated only when opening for
+//!   writing); damage before a completed turn is `JOURNAL_CORRUPT` with file, line and byte
+//!   offset; unknown format versions and unknown required event types are
+//!   `JOURNAL_UNSUPPORTED`.
+//! - **Fork** ([`Journal::fork`]): a new session seeded with a completed prefix of another.
+//! - **Backend seam** ([`LogBackend`], [`SessionSink`]): append takes the expected next seq.
+//!
+//! Invariant: this crate is the only writer of session files, and it knows nothing of Team
+//! semantics (only of turns, for corruption detection and fork boundaries).
+
+mod backend;
+mod error;
+mod jsonl;
+mod replay;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use backend::{LogBackend, SessionListing, SessionSink};
+pub use error::{JournalError, Result};
+pub use jsonl::{FaultHook, JsonlBackend, read_path};
+pub use replay::{Replay, TornTail, read_header, scan};
+pub use writer::{SessionWriter, WriterStats};
+
+use troupe_protocol::{
+    Clock, Event, EventDraft, Seq, SessionHeader, SessionId, SystemClock, event_types,
+};
+
+/// The environment variable naming the Troupe home.
+pub const HOME_ENV: &str = "TROUPE_HOME";
+
+/// Resolves the Troupe home: `flag` if given, else `$TROUPE_HOME`, else `~/.troupe`.
+///
+/// Returns `None` only when neither is set and the user's home directory is unknown.
+pub fn resolve_home(flag: Option<&Path>) -> Option<PathBuf> {
+    if let Some(path) = flag {
+        return Some(path.to_path_buf());
+    }
+    if let Some(home) = std::env::var_os(HOME_ENV).filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(home));
+    }
+    std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .map(|h| PathBuf::from(h).join(".troupe"))
+}
+
+/// The session store: a [`LogBackend`] plus the clock that stamps events.
+#[derive(Clone)]
+pub struct Journal {
+    backend: Arc<dyn LogBackend>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Journal {
+    /// The JSONL store of a Troupe home: session files in `<home>/sessions/`, system clock.
+    pub fn open_home(home: &Path) -> Self {
+        Self::with_backend(
+            Arc::new(JsonlBackend::new(home.join("sessions"))),
+            Arc::new(SystemClock),
+        )
+    }
+
+    /// A store over any backend and clock.
+    pub fn with_backend(backend: Arc<dyn LogBackend>, clock: Arc<dyn Clock>) -> Self {
+        Self { backend, clock }
+    }
+
+    /// The clock stamping events.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Creates a new, empty session. Nothing is stored until the first flush with events.
+    ///
+    /// # Errors
+    /// `SESSION_ALREADY_EXISTS`; `JOURNAL_IO` if the actor cannot start.
+    pub fn create(&self, header: SessionHeader) -> Result<SessionWriter> {
+        let sink = self.backend.create(header)?;
+        SessionWriter::start(sink, Vec::new(), Arc::clone(&self.clock))
+    }
+
+    /// Creates a session seeded with `seed` (a contiguous prefix of another log starting at
+    /// seq 0) followed by a `session/end-seed` marker unless the seed already ends with one
+    /// (REFERENCE a.5). Sets `header.seed_length` to the seed's length. The events are
+    /// appended, not yet flushed.
+    ///
+    /// # Errors
+    /// `JOURNAL_INVALID_BATCH` when the seed's seqs are not `0..n`; `SESSION_ALREADY_EXISTS`.
+    pub fn create_seeded(
+        &self,
+        mut header: SessionHeader,
+        mut seed: Vec<Event>,
+    ) -> Result<SessionWriter> {
+        if let Some((i, e)) = seed.iter().enumerate().find(|(i, e)| e.seq.0 != *i as u64) {
+            return Err(JournalError::InvalidBatch {
+                id: header.id.clone(),
+                reason: format!("seed event {i} has seq {}", e.seq),
+            });
+        }
+        header.seed_length = (!seed.is_empty()).then_some(seed.len() as u64);
+        if seed
+            .last()
+            .is_some_and(|e| e.kind != event_types::SESSION_END_SEED)
+        {
+            let marker = EventDraft::new(event_types::SESSION_END_SEED, serde_json::json!({}))
+                .into_event(Seq(seed.len() as u64), self.clock.now_ms());
+            seed.push(marker);
+        }
+        let sink = self.backend.create(header)?;
+        SessionWriter::start(sink, seed, Arc::clone(&self.clock))
+    }
+
+    /// Forks `source`: a new session `new_id` seeded with `source`'s events `0..=boundary`
+    /// (default: all), with the source's `cwd`, `parentSession = source` and `seedLength`
+    /// (REFERENCE a.5). Reads the source from storage (flush a live source first). The new
+    /// session's events are appended, not yet flushed.
+    ///
+    /// # Errors
+    /// `SESSION_NOT_FOUND` (source), `INVALID_BOUNDARY` (boundary past the end),
+    /// `OPEN_TURN` (the prefix ends inside a turn), `SESSION_ALREADY_EXISTS` (new id), and the
+    /// read errors of [`Journal::read`].
+    pub fn fork(
+        &self,
+        source: &SessionId,
+        boundary: Option<Seq>,
+        new_id: SessionId,
+    ) -> Result<SessionWriter> {
+        let replay = self.read(source)?;
+        let len = replay.events.len() as u64;
+        let end = match boundary {
+            Some(b) if b.0 >= len => {
+                return Err(JournalError::InvalidBoundary {
+                    id: source.clone(),
+                    boundary: b,
+                    len,
+                });
+            }
+            Some(b) => b.0 + 1,
+            None => len,
+        };
+        let seed: Vec<Event> = replay.events.into_iter().take(end as usize).collect();
+        if ends_inside_turn(&seed) {
+            return Err(JournalError::OpenTurn {
+                id: source.clone(),
+                boundary: Seq(end.saturating_sub(1)),
+            });
+        }
+        let mut header =
+            SessionHeader::new(new_id, self.clock.now_ms()).with_parent(source.clone());
+        header.cwd = replay.header.cwd;
+        self.create_seeded(header, seed)
+    }
+
+    /// Opens an existing session for writing: lock, replay, torn-tail repair.
+    ///
+    /// # Errors
+    /// See [`LogBackend::open`].
+    pub fn open(&self, id: &SessionId) -> Result<(SessionWriter, Replay)> {
+        let (sink, replay) = self.backend.open(id)?;
+        let writer = SessionWriter::start(sink, Vec::new(), Arc::clone(&self.clock))?;
+        Ok((writer, replay))
+    }
+
+    /// Reads a session without locking or repairing it.
+    ///
+    /// # Errors
+    /// See [`LogBackend::read`].
+    pub fn read(&self, id: &SessionId) -> Result<Replay> {
+        self.backend.read(id)
+    }
+
+    /// Lists stored sessions, oldest first; unreadable ones go to `on_error`.
+    ///
+    /// # Errors
+    /// See [`LogBackend::list`].
+    pub fn list(&self, on_error: &mut dyn FnMut(JournalError)) -> Result<Vec<SessionListing>> {
+        self.backend.list(on_error)
+    }
+}
+
+/// Whether `events` ends inside an open turn: a `turn/start` after the last `turn/end`.
+pub fn ends_inside_turn(events: &[Event]) -> bool {
+    for e in events.iter().rev() {
+        match e.kind.as_str() {
+            event_types::TURN_END => return false,
+            event_types::TURN_START => return true,
+            _ => {}
+        }
+    }
+    false
+}

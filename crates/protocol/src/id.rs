@@ -11,7 +11,9 @@ pub const SESSION_ID_MAX_LEN: usize = 128;
 pub enum IdError {
     /// The session id is empty, longer than [`SESSION_ID_MAX_LEN`] bytes, starts with `.` or
     /// `-`, or contains a character outside `[A-Za-z0-9._-]`. Code `INVALID_SESSION_ID`.
-    #[error("invalid session id {0:?}: use 1-128 characters from [A-Za-z0-9._-], not starting with '.' or '-'")]
+    #[error(
+        "invalid session id {0:?}: use 1-128 characters from [A-Za-z0-9._-], not starting with '.' or '-'"
+    )]
     InvalidSessionId(String),
 }
 
@@ -134,7 +136,17 @@ mod tests {
 
     #[test]
     fn session_id_refuses_unsafe_names() {
-        for bad in ["", ".", "..", "-x", "a/b", "a b", "é", "../etc", &"x".repeat(129)] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "-x",
+            "a/b",
+            "a b",
+            "é",
+            "../etc",
+            &"x".repeat(129),
+        ] {
             let err = SessionId::new(bad).unwrap_err();
             assert_eq!(crate::ErrorCode::code(&err), "INVALID_SESSION_ID");
         }

@@ -20,4 +20,4 @@ pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::ErrorCode;
 pub use event::{Event, EventDraft};
 pub use header::{FORMAT_VERSION, HEADER_TYPE, SessionHeader};
-pub use id::{IdError, SESSION_ID_MAX_LEN, SessionId, Seq};
+pub use id::{IdError, SESSION_ID_MAX_LEN, Seq, SessionId};

@@ -1,0 +1,73 @@
+//! The log backend seam (DESIGN decision 8): what a storage engine for session logs must do.
+//!
+//! [`crate::SessionWriter`] (group commit, poisoning) runs on top of a [`SessionSink`]; the
+//! JSONL files of [`crate::JsonlBackend`] are the only backend today. A distributed backend
+//! (NATS JetStream is planned) implements the same two traits: its `append` maps to a publish
+//! with an expected last sequence.
+
+use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
+
+use crate::error::Result;
+use crate::replay::Replay;
+
+/// One session log opened for writing by exactly one writer.
+pub trait SessionSink: Send {
+    /// The session's header.
+    fn header(&self) -> &SessionHeader;
+
+    /// The seq the next durable append must start at.
+    fn next_seq(&self) -> Seq;
+
+    /// Durably appends a contiguous batch: returns only once every event of `events` survives
+    /// a power loss. `expected` must equal [`SessionSink::next_seq`] and `events[i].seq` must be
+    /// `expected + i`.
+    ///
+    /// On failure nothing of the batch is considered written: the backend rolls back to its last
+    /// durable state where it can, and the caller must stop using this sink.
+    ///
+    /// # Errors
+    /// `JOURNAL_SEQ_CONFLICT` when `expected` is not the stored next seq;
+    /// `JOURNAL_INVALID_BATCH` when the seqs are not contiguous; `SESSION_ALREADY_EXISTS` when a
+    /// new session's first append finds the id taken; `JOURNAL_IO` when a write or sync fails.
+    fn append(&mut self, expected: Seq, events: &[Event]) -> Result<()>;
+}
+
+/// A listing row: a session's header and where it lives.
+#[derive(Debug, Clone)]
+pub struct SessionListing {
+    /// Line 1 of the session.
+    pub header: SessionHeader,
+    /// Where the session is stored (a file path for JSONL).
+    pub location: std::path::PathBuf,
+}
+
+/// A store of session logs.
+pub trait LogBackend: Send + Sync {
+    /// Prepares a new session. Nothing is stored until the first append (a never-appended
+    /// session leaves nothing behind).
+    ///
+    /// # Errors
+    /// `SESSION_ALREADY_EXISTS` when the id is already stored.
+    fn create(&self, header: SessionHeader) -> Result<Box<dyn SessionSink>>;
+
+    /// Opens an existing session for writing: takes the single-writer lock, replays, and
+    /// repairs a torn tail (truncates to [`Replay::valid_len`]).
+    ///
+    /// # Errors
+    /// `SESSION_NOT_FOUND`, `JOURNAL_NOT_A_FILE`, `JOURNAL_LOCKED`, `JOURNAL_CORRUPT`,
+    /// `JOURNAL_UNSUPPORTED`, `JOURNAL_IO`.
+    fn open(&self, id: &SessionId) -> Result<(Box<dyn SessionSink>, Replay)>;
+
+    /// Reads a session without locking or repairing it; works while another process writes it.
+    ///
+    /// # Errors
+    /// As [`LogBackend::open`] except `JOURNAL_LOCKED`.
+    fn read(&self, id: &SessionId) -> Result<Replay>;
+
+    /// Every stored session's header, oldest first (ties by id). Unreadable entries are
+    /// reported through `on_error` and left out.
+    ///
+    /// # Errors
+    /// `JOURNAL_IO` when the store itself cannot be listed.
+    fn list(&self, on_error: &mut dyn FnMut(crate::JournalError)) -> Result<Vec<SessionListing>>;
+}

@@ -1,0 +1,165 @@
+use std::path::PathBuf;
+
+use troupe_protocol::{ErrorCode, Seq, SessionId};
+
+/// Everything the journal can refuse or fail with. Each variant maps to one stable code
+/// (see [`ErrorCode`]); messages are one line and name the file involved.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// Another process (or another writer in this process) holds the session file's advisory
+    /// lock. Returned by opening a session for writing; never retried automatically.
+    /// Code `JOURNAL_LOCKED`.
+    #[error("session file {} is locked by another process", path.display())]
+    Locked {
+        /// The locked session file.
+        path: PathBuf,
+    },
+    /// An earlier write or fsync of this writer failed; the file was rolled back to its last
+    /// durable length and the writer refuses all further appends and flushes (no silent retry:
+    /// the kernel may have dropped the dirty pages). Code `JOURNAL_POISONED`.
+    #[error("journal writer for session {id} is poisoned by an earlier failure: {cause}")]
+    Poisoned {
+        /// The session whose writer is poisoned.
+        id: SessionId,
+        /// The first failure, as text.
+        cause: String,
+    },
+    /// Damage that is not a crash artefact: a bad or out-of-sequence line followed later by a
+    /// completed turn, a missing or unreadable header (REFERENCE a.9). The load is refused and
+    /// nothing is repaired. Code `JOURNAL_CORRUPT`.
+    #[error("corrupt session file {}: line {line}, byte offset {offset}: {reason}", path.display())]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// 1-based line number of the first bad line (the header is line 1).
+        line: u64,
+        /// Byte offset of the start of that line.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The file was written by another format version, or holds a required event type this
+    /// build does not know (REFERENCE a.2). Code `JOURNAL_UNSUPPORTED`.
+    #[error("unsupported session file {}: {reason}", path.display())]
+    Unsupported {
+        /// The refused file.
+        path: PathBuf,
+        /// Which version or event type was not understood, and where.
+        reason: String,
+    },
+    /// No session file exists for this id. Code `SESSION_NOT_FOUND`.
+    #[error("session {id} not found (looked for {})", path.display())]
+    NotFound {
+        /// The requested session.
+        id: String,
+        /// Where it was expected.
+        path: PathBuf,
+    },
+    /// A session with this id already exists; creation never overwrites.
+    /// Code `SESSION_ALREADY_EXISTS`.
+    #[error("session {id} already exists at {}", path.display())]
+    AlreadyExists {
+        /// The id that was taken.
+        id: SessionId,
+        /// The existing file.
+        path: PathBuf,
+    },
+    /// The session path exists but is not a regular file (for example a directory).
+    /// Code `JOURNAL_NOT_A_FILE`.
+    #[error("session path {} is not a regular file", path.display())]
+    NotAFile {
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// A backend append whose expected next seq does not match the stored log (another writer
+    /// got there first). Code `JOURNAL_SEQ_CONFLICT`.
+    #[error(
+        "append to session {id} expected next seq {expected} but the log's next seq is {actual}"
+    )]
+    SeqConflict {
+        /// The session appended to.
+        id: SessionId,
+        /// The seq the caller expected to write next.
+        expected: Seq,
+        /// The seq the log actually expects next.
+        actual: Seq,
+    },
+    /// A batch or seed whose events are not contiguous from the expected seq.
+    /// Code `JOURNAL_INVALID_BATCH`.
+    #[error("invalid batch for session {id}: {reason}")]
+    InvalidBatch {
+        /// The session appended to.
+        id: SessionId,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A fork prefix ends inside an open turn (REFERENCE a.5). Code `OPEN_TURN`.
+    #[error("cannot fork session {id} at seq {boundary}: the prefix ends inside an open turn")]
+    OpenTurn {
+        /// The source session.
+        id: SessionId,
+        /// The requested last seq of the prefix.
+        boundary: Seq,
+    },
+    /// A fork boundary past the end of the source log (REFERENCE a.5). Code `INVALID_BOUNDARY`.
+    #[error("cannot fork session {id} at seq {boundary}: the log has {len} events")]
+    InvalidBoundary {
+        /// The source session.
+        id: SessionId,
+        /// The requested last seq of the prefix.
+        boundary: Seq,
+        /// The number of events in the source log.
+        len: u64,
+    },
+    /// The writer was closed; nothing more can be appended. Code `JOURNAL_CLOSED`.
+    #[error("journal writer for session {id} is closed")]
+    Closed {
+        /// The session.
+        id: SessionId,
+    },
+    /// An operating-system error while reading or writing a session file or directory.
+    /// Code `JOURNAL_IO`.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        /// What was being done (e.g. "fdatasync").
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ErrorCode for JournalError {
+    fn code(&self) -> &'static str {
+        match self {
+            JournalError::Locked { .. } => "JOURNAL_LOCKED",
+            JournalError::Poisoned { .. } => "JOURNAL_POISONED",
+            JournalError::Corrupt { .. } => "JOURNAL_CORRUPT",
+            JournalError::Unsupported { .. } => "JOURNAL_UNSUPPORTED",
+            JournalError::NotFound { .. } => "SESSION_NOT_FOUND",
+            JournalError::AlreadyExists { .. } => "SESSION_ALREADY_EXISTS",
+            JournalError::NotAFile { .. } => "JOURNAL_NOT_A_FILE",
+            JournalError::SeqConflict { .. } => "JOURNAL_SEQ_CONFLICT",
+            JournalError::InvalidBatch { .. } => "JOURNAL_INVALID_BATCH",
+            JournalError::OpenTurn { .. } => "OPEN_TURN",
+            JournalError::InvalidBoundary { .. } => "INVALID_BOUNDARY",
+            JournalError::Closed { .. } => "JOURNAL_CLOSED",
+            JournalError::Io { .. } => "JOURNAL_IO",
+        }
+    }
+}
+
+impl JournalError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        JournalError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Shorthand for journal results.
+pub type Result<T, E = JournalError> = std::result::Result<T, E>;

@@ -1,0 +1,410 @@
+//! The JSONL backend: one file per session, `<home>/sessions/<id>.jsonl` (DESIGN §3).
+//!
+//! Durability rules (REFERENCE a.8, tightened):
+//! - A new session is materialised on its first append: header + batch are written to a
+//!   temporary file, fsynced, published with a hard link (which fails rather than overwrite an
+//!   existing file of the same id), and the directory is fsynced.
+//! - Later batches are appended and `fdatasync`ed. A failed write or sync truncates the file
+//!   back to its last durable length.
+//! - The writer holds an exclusive OS advisory lock (`flock`) on the file; readers take none.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
+
+use crate::backend::{LogBackend, SessionListing, SessionSink};
+use crate::error::{JournalError, Result};
+use crate::replay::{Replay, read_header, scan};
+
+/// Fault injection for tests of the poisoning rules: lets a test make a write come up short
+/// or an fsync fail, at the exact points where the JSONL backend does them.
+pub trait FaultHook: Send + Sync + std::fmt::Debug {
+    /// Called before a batch of `len` bytes is written. `Some(n)` writes only the first `n`
+    /// bytes (`n < len`) and then fails the write with an I/O error, like a full disk would.
+    fn short_write(&self, len: usize) -> Option<usize> {
+        let _ = len;
+        None
+    }
+
+    /// Called before each fsync/fdatasync; `true` makes it fail with an I/O error.
+    fn fail_sync(&self) -> bool {
+        false
+    }
+}
+
+/// Session logs as JSONL files in one directory.
+#[derive(Debug, Clone)]
+pub struct JsonlBackend {
+    dir: PathBuf,
+    faults: Option<Arc<dyn FaultHook>>,
+}
+
+impl JsonlBackend {
+    /// A backend storing sessions in `dir` (created on first write). For a Troupe home `H`
+    /// this is `H/sessions`; see [`crate::Journal::open_home`].
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            faults: None,
+        }
+    }
+
+    /// Installs a [`FaultHook`] consulted by every sink this backend creates or opens.
+    #[must_use]
+    pub fn with_faults(mut self, faults: Arc<dyn FaultHook>) -> Self {
+        self.faults = Some(faults);
+        self
+    }
+
+    /// The directory holding the session files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of session `id`: `<dir>/<id>.jsonl`. [`SessionId`]'s validation guarantees
+    /// this is a plain file name inside `dir`.
+    pub fn session_path(&self, id: &SessionId) -> PathBuf {
+        self.dir.join(format!("{id}.jsonl"))
+    }
+
+    fn check_file(&self, id: &SessionId) -> Result<PathBuf> {
+        let path = self.session_path(id);
+        match fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => Ok(path),
+            Ok(_) => Err(JournalError::NotAFile { path }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(JournalError::NotFound {
+                id: id.to_string(),
+                path,
+            }),
+            Err(e) => Err(JournalError::io("stat", path, e)),
+        }
+    }
+}
+
+/// Reads any session file by path without locking or repairing it.
+///
+/// # Errors
+/// `SESSION_NOT_FOUND` (missing file), `JOURNAL_NOT_A_FILE`, `JOURNAL_CORRUPT`,
+/// `JOURNAL_UNSUPPORTED`, `JOURNAL_IO`.
+pub fn read_path(path: &Path) -> Result<Replay> {
+    let bytes = match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            return Err(JournalError::NotAFile {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(_) => fs::read(path).map_err(|e| JournalError::io("read", path, e))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(JournalError::NotFound {
+                id: path.display().to_string(),
+                path: path.to_path_buf(),
+            });
+        }
+        Err(e) => return Err(JournalError::io("stat", path, e)),
+    };
+    scan(path, &bytes)
+}
+
+impl LogBackend for JsonlBackend {
+    fn create(&self, header: SessionHeader) -> Result<Box<dyn SessionSink>> {
+        let path = self.session_path(&header.id);
+        if fs::symlink_metadata(&path).is_ok() {
+            return Err(JournalError::AlreadyExists {
+                id: header.id.clone(),
+                path,
+            });
+        }
+        Ok(Box::new(JsonlSink {
+            path,
+            dir: self.dir.clone(),
+            header,
+            file: None,
+            next_seq: Seq::ZERO,
+            durable_len: 0,
+            faults: self.faults.clone(),
+            buf: Vec::new(),
+        }))
+    }
+
+    fn open(&self, id: &SessionId) -> Result<(Box<dyn SessionSink>, Replay)> {
+        let path = self.check_file(id)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| JournalError::io("open", &path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(JournalError::Locked { path }),
+            Err(fs::TryLockError::Error(e)) => return Err(JournalError::io("lock", path, e)),
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| JournalError::io("read", &path, e))?;
+        let replay = scan(&path, &bytes)?;
+        check_header_id(&path, &replay, id)?;
+        if let Some(torn) = &replay.torn_tail {
+            tracing::warn!(
+                path = %path.display(),
+                offset = torn.offset,
+                bytes = torn.bytes,
+                reason = %torn.reason,
+                "repairing torn tail of session file"
+            );
+            file.set_len(replay.valid_len)
+                .map_err(|e| JournalError::io("truncate", &path, e))?;
+            file.sync_all()
+                .map_err(|e| JournalError::io("fsync", &path, e))?;
+        }
+        let sink = JsonlSink {
+            path,
+            dir: self.dir.clone(),
+            header: replay.header.clone(),
+            file: Some(file),
+            next_seq: replay.next_seq(),
+            durable_len: replay.valid_len,
+            faults: self.faults.clone(),
+            buf: Vec::new(),
+        };
+        Ok((Box::new(sink), replay))
+    }
+
+    fn read(&self, id: &SessionId) -> Result<Replay> {
+        let path = self.check_file(id)?;
+        let replay = read_path(&path)?;
+        check_header_id(&path, &replay, id)?;
+        Ok(replay)
+    }
+
+    fn list(&self, on_error: &mut dyn FnMut(JournalError)) -> Result<Vec<SessionListing>> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(JournalError::io("list", &self.dir, e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| JournalError::io("list", &self.dir, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with('.') || !name.ends_with(".jsonl") {
+                continue;
+            }
+            let path = entry.path();
+            match read_header(&path) {
+                Ok(header) => out.push(SessionListing {
+                    header,
+                    location: path,
+                }),
+                Err(e) => on_error(e),
+            }
+        }
+        out.sort_by(|a, b| {
+            (a.header.created_at, a.header.id.as_str())
+                .cmp(&(b.header.created_at, b.header.id.as_str()))
+        });
+        Ok(out)
+    }
+}
+
+fn check_header_id(path: &Path, replay: &Replay, id: &SessionId) -> Result<()> {
+    if &replay.header.id == id {
+        Ok(())
+    } else {
+        Err(JournalError::Corrupt {
+            path: path.to_path_buf(),
+            line: 1,
+            offset: 0,
+            reason: format!(
+                "header names session {} but the file is {id}'s",
+                replay.header.id
+            ),
+        })
+    }
+}
+
+/// One JSONL session file open for writing (or not yet materialised).
+#[derive(Debug)]
+struct JsonlSink {
+    path: PathBuf,
+    dir: PathBuf,
+    header: SessionHeader,
+    /// `None` until the first append publishes the file.
+    file: Option<File>,
+    next_seq: Seq,
+    /// Byte length of the file's durable content.
+    durable_len: u64,
+    faults: Option<Arc<dyn FaultHook>>,
+    /// Reused serialization buffer.
+    buf: Vec<u8>,
+}
+
+fn injected(what: &str) -> io::Error {
+    io::Error::other(format!("injected fault: {what}"))
+}
+
+impl JsonlSink {
+    fn write_with_faults(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
+        if let Some(n) = self
+            .faults
+            .as_ref()
+            .and_then(|f| f.short_write(bytes.len()))
+        {
+            file.write_all(&bytes[..n.min(bytes.len())])?;
+            return Err(injected("short write"));
+        }
+        file.write_all(bytes)
+    }
+
+    fn sync_with_faults(&self, file: &File, data_only: bool) -> io::Result<()> {
+        if self.faults.as_ref().is_some_and(|f| f.fail_sync()) {
+            return Err(injected("fsync failed"));
+        }
+        if data_only {
+            file.sync_data()
+        } else {
+            file.sync_all()
+        }
+    }
+
+    /// First append: write header + batch to a temp file, fsync, link into place (never
+    /// overwriting), fsync the directory.
+    fn publish(&mut self, batch_len: u64) -> Result<()> {
+        fs::create_dir_all(&self.dir).map_err(|e| JournalError::io("create", &self.dir, e))?;
+        let tmp = self.dir.join(format!(
+            ".{}.{}.{}.tmp",
+            self.header.id,
+            std::process::id(),
+            uuid_like()
+        ));
+        let result = self.publish_via(&tmp, batch_len);
+        // The temp name is only a staging name: remove it whatever happened.
+        let _ = fs::remove_file(&tmp);
+        result
+    }
+
+    fn publish_via(&mut self, tmp: &Path, batch_len: u64) -> Result<()> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .open(tmp)
+            .map_err(|e| JournalError::io("create", tmp, e))?;
+        // Lock before the file becomes visible under its real name: the inode is shared.
+        file.try_lock()
+            .map_err(|e| JournalError::io("lock", tmp, io::Error::other(e.to_string())))?;
+        let mut header_line = serde_json::to_vec(&self.header)
+            .map_err(|e| JournalError::io("encode", tmp, e.into()))?;
+        header_line.push(b'\n');
+        let header_len = header_line.len() as u64;
+        header_line.extend_from_slice(&self.buf);
+        self.write_with_faults(&mut file, &header_line)
+            .map_err(|e| JournalError::io("write", tmp, e))?;
+        self.sync_with_faults(&file, false)
+            .map_err(|e| JournalError::io("fsync", tmp, e))?;
+        match fs::hard_link(tmp, &self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(JournalError::AlreadyExists {
+                    id: self.header.id.clone(),
+                    path: self.path.clone(),
+                });
+            }
+            Err(e) => return Err(JournalError::io("link", &self.path, e)),
+        }
+        let _ = fs::remove_file(tmp);
+        sync_dir(&self.dir)?;
+        self.durable_len = header_len + batch_len;
+        self.file = Some(file);
+        Ok(())
+    }
+}
+
+/// A short random-enough suffix for temp names (pid + time + counter; uniqueness only matters
+/// within one directory and one process).
+fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("{nanos:x}{:x}", COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| JournalError::io("fsync directory", dir, e))
+}
+
+impl SessionSink for JsonlSink {
+    fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    fn next_seq(&self) -> Seq {
+        self.next_seq
+    }
+
+    fn append(&mut self, expected: Seq, events: &[Event]) -> Result<()> {
+        if expected != self.next_seq {
+            return Err(JournalError::SeqConflict {
+                id: self.header.id.clone(),
+                expected,
+                actual: self.next_seq,
+            });
+        }
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.buf.clear();
+        for (i, event) in events.iter().enumerate() {
+            if event.seq.0 != expected.0 + i as u64 {
+                return Err(JournalError::InvalidBatch {
+                    id: self.header.id.clone(),
+                    reason: format!(
+                        "event {i} has seq {} where {} was expected",
+                        event.seq,
+                        expected.0 + i as u64
+                    ),
+                });
+            }
+            serde_json::to_writer(&mut self.buf, event)
+                .map_err(|e| JournalError::io("encode", &self.path, e.into()))?;
+            self.buf.push(b'\n');
+        }
+        let batch_len = self.buf.len() as u64;
+        match self.file.take() {
+            None => self.publish(batch_len)?,
+            Some(mut file) => {
+                let written = self
+                    .write_with_faults(&mut file, &self.buf)
+                    .map_err(|e| ("write", e))
+                    .and_then(|()| {
+                        self.sync_with_faults(&file, true)
+                            .map_err(|e| ("fdatasync", e))
+                    });
+                if let Err((op, e)) = written {
+                    // Roll back to the last durable length so no partial batch stays behind.
+                    if let Err(rollback) = file.set_len(self.durable_len) {
+                        tracing::error!(
+                            path = %self.path.display(),
+                            error = %rollback,
+                            "could not roll back a failed append"
+                        );
+                    }
+                    self.file = Some(file);
+                    return Err(JournalError::io(op, &self.path, e));
+                }
+                self.durable_len += batch_len;
+                self.file = Some(file);
+            }
+        }
+        self.next_seq = Seq(expected.0 + events.len() as u64);
+        Ok(())
+    }
+}

@@ -1,0 +1,373 @@
+//! The writer actor: one thread per open session owns its [`SessionSink`].
+//!
+//! Callers [`SessionWriter::append`] in memory (seq and time assigned at once, nothing
+//! written) and [`SessionWriter::flush`] to make everything appended so far durable. The
+//! actor takes every pending event and every waiting flush in one round and makes them durable
+//! with one sink append (one fsync): concurrent flushes share one fsync (group commit). A flush
+//! resolves only when every event appended before the call is durable.
+//!
+//! A failed sink append poisons the writer: pending events are dropped (they were never
+//! acknowledged), the sink has rolled the file back to its last durable length, and every later
+//! append or flush fails with `JOURNAL_POISONED`.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use tokio::sync::{oneshot, watch};
+use troupe_protocol::{Clock, Event, EventDraft, Seq, SessionHeader, SessionId};
+
+use crate::backend::SessionSink;
+use crate::error::{JournalError, Result};
+
+/// A handle to one session's writer actor. Cheap to clone; all clones share the actor.
+/// Dropping the last clone writes whatever is pending, stops the actor and releases the lock.
+#[derive(Clone, Debug)]
+pub struct SessionWriter {
+    handle: Arc<Handle>,
+}
+
+#[derive(Debug)]
+struct Handle {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    header: SessionHeader,
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+    wake: Condvar,
+    durable_tx: watch::Sender<Seq>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// The seq the next appended event gets.
+    next_seq: u64,
+    /// Appended, not yet handed to the sink.
+    pending: Vec<Event>,
+    /// Number of durable events (the next seq not yet durable).
+    durable: u64,
+    waiters: Vec<Waiter>,
+    flush_requested: bool,
+    /// The failure that poisoned the writer.
+    failure: Option<String>,
+    closing: bool,
+    /// Set by [`SessionWriter::abandon`]: stop without writing pending events.
+    abandoned: bool,
+    /// Successful sink appends (one fsync each for JSONL).
+    rounds: u64,
+}
+
+/// Counters of one writer, for tests and benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriterStats {
+    /// Successful durable sink appends so far (each is one write + one fsync for JSONL, so
+    /// flushes per round > 1 means group commit is working).
+    pub rounds: u64,
+    /// Flush calls currently waiting for durability.
+    pub waiting_flushes: usize,
+    /// Events appended but not yet handed to the sink.
+    pub pending_events: usize,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    target: u64,
+    tx: oneshot::Sender<Result<Seq>>,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+enum FlushTicket {
+    Done(Seq),
+    Wait(oneshot::Receiver<Result<Seq>>),
+}
+
+impl SessionWriter {
+    /// Starts the actor for `sink`, whose log currently holds `sink.next_seq()` durable events,
+    /// with `pending` events already appended (in memory) after them — for example a fork seed.
+    /// `pending[i].seq` must be `sink.next_seq() + i`.
+    ///
+    /// # Errors
+    /// `JOURNAL_INVALID_BATCH` when `pending` is not contiguous from the sink's next seq;
+    /// `JOURNAL_IO` when the actor thread cannot be started.
+    pub fn start(
+        sink: Box<dyn SessionSink>,
+        pending: Vec<Event>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
+        let header = sink.header().clone();
+        let durable = sink.next_seq().0;
+        for (i, e) in pending.iter().enumerate() {
+            if e.seq.0 != durable + i as u64 {
+                return Err(JournalError::InvalidBatch {
+                    id: header.id.clone(),
+                    reason: format!("pending event {i} has seq {}", e.seq),
+                });
+            }
+        }
+        let (durable_tx, _) = watch::channel(Seq(durable));
+        let shared = Arc::new(Shared {
+            header,
+            clock,
+            state: Mutex::new(State {
+                next_seq: durable + pending.len() as u64,
+                pending,
+                durable,
+                waiters: Vec::new(),
+                flush_requested: false,
+                failure: None,
+                closing: false,
+                abandoned: false,
+                rounds: 0,
+            }),
+            wake: Condvar::new(),
+            durable_tx,
+        });
+        let actor = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name(format!("journal-{}", shared.header.id))
+            .spawn(move || run(&actor, sink))
+            .map_err(|e| JournalError::io("spawn writer for", shared.header.id.as_str(), e))?;
+        Ok(Self {
+            handle: Arc::new(Handle {
+                shared,
+                thread: Mutex::new(Some(thread)),
+            }),
+        })
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &SessionId {
+        &self.handle.shared.header.id
+    }
+
+    /// The session's header.
+    pub fn header(&self) -> &SessionHeader {
+        &self.handle.shared.header
+    }
+
+    /// The seq the next appended event will get (= number of events appended so far,
+    /// durable or not).
+    pub fn next_seq(&self) -> Seq {
+        Seq(lock(&self.handle.shared.state).next_seq)
+    }
+
+    /// The number of durable events: every event with a smaller seq survives a crash.
+    pub fn durable_seq(&self) -> Seq {
+        Seq(lock(&self.handle.shared.state).durable)
+    }
+
+    /// Current counters (see [`WriterStats`]).
+    pub fn stats(&self) -> WriterStats {
+        let st = lock(&self.handle.shared.state);
+        WriterStats {
+            rounds: st.rounds,
+            waiting_flushes: st.waiters.len(),
+            pending_events: st.pending.len(),
+        }
+    }
+
+    /// A watch of [`SessionWriter::durable_seq`], updated after each successful flush round.
+    /// Waiters woken through it only ever see durable events (DESIGN decision 5).
+    pub fn subscribe_durable(&self) -> watch::Receiver<Seq> {
+        self.handle.shared.durable_tx.subscribe()
+    }
+
+    /// Appends one event in memory and returns it as stored (seq and time assigned). Nothing
+    /// is written until a flush.
+    ///
+    /// # Errors
+    /// `JOURNAL_POISONED` after a failed flush; `JOURNAL_CLOSED` after [`SessionWriter::abandon`].
+    pub fn append(&self, draft: EventDraft) -> Result<Event> {
+        let mut events = self.append_batch(vec![draft])?;
+        events.pop().ok_or_else(|| JournalError::Closed {
+            id: self.id().clone(),
+        })
+    }
+
+    /// Appends several events with consecutive seqs, atomically with respect to other appends.
+    ///
+    /// # Errors
+    /// As [`SessionWriter::append`].
+    pub fn append_batch(&self, drafts: Vec<EventDraft>) -> Result<Vec<Event>> {
+        let shared = &self.handle.shared;
+        let mut st = lock(&shared.state);
+        self.check_open(&st)?;
+        let time = shared.clock.now_ms();
+        let mut out = Vec::with_capacity(drafts.len());
+        for draft in drafts {
+            let event = draft.into_event(Seq(st.next_seq), time);
+            st.next_seq += 1;
+            st.pending.push(event.clone());
+            out.push(event);
+        }
+        Ok(out)
+    }
+
+    fn check_open(&self, st: &State) -> Result<()> {
+        if let Some(cause) = &st.failure {
+            return Err(JournalError::Poisoned {
+                id: self.id().clone(),
+                cause: cause.clone(),
+            });
+        }
+        if st.closing {
+            return Err(JournalError::Closed {
+                id: self.id().clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn request_flush(&self) -> Result<FlushTicket> {
+        let shared = &self.handle.shared;
+        let mut st = lock(&shared.state);
+        self.check_open(&st)?;
+        let target = st.next_seq;
+        if st.durable >= target {
+            return Ok(FlushTicket::Done(Seq(st.durable)));
+        }
+        let (tx, rx) = oneshot::channel();
+        st.waiters.push(Waiter { target, tx });
+        st.flush_requested = true;
+        drop(st);
+        shared.wake.notify_one();
+        Ok(FlushTicket::Wait(rx))
+    }
+
+    /// Makes every event appended before this call durable (write + fdatasync; see the module
+    /// docs for group commit). Returns the durable seq reached.
+    ///
+    /// # Errors
+    /// `JOURNAL_POISONED` when this or an earlier flush failed (the failure's cause is in the
+    /// message); `JOURNAL_CLOSED` when the writer stopped first.
+    pub async fn flush(&self) -> Result<Seq> {
+        match self.request_flush()? {
+            FlushTicket::Done(seq) => Ok(seq),
+            FlushTicket::Wait(rx) => rx.await.map_err(|_| JournalError::Closed {
+                id: self.id().clone(),
+            })?,
+        }
+    }
+
+    /// [`SessionWriter::flush`] for synchronous callers. Must not be called from inside an
+    /// async task (it blocks the thread).
+    ///
+    /// # Errors
+    /// As [`SessionWriter::flush`].
+    pub fn flush_blocking(&self) -> Result<Seq> {
+        match self.request_flush()? {
+            FlushTicket::Done(seq) => Ok(seq),
+            FlushTicket::Wait(rx) => rx.blocking_recv().map_err(|_| JournalError::Closed {
+                id: self.id().clone(),
+            })?,
+        }
+    }
+
+    /// Stops the actor *without* writing pending events, as a crash would, and waits for it to
+    /// release the file. For crash tests: events appended but not flushed are lost.
+    pub fn abandon(self) {
+        {
+            let mut st = lock(&self.handle.shared.state);
+            st.abandoned = true;
+            st.closing = true;
+            st.pending.clear();
+        }
+        self.handle.shared.wake.notify_one();
+        self.handle.join();
+    }
+}
+
+impl Handle {
+    fn join(&self) {
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        lock(&self.shared.state).closing = true;
+        self.shared.wake.notify_one();
+        self.join();
+    }
+}
+
+/// The actor loop: wait for a flush request (or close), make everything pending durable in one
+/// sink append, then answer every waiter that append satisfied.
+fn run(shared: &Shared, mut sink: Box<dyn SessionSink>) {
+    loop {
+        let (batch, first, end, closing) = {
+            let mut st = lock(&shared.state);
+            while !st.flush_requested && !st.closing {
+                st = shared.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
+            if st.abandoned || st.failure.is_some() {
+                fail_waiters(&mut st, &shared.header.id);
+                return;
+            }
+            st.flush_requested = false;
+            let batch = std::mem::take(&mut st.pending);
+            (batch, st.durable, st.next_seq, st.closing)
+        };
+        let result = if batch.is_empty() {
+            Ok(())
+        } else {
+            sink.append(Seq(first), &batch)
+        };
+        let mut st = lock(&shared.state);
+        match result {
+            Ok(()) => {
+                if !batch.is_empty() {
+                    st.rounds += 1;
+                }
+                st.durable = end;
+                shared.durable_tx.send_replace(Seq(end));
+                let mut still_waiting = Vec::new();
+                for waiter in std::mem::take(&mut st.waiters) {
+                    if waiter.target <= end {
+                        let _ = waiter.tx.send(Ok(Seq(end)));
+                    } else {
+                        still_waiting.push(waiter);
+                    }
+                }
+                st.waiters = still_waiting;
+            }
+            Err(e) => {
+                tracing::error!(session = %shared.header.id, error = %e, "journal writer poisoned");
+                st.failure = Some(e.to_string());
+                st.pending.clear();
+                fail_waiters(&mut st, &shared.header.id);
+                return;
+            }
+        }
+        if closing && st.pending.is_empty() {
+            fail_waiters(&mut st, &shared.header.id);
+            return;
+        }
+    }
+}
+
+fn fail_waiters(st: &mut State, id: &SessionId) {
+    for waiter in std::mem::take(&mut st.waiters) {
+        let err = match &st.failure {
+            Some(cause) => JournalError::Poisoned {
+                id: id.clone(),
+                cause: cause.clone(),
+            },
+            None => JournalError::Closed { id: id.clone() },
+        };
+        let _ = waiter.tx.send(Err(err));
+    }
+}
