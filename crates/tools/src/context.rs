@@ -1,0 +1,136 @@
+//! The per-call [`ToolContext`] and its [`ToolLimits`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use troupe_protocol::SessionId;
+
+use crate::error::ToolError;
+use crate::observe::FileObservations;
+
+/// Bounds on what the core tools do and return.
+///
+/// `Default` gives the values documented on each field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolLimits {
+    /// `bash` timeout when the model gives no `timeout_ms`. Default 120 s.
+    pub bash_default_timeout: Duration,
+    /// The largest `timeout_ms` `bash` accepts; larger values are `INVALID_ARGUMENTS`.
+    /// Default 600 s.
+    pub bash_max_timeout: Duration,
+    /// The most bytes of text one result carries: `bash` stdout + stderr together, and the
+    /// `content` of one `read`. Longer output is cut with a truncation marker. Default 30 000.
+    pub output_cap_bytes: usize,
+    /// The most lines one `read` returns when the model gives no `limit`. Default 2 000.
+    pub read_default_lines: usize,
+    /// The most entries `glob` and `grep` return. Default 500.
+    pub max_results: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self {
+            bash_default_timeout: Duration::from_millis(120_000),
+            bash_max_timeout: Duration::from_millis(600_000),
+            output_cap_bytes: 30_000,
+            read_default_lines: 2_000,
+            max_results: 500,
+        }
+    }
+}
+
+/// Everything a tool call needs to know about its caller.
+///
+/// A runtime builds one per agent (and clones it with a fresh
+/// [cancellation token](ToolContext::with_cancellation) per turn). Cloning is cheap: the
+/// observation store is shared through an [`Arc`].
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    workspace_root: PathBuf,
+    owner: SessionId,
+    observations: Arc<FileObservations>,
+    cancel: CancellationToken,
+    limits: ToolLimits,
+}
+
+impl ToolContext {
+    /// A context for the agent whose session is `owner`, working in `workspace` (canonicalized
+    /// here), recording file observations in `observations` (share one store among all
+    /// members of a team; it keeps observations per owner). It has a fresh, never-canceled
+    /// token and default limits.
+    ///
+    /// # Errors
+    /// `FS_NOT_FOUND` when `workspace` does not exist, `FS_NOT_A_DIRECTORY` when it is not a
+    /// directory, `FS_IO` when it cannot be canonicalized.
+    pub fn new(
+        workspace: impl AsRef<Path>,
+        owner: SessionId,
+        observations: Arc<FileObservations>,
+    ) -> Result<Self, ToolError> {
+        let workspace = workspace.as_ref();
+        let shown = workspace.display().to_string();
+        let workspace_root = std::fs::canonicalize(workspace).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                ToolError::NotFound {
+                    path: shown.clone(),
+                }
+            } else {
+                ToolError::Io {
+                    path: shown.clone(),
+                    source,
+                }
+            }
+        })?;
+        if !workspace_root.is_dir() {
+            return Err(ToolError::NotADirectory { path: shown });
+        }
+        Ok(Self {
+            workspace_root,
+            owner,
+            observations,
+            cancel: CancellationToken::new(),
+            limits: ToolLimits::default(),
+        })
+    }
+
+    /// The same context with `cancel` as its cancellation token (typically a turn's token).
+    #[must_use]
+    pub fn with_cancellation(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// The same context with other limits.
+    #[must_use]
+    pub fn with_limits(mut self, limits: ToolLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The canonical workspace root: every path tools touch lies under it.
+    pub fn workspace_root(&self) -> &Path {
+        &self.workspace_root
+    }
+
+    /// The session whose file observations `read`/`write`/`edit` use and record.
+    pub fn owner(&self) -> &SessionId {
+        &self.owner
+    }
+
+    /// The shared observation store.
+    pub fn observations(&self) -> &Arc<FileObservations> {
+        &self.observations
+    }
+
+    /// The token that cancels running tool calls.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &ToolLimits {
+        &self.limits
+    }
+}

@@ -1,0 +1,187 @@
+//! The per-agent [`ToolRegistry`].
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::bash::BashTool;
+use crate::context::ToolContext;
+use crate::error::{RegistryError, ToolError};
+use crate::files::{EditTool, ReadTool, WriteTool};
+use crate::search::{GlobTool, GrepTool};
+use crate::tool::{Tool, ToolOutcome, ToolSpec, json_kind};
+
+/// The core coding tools of DESIGN §4, in the order they are offered to the model:
+/// `read`, `write`, `edit`, `glob`, `grep`, `bash`.
+pub fn core_tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(ReadTool),
+        Arc::new(WriteTool),
+        Arc::new(EditTool),
+        Arc::new(GlobTool),
+        Arc::new(GrepTool),
+        Arc::new(BashTool),
+    ]
+}
+
+/// Tool-call arguments as the model sent them: the raw JSON text of an OpenAI-style
+/// `function.arguments`, or an already-parsed value (from a scripted provider or a replayed
+/// log).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolArguments {
+    /// JSON text. An empty (or all-whitespace) string means `{}`.
+    Raw(String),
+    /// A parsed value.
+    Value(Value),
+}
+
+impl From<&str> for ToolArguments {
+    fn from(raw: &str) -> Self {
+        ToolArguments::Raw(raw.to_owned())
+    }
+}
+
+impl From<String> for ToolArguments {
+    fn from(raw: String) -> Self {
+        ToolArguments::Raw(raw)
+    }
+}
+
+impl From<Value> for ToolArguments {
+    fn from(value: Value) -> Self {
+        ToolArguments::Value(value)
+    }
+}
+
+impl ToolArguments {
+    /// The arguments as a JSON object.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENTS` when the text is not JSON or the value is not an object.
+    pub fn into_object(self) -> Result<Value, ToolError> {
+        let value = match self {
+            ToolArguments::Raw(raw) if raw.trim().is_empty() => Value::Object(Default::default()),
+            ToolArguments::Raw(raw) => serde_json::from_str(&raw).map_err(|error| {
+                ToolError::invalid_arguments(format!("arguments are not valid JSON: {error}"))
+            })?,
+            ToolArguments::Value(value) => value,
+        };
+        if value.is_object() {
+            Ok(value)
+        } else {
+            Err(ToolError::invalid_arguments(format!(
+                "arguments must be a JSON object, got {}",
+                json_kind(&value)
+            )))
+        }
+    }
+}
+
+/// The tools one agent may call.
+///
+/// Each agent owns its registry (a teammate's Team tools differ from the Lead's); tools are
+/// shared between registries through [`Arc`]. Tools keep their registration order, which is
+/// the order of [`specs`](ToolRegistry::specs) — stable, so model requests are reproducible.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry")
+            .field("tools", &self.names())
+            .finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A registry holding the [`core_tools`].
+    pub fn with_core_tools() -> Self {
+        Self {
+            tools: core_tools(),
+        }
+    }
+
+    /// Adds a tool at the end of the order.
+    ///
+    /// # Errors
+    /// [`RegistryError::Duplicate`] (message `tool "<name>" is already registered`) when the
+    /// name is taken; [`RegistryError::InvalidName`] when it is not 1–64 characters of
+    /// `[A-Za-z0-9_-]`.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+        let name = tool.name();
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(RegistryError::InvalidName(name.to_owned()));
+        }
+        if self.get(name).is_some() {
+            return Err(RegistryError::Duplicate(name.to_owned()));
+        }
+        self.tools.push(tool);
+        Ok(())
+    }
+
+    /// Removes the tool called `name`, returning it.
+    pub fn remove(&mut self, name: &str) -> Option<Arc<dyn Tool>> {
+        let index = self.tools.iter().position(|tool| tool.name() == name)?;
+        Some(self.tools.remove(index))
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|tool| tool.name() == name)
+    }
+
+    /// The tool names, in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.iter().map(|tool| tool.name()).collect()
+    }
+
+    /// The number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether the registry has no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The specs to send to the model, in order.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|tool| tool.spec()).collect()
+    }
+
+    /// Runs one tool call: looks the tool up, parses the arguments into a JSON object, and
+    /// calls it.
+    ///
+    /// # Errors
+    /// `UNKNOWN_TOOL` (message `unknown tool "<name>"`), `INVALID_ARGUMENTS` (not JSON, not an
+    /// object, or refused by the tool's typed arguments), `TOOL_CANCELED` when the context is
+    /// already canceled (the tool does not run), and whatever the tool returns.
+    pub async fn dispatch(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        arguments: impl Into<ToolArguments>,
+    ) -> ToolOutcome {
+        let tool = self.get(name).ok_or_else(|| ToolError::UnknownTool {
+            name: name.to_owned(),
+        })?;
+        let arguments = arguments.into().into_object()?;
+        if ctx.cancellation().is_cancelled() {
+            return Err(ToolError::Canceled);
+        }
+        tool.call(ctx, arguments).await
+    }
+}
