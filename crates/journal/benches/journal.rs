@@ -42,7 +42,9 @@ fn event_250() -> EventDraft {
 fn flush_latency(c: &mut Criterion) {
     let dir = bench_dir();
     let mut group = c.benchmark_group("flush_latency");
-    group.sample_size(200).measurement_time(Duration::from_secs(8));
+    group
+        .sample_size(200)
+        .measurement_time(Duration::from_secs(8));
 
     let line = {
         let e = event_250().into_event(troupe_protocol::Seq(12345), 1_764_000_000_000);
@@ -85,7 +87,9 @@ fn group_commit(c: &mut Criterion) {
     let dir = bench_dir();
     let j = journal(dir.path());
     let mut group = c.benchmark_group("group_commit");
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
     for flushers in [1usize, 4, 16] {
         let w = j
             .create(SessionHeader::new(
@@ -136,12 +140,18 @@ fn replay(c: &mut Criterion) {
     for n in 0..EVENTS {
         let draft = match n % 10 {
             0 => EventDraft::new("turn/start", json!({"turn": n / 10})),
-            9 => EventDraft::new("turn/end", json!({"turn": n / 10, "reason": {"kind": "completed"}})),
+            9 => EventDraft::new(
+                "turn/end",
+                json!({"turn": n / 10, "reason": {"kind": "completed"}}),
+            ),
             5 => EventDraft::new(
                 "tool/call",
                 json!({"callId": format!("call-{n}"), "name": "read", "arguments": {"path": "src/lib.rs"}}),
             ),
-            _ => EventDraft::new("assistant/chunk", json!({"turn": n / 10, "delta": "some streamed text "})),
+            _ => EventDraft::new(
+                "assistant/chunk",
+                json!({"turn": n / 10, "delta": "some streamed text "}),
+            ),
         };
         w.append(draft).unwrap();
         if n % 100_000 == 99_999 {
@@ -155,7 +165,9 @@ fn replay(c: &mut Criterion) {
     eprintln!("replay file: {} events, {} bytes", EVENTS, bytes.len());
 
     let mut group = c.benchmark_group("replay_1m");
-    group.sample_size(10).measurement_time(Duration::from_secs(30));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(30));
     group.throughput(Throughput::Elements(EVENTS));
     group.bench_function("bare_serde_json_value_parse", |b| {
         b.iter(|| {
