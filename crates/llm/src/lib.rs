@@ -1,1 +1,87 @@
-//! OpenAI-compatible chat-completions client (streaming, tool calls, retries) and the scripted provider.
+//! OpenAI-compatible chat-completions client (streaming, tool calls, retries) and the scripted
+//! provider.
+//!
+//! This crate knows nothing of sessions: the runtime records what it returns.
+//!
+//! # How the runtime uses it
+//! 1. Parse the flags into a [`ModelSpec`] ([`ModelSpec::from_flags`]; record it in the session:
+//!    it holds no key), resolve it with [`ModelSpec::resolve`] into a [`ProviderConfig`], and
+//!    build a [`ProviderFactory`].
+//! 2. For each agent, [`ProviderFactory::for_agent`] gives an `Arc<dyn ModelProvider>`. On a
+//!    cold resume, call [`ModelProvider::set_calls_made`] with the number of model calls the
+//!    agent's log already holds (the scripted provider then continues its script; HTTP ignores
+//!    it).
+//! 3. Each step: [`ModelProvider::complete`] with the [`ChatRequest`], a [`StreamObserver`]
+//!    (progress: text, reasoning and tool-call deltas, and every failed attempt) and the turn's
+//!    `CancellationToken`. The [`ModelResponse`] holds the whole [`AssistantMessage`] (tool-call
+//!    arguments parsed), usage, finish reason and the list of [`Attempt`]s.
+//!
+//! Errors are [`LlmError`], each with a stable code (`troupe_protocol::ErrorCode`).
+//!
+//! # Invariants
+//! - An API key appears only in the `Authorization` header: [`ApiKey`] prints `***`, and no
+//!   serializable type holds one.
+//! - A tool call whose arguments are not valid JSON is never returned: the call fails with
+//!   [`LlmError::TruncatedToolCall`]. An *empty* argument string is read as `{}` only when the
+//!   stream finished normally (`[DONE]` or a finish reason) and not with `finish_reason: length`.
+//! - Stream parsing does not depend on how the bytes were split into chunks.
+
+mod classify;
+mod client;
+mod config;
+mod error;
+mod provider;
+mod script;
+pub mod stream;
+mod types;
+
+use std::sync::Arc;
+
+pub use client::OpenAiClient;
+pub use config::{
+    ApiKey, ClientOptions, DEEPSEEK_API_KEY_ENV, DEEPSEEK_BASE_URL, DEEPSEEK_DEFAULT_MODEL,
+    HttpProviderConfig, ModelFlags, ModelSpec, OPENAI_API_KEY_ENV, OPENAI_BASE_URL,
+    OPENAI_DEFAULT_MODEL, ProviderConfig, ProviderKind, ReasoningReplay, RetryPolicy,
+    resolve_model,
+};
+pub use error::LlmError;
+pub use provider::{BoxFuture, EventLog, ModelProvider, NoopObserver, StreamObserver};
+pub use script::{ScriptedAgent, ScriptedProvider};
+pub use types::{
+    AssistantMessage, Attempt, AttemptError, ChatMessage, ChatRequest, FinishReason, ModelResponse,
+    StreamEvent, ToolCall, ToolSpec, Usage,
+};
+
+/// Gives each agent its model provider, from one resolved configuration.
+///
+/// HTTP: every agent shares one [`OpenAiClient`]. Script: each agent gets its
+/// [`ScriptedAgent`] (one shared cursor per member name).
+#[derive(Clone, Debug)]
+pub enum ProviderFactory {
+    /// An OpenAI-compatible server.
+    Http(Arc<OpenAiClient>),
+    /// A loaded script.
+    Scripted(ScriptedProvider),
+}
+
+impl ProviderFactory {
+    /// Builds the client or loads the script. Fails with [`LlmError::Config`] (bad base URL) or
+    /// [`LlmError::Script`] (unreadable or malformed script).
+    pub fn new(config: ProviderConfig, options: ClientOptions) -> Result<Self, LlmError> {
+        match config {
+            ProviderConfig::Http(config) => {
+                Ok(Self::Http(Arc::new(OpenAiClient::new(config, options)?)))
+            }
+            ProviderConfig::Script { path } => Ok(Self::Scripted(ScriptedProvider::load(path)?)),
+        }
+    }
+
+    /// The provider for member `agent`. Fails with [`LlmError::Script`] when a script has no
+    /// steps for that member.
+    pub fn for_agent(&self, agent: &str) -> Result<Arc<dyn ModelProvider>, LlmError> {
+        match self {
+            Self::Http(client) => Ok(Arc::clone(client) as Arc<dyn ModelProvider>),
+            Self::Scripted(script) => Ok(Arc::new(script.for_agent(agent)?)),
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! The offline scripted provider (`--model script:FILE`, DESIGN §5).
+//!
+//! File format: `{"agents": {"<member name>": [<step>, …]}}`. A step is
+//! `{"text": "…"}` (a final answer) or `{"tool_calls": [{"name": "…", "arguments": {…}}]}`;
+//! a step may also carry both (`text` then accompanies the tool calls) and an optional
+//! `"reasoning": "…"`. Unknown keys are refused, so a typo does not silently change a demo.
+//!
+//! Every model call of a member takes that member's next step. The cursor is shared by every
+//! [`ScriptedAgent`] of the same member (all turns advance one script) and can be moved for a
+//! resumed session ([`ModelProvider::set_calls_made`]). Tool-call ids are deterministic:
+//! `call_<member>_<n>`, `n` counting the member's tool calls from 1 in script order, so a resumed
+//! script produces the same ids.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::LlmError;
+use crate::provider::{BoxFuture, ModelProvider, StreamObserver};
+use crate::types::{
+    AssistantMessage, Attempt, ChatRequest, FinishReason, ModelResponse, StreamEvent, ToolCall,
+};
+
+/// A loaded script, shared by the providers of every member it scripts. Cheap to clone (the
+/// cursors are shared).
+#[derive(Clone, Debug)]
+pub struct ScriptedProvider {
+    inner: Arc<ScriptInner>,
+}
+
+#[derive(Debug)]
+struct ScriptInner {
+    origin: String,
+    agents: BTreeMap<String, AgentScript>,
+}
+
+#[derive(Debug)]
+struct AgentScript {
+    steps: Vec<AssistantMessage>,
+    cursor: Mutex<usize>,
+}
+
+impl AgentScript {
+    fn cursor(&self) -> MutexGuard<'_, usize> {
+        // The cursor is a plain counter: a panic elsewhere cannot leave it inconsistent.
+        self.cursor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl ScriptedProvider {
+    /// Reads and validates a script file. Fails with [`LlmError::Script`] naming the path and
+    /// what is wrong (unreadable file, invalid JSON with line and column, a malformed step).
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, LlmError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            LlmError::script(format!("cannot read script {}: {error}", path.display()))
+        })?;
+        Self::from_json_str(&text, &path.display().to_string())
+    }
+
+    /// Parses a script from text; `origin` names it in error messages (usually the path).
+    pub fn from_json_str(text: &str, origin: &str) -> Result<Self, LlmError> {
+        let fail = |what: String| LlmError::script(format!("script {origin}: {what}"));
+        let value: Value =
+            serde_json::from_str(text).map_err(|error| fail(format!("not valid JSON: {error}")))?;
+        let Some(top) = value.as_object() else {
+            return Err(fail(
+                "expected an object {\"agents\": {\"<member name>\": [<step>, …]}}".to_owned(),
+            ));
+        };
+        if let Some(key) = top.keys().find(|key| key.as_str() != "agents") {
+            return Err(fail(format!(
+                "unknown key `{key}` (only \"agents\" is allowed)"
+            )));
+        }
+        let Some(agents_value) = top.get("agents") else {
+            return Err(fail("missing \"agents\"".to_owned()));
+        };
+        let Some(agents_map) = agents_value.as_object() else {
+            return Err(fail(
+                "\"agents\" must be an object mapping member names to step lists".to_owned(),
+            ));
+        };
+        let mut agents = BTreeMap::new();
+        for (agent, steps_value) in agents_map {
+            if agent.trim().is_empty() {
+                return Err(fail("an agent name is empty".to_owned()));
+            }
+            let Some(steps_array) = steps_value.as_array() else {
+                return Err(fail(format!("agents.{agent} must be a list of steps")));
+            };
+            let mut call_number = 0usize;
+            let mut steps = Vec::with_capacity(steps_array.len());
+            for (position, step) in steps_array.iter().enumerate() {
+                let step = parse_step(agent, step, &mut call_number)
+                    .map_err(|what| fail(format!("agents.{agent}[{position}]: {what}")))?;
+                steps.push(step);
+            }
+            agents.insert(
+                agent.clone(),
+                AgentScript {
+                    steps,
+                    cursor: Mutex::new(0),
+                },
+            );
+        }
+        Ok(Self {
+            inner: Arc::new(ScriptInner {
+                origin: origin.to_owned(),
+                agents,
+            }),
+        })
+    }
+
+    /// The scripted member names, sorted.
+    pub fn agent_names(&self) -> Vec<&str> {
+        self.inner.agents.keys().map(String::as_str).collect()
+    }
+
+    /// The provider of member `agent`. Fails with [`LlmError::Script`] when the script has no
+    /// such member.
+    pub fn for_agent(&self, agent: &str) -> Result<ScriptedAgent, LlmError> {
+        self.script_of(agent)?;
+        Ok(ScriptedAgent {
+            inner: Arc::clone(&self.inner),
+            agent: agent.to_owned(),
+        })
+    }
+
+    /// How many steps `agent` has taken so far.
+    pub fn calls_made(&self, agent: &str) -> Result<usize, LlmError> {
+        Ok(*self.script_of(agent)?.cursor())
+    }
+
+    /// Moves `agent`'s cursor: its next call takes step `calls_made` (0-based). Fails with
+    /// [`LlmError::Script`] when that is past the end of its script (equal to the length is
+    /// allowed: the next call then reports the exhausted script).
+    pub fn set_calls_made(&self, agent: &str, calls_made: usize) -> Result<(), LlmError> {
+        let script = self.script_of(agent)?;
+        if calls_made > script.steps.len() {
+            return Err(LlmError::script(format!(
+                "script {}: cannot resume agent `{agent}` after {calls_made} model calls: its script has only {} steps",
+                self.inner.origin,
+                script.steps.len()
+            )));
+        }
+        *script.cursor() = calls_made;
+        Ok(())
+    }
+
+    fn script_of(&self, agent: &str) -> Result<&AgentScript, LlmError> {
+        self.inner.agents.get(agent).ok_or_else(|| {
+            LlmError::script(format!(
+                "script {} has no steps for agent `{agent}` (it scripts: {})",
+                self.inner.origin,
+                self.agent_names().join(", ")
+            ))
+        })
+    }
+}
+
+fn parse_step(
+    agent: &str,
+    step: &Value,
+    call_number: &mut usize,
+) -> Result<AssistantMessage, String> {
+    let Some(object) = step.as_object() else {
+        return Err("a step must be an object {\"text\": …} or {\"tool_calls\": […]}".to_owned());
+    };
+    if let Some(key) = object
+        .keys()
+        .find(|key| !matches!(key.as_str(), "text" | "tool_calls" | "reasoning"))
+    {
+        return Err(format!(
+            "unknown key `{key}` (a step has \"text\", \"tool_calls\" and optionally \"reasoning\")"
+        ));
+    }
+    let text = match object.get("text") {
+        None => None,
+        Some(Value::String(text)) => Some(text.clone()),
+        Some(_) => return Err("\"text\" must be a string".to_owned()),
+    };
+    let reasoning = match object.get("reasoning") {
+        None => None,
+        Some(Value::String(text)) => Some(text.clone()),
+        Some(_) => return Err("\"reasoning\" must be a string".to_owned()),
+    };
+    let mut tool_calls = Vec::new();
+    match object.get("tool_calls") {
+        None => {}
+        Some(Value::Array(calls)) if !calls.is_empty() => {
+            for (position, call) in calls.iter().enumerate() {
+                let Some(call) = call.as_object() else {
+                    return Err(format!(
+                        "tool_calls[{position}] must be an object {{\"name\", \"arguments\"}}"
+                    ));
+                };
+                if let Some(key) = call
+                    .keys()
+                    .find(|key| !matches!(key.as_str(), "name" | "arguments"))
+                {
+                    return Err(format!(
+                        "tool_calls[{position}]: unknown key `{key}` (a call has \"name\" and \"arguments\")"
+                    ));
+                }
+                let name = match call.get("name") {
+                    Some(Value::String(name)) if !name.trim().is_empty() => name.clone(),
+                    _ => return Err(format!("tool_calls[{position}] needs a non-empty \"name\"")),
+                };
+                let arguments = call
+                    .get("arguments")
+                    .cloned()
+                    .unwrap_or_else(|| Value::Object(Map::new()));
+                *call_number += 1;
+                tool_calls.push(ToolCall {
+                    id: format!("call_{agent}_{call_number}"),
+                    name,
+                    arguments,
+                });
+            }
+        }
+        Some(_) => return Err("\"tool_calls\" must be a non-empty list".to_owned()),
+    }
+    if text.is_none() && tool_calls.is_empty() {
+        return Err("a step needs \"text\" or \"tool_calls\"".to_owned());
+    }
+    Ok(AssistantMessage {
+        content: text,
+        reasoning_content: reasoning,
+        tool_calls,
+    })
+}
+
+/// One member's view of a script; implements [`ModelProvider`]. Its cursor is shared with every
+/// other `ScriptedAgent` of the same member.
+#[derive(Clone, Debug)]
+pub struct ScriptedAgent {
+    inner: Arc<ScriptInner>,
+    agent: String,
+}
+
+impl ScriptedAgent {
+    /// The member this provider answers for.
+    pub fn agent(&self) -> &str {
+        &self.agent
+    }
+
+    fn script(&self) -> Result<&AgentScript, LlmError> {
+        self.inner.agents.get(&self.agent).ok_or_else(|| {
+            LlmError::script(format!(
+                "script {} has no steps for agent `{}`",
+                self.inner.origin, self.agent
+            ))
+        })
+    }
+
+    fn next_step(&self) -> Result<AssistantMessage, LlmError> {
+        let script = self.script()?;
+        let mut cursor = script.cursor();
+        let Some(step) = script.steps.get(*cursor) else {
+            return Err(LlmError::script(format!(
+                "script {}: agent `{}` has no step left (its {} steps are used up; this is model call {})",
+                self.inner.origin,
+                self.agent,
+                script.steps.len(),
+                *cursor + 1
+            )));
+        };
+        *cursor += 1;
+        Ok(step.clone())
+    }
+}
+
+impl ModelProvider for ScriptedAgent {
+    fn complete<'a>(
+        &'a self,
+        _request: &'a ChatRequest,
+        observer: &'a mut dyn StreamObserver,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, LlmError>> {
+        Box::pin(async move {
+            if cancel.is_cancelled() {
+                return Err(LlmError::Cancelled);
+            }
+            let message = self.next_step()?;
+            observer.on_event(StreamEvent::AttemptStarted { attempt: 1 });
+            if let Some(reasoning) = &message.reasoning_content {
+                observer.on_event(StreamEvent::ReasoningDelta {
+                    text: reasoning.clone(),
+                });
+            }
+            if let Some(text) = &message.content {
+                observer.on_event(StreamEvent::TextDelta { text: text.clone() });
+            }
+            for (index, call) in message.tool_calls.iter().enumerate() {
+                observer.on_event(StreamEvent::ToolCallDelta {
+                    index,
+                    id: Some(call.id.clone()),
+                    name: Some(call.name.clone()),
+                    arguments: call.arguments.to_string(),
+                });
+            }
+            let finish_reason = if message.tool_calls.is_empty() {
+                FinishReason::Stop
+            } else {
+                FinishReason::ToolCalls
+            };
+            Ok(ModelResponse {
+                message,
+                usage: None,
+                finish_reason: Some(finish_reason),
+                model: Some("script".to_owned()),
+                attempts: vec![Attempt {
+                    number: 1,
+                    status: None,
+                    error: None,
+                    retry_delay_ms: None,
+                }],
+            })
+        })
+    }
+
+    fn label(&self) -> String {
+        format!("script:{}#{}", self.inner.origin, self.agent)
+    }
+
+    fn set_calls_made(&self, calls_made: usize) -> Result<(), LlmError> {
+        ScriptedProvider {
+            inner: Arc::clone(&self.inner),
+        }
+        .set_calls_made(&self.agent, calls_made)
+    }
+}

@@ -1,0 +1,9 @@
+mod common;
+mod config;
+mod errors;
+mod exchange;
+mod odd_streams;
+mod retry;
+mod scripted;
+mod sse_split;
+mod types;

@@ -1,0 +1,249 @@
+//! The scripted provider (`script:FILE`).
+
+use std::io::Write;
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use troupe_llm::{
+    AssistantMessage, ChatMessage, ChatRequest, ClientOptions, EventLog, FinishReason, LlmError,
+    ModelProvider, ModelSpec, ProviderConfig, ProviderFactory, ScriptedProvider, StreamEvent,
+    ToolCall,
+};
+use troupe_protocol::ErrorCode;
+
+use super::common::call;
+
+const SCRIPT: &str = r#"{
+  "agents": {
+    "lead": [
+      {"tool_calls": [
+        {"name": "spawn_teammate", "arguments": {"name": "alice", "prompt": "write the parser"}},
+        {"name": "list_tasks"}
+      ]},
+      {"reasoning": "alice is on it", "text": "Waiting for alice."},
+      {"text": "All done."}
+    ],
+    "alice": [
+      {"tool_calls": [{"name": "write", "arguments": {"path": "parser.rs", "content": "fn parse() {}"}}]},
+      {"text": "I wrote parser.rs.", "tool_calls": [{"name": "send_message", "arguments": {"to": "lead"}}]},
+      {"text": "Finished."}
+    ]
+  }
+}"#;
+
+fn script_file(text: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+    file
+}
+
+fn request() -> ChatRequest {
+    ChatRequest::new(vec![ChatMessage::user("go")], Vec::new())
+}
+
+async fn next(provider: &dyn ModelProvider) -> Result<AssistantMessage, LlmError> {
+    call(provider, &request())
+        .await
+        .0
+        .map(|response| response.message)
+}
+
+#[tokio::test]
+async fn each_agent_walks_its_own_steps_with_deterministic_ids() {
+    let file = script_file(SCRIPT);
+    let script = ScriptedProvider::load(file.path()).unwrap();
+    assert_eq!(script.agent_names(), ["alice", "lead"]);
+    let lead = script.for_agent("lead").unwrap();
+    let alice = script.for_agent("alice").unwrap();
+
+    let (first, events) = call(&lead, &request()).await;
+    let first = first.unwrap();
+    assert_eq!(
+        first.message.tool_calls,
+        vec![
+            ToolCall::new(
+                "call_lead_1",
+                "spawn_teammate",
+                json!({"name": "alice", "prompt": "write the parser"})
+            ),
+            ToolCall::new("call_lead_2", "list_tasks", json!({})),
+        ]
+    );
+    assert_eq!(first.finish_reason, Some(FinishReason::ToolCalls));
+    assert_eq!(first.attempts.len(), 1);
+    assert!(events.events.contains(&StreamEvent::ToolCallDelta {
+        index: 0,
+        id: Some("call_lead_1".to_owned()),
+        name: Some("spawn_teammate".to_owned()),
+        arguments: r#"{"name":"alice","prompt":"write the parser"}"#.to_owned(),
+    }));
+
+    // Alice's cursor is independent of the lead's.
+    let alice_first = next(&alice).await.unwrap();
+    assert_eq!(alice_first.tool_calls[0].id, "call_alice_1");
+    let alice_second = next(&alice).await.unwrap();
+    assert_eq!(alice_second.content.as_deref(), Some("I wrote parser.rs."));
+    assert_eq!(alice_second.tool_calls[0].id, "call_alice_2");
+
+    // The text goes through the observer like a streamed answer.
+    let (second, events) = call(&lead, &request()).await;
+    let second = second.unwrap();
+    assert_eq!(
+        second.message.content.as_deref(),
+        Some("Waiting for alice.")
+    );
+    assert_eq!(
+        second.message.reasoning_content.as_deref(),
+        Some("alice is on it")
+    );
+    assert_eq!(second.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(events.text(), "Waiting for alice.");
+    assert_eq!(events.reasoning(), "alice is on it");
+
+    // A second provider of the same member shares the cursor (a later turn).
+    let lead_again = script.for_agent("lead").unwrap();
+    assert_eq!(
+        next(&lead_again).await.unwrap(),
+        AssistantMessage::text("All done.")
+    );
+    assert_eq!(script.calls_made("lead").unwrap(), 3);
+}
+
+#[tokio::test]
+async fn an_exhausted_script_names_the_agent() {
+    let file = script_file(r#"{"agents": {"solo": [{"text": "only answer"}]}}"#);
+    let script = ScriptedProvider::load(file.path()).unwrap();
+    let solo = script.for_agent("solo").unwrap();
+    next(&solo).await.unwrap();
+    let error = next(&solo).await.unwrap_err();
+    assert_eq!(error.code(), "LLM_SCRIPT");
+    let message = error.to_string();
+    assert!(message.contains("`solo`"), "{message}");
+    assert!(message.contains("no step left"), "{message}");
+    assert!(
+        message.contains(&file.path().display().to_string()),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn the_cursor_can_be_moved_for_a_resumed_session() {
+    let file = script_file(SCRIPT);
+    // A fresh load, as after a restart: the log says the lead already made two model calls.
+    let script = ScriptedProvider::load(file.path()).unwrap();
+    let lead = script.for_agent("lead").unwrap();
+    lead.set_calls_made(2).unwrap();
+    assert_eq!(
+        next(&lead).await.unwrap(),
+        AssistantMessage::text("All done.")
+    );
+
+    // Through the trait object, as the runtime does, and ids stay those of a fresh run.
+    let factory = ProviderFactory::new(
+        ProviderConfig::Script {
+            path: file.path().to_owned(),
+        },
+        ClientOptions::default(),
+    )
+    .unwrap();
+    let alice = factory.for_agent("alice").unwrap();
+    alice.set_calls_made(1).unwrap();
+    let message = next(alice.as_ref()).await.unwrap();
+    assert_eq!(message.tool_calls[0].id, "call_alice_2");
+    assert!(alice.label().ends_with("#alice"), "{}", alice.label());
+
+    // Moving to the end is allowed (the next call reports the exhausted script); past it is not.
+    alice.set_calls_made(3).unwrap();
+    assert_eq!(next(alice.as_ref()).await.unwrap_err().code(), "LLM_SCRIPT");
+    let error = alice.set_calls_made(4).unwrap_err();
+    assert_eq!(error.code(), "LLM_SCRIPT");
+    assert!(error.to_string().contains("only 3 steps"), "{error}");
+}
+
+#[tokio::test]
+async fn unknown_agents_and_cancelled_calls() {
+    let file = script_file(SCRIPT);
+    let script = ScriptedProvider::load(file.path()).unwrap();
+    let error = script.for_agent("bob").unwrap_err();
+    assert_eq!(error.code(), "LLM_SCRIPT");
+    assert!(error.to_string().contains("`bob`"), "{error}");
+    assert!(error.to_string().contains("alice, lead"), "{error}");
+
+    // A cancelled call does not consume a step.
+    let lead = script.for_agent("lead").unwrap();
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let result = lead
+        .complete(&request(), &mut EventLog::new(), &cancel)
+        .await;
+    assert_eq!(result.unwrap_err(), LlmError::Cancelled);
+    assert_eq!(script.calls_made("lead").unwrap(), 0);
+}
+
+#[test]
+fn malformed_scripts_are_refused_with_the_path_and_the_problem() {
+    let cases = [
+        ("{\"agents\": {\"lead\": [", "not valid JSON"),
+        ("[]", "expected an object"),
+        ("{}", "missing \"agents\""),
+        ("{\"agents\": [], \"x\": 1}", "unknown key `x`"),
+        ("{\"agents\": []}", "\"agents\" must be an object"),
+        ("{\"agents\": {\"lead\": {}}}", "agents.lead must be a list"),
+        (
+            "{\"agents\": {\"lead\": [{}]}}",
+            "agents.lead[0]: a step needs \"text\" or \"tool_calls\"",
+        ),
+        (
+            "{\"agents\": {\"lead\": [{\"txt\": \"hi\"}]}}",
+            "agents.lead[0]: unknown key `txt`",
+        ),
+        (
+            "{\"agents\": {\"lead\": [{\"text\": 3}]}}",
+            "\"text\" must be a string",
+        ),
+        (
+            "{\"agents\": {\"lead\": [{\"text\": \"a\"}, {\"tool_calls\": [{\"arguments\": {}}]}]}}",
+            "agents.lead[1]: tool_calls[0] needs a non-empty \"name\"",
+        ),
+        (
+            "{\"agents\": {\"lead\": [{\"tool_calls\": []}]}}",
+            "must be a non-empty list",
+        ),
+    ];
+    for (text, expected) in cases {
+        let file = script_file(text);
+        let error = ScriptedProvider::load(file.path()).unwrap_err();
+        assert_eq!(error.code(), "LLM_SCRIPT", "{text}");
+        let message = error.to_string();
+        assert!(message.contains(expected), "{text}: {message}");
+        assert!(
+            message.contains(&file.path().display().to_string()),
+            "{message}"
+        );
+        assert!(!message.contains('\n'), "one line: {message}");
+    }
+    let missing = ScriptedProvider::load("/nonexistent/troupe-script.json").unwrap_err();
+    assert_eq!(missing.code(), "LLM_SCRIPT");
+    assert!(
+        missing
+            .to_string()
+            .contains("/nonexistent/troupe-script.json")
+    );
+}
+
+#[test]
+fn script_models_resolve_without_any_key() {
+    let spec = ModelSpec::from_flags(&troupe_llm::ModelFlags {
+        model: Some("script:demo/team.json".to_owned()),
+        ..Default::default()
+    })
+    .unwrap();
+    let config = spec.resolve(&|_| None).unwrap();
+    assert_eq!(
+        config,
+        ProviderConfig::Script {
+            path: "demo/team.json".into()
+        }
+    );
+    assert_eq!(config.spec(), spec);
+}
