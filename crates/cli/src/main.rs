@@ -8,10 +8,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod exit;
+mod progress;
+mod work;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use troupe_journal::{Journal, JournalError, Replay};
-use troupe_protocol::{ErrorCode, Event, SessionHeader, SessionId};
+use troupe_journal::{Journal, Replay};
+use troupe_protocol::{Event, SessionHeader, SessionId};
+
+use crate::exit::Failure;
 
 /// Coding agents that work as a durable team: every piece of team state is replayed from the
 /// Lead's append-only session log, so a crash, a kill -9 or a restart loses nothing.
@@ -33,6 +39,20 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Create a session and run the Lead on PROMPT until the work is done.
+    ///
+    /// Runs until the Lead has answered and every helper is idle. The session id goes to
+    /// stderr first, the final answer to stdout (with --json: JSON lines on stdout, the last
+    /// one `{"event":"done",…}` holding the answer). Ctrl-C stops the turn and leaves a
+    /// resumable session (exit 1).
+    Run(work::RunFlags),
+    /// Reopen a session (crash recovery first) and run it until the work is done.
+    ///
+    /// Runs PROMPT if given; else continues an interrupted or failed turn, or the messages
+    /// waiting in the inbox; else prints the last answer without calling the model. The
+    /// recorded model, provider, base URL and workspace are used unless a flag overrides them
+    /// (API keys come from the environment and are never recorded).
+    Resume(work::ResumeFlags),
     /// List stored sessions, oldest first (id, parent, created, role, cwd).
     Sessions {
         /// Print a JSON array instead of a table.
@@ -52,38 +72,6 @@ enum Command {
     },
 }
 
-/// A failure with the exit code it maps to.
-struct Failure {
-    code: u8,
-    error: anyhow::Error,
-}
-
-impl From<anyhow::Error> for Failure {
-    fn from(error: anyhow::Error) -> Self {
-        // Bad input is classified where it is detected; anything else is a failed run.
-        let code = error
-            .downcast_ref::<JournalError>()
-            .map_or(1, journal_exit_code);
-        Failure { code, error }
-    }
-}
-
-/// Bad input (exit 2): the user named something that is not a readable session.
-fn journal_exit_code(e: &JournalError) -> u8 {
-    match e.code() {
-        "SESSION_NOT_FOUND"
-        | "JOURNAL_NOT_A_FILE"
-        | "JOURNAL_CORRUPT"
-        | "JOURNAL_UNSUPPORTED"
-        | "JOURNAL_LOCKED" => 2,
-        _ => 1,
-    }
-}
-
-fn bad_input(error: anyhow::Error) -> Failure {
-    Failure { code: 2, error }
-}
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -97,7 +85,9 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure { code, error }) => {
             // One line: the outermost context and its causes, joined.
-            eprintln!("troupe: {error:#}");
+            if let Some(error) = error {
+                eprintln!("troupe: {error:#}");
+            }
             ExitCode::from(code)
         }
     }
@@ -105,13 +95,19 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     let home = troupe_journal::resolve_home(cli.home.as_deref()).ok_or_else(|| {
-        bad_input(anyhow::anyhow!(
+        Failure::bad_input(anyhow::anyhow!(
             "cannot find a Troupe home: pass --home DIR or set TROUPE_HOME"
         ))
     })?;
     let journal = Journal::open_home(&home);
+    let home = work::Home {
+        dir: home,
+        flag: cli.home.as_deref(),
+    };
     match cli.command {
-        Command::Sessions { json } => sessions(&journal, &home, json),
+        Command::Run(flags) => work::run(flags, home),
+        Command::Resume(flags) => work::resume(flags, home),
+        Command::Sessions { json } => sessions(&journal, &home.dir, json),
         Command::Log {
             session,
             json,
@@ -121,7 +117,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 fn parse_session_id(raw: &str) -> Result<SessionId, Failure> {
-    SessionId::new(raw).map_err(|e| bad_input(e.into()))
+    SessionId::new(raw).map_err(Failure::bad_input)
 }
 
 /// How a session relates to others, from its header alone.
@@ -189,9 +185,7 @@ fn sessions(journal: &Journal, home: &Path, json: bool) -> Result<(), Failure> {
 
 fn log(journal: &Journal, session: &str, json: bool, from: u64) -> Result<(), Failure> {
     let id = parse_session_id(session)?;
-    let replay: Replay = journal
-        .read(&id)
-        .map_err(|e| Failure::from(anyhow::Error::new(e)))?;
+    let replay: Replay = journal.read(&id)?;
     if let Some(torn) = &replay.torn_tail {
         eprintln!(
             "troupe: note: {} bytes after line {} are an unfinished write ({}); they are not shown",

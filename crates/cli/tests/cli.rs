@@ -1,6 +1,9 @@
-//! End-to-end tests of `troupe sessions` and `troupe log` through the real binary.
+//! End-to-end tests of the `troupe` binary: `sessions` and `log` here, `run` and `resume` in
+//! `run/`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+
+mod run;
 
 use std::path::Path;
 
@@ -62,6 +65,8 @@ fn help_works_everywhere() {
         &["--help"][..],
         &["sessions", "--help"],
         &["log", "--help"],
+        &["run", "--help"],
+        &["resume", "--help"],
         &["help"],
     ] {
         troupe(home.path())

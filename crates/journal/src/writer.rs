@@ -195,10 +195,24 @@ impl SessionWriter {
     /// # Errors
     /// As [`SessionWriter::append`].
     pub fn append_batch(&self, drafts: Vec<EventDraft>) -> Result<Vec<Event>> {
+        self.append_batch_inner(drafts, None)
+    }
+
+    /// Like [`SessionWriter::append_batch`] but stamps every event with `time_ms` instead of
+    /// the clock — for deterministic records such as crash-recovery closers, which carry the
+    /// time of the last real event (REFERENCE a.9).
+    ///
+    /// # Errors
+    /// As [`SessionWriter::append`].
+    pub fn append_batch_at(&self, drafts: Vec<EventDraft>, time_ms: u64) -> Result<Vec<Event>> {
+        self.append_batch_inner(drafts, Some(time_ms))
+    }
+
+    fn append_batch_inner(&self, drafts: Vec<EventDraft>, at: Option<u64>) -> Result<Vec<Event>> {
         let shared = &self.handle.shared;
         let mut st = lock(&shared.state);
         self.check_open(&st)?;
-        let time = shared.clock.now_ms();
+        let time = at.unwrap_or_else(|| shared.clock.now_ms());
         let mut out = Vec::with_capacity(drafts.len());
         for draft in drafts {
             let event = draft.into_event(Seq(st.next_seq), time);
@@ -267,6 +281,24 @@ impl SessionWriter {
                 id: self.id().clone(),
             })?,
         }
+    }
+
+    /// Flushes everything appended so far, then stops the actor and releases the session
+    /// file (and its lock) even while other clones of this handle exist; their later appends
+    /// and flushes fail with `JOURNAL_CLOSED`. Closing a closed writer is a no-op.
+    ///
+    /// # Errors
+    /// As [`SessionWriter::flush`] (the writer is stopped either way).
+    pub async fn close(&self) -> Result<Seq> {
+        let flushed = match self.flush().await {
+            Err(JournalError::Closed { .. }) => Ok(self.durable_seq()),
+            other => other,
+        };
+        lock(&self.handle.shared.state).closing = true;
+        self.handle.shared.wake.notify_one();
+        // Nothing is pending any more, so the actor exits at once; the join is immediate.
+        self.handle.join();
+        flushed
     }
 
     /// Stops the actor *without* writing pending events, as a crash would, and waits for it to

@@ -432,3 +432,20 @@ fn listing_is_oldest_first_and_reports_bad_files() {
     assert_eq!(ids, ["c", "b", "a"]);
     assert_eq!(errors, ["JOURNAL_CORRUPT"]);
 }
+
+#[tokio::test]
+async fn close_flushes_and_releases_the_file_while_clones_remain() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_at(dir.path(), None);
+    let w = journal.create(SessionHeader::new(id("c"), 0)).unwrap();
+    let clone = w.clone();
+    w.append(chunk(0)).unwrap();
+    assert_eq!(w.close().await.unwrap(), Seq(1));
+    assert_eq!(w.close().await.unwrap(), Seq(1), "closing twice is a no-op");
+    // The lock is gone although `clone` is still alive.
+    let (reopened, replay) = journal.open(&id("c")).unwrap();
+    assert_eq!(replay.events.len(), 1);
+    assert_eq!(clone.append(chunk(1)).unwrap_err().code(), "JOURNAL_CLOSED");
+    assert_eq!(clone.flush().await.unwrap_err().code(), "JOURNAL_CLOSED");
+    drop(reopened);
+}

@@ -21,6 +21,11 @@ pub const USER_MESSAGE: &str = "user/message";
 pub const ASSISTANT_MESSAGE: &str = "assistant/message";
 /// A coalesced piece of a streamed answer.
 pub const ASSISTANT_CHUNK: &str = "assistant/chunk";
+/// The agent's configuration (model spec without secrets, profile, workspace), recorded once
+/// at creation so a resume uses the same settings.
+pub const AGENT_CONFIG: &str = "agent/config";
+/// One failed attempt of a model call (the attempt is retried or the call fails).
+pub const MODEL_ATTEMPT: &str = "model/attempt";
 /// A model request was sent (what the model was told, minus secrets).
 pub const REQUEST_HEADER: &str = "request/header";
 /// A tool call started.
@@ -51,6 +56,8 @@ pub const KNOWN: &[&str] = &[
     ASSISTANT_MESSAGE,
     ASSISTANT_CHUNK,
     REQUEST_HEADER,
+    AGENT_CONFIG,
+    MODEL_ATTEMPT,
     TOOL_CALL,
     TOOL_RESULT,
     AGENT_INBOX_SPLICED,

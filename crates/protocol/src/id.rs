@@ -15,12 +15,16 @@ pub enum IdError {
         "invalid session id {0:?}: use 1-128 characters from [A-Za-z0-9._-], not starting with '.' or '-'"
     )]
     InvalidSessionId(String),
+    /// A message id that is empty or longer than 256 bytes. Code `INVALID_MESSAGE_ID`.
+    #[error("invalid message id {0:?}: use 1-256 bytes")]
+    InvalidMessageId(String),
 }
 
 impl crate::ErrorCode for IdError {
     fn code(&self) -> &'static str {
         match self {
             IdError::InvalidSessionId(_) => "INVALID_SESSION_ID",
+            IdError::InvalidMessageId(_) => "INVALID_MESSAGE_ID",
         }
     }
 }

@@ -1,0 +1,145 @@
+//! Failures and the exit codes they map to — the one place where library error codes become
+//! process exit codes (DESIGN §6): 0 success, 1 the work failed, 2 bad usage or bad input.
+
+use troupe_journal::JournalError;
+use troupe_llm::LlmError;
+use troupe_protocol::{ErrorCode, IdError};
+use troupe_runtime::RuntimeError;
+
+/// Exit code of a failure of the work (a model error, a journal failure, an interrupt).
+pub(crate) const WORK_FAILED: u8 = 1;
+/// Exit code of bad usage or bad input.
+pub(crate) const BAD_INPUT: u8 = 2;
+
+/// A failure with the exit code it maps to. `main` prints `troupe: <error>` on one line, unless
+/// the command already reported it (`error` is `None`).
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) error: Option<anyhow::Error>,
+}
+
+impl Failure {
+    /// Bad usage or bad input (exit 2), whatever the error's code says.
+    pub(crate) fn bad_input(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: BAD_INPUT,
+            error: Some(error.into()),
+        }
+    }
+
+    /// A failure of the work (exit 1), whatever the error's code says.
+    pub(crate) fn work(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: WORK_FAILED,
+            error: Some(error.into()),
+        }
+    }
+
+    /// A failure the command has already explained on stderr.
+    pub(crate) fn reported(code: u8) -> Self {
+        Self { code, error: None }
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Self {
+        let code = error_code(&error).map_or(WORK_FAILED, exit_code);
+        Failure {
+            code,
+            error: Some(error),
+        }
+    }
+}
+
+impl From<RuntimeError> for Failure {
+    fn from(error: RuntimeError) -> Self {
+        anyhow::Error::new(error).into()
+    }
+}
+
+impl From<LlmError> for Failure {
+    fn from(error: LlmError) -> Self {
+        anyhow::Error::new(error).into()
+    }
+}
+
+impl From<JournalError> for Failure {
+    fn from(error: JournalError) -> Self {
+        anyhow::Error::new(error).into()
+    }
+}
+
+/// The stable code of the first error in `error`'s chain that has one.
+pub(crate) fn error_code(error: &anyhow::Error) -> Option<&'static str> {
+    error.chain().find_map(|cause| {
+        if let Some(e) = cause.downcast_ref::<RuntimeError>() {
+            Some(e.code())
+        } else if let Some(e) = cause.downcast_ref::<LlmError>() {
+            Some(e.code())
+        } else if let Some(e) = cause.downcast_ref::<JournalError>() {
+            Some(e.code())
+        } else {
+            cause.downcast_ref::<IdError>().map(ErrorCode::code)
+        }
+    })
+}
+
+/// The exit code of an error that reached the command with this stable code.
+///
+/// Codes that mean "what the user named or configured is unusable" are bad input (2); every
+/// other code is a failure of the work (1). A model call that fails *during* a turn is always 1:
+/// it is recorded as the turn's end, and never reaches this function.
+pub(crate) fn exit_code(code: &str) -> u8 {
+    match code {
+        // The named session cannot be used.
+        "INVALID_SESSION_ID"
+        | "SESSION_NOT_FOUND"
+        | "JOURNAL_NOT_A_FILE"
+        | "JOURNAL_CORRUPT"
+        | "JOURNAL_UNSUPPORTED"
+        | "JOURNAL_LOCKED"
+        | "NOT_RESUMABLE"
+        // The model configuration is unusable: unknown provider, missing key, bad base URL,
+        // malformed or unreadable script, a script without steps for the agent.
+        | "LLM_CONFIG"
+        | "LLM_SCRIPT"
+        // The workspace does not exist, is not a directory or is not writable.
+        | "WORKSPACE_INVALID" => BAD_INPUT,
+        _ => WORK_FAILED,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_map_to_exit_codes() {
+        for (code, exit) in [
+            ("SESSION_NOT_FOUND", 2),
+            ("JOURNAL_LOCKED", 2),
+            ("LLM_CONFIG", 2),
+            ("LLM_SCRIPT", 2),
+            ("WORKSPACE_INVALID", 2),
+            ("LLM_AUTH", 1),
+            ("JOURNAL_POISONED", 1),
+            ("JOURNAL_IO", 1),
+            ("SOMETHING_NEW", 1),
+        ] {
+            assert_eq!(exit_code(code), exit, "{code}");
+        }
+    }
+
+    #[test]
+    fn the_code_is_found_through_context_and_wrappers() {
+        let error = anyhow::Error::new(RuntimeError::Model(LlmError::Script {
+            message: "bad".to_owned(),
+        }))
+        .context("starting the lead");
+        assert_eq!(error_code(&error), Some("LLM_SCRIPT"));
+        assert_eq!(Failure::from(error).code, BAD_INPUT);
+        let plain = anyhow::anyhow!("no code");
+        assert_eq!(Failure::from(plain).code, WORK_FAILED);
+    }
+}

@@ -1,0 +1,935 @@
+//! An agent: a session log + a durable inbox + a model + a tool scope, driven by one task.
+//!
+//! Turn loop (DESIGN §4): claim inbox items → model call → run tool calls → repeat until the
+//! model answers without tool calls. Every inbox mutation, claim, request, coalesced stream
+//! chunk, answer, tool call and tool result is appended to the log, so the agent's state is
+//! always the fold of its log ([`Transcript`]) and a crash loses at most what was not flushed.
+//!
+//! Inbox semantics follow REFERENCE b.2: `followup` → next turn (waking), `steer` → next step
+//! (waking), `inject` → next step (non-waking); at each step the whole next-step list is
+//! claimed first, then (only when a turn opens) exactly one follow-up. `cancel` aborts the
+//! current turn; without `keep_inbox` it durably clears the inbox, with it the pending items
+//! are *parked* until the next waking send. Inbox operations return only once the item is
+//! durable.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::{Notify, broadcast, watch};
+use tokio_util::sync::CancellationToken;
+use troupe_journal::SessionWriter;
+use troupe_llm::{
+    ChatMessage, ChatRequest, LlmError, ModelProvider, ModelResponse, StreamEvent, StreamObserver,
+    ToolSpec,
+};
+use troupe_protocol::{
+    ErrorCode, Event, EventDraft, MessageId, SessionId, UserMessage, event_types as ty,
+};
+use troupe_tools::{ToolContext, ToolRegistry, render_outcome};
+
+use crate::error::RuntimeError;
+use crate::events::{
+    AssistantChunk, AssistantRecord, InboxSplice, InboxTarget, ModelAttemptRecord, RequestHeader,
+    StepMark, ToolCallRecord, ToolResultRecord, TurnEnd, TurnEndReason, TurnStart,
+};
+use crate::transcript::{Transcript, to_value};
+
+/// Whether an agent is working (REFERENCE b.2): `running` while a turn is active or waking
+/// inbox work was accepted and not yet claimed; `idle` otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AgentStatus {
+    /// A turn is active or about to start.
+    Running,
+    /// Nothing to do until a waking send.
+    Idle,
+}
+
+/// Live progress of an agent, for terminals and panels (not durable; the log is).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "event", rename_all = "camelCase")]
+pub enum Progress {
+    /// Status changed.
+    Status {
+        /// The new status.
+        status: AgentStatus,
+    },
+    /// A turn started.
+    TurnStarted {
+        /// Its number.
+        turn: u64,
+    },
+    /// A model call started.
+    ModelCall {
+        /// The turn.
+        turn: u64,
+        /// The step.
+        step: u64,
+    },
+    /// A model call finished; token counts as reported (0 when not).
+    ModelAnswered {
+        /// Prompt tokens of this call.
+        tokens_in: u64,
+        /// Completion tokens of this call.
+        tokens_out: u64,
+        /// Tool calls requested.
+        tool_calls: usize,
+    },
+    /// A model attempt failed (and may be retried).
+    AttemptFailed {
+        /// The error code.
+        code: String,
+        /// The message.
+        message: String,
+        /// The wait before the retry, if any (ms).
+        retry_delay_ms: Option<u64>,
+    },
+    /// A tool call started.
+    ToolStarted {
+        /// The tool.
+        name: String,
+        /// A short rendering of its arguments (at most 120 chars).
+        summary: String,
+    },
+    /// A tool call finished.
+    ToolFinished {
+        /// The tool.
+        name: String,
+        /// Whether it returned an error.
+        is_error: bool,
+        /// The error code, if any.
+        code: Option<String>,
+    },
+    /// A turn ended.
+    TurnEnded {
+        /// Its number.
+        turn: u64,
+        /// Why.
+        reason: TurnEndReason,
+    },
+}
+
+/// A progress event tagged with the agent it comes from.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentProgress {
+    /// The agent's session id.
+    pub agent: SessionId,
+    /// The agent's name.
+    #[serde(rename = "agentName")]
+    pub agent_name: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub progress: Progress,
+}
+
+/// How streamed deltas are coalesced into `assistant/chunk` events: one event per block when
+/// `max_bytes` accumulated or `max_ms` passed since the block's last event, and at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkPolicy {
+    /// Bytes buffered before an event is written.
+    pub max_bytes: usize,
+    /// Milliseconds between events while deltas keep arriving.
+    pub max_ms: u64,
+}
+
+impl Default for ChunkPolicy {
+    fn default() -> Self {
+        Self {
+            max_bytes: 2048,
+            max_ms: 250,
+        }
+    }
+}
+
+/// Everything an agent runs with besides its log.
+#[derive(Clone)]
+pub struct AgentSetup {
+    /// The agent's name (`lead` for a root, a child's label).
+    pub name: String,
+    /// The system prompt sent first in every request.
+    pub system_prompt: String,
+    /// The model.
+    pub provider: Arc<dyn ModelProvider>,
+    /// The tools the model may call.
+    pub tools: ToolRegistry,
+    /// Workspace, owner session and file observations for tool calls.
+    pub tool_context: ToolContext,
+    /// Stream chunk coalescing.
+    pub chunks: ChunkPolicy,
+    /// Where progress goes (shared by all agents of a runtime).
+    pub progress: broadcast::Sender<AgentProgress>,
+}
+
+impl std::fmt::Debug for AgentSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSetup")
+            .field("name", &self.name)
+            .field("provider", &self.provider.label())
+            .field("tools", &self.tools.names())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A live agent. Cheap to clone; clones share the agent.
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("id", &self.inner.id)
+            .field("name", &self.inner.setup.name)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    id: SessionId,
+    writer: SessionWriter,
+    setup: AgentSetup,
+    state: Mutex<State>,
+    wake: Notify,
+    status_tx: watch::Sender<AgentStatus>,
+    driver: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+struct State {
+    transcript: Transcript,
+    /// Set by `cancel(keep_inbox)`: pending items wait for the next waking send.
+    parked: bool,
+    /// A waking send arrived that no turn has claimed yet.
+    wake_requested: bool,
+    turn_cancel: Option<CancellationToken>,
+    abort_cause: Option<Value>,
+    disposed: bool,
+    /// A fatal journal failure stops the agent.
+    failure: Option<String>,
+}
+
+impl State {
+    fn should_run(&self) -> bool {
+        !self.disposed
+            && self.failure.is_none()
+            && !self.parked
+            && (!self.transcript.next_turn().is_empty()
+                || (self.wake_requested && !self.transcript.next_step().is_empty()))
+    }
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Agent {
+    /// Starts an agent over `writer`, whose log folds to `transcript`. The caller has already
+    /// appended whatever records a new agent needs (config, descriptor) and run recovery.
+    /// Parked inbox items from an earlier run stay parked until the next waking send
+    /// (DESIGN decision 2).
+    ///
+    /// Must be called inside a tokio runtime (the driver is a task).
+    pub fn start(writer: SessionWriter, transcript: Transcript, setup: AgentSetup) -> Self {
+        let parked = !transcript.next_turn().is_empty() || !transcript.next_step().is_empty();
+        let (status_tx, _) = watch::channel(AgentStatus::Idle);
+        let inner = Arc::new(Inner {
+            id: writer.id().clone(),
+            writer,
+            setup,
+            state: Mutex::new(State {
+                transcript,
+                parked,
+                wake_requested: false,
+                turn_cancel: None,
+                abort_cause: None,
+                disposed: false,
+                failure: None,
+            }),
+            wake: Notify::new(),
+            status_tx,
+            driver: Mutex::new(None),
+        });
+        let driver = tokio::spawn(drive(Arc::clone(&inner)));
+        *inner.driver.lock().unwrap_or_else(PoisonError::into_inner) = Some(driver);
+        Self { inner }
+    }
+
+    /// The agent's session id.
+    pub fn id(&self) -> &SessionId {
+        &self.inner.id
+    }
+
+    /// Whether `other` is a handle to this very agent (not a copy or a later activation).
+    pub fn same(&self, other: &Agent) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.inner.setup.name
+    }
+
+    /// The session writer (for callers that append their own records, e.g. the Team).
+    pub fn writer(&self) -> &SessionWriter {
+        &self.inner.writer
+    }
+
+    /// The agent's setup.
+    pub fn setup(&self) -> &AgentSetup {
+        &self.inner.setup
+    }
+
+    /// Current status.
+    pub fn status(&self) -> AgentStatus {
+        *self.inner.status_tx.borrow()
+    }
+
+    /// Status changes.
+    pub fn subscribe_status(&self) -> watch::Receiver<AgentStatus> {
+        self.inner.status_tx.subscribe()
+    }
+
+    /// Runs `f` on the folded state.
+    pub fn with_transcript<R>(&self, f: impl FnOnce(&Transcript) -> R) -> R {
+        f(&lock(&self.inner.state).transcript)
+    }
+
+    /// Whether pending items are parked (waiting for a waking send).
+    pub fn is_parked(&self) -> bool {
+        lock(&self.inner.state).parked
+    }
+
+    /// Waits until the agent is idle (returns at once if it is).
+    pub async fn wait_idle(&self) {
+        let mut rx = self.subscribe_status();
+        let _ = rx.wait_for(|s| *s == AgentStatus::Idle).await;
+    }
+
+    /// Queues `msg` as a follow-up (next turn, waking) and returns once it is durable.
+    ///
+    /// # Errors
+    /// `AGENT_DISPOSED`, or the journal's error when the flush fails.
+    pub async fn followup(&self, msg: UserMessage) -> Result<MessageId, RuntimeError> {
+        self.enqueue(InboxTarget::NextTurn, msg, true).await
+    }
+
+    /// Steers the agent: `msg` is claimed at the next step (waking).
+    ///
+    /// # Errors
+    /// As [`Agent::followup`].
+    pub async fn steer(&self, msg: UserMessage) -> Result<MessageId, RuntimeError> {
+        self.enqueue(InboxTarget::NextStep, msg, true).await
+    }
+
+    /// Injects `msg`: claimed at the next step of a running agent; an idle agent keeps it
+    /// pending until something wakes it (non-waking).
+    ///
+    /// # Errors
+    /// As [`Agent::followup`].
+    pub async fn inject(&self, msg: UserMessage) -> Result<MessageId, RuntimeError> {
+        self.enqueue(InboxTarget::NextStep, msg, false).await
+    }
+
+    /// Wakes an agent whose inbox is parked (after a restart or `cancel(keep_inbox)`), so it
+    /// runs its pending items in FIFO order. Returns whether there was anything to run.
+    pub fn wake_parked(&self) -> bool {
+        let mut st = lock(&self.inner.state);
+        st.parked = false;
+        st.wake_requested = true;
+        let run = st.should_run();
+        if run {
+            self.inner.status_tx.send_replace(AgentStatus::Running);
+        }
+        drop(st);
+        self.inner.wake.notify_one();
+        run
+    }
+
+    async fn enqueue(
+        &self,
+        target: InboxTarget,
+        msg: UserMessage,
+        waking: bool,
+    ) -> Result<MessageId, RuntimeError> {
+        let id = msg.id.clone();
+        {
+            let mut st = lock(&self.inner.state);
+            if st.disposed {
+                return Err(RuntimeError::Disposed(self.inner.id.to_string()));
+            }
+            let start = match target {
+                InboxTarget::NextTurn => st.transcript.next_turn().len(),
+                InboxTarget::NextStep => st.transcript.next_step().len(),
+            };
+            let splice = InboxSplice {
+                target,
+                start,
+                removed_count: 0,
+                inserted: vec![msg],
+                outcome: None,
+            };
+            self.inner.record(
+                &mut st,
+                vec![EventDraft::new(ty::AGENT_INBOX_SPLICED, to_value(&splice))],
+            )?;
+            if waking {
+                st.parked = false;
+                st.wake_requested = true;
+                self.inner.status_tx.send_replace(AgentStatus::Running);
+            }
+        }
+        self.inner.writer.flush().await?;
+        self.inner.wake.notify_one();
+        Ok(id)
+    }
+
+    /// Cancels the current turn with `cause` (e.g. `{"kind":"user"}`): it ends with
+    /// `turn/end {reason: {kind: aborted, reason: cause}}`. Without `keep_inbox` every pending
+    /// inbox item is durably discarded (recorded with outcome `canceled`), even when idle; with
+    /// it, pending items are parked until the next waking send. Does not wait for the turn to
+    /// finish closing (see [`Agent::wait_idle`]).
+    ///
+    /// # Errors
+    /// The journal's error when the flush fails.
+    pub async fn cancel(&self, cause: Value, keep_inbox: bool) -> Result<(), RuntimeError> {
+        {
+            let mut st = lock(&self.inner.state);
+            if let Some(token) = &st.turn_cancel {
+                token.cancel();
+                st.abort_cause = Some(cause);
+            }
+            st.wake_requested = false;
+            if keep_inbox {
+                st.parked = true;
+            } else {
+                st.parked = false;
+                let mut drafts = Vec::new();
+                for (target, len) in [
+                    (InboxTarget::NextTurn, st.transcript.next_turn().len()),
+                    (InboxTarget::NextStep, st.transcript.next_step().len()),
+                ] {
+                    if len > 0 {
+                        let splice = InboxSplice {
+                            target,
+                            start: 0,
+                            removed_count: len,
+                            inserted: Vec::new(),
+                            outcome: Some("canceled".to_owned()),
+                        };
+                        drafts.push(EventDraft::new(ty::AGENT_INBOX_SPLICED, to_value(&splice)));
+                    }
+                }
+                if !drafts.is_empty() {
+                    self.inner.record(&mut st, drafts)?;
+                }
+            }
+        }
+        self.inner.writer.flush().await?;
+        Ok(())
+    }
+
+    /// Stops the agent for good: cancels a running turn with `cause` *keeping* the inbox
+    /// (pending items stay durable and parked — DESIGN decision 2), waits for the driver to
+    /// finish, and flushes. Later inbox operations fail with `AGENT_DISPOSED`.
+    ///
+    /// # Errors
+    /// The journal's error when the final flush fails.
+    pub async fn dispose(&self, cause: Value) -> Result<(), RuntimeError> {
+        {
+            let mut st = lock(&self.inner.state);
+            st.disposed = true;
+            if let Some(token) = &st.turn_cancel {
+                token.cancel();
+                st.abort_cause = Some(cause);
+            }
+        }
+        self.inner.wake.notify_one();
+        let driver = self
+            .inner
+            .driver
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(driver) = driver {
+            let _ = driver.await;
+        }
+        self.inner.status_tx.send_replace(AgentStatus::Idle);
+        // Release the session file: a later activation (cold resume) must be able to open it.
+        self.inner.writer.close().await?;
+        Ok(())
+    }
+
+    /// Whether the agent was disposed.
+    pub fn is_disposed(&self) -> bool {
+        lock(&self.inner.state).disposed
+    }
+
+    /// The fatal failure that stopped the agent (a journal error), if any.
+    pub fn failure(&self) -> Option<String> {
+        lock(&self.inner.state).failure.clone()
+    }
+}
+
+impl Inner {
+    /// Appends `drafts` and folds them into the transcript (so state = fold of the log).
+    fn record(&self, st: &mut State, drafts: Vec<EventDraft>) -> Result<Vec<Event>, RuntimeError> {
+        let events = self.writer.append_batch(drafts)?;
+        for e in &events {
+            st.transcript.apply(e)?;
+        }
+        Ok(events)
+    }
+
+    fn progress(&self, progress: Progress) {
+        let _ = self.setup.progress.send(AgentProgress {
+            agent: self.id.clone(),
+            agent_name: self.setup.name.clone(),
+            progress,
+        });
+    }
+
+    fn set_status(&self, status: AgentStatus) {
+        let changed = self.status_tx.send_if_modified(|s| {
+            let changed = *s != status;
+            *s = status;
+            changed
+        });
+        if changed {
+            self.progress(Progress::Status { status });
+        }
+    }
+}
+
+/// The driver task: run a turn whenever there is waking work.
+async fn drive(inner: Arc<Inner>) {
+    loop {
+        let run = {
+            let st = lock(&inner.state);
+            if st.disposed || st.failure.is_some() {
+                break;
+            }
+            st.should_run()
+        };
+        if run {
+            inner.set_status(AgentStatus::Running);
+            if let Err(e) = run_turn(&inner).await {
+                tracing::error!(agent = %inner.id, error = %e, "agent stopped by a journal failure");
+                lock(&inner.state).failure = Some(e.to_string());
+                inner.set_status(AgentStatus::Idle);
+                break;
+            }
+        } else {
+            inner.set_status(AgentStatus::Idle);
+            inner.wake.notified().await;
+        }
+    }
+    inner.set_status(AgentStatus::Idle);
+}
+
+enum Outcome {
+    Completed,
+    Aborted,
+    Failed(LlmError),
+}
+
+/// One turn. Errors are journal failures only (model and tool failures are recorded).
+async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
+    let cancel = CancellationToken::new();
+    let turn = {
+        let mut st = lock(&inner.state);
+        // A cancel may have parked or cleared the inbox since the driver decided to run.
+        if !st.should_run() {
+            return Ok(());
+        }
+        st.turn_cancel = Some(cancel.clone());
+        st.abort_cause = None;
+        let turn = st.transcript.last_turn() + 1;
+        inner.record(
+            &mut st,
+            vec![EventDraft::new(
+                ty::TURN_START,
+                to_value(&TurnStart { turn }),
+            )],
+        )?;
+        turn
+    };
+    inner.progress(Progress::TurnStarted { turn });
+    let mut step = 0;
+    let outcome = loop {
+        step += 1;
+        let request = {
+            let mut st = lock(&inner.state);
+            claim(inner, &mut st, step == 1)?;
+            inner.record(
+                &mut st,
+                vec![EventDraft::new(
+                    ty::STEP_START,
+                    to_value(&StepMark { turn, step }),
+                )],
+            )?;
+            let request = build_request(inner, &st.transcript);
+            let header = RequestHeader {
+                turn,
+                step,
+                model: inner.setup.provider.label(),
+                messages: request.messages.len(),
+                tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+            };
+            inner.record(
+                &mut st,
+                vec![EventDraft::new(ty::REQUEST_HEADER, to_value(&header))],
+            )?;
+            // Keep a scripted model in step with the log (a cancelled call consumed nothing).
+            if let Err(e) = inner
+                .setup
+                .provider
+                .set_calls_made(st.transcript.model_calls())
+            {
+                drop(st);
+                break Outcome::Failed(e);
+            }
+            request
+        };
+        inner.writer.flush().await?;
+        if cancel.is_cancelled() {
+            break Outcome::Aborted;
+        }
+        inner.progress(Progress::ModelCall { turn, step });
+        let mut observer = ChunkObserver::new(Arc::clone(inner), turn, step);
+        let result = inner
+            .setup
+            .provider
+            .complete(&request, &mut observer, &cancel)
+            .await;
+        observer.finish();
+        if let Some(e) = observer.error.take() {
+            return Err(e);
+        }
+        let response: ModelResponse = match result {
+            Ok(r) => r,
+            Err(LlmError::Cancelled) => break Outcome::Aborted,
+            Err(_) if cancel.is_cancelled() => break Outcome::Aborted,
+            Err(e) => break Outcome::Failed(e),
+        };
+        let calls = response.message.tool_calls.clone();
+        {
+            let mut st = lock(&inner.state);
+            let rec = AssistantRecord {
+                turn,
+                step,
+                message: response.message,
+                usage: response.usage,
+                finish_reason: response.finish_reason,
+            };
+            inner.record(
+                &mut st,
+                vec![EventDraft::new(ty::ASSISTANT_MESSAGE, to_value(&rec))],
+            )?;
+        }
+        inner.progress(Progress::ModelAnswered {
+            tokens_in: response.usage.as_ref().map_or(0, |u| u.prompt_tokens),
+            tokens_out: response.usage.as_ref().map_or(0, |u| u.completion_tokens),
+            tool_calls: calls.len(),
+        });
+        if calls.is_empty() {
+            break Outcome::Completed;
+        }
+        for call in &calls {
+            if cancel.is_cancelled() {
+                break;
+            }
+            {
+                let mut st = lock(&inner.state);
+                let rec = ToolCallRecord {
+                    turn,
+                    step,
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                };
+                inner.record(
+                    &mut st,
+                    vec![EventDraft::new(ty::TOOL_CALL, to_value(&rec))],
+                )?;
+            }
+            // The call is durable before it can have any effect.
+            inner.writer.flush().await?;
+            inner.progress(Progress::ToolStarted {
+                name: call.name.clone(),
+                summary: summarize(&call.arguments),
+            });
+            let ctx = inner
+                .setup
+                .tool_context
+                .clone()
+                .with_cancellation(cancel.child_token());
+            let outcome = inner
+                .setup
+                .tools
+                .dispatch(&ctx, &call.name, call.arguments.clone())
+                .await;
+            let code = outcome.as_ref().err().map(|e| e.code().to_owned());
+            let rec = ToolResultRecord {
+                turn,
+                step,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                is_error: outcome.is_err(),
+                code: code.clone(),
+                content: render_outcome(&outcome),
+                message_id: None,
+                source_event_seqs: Vec::new(),
+            };
+            {
+                let mut st = lock(&inner.state);
+                inner.record(
+                    &mut st,
+                    vec![EventDraft::new(ty::TOOL_RESULT, to_value(&rec))],
+                )?;
+            }
+            inner.progress(Progress::ToolFinished {
+                name: call.name.clone(),
+                is_error: rec.is_error,
+                code,
+            });
+        }
+        if cancel.is_cancelled() {
+            break Outcome::Aborted;
+        }
+        let mut st = lock(&inner.state);
+        inner.record(
+            &mut st,
+            vec![EventDraft::new(
+                ty::STEP_END,
+                to_value(&StepMark { turn, step }),
+            )],
+        )?;
+    };
+    let reason = {
+        let mut st = lock(&inner.state);
+        let reason = match outcome {
+            Outcome::Completed => TurnEndReason::Completed,
+            Outcome::Aborted => TurnEndReason::Aborted {
+                reason: st
+                    .abort_cause
+                    .clone()
+                    .unwrap_or_else(|| json!({"kind": "user"})),
+            },
+            Outcome::Failed(e) => TurnEndReason::Failed {
+                code: e.code().to_owned(),
+                message: e.to_string(),
+            },
+        };
+        let mut drafts = Vec::new();
+        let open_step = st.transcript.open_step();
+        for (call, _) in st.transcript.unanswered_calls() {
+            let rec = ToolResultRecord {
+                turn,
+                step: open_step.unwrap_or(step),
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                is_error: true,
+                code: Some("TOOL_CANCELED".to_owned()),
+                content: json!({
+                    "code": "TOOL_CANCELED",
+                    "message": "not run: the turn was cancelled before this call started",
+                })
+                .to_string(),
+                message_id: None,
+                source_event_seqs: Vec::new(),
+            };
+            drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(&rec)));
+        }
+        if let Some(open) = open_step {
+            drafts.push(EventDraft::new(
+                ty::STEP_END,
+                to_value(&StepMark { turn, step: open }),
+            ));
+        }
+        drafts.push(EventDraft::new(
+            ty::TURN_END,
+            to_value(&TurnEnd {
+                turn,
+                reason: reason.clone(),
+            }),
+        ));
+        inner.record(&mut st, drafts)?;
+        st.turn_cancel = None;
+        reason
+    };
+    inner.writer.flush().await?;
+    inner.progress(Progress::TurnEnded { turn, reason });
+    Ok(())
+}
+
+/// Claims inbox items for a step (REFERENCE b.2): all of next-step, then one next-turn item
+/// when the turn opens. Each claim is a splice removal plus one `user/message` per item.
+fn claim(inner: &Inner, st: &mut State, opening: bool) -> Result<(), RuntimeError> {
+    let mut claimed: Vec<UserMessage> = Vec::new();
+    let mut drafts = Vec::new();
+    let steps = st.transcript.next_step().to_vec();
+    if !steps.is_empty() {
+        drafts.push(EventDraft::new(
+            ty::AGENT_INBOX_SPLICED,
+            to_value(&InboxSplice {
+                target: InboxTarget::NextStep,
+                start: 0,
+                removed_count: steps.len(),
+                inserted: Vec::new(),
+                outcome: None,
+            }),
+        ));
+        claimed.extend(steps);
+    }
+    if opening && let Some(first) = st.transcript.next_turn().first().cloned() {
+        drafts.push(EventDraft::new(
+            ty::AGENT_INBOX_SPLICED,
+            to_value(&InboxSplice {
+                target: InboxTarget::NextTurn,
+                start: 0,
+                removed_count: 1,
+                inserted: Vec::new(),
+                outcome: None,
+            }),
+        ));
+        claimed.push(first);
+    }
+    st.wake_requested = false;
+    for msg in claimed {
+        drafts.push(EventDraft::new(ty::USER_MESSAGE, to_value(&msg)));
+    }
+    if !drafts.is_empty() {
+        inner.record(st, drafts)?;
+    }
+    Ok(())
+}
+
+fn build_request(inner: &Inner, transcript: &Transcript) -> ChatRequest {
+    let mut messages = Vec::with_capacity(transcript.history().len() + 1);
+    messages.push(ChatMessage::system(inner.setup.system_prompt.clone()));
+    messages.extend(transcript.history().iter().cloned());
+    let tools = inner
+        .setup
+        .tools
+        .specs()
+        .into_iter()
+        .map(|s| ToolSpec::new(s.name, s.description, s.parameters))
+        .collect();
+    ChatRequest::new(messages, tools)
+}
+
+fn summarize(arguments: &Value) -> String {
+    let text = arguments.to_string();
+    if text.chars().count() > 120 {
+        text.chars().take(119).collect::<String>() + "…"
+    } else {
+        text
+    }
+}
+
+/// Coalesces stream deltas into `assistant/chunk` events and records failed attempts.
+struct ChunkObserver {
+    inner: Arc<Inner>,
+    turn: u64,
+    step: u64,
+    buffers: Vec<(String, String, Instant)>,
+    error: Option<RuntimeError>,
+}
+
+impl ChunkObserver {
+    fn new(inner: Arc<Inner>, turn: u64, step: u64) -> Self {
+        Self {
+            inner,
+            turn,
+            step,
+            buffers: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn push(&mut self, block: &str, text: &str) {
+        let policy = self.inner.setup.chunks;
+        let now = Instant::now();
+        let idx = match self.buffers.iter().position(|(b, _, _)| b == block) {
+            Some(i) => i,
+            None => {
+                self.buffers.push((block.to_owned(), String::new(), now));
+                self.buffers.len() - 1
+            }
+        };
+        self.buffers[idx].1.push_str(text);
+        let (_, buf, since) = &self.buffers[idx];
+        if buf.len() >= policy.max_bytes
+            || now.duration_since(*since) >= Duration::from_millis(policy.max_ms)
+        {
+            self.emit(idx);
+        }
+    }
+
+    fn emit(&mut self, idx: usize) {
+        let (block, buf, since) = &mut self.buffers[idx];
+        if buf.is_empty() {
+            return;
+        }
+        let chunk = AssistantChunk {
+            turn: self.turn,
+            step: self.step,
+            block: block.clone(),
+            delta: std::mem::take(buf),
+        };
+        *since = Instant::now();
+        let mut st = lock(&self.inner.state);
+        if let Err(e) = self.inner.record(
+            &mut st,
+            vec![EventDraft::new(ty::ASSISTANT_CHUNK, to_value(&chunk))],
+        ) {
+            self.error.get_or_insert(e);
+        }
+    }
+
+    fn finish(&mut self) {
+        for i in 0..self.buffers.len() {
+            self.emit(i);
+        }
+    }
+}
+
+impl StreamObserver for ChunkObserver {
+    fn on_event(&mut self, event: StreamEvent) {
+        match event {
+            StreamEvent::AttemptStarted { .. } => {
+                // A retry starts the answer over: the failed attempt's buffered text is void.
+                self.buffers.clear();
+            }
+            StreamEvent::TextDelta { text } => self.push("text", &text),
+            StreamEvent::ReasoningDelta { text } => self.push("reasoning", &text),
+            StreamEvent::ToolCallDelta { arguments, .. } => self.push("toolCall", &arguments),
+            StreamEvent::AttemptFailed { attempt } => {
+                self.buffers.clear();
+                let rec = ModelAttemptRecord {
+                    turn: self.turn,
+                    step: self.step,
+                    attempt: attempt.clone(),
+                };
+                {
+                    let mut st = lock(&self.inner.state);
+                    if let Err(e) = self.inner.record(
+                        &mut st,
+                        vec![EventDraft::new(ty::MODEL_ATTEMPT, to_value(&rec))],
+                    ) {
+                        self.error.get_or_insert(e);
+                    }
+                }
+                if let Some(err) = attempt.error {
+                    self.inner.progress(Progress::AttemptFailed {
+                        code: err.code,
+                        message: err.message,
+                        retry_delay_ms: attempt.retry_delay_ms,
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+use troupe_journal::JournalError;
+use troupe_llm::LlmError;
+use troupe_protocol::ErrorCode;
+
+/// Errors of the agent runtime. Each maps to a stable code (see [`ErrorCode`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The session log failed (see the wrapped error's code, e.g. `JOURNAL_POISONED`).
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The model provider could not be set up or failed for good (the wrapped code, e.g.
+    /// `LLM_AUTH`).
+    #[error(transparent)]
+    Model(#[from] LlmError),
+    /// A runtime event in a log does not decode (or an inbox splice is out of range).
+    /// Code `RUNTIME_INVALID_EVENT`.
+    #[error("event {seq} ({kind}) is invalid: {reason}")]
+    InvalidEvent {
+        /// The event's seq.
+        seq: u64,
+        /// Its type.
+        kind: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The session has no `agent/config` record, so it cannot be resumed as an agent.
+    /// Code `NOT_RESUMABLE`.
+    #[error("session {id} cannot be resumed: {reason}")]
+    NotResumable {
+        /// The session.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+    /// A child id already names a live agent or a stored session (REFERENCE b.3).
+    /// Code `DUPLICATE_CHILD`.
+    #[error("child {id} already exists")]
+    DuplicateChild {
+        /// The id.
+        id: String,
+    },
+    /// The caller is not the exact live parent (or ancestor) the operation requires
+    /// (REFERENCE b.6–b.9). Code `UNAUTHORIZED`.
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    /// A child provider name that is not `spawn` or `fork`. Code `UNKNOWN_PROVIDER`.
+    #[error("child provider {0:?} does not support continuable children (use spawn or fork)")]
+    UnknownProvider(String),
+    /// The agent or runtime was disposed. Code `AGENT_DISPOSED`.
+    #[error("agent {0} is disposed")]
+    Disposed(String),
+    /// The workspace is unusable. Code `WORKSPACE_INVALID`.
+    #[error("workspace {path}: {reason}")]
+    Workspace {
+        /// The path given.
+        path: String,
+        /// Why it is unusable.
+        reason: String,
+    },
+    /// Disposing one or more child activations failed (REFERENCE b.8–b.9); every branch was
+    /// still released. Code `ACTIVATION_TEARDOWN_FAILED`.
+    #[error("activation teardown failed: {}", .0.join("; "))]
+    TeardownFailed(Vec<String>),
+}
+
+impl ErrorCode for RuntimeError {
+    fn code(&self) -> &'static str {
+        match self {
+            RuntimeError::Journal(e) => e.code(),
+            RuntimeError::Model(e) => e.code(),
+            RuntimeError::InvalidEvent { .. } => "RUNTIME_INVALID_EVENT",
+            RuntimeError::NotResumable { .. } => "NOT_RESUMABLE",
+            RuntimeError::DuplicateChild { .. } => "DUPLICATE_CHILD",
+            RuntimeError::Unauthorized(_) => "UNAUTHORIZED",
+            RuntimeError::UnknownProvider(_) => "UNKNOWN_PROVIDER",
+            RuntimeError::Disposed(_) => "AGENT_DISPOSED",
+            RuntimeError::Workspace { .. } => "WORKSPACE_INVALID",
+            RuntimeError::TeardownFailed(_) => "ACTIVATION_TEARDOWN_FAILED",
+        }
+    }
+}

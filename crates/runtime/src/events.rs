@@ -1,0 +1,246 @@
+//! Payloads of the runtime's event types (camelCase wire shapes, `data` of an [`Event`]).
+//!
+//! Surface events (`user/message`, `assistant/message`, `tool/result`) enter the model's
+//! history; every other runtime event is log-only. The model history is a fold of these
+//! events (see [`crate::Transcript`]).
+//!
+//! [`Event`]: troupe_protocol::Event
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use troupe_llm::{AssistantMessage, Attempt, FinishReason, ModelSpec, Usage};
+use troupe_protocol::UserMessage;
+
+/// `turn/start {turn}`: turn numbers increase by one per turn within a log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnStart {
+    /// 1-based turn number.
+    pub turn: u64,
+}
+
+/// Why a turn ended (`turn/end {turn, reason}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum TurnEndReason {
+    /// The model answered without tool calls.
+    Completed,
+    /// The turn was cancelled (`cancel`, an interrupt, Ctrl-C); `reason` is the cause, e.g.
+    /// `{"kind":"user"}` or `{"kind":"parent"}`.
+    Aborted {
+        /// The cancellation cause.
+        reason: Value,
+    },
+    /// A crash interrupted the turn; written by recovery (REFERENCE a.9).
+    Interrupted,
+    /// The model call failed for good (after retries).
+    Failed {
+        /// The stable error code, e.g. `LLM_AUTH`.
+        code: String,
+        /// The one-line message.
+        message: String,
+    },
+}
+
+/// `turn/end {turn, reason}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    /// The turn that ended.
+    pub turn: u64,
+    /// Why.
+    pub reason: TurnEndReason,
+}
+
+/// `step/start {turn, step}` and `step/end {turn, step}`; steps are 1-based within a turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepMark {
+    /// The turn.
+    pub turn: u64,
+    /// 1-based step number within the turn.
+    pub step: u64,
+}
+
+/// `request/header`: a model request was sent. The messages themselves are the fold of the
+/// log up to here, so only their count is recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestHeader {
+    /// The turn.
+    pub turn: u64,
+    /// The step.
+    pub step: u64,
+    /// The provider's label, e.g. `deepseek:deepseek-chat` (never a key).
+    pub model: String,
+    /// Number of messages sent (system prompt included).
+    pub messages: usize,
+    /// Names of the tools offered.
+    pub tools: Vec<String>,
+}
+
+/// `assistant/chunk`: a coalesced piece of a streamed answer (for live progress; the
+/// authoritative content is the `assistant/message` that follows).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantChunk {
+    /// The turn.
+    pub turn: u64,
+    /// The step.
+    pub step: u64,
+    /// `text`, `reasoning` or `toolCall`.
+    pub block: String,
+    /// The coalesced text.
+    pub delta: String,
+}
+
+/// `assistant/message`: the model's whole answer of one step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantRecord {
+    /// The turn.
+    pub turn: u64,
+    /// The step.
+    pub step: u64,
+    /// The message as sent back to the model in later requests.
+    pub message: AssistantMessage,
+    /// Token counts as the server reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Why the model stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
+}
+
+/// `model/attempt`: one failed attempt of a model call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelAttemptRecord {
+    /// The turn.
+    pub turn: u64,
+    /// The step.
+    pub step: u64,
+    /// The attempt as the client reported it.
+    pub attempt: Attempt,
+}
+
+/// `tool/call`: a tool call is about to run (flushed before it runs, so a crash during the
+/// call is known to have started it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallRecord {
+    /// The turn.
+    pub turn: u64,
+    /// The step.
+    pub step: u64,
+    /// The model's call id.
+    pub call_id: String,
+    /// The tool name.
+    pub name: String,
+    /// The arguments.
+    pub arguments: Value,
+}
+
+/// `tool/result`: a tool call's result as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultRecord {
+    /// The turn.
+    pub turn: u64,
+    /// The step.
+    pub step: u64,
+    /// The call answered.
+    pub call_id: String,
+    /// The tool name.
+    pub name: String,
+    /// Whether the result is an error.
+    pub is_error: bool,
+    /// The stable error code when `is_error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The compact JSON text sent to the model.
+    pub content: String,
+    /// For synthetic results: a deterministic message id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// For synthetic results: the events this one answers (the `tool/call` seq).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_event_seqs: Vec<u64>,
+}
+
+/// Which inbox list a splice changes (REFERENCE b.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InboxTarget {
+    /// Follow-ups: one per turn, claimed when a turn opens.
+    NextTurn,
+    /// Steered and injected items: all claimed at each step.
+    NextStep,
+}
+
+/// `agent/inbox/spliced`: every inbox mutation, with array-splice semantics (REFERENCE a.11).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InboxSplice {
+    /// The list changed.
+    pub target: InboxTarget,
+    /// Index of the first removed/inserted item.
+    pub start: usize,
+    /// Number of items removed at `start`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub removed_count: usize,
+    /// Items inserted at `start`.
+    #[serde(default)]
+    pub inserted: Vec<UserMessage>,
+    /// `canceled` when the removal discarded items (an explicit clear), absent for claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Which tools and policy an agent runs with (DESIGN decision 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Profile {
+    /// Core tools plus `subagent` and `subagent_fork`.
+    Default,
+    /// Core tools plus the Team tools and policy.
+    Team,
+}
+
+/// `agent/config`: recorded once in an agent's own suffix so a resume uses the same settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentConfigRecord {
+    /// The agent's name (`lead` for a root; a child's label) — also the scripted provider's
+    /// agent key.
+    pub name: String,
+    /// The model, without any secret.
+    pub model: ModelSpec,
+    /// The tool profile.
+    pub profile: Profile,
+    /// The workspace directory (absolute).
+    pub workspace: String,
+    /// Delegation depth: 0 for a root, parent + 1 for a child.
+    pub depth: u32,
+}
+
+/// `subagent/descriptor` (REFERENCE b.5): written in a continuable child's log before its first
+/// turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Descriptor {
+    /// Always 2.
+    pub version: u32,
+    /// `continuable` for children that can be followed up and resumed; `one-shot` for a
+    /// `subagent` tool call's child.
+    pub mode: String,
+    /// The provider that created the child: `spawn` (fresh) or `fork`.
+    pub provider: String,
+    /// The child's label (its name).
+    pub label: String,
+    /// The model provider kind the child runs with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_provider: Option<String>,
+    /// The model name the child runs with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_model: Option<String>,
+}

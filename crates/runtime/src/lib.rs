@@ -1,0 +1,31 @@
+//! Troupe's agent runtime (DESIGN §4, REFERENCE a.9, a.11, b).
+//!
+//! - [`Agent`]: a session log + a durable inbox + a model + a tool scope, driven by one task;
+//!   the turn loop records every request, coalesced stream chunk, answer, tool call and result,
+//!   so the model history is the fold of the log ([`Transcript`]).
+//! - [`Runtime`]: the registry of live agents, root sessions (create / cold resume with
+//!   REFERENCE a.9's synthetic closers), continuable children (spawn / fork providers,
+//!   descriptor, exact-parent authorization, follow-ups to live or cold children, interrupt
+//!   with keep-inbox, exact-child drain, settlement notices) and shutdown.
+//! - The default profile's `subagent` / `subagent_fork` tools.
+//!
+//! Invariants: the runtime never prints (progress goes to a broadcast channel); accepted inbox
+//! items are durable before an operation returns and are never dropped by settlement or
+//! shutdown (DESIGN decision 2: inboxes are parked); a tool call is durable before it runs.
+
+mod agent;
+mod error;
+pub mod events;
+mod prompt;
+mod runtime;
+mod subagent;
+mod transcript;
+
+pub use agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, Progress};
+pub use error::RuntimeError;
+pub use events::{Profile, TurnEndReason};
+pub use prompt::default_system_prompt;
+pub use runtime::{
+    ChildProvider, ChildSpec, ChildStart, ModelSource, Runtime, RuntimeOptions, stored_config,
+};
+pub use transcript::{Transcript, TranscriptStats};

@@ -1,0 +1,850 @@
+//! The runtime: a registry of live agents over one journal, root sessions, continuable
+//! children (REFERENCE b.3–b.9) and their settlement.
+//!
+//! Decision 2 of DESIGN holds throughout: settlement, drains and shutdown *park* a child's
+//! inbox (pending items stay durable in its log and run on its next activation); only an
+//! explicit `cancel` without keep-inbox discards, and that is recorded.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use troupe_journal::{Journal, JournalError};
+use troupe_llm::{LlmError, ModelProvider, ModelSpec, ProviderFactory};
+use troupe_protocol::{
+    ErrorCode, EventDraft, MessageId, MessageSource, SessionHeader, SessionId, UserMessage,
+    event_types as ty,
+};
+use troupe_tools::{FileObservations, ToolContext, ToolLimits, ToolRegistry};
+
+use crate::agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy};
+use crate::error::RuntimeError;
+use crate::events::{AgentConfigRecord, Descriptor, Profile, TurnEndReason};
+use crate::prompt::default_system_prompt;
+use crate::subagent::SubagentTool;
+use crate::transcript::{Transcript, to_value};
+
+/// Where agents get their model: one provider per agent name (the scripted provider keys its
+/// steps by name). Implemented by [`ProviderFactory`]; tests implement it with programmable
+/// models.
+pub trait ModelSource: Send + Sync {
+    /// The provider for the agent named `name`.
+    ///
+    /// # Errors
+    /// The provider's setup error (e.g. `LLM_SCRIPT` when a script has no steps for `name`).
+    fn for_agent(&self, name: &str) -> Result<Arc<dyn ModelProvider>, LlmError>;
+}
+
+impl ModelSource for ProviderFactory {
+    fn for_agent(&self, name: &str) -> Result<Arc<dyn ModelProvider>, LlmError> {
+        ProviderFactory::for_agent(self, name)
+    }
+}
+
+/// How a runtime runs its agents.
+#[derive(Clone)]
+pub struct RuntimeOptions {
+    /// The shared workspace (absolute).
+    pub workspace: PathBuf,
+    /// Model providers, one per agent name.
+    pub models: Arc<dyn ModelSource>,
+    /// The model spec recorded in new agents' configs (no secrets).
+    pub model_spec: ModelSpec,
+    /// Stream chunk coalescing.
+    pub chunks: ChunkPolicy,
+    /// Tool limits.
+    pub tool_limits: ToolLimits,
+    /// Children may themselves delegate while their depth is below this (default 1: only
+    /// roots get `subagent`/`subagent_fork`).
+    pub max_depth: u32,
+}
+
+impl std::fmt::Debug for RuntimeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeOptions")
+            .field("workspace", &self.workspace)
+            .field("model_spec", &self.model_spec)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which provider creates a child (REFERENCE b.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildProvider {
+    /// `spawn`: a fresh child that sees none of the parent's history.
+    Spawn,
+    /// `fork`: a child seeded with the parent's completed-turn prefix, captured once.
+    Fork,
+}
+
+impl ChildProvider {
+    /// Parses `spawn` / `fork`.
+    ///
+    /// # Errors
+    /// `UNKNOWN_PROVIDER` for any other name.
+    pub fn parse(name: &str) -> Result<Self, RuntimeError> {
+        match name {
+            "spawn" => Ok(Self::Spawn),
+            "fork" => Ok(Self::Fork),
+            other => Err(RuntimeError::UnknownProvider(other.to_owned())),
+        }
+    }
+
+    /// The provider's name as recorded in the descriptor.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Spawn => "spawn",
+            Self::Fork => "fork",
+        }
+    }
+}
+
+/// A request to start a child (REFERENCE b.3).
+#[derive(Debug, Clone)]
+pub struct ChildSpec {
+    /// Fresh or fork.
+    pub provider: ChildProvider,
+    /// The child's label (its name; the scripted provider's agent key).
+    pub label: String,
+    /// A caller-reserved id; a random UUID when `None`.
+    pub child_id: Option<SessionId>,
+    /// The initial task.
+    pub prompt: String,
+    /// `true` for a continuable child (settlement notices to the parent, follow-ups, cold
+    /// resume); `false` for a one-shot child whose caller awaits its answer.
+    pub continuable: bool,
+    /// Tool profile of the child.
+    pub profile: Profile,
+}
+
+/// What [`Runtime::start_child`] returns once the child's inbox accepted the prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildStart {
+    /// The child's session id.
+    pub child_id: SessionId,
+    /// The initial message's id.
+    pub message_id: MessageId,
+}
+
+/// A cheap-to-clone handle to the runtime.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<RtInner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct RtInner {
+    journal: Journal,
+    options: RuntimeOptions,
+    observations: Arc<FileObservations>,
+    progress: broadcast::Sender<AgentProgress>,
+    live: Mutex<HashMap<SessionId, Live>>,
+    child_locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Poked whenever the set of live agents changes.
+    changed: tokio::sync::Notify,
+}
+
+struct Live {
+    agent: Agent,
+    parent: Option<SessionId>,
+    owned: HashSet<SessionId>,
+    /// Send a settlement notice to the parent when this child settles.
+    notify_parent: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Runtime {
+    /// A runtime over `journal`.
+    pub fn new(journal: Journal, options: RuntimeOptions) -> Self {
+        let (progress, _) = broadcast::channel(1024);
+        Self {
+            inner: Arc::new(RtInner {
+                journal,
+                options,
+                observations: Arc::new(FileObservations::new()),
+                progress,
+                live: Mutex::new(HashMap::new()),
+                child_locks: Mutex::new(HashMap::new()),
+                changed: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+
+    /// The journal.
+    pub fn journal(&self) -> &Journal {
+        &self.inner.journal
+    }
+
+    /// The options.
+    pub fn options(&self) -> &RuntimeOptions {
+        &self.inner.options
+    }
+
+    /// Progress of every agent of this runtime.
+    pub fn subscribe_progress(&self) -> broadcast::Receiver<AgentProgress> {
+        self.inner.progress.subscribe()
+    }
+
+    /// The live agent with this id, if resident.
+    pub fn agent(&self, id: &SessionId) -> Option<Agent> {
+        lock(&self.inner.live).get(id).map(|l| l.agent.clone())
+    }
+
+    /// Ids of every live agent.
+    pub fn live_ids(&self) -> Vec<SessionId> {
+        lock(&self.inner.live).keys().cloned().collect()
+    }
+
+    /// Creates a root session (`agent/config` recorded and flushed) and starts its agent.
+    ///
+    /// # Errors
+    /// `WORKSPACE_INVALID`, `SESSION_ALREADY_EXISTS`, journal and model-setup errors.
+    pub async fn create_root(
+        &self,
+        id: SessionId,
+        name: &str,
+        profile: Profile,
+    ) -> Result<Agent, RuntimeError> {
+        let workspace = self.workspace_string()?;
+        let header = SessionHeader::new(id.clone(), self.inner.journal.clock().now_ms())
+            .with_cwd(workspace.clone());
+        let config = AgentConfigRecord {
+            name: name.to_owned(),
+            model: self.inner.options.model_spec.clone(),
+            profile,
+            workspace,
+            depth: 0,
+        };
+        let writer = self.inner.journal.create(header)?;
+        let events =
+            writer.append_batch(vec![EventDraft::new(ty::AGENT_CONFIG, to_value(&config))])?;
+        writer.flush().await?;
+        let transcript = Transcript::fold(0, &events)?;
+        let setup = self.build_setup(&id, &config)?;
+        let agent = Agent::start(writer, transcript, setup);
+        self.register(agent.clone(), None, false);
+        Ok(agent)
+    }
+
+    /// Reopens a stored session as a live root agent: lock, torn-tail repair, recovery closers
+    /// for a turn a crash interrupted (REFERENCE a.9), then the agent starts with its inbox
+    /// parked. Returns the agent and whether recovery closed an interrupted turn.
+    ///
+    /// # Errors
+    /// Journal errors (`SESSION_NOT_FOUND`, `JOURNAL_LOCKED`, …), `NOT_RESUMABLE` when the
+    /// session has no agent configuration.
+    pub async fn resume_root(&self, id: &SessionId) -> Result<(Agent, bool), RuntimeError> {
+        let (agent, recovered) = self.activate(id).await?;
+        self.register(agent.clone(), None, false);
+        Ok((agent, recovered))
+    }
+
+    async fn activate(&self, id: &SessionId) -> Result<(Agent, bool), RuntimeError> {
+        let (writer, replay) = self.inner.journal.open(id)?;
+        let mut transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
+        let closers = transcript.recovery_closers();
+        let recovered = !closers.is_empty();
+        if recovered {
+            let events = writer.append_batch_at(closers, transcript.last_time())?;
+            for e in &events {
+                transcript.apply(e)?;
+            }
+            writer.flush().await?;
+        }
+        let config = transcript
+            .config()
+            .cloned()
+            .ok_or_else(|| RuntimeError::NotResumable {
+                id: id.to_string(),
+                reason: "it has no agent configuration (not created by troupe run)".to_owned(),
+            })?;
+        let setup = self.build_setup(id, &config)?;
+        Ok((Agent::start(writer, transcript, setup), recovered))
+    }
+
+    fn workspace_string(&self) -> Result<String, RuntimeError> {
+        let ws = &self.inner.options.workspace;
+        let canonical = std::fs::canonicalize(ws).map_err(|e| RuntimeError::Workspace {
+            path: ws.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        if !canonical.is_dir() {
+            return Err(RuntimeError::Workspace {
+                path: ws.display().to_string(),
+                reason: "not a directory".to_owned(),
+            });
+        }
+        Ok(canonical.display().to_string())
+    }
+
+    fn build_setup(
+        &self,
+        id: &SessionId,
+        config: &AgentConfigRecord,
+    ) -> Result<AgentSetup, RuntimeError> {
+        if config.profile == Profile::Team {
+            return Err(RuntimeError::NotResumable {
+                id: id.to_string(),
+                reason: "the team profile is not available in this build".to_owned(),
+            });
+        }
+        let provider = self.inner.options.models.for_agent(&config.name)?;
+        let mut tools = ToolRegistry::with_core_tools();
+        let has_subagents = config.depth < self.inner.options.max_depth;
+        if has_subagents {
+            for provider in [ChildProvider::Spawn, ChildProvider::Fork] {
+                let tool = SubagentTool::new(Arc::downgrade(&self.inner), provider);
+                tools
+                    .register(Arc::new(tool))
+                    .map_err(|e| RuntimeError::NotResumable {
+                        id: id.to_string(),
+                        reason: e.to_string(),
+                    })?;
+            }
+        }
+        let tool_context = ToolContext::new(
+            &config.workspace,
+            id.clone(),
+            Arc::clone(&self.inner.observations),
+        )
+        .map_err(|e| RuntimeError::Workspace {
+            path: config.workspace.clone(),
+            reason: e.to_string(),
+        })?
+        .with_limits(self.inner.options.tool_limits.clone());
+        Ok(AgentSetup {
+            name: config.name.clone(),
+            system_prompt: default_system_prompt(config, has_subagents),
+            provider,
+            tools,
+            tool_context,
+            chunks: self.inner.options.chunks,
+            progress: self.inner.progress.clone(),
+        })
+    }
+
+    fn register(&self, agent: Agent, parent: Option<SessionId>, notify_parent: bool) {
+        let id = agent.id().clone();
+        let mut live = lock(&self.inner.live);
+        if let Some(p) = parent.as_ref().and_then(|p| live.get_mut(p)) {
+            p.owned.insert(id.clone());
+        }
+        live.insert(
+            id,
+            Live {
+                agent,
+                parent,
+                owned: HashSet::new(),
+                notify_parent,
+            },
+        );
+        drop(live);
+        self.inner.changed.notify_waiters();
+    }
+
+    /// Whether `agent` is the registry's exact live entry (not a stale or copied handle).
+    fn is_exact_live(&self, agent: &Agent) -> bool {
+        lock(&self.inner.live)
+            .get(agent.id())
+            .is_some_and(|l| l.agent.same(agent) && !agent.is_disposed())
+    }
+
+    fn child_lock(&self, id: &SessionId) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(
+            lock(&self.inner.child_locks)
+                .entry(id.clone())
+                .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(()))),
+        )
+    }
+
+    /// Starts a child of `parent` (REFERENCE b.3): reserves its id (`DUPLICATE_CHILD` when a
+    /// live agent or a stored session has it), seeds it (fork: the parent's completed-turn
+    /// prefix), writes the descriptor and config, starts it, and returns once its inbox holds
+    /// the prompt durably. A failure before acceptance leaves no live child.
+    ///
+    /// # Errors
+    /// `DUPLICATE_CHILD`, `UNAUTHORIZED` (parent not the exact live entry), journal and model
+    /// setup errors.
+    pub async fn start_child(
+        &self,
+        parent: &Agent,
+        spec: ChildSpec,
+    ) -> Result<ChildStart, RuntimeError> {
+        if !self.is_exact_live(parent) {
+            return Err(RuntimeError::Unauthorized(format!(
+                "{} is not a live parent",
+                parent.id()
+            )));
+        }
+        let child_id = spec.child_id.clone().unwrap_or_else(SessionId::random);
+        let guard = self.child_lock(&child_id);
+        let _held = guard.lock().await;
+        if self.agent(&child_id).is_some() {
+            return Err(RuntimeError::DuplicateChild {
+                id: child_id.to_string(),
+            });
+        }
+        match self.inner.journal.read(&child_id) {
+            Err(JournalError::NotFound { .. }) => {}
+            _ => {
+                return Err(RuntimeError::DuplicateChild {
+                    id: child_id.to_string(),
+                });
+            }
+        }
+        let parent_config = parent
+            .with_transcript(|t| t.config().cloned())
+            .ok_or_else(|| RuntimeError::Unauthorized("the parent has no configuration".into()))?;
+        parent.writer().flush().await?;
+        let parent_replay = self.inner.journal.read(parent.id())?;
+        let seed = match spec.provider {
+            ChildProvider::Spawn => Vec::new(),
+            ChildProvider::Fork => {
+                let end = parent_replay
+                    .events
+                    .iter()
+                    .rposition(|e| e.kind == ty::TURN_END)
+                    .map_or(0, |i| i + 1);
+                parent_replay.events[..end].to_vec()
+            }
+        };
+        let mut header = SessionHeader::new(child_id.clone(), self.inner.journal.clock().now_ms())
+            .with_parent(parent.id().clone())
+            .with_origin("subagent");
+        header.cwd = parent_replay.header.cwd.clone();
+        let writer = if seed.is_empty() {
+            self.inner.journal.create(header)?
+        } else {
+            self.inner.journal.create_seeded(header, seed)?
+        };
+        let descriptor = Descriptor {
+            version: 2,
+            mode: if spec.continuable {
+                "continuable"
+            } else {
+                "one-shot"
+            }
+            .to_owned(),
+            provider: spec.provider.as_str().to_owned(),
+            label: spec.label.clone(),
+            agent_provider: Some(parent_config.model.provider.as_str().to_owned()),
+            agent_model: Some(parent_config.model.model.clone()),
+        };
+        let config = AgentConfigRecord {
+            name: spec.label.clone(),
+            model: parent_config.model.clone(),
+            profile: spec.profile,
+            workspace: parent_config.workspace.clone(),
+            depth: parent_config.depth + 1,
+        };
+        writer.append_batch(vec![
+            EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),
+            EventDraft::new(ty::AGENT_CONFIG, to_value(&config)),
+        ])?;
+        writer.flush().await?;
+        let replay = self.inner.journal.read(&child_id)?;
+        let transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
+        let setup = self.build_setup(&child_id, &config)?;
+        let agent = Agent::start(writer, transcript, setup);
+        // Final admission: the parent must still be the exact live entry.
+        if !self.is_exact_live(parent) {
+            let _ = agent.dispose(json!({"kind": "parent"})).await;
+            return Err(RuntimeError::Unauthorized(format!(
+                "{} is no longer live",
+                parent.id()
+            )));
+        }
+        self.register(agent.clone(), Some(parent.id().clone()), spec.continuable);
+        let msg = UserMessage::text(spec.prompt, MessageSource::kind("user"));
+        let message_id = match agent.followup(msg).await {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = self.release(&child_id).await;
+                return Err(e);
+            }
+        };
+        if spec.continuable {
+            self.watch_settlement(agent);
+        }
+        Ok(ChildStart {
+            child_id,
+            message_id,
+        })
+    }
+
+    /// Sends a follow-up to a child (REFERENCE b.6): to the live child when resident, else
+    /// cold-resumes it from its log (its parked inbox runs first, in FIFO order).
+    ///
+    /// # Errors
+    /// `UNAUTHORIZED` unless `parent` is the exact live direct parent; `NOT_RESUMABLE` when
+    /// the child's log cannot be read or is not a continuable child; journal errors.
+    pub async fn followup_child(
+        &self,
+        parent: &Agent,
+        child_id: &SessionId,
+        msg: UserMessage,
+    ) -> Result<MessageId, RuntimeError> {
+        let guard = self.child_lock(child_id);
+        let _held = guard.lock().await;
+        if !self.is_exact_live(parent) {
+            return Err(RuntimeError::Unauthorized(format!(
+                "{} is not a live parent",
+                parent.id()
+            )));
+        }
+        let resident = {
+            let live = lock(&self.inner.live);
+            live.get(child_id)
+                .map(|l| (l.agent.clone(), l.parent.clone()))
+        };
+        if let Some((agent, child_parent)) = resident {
+            if child_parent.as_ref() != Some(parent.id()) {
+                return Err(RuntimeError::Unauthorized(format!(
+                    "{} is not the parent of {child_id}",
+                    parent.id()
+                )));
+            }
+            return agent.followup(msg).await;
+        }
+        let replay = self
+            .inner
+            .journal
+            .read(child_id)
+            .map_err(|e| RuntimeError::NotResumable {
+                id: child_id.to_string(),
+                reason: e.to_string(),
+            })?;
+        if replay.header.parent_session.as_ref() != Some(parent.id()) {
+            return Err(RuntimeError::Unauthorized(format!(
+                "{} is not the parent of {child_id}",
+                parent.id()
+            )));
+        }
+        let t = Transcript::fold(replay.header.seed_len(), &replay.events)?;
+        if t.descriptor().is_none_or(|d| d.mode != "continuable") {
+            return Err(RuntimeError::NotResumable {
+                id: child_id.to_string(),
+                reason: "it is not a continuable child".to_owned(),
+            });
+        }
+        let (agent, _) = self.activate(child_id).await?;
+        self.register(agent.clone(), Some(parent.id().clone()), true);
+        let id = agent.followup(msg).await?;
+        self.watch_settlement(agent);
+        Ok(id)
+    }
+
+    /// Interrupts `target`'s current turn on behalf of an ancestor (REFERENCE b.7): pending
+    /// items stay parked (keep-inbox); descendants are untouched. A target that is not resident
+    /// is an accepted no-op.
+    ///
+    /// # Errors
+    /// `UNAUTHORIZED` when `caller` is not the exact live entry, is the target itself, or is
+    /// not in the target's live ancestry.
+    pub async fn interrupt(&self, caller: &Agent, target: &SessionId) -> Result<(), RuntimeError> {
+        if !self.is_exact_live(caller) || caller.id() == target {
+            return Err(RuntimeError::Unauthorized(format!(
+                "{} may not interrupt {target}",
+                caller.id()
+            )));
+        }
+        let (agent, ancestry) = {
+            let live = lock(&self.inner.live);
+            let Some(entry) = live.get(target) else {
+                return Ok(());
+            };
+            let mut ancestry = Vec::new();
+            let mut cursor = entry.parent.clone();
+            while let Some(p) = cursor {
+                cursor = live.get(&p).and_then(|l| l.parent.clone());
+                ancestry.push(p);
+            }
+            (entry.agent.clone(), ancestry)
+        };
+        if !ancestry.contains(caller.id()) {
+            return Err(RuntimeError::Unauthorized(format!(
+                "{} is not an ancestor of {target}",
+                caller.id()
+            )));
+        }
+        agent.cancel(json!({"kind": "parent"}), true).await
+    }
+
+    /// Releases the selected direct children of `parent` (REFERENCE b.9): ids are
+    /// de-duplicated, non-resident ids skipped, every selected child must be a direct child of
+    /// `parent` (checked before anything is released); each is disposed child-first, parking
+    /// its inbox. No settlement notices are sent.
+    ///
+    /// # Errors
+    /// `UNAUTHORIZED` (parent not exact live, or a selected child of another parent);
+    /// `ACTIVATION_TEARDOWN_FAILED` when a disposal failed (after all were released).
+    pub async fn drain_children(
+        &self,
+        parent: &Agent,
+        ids: &[SessionId],
+    ) -> Result<(), RuntimeError> {
+        if !self.is_exact_live(parent) {
+            return Err(RuntimeError::Unauthorized(format!(
+                "{} is not a live parent",
+                parent.id()
+            )));
+        }
+        let mut selected: Vec<SessionId> = Vec::new();
+        {
+            let live = lock(&self.inner.live);
+            for id in ids {
+                if selected.contains(id) {
+                    continue;
+                }
+                let Some(entry) = live.get(id) else { continue };
+                if entry.parent.as_ref() != Some(parent.id()) {
+                    return Err(RuntimeError::Unauthorized(format!(
+                        "{id} is not a child of {}",
+                        parent.id()
+                    )));
+                }
+                selected.push(id.clone());
+            }
+        }
+        let mut failures = Vec::new();
+        for id in selected {
+            failures.extend(self.release_tree(&id).await);
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(RuntimeError::TeardownFailed(failures))
+        }
+    }
+
+    /// Disposes `id` and its resident descendants, children first; returns failures.
+    fn release_tree<'a>(
+        &'a self,
+        id: &'a SessionId,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<String>> + Send + 'a>> {
+        Box::pin(async move {
+            let owned: Vec<SessionId> = lock(&self.inner.live)
+                .get(id)
+                .map(|l| l.owned.iter().cloned().collect())
+                .unwrap_or_default();
+            let mut failures = Vec::new();
+            for child in owned {
+                failures.extend(self.release_tree(&child).await);
+            }
+            if let Err(e) = self.release(id).await {
+                failures.push(format!("{id}: {e}"));
+            }
+            failures
+        })
+    }
+
+    /// Disposes one resident agent (parking its inbox) and unregisters it.
+    async fn release(&self, id: &SessionId) -> Result<(), RuntimeError> {
+        let Some(agent) = self.agent(id) else {
+            return Ok(());
+        };
+        let result = agent.dispose(json!({"kind": "parent"})).await;
+        self.unregister(id);
+        result
+    }
+
+    fn unregister(&self, id: &SessionId) {
+        let mut live = lock(&self.inner.live);
+        if let Some(entry) = live.remove(id)
+            && let Some(p) = entry.parent.and_then(|p| live.get_mut(&p))
+        {
+            p.owned.remove(id);
+        }
+        drop(live);
+        self.inner.changed.notify_waiters();
+    }
+
+    /// Watches a continuable child and disposes its activation once it settles (idle, no
+    /// waking work, no resident children), then notifies the parent (REFERENCE b.8).
+    fn watch_settlement(&self, agent: Agent) {
+        let rt = self.clone();
+        tokio::spawn(async move {
+            let id = agent.id().clone();
+            let mut status = agent.subscribe_status();
+            loop {
+                let changed = rt.inner.changed.notified();
+                let settled = {
+                    let live = lock(&rt.inner.live);
+                    match live.get(&id) {
+                        None => return,
+                        Some(l) if !l.agent.same(&agent) => return,
+                        Some(l) => {
+                            l.owned.is_empty() && *status.borrow_and_update() == AgentStatus::Idle
+                        }
+                    }
+                };
+                if settled {
+                    let guard = rt.child_lock(&id);
+                    let _held = guard.lock().await;
+                    // Re-check under the child lock: a follow-up may have just arrived.
+                    if agent.status() == AgentStatus::Idle
+                        && rt.agent(&id).is_some_and(|a| a.same(&agent))
+                        && lock(&rt.inner.live)
+                            .get(&id)
+                            .is_some_and(|l| l.owned.is_empty())
+                    {
+                        rt.settle(&agent).await;
+                        return;
+                    }
+                    continue;
+                }
+                tokio::select! {
+                    _ = status.changed() => {}
+                    () = changed => {}
+                }
+            }
+        });
+    }
+
+    async fn settle(&self, agent: &Agent) {
+        let id = agent.id().clone();
+        let (parent, notify) = lock(&self.inner.live)
+            .get(&id)
+            .map(|l| (l.parent.clone(), l.notify_parent))
+            .unwrap_or((None, false));
+        if let Err(e) = agent.dispose(json!({"kind": "parent"})).await {
+            tracing::warn!(child = %id, error = %e, "child disposal failed");
+        }
+        self.unregister(&id);
+        let Some(parent) = parent.and_then(|p| self.agent(&p)) else {
+            return;
+        };
+        if !notify || parent.is_disposed() {
+            return;
+        }
+        let notice = settlement_notice(agent);
+        let result = if parent.status() == AgentStatus::Running {
+            parent.steer(notice).await
+        } else {
+            parent.followup(notice).await
+        };
+        if let Err(e) = result {
+            tracing::warn!(child = %id, error = %e, "settlement notice not delivered");
+        }
+    }
+
+    /// Waits until `root` is idle and none of its descendants is resident (every child
+    /// settled). Other roots are not waited for.
+    pub async fn wait_quiescent(&self, root: &Agent) {
+        loop {
+            let changed = self.inner.changed.notified();
+            root.wait_idle().await;
+            let descendants = {
+                let live = lock(&self.inner.live);
+                live.get(root.id()).is_some_and(|l| !l.owned.is_empty())
+            };
+            if !descendants && root.status() == AgentStatus::Idle {
+                return;
+            }
+            let mut status = root.subscribe_status();
+            tokio::select! {
+                () = changed => {}
+                _ = status.changed() => {}
+            }
+        }
+    }
+
+    /// Disposes every resident agent, children first, parking their inboxes (DESIGN
+    /// decision 2). Running turns end as aborted with `{"kind":"shutdown"}`.
+    ///
+    /// # Errors
+    /// `ACTIVATION_TEARDOWN_FAILED` listing the agents whose disposal failed.
+    pub async fn shutdown(&self) -> Result<(), RuntimeError> {
+        let roots: Vec<SessionId> = lock(&self.inner.live)
+            .iter()
+            .filter(|(_, l)| l.parent.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut failures = Vec::new();
+        for root in roots {
+            failures.extend(self.release_tree(&root).await);
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(RuntimeError::TeardownFailed(failures))
+        }
+    }
+}
+
+/// The recorded configuration of a stored session, read without locking it (so a caller can
+/// build the [`RuntimeOptions`] a resume needs from what the session recorded).
+///
+/// # Errors
+/// Journal errors (`SESSION_NOT_FOUND`, `JOURNAL_CORRUPT`, …); `NOT_RESUMABLE` when the
+/// session has no `agent/config` record.
+pub fn stored_config(journal: &Journal, id: &SessionId) -> Result<AgentConfigRecord, RuntimeError> {
+    let replay = journal.read(id)?;
+    let t = Transcript::fold(replay.header.seed_len(), &replay.events)?;
+    t.config()
+        .cloned()
+        .ok_or_else(|| RuntimeError::NotResumable {
+            id: id.to_string(),
+            reason: "it has no agent configuration (not created by troupe run)".to_owned(),
+        })
+}
+
+/// The settlement notice a parent receives (REFERENCE b.8): one line naming the child and how
+/// it stopped, then its closing output.
+fn settlement_notice(agent: &Agent) -> UserMessage {
+    let (reason, answer) = agent.with_transcript(|t| {
+        (
+            t.last_turn_end().cloned(),
+            t.last_answer().map(str::to_owned),
+        )
+    });
+    let how = match &reason {
+        Some(TurnEndReason::Completed) => "finished".to_owned(),
+        Some(TurnEndReason::Aborted { .. }) => "was stopped".to_owned(),
+        Some(TurnEndReason::Failed { code, .. }) => format!("failed ({code})"),
+        Some(TurnEndReason::Interrupted) | None => "ended abnormally".to_owned(),
+    };
+    let summary = format!(
+        "background subagent {} ({}) {how}.",
+        agent.name(),
+        agent.id()
+    );
+    let body = match (&reason, answer) {
+        (Some(TurnEndReason::Completed), Some(answer)) => format!("{summary}\n\n{answer}"),
+        _ => format!("{summary}\n\n(no closing message)"),
+    };
+    UserMessage::text(
+        body,
+        MessageSource::kind("subagent-settled")
+            .with("form", "notice")
+            .with("summary", Value::String(summary))
+            .with("senderSessionId", agent.id().to_string()),
+    )
+}
+
+impl RtInner {
+    pub(crate) fn runtime(self: &Arc<Self>) -> Runtime {
+        Runtime {
+            inner: Arc::clone(self),
+        }
+    }
+}
+
+/// Re-exported for the subagent tool.
+pub(crate) type RtWeak = Weak<RtInner>;
+
+impl From<RuntimeError> for troupe_tools::ToolError {
+    fn from(e: RuntimeError) -> Self {
+        troupe_tools::ToolError::other(e.code(), e.to_string())
+    }
+}

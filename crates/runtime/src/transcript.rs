@@ -1,0 +1,360 @@
+//! The fold of a session log into what an agent needs: the model history, the pending inbox,
+//! the turn/step state, recovery closers and statistics.
+//!
+//! The live agent applies every event it appends, so its state is always the fold of its log;
+//! a cold resume folds the file. Pure: no IO, no clock.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use troupe_llm::{ChatMessage, ToolCall};
+use troupe_protocol::{Event, EventDraft, MessageId, UserMessage, event_types as ty};
+
+use crate::error::RuntimeError;
+use crate::events::{
+    AgentConfigRecord, AssistantRecord, Descriptor, InboxSplice, InboxTarget, StepMark,
+    ToolCallRecord, ToolResultRecord, TurnEnd, TurnEndReason, TurnStart,
+};
+
+/// Per-agent counters over the own suffix (for summaries and progress).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TranscriptStats {
+    /// Turns started.
+    pub turns: u64,
+    /// Tool calls made.
+    pub tool_calls: u64,
+    /// Prompt tokens reported by the model, summed over calls.
+    pub tokens_in: u64,
+    /// Completion tokens reported by the model, summed over calls.
+    pub tokens_out: u64,
+}
+
+/// The folded state of one session log (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    seed_len: u64,
+    next_seq: u64,
+    last_time: u64,
+    history: Vec<ChatMessage>,
+    next_turn: Vec<UserMessage>,
+    next_step: Vec<UserMessage>,
+    last_turn: u64,
+    open_turn: Option<u64>,
+    open_step: Option<u64>,
+    step_calls: Vec<ToolCall>,
+    call_seqs: HashMap<String, u64>,
+    answered: HashSet<String>,
+    model_calls: usize,
+    config: Option<AgentConfigRecord>,
+    descriptor: Option<Descriptor>,
+    last_turn_end: Option<TurnEndReason>,
+    last_text: Option<String>,
+    last_answer: Option<String>,
+    accepted: HashSet<MessageId>,
+    stats: TranscriptStats,
+}
+
+fn decode<T: DeserializeOwned>(event: &Event) -> Result<T, RuntimeError> {
+    serde_json::from_value(event.data.clone()).map_err(|e| RuntimeError::InvalidEvent {
+        seq: event.seq.0,
+        kind: event.kind.clone(),
+        reason: e.to_string(),
+    })
+}
+
+impl Transcript {
+    /// An empty transcript for a log whose first `seed_len` events are inherited
+    /// (`seedLength`): inherited events shape the history but not the inbox, config,
+    /// descriptor or statistics.
+    pub fn new(seed_len: u64) -> Self {
+        Self {
+            seed_len,
+            ..Self::default()
+        }
+    }
+
+    /// Folds a whole log.
+    ///
+    /// # Errors
+    /// `RUNTIME_INVALID_EVENT` for a runtime event whose payload does not decode, or an inbox
+    /// splice out of range.
+    pub fn fold<'a>(
+        seed_len: u64,
+        events: impl IntoIterator<Item = &'a Event>,
+    ) -> Result<Self, RuntimeError> {
+        let mut t = Self::new(seed_len);
+        for e in events {
+            t.apply(e)?;
+        }
+        Ok(t)
+    }
+
+    /// Applies one event (events must come in seq order).
+    ///
+    /// # Errors
+    /// As [`Transcript::fold`].
+    pub fn apply(&mut self, event: &Event) -> Result<(), RuntimeError> {
+        let own = event.seq.0 >= self.seed_len;
+        self.next_seq = event.seq.0 + 1;
+        self.last_time = event.time;
+        match event.kind.as_str() {
+            ty::USER_MESSAGE => {
+                let msg: UserMessage = decode(event)?;
+                self.history.push(ChatMessage::user(msg.text_content()));
+                if own {
+                    self.accepted.insert(msg.id);
+                }
+            }
+            ty::ASSISTANT_MESSAGE => {
+                let rec: AssistantRecord = decode(event)?;
+                if own {
+                    self.model_calls += 1;
+                    if let Some(u) = &rec.usage {
+                        self.stats.tokens_in += u.prompt_tokens;
+                        self.stats.tokens_out += u.completion_tokens;
+                    }
+                }
+                self.step_calls.clone_from(&rec.message.tool_calls);
+                if let Some(text) = rec.message.content.as_ref().filter(|t| !t.is_empty()) {
+                    self.last_text = Some(text.clone());
+                }
+                self.history.push(ChatMessage::Assistant(rec.message));
+            }
+            ty::TOOL_CALL => {
+                let rec: ToolCallRecord = decode(event)?;
+                self.call_seqs.insert(rec.call_id, event.seq.0);
+                if own {
+                    self.stats.tool_calls += 1;
+                }
+            }
+            ty::TOOL_RESULT => {
+                let rec: ToolResultRecord = decode(event)?;
+                self.history
+                    .push(ChatMessage::tool_result(rec.call_id.clone(), rec.content));
+                self.answered.insert(rec.call_id);
+            }
+            ty::TURN_START => {
+                let rec: TurnStart = decode(event)?;
+                self.last_turn = self.last_turn.max(rec.turn);
+                self.open_turn = Some(rec.turn);
+                self.open_step = None;
+                self.last_text = None;
+                if own {
+                    self.stats.turns += 1;
+                }
+            }
+            ty::STEP_START => {
+                let rec: StepMark = decode(event)?;
+                self.open_step = Some(rec.step);
+                self.step_calls.clear();
+                self.call_seqs.clear();
+                self.answered.clear();
+            }
+            ty::STEP_END => {
+                self.open_step = None;
+                self.step_calls.clear();
+                self.call_seqs.clear();
+                self.answered.clear();
+            }
+            ty::TURN_END => {
+                let rec: TurnEnd = decode(event)?;
+                self.open_turn = None;
+                self.open_step = None;
+                if rec.reason == TurnEndReason::Completed {
+                    self.last_answer = self.last_text.clone();
+                }
+                self.last_turn_end = Some(rec.reason);
+            }
+            ty::AGENT_INBOX_SPLICED if own => {
+                let splice: InboxSplice = decode(event)?;
+                let list = match splice.target {
+                    InboxTarget::NextTurn => &mut self.next_turn,
+                    InboxTarget::NextStep => &mut self.next_step,
+                };
+                let end = splice.start.checked_add(splice.removed_count);
+                if splice.start > list.len() || end.is_none_or(|end| end > list.len()) {
+                    return Err(RuntimeError::InvalidEvent {
+                        seq: event.seq.0,
+                        kind: event.kind.clone(),
+                        reason: format!(
+                            "splice {}+{} out of range for {} items",
+                            splice.start,
+                            splice.removed_count,
+                            list.len()
+                        ),
+                    });
+                }
+                for m in &splice.inserted {
+                    self.accepted.insert(m.id.clone());
+                }
+                list.splice(
+                    splice.start..splice.start + splice.removed_count,
+                    splice.inserted,
+                );
+            }
+            ty::AGENT_CONFIG if own && self.config.is_none() => {
+                self.config = Some(decode(event)?);
+            }
+            ty::SUBAGENT_DESCRIPTOR if own && self.descriptor.is_none() => {
+                self.descriptor = Some(decode(event)?);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The model history: user, assistant and tool messages in log order (no system prompt).
+    pub fn history(&self) -> &[ChatMessage] {
+        &self.history
+    }
+
+    /// Pending follow-ups (claimed one per turn).
+    pub fn next_turn(&self) -> &[UserMessage] {
+        &self.next_turn
+    }
+
+    /// Pending steered/injected items (all claimed at the next step).
+    pub fn next_step(&self) -> &[UserMessage] {
+        &self.next_step
+    }
+
+    /// The seq the next event gets.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The highest turn number seen.
+    pub fn last_turn(&self) -> u64 {
+        self.last_turn
+    }
+
+    /// The turn currently open (started, not ended), if any.
+    pub fn open_turn(&self) -> Option<u64> {
+        self.open_turn
+    }
+
+    /// The step currently open, if any.
+    pub fn open_step(&self) -> Option<u64> {
+        self.open_step
+    }
+
+    /// Model calls completed in the own suffix (`assistant/message` events).
+    pub fn model_calls(&self) -> usize {
+        self.model_calls
+    }
+
+    /// The agent's recorded configuration.
+    pub fn config(&self) -> Option<&AgentConfigRecord> {
+        self.config.as_ref()
+    }
+
+    /// The child descriptor from the own suffix, if any.
+    pub fn descriptor(&self) -> Option<&Descriptor> {
+        self.descriptor.as_ref()
+    }
+
+    /// How the last turn ended.
+    pub fn last_turn_end(&self) -> Option<&TurnEndReason> {
+        self.last_turn_end.as_ref()
+    }
+
+    /// The final answer text of the last *completed* turn.
+    pub fn last_answer(&self) -> Option<&str> {
+        self.last_answer.as_deref()
+    }
+
+    /// Counters over the own suffix.
+    pub fn stats(&self) -> TranscriptStats {
+        self.stats
+    }
+
+    /// The "message accepted" predicate of REFERENCE a.11: the id entered the model history
+    /// (own suffix) or was ever inserted into the inbox.
+    pub fn accepted(&self, id: &MessageId) -> bool {
+        self.accepted.contains(id)
+    }
+
+    /// Tool calls of the open step without a result, with their `tool/call` seq if recorded.
+    pub fn unanswered_calls(&self) -> Vec<(ToolCall, Option<u64>)> {
+        if self.open_step.is_none() {
+            return Vec::new();
+        }
+        self.step_calls
+            .iter()
+            .filter(|c| !self.answered.contains(&c.id))
+            .map(|c| (c.clone(), self.call_seqs.get(&c.id).copied()))
+            .collect()
+    }
+
+    /// The synthetic closers that end a turn a crash interrupted (REFERENCE a.9), in order:
+    /// a `tool/result` per unanswered call (`TOOL_OUTCOME_UNKNOWN` when its `tool/call` was
+    /// recorded, citing that seq; `TOOL_NOT_STARTED` otherwise), `step/end` if a step is open,
+    /// `turn/end {reason: interrupted}`. Empty when no turn is open. Append them with
+    /// [`Transcript::last_time`] as their time.
+    pub fn recovery_closers(&self) -> Vec<EventDraft> {
+        let Some(turn) = self.open_turn else {
+            return Vec::new();
+        };
+        let step = self.open_step.unwrap_or(0);
+        let mut drafts = Vec::new();
+        for (offset, (call, call_seq)) in self.unanswered_calls().into_iter().enumerate() {
+            let seq = self.next_seq + offset as u64;
+            let (code, message) = match call_seq {
+                Some(_) => (
+                    "TOOL_OUTCOME_UNKNOWN",
+                    format!(
+                        "The process stopped while tool \"{}\" was running; its outcome is unknown. \
+                         Retry only read-only or idempotent operations; otherwise check the current \
+                         state (re-read files, inspect the workspace) before acting again.",
+                        call.name
+                    ),
+                ),
+                None => (
+                    "TOOL_NOT_STARTED",
+                    format!(
+                        "The process stopped before tool \"{}\" started; it did not run. Retry it if \
+                         it is still needed.",
+                        call.name
+                    ),
+                ),
+            };
+            let rec = ToolResultRecord {
+                turn,
+                step,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                is_error: true,
+                code: Some(code.to_owned()),
+                content: json!({"code": code, "message": message}).to_string(),
+                message_id: Some(format!("interrupted-tool-result-{}-{seq}", call.id)),
+                source_event_seqs: call_seq.into_iter().collect(),
+            };
+            drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(&rec)));
+        }
+        if self.open_step.is_some() {
+            drafts.push(EventDraft::new(
+                ty::STEP_END,
+                to_value(&StepMark { turn, step }),
+            ));
+        }
+        drafts.push(EventDraft::new(
+            ty::TURN_END,
+            to_value(&TurnEnd {
+                turn,
+                reason: TurnEndReason::Interrupted,
+            }),
+        ));
+        drafts
+    }
+
+    /// Time (ms) of the last event folded.
+    pub fn last_time(&self) -> u64 {
+        self.last_time
+    }
+}
+
+/// Serializes a payload known to be representable as JSON.
+pub(crate) fn to_value<T: serde::Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}

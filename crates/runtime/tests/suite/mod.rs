@@ -1,0 +1,6 @@
+mod children;
+mod fake_server;
+mod inbox;
+mod resume;
+mod support;
+mod turns;

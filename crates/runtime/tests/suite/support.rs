@@ -1,0 +1,268 @@
+//! A programmable model and a runtime over a temp home + workspace.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use troupe_journal::Journal;
+use troupe_llm::{
+    AssistantMessage, BoxFuture, ChatMessage, ChatRequest, FinishReason, LlmError, ModelProvider,
+    ModelResponse, ModelSpec, ProviderKind, StreamEvent, StreamObserver, ToolCall, Usage,
+};
+use troupe_protocol::{Event, MessageSource, SessionId, UserMessage};
+use troupe_runtime::{Agent, ChunkPolicy, ModelSource, Profile, Runtime, RuntimeOptions};
+use troupe_tools::ToolLimits;
+
+/// One scripted model response.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// A final answer.
+    Text(String),
+    /// Tool calls `(name, arguments)`.
+    Calls(Vec<(String, Value)>),
+    /// Never answers until cancelled (keeps the agent running).
+    Hang,
+}
+
+pub fn text(s: &str) -> Step {
+    Step::Text(s.to_owned())
+}
+
+pub fn call(name: &str, args: Value) -> Step {
+    Step::Calls(vec![(name.to_owned(), args)])
+}
+
+/// A model whose answers are queued by the test and which records every request.
+#[derive(Debug, Default)]
+pub struct TestModel {
+    name: String,
+    steps: Mutex<VecDeque<Step>>,
+    requests: Mutex<Vec<ChatRequest>>,
+    calls: AtomicUsize,
+    pub entered: Notify,
+}
+
+impl TestModel {
+    pub fn push(&self, steps: impl IntoIterator<Item = Step>) {
+        self.steps.lock().unwrap().extend(steps);
+    }
+
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// The text of every user message of request `i`.
+    pub fn user_texts(&self, i: usize) -> Vec<String> {
+        self.requests()[i]
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                ChatMessage::User { content } => Some(content.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl ModelProvider for TestModel {
+    fn complete<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        observer: &'a mut dyn StreamObserver,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, LlmError>> {
+        Box::pin(async move {
+            self.requests.lock().unwrap().push(request.clone());
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            let step = self.steps.lock().unwrap().pop_front();
+            self.entered.notify_waiters();
+            observer.on_event(StreamEvent::AttemptStarted { attempt: 1 });
+            let message = match step {
+                None => {
+                    return Err(LlmError::Script {
+                        message: format!("test model {} has no step {n}", self.name),
+                    });
+                }
+                Some(Step::Hang) => {
+                    cancel.cancelled().await;
+                    return Err(LlmError::Cancelled);
+                }
+                Some(Step::Text(t)) => {
+                    observer.on_event(StreamEvent::TextDelta { text: t.clone() });
+                    AssistantMessage::text(t)
+                }
+                Some(Step::Calls(calls)) => AssistantMessage {
+                    content: None,
+                    reasoning_content: None,
+                    tool_calls: calls
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, (name, args))| {
+                            ToolCall::new(format!("call-{}-{n}-{i}", self.name), name, args)
+                        })
+                        .collect(),
+                },
+            };
+            let finish = if message.tool_calls.is_empty() {
+                FinishReason::Stop
+            } else {
+                FinishReason::ToolCalls
+            };
+            Ok(ModelResponse {
+                message,
+                usage: Some(Usage {
+                    prompt_tokens: 100,
+                    completion_tokens: 10,
+                    total_tokens: 110,
+                }),
+                finish_reason: Some(finish),
+                model: None,
+                attempts: Vec::new(),
+            })
+        })
+    }
+
+    fn label(&self) -> String {
+        format!("test:{}", self.name)
+    }
+}
+
+/// Programmable models keyed by agent name.
+#[derive(Debug, Default)]
+pub struct TestModels {
+    agents: Mutex<HashMap<String, Arc<TestModel>>>,
+}
+
+impl TestModels {
+    pub fn model(&self, name: &str) -> Arc<TestModel> {
+        Arc::clone(
+            self.agents
+                .lock()
+                .unwrap()
+                .entry(name.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(TestModel {
+                        name: name.to_owned(),
+                        ..TestModel::default()
+                    })
+                }),
+        )
+    }
+}
+
+impl ModelSource for TestModels {
+    fn for_agent(&self, name: &str) -> Result<Arc<dyn ModelProvider>, LlmError> {
+        Ok(self.model(name) as Arc<dyn ModelProvider>)
+    }
+}
+
+/// A temp home + workspace and a runtime over them.
+pub struct Harness {
+    pub home: tempfile::TempDir,
+    pub workspace: tempfile::TempDir,
+    pub models: Arc<TestModels>,
+    pub runtime: Runtime,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let models = Arc::new(TestModels::default());
+        let runtime = runtime_over(home.path(), workspace.path(), Arc::clone(&models));
+        Self {
+            home,
+            workspace,
+            models,
+            runtime,
+        }
+    }
+
+    /// A new runtime over the same files (a "restart": nothing in memory survives).
+    pub fn restart(&mut self) {
+        self.runtime = runtime_over(
+            self.home.path(),
+            self.workspace.path(),
+            Arc::clone(&self.models),
+        );
+    }
+
+    pub fn journal(&self) -> Journal {
+        Journal::open_home(self.home.path())
+    }
+
+    pub async fn lead(&self) -> Agent {
+        self.runtime
+            .create_root(SessionId::random(), "lead", Profile::Default)
+            .await
+            .unwrap()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.workspace.path().join(rel)
+    }
+
+    pub fn events(&self, id: &SessionId) -> Vec<Event> {
+        self.journal().read(id).unwrap().events
+    }
+
+    /// Event types of a session, in order.
+    pub fn kinds(&self, id: &SessionId) -> Vec<String> {
+        self.events(id).into_iter().map(|e| e.kind).collect()
+    }
+}
+
+fn runtime_over(home: &Path, workspace: &Path, models: Arc<TestModels>) -> Runtime {
+    Runtime::new(
+        Journal::open_home(home),
+        RuntimeOptions {
+            workspace: workspace.to_path_buf(),
+            models,
+            model_spec: ModelSpec {
+                provider: ProviderKind::Script,
+                model: "test".to_owned(),
+                base_url: None,
+                api_key_env: None,
+            },
+            chunks: ChunkPolicy::default(),
+            tool_limits: ToolLimits::default(),
+            max_depth: 1,
+        },
+    )
+}
+
+pub fn user(text: &str) -> UserMessage {
+    UserMessage::text(text, MessageSource::kind("user"))
+}
+
+/// Waits (bounded) until `agent` is idle.
+pub async fn idle(agent: &Agent) {
+    tokio::time::timeout(Duration::from_secs(20), agent.wait_idle())
+        .await
+        .expect("agent did not become idle");
+}
+
+/// Waits (bounded) until the model of `name` has been called `n` times in total.
+pub async fn model_called(model: &TestModel, n: usize) {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while model.requests().len() < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("model was not called");
+}
+
+/// `turn/end` reasons (`kind`) of a session, in order.
+pub fn turn_end_kinds(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.kind == "turn/end")
+        .map(|e| e.data["reason"]["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
