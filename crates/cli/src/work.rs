@@ -317,6 +317,7 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),
             max_depth: 1,
+            extra_tools: Vec::new(),
         },
     );
     let mut printer = Printer::new(config.mode);

@@ -46,6 +46,9 @@ pub enum RuntimeError {
     /// A child provider name that is not `spawn` or `fork`. Code `UNKNOWN_PROVIDER`.
     #[error("child provider {0:?} does not support continuable children (use spawn or fork)")]
     UnknownProvider(String),
+    /// The caller cancelled the operation before it took effect. Code `CANCELLED`.
+    #[error("{0}")]
+    Cancelled(String),
     /// The agent or runtime was disposed. Code `AGENT_DISPOSED`.
     #[error("agent {0} is disposed")]
     Disposed(String),
@@ -73,6 +76,7 @@ impl ErrorCode for RuntimeError {
             RuntimeError::DuplicateChild { .. } => "DUPLICATE_CHILD",
             RuntimeError::Unauthorized(_) => "UNAUTHORIZED",
             RuntimeError::UnknownProvider(_) => "UNKNOWN_PROVIDER",
+            RuntimeError::Cancelled(_) => "CANCELLED",
             RuntimeError::Disposed(_) => "AGENT_DISPOSED",
             RuntimeError::Workspace { .. } => "WORKSPACE_INVALID",
             RuntimeError::TeardownFailed(_) => "ACTIVATION_TEARDOWN_FAILED",

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 use troupe_journal::{Journal, JournalError};
 use troupe_llm::{LlmError, ModelProvider, ModelSpec, ProviderFactory};
 use troupe_protocol::{
@@ -59,6 +60,9 @@ pub struct RuntimeOptions {
     /// Children may themselves delegate while their depth is below this (default 1: only
     /// roots get `subagent`/`subagent_fork`).
     pub max_depth: u32,
+    /// Extra tools registered for every agent after the core tools (an extension point, e.g.
+    /// for custom tools or benchmarks). A name clash with a built-in tool refuses the agent.
+    pub extra_tools: Vec<Arc<dyn troupe_tools::Tool>>,
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -117,6 +121,9 @@ pub struct ChildSpec {
     pub continuable: bool,
     /// Tool profile of the child.
     pub profile: Profile,
+    /// The caller's signal: once cancelled, creation stops and rolls back (no live child is
+    /// left). It only governs the call until the inbox accepted the prompt (REFERENCE b.3).
+    pub cancel: Option<CancellationToken>,
 }
 
 /// What [`Runtime::start_child`] returns once the child's inbox accepted the prompt.
@@ -312,6 +319,14 @@ impl Runtime {
                     })?;
             }
         }
+        for tool in &self.inner.options.extra_tools {
+            tools
+                .register(Arc::clone(tool))
+                .map_err(|e| RuntimeError::NotResumable {
+                    id: id.to_string(),
+                    reason: e.to_string(),
+                })?;
+        }
         let tool_context = ToolContext::new(
             &config.workspace,
             id.clone(),
@@ -386,6 +401,11 @@ impl Runtime {
                 parent.id()
             )));
         }
+        let cancelled = || spec.cancel.as_ref().is_some_and(CancellationToken::is_cancelled);
+        let aborted = || RuntimeError::Cancelled("child creation was cancelled by the caller".into());
+        if cancelled() {
+            return Err(aborted());
+        }
         let child_id = spec.child_id.clone().unwrap_or_else(SessionId::random);
         let guard = self.child_lock(&child_id);
         let _held = guard.lock().await;
@@ -456,7 +476,12 @@ impl Runtime {
         let transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
         let setup = self.build_setup(&child_id, &config)?;
         let agent = Agent::start(writer, transcript, setup);
-        // Final admission: the parent must still be the exact live entry.
+        // Final admission: the caller's signal, and the parent must still be the exact live
+        // entry. A refusal here disposes the child before anyone could address it.
+        if cancelled() {
+            let _ = agent.dispose(json!({"kind": "parent"})).await;
+            return Err(aborted());
+        }
         if !self.is_exact_live(parent) {
             let _ = agent.dispose(json!({"kind": "parent"})).await;
             return Err(RuntimeError::Unauthorized(format!(

@@ -104,6 +104,7 @@ impl Tool for SubagentTool {
                         prompt: args.prompt,
                         continuable: false,
                         profile: Profile::Default,
+                        cancel: Some(ctx.cancellation().clone()),
                     },
                 )
                 .await?;

@@ -16,6 +16,7 @@ fn spec(label: &str, provider: ChildProvider, child_id: Option<&str>) -> ChildSp
         prompt: format!("task for {label}"),
         continuable: true,
         profile: Profile::Default,
+        cancel: None,
     }
 }
 
@@ -423,4 +424,41 @@ async fn subagent_fork_helpers_see_the_callers_completed_turns() {
         h.models.model("subagent").user_texts(0),
         ["lead task", "summarize so far"]
     );
+}
+
+/// CASES 164: a caller signal that is already aborted refuses creation; nothing remains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_caller_signal_refuses_child_creation() {
+    let h = Harness::new();
+    let lead = lead_with_history(&h).await;
+    let token = tokio_util::sync::CancellationToken::new();
+    token.cancel();
+    let mut s = spec("w", ChildProvider::Spawn, Some("never-child"));
+    s.cancel = Some(token);
+    let err = h.runtime.start_child(&lead, s).await.unwrap_err();
+    assert_eq!(err.code(), "CANCELLED");
+    assert!(h.runtime.agent(&SessionId::new("never-child").unwrap()).is_none());
+    assert_eq!(h.runtime.live_ids(), vec![lead.id().clone()]);
+    assert!(h.journal().read(&SessionId::new("never-child").unwrap()).is_err());
+}
+
+/// CASES 166: a child whose disposal fails still leaves the registry; the drain reports
+/// `ACTIVATION_TEARDOWN_FAILED`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_child_teardown_is_reported_after_the_child_is_gone() {
+    let faults = std::sync::Arc::new(FailSwitch::default());
+    let h = Harness::with_faults(faults.clone());
+    let lead = lead_with_history(&h).await;
+    h.models.model("t").push([Step::Hang]);
+    let t = h.runtime.start_child(&lead, spec("t", ChildProvider::Spawn, None)).await.unwrap();
+    model_called(&h.models.model("t"), 1).await;
+    faults.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    let err = h
+        .runtime
+        .drain_children(&lead, std::slice::from_ref(&t.child_id))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "ACTIVATION_TEARDOWN_FAILED");
+    assert!(err.to_string().contains(t.child_id.as_str()), "{err}");
+    assert!(h.runtime.agent(&t.child_id).is_none());
 }

@@ -49,6 +49,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),
             max_depth: 1,
+            extra_tools: Vec::new(),
         },
     );
     let lead = rt

@@ -169,12 +169,44 @@ pub struct Harness {
     pub runtime: Runtime,
 }
 
+/// A fault hook whose syncs fail once `fail` is set.
+#[derive(Debug, Default)]
+pub struct FailSwitch {
+    pub fail: std::sync::atomic::AtomicBool,
+}
+
+impl troupe_journal::FaultHook for FailSwitch {
+    fn fail_sync(&self) -> bool {
+        self.fail.load(Ordering::SeqCst)
+    }
+}
+
 impl Harness {
     pub fn new() -> Self {
+        Self::build(None)
+    }
+
+    /// A harness whose journal consults `faults` at every write and sync.
+    pub fn with_faults(faults: Arc<FailSwitch>) -> Self {
+        Self::build(Some(faults))
+    }
+
+    fn build(faults: Option<Arc<FailSwitch>>) -> Self {
         let home = tempfile::tempdir().unwrap();
         let workspace = tempfile::tempdir().unwrap();
         let models = Arc::new(TestModels::default());
-        let runtime = runtime_over(home.path(), workspace.path(), Arc::clone(&models));
+        let runtime = match faults {
+            None => runtime_over(home.path(), workspace.path(), Arc::clone(&models)),
+            Some(f) => {
+                let backend = troupe_journal::JsonlBackend::new(home.path().join("sessions"))
+                    .with_faults(f);
+                let journal = Journal::with_backend(
+                    Arc::new(backend),
+                    Arc::new(troupe_protocol::SystemClock),
+                );
+                runtime_with(journal, workspace.path(), Arc::clone(&models))
+            }
+        };
         Self {
             home,
             workspace,
@@ -218,8 +250,12 @@ impl Harness {
 }
 
 fn runtime_over(home: &Path, workspace: &Path, models: Arc<TestModels>) -> Runtime {
+    runtime_with(Journal::open_home(home), workspace, models)
+}
+
+fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> Runtime {
     Runtime::new(
-        Journal::open_home(home),
+        journal,
         RuntimeOptions {
             workspace: workspace.to_path_buf(),
             models,
@@ -232,6 +268,7 @@ fn runtime_over(home: &Path, workspace: &Path, models: Arc<TestModels>) -> Runti
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),
             max_depth: 1,
+            extra_tools: Vec::new(),
         },
     )
 }
