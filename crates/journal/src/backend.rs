@@ -64,6 +64,31 @@ pub trait LogBackend: Send + Sync {
     /// As [`LogBackend::open`] except `JOURNAL_LOCKED`.
     fn read(&self, id: &SessionId) -> Result<Replay>;
 
+    /// Streams a session's valid events to `on_event` without keeping them, with the same
+    /// rules and errors as [`LogBackend::read`]. The default collects through `read`; backends
+    /// override it to keep memory bounded.
+    ///
+    /// # Errors
+    /// As [`LogBackend::read`].
+    fn read_each(
+        &self,
+        id: &SessionId,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<crate::ScanSummary> {
+        let replay = self.read(id)?;
+        let summary = crate::ScanSummary {
+            header: replay.header,
+            next_seq: Seq(replay.events.len() as u64),
+            skipped: replay.skipped,
+            torn_tail: replay.torn_tail,
+            valid_len: replay.valid_len,
+        };
+        for e in replay.events {
+            on_event(e);
+        }
+        Ok(summary)
+    }
+
     /// Every stored session's header, oldest first (ties by id). Unreadable entries are
     /// reported through `on_error` and left out.
     ///

@@ -111,6 +111,16 @@ pub enum JournalError {
         /// The number of events in the source log.
         len: u64,
     },
+    /// An event refused at append: a required type this build does not know (it could not be
+    /// read back), an empty or malformed type, or a payload nested deeper than
+    /// [`crate::MAX_DATA_DEPTH`]. Nothing is appended. Code `JOURNAL_INVALID_EVENT`.
+    #[error("invalid event for session {id}: {reason}")]
+    InvalidEvent {
+        /// The session appended to.
+        id: SessionId,
+        /// What is wrong.
+        reason: String,
+    },
     /// The writer was closed; nothing more can be appended. Code `JOURNAL_CLOSED`.
     #[error("journal writer for session {id} is closed")]
     Closed {
@@ -119,15 +129,15 @@ pub enum JournalError {
     },
     /// An operating-system error while reading or writing a session file or directory.
     /// Code `JOURNAL_IO`.
-    #[error("{op} {}: {source}", path.display())]
+    #[error("{op} {}: {error}", path.display())]
     Io {
         /// What was being done (e.g. "fdatasync").
         op: &'static str,
         /// The file or directory involved.
         path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error. Shown in the message and deliberately not exposed as
+        /// `Error::source()`, so error chains do not print it twice.
+        error: std::io::Error,
     },
 }
 
@@ -145,6 +155,7 @@ impl ErrorCode for JournalError {
             JournalError::InvalidBatch { .. } => "JOURNAL_INVALID_BATCH",
             JournalError::OpenTurn { .. } => "OPEN_TURN",
             JournalError::InvalidBoundary { .. } => "INVALID_BOUNDARY",
+            JournalError::InvalidEvent { .. } => "JOURNAL_INVALID_EVENT",
             JournalError::Closed { .. } => "JOURNAL_CLOSED",
             JournalError::Io { .. } => "JOURNAL_IO",
         }
@@ -152,11 +163,19 @@ impl ErrorCode for JournalError {
 }
 
 impl JournalError {
-    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, error: std::io::Error) -> Self {
         JournalError::Io {
             op,
             path: path.into(),
-            source,
+            error,
+        }
+    }
+
+    /// The OS error kind behind a `JOURNAL_IO` error, if this is one.
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            JournalError::Io { error, .. } => Some(error.kind()),
+            _ => None,
         }
     }
 }

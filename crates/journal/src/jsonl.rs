@@ -17,7 +17,7 @@ use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 
 use crate::backend::{LogBackend, SessionListing, SessionSink};
 use crate::error::{JournalError, Result};
-use crate::replay::{Replay, read_header, scan};
+use crate::replay::{Replay, ScanSummary, open_regular, read_header, scan, scan_each};
 
 /// Fault injection for tests of the poisoning rules: lets a test make a write come up short
 /// or an fsync fail, at the exact points where the JSONL backend does them.
@@ -90,22 +90,30 @@ impl JsonlBackend {
 /// `SESSION_NOT_FOUND` (missing file), `JOURNAL_NOT_A_FILE`, `JOURNAL_CORRUPT`,
 /// `JOURNAL_UNSUPPORTED`, `JOURNAL_IO`.
 pub fn read_path(path: &Path) -> Result<Replay> {
-    let bytes = match fs::metadata(path) {
-        Ok(meta) if !meta.is_file() => {
-            return Err(JournalError::NotAFile {
-                path: path.to_path_buf(),
-            });
-        }
-        Ok(_) => fs::read(path).map_err(|e| JournalError::io("read", path, e))?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(JournalError::NotFound {
-                id: path.display().to_string(),
-                path: path.to_path_buf(),
-            });
-        }
-        Err(e) => return Err(JournalError::io("stat", path, e)),
-    };
-    scan(path, &bytes)
+    let mut events = Vec::new();
+    let summary = read_path_each(path, &mut |e| events.push(e))?;
+    Ok(Replay {
+        path: path.to_path_buf(),
+        header: summary.header,
+        events,
+        skipped: summary.skipped,
+        torn_tail: summary.torn_tail,
+        valid_len: summary.valid_len,
+    })
+}
+
+/// Streams any session file by path to `on_event` without keeping the events (bounded
+/// memory), without locking or repairing it.
+///
+/// # Errors
+/// As [`read_path`].
+pub fn read_path_each(path: &Path, on_event: &mut dyn FnMut(Event)) -> Result<ScanSummary> {
+    let file = open_regular(path)?;
+    scan_each(
+        path,
+        std::io::BufReader::with_capacity(256 * 1024, file),
+        on_event,
+    )
 }
 
 impl LogBackend for JsonlBackend {
@@ -145,7 +153,7 @@ impl LogBackend for JsonlBackend {
         file.read_to_end(&mut bytes)
             .map_err(|e| JournalError::io("read", &path, e))?;
         let replay = scan(&path, &bytes)?;
-        check_header_id(&path, &replay, id)?;
+        check_header_id(&path, &replay.header, id)?;
         if let Some(torn) = &replay.torn_tail {
             tracing::warn!(
                 path = %path.display(),
@@ -175,8 +183,15 @@ impl LogBackend for JsonlBackend {
     fn read(&self, id: &SessionId) -> Result<Replay> {
         let path = self.check_file(id)?;
         let replay = read_path(&path)?;
-        check_header_id(&path, &replay, id)?;
+        check_header_id(&path, &replay.header, id)?;
         Ok(replay)
+    }
+
+    fn read_each(&self, id: &SessionId, on_event: &mut dyn FnMut(Event)) -> Result<ScanSummary> {
+        let path = self.check_file(id)?;
+        let header = read_header(&path)?;
+        check_header_id(&path, &header, id)?;
+        read_path_each(&path, on_event)
     }
 
     fn list(&self, on_error: &mut dyn FnMut(JournalError)) -> Result<Vec<SessionListing>> {
@@ -194,7 +209,17 @@ impl LogBackend for JsonlBackend {
                 continue;
             }
             let path = entry.path();
-            match read_header(&path) {
+            let stem = &name[..name.len() - ".jsonl".len()];
+            let header = read_header(&path).and_then(|header| match SessionId::new(stem) {
+                Ok(id) => check_header_id(&path, &header, &id).map(|()| header),
+                Err(e) => Err(JournalError::Corrupt {
+                    path: path.clone(),
+                    line: 1,
+                    offset: 0,
+                    reason: e.to_string(),
+                }),
+            });
+            match header {
                 Ok(header) => out.push(SessionListing {
                     header,
                     location: path,
@@ -210,18 +235,15 @@ impl LogBackend for JsonlBackend {
     }
 }
 
-fn check_header_id(path: &Path, replay: &Replay, id: &SessionId) -> Result<()> {
-    if &replay.header.id == id {
+fn check_header_id(path: &Path, header: &SessionHeader, id: &SessionId) -> Result<()> {
+    if &header.id == id {
         Ok(())
     } else {
         Err(JournalError::Corrupt {
             path: path.to_path_buf(),
             line: 1,
             offset: 0,
-            reason: format!(
-                "header names session {} but the file is {id}'s",
-                replay.header.id
-            ),
+            reason: format!("header names session {} but the file is {id}'s", header.id),
         })
     }
 }
@@ -273,7 +295,8 @@ impl JsonlSink {
     /// First append: write header + batch to a temp file, fsync, link into place (never
     /// overwriting), fsync the directory.
     fn publish(&mut self, batch_len: u64) -> Result<()> {
-        fs::create_dir_all(&self.dir).map_err(|e| JournalError::io("create", &self.dir, e))?;
+        create_dir_durable(&self.dir)?;
+        sweep_stale_temps(&self.dir, &self.header.id);
         let tmp = self.dir.join(format!(
             ".{}.{}.{}.tmp",
             self.header.id,
@@ -333,6 +356,60 @@ fn uuid_like() -> String {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     format!("{nanos:x}{:x}", COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Creates `dir` and any missing ancestors, then fsyncs the parent of every directory it
+/// created, so a fresh home survives a power loss together with its first session.
+fn create_dir_durable(dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut cursor = Some(dir);
+    while let Some(d) = cursor {
+        if d.exists() {
+            break;
+        }
+        missing.push(d.to_path_buf());
+        cursor = d.parent();
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    fs::create_dir_all(dir).map_err(|e| JournalError::io("create", dir, e))?;
+    for created in missing.iter().rev() {
+        if let Some(parent) = created.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes staging files `.<id>.<pid>.<suffix>.tmp` left by processes that died while
+/// creating session `id` (their pid no longer exists). Best effort: errors are ignored, and
+/// nothing is removed where process liveness cannot be checked (no `/proc`).
+fn sweep_stale_temps(dir: &Path, id: &SessionId) {
+    let proc_root = Path::new("/proc");
+    if !proc_root.join("self").exists() {
+        return;
+    }
+    let prefix = format!(".{id}.");
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name
+            .strip_prefix(&prefix)
+            .and_then(|r| r.strip_suffix(".tmp"))
+        else {
+            continue;
+        };
+        let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !proc_root.join(pid.to_string()).exists() {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {

@@ -23,6 +23,7 @@ mod backend;
 mod error;
 mod jsonl;
 mod replay;
+mod validate;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -30,8 +31,9 @@ use std::sync::Arc;
 
 pub use backend::{LogBackend, SessionListing, SessionSink};
 pub use error::{JournalError, Result};
-pub use jsonl::{FaultHook, JsonlBackend, read_path};
-pub use replay::{Replay, TornTail, read_header, scan};
+pub use jsonl::{FaultHook, JsonlBackend, read_path, read_path_each};
+pub use replay::{MAX_HEADER_LEN, Replay, ScanSummary, TornTail, read_header, scan, scan_each};
+pub use validate::{MAX_DATA_DEPTH, MAX_TYPE_LEN};
 pub use writer::{SessionWriter, WriterStats};
 
 use troupe_protocol::{
@@ -187,6 +189,18 @@ impl Journal {
     /// See [`LogBackend::read`].
     pub fn read(&self, id: &SessionId) -> Result<Replay> {
         self.backend.read(id)
+    }
+
+    /// Streams a session's events to `on_event` with bounded memory (no lock, no repair).
+    ///
+    /// # Errors
+    /// See [`LogBackend::read`].
+    pub fn read_each(
+        &self,
+        id: &SessionId,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<ScanSummary> {
+        self.backend.read_each(id, on_event)
     }
 
     /// Lists stored sessions, oldest first; unreadable ones go to `on_error`.

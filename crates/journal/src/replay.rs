@@ -2,6 +2,7 @@
 //! (REFERENCE a.9).
 
 use std::borrow::Cow;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -92,23 +93,180 @@ fn corrupt(path: &Path, line: u64, offset: u64, reason: impl Into<String>) -> Jo
     }
 }
 
-/// Parses a whole session file image.
-///
-/// `path` only names the file in errors and in the result.
+/// What a streaming scan found, besides the events it handed out.
+#[derive(Debug, Clone)]
+pub struct ScanSummary {
+    /// Line 1.
+    pub header: SessionHeader,
+    /// The seq after the last valid event (= number of valid events).
+    pub next_seq: Seq,
+    /// Seqs of unknown ignorable events (see [`Replay::skipped`]).
+    pub skipped: Vec<Seq>,
+    /// See [`Replay::torn_tail`].
+    pub torn_tail: Option<TornTail>,
+    /// See [`Replay::valid_len`].
+    pub valid_len: u64,
+}
+
+/// The longest header line accepted, in bytes.
+pub const MAX_HEADER_LEN: usize = 64 * 1024;
+
+/// Parses a whole session file image. See [`scan_each`] for the rules and errors.
 ///
 /// # Errors
-/// - `JOURNAL_CORRUPT`: no complete header line, a header that is not a `session` record, or a
-///   bad / out-of-sequence event line followed later by a line whose `type` is `turn/end`
-///   (or the bad line itself is a `turn/end` with the wrong seq).
+/// As [`scan_each`].
+pub fn scan(path: &Path, bytes: &[u8]) -> Result<Replay> {
+    let mut events = Vec::new();
+    let summary = scan_each(path, bytes, &mut |e| events.push(e))?;
+    Ok(Replay {
+        path: path.to_path_buf(),
+        header: summary.header,
+        events,
+        skipped: summary.skipped,
+        torn_tail: summary.torn_tail,
+        valid_len: summary.valid_len,
+    })
+}
+
+/// Reads one line (up to and including `\n`) into `buf`; returns its length (0 at EOF).
+fn next_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, path: &Path) -> Result<usize> {
+    buf.clear();
+    reader
+        .read_until(b'\n', buf)
+        .map_err(|e| JournalError::io("read", path, e))
+}
+
+/// Scans a session file from `reader`, handing each valid event to `on_event` in seq order
+/// without keeping them (memory stays bounded by the longest line). `path` only names the file.
+///
+/// Rules (REFERENCE a.9): a final line without newline is a torn tail; a bad or
+/// out-of-sequence line is a torn tail unless a later line is a `turn/end` (or it is itself a
+/// `turn/end` with the wrong seq), which is committed corruption.
+///
+/// # Errors
+/// - `JOURNAL_CORRUPT`: no complete header line (or one over [`MAX_HEADER_LEN`] bytes), a
+///   header that is not a JSON `session` object, or committed corruption as above.
 /// - `JOURNAL_UNSUPPORTED`: header `format` ≠ [`FORMAT_VERSION`], or a valid event of an
 ///   unknown type not marked `ignorable`.
-pub fn scan(path: &Path, bytes: &[u8]) -> Result<Replay> {
-    let Some(header_end) = memchr_newline(bytes, 0) else {
-        return Err(corrupt(path, 1, 0, "missing header line"));
+/// - `JOURNAL_IO`: the reader failed.
+pub fn scan_each(
+    path: &Path,
+    mut reader: impl BufRead,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<ScanSummary> {
+    let mut buf = Vec::new();
+    let header_len = {
+        let mut limited = (&mut reader).take(MAX_HEADER_LEN as u64 + 1);
+        next_line(&mut limited, &mut buf, path)?
     };
-    let header_line = &bytes[..header_end];
-    let raw: RawHeader<'_> = serde_json::from_slice(header_line)
+    if header_len == 0 || buf.last() != Some(&b'\n') {
+        let reason = if header_len > MAX_HEADER_LEN {
+            format!("header line longer than {MAX_HEADER_LEN} bytes")
+        } else {
+            "missing header line".to_owned()
+        };
+        return Err(corrupt(path, 1, 0, reason));
+    }
+    let header = parse_header(path, &buf[..header_len - 1])?;
+
+    let mut skipped = Vec::new();
+    let mut pos = header_len as u64;
+    let mut line_no: u64 = 1;
+    let mut next_seq: u64 = 0;
+    let mut torn_tail = None;
+    loop {
+        let len = next_line(&mut reader, &mut buf, path)?;
+        if len == 0 {
+            break;
+        }
+        line_no += 1;
+        if buf.last() != Some(&b'\n') {
+            torn_tail = Some(TornTail {
+                offset: pos,
+                line: line_no,
+                bytes: len as u64,
+                reason: "final line has no terminating newline".to_owned(),
+            });
+            break;
+        }
+        let line = &buf[..len - 1];
+        let defect = match serde_json::from_slice::<Event>(line) {
+            Ok(event) if event.seq.0 == next_seq => {
+                if !event.is_known() {
+                    if event.ignorable {
+                        skipped.push(event.seq);
+                    } else {
+                        return Err(JournalError::Unsupported {
+                            path: path.to_path_buf(),
+                            reason: format!(
+                                "line {line_no} (byte offset {pos}): unknown required event type {:?}",
+                                event.kind
+                            ),
+                        });
+                    }
+                }
+                next_seq += 1;
+                on_event(event);
+                pos += len as u64;
+                continue;
+            }
+            Ok(event) => {
+                let reason = format!("seq {} where {next_seq} was expected", event.seq);
+                if event.kind == event_types::TURN_END {
+                    return Err(corrupt(path, line_no, pos, reason));
+                }
+                reason
+            }
+            Err(e) => format!("unparseable event line: {e}"),
+        };
+        // A defect: corruption if a completed turn follows, otherwise a torn tail.
+        let defect_line = line_no;
+        let mut rest = len as u64;
+        let mut later = line_no;
+        loop {
+            let n = next_line(&mut reader, &mut buf, path)?;
+            if n == 0 {
+                break;
+            }
+            later += 1;
+            rest += n as u64;
+            if buf.last() == Some(&b'\n')
+                && let Ok(t) = serde_json::from_slice::<TypeOnly<'_>>(&buf[..n - 1])
+                && t.kind == event_types::TURN_END
+            {
+                return Err(corrupt(
+                    path,
+                    defect_line,
+                    pos,
+                    format!("{defect}; a completed turn follows at line {later}"),
+                ));
+            }
+        }
+        torn_tail = Some(TornTail {
+            offset: pos,
+            line: defect_line,
+            bytes: rest,
+            reason: defect,
+        });
+        break;
+    }
+    Ok(ScanSummary {
+        header,
+        next_seq: Seq(next_seq),
+        skipped,
+        torn_tail,
+        valid_len: pos,
+    })
+}
+
+fn parse_header(path: &Path, line: &[u8]) -> Result<SessionHeader> {
+    let value: serde_json::Value = serde_json::from_slice(line)
         .map_err(|e| corrupt(path, 1, 0, format!("header is not JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(corrupt(path, 1, 0, "header is not a JSON object"));
+    }
+    let raw: RawHeader<'_> = serde_json::from_slice(line)
+        .map_err(|e| corrupt(path, 1, 0, format!("invalid header: {e}")))?;
     if raw.kind.as_deref() != Some(HEADER_TYPE) {
         return Err(corrupt(path, 1, 0, "header is not a \"session\" record"));
     }
@@ -124,122 +282,48 @@ pub fn scan(path: &Path, bytes: &[u8]) -> Result<Replay> {
             ),
         });
     }
-    let header: SessionHeader = serde_json::from_slice(header_line)
-        .map_err(|e| corrupt(path, 1, 0, format!("invalid header: {e}")))?;
+    serde_json::from_value(value).map_err(|e| corrupt(path, 1, 0, format!("invalid header: {e}")))
+}
 
-    let mut events: Vec<Event> = Vec::new();
-    let mut skipped = Vec::new();
-    let mut pos = header_end + 1;
-    let mut line_no: u64 = 1;
-    let mut torn_tail = None;
-    while pos < bytes.len() {
-        line_no += 1;
-        let Some(end) = memchr_newline(bytes, pos) else {
-            torn_tail = Some(TornTail {
-                offset: pos as u64,
-                line: line_no,
-                bytes: (bytes.len() - pos) as u64,
-                reason: "final line has no terminating newline".to_owned(),
+/// Opens a regular file for reading, refusing directories, FIFOs and devices.
+pub(crate) fn open_regular(path: &Path) -> Result<std::fs::File> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            return Err(JournalError::NotAFile {
+                path: path.to_path_buf(),
             });
-            break;
-        };
-        let line = &bytes[pos..end];
-        let expected = events.len() as u64;
-        let defect = match serde_json::from_slice::<Event>(line) {
-            Ok(event) if event.seq.0 == expected => {
-                if !event.is_known() {
-                    if event.ignorable {
-                        skipped.push(event.seq);
-                    } else {
-                        return Err(JournalError::Unsupported {
-                            path: path.to_path_buf(),
-                            reason: format!(
-                                "line {line_no} (byte offset {pos}): unknown required event type {:?}",
-                                event.kind
-                            ),
-                        });
-                    }
-                }
-                events.push(event);
-                pos = end + 1;
-                continue;
-            }
-            Ok(event) => {
-                let reason = format!("seq {} where {expected} was expected", event.seq);
-                if event.kind == event_types::TURN_END {
-                    return Err(corrupt(path, line_no, pos as u64, reason));
-                }
-                reason
-            }
-            Err(e) => format!("unparseable event line: {e}"),
-        };
-        // A defect: corruption if a completed turn follows, otherwise a torn tail.
-        if let Some(turn_end_line) = later_turn_end(bytes, end + 1, line_no) {
-            return Err(corrupt(
-                path,
-                line_no,
-                pos as u64,
-                format!("{defect}; a completed turn follows at line {turn_end_line}"),
-            ));
         }
-        torn_tail = Some(TornTail {
-            offset: pos as u64,
-            line: line_no,
-            bytes: (bytes.len() - pos) as u64,
-            reason: defect,
-        });
-        break;
-    }
-    let valid_len = torn_tail
-        .as_ref()
-        .map_or(bytes.len() as u64, |t: &TornTail| t.offset);
-    Ok(Replay {
-        path: path.to_path_buf(),
-        header,
-        events,
-        skipped,
-        torn_tail,
-        valid_len,
-    })
-}
-
-/// The line number of the first complete line at or after `pos` whose `type` is `turn/end`.
-fn later_turn_end(bytes: &[u8], mut pos: usize, mut line_no: u64) -> Option<u64> {
-    while pos < bytes.len() {
-        line_no += 1;
-        let end = memchr_newline(bytes, pos)?;
-        if let Ok(t) = serde_json::from_slice::<TypeOnly<'_>>(&bytes[pos..end])
-            && t.kind == event_types::TURN_END
-        {
-            return Some(line_no);
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(JournalError::NotFound {
+                id: path.display().to_string(),
+                path: path.to_path_buf(),
+            });
         }
-        pos = end + 1;
+        Err(e) => return Err(JournalError::io("stat", path, e)),
     }
-    None
+    std::fs::File::open(path).map_err(|e| JournalError::io("open", path, e))
 }
 
-fn memchr_newline(bytes: &[u8], from: usize) -> Option<usize> {
-    bytes[from..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map(|i| from + i)
-}
-
-/// Reads only the header line of a session file (for listings).
+/// Reads only the header line of a session file (for listings), at most
+/// [`MAX_HEADER_LEN`] bytes of it.
 ///
 /// # Errors
-/// `JOURNAL_CORRUPT` for a missing or malformed header, `JOURNAL_UNSUPPORTED` for another
-/// format version, `JOURNAL_IO` when the file cannot be read.
+/// `JOURNAL_NOT_A_FILE` for a directory, FIFO or device; `SESSION_NOT_FOUND`;
+/// `JOURNAL_CORRUPT` for a missing, over-long or malformed header; `JOURNAL_UNSUPPORTED` for
+/// another format version; `JOURNAL_IO` when the file cannot be read.
 pub fn read_header(path: &Path) -> Result<SessionHeader> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(path).map_err(|e| JournalError::io("open", path, e))?;
-    let mut reader = std::io::BufReader::new(file);
+    let file = open_regular(path)?;
+    let mut reader = std::io::BufReader::new(file).take(MAX_HEADER_LEN as u64 + 1);
     let mut line = Vec::new();
-    reader
-        .read_until(b'\n', &mut line)
-        .map_err(|e| JournalError::io("read", path, e))?;
-    if line.last() != Some(&b'\n') {
-        return Err(corrupt(path, 1, 0, "missing header line"));
+    let len = next_line(&mut reader, &mut line, path)?;
+    if len == 0 || line.last() != Some(&b'\n') {
+        let reason = if len > MAX_HEADER_LEN {
+            format!("header line longer than {MAX_HEADER_LEN} bytes")
+        } else {
+            "missing header line".to_owned()
+        };
+        return Err(corrupt(path, 1, 0, reason));
     }
-    Ok(scan(path, &line)?.header)
+    parse_header(path, &line[..len - 1])
 }

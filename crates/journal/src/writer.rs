@@ -182,7 +182,10 @@ impl SessionWriter {
     /// is written until a flush.
     ///
     /// # Errors
-    /// `JOURNAL_POISONED` after a failed flush; `JOURNAL_CLOSED` after [`SessionWriter::abandon`].
+    /// `JOURNAL_INVALID_EVENT` for an unknown required type, a malformed type or a payload
+    /// nested deeper than [`crate::MAX_DATA_DEPTH`] (nothing is appended);
+    /// `JOURNAL_POISONED` after a failed flush; `JOURNAL_CLOSED` after
+    /// [`SessionWriter::close`] or [`SessionWriter::abandon`].
     pub fn append(&self, draft: EventDraft) -> Result<Event> {
         let mut events = self.append_batch(vec![draft])?;
         events.pop().ok_or_else(|| JournalError::Closed {
@@ -209,6 +212,13 @@ impl SessionWriter {
     }
 
     fn append_batch_inner(&self, drafts: Vec<EventDraft>, at: Option<u64>) -> Result<Vec<Event>> {
+        // Refuse before anything changes: a refused batch appends nothing.
+        if let Some(reason) = drafts.iter().find_map(crate::validate::refusal) {
+            return Err(JournalError::InvalidEvent {
+                id: self.id().clone(),
+                reason,
+            });
+        }
         let shared = &self.handle.shared;
         let mut st = lock(&shared.state);
         self.check_open(&st)?;

@@ -71,8 +71,9 @@ impl SessionId {
 }
 
 impl fmt::Display for SessionId {
+    /// Honours width, fill and alignment (`{:<36}`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -121,8 +122,9 @@ impl Seq {
 }
 
 impl fmt::Display for Seq {
+    /// Honours width, fill and alignment (`{:>6}`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        fmt::Display::fmt(&self.0, f)
     }
 }
 
@@ -154,6 +156,12 @@ mod tests {
             let err = SessionId::new(bad).unwrap_err();
             assert_eq!(crate::ErrorCode::code(&err), "INVALID_SESSION_ID");
         }
+    }
+
+    #[test]
+    fn display_honours_width() {
+        assert_eq!(format!("[{:<4}]", SessionId::new("ab").unwrap()), "[ab  ]");
+        assert_eq!(format!("[{:>4}]", Seq(7)), "[   7]");
     }
 
     #[test]

@@ -35,8 +35,9 @@ impl MessageId {
 }
 
 impl fmt::Display for MessageId {
+    /// Honours width, fill and alignment.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use troupe_journal::{Journal, JsonlBackend};
-use troupe_protocol::{EventDraft, SessionHeader, SessionId, SystemClock, event_types};
+use troupe_protocol::{Clock, EventDraft, SessionHeader, SessionId, SystemClock, event_types};
 
 fn main() -> ExitCode {
     match run() {
@@ -34,7 +34,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mode = args.next().ok_or(usage)?;
     let journal = Journal::with_backend(Arc::new(JsonlBackend::new(dir)), Arc::new(SystemClock));
     let writer = match mode.as_str() {
-        "create" => journal.create(SessionHeader::new(id, 0))?,
+        "create" => journal.create(SessionHeader::new(id, SystemClock.now_ms()))?,
         "open" => journal.open(&id)?.0,
         _ => return Err(usage.into()),
     };
