@@ -1,6 +1,8 @@
 //! Failures and the exit codes they map to — the one place where library error codes become
 //! process exit codes (DESIGN §6): 0 success, 1 the work failed, 2 bad usage or bad input.
 
+use std::io::ErrorKind;
+
 use troupe_journal::JournalError;
 use troupe_llm::LlmError;
 use troupe_protocol::{ErrorCode, IdError};
@@ -43,7 +45,11 @@ impl Failure {
 
 impl From<anyhow::Error> for Failure {
     fn from(error: anyhow::Error) -> Self {
-        let code = error_code(&error).map_or(WORK_FAILED, exit_code);
+        let code = if unusable_environment(&error) {
+            BAD_INPUT
+        } else {
+            error_code(&error).map_or(WORK_FAILED, exit_code)
+        };
         Failure {
             code,
             error: Some(error),
@@ -80,6 +86,34 @@ pub(crate) fn error_code(error: &anyhow::Error) -> Option<&'static str> {
             Some(e.code())
         } else {
             cause.downcast_ref::<IdError>().map(ErrorCode::code)
+        }
+    })
+}
+
+/// Whether `error` is the operating system refusing what the user pointed Troupe at: the home
+/// (or a path inside it) is not a directory, is not readable or writable, or is missing
+/// (`JOURNAL_IO` with `NotFound`: the journal only touches the home). These are bad input (2),
+/// not failures of the work, whatever the error's code says.
+pub(crate) fn unusable_environment(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        let journal = cause.downcast_ref::<JournalError>().or_else(|| {
+            // `RuntimeError::Journal` is transparent: the journal error is not in the chain.
+            match cause.downcast_ref::<RuntimeError>() {
+                Some(RuntimeError::Journal(e)) => Some(e),
+                _ => None,
+            }
+        });
+        match journal {
+            Some(e) => matches!(
+                e.io_kind(),
+                Some(ErrorKind::NotADirectory | ErrorKind::PermissionDenied | ErrorKind::NotFound)
+            ),
+            None => cause.downcast_ref::<std::io::Error>().is_some_and(|e| {
+                matches!(
+                    e.kind(),
+                    ErrorKind::NotADirectory | ErrorKind::PermissionDenied
+                )
+            }),
         }
     })
 }
@@ -141,5 +175,51 @@ mod tests {
         assert_eq!(Failure::from(error).code, BAD_INPUT);
         let plain = anyhow::anyhow!("no code");
         assert_eq!(Failure::from(plain).code, WORK_FAILED);
+    }
+
+    fn journal_io(kind: ErrorKind) -> JournalError {
+        JournalError::Io {
+            op: "read",
+            path: "/h/sessions/s.jsonl".into(),
+            error: std::io::Error::from(kind),
+        }
+    }
+
+    #[test]
+    fn an_unusable_home_is_bad_input_other_io_errors_are_work_failures() {
+        for kind in [
+            ErrorKind::NotADirectory,
+            ErrorKind::PermissionDenied,
+            ErrorKind::NotFound,
+        ] {
+            let direct = anyhow::Error::new(journal_io(kind)).context("listing sessions");
+            assert_eq!(Failure::from(direct).code, BAD_INPUT, "{kind:?}");
+            let wrapped = RuntimeError::Journal(journal_io(kind));
+            assert_eq!(
+                Failure::from(wrapped).code,
+                BAD_INPUT,
+                "{kind:?} via the runtime"
+            );
+        }
+        for kind in [
+            ErrorKind::StorageFull,
+            ErrorKind::Other,
+            ErrorKind::Interrupted,
+        ] {
+            let error = anyhow::Error::new(journal_io(kind));
+            assert_eq!(Failure::from(error).code, WORK_FAILED, "{kind:?}");
+        }
+        // A real one: the home is a regular file.
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let listed = troupe_journal::Journal::open_home(file.path())
+            .list(&mut |_| {})
+            .unwrap_err();
+        assert_eq!(listed.io_kind(), Some(ErrorKind::NotADirectory));
+        assert_eq!(Failure::from(listed).code, BAD_INPUT);
+        // A plain OS error of the same kinds (not from the journal).
+        let denied = anyhow::Error::new(std::io::Error::from(ErrorKind::PermissionDenied));
+        assert_eq!(Failure::from(denied).code, BAD_INPUT);
+        let missing = anyhow::Error::new(std::io::Error::from(ErrorKind::NotFound));
+        assert_eq!(Failure::from(missing).code, WORK_FAILED);
     }
 }

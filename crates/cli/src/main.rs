@@ -4,20 +4,23 @@
 //! (DESIGN §2). Exit codes: 0 success, 1 the work failed, 2 bad usage or bad input (with a
 //! one-line reason on stderr).
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod exit;
+mod output;
 mod progress;
 mod work;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use troupe_journal::{Journal, Replay};
 use troupe_protocol::{Event, SessionHeader, SessionId};
 
 use crate::exit::Failure;
+use crate::output::{Stdout, eprint_line, escape_controls};
 
 /// Coding agents that work as a durable team: every piece of team state is replayed from the
 /// Lead's append-only session log, so a crash, a kill -9 or a restart loses nothing.
@@ -63,7 +66,10 @@ enum Command {
     Log {
         /// The session id (see `troupe sessions`).
         session: String,
-        /// Print each event as its stored JSON line (pipe into `jq`).
+        /// Print each event as one line of compact JSON, in the stored shape (pipe into `jq`).
+        ///
+        /// Each event is re-encoded, not copied from the file: fields Troupe does not know
+        /// and the exact number formatting are not preserved byte for byte.
         #[arg(long)]
         json: bool,
         /// Start at this seq (0-based).
@@ -73,12 +79,17 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => {
-            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
+        Err(e) if e.exit_code() == 0 => {
+            // --help, --version: clap's own output on stdout, unchanged.
             let _ = e.print();
-            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprint_line!("troupe: {}", usage_error_line(&e, &args));
+            return ExitCode::from(exit::BAD_INPUT);
         }
     };
     match run(cli) {
@@ -86,11 +97,87 @@ fn main() -> ExitCode {
         Err(Failure { code, error }) => {
             // One line: the outermost context and its causes, joined.
             if let Some(error) = error {
-                eprintln!("troupe: {error:#}");
+                let line = format!("{error:#}");
+                eprint_line!("troupe: {}", escape_controls(&line));
             }
             ExitCode::from(code)
         }
     }
+}
+
+/// A clap usage error as one line: the message, its details and tips, and where to get help,
+/// e.g. `the following required arguments were not provided: <SESSION> (see 'troupe log
+/// --help')`.
+fn usage_error_line(error: &clap::Error, args: &[OsString]) -> String {
+    let hint = help_hint(args);
+    if matches!(
+        error.kind(),
+        clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            | clap::error::ErrorKind::MissingSubcommand
+    ) {
+        let commands: Vec<String> = Cli::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_owned())
+            .filter(|name| name != "help")
+            .collect();
+        return format!(
+            "a command is required: {} (see '{hint}')",
+            commands.join(", ")
+        );
+    }
+    // clap renders `error: MESSAGE`, indented details and `tip:` lines, then `Usage: …` and
+    // `For more information, …`; keep everything before those.
+    let rendered = error.render().to_string();
+    let mut message = String::new();
+    let mut details = Vec::new();
+    let mut tips = Vec::new();
+    for line in rendered.lines() {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if message.is_empty() {
+            message = line
+                .strip_prefix("error:")
+                .unwrap_or(line)
+                .trim()
+                .to_owned();
+        } else if line.starts_with("tip:") {
+            tips.push(line.to_owned());
+        } else {
+            details.push(line.to_owned());
+        }
+    }
+    if message.is_empty() {
+        message = "invalid command line".to_owned();
+    }
+    if !details.is_empty() {
+        message.push(' ');
+        message.push_str(&details.join(", "));
+    }
+    tips.push(format!("see '{hint}'"));
+    escape_controls(&format!("{message} ({})", tips.join("; "))).into_owned()
+}
+
+/// `troupe SUBCOMMAND --help` for the subcommand being parsed, else `troupe --help`.
+fn help_hint(args: &[OsString]) -> String {
+    let command = Cli::command();
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        let Some(arg) = arg.to_str() else { break };
+        if arg == "--home" {
+            rest.next();
+        } else if arg == "--" || !arg.starts_with('-') {
+            if arg != "help" && command.find_subcommand(arg).is_some() {
+                return format!("troupe {arg} --help");
+            }
+            break;
+        }
+    }
+    "troupe --help".to_owned()
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
@@ -99,6 +186,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             "cannot find a Troupe home: pass --home DIR or set TROUPE_HOME"
         ))
     })?;
+    check_home(&home, cli.home.is_some())?;
     let journal = Journal::open_home(&home);
     let home = work::Home {
         dir: home,
@@ -116,6 +204,38 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
 }
 
+/// The home and its `sessions` directory must be directories when they exist (a missing one is
+/// created by the first write). Anything else is bad input, reported before any work starts.
+fn check_home(home: &Path, from_flag: bool) -> Result<(), Failure> {
+    let named = if from_flag {
+        format!("--home {}", home.display())
+    } else if std::env::var_os(troupe_journal::HOME_ENV).is_some_and(|v| !v.is_empty()) {
+        format!("TROUPE_HOME {}", home.display())
+    } else {
+        format!("the Troupe home {}", home.display())
+    };
+    let sessions = home.join("sessions");
+    for (dir, shown) in [
+        (home, named.clone()),
+        (
+            sessions.as_path(),
+            format!("{} (in {named})", sessions.display()),
+        ),
+    ] {
+        match std::fs::metadata(dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(Failure::bad_input(anyhow::anyhow!(
+                    "{shown} is not a directory"
+                )));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => return Err(Failure::bad_input(anyhow::anyhow!("{shown}: {e}"))),
+        }
+    }
+    Ok(())
+}
+
 fn parse_session_id(raw: &str) -> Result<SessionId, Failure> {
     SessionId::new(raw).map_err(Failure::bad_input)
 }
@@ -129,57 +249,91 @@ fn role(header: &SessionHeader) -> &'static str {
     }
 }
 
+/// RFC 3339 UTC with milliseconds; a time humantime cannot show (year 10000 or later) as the
+/// raw number, `t=<ms>ms`.
 fn format_time(ms: u64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
-    humantime::format_rfc3339_millis(t).to_string()
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let shown = std::time::UNIX_EPOCH
+        .checked_add(std::time::Duration::from_millis(ms))
+        .is_some_and(|t| write!(text, "{}", humantime::format_rfc3339_millis(t)).is_ok());
+    if shown { text } else { format!("t={ms}ms") }
 }
 
 fn sessions(journal: &Journal, home: &Path, json: bool) -> Result<(), Failure> {
     let listed = journal
-        .list(&mut |e| eprintln!("troupe: skipping unreadable session file: {e}"))
+        .list(&mut |e| {
+            let e = e.to_string();
+            eprint_line!(
+                "troupe: skipping unreadable session file: {}",
+                escape_controls(&e)
+            );
+        })
         .context("listing sessions")?;
-    let mut out = std::io::stdout().lock();
+    let mut out = Stdout::lock();
     if json {
         let rows: Vec<_> = listed
             .iter()
             .map(|l| {
                 serde_json::json!({
-                    "id": l.header.id,
-                    "parent": l.header.parent_session,
+                    "id": l.header.id.as_str(),
+                    "parent": l.header.parent_session.as_ref().map(SessionId::as_str),
                     "createdAt": l.header.created_at,
                     "cwd": l.header.cwd,
                     "role": role(&l.header),
-                    "path": l.location,
+                    // Lossy rather than a serialization error for a non-UTF-8 home.
+                    "path": l.location.to_string_lossy(),
                 })
             })
             .collect();
         writeln!(out, "{}", serde_json::Value::Array(rows)).context("writing output")?;
-        return Ok(());
+        return finish(out);
     }
     if listed.is_empty() {
-        writeln!(out, "no sessions in {}", home.join("sessions").display())
-            .context("writing output")?;
-        return Ok(());
+        let dir = home.join("sessions").display().to_string();
+        writeln!(out, "no sessions in {}", escape_controls(&dir)).context("writing output")?;
+        return finish(out);
     }
-    writeln!(
-        out,
-        "{:<36}  {:<36}  {:<24}  {:<5}  CWD",
-        "ID", "PARENT", "CREATED", "ROLE"
-    )
-    .context("writing output")?;
-    for l in &listed {
-        let h = &l.header;
+    let rows: Vec<[String; 5]> = listed
+        .iter()
+        .map(|l| {
+            let h = &l.header;
+            [
+                escape_controls(h.id.as_str()).into_owned(),
+                escape_controls(h.parent_session.as_ref().map_or("-", SessionId::as_str))
+                    .into_owned(),
+                format_time(h.created_at),
+                role(h).to_owned(),
+                escape_controls(h.cwd.as_deref().unwrap_or("-")).into_owned(),
+            ]
+        })
+        .collect();
+    let header = ["ID", "PARENT", "CREATED", "ROLE", "CWD"].map(str::to_owned);
+    // Each column as wide as its widest cell, so the header and every row line up.
+    let mut widths = [0usize; 4];
+    for row in std::iter::once(&header).chain(&rows) {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        if out.is_closed() {
+            break;
+        }
+        let [id, parent, created, role, cwd] = row;
+        let [w_id, w_parent, w_created, w_role] = widths;
         writeln!(
             out,
-            "{:<36}  {:<36}  {:<24}  {:<5}  {}",
-            h.id,
-            h.parent_session.as_ref().map_or("-", SessionId::as_str),
-            format_time(h.created_at),
-            role(h),
-            h.cwd.as_deref().unwrap_or("-"),
+            "{id:<w_id$}  {parent:<w_parent$}  {created:<w_created$}  {role:<w_role$}  {cwd}"
         )
         .context("writing output")?;
     }
+    finish(out)
+}
+
+/// Flushes command output; a reader that went away is not a failure.
+fn finish(mut out: Stdout) -> Result<(), Failure> {
+    out.flush().context("writing output")?;
     Ok(())
 }
 
@@ -187,48 +341,56 @@ fn log(journal: &Journal, session: &str, json: bool, from: u64) -> Result<(), Fa
     let id = parse_session_id(session)?;
     let replay: Replay = journal.read(&id)?;
     if let Some(torn) = &replay.torn_tail {
-        eprintln!(
-            "troupe: note: {} bytes after line {} are an unfinished write ({}); they are not shown",
+        let reason = escape_controls(&torn.reason);
+        eprint_line!(
+            "troupe: note: {} bytes after line {} are an unfinished write ({reason}); they are not shown",
             torn.bytes,
-            torn.line - 1,
-            torn.reason
+            torn.line.saturating_sub(1),
         );
     }
-    let mut out = std::io::stdout().lock();
-    let events = replay.events.iter().filter(|e| e.seq.0 >= from);
-    for event in events {
+    let mut out = Stdout::lock();
+    let mut shown = 0u64;
+    for event in replay.events.iter().filter(|e| e.seq.0 >= from) {
+        if out.is_closed() {
+            break;
+        }
         let line = if json {
             serde_json::to_string(event).context("encoding event")?
         } else {
             human_line(event)
         };
-        if let Err(e) = writeln!(out, "{line}") {
-            // A closed pipe (`troupe log … | head`) is not a failure.
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                return Ok(());
-            }
-            return Err(anyhow::Error::new(e).context("writing output").into());
-        }
+        writeln!(out, "{line}").context("writing output")?;
+        shown += 1;
+    }
+    finish(out)?;
+    if shown == 0 {
+        eprint_line!(
+            "troupe: note: no events at or after seq {from} (the log has {})",
+            work::count(replay.events.len() as u64, "event")
+        );
     }
     Ok(())
 }
 
-/// `seq  time  type  data`, with the payload compacted to one line of at most 160 chars.
+/// `seq  time  type  data`, with the payload compacted to one line of at most 160 chars and
+/// control characters escaped.
 fn human_line(event: &Event) -> String {
     const MAX: usize = 160;
-    let mut data = event.data.to_string();
+    let data = event.data.to_string();
+    let mut data = escape_controls(&data).into_owned();
     if data.chars().count() > MAX {
         data = data.chars().take(MAX - 1).collect::<String>() + "…";
     }
-    let skipped = if event.is_known() {
-        ""
-    } else {
-        " (unknown, skipped)"
+    let label = match (event.is_known(), event.ignorable) {
+        (true, _) => "",
+        (false, true) => " (unknown type, ignorable)",
+        (false, false) => " (unknown type)",
     };
     format!(
-        "{:>6}  {}  {:<24} {data}{skipped}",
-        event.seq,
+        // Both time forms fit in 24 columns (`t=18446744073709551615ms` is the longest).
+        "{:>6}  {:<24}  {:<24} {data}{label}",
+        event.seq.0,
         format_time(event.time),
-        event.kind
+        escape_controls(&event.kind),
     )
 }

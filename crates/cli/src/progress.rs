@@ -96,9 +96,7 @@ impl Printer {
     /// One stderr line (clearing the live line first).
     pub(crate) fn note(&mut self, line: &str) {
         self.clear_live();
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "{line}");
-        let _ = err.flush();
+        crate::output::eprint_line!("{line}");
     }
 
     /// Shows one progress event.

@@ -266,3 +266,474 @@ fn troupe_home_env_is_the_default_home() {
         .success()
         .stdout(predicate::str::contains("lead-1"));
 }
+
+/// Writes a session file by hand: `lines` are the header and the events, one JSON value each.
+fn write_session(home: &Path, id: &str, lines: &[Value]) -> std::path::PathBuf {
+    let dir = home.join("sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{id}.jsonl"));
+    let mut text = String::new();
+    for line in lines {
+        text.push_str(&line.to_string());
+        text.push('\n');
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn header(id: &str, created_at: u64) -> Value {
+    json!({"type": "session", "format": 1, "id": id, "createdAt": created_at})
+}
+
+fn event(seq: u64, time: u64, kind: &str, data: Value) -> Value {
+    json!({"seq": seq, "time": time, "type": kind, "data": data})
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[test]
+fn times_humantime_cannot_show_are_printed_as_raw_milliseconds() {
+    let home = tempfile::tempdir().unwrap();
+    write_session(
+        home.path(),
+        "far",
+        &[
+            header("far", 253_402_300_800_000),
+            event(0, 253_402_300_799_999, "turn/start", json!({"turn": 0})),
+            event(
+                1,
+                253_402_300_800_000,
+                "user/message",
+                json!({"text": "hi"}),
+            ),
+            event(2, u64::MAX, "turn/end", json!({"turn": 0})),
+        ],
+    );
+    write_session(home.path(), "max", &[header("max", u64::MAX)]);
+    let out = troupe(home.path()).args(["log", "far"]).assert().success();
+    let stdout = text(&out.get_output().stdout);
+    assert!(stdout.contains("9999-12-31T23:59:59.999Z"), "{stdout}");
+    assert!(stdout.contains("t=253402300800000ms"), "{stdout}");
+    assert!(stdout.contains("t=18446744073709551615ms"), "{stdout}");
+    let out = troupe(home.path()).arg("sessions").assert().success();
+    let stdout = text(&out.get_output().stdout);
+    assert!(stdout.contains("t=253402300800000ms"), "{stdout}");
+    assert!(stdout.contains("t=18446744073709551615ms"), "{stdout}");
+}
+
+#[test]
+fn an_unusable_home_is_bad_input() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("afile");
+    std::fs::write(&file, "not a home").unwrap();
+    let file_home = file.display().to_string();
+    for args in [
+        &["sessions"][..],
+        &["sessions", "--json"],
+        &["log", "s"],
+        &["resume", "s"],
+        &["run", "--model", "script:/nonexistent.json", "go"],
+    ] {
+        assert_bad_input(
+            &file,
+            args,
+            &format!("--home {file_home} is not a directory"),
+        );
+    }
+    // A home below a regular file.
+    assert_bad_input(&file.join("sub"), &["sessions"], "Not a directory");
+    assert_bad_input(&file.join("sub"), &["log", "s"], "Not a directory");
+    // `sessions` inside the home is a regular file.
+    let home = root.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(home.join("sessions"), "").unwrap();
+    assert_bad_input(&home, &["sessions"], "sessions (in --home");
+    assert_bad_input(&home, &["log", "s"], "is not a directory");
+    // The home named by TROUPE_HOME is named that way.
+    Command::cargo_bin("troupe")
+        .unwrap()
+        .env("TROUPE_HOME", &file)
+        .arg("sessions")
+        .assert()
+        .code(2)
+        .stderr(format!(
+            "troupe: TROUPE_HOME {file_home} is not a directory\n"
+        ));
+}
+
+/// Permission bits do not stop root, so this runs only as another user.
+#[test]
+fn unreadable_sessions_are_bad_input() {
+    use std::os::unix::fs::PermissionsExt;
+    if rustix::process::geteuid().is_root() {
+        eprintln!("skipped: permission bits do not apply to root");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    seed_home(home.path());
+    let file = home.path().join("sessions/lead-1.jsonl");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).unwrap();
+    assert_bad_input(home.path(), &["log", "lead-1"], "Permission denied");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let dir = home.path().join("sessions");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let denied = |args: &[&str]| {
+        let out = troupe(home.path()).args(args).assert().code(2).stdout("");
+        let stderr = text(&out.get_output().stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+        assert!(stderr.contains("Permission denied"), "{stderr:?}");
+    };
+    denied(&["sessions"]);
+    denied(&["log", "lead-1"]);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+/// Spawns `troupe --home HOME ARGS…` with stdout piped, reads `keep` bytes (or one line when
+/// `keep` is `None`), closes the pipe and returns the exit code and stderr.
+fn read_then_close(home: &Path, args: &[&str], keep: Option<usize>) -> (Option<i32>, String) {
+    use std::io::{BufRead, Read};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .env_remove("TROUPE_HOME")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    match keep {
+        Some(n) => {
+            let mut buf = vec![0; n];
+            let mut stdout = stdout;
+            stdout.read_exact(&mut buf).unwrap();
+        }
+        None => {
+            let mut line = String::new();
+            std::io::BufReader::new(stdout)
+                .read_line(&mut line)
+                .unwrap();
+            assert!(line.ends_with('\n'));
+        }
+    }
+    // The pipe is closed here, with far more output still to come.
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), text(&out.stderr))
+}
+
+#[test]
+fn a_closed_stdout_is_success() {
+    let home = tempfile::tempdir().unwrap();
+    // About 1 MB of listing: far more than a pipe buffer holds.
+    let cwd = "/w".repeat(500);
+    for i in 0..1000 {
+        let id = format!("s-{i:04}");
+        let mut h = header(&id, 1_764_000_000_000 + i);
+        h["cwd"] = json!(cwd);
+        write_session(home.path(), &id, &[h]);
+    }
+    let mut lines = vec![header("big", 0)];
+    for seq in 0..5000 {
+        lines.push(event(
+            seq,
+            0,
+            "user/message",
+            json!({"text": "x".repeat(150)}),
+        ));
+    }
+    write_session(home.path(), "big", &lines);
+    for (args, keep) in [
+        (&["sessions"][..], None),
+        (&["sessions", "--json"], Some(10)),
+        (&["log", "big"], None),
+        (&["log", "big", "--json"], Some(10)),
+    ] {
+        let (code, stderr) = read_then_close(home.path(), args, keep);
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+        assert_eq!(stderr, "", "{args:?}");
+    }
+}
+
+#[test]
+fn usage_errors_are_one_line_exit_2() {
+    let home = tempfile::tempdir().unwrap();
+    let one_line = |args: &[&str]| -> String {
+        let out = troupe(home.path()).args(args).assert().code(2).stdout("");
+        let stderr = text(&out.get_output().stderr);
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr:?}");
+        assert!(stderr.starts_with("troupe: "), "{args:?}: {stderr:?}");
+        stderr
+    };
+    assert_eq!(
+        one_line(&["log"]),
+        "troupe: the following required arguments were not provided: <SESSION> \
+         (see 'troupe log --help')\n"
+    );
+    assert_eq!(
+        one_line(&["log", "x", "--from", "-1"]),
+        "troupe: unexpected argument '-1' found (tip: to pass '-1' as a value, use '-- -1'; \
+         see 'troupe log --help')\n"
+    );
+    for (args, wanted) in [
+        (&[][..], "a command is required: run, resume, sessions, log"),
+        (
+            &["nonsense"],
+            "unrecognized subcommand 'nonsense' (see 'troupe --help')",
+        ),
+        (&["sesions"], "a similar subcommand exists: 'sessions'"),
+        (
+            &["log", "x", "--from", "abc"],
+            "invalid value 'abc' for '--from <SEQ>'",
+        ),
+        (&["log", "a", "b"], "unexpected argument 'b'"),
+        (&["sessions", "--bogus"], "(see 'troupe sessions --help')"),
+        (&["--home"], "a value is required for '--home <DIR>'"),
+        (&["run"], "<PROMPT>... (see 'troupe run --help')"),
+        (&["run", "--model"], "a value is required for '--model <M>'"),
+        (&["resume"], "<SESSION> (see 'troupe resume --help')"),
+        (
+            &["--home", "log", "sessions", "x"],
+            "(see 'troupe sessions --help')",
+        ),
+        (&["help", "nonsense"], "unrecognized subcommand 'nonsense'"),
+    ] {
+        let line = one_line(args);
+        assert!(
+            line.contains(wanted),
+            "{args:?}: {line:?} should contain {wanted:?}"
+        );
+    }
+    // No arguments at all (clap would print the whole help on stderr).
+    Command::cargo_bin("troupe")
+        .unwrap()
+        .env_remove("TROUPE_HOME")
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(
+            "troupe: a command is required: run, resume, sessions, log (see 'troupe --help')\n",
+        );
+    // --help and --version are unchanged: clap's output on stdout, exit 0.
+    let out = troupe(home.path())
+        .args(["log", "--help"])
+        .assert()
+        .success();
+    assert!(text(&out.get_output().stdout).lines().count() > 5);
+    troupe(home.path())
+        .arg("--version")
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with("troupe "));
+}
+
+#[test]
+fn stored_control_characters_are_shown_escaped() {
+    let home = tempfile::tempdir().unwrap();
+    let mut h = header("evil", 1_764_000_000_000);
+    h["cwd"] = json!("/a\nb\u{1b}[31mred\u{9b}");
+    let mut unknown = event(1, 0, "x\u{1b}[31m\n/y", json!({"k": "\u{9b}2J"}));
+    unknown["ignorable"] = json!(true);
+    write_session(
+        home.path(),
+        "evil",
+        &[
+            h,
+            event(0, 0, "user/message", json!({"text": "a\u{1b}b"})),
+            unknown,
+        ],
+    );
+    let raw = |s: &str| s.contains(['\u{1b}', '\u{9b}']);
+    let out = troupe(home.path()).args(["log", "evil"]).assert().success();
+    let stdout = text(&out.get_output().stdout);
+    assert!(!raw(&stdout), "{stdout:?}");
+    assert_eq!(stdout.lines().count(), 2, "{stdout:?}");
+    assert!(stdout.contains(r"x\u{1b}[31m\n/y"), "{stdout}");
+    assert!(stdout.contains(r"\u{9b}2J"), "{stdout}");
+    let out = troupe(home.path()).arg("sessions").assert().success();
+    let stdout = text(&out.get_output().stdout);
+    assert!(!raw(&stdout), "{stdout:?}");
+    assert_eq!(stdout.lines().count(), 2, "{stdout:?}");
+    assert!(stdout.contains(r"/a\nb\u{1b}[31mred\u{9b}"), "{stdout}");
+    // The JSON outputs keep the data, JSON-escaped.
+    let out = troupe(home.path())
+        .args(["sessions", "--json"])
+        .assert()
+        .success();
+    let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v[0]["cwd"], "/a\nb\u{1b}[31mred\u{9b}");
+    // An invalid id in a header: skipped with a one-line warning.
+    write_session(home.path(), "bad", &[header("bad\n\u{1b}[2J", 0)]);
+    let out = troupe(home.path()).arg("sessions").assert().success();
+    let stderr = text(&out.get_output().stderr);
+    assert!(!raw(&stderr), "{stderr:?}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+    // An unknown required type is refused in one line.
+    write_session(
+        home.path(),
+        "req",
+        &[header("req", 0), event(0, 0, "x\n\u{1b}[2J", json!({}))],
+    );
+    let out = troupe(home.path()).args(["log", "req"]).assert().code(2);
+    let stderr = text(&out.get_output().stderr);
+    assert!(!raw(&stderr), "{stderr:?}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+}
+
+#[test]
+fn columns_line_up() {
+    let home = tempfile::tempdir().unwrap();
+    let long = "a-session-id-longer-than-thirty-six-bytes-0123456789";
+    let mut child = header("c", 1_764_000_000_001);
+    child["parentSession"] = json!(long);
+    child["origin"] = json!("subagent");
+    child["cwd"] = json!("/c");
+    write_session(home.path(), "c", &[child]);
+    let mut lead = header(long, 1_764_000_000_000);
+    lead["cwd"] = json!("/l");
+    write_session(home.path(), long, &[lead]);
+    write_session(home.path(), "far", &[header("far", u64::MAX)]);
+    let out = troupe(home.path()).arg("sessions").assert().success();
+    let stdout = text(&out.get_output().stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    let starts: Vec<usize> = ["PARENT", "CREATED", "ROLE", "CWD"]
+        .iter()
+        .map(|h| lines[0].find(h).unwrap())
+        .collect();
+    let rows = [
+        [long, "-", "2025-11-24T16:00:00.000Z", "lead", "/l"],
+        ["c", long, "2025-11-24T16:00:00.001Z", "child", "/c"],
+        ["far", "-", "t=18446744073709551615ms", "lead", "-"],
+    ];
+    for (line, cells) in lines[1..].iter().zip(rows) {
+        assert!(line.starts_with(cells[0]), "{line:?}");
+        for (start, cell) in starts.iter().zip(&cells[1..]) {
+            assert_eq!(&line[*start..*start + cell.len()], *cell, "{stdout}");
+            assert_eq!(&line[*start - 2..*start], "  ", "{stdout}");
+        }
+    }
+    // `log`: seq right-aligned in 6 columns, the time and the type padded to 24.
+    write_session(
+        home.path(),
+        "s",
+        &[
+            header("s", 0),
+            event(0, 0, "turn/start", json!({"turn": 0})),
+            event(1, 253_402_300_800_000, "turn/end", json!({"turn": 0})),
+        ],
+    );
+    let expected = format!(
+        "{:>6}  {:<24}  {:<24} {{\"turn\":0}}\n{:>6}  {:<24}  {:<24} {{\"turn\":0}}\n",
+        0, "1970-01-01T00:00:00.000Z", "turn/start", 1, "t=253402300800000ms", "turn/end"
+    );
+    troupe(home.path())
+        .args(["log", "s"])
+        .assert()
+        .success()
+        .stdout(expected);
+}
+
+/// `/dev/full`: every write fails with ENOSPC.
+fn dev_full() -> Option<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .ok()
+}
+
+#[test]
+fn a_failing_stderr_does_not_panic() {
+    let Some(_) = dev_full() else {
+        eprintln!("skipped: no /dev/full");
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    seed_home(home.path());
+    let path = home.path().join("sessions/lead-1.jsonl");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(br#"{"seq":3,"time":1,"type":"turn/sta"#);
+    std::fs::write(&path, &bytes).unwrap();
+    std::fs::write(home.path().join("sessions/garbage.jsonl"), "not json\n").unwrap();
+    for (args, code) in [
+        (&["log", "lead-1"][..], 0),
+        (&["log", "lead-1", "--from", "99"], 0),
+        (&["sessions"], 0),
+        (&["log", "missing"], 2),
+        (&["log"], 2),
+        (&["run", "--model", "nosuch:model", "go"], 2),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .arg("--home")
+            .arg(home.path())
+            .args(args)
+            .env_remove("TROUPE_HOME")
+            .stdin(std::process::Stdio::null())
+            .stderr(dev_full().unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+    }
+}
+
+#[test]
+fn unknown_ignorable_events_are_labelled_as_such() {
+    let home = tempfile::tempdir().unwrap();
+    let mut future = event(0, 0, "future/thing", json!({}));
+    future["ignorable"] = json!(true);
+    write_session(home.path(), "s", &[header("s", 0), future]);
+    troupe(home.path())
+        .args(["log", "s"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("future/thing")
+                .and(predicate::str::contains("(unknown type, ignorable)"))
+                .and(predicate::str::contains("skipped").not()),
+        );
+}
+
+#[test]
+fn an_empty_selection_says_so() {
+    let home = tempfile::tempdir().unwrap();
+    seed_home(home.path());
+    for json in [false, true] {
+        let mut cmd = troupe(home.path());
+        cmd.args(["log", "lead-1", "--from", "3"]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.assert()
+            .success()
+            .stdout("")
+            .stderr("troupe: note: no events at or after seq 3 (the log has 3 events)\n");
+    }
+    write_session(home.path(), "empty", &[header("empty", 0)]);
+    troupe(home.path())
+        .args(["log", "empty"])
+        .assert()
+        .success()
+        .stdout("")
+        .stderr("troupe: note: no events at or after seq 0 (the log has 0 events)\n");
+    // A selection that is not empty has no note.
+    troupe(home.path())
+        .args(["log", "lead-1", "--from", "2"])
+        .assert()
+        .success()
+        .stderr("");
+}
+
+#[test]
+fn log_help_says_json_is_re_encoded() {
+    let home = tempfile::tempdir().unwrap();
+    let out = troupe(home.path())
+        .args(["log", "--help"])
+        .assert()
+        .success();
+    let help = text(&out.get_output().stdout);
+    assert!(help.contains("compact JSON"), "{help}");
+    assert!(help.contains("re-encoded"), "{help}");
+    assert!(!help.contains("stored JSON line"), "{help}");
+}

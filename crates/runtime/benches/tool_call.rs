@@ -79,10 +79,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
         .unwrap();
     lead.wait_idle().await;
     let elapsed = start.elapsed();
-    assert_eq!(
-        lead.with_transcript(|t| t.stats().tool_calls),
-        CALLS as u64
-    );
+    assert_eq!(lead.with_transcript(|t| t.stats().tool_calls), CALLS as u64);
     rt.shutdown().await.unwrap();
     elapsed
 }
@@ -96,7 +93,9 @@ fn bench(c: &mut Criterion) {
     let workspace = tempfile::tempdir().unwrap();
     let script = script();
     let mut group = c.benchmark_group("tool_call");
-    group.sample_size(30).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(30)
+        .measurement_time(Duration::from_secs(10));
     group.throughput(Throughput::Elements(CALLS as u64));
     let disk = {
         std::fs::create_dir_all(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -107,15 +106,19 @@ fn bench(c: &mut Criterion) {
         places.insert(0, ("tmpfs", tempfile::tempdir_in("/dev/shm").unwrap()));
     }
     for (name, dir) in &places {
-        group.bench_with_input(BenchmarkId::new("turn_of_50_noop_calls", name), dir, |b, dir| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    total += tokio.block_on(one_turn(dir.path(), workspace.path(), &script));
-                }
-                total
-            });
-        });
+        group.bench_with_input(
+            BenchmarkId::new("turn_of_50_noop_calls", name),
+            dir,
+            |b, dir| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        total += tokio.block_on(one_turn(dir.path(), workspace.path(), &script));
+                    }
+                    total
+                });
+            },
+        );
     }
     group.finish();
 }

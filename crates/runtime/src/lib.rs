@@ -24,7 +24,7 @@ mod transcript;
 pub use agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, Progress};
 pub use error::RuntimeError;
 pub use events::{Profile, TurnEndReason};
-pub use prompt::default_system_prompt;
+pub use prompt::{TeamRole, default_system_prompt, team_policy};
 pub use runtime::{
     ChildProvider, ChildSpec, ChildStart, ModelSource, Runtime, RuntimeOptions, stored_config,
 };

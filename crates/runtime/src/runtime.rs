@@ -116,9 +116,12 @@ pub struct ChildSpec {
     pub child_id: Option<SessionId>,
     /// The initial task.
     pub prompt: String,
-    /// `true` for a continuable child (settlement notices to the parent, follow-ups, cold
-    /// resume); `false` for a one-shot child whose caller awaits its answer.
+    /// `true` for a continuable child (follow-ups, cold resume, settlement when idle);
+    /// `false` for a one-shot child whose caller awaits its answer.
     pub continuable: bool,
+    /// Whether the parent receives a settlement notice each time the child settles
+    /// (REFERENCE b.8). Teammates do not: the Lead follows them through the Team instead.
+    pub notify_parent: bool,
     /// Tool profile of the child.
     pub profile: Profile,
     /// The caller's signal: once cancelled, creation stops and rolls back (no live child is
@@ -164,6 +167,8 @@ struct Live {
     owned: HashSet<SessionId>,
     /// Send a settlement notice to the parent when this child settles.
     notify_parent: bool,
+    /// Whether a settlement watcher runs for this activation.
+    watched: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -361,6 +366,7 @@ impl Runtime {
                 parent,
                 owned: HashSet::new(),
                 notify_parent,
+                watched: false,
             },
         );
         drop(live);
@@ -401,8 +407,13 @@ impl Runtime {
                 parent.id()
             )));
         }
-        let cancelled = || spec.cancel.as_ref().is_some_and(CancellationToken::is_cancelled);
-        let aborted = || RuntimeError::Cancelled("child creation was cancelled by the caller".into());
+        let cancelled = || {
+            spec.cancel
+                .as_ref()
+                .is_some_and(CancellationToken::is_cancelled)
+        };
+        let aborted =
+            || RuntimeError::Cancelled("child creation was cancelled by the caller".into());
         if cancelled() {
             return Err(aborted());
         }
@@ -489,7 +500,11 @@ impl Runtime {
                 parent.id()
             )));
         }
-        self.register(agent.clone(), Some(parent.id().clone()), spec.continuable);
+        self.register(
+            agent.clone(),
+            Some(parent.id().clone()),
+            spec.continuable && spec.notify_parent,
+        );
         let msg = UserMessage::text(spec.prompt, MessageSource::kind("user"));
         let message_id = match agent.followup(msg).await {
             Ok(id) => id,
@@ -499,7 +514,7 @@ impl Runtime {
             }
         };
         if spec.continuable {
-            self.watch_settlement(agent);
+            self.ensure_watched(&agent);
         }
         Ok(ChildStart {
             child_id,
@@ -521,6 +536,34 @@ impl Runtime {
     ) -> Result<MessageId, RuntimeError> {
         let guard = self.child_lock(child_id);
         let _held = guard.lock().await;
+        let agent = self.ensure_child_live_locked(parent, child_id).await?;
+        let id = agent.followup(msg).await?;
+        self.ensure_watched(&agent);
+        Ok(id)
+    }
+
+    /// The resident child `child_id` of `parent`, cold-resuming it (without sending anything;
+    /// its inbox stays parked) when it is not resident. Use it to deliver older quiet mail
+    /// before a waking message (REFERENCE c.10 porting note); the child settles again only
+    /// after something is sent to it through [`Runtime::followup_child`].
+    ///
+    /// # Errors
+    /// As [`Runtime::followup_child`].
+    pub async fn ensure_child_live(
+        &self,
+        parent: &Agent,
+        child_id: &SessionId,
+    ) -> Result<Agent, RuntimeError> {
+        let guard = self.child_lock(child_id);
+        let _held = guard.lock().await;
+        self.ensure_child_live_locked(parent, child_id).await
+    }
+
+    async fn ensure_child_live_locked(
+        &self,
+        parent: &Agent,
+        child_id: &SessionId,
+    ) -> Result<Agent, RuntimeError> {
         if !self.is_exact_live(parent) {
             return Err(RuntimeError::Unauthorized(format!(
                 "{} is not a live parent",
@@ -539,7 +582,7 @@ impl Runtime {
                     parent.id()
                 )));
             }
-            return agent.followup(msg).await;
+            return Ok(agent);
         }
         let replay = self
             .inner
@@ -562,11 +605,27 @@ impl Runtime {
                 reason: "it is not a continuable child".to_owned(),
             });
         }
+        let notify = t.config().is_none_or(|c| c.profile != Profile::Team);
         let (agent, _) = self.activate(child_id).await?;
-        self.register(agent.clone(), Some(parent.id().clone()), true);
-        let id = agent.followup(msg).await?;
-        self.watch_settlement(agent);
-        Ok(id)
+        self.register(agent.clone(), Some(parent.id().clone()), notify);
+        Ok(agent)
+    }
+
+    /// Starts the settlement watcher of a resident continuable child once.
+    fn ensure_watched(&self, agent: &Agent) {
+        let start = {
+            let mut live = lock(&self.inner.live);
+            match live.get_mut(agent.id()) {
+                Some(l) if l.agent.same(agent) && !l.watched => {
+                    l.watched = true;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if start {
+            self.watch_settlement(agent.clone());
+        }
     }
 
     /// Interrupts `target`'s current turn on behalf of an ancestor (REFERENCE b.7): pending

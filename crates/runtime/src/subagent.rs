@@ -103,6 +103,7 @@ impl Tool for SubagentTool {
                         child_id: None,
                         prompt: args.prompt,
                         continuable: false,
+                        notify_parent: false,
                         profile: Profile::Default,
                         cancel: Some(ctx.cancellation().clone()),
                     },

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use predicates::prelude::*;
 use serde_json::{Value, json};
 use troupe_journal::Journal;
 use troupe_protocol::SessionId;
@@ -530,12 +529,17 @@ fn bad_input_is_one_line_exit_2_and_creates_nothing() {
         assert_bad_input(home, &args, message);
         assert!(!home.exists(), "{args:?} created the home");
     }
-    // No prompt at all: clap's usage error.
-    s.troupe()
-        .args(["run", "--workspace", &ws])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("PROMPT"));
+    // No prompt at all, no session: clap's usage errors, also one line.
+    assert_bad_input(
+        home,
+        &["run", "--workspace", &ws],
+        "the following required arguments were not provided: <PROMPT>... (see 'troupe run --help')",
+    );
+    assert_bad_input(
+        home,
+        &["resume", "--model", &good],
+        "the following required arguments were not provided: <SESSION> (see 'troupe resume --help')",
+    );
     assert!(!home.exists());
 }
 

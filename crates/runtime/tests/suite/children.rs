@@ -15,6 +15,7 @@ fn spec(label: &str, provider: ChildProvider, child_id: Option<&str>) -> ChildSp
         child_id: child_id.map(|s| SessionId::new(s).unwrap()),
         prompt: format!("task for {label}"),
         continuable: true,
+        notify_parent: true,
         profile: Profile::Default,
         cancel: None,
     }
@@ -437,9 +438,17 @@ async fn a_cancelled_caller_signal_refuses_child_creation() {
     s.cancel = Some(token);
     let err = h.runtime.start_child(&lead, s).await.unwrap_err();
     assert_eq!(err.code(), "CANCELLED");
-    assert!(h.runtime.agent(&SessionId::new("never-child").unwrap()).is_none());
+    assert!(
+        h.runtime
+            .agent(&SessionId::new("never-child").unwrap())
+            .is_none()
+    );
     assert_eq!(h.runtime.live_ids(), vec![lead.id().clone()]);
-    assert!(h.journal().read(&SessionId::new("never-child").unwrap()).is_err());
+    assert!(
+        h.journal()
+            .read(&SessionId::new("never-child").unwrap())
+            .is_err()
+    );
 }
 
 /// CASES 166: a child whose disposal fails still leaves the registry; the drain reports
@@ -450,7 +459,11 @@ async fn a_failed_child_teardown_is_reported_after_the_child_is_gone() {
     let h = Harness::with_faults(faults.clone());
     let lead = lead_with_history(&h).await;
     h.models.model("t").push([Step::Hang]);
-    let t = h.runtime.start_child(&lead, spec("t", ChildProvider::Spawn, None)).await.unwrap();
+    let t = h
+        .runtime
+        .start_child(&lead, spec("t", ChildProvider::Spawn, None))
+        .await
+        .unwrap();
     model_called(&h.models.model("t"), 1).await;
     faults.fail.store(true, std::sync::atomic::Ordering::SeqCst);
     let err = h

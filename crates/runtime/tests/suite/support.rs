@@ -198,8 +198,8 @@ impl Harness {
         let runtime = match faults {
             None => runtime_over(home.path(), workspace.path(), Arc::clone(&models)),
             Some(f) => {
-                let backend = troupe_journal::JsonlBackend::new(home.path().join("sessions"))
-                    .with_faults(f);
+                let backend =
+                    troupe_journal::JsonlBackend::new(home.path().join("sessions")).with_faults(f);
                 let journal = Journal::with_backend(
                     Arc::new(backend),
                     Arc::new(troupe_protocol::SystemClock),
