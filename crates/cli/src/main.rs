@@ -16,7 +16,7 @@ mod work;
 
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
-use troupe_journal::{Journal, Replay};
+use troupe_journal::Journal;
 use troupe_protocol::{Event, SessionHeader, SessionId};
 
 use crate::exit::Failure;
@@ -339,8 +339,29 @@ fn finish(mut out: Stdout) -> Result<(), Failure> {
 
 fn log(journal: &Journal, session: &str, json: bool, from: u64) -> Result<(), Failure> {
     let id = parse_session_id(session)?;
-    let replay: Replay = journal.read(&id)?;
-    if let Some(torn) = &replay.torn_tail {
+    let mut out = Stdout::lock();
+    let mut shown = 0u64;
+    let mut write_error: Option<anyhow::Error> = None;
+    // Stream the file: memory stays bounded by the longest line, whatever the log's size.
+    let summary = journal.read_each(&id, &mut |event| {
+        if event.seq.0 < from || write_error.is_some() || out.is_closed() {
+            return;
+        }
+        let line = if json {
+            serde_json::to_string(&event).map_err(anyhow::Error::from)
+        } else {
+            Ok(human_line(&event))
+        };
+        match line.and_then(|line| writeln!(out, "{line}").map_err(anyhow::Error::from)) {
+            Ok(()) => shown += 1,
+            Err(e) => write_error = Some(e.context("writing output")),
+        }
+    })?;
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    finish(out)?;
+    if let Some(torn) = &summary.torn_tail {
         let reason = escape_controls(&torn.reason);
         eprint_line!(
             "troupe: note: {} bytes after line {} are an unfinished write ({reason}); they are not shown",
@@ -348,25 +369,10 @@ fn log(journal: &Journal, session: &str, json: bool, from: u64) -> Result<(), Fa
             torn.line.saturating_sub(1),
         );
     }
-    let mut out = Stdout::lock();
-    let mut shown = 0u64;
-    for event in replay.events.iter().filter(|e| e.seq.0 >= from) {
-        if out.is_closed() {
-            break;
-        }
-        let line = if json {
-            serde_json::to_string(event).context("encoding event")?
-        } else {
-            human_line(event)
-        };
-        writeln!(out, "{line}").context("writing output")?;
-        shown += 1;
-    }
-    finish(out)?;
     if shown == 0 {
         eprint_line!(
             "troupe: note: no events at or after seq {from} (the log has {})",
-            work::count(replay.events.len() as u64, "event")
+            work::count(summary.next_seq.0, "event")
         );
     }
     Ok(())
