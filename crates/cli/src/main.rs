@@ -12,6 +12,7 @@ use std::process::ExitCode;
 mod exit;
 mod output;
 mod progress;
+mod team;
 mod work;
 
 use anyhow::Context;
@@ -44,10 +45,10 @@ struct Cli {
 enum Command {
     /// Create a session and run the Lead on PROMPT until the work is done.
     ///
-    /// Runs until the Lead has answered and every helper is idle. The session id goes to
-    /// stderr first, the final answer to stdout (with --json: JSON lines on stdout, the last
-    /// one `{"event":"done",…}` holding the answer). Ctrl-C stops the turn and leaves a
-    /// resumable session (exit 1).
+    /// Runs until the Lead has answered and every helper (subagent, or teammate with --team)
+    /// is idle. The session id goes to stderr first, the final answer to stdout (with --json:
+    /// JSON lines on stdout, the last one `{"event":"done",…}` holding the answer). Ctrl-C
+    /// stops the turn and leaves a resumable session (exit 1).
     Run(work::RunFlags),
     /// Reopen a session (crash recovery first) and run it until the work is done.
     ///
@@ -75,6 +76,11 @@ enum Command {
         /// Start at this seq (0-based).
         #[arg(long, value_name = "SEQ", default_value_t = 0)]
         from: u64,
+    },
+    /// Inspect a Team offline from its Lead's log: `team show`, `team verify`.
+    Team {
+        #[command(subcommand)]
+        command: team::TeamCommand,
     },
 }
 
@@ -115,7 +121,8 @@ fn usage_error_line(error: &clap::Error, args: &[OsString]) -> String {
         clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
             | clap::error::ErrorKind::MissingSubcommand
     ) {
-        let commands: Vec<String> = Cli::command()
+        let commands: Vec<String> = parsed_command(args)
+            .1
             .get_subcommands()
             .map(|c| c.get_name().to_owned())
             .filter(|name| name != "help")
@@ -162,22 +169,37 @@ fn usage_error_line(error: &clap::Error, args: &[OsString]) -> String {
     escape_controls(&format!("{message} ({})", tips.join("; "))).into_owned()
 }
 
-/// `troupe SUBCOMMAND --help` for the subcommand being parsed, else `troupe --help`.
+/// `troupe SUBCOMMAND… --help` for the (nested) subcommand being parsed, else
+/// `troupe --help`.
 fn help_hint(args: &[OsString]) -> String {
-    let command = Cli::command();
+    format!("{} --help", parsed_command(args).0.join(" "))
+}
+
+/// The (nested) subcommand `args` name, as its words (`["troupe", "team", "show"]`) and its
+/// clap definition.
+fn parsed_command(args: &[OsString]) -> (Vec<String>, clap::Command) {
+    let mut command = Cli::command();
+    let mut path = vec!["troupe".to_owned()];
     let mut rest = args.iter().skip(1);
     while let Some(arg) = rest.next() {
         let Some(arg) = arg.to_str() else { break };
         if arg == "--home" {
             rest.next();
         } else if arg == "--" || !arg.starts_with('-') {
-            if arg != "help" && command.find_subcommand(arg).is_some() {
-                return format!("troupe {arg} --help");
+            if arg == "help" {
+                break;
             }
-            break;
+            let Some(sub) = command.find_subcommand(arg).cloned() else {
+                break;
+            };
+            path.push(arg.to_owned());
+            command = sub;
+            if !command.has_subcommands() {
+                break;
+            }
         }
     }
-    "troupe --help".to_owned()
+    (path, command)
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
@@ -201,6 +223,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             json,
             from,
         } => log(&journal, &session, json, from),
+        Command::Team { command } => team::run(&journal, command),
     }
 }
 

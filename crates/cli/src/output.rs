@@ -105,9 +105,45 @@ pub(crate) fn escape_controls(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Lays out `rows` (cells already escaped) as columns two spaces apart, each as wide as its
+/// widest cell (in characters); the last column is not padded.
+pub(crate) fn align_columns(rows: &[Vec<String>]) -> Vec<String> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0usize; columns];
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    rows.iter()
+        .map(|row| {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                if i + 1 == row.len() {
+                    line.push_str(cell);
+                } else {
+                    let pad = widths[i].saturating_sub(cell.chars().count()) + 2;
+                    line.push_str(cell);
+                    line.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+            line
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn columns_line_up_by_characters() {
+        let rows = vec![
+            vec!["ID".to_owned(), "NAME".to_owned(), "X".to_owned()],
+            vec!["é1".to_owned(), "n".to_owned(), "last".to_owned()],
+        ];
+        assert_eq!(align_columns(&rows), ["ID  NAME  X", "é1  n     last"]);
+    }
 
     #[test]
     fn controls_are_escaped_and_the_rest_is_kept() {

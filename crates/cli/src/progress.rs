@@ -9,6 +9,10 @@
 //!
 //! In every mode stderr's first line is `session <id>` and the closing summary goes to stderr;
 //! in the non-JSON modes stdout carries only the Lead's final answer.
+//!
+//! Every agent of the run reports here (a Team's teammates, a Lead's subagents): each line and
+//! event names its agent (`agentName`), and once more than one agent has spoken the live line
+//! shows one `name: activity` entry per agent.
 
 use std::io::Write;
 use std::time::Instant;
@@ -16,7 +20,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use troupe_protocol::SessionId;
 use troupe_runtime::events::TurnEndReason;
-use troupe_runtime::{AgentProgress, Progress, TranscriptStats};
+use troupe_runtime::{AgentProgress, AgentStatus, Progress, TranscriptStats};
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,12 +36,25 @@ pub(crate) enum OutputMode {
 /// Longest live status line when `COLUMNS` is unknown.
 const DEFAULT_WIDTH: usize = 100;
 
+/// What one agent of the run is doing, for the live line and its turn-end lines.
+struct AgentActivity {
+    id: SessionId,
+    name: String,
+    /// `idle`, `thinking`, a tool name, …
+    doing: String,
+    tool_calls: u64,
+    tokens_in: u64,
+    tokens_out: u64,
+}
+
 /// Prints progress and outcomes in one [`OutputMode`].
 pub(crate) struct Printer {
     mode: OutputMode,
     started: Instant,
     /// What the agents are doing now (the live line's text).
     activity: String,
+    /// Every agent seen so far, in order of first appearance.
+    agents: Vec<AgentActivity>,
     tool_calls: u64,
     tokens_in: u64,
     tokens_out: u64,
@@ -67,6 +84,7 @@ impl Printer {
             mode,
             started: Instant::now(),
             activity: "starting".to_owned(),
+            agents: Vec::new(),
             tool_calls: 0,
             tokens_in: 0,
             tokens_out: 0,
@@ -127,9 +145,18 @@ impl Printer {
             return;
         }
         let elapsed = self.started.elapsed().as_secs();
+        let activity = if self.agents.len() > 1 {
+            // One entry per agent: `lead: wait_agent · alpha: team_task_update · beta: idle`.
+            self.agents
+                .iter()
+                .map(|a| format!("{}: {}", a.name, a.doing))
+                .collect::<Vec<_>>()
+                .join(" · ")
+        } else {
+            self.activity.clone()
+        };
         let text = format!(
-            "[{elapsed}s] {} | {} | tokens {} in / {} out",
-            self.activity,
+            "[{elapsed}s] {activity} | {} | tokens {} in / {} out",
             crate::work::count(self.tool_calls, "tool call"),
             self.tokens_in,
             self.tokens_out
@@ -158,6 +185,7 @@ impl Printer {
         status: &DoneStatus<'_>,
         answer: Option<&str>,
         stats: TranscriptStats,
+        team: Option<&Value>,
     ) {
         if self.mode != OutputMode::Json {
             return;
@@ -176,6 +204,9 @@ impl Printer {
         if let DoneStatus::Failed { code, message } = status {
             line["error"] = json!({"code": code, "message": message});
         }
+        if let Some(team) = team {
+            line["team"] = team.clone();
+        }
         self.json_line(&line);
     }
 
@@ -186,7 +217,53 @@ impl Printer {
         let _ = out.flush();
     }
 
+    /// The entry of the event's agent, added on first sight.
+    fn agent_entry(&mut self, event: &AgentProgress) -> &mut AgentActivity {
+        let index = match self.agents.iter().position(|a| a.id == event.agent) {
+            Some(index) => index,
+            None => {
+                self.agents.push(AgentActivity {
+                    id: event.agent.clone(),
+                    name: event.agent_name.clone(),
+                    doing: "starting".to_owned(),
+                    tool_calls: 0,
+                    tokens_in: 0,
+                    tokens_out: 0,
+                });
+                self.agents.len() - 1
+            }
+        };
+        &mut self.agents[index]
+    }
+
     fn track(&mut self, event: &AgentProgress) {
+        let entry = self.agent_entry(event);
+        match &event.progress {
+            Progress::Status { status } => {
+                entry.doing = match status {
+                    AgentStatus::Idle => "idle".to_owned(),
+                    AgentStatus::Running => "running".to_owned(),
+                };
+            }
+            Progress::TurnStarted { .. } | Progress::ModelCall { .. } => {
+                entry.doing = "thinking".to_owned();
+            }
+            Progress::ModelAnswered {
+                tokens_in,
+                tokens_out,
+                ..
+            } => {
+                entry.tokens_in += tokens_in;
+                entry.tokens_out += tokens_out;
+            }
+            Progress::AttemptFailed { .. } => entry.doing = "retrying".to_owned(),
+            Progress::ToolStarted { name, .. } => {
+                entry.tool_calls += 1;
+                entry.doing.clone_from(name);
+            }
+            Progress::ToolFinished { .. } => entry.doing = "thinking".to_owned(),
+            Progress::TurnEnded { .. } => entry.doing = "idle".to_owned(),
+        }
         let who = &event.agent_name;
         match &event.progress {
             Progress::Status { .. } => {}
@@ -206,7 +283,7 @@ impl Printer {
             Progress::AttemptFailed { code, .. } => {
                 self.activity = format!("{who}: model attempt failed ({code}), retrying");
             }
-            Progress::ToolStarted { name, summary } => {
+            Progress::ToolStarted { name, summary, .. } => {
                 self.tool_calls += 1;
                 self.activity = format!("{who}: {name} {summary}");
             }
@@ -224,7 +301,7 @@ fn progress_json(event: &AgentProgress) -> Value {
     serde_json::to_value(event).unwrap_or(Value::Null)
 }
 
-fn stats_json(stats: TranscriptStats) -> Value {
+pub(crate) fn stats_json(stats: TranscriptStats) -> Value {
     json!({
         "turns": stats.turns,
         "toolCalls": stats.tool_calls,
@@ -237,11 +314,12 @@ fn stats_json(stats: TranscriptStats) -> Value {
 fn plain_line(event: &AgentProgress, printer: &Printer) -> Option<String> {
     let who = &event.agent_name;
     match &event.progress {
-        Progress::ToolStarted { name, summary } => Some(format!("{who}: {name} {summary}")),
+        Progress::ToolStarted { name, summary, .. } => Some(format!("{who}: {name} {summary}")),
         Progress::ToolFinished {
             name,
             is_error: true,
             code,
+            ..
         } => Some(format!(
             "{who}: {name} returned an error ({})",
             code.as_deref().unwrap_or("no code")
@@ -264,11 +342,15 @@ fn plain_line(event: &AgentProgress, printer: &Printer) -> Option<String> {
                 TurnEndReason::Interrupted => "interrupted".to_owned(),
                 TurnEndReason::Failed { code, .. } => format!("failed ({code})"),
             };
+            // This agent's own counts: with a Team, each member's line says what it did.
+            let (calls, tokens_in, tokens_out) = printer
+                .agents
+                .iter()
+                .find(|a| a.id == event.agent)
+                .map_or((0, 0, 0), |a| (a.tool_calls, a.tokens_in, a.tokens_out));
             Some(format!(
-                "{who}: turn {turn} {how} ({}, tokens {} in / {} out so far)",
-                crate::work::count(printer.tool_calls, "tool call"),
-                printer.tokens_in,
-                printer.tokens_out
+                "{who}: turn {turn} {how} ({}, tokens {tokens_in} in / {tokens_out} out so far)",
+                crate::work::count(calls, "tool call"),
             ))
         }
         _ => None,
@@ -294,6 +376,7 @@ mod tests {
             agent: SessionId::new("s-1").unwrap(),
             agent_name: "lead".to_owned(),
             progress: Progress::ToolStarted {
+                call_id: "c1".to_owned(),
                 name: "bash".to_owned(),
                 summary: "{}".to_owned(),
             },
@@ -301,7 +384,7 @@ mod tests {
         let value = progress_json(&event);
         assert_eq!(
             value,
-            json!({"event": "toolStarted", "name": "bash", "summary": "{}", "agent": "s-1", "agentName": "lead"})
+            json!({"event": "toolStarted", "callId": "c1", "name": "bash", "summary": "{}", "agent": "s-1", "agentName": "lead"})
         );
     }
 

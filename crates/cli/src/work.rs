@@ -25,11 +25,14 @@ use troupe_protocol::{MessageSource, SessionId, UserMessage};
 use troupe_runtime::events::{Profile, TurnEndReason};
 use troupe_runtime::{
     Agent, AgentProgress, ChunkPolicy, Runtime, RuntimeError, RuntimeOptions, Transcript,
+    TranscriptStats,
 };
+use troupe_team::{TeamError, TeamLimits};
 use troupe_tools::ToolLimits;
 
 use crate::exit::{Failure, WORK_FAILED};
 use crate::progress::{DoneStatus, OutputMode, Printer};
+use crate::team::TeamSummary;
 
 /// The Lead's name: the scripted provider's agent key (`{"agents": {"lead": […]}}`).
 const LEAD: &str = "lead";
@@ -73,9 +76,94 @@ impl ModelArgs {
     }
 }
 
+/// The Team limit flags (REFERENCE c.15) as typed. Each is a positive integer up to 2^53-1;
+/// an absent flag keeps the default. They apply to Team sessions only, and they are not
+/// recorded in the session: give them again to `troupe resume`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct TeamLimitArgs {
+    /// Team only: most teammates the Lead may ever create, failed ones included (default 8).
+    #[arg(long, value_name = "N")]
+    max_members: Option<u64>,
+    /// Team only: most tasks on the board that are not deleted (default 256).
+    #[arg(long, value_name = "N")]
+    max_tasks: Option<u64>,
+    /// Team only: most undelivered messages waiting for one member (default 64).
+    #[arg(long, value_name = "N")]
+    max_pending_messages: Option<u64>,
+    /// Team only: largest message, in UTF-8 bytes of its JSON content (default 65536).
+    #[arg(long, value_name = "N")]
+    max_message_bytes: Option<u64>,
+    /// Team only: how long each step of shutting a teammate down may take, in ms (default 5000).
+    #[arg(long, value_name = "N")]
+    disposal_timeout_ms: Option<u64>,
+}
+
+impl TeamLimitArgs {
+    /// (flag, configuration key, value) of every limit flag.
+    fn entries(&self) -> [(&'static str, &'static str, Option<u64>); 5] {
+        [
+            ("--max-members", "maxMembers", self.max_members),
+            ("--max-tasks", "maxTasks", self.max_tasks),
+            (
+                "--max-pending-messages",
+                "maxPendingMessagesPerMember",
+                self.max_pending_messages,
+            ),
+            (
+                "--max-message-bytes",
+                "maxMessageBytes",
+                self.max_message_bytes,
+            ),
+            (
+                "--disposal-timeout-ms",
+                "disposalTimeoutMs",
+                self.disposal_timeout_ms,
+            ),
+        ]
+    }
+
+    /// The first limit flag given, if any.
+    fn first_given(&self) -> Option<&'static str> {
+        self.entries()
+            .into_iter()
+            .find_map(|(flag, _, value)| value.map(|_| flag))
+    }
+
+    /// The limits in force: the defaults with every given flag applied, each checked by
+    /// [`TeamLimits`] (`0` or more than 2^53-1 is refused as bad input naming the flag).
+    fn limits(&self) -> Result<TeamLimits, Failure> {
+        let mut limits = TeamLimits::default();
+        for (flag, key, value) in self.entries() {
+            let Some(value) = value else { continue };
+            limits
+                .set_json(key, &json!(value))
+                .map_err(|e| limit_error(flag, e))?;
+        }
+        limits
+            .validate()
+            .map_err(|e| Failure::bad_input(anyhow!("invalid Team limits: {e}")))?;
+        Ok(limits)
+    }
+}
+
+fn limit_error(flag: &str, error: TeamError) -> Failure {
+    match error {
+        TeamError::InvalidConfig { value, reason, .. } => {
+            Failure::bad_input(anyhow!("{flag} {value}: {reason}"))
+        }
+        other => Failure::bad_input(other),
+    }
+}
+
 /// `troupe run` as typed.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct RunFlags {
+    /// Run the Lead with the Team profile: it can create teammates, message them and share a
+    /// task board (the ten Team tools and the Team policy replace subagent/subagent_fork).
+    #[arg(long)]
+    team: bool,
+    #[command(flatten)]
+    limits: TeamLimitArgs,
     /// The directory the agents work in (default: the current directory).
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
@@ -96,6 +184,8 @@ pub(crate) struct ResumeFlags {
     session: String,
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    limits: TeamLimitArgs,
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     json: bool,
@@ -122,6 +212,14 @@ struct WorkConfig {
     spec: ModelSpec,
     models: Arc<ProviderFactory>,
     mode: OutputMode,
+    /// Whether the Lead runs with the Team profile (`--team`, or as recorded for a resume).
+    team: bool,
+    /// The Team limits in force (Team sessions only).
+    team_limits: TeamLimits,
+    /// Environment variables that hold API keys: removed from every `bash` tool process.
+    secret_env: Vec<String>,
+    /// API key values: redacted (`***`) from everything recorded or shown.
+    secrets: Vec<String>,
     start: Start,
 }
 
@@ -170,8 +268,20 @@ fn validate_prompt(words: &[String]) -> Result<String, Failure> {
 
 fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> {
     let prompt = validate_prompt(&flags.prompt)?;
+    if !flags.team
+        && let Some(flag) = flags.limits.first_given()
+    {
+        return Err(Failure::bad_input(anyhow!(
+            "{flag} applies to Team runs only: add --team"
+        )));
+    }
+    let team_limits = flags.limits.limits()?;
     let spec = absolute_script(ModelSpec::from_flags(&flags.model.flags())?)?;
-    let models = provider_factory(&spec)?;
+    let ModelSetup {
+        factory: models,
+        secret_env,
+        secrets,
+    } = provider_factory(&spec)?;
     let workspace = match flags.workspace {
         Some(dir) => dir,
         None => std::env::current_dir()
@@ -184,7 +294,11 @@ fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> 
         workspace,
         spec,
         models,
+        secret_env,
+        secrets,
         mode: output_mode(flags.json),
+        team: flags.team,
+        team_limits,
         start: Start::New { prompt },
     })
 }
@@ -214,8 +328,19 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
             "session {id} cannot be resumed: it has no agent configuration (not created by troupe run)"
         ))
     })?;
+    let team = recorded.profile == Profile::Team;
+    if !team && let Some(flag) = flags.limits.first_given() {
+        return Err(Failure::bad_input(anyhow!(
+            "{flag} applies to Team sessions only, and session {id} is not one"
+        )));
+    }
+    let team_limits = flags.limits.limits()?;
     let spec = absolute_script(recorded.model.with_overrides(&flags.model.flags())?)?;
-    let models = provider_factory(&spec)?;
+    let ModelSetup {
+        factory: models,
+        secret_env,
+        secrets,
+    } = provider_factory(&spec)?;
     let workspace = check_workspace(Path::new(&recorded.workspace))?;
     Ok(WorkConfig {
         home: home.dir,
@@ -223,7 +348,11 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
         workspace,
         spec,
         models,
+        secret_env,
+        secrets,
         mode: output_mode(flags.json),
+        team,
+        team_limits,
         start: Start::Resume { id, prompt },
     })
 }
@@ -239,12 +368,40 @@ fn absolute_script(mut spec: ModelSpec) -> Result<ModelSpec, Failure> {
 }
 
 /// Reads the API key and builds the client, or loads and checks the script.
-fn provider_factory(spec: &ModelSpec) -> Result<Arc<ProviderFactory>, Failure> {
+/// The model factory, plus the secrets a run must keep out of tools and logs: the variables
+/// that may hold API keys (the providers' defaults and `--api-key-env`), and the key in use.
+struct ModelSetup {
+    factory: Arc<ProviderFactory>,
+    secret_env: Vec<String>,
+    secrets: Vec<String>,
+}
+
+fn provider_factory(spec: &ModelSpec) -> Result<ModelSetup, Failure> {
     let config = spec.resolve(&|var| std::env::var(var).ok())?;
+    let mut secret_env: Vec<String> = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    secret_env.extend(spec.api_key_env.iter().cloned());
+    secret_env.sort();
+    secret_env.dedup();
+    let secrets = match &config {
+        troupe_llm::ProviderConfig::Http(http) => http
+            .api_key
+            .iter()
+            .map(|k| k.expose_secret().to_owned())
+            .filter(|k| !k.is_empty())
+            .collect(),
+        troupe_llm::ProviderConfig::Script { .. } => Vec::new(),
+    };
     let factory = ProviderFactory::new(config, ClientOptions::default())?;
     // A script without steps for the Lead is refused now rather than after creating a session.
     factory.for_agent(LEAD)?;
-    Ok(Arc::new(factory))
+    Ok(ModelSetup {
+        factory: Arc::new(factory),
+        secret_env,
+        secrets,
+    })
 }
 
 /// The workspace must exist, be a directory and be writable; returns its canonical path.
@@ -305,9 +462,7 @@ enum Interrupt {
 
 async fn work(config: WorkConfig) -> Result<(), Failure> {
     // Installed first, so a Ctrl-C from here on interrupts the turn instead of killing us.
-    let mut sigint = tokio::signal::unix::signal(SignalKind::interrupt())
-        .context("installing the Ctrl-C handler")
-        .map_err(Failure::work)?;
+    let mut sigint = Interrupts::install().map_err(Failure::work)?;
     let runtime = Runtime::new(
         Journal::open_home(&config.home),
         RuntimeOptions {
@@ -317,7 +472,10 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),
             max_depth: 1,
+            team_limits: config.team_limits,
             extra_tools: Vec::new(),
+            secret_env: config.secret_env.clone(),
+            secrets: config.secrets.clone(),
         },
     );
     let mut printer = Printer::new(config.mode);
@@ -354,15 +512,18 @@ async fn drive(
     config: &WorkConfig,
     printer: &mut Printer,
     events: &mut broadcast::Receiver<AgentProgress>,
-    sigint: &mut Signal,
+    sigint: &mut Interrupts,
 ) -> Result<Driven, Failure> {
     let model = config.spec.to_string();
     let (agent, id, turn_before, nothing_to_do) = match &config.start {
         Start::New { prompt } => {
             let id = SessionId::random();
-            let agent = runtime
-                .create_root(id.clone(), LEAD, Profile::Default)
-                .await?;
+            let profile = if config.team {
+                Profile::Team
+            } else {
+                Profile::Default
+            };
+            let agent = runtime.create_root(id.clone(), LEAD, profile).await?;
             printer.session_started(&id, false, &model);
             let turn_before = agent.with_transcript(Transcript::last_turn);
             agent
@@ -424,7 +585,13 @@ async fn drive(
             (agent, id.clone(), turn_before, nothing_to_do)
         }
     };
-    let interrupt = if nothing_to_do {
+    // A Team's recovery may have woken teammates with waiting messages even when the Lead has
+    // nothing to do: wait for them too.
+    let teammates_woken = runtime.live_ids().len() > 1;
+    if nothing_to_do && teammates_woken {
+        printer.note("recovery resumed teammates that had messages waiting");
+    }
+    let interrupt = if nothing_to_do && !teammates_woken {
         Interrupt::None
     } else {
         wait(runtime, &agent, printer, events, sigint).await
@@ -449,13 +616,44 @@ fn resume_error(id: &SessionId, error: RuntimeError) -> Failure {
     }
 }
 
+/// Ctrl-C, SIGTERM (`timeout`, `kill`, service managers) and SIGHUP (a closed terminal): each
+/// stops the running turns cleanly, keeping inboxes, so the session stays resumable.
+struct Interrupts {
+    int: Signal,
+    term: Signal,
+    hup: Signal,
+}
+
+impl Interrupts {
+    fn install() -> anyhow::Result<Self> {
+        let install = |kind, what| {
+            tokio::signal::unix::signal(kind)
+                .with_context(|| format!("installing the {what} handler"))
+        };
+        Ok(Self {
+            int: install(SignalKind::interrupt(), "Ctrl-C")?,
+            term: install(SignalKind::terminate(), "SIGTERM")?,
+            hup: install(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+
+    /// Resolves at the next interrupting signal.
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+            _ = self.hup.recv() => {}
+        }
+    }
+}
+
 /// Shows progress until the Lead is idle and every child settled; handles Ctrl-C.
 async fn wait(
     runtime: &Runtime,
     agent: &Agent,
     printer: &mut Printer,
     events: &mut broadcast::Receiver<AgentProgress>,
-    sigint: &mut Signal,
+    sigint: &mut Interrupts,
 ) -> Interrupt {
     let quiescent = runtime.wait_quiescent(agent);
     tokio::pin!(quiescent);
@@ -482,9 +680,19 @@ async fn wait(
                 }
                 interrupt = Interrupt::Graceful;
                 printer.note("interrupting: stopping the current turn (Ctrl-C again to stop waiting)");
-                // Keep the inbox: anything queued stays parked for `troupe resume`.
+                // Keep the inbox: anything queued stays parked for `troupe resume`. Teammates
+                // (and any other live agent of this run) are stopped the same way.
                 if let Err(e) = agent.cancel(json!({"kind": "user"}), true).await {
                     printer.note(&format!("troupe: cancelling the turn failed: {e}"));
+                }
+                for id in runtime.live_ids() {
+                    if id != *agent.id()
+                        && let Some(other) = runtime.agent(&id)
+                        && let Err(e) = other.cancel(json!({"kind": "user"}), true).await
+                    {
+                        let name = other.name();
+                        printer.note(&format!("troupe: cancelling {name}'s turn failed: {e}"));
+                    }
                 }
                 grace = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
             }
@@ -515,14 +723,23 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
         )
     });
     let id = &driven.id;
-    let hints = Hints::new(id, config.home_flag.as_deref());
-    let summary = format!(
-        "{LEAD}: {}, {}, tokens {} in / {} out",
-        count(stats.turns, "turn"),
-        count(stats.tool_calls, "tool call"),
-        stats.tokens_in,
-        stats.tokens_out
-    );
+    let hints = Hints::new(id, config.home_flag.as_deref(), config.team);
+    // A Team run also reports every teammate's work, the board and the mail, folded from the
+    // logs the runtime has just flushed.
+    let team = config
+        .team
+        .then(|| TeamSummary::read(&Journal::open_home(&config.home), id, stats));
+    let team_json = team.as_ref().map(TeamSummary::to_json);
+    let mut summary = vec![format!("{LEAD}: {}", stats_text(&stats))];
+    if let Some(team) = &team {
+        summary.extend(team.lines());
+    }
+    let print_summary = |printer: &mut Printer| {
+        for line in &summary {
+            printer.note(line);
+        }
+        printer.note(&hints.inspect());
+    };
 
     if let Some(failure) = driven.agent.failure() {
         let message = format!("the session log failed: {failure}");
@@ -534,9 +751,9 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
             },
             None,
             stats,
+            team_json.as_ref(),
         );
-        printer.note(&summary);
-        printer.note(&hints.inspect());
+        print_summary(printer);
         return Err(Failure::work(anyhow!(message)));
     }
 
@@ -544,8 +761,14 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
     let completed = ran
         && last_end == Some(TurnEndReason::Completed)
         && !(driven.interrupt != Interrupt::None && pending);
-    if completed || driven.nothing_to_do {
-        printer.done_json(id, &DoneStatus::Completed, answer.as_deref(), stats);
+    if completed || (driven.nothing_to_do && driven.interrupt == Interrupt::None) {
+        printer.done_json(
+            id,
+            &DoneStatus::Completed,
+            answer.as_deref(),
+            stats,
+            team_json.as_ref(),
+        );
         if printer.mode() != OutputMode::Json
             && let Some(answer) = &answer
         {
@@ -553,7 +776,7 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
             let _ = writeln!(out, "{answer}");
             let _ = out.flush();
         }
-        if driven.nothing_to_do {
+        if driven.nothing_to_do && !ran {
             printer.note(
                 "nothing to resume: the last turn completed and no messages are waiting \
                  (pass a PROMPT to continue the conversation)",
@@ -561,8 +784,7 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
         } else if answer.is_none() {
             printer.note("(the Lead finished without a text answer)");
         }
-        printer.note(&summary);
-        printer.note(&hints.inspect());
+        print_summary(printer);
         printer.note(&hints.continue_with());
         return Ok(());
     }
@@ -571,9 +793,14 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
         && driven.interrupt == Interrupt::None
         && let Some(TurnEndReason::Failed { code, message }) = &last_end
     {
-        printer.done_json(id, &DoneStatus::Failed { code, message }, None, stats);
-        printer.note(&summary);
-        printer.note(&hints.inspect());
+        printer.done_json(
+            id,
+            &DoneStatus::Failed { code, message },
+            None,
+            stats,
+            team_json.as_ref(),
+        );
+        print_summary(printer);
         printer.note(&format!(
             "troupe: the Lead's turn failed: {message} ({code}); fix it, then continue with: {}",
             hints.resume()
@@ -582,9 +809,14 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
     }
 
     // Ctrl-C, a shutdown, or a turn that never ran: the session is resumable.
-    printer.done_json(id, &DoneStatus::Interrupted, None, stats);
-    printer.note(&summary);
-    printer.note(&hints.inspect());
+    printer.done_json(
+        id,
+        &DoneStatus::Interrupted,
+        None,
+        stats,
+        team_json.as_ref(),
+    );
+    print_summary(printer);
     printer.note(&format!("interrupted — continue with: {}", hints.resume()));
     Err(Failure::reported(WORK_FAILED))
 }
@@ -593,15 +825,17 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
 struct Hints {
     id: String,
     home: String,
+    team: bool,
 }
 
 impl Hints {
-    fn new(id: &SessionId, home_flag: Option<&Path>) -> Self {
+    fn new(id: &SessionId, home_flag: Option<&Path>, team: bool) -> Self {
         Self {
             id: id.to_string(),
             home: home_flag.map_or_else(String::new, |dir| {
                 format!(" --home {}", shell_quote(&dir.display().to_string()))
             }),
+            team,
         }
     }
 
@@ -610,12 +844,28 @@ impl Hints {
     }
 
     fn inspect(&self) -> String {
-        format!("inspect:  troupe log {}{}", self.id, self.home)
+        let log = format!("inspect:  troupe log {}{}", self.id, self.home);
+        if self.team {
+            format!("{log}  |  troupe team show {}{}", self.id, self.home)
+        } else {
+            log
+        }
     }
 
     fn continue_with(&self) -> String {
         format!("continue: {} \"<next instruction>\"", self.resume())
     }
+}
+
+/// `2 turns, 5 tool calls, tokens 120 in / 30 out`.
+pub(crate) fn stats_text(stats: &TranscriptStats) -> String {
+    format!(
+        "{}, {}, tokens {} in / {} out",
+        count(stats.turns, "turn"),
+        count(stats.tool_calls, "tool call"),
+        stats.tokens_in,
+        stats.tokens_out
+    )
 }
 
 /// `1 turn`, `2 turns`.

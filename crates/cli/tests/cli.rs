@@ -1,9 +1,10 @@
 //! End-to-end tests of the `troupe` binary: `sessions` and `log` here, `run` and `resume` in
-//! `run/`.
+//! `run/`, Team runs and `troupe team show/verify` in `team/`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 
 mod run;
+mod team;
 
 use std::path::Path;
 
@@ -67,6 +68,9 @@ fn help_works_everywhere() {
         &["log", "--help"],
         &["run", "--help"],
         &["resume", "--help"],
+        &["team", "--help"],
+        &["team", "show", "--help"],
+        &["team", "verify", "--help"],
         &["help"],
     ] {
         troupe(home.path())
@@ -514,7 +518,7 @@ fn usage_errors_are_one_line_exit_2() {
         .code(2)
         .stdout("")
         .stderr(
-            "troupe: a command is required: run, resume, sessions, log (see 'troupe --help')\n",
+            "troupe: a command is required: run, resume, sessions, log, team (see 'troupe --help')\n",
         );
     // --help and --version are unchanged: clap's output on stdout, exit 0.
     let out = troupe(home.path())

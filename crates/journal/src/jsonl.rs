@@ -35,6 +35,11 @@ pub trait FaultHook: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// How often opening a session retries a lock that another open file holds.
+const LOCK_RETRIES: u32 = 20;
+/// The pause between those retries (total grace: 200 ms).
+const LOCK_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Session logs as JSONL files in one directory.
 #[derive(Debug, Clone)]
 pub struct JsonlBackend {
@@ -144,10 +149,20 @@ impl LogBackend for JsonlBackend {
             .append(true)
             .open(&path)
             .map_err(|e| JournalError::io("open", &path, e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => return Err(JournalError::Locked { path }),
-            Err(fs::TryLockError::Error(e)) => return Err(JournalError::io("lock", path, e)),
+        // A file this process just released can still look locked for a moment: a child being
+        // forked at that instant shares the open file (and its lock) until its exec closes it.
+        // So "locked" is only reported after a short grace period (LOCK_RETRIES × LOCK_PAUSE).
+        let mut attempt = 0;
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(fs::TryLockError::WouldBlock) if attempt < LOCK_RETRIES => {
+                    attempt += 1;
+                    std::thread::sleep(LOCK_PAUSE);
+                }
+                Err(fs::TryLockError::WouldBlock) => return Err(JournalError::Locked { path }),
+                Err(fs::TryLockError::Error(e)) => return Err(JournalError::io("lock", path, e)),
+            }
         }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)

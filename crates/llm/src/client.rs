@@ -198,6 +198,11 @@ impl OpenAiClient {
                     });
                 }
                 Err(AttemptFailure { status, error }) => {
+                    // Server text may quote the key it was sent: never let it out.
+                    let error = match &self.config.api_key {
+                        Some(key) => error.redacted(key.expose_secret()),
+                        None => error,
+                    };
                     if error == LlmError::Cancelled {
                         return Err(error);
                     }

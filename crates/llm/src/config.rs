@@ -119,7 +119,7 @@ pub struct ModelSpec {
 impl ModelSpec {
     /// Parses and validates the flags. Rules:
     /// - no `--model`: `deepseek:deepseek-chat`, unless `--base-url` is given (then `--model`
-    ///   is required);
+    ///   is required); an empty (or blank) `--model` is refused;
     /// - `script:FILE`: the scripted provider (`--base-url`/`--api-key-env` are refused);
     /// - `deepseek:M` / `openai:M` (empty `M` picks the preset's default model): the preset,
     ///   whose base URL and key variable `--base-url` / `--api-key-env` may override;
@@ -143,11 +143,14 @@ impl ModelSpec {
         if let Some(var) = api_key_env {
             validate_env_name(var)?;
         }
-        let model = flags
-            .model
-            .as_deref()
-            .map(str::trim)
-            .filter(|model| !model.is_empty());
+        // An empty `--model ""` is a mistake (an unset variable, say), not a request for
+        // the default model.
+        let model = flags.model.as_deref().map(str::trim);
+        if model.is_some_and(str::is_empty) {
+            return Err(LlmError::config(
+                "--model is empty: give a model name, provider:name or script:FILE (or leave the flag out for deepseek:deepseek-chat)",
+            ));
+        }
 
         let Some(model) = model else {
             if base_url.is_some() {
@@ -211,11 +214,8 @@ impl ModelSpec {
     /// Applies the flags of `troupe resume` to this recorded spec: a `--model` flag starts over
     /// from the flags; otherwise `--base-url` / `--api-key-env` replace the recorded values.
     pub fn with_overrides(&self, flags: &ModelFlags) -> Result<Self, LlmError> {
-        if flags
-            .model
-            .as_deref()
-            .is_some_and(|model| !model.trim().is_empty())
-        {
+        if flags.model.is_some() {
+            // An empty `--model ""` is refused there, as for `troupe run`.
             return Self::from_flags(flags);
         }
         let model = format!("{}:{}", self.provider, self.model);

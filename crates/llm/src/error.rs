@@ -10,7 +10,8 @@ use troupe_protocol::ErrorCode;
 /// whether the HTTP client retries it by itself (within
 /// [`RetryPolicy::max_attempts`](crate::RetryPolicy::max_attempts)); an error that reaches the
 /// caller has either exhausted its attempts or is not retried. Messages are one line and never
-/// contain an API key.
+/// contain the client's API key: text taken from a server's answer (which may echo the key) is
+/// redacted to `***` before an error leaves the client.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LlmError {
     /// `LLM_CONFIG`: the model configuration is unusable — unknown provider, missing API key,
@@ -176,6 +177,85 @@ impl LlmError {
                 retry_after_ms.map(Duration::from_millis)
             }
             _ => None,
+        }
+    }
+
+    /// The same error with every occurrence of `secret` in its text replaced by `***`.
+    /// Servers may echo what they were sent (e.g. a 401 body quoting `Bearer sk-…`), so the
+    /// HTTP client applies this with its own key to every error before it leaves the client.
+    /// An empty `secret` changes nothing.
+    pub(crate) fn redacted(self, secret: &str) -> Self {
+        if secret.is_empty() {
+            return self;
+        }
+        let clean = |text: String| {
+            if text.contains(secret) {
+                text.replace(secret, "***")
+            } else {
+                text
+            }
+        };
+        match self {
+            Self::Config { message } => Self::Config {
+                message: clean(message),
+            },
+            Self::Auth { status, message } => Self::Auth {
+                status,
+                message: clean(message),
+            },
+            Self::RateLimited {
+                message,
+                retry_after_ms,
+            } => Self::RateLimited {
+                message: clean(message),
+                retry_after_ms,
+            },
+            Self::Quota { status, message } => Self::Quota {
+                status,
+                message: clean(message),
+            },
+            Self::ContextLength { message } => Self::ContextLength {
+                message: clean(message),
+            },
+            Self::BadRequest { status, message } => Self::BadRequest {
+                status,
+                message: clean(message),
+            },
+            Self::Server {
+                status,
+                message,
+                retry_after_ms,
+            } => Self::Server {
+                status,
+                message: clean(message),
+                retry_after_ms,
+            },
+            Self::Network { message } => Self::Network {
+                message: clean(message),
+            },
+            Self::StreamDropped { message } => Self::StreamDropped {
+                message: clean(message),
+            },
+            Self::Protocol { message } => Self::Protocol {
+                message: clean(message),
+            },
+            Self::TruncatedToolCall {
+                id,
+                name,
+                arguments_len,
+                finish_reason,
+                reason,
+            } => Self::TruncatedToolCall {
+                id: clean(id),
+                name: clean(name),
+                arguments_len,
+                finish_reason: finish_reason.map(clean),
+                reason: clean(reason),
+            },
+            Self::Script { message } => Self::Script {
+                message: clean(message),
+            },
+            Self::IdleTimeout { .. } | Self::Cancelled => self,
         }
     }
 

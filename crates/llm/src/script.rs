@@ -54,7 +54,8 @@ impl AgentScript {
 
 impl ScriptedProvider {
     /// Reads and validates a script file. Fails with [`LlmError::Script`] naming the path and
-    /// what is wrong (unreadable file, invalid JSON with line and column, a malformed step).
+    /// what is wrong (unreadable file, invalid JSON with line and column, an agent with an
+    /// empty step list, a malformed step).
     pub fn load(path: impl AsRef<Path>) -> Result<Self, LlmError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|error| {
@@ -94,6 +95,11 @@ impl ScriptedProvider {
             let Some(steps_array) = steps_value.as_array() else {
                 return Err(fail(format!("agents.{agent} must be a list of steps")));
             };
+            if steps_array.is_empty() {
+                return Err(fail(format!(
+                    "agents.{agent} has no steps (give it at least one, or leave the agent out)"
+                )));
+            }
             let mut call_number = 0usize;
             let mut steps = Vec::with_capacity(steps_array.len());
             for (position, step) in steps_array.iter().enumerate() {
@@ -155,10 +161,14 @@ impl ScriptedProvider {
 
     fn script_of(&self, agent: &str) -> Result<&AgentScript, LlmError> {
         self.inner.agents.get(agent).ok_or_else(|| {
+            let scripted = if self.inner.agents.is_empty() {
+                "it scripts no agent".to_owned()
+            } else {
+                format!("it scripts: {}", self.agent_names().join(", "))
+            };
             LlmError::script(format!(
-                "script {} has no steps for agent `{agent}` (it scripts: {})",
-                self.inner.origin,
-                self.agent_names().join(", ")
+                "script {} has no steps for agent `{agent}` ({scripted})",
+                self.inner.origin
             ))
         })
     }

@@ -32,6 +32,10 @@ pub const REQUEST_HEADER: &str = "request/header";
 pub const TOOL_CALL: &str = "tool/call";
 /// A tool call's result.
 pub const TOOL_RESULT: &str = "tool/result";
+/// A tool call started a process group (`{turn, step, callId, pgid, startTime}`), so that a
+/// restarted runtime can stop it if a crash left it running. Written as `ignorable`: builds
+/// that do not know it lose nothing by skipping it.
+pub const TOOL_PROCESS: &str = "tool/process";
 /// An inbox mutation (REFERENCE a.11).
 pub const AGENT_INBOX_SPLICED: &str = "agent/inbox/spliced";
 /// A continuable child's descriptor (REFERENCE b.5).
@@ -60,6 +64,7 @@ pub const KNOWN: &[&str] = &[
     MODEL_ATTEMPT,
     TOOL_CALL,
     TOOL_RESULT,
+    TOOL_PROCESS,
     AGENT_INBOX_SPLICED,
     SUBAGENT_DESCRIPTOR,
     TEAM_MEMBER,

@@ -66,7 +66,10 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),
             max_depth: 0,
+            team_limits: troupe_team::TeamLimits::default(),
             extra_tools: vec![Arc::new(Noop)],
+            secret_env: Vec::new(),
+            secrets: Vec::new(),
         },
     );
     let lead = rt

@@ -26,12 +26,13 @@ use troupe_llm::{
 use troupe_protocol::{
     ErrorCode, Event, EventDraft, MessageId, SessionId, UserMessage, event_types as ty,
 };
-use troupe_tools::{ToolContext, ToolRegistry, render_outcome};
+use troupe_tools::{ProcessInfo, ProcessObserver, ToolContext, ToolRegistry, render_outcome};
 
 use crate::error::RuntimeError;
 use crate::events::{
     AssistantChunk, AssistantRecord, InboxSplice, InboxTarget, ModelAttemptRecord, RequestHeader,
-    StepMark, ToolCallRecord, ToolResultRecord, TurnEnd, TurnEndReason, TurnStart,
+    StepMark, ToolCallRecord, ToolProcessRecord, ToolResultRecord, TurnEnd, TurnEndReason,
+    TurnStart,
 };
 use crate::transcript::{Transcript, to_value};
 
@@ -47,8 +48,15 @@ pub enum AgentStatus {
 }
 
 /// Live progress of an agent, for terminals and panels (not durable; the log is).
+///
+/// JSON: tagged by `event` (`toolStarted`, …), every field camelCase as well (`tokensIn`,
+/// `toolCalls`, `callId`, `isError`, `retryDelayMs`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(tag = "event", rename_all = "camelCase")]
+#[serde(
+    tag = "event",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum Progress {
     /// Status changed.
     Status {
@@ -87,6 +95,8 @@ pub enum Progress {
     },
     /// A tool call started.
     ToolStarted {
+        /// The model's call id (pairs this event with its `toolFinished`).
+        call_id: String,
         /// The tool.
         name: String,
         /// A short rendering of its arguments (at most 120 chars).
@@ -94,6 +104,8 @@ pub enum Progress {
     },
     /// A tool call finished.
     ToolFinished {
+        /// The model's call id.
+        call_id: String,
         /// The tool.
         name: String,
         /// Whether it returned an error.
@@ -160,6 +172,10 @@ pub struct AgentSetup {
     pub chunks: ChunkPolicy,
     /// Where progress goes (shared by all agents of a runtime).
     pub progress: broadcast::Sender<AgentProgress>,
+    /// Secret values (e.g. API keys) replaced by `***` in everything the agent records or
+    /// reports — tool results, model errors, progress — so they never reach the log or the
+    /// model. Empty strings are ignored.
+    pub secrets: Vec<String>,
 }
 
 impl std::fmt::Debug for AgentSetup {
@@ -191,6 +207,9 @@ struct Inner {
     id: SessionId,
     writer: SessionWriter,
     setup: AgentSetup,
+    /// `setup.secrets` without empty values, longest first (so a secret that contains another
+    /// is replaced whole).
+    secrets: Vec<String>,
     state: Mutex<State>,
     wake: Notify,
     status_tx: watch::Sender<AgentStatus>,
@@ -234,10 +253,19 @@ impl Agent {
     pub fn start(writer: SessionWriter, transcript: Transcript, setup: AgentSetup) -> Self {
         let parked = !transcript.next_turn().is_empty() || !transcript.next_step().is_empty();
         let (status_tx, _) = watch::channel(AgentStatus::Idle);
+        let mut secrets: Vec<String> = setup
+            .secrets
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect();
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
         let inner = Arc::new(Inner {
             id: writer.id().clone(),
             writer,
             setup,
+            secrets,
             state: Mutex::new(State {
                 transcript,
                 parked,
@@ -279,6 +307,22 @@ impl Agent {
     /// The agent's setup.
     pub fn setup(&self) -> &AgentSetup {
         &self.inner.setup
+    }
+
+    /// Appends records of other layers (e.g. the Team's log-only events) to this agent's log
+    /// through the same path as its own, so its folded state stays the fold of its log. Not
+    /// flushed: call `writer().flush()`.
+    ///
+    /// # Errors
+    /// The journal's append errors.
+    pub fn append_records(&self, drafts: Vec<EventDraft>) -> Result<Vec<Event>, RuntimeError> {
+        let mut st = lock(&self.inner.state);
+        self.inner.record(&mut st, drafts)
+    }
+
+    /// The turn's cancellation cause, if the current turn was cancelled.
+    pub fn abort_cause(&self) -> Option<Value> {
+        lock(&self.inner.state).abort_cause.clone()
     }
 
     /// Current status.
@@ -474,7 +518,17 @@ impl Agent {
 
 impl Inner {
     /// Appends `drafts` and folds them into the transcript (so state = fold of the log).
-    fn record(&self, st: &mut State, drafts: Vec<EventDraft>) -> Result<Vec<Event>, RuntimeError> {
+    /// Secret values are replaced by `***` first: what is recorded is what the model sees.
+    fn record(
+        &self,
+        st: &mut State,
+        mut drafts: Vec<EventDraft>,
+    ) -> Result<Vec<Event>, RuntimeError> {
+        if !self.secrets.is_empty() {
+            for draft in &mut drafts {
+                redact_value(&mut draft.data, &self.secrets);
+            }
+        }
         let events = self.writer.append_batch(drafts)?;
         for e in &events {
             st.transcript.apply(e)?;
@@ -483,11 +537,55 @@ impl Inner {
     }
 
     fn progress(&self, progress: Progress) {
+        let progress = if self.secrets.is_empty() {
+            progress
+        } else {
+            redact_progress(progress, &self.secrets)
+        };
         let _ = self.setup.progress.send(AgentProgress {
             agent: self.id.clone(),
             agent_name: self.setup.name.clone(),
             progress,
         });
+    }
+
+    /// `value` with the secrets replaced (a copy for reports; records are redacted by
+    /// [`Inner::record`]).
+    fn redacted(&self, value: &Value) -> Value {
+        let mut value = value.clone();
+        if !self.secrets.is_empty() {
+            redact_value(&mut value, &self.secrets);
+        }
+        value
+    }
+
+    /// Records that call `call_id` started process group `info` (best effort: a journal
+    /// failure here surfaces at the call's own records) and flushes it at once, so that a
+    /// crash during a long command still leaves the group on record for recovery.
+    fn record_process(&self, turn: u64, step: u64, call_id: &str, info: ProcessInfo) {
+        let rec = ToolProcessRecord {
+            turn,
+            step,
+            call_id: call_id.to_owned(),
+            pgid: info.pgid,
+            start_time: info.start_time,
+        };
+        {
+            let mut st = lock(&self.state);
+            if let Err(e) = self.record(
+                &mut st,
+                vec![EventDraft::ignorable(ty::TOOL_PROCESS, to_value(&rec))],
+            ) {
+                tracing::warn!(agent = %self.id, error = %e, "tool process not recorded");
+                return;
+            }
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let writer = self.writer.clone();
+            handle.spawn(async move {
+                let _ = writer.flush().await;
+            });
+        }
     }
 
     fn set_status(&self, status: AgentStatus) {
@@ -546,13 +644,14 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
         st.turn_cancel = Some(cancel.clone());
         st.abort_cause = None;
         let turn = st.transcript.last_turn() + 1;
-        inner.record(
-            &mut st,
-            vec![EventDraft::new(
-                ty::TURN_START,
-                to_value(&TurnStart { turn }),
-            )],
-        )?;
+        // The turn's start and its first claim are one batch under this one lock: a crash
+        // can never leave a started turn whose prompt is still waiting in the inbox.
+        let mut drafts = vec![EventDraft::new(
+            ty::TURN_START,
+            to_value(&TurnStart { turn }),
+        )];
+        drafts.extend(claim(&mut st, true));
+        inner.record(&mut st, drafts)?;
         turn
     };
     inner.progress(Progress::TurnStarted { turn });
@@ -561,7 +660,12 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
         step += 1;
         let request = {
             let mut st = lock(&inner.state);
-            claim(inner, &mut st, step == 1)?;
+            if step > 1 {
+                let claimed = claim(&mut st, false);
+                if !claimed.is_empty() {
+                    inner.record(&mut st, claimed)?;
+                }
+            }
             inner.record(
                 &mut st,
                 vec![EventDraft::new(
@@ -657,14 +761,27 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
             // The call is durable before it can have any effect.
             inner.writer.flush().await?;
             inner.progress(Progress::ToolStarted {
+                call_id: call.id.clone(),
                 name: call.name.clone(),
-                summary: summarize(&call.arguments),
+                summary: summarize(&inner.redacted(&call.arguments)),
             });
+            // Process groups the call starts are recorded (and flushed) as they start, so a
+            // restart after a crash can stop them (`tool/process`).
+            let observer = {
+                let inner = Arc::downgrade(inner);
+                let call_id = call.id.clone();
+                ProcessObserver::new(move |info| {
+                    if let Some(inner) = inner.upgrade() {
+                        inner.record_process(turn, step, &call_id, info);
+                    }
+                })
+            };
             let ctx = inner
                 .setup
                 .tool_context
                 .clone()
-                .with_cancellation(cancel.child_token());
+                .with_cancellation(cancel.child_token())
+                .with_process_observer(observer);
             let outcome = inner
                 .setup
                 .tools
@@ -690,6 +807,7 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                 )?;
             }
             inner.progress(Progress::ToolFinished {
+                call_id: call.id.clone(),
                 name: call.name.clone(),
                 is_error: rec.is_error,
                 code,
@@ -764,9 +882,11 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
     Ok(())
 }
 
-/// Claims inbox items for a step (REFERENCE b.2): all of next-step, then one next-turn item
-/// when the turn opens. Each claim is a splice removal plus one `user/message` per item.
-fn claim(inner: &Inner, st: &mut State, opening: bool) -> Result<(), RuntimeError> {
+/// The records that claim inbox items for a step (REFERENCE b.2): all of next-step, then one
+/// next-turn item when the turn opens. Each claim is a splice removal plus one
+/// `user/message` per item. The caller records them (possibly with other records, in one
+/// batch) under the same lock.
+fn claim(st: &mut State, opening: bool) -> Vec<EventDraft> {
     let mut claimed: Vec<UserMessage> = Vec::new();
     let mut drafts = Vec::new();
     let steps = st.transcript.next_step().to_vec();
@@ -800,10 +920,7 @@ fn claim(inner: &Inner, st: &mut State, opening: bool) -> Result<(), RuntimeErro
     for msg in claimed {
         drafts.push(EventDraft::new(ty::USER_MESSAGE, to_value(&msg)));
     }
-    if !drafts.is_empty() {
-        inner.record(st, drafts)?;
-    }
-    Ok(())
+    drafts
 }
 
 fn build_request(inner: &Inner, transcript: &Transcript) -> ChatRequest {
@@ -829,12 +946,22 @@ fn summarize(arguments: &Value) -> String {
     }
 }
 
-/// Coalesces stream deltas into `assistant/chunk` events and records failed attempts.
+/// One coalescing buffer: a block (`text`, `reasoning`, or `toolCall` with the call's index).
+struct ChunkBuffer {
+    block: &'static str,
+    index: Option<usize>,
+    text: String,
+    since: Instant,
+}
+
+/// Coalesces stream deltas into `assistant/chunk` events and records failed attempts. Each
+/// block has its own buffer, and so does each tool call (by index): the argument fragments of
+/// two calls are never joined into one string.
 struct ChunkObserver {
     inner: Arc<Inner>,
     turn: u64,
     step: u64,
-    buffers: Vec<(String, String, Instant)>,
+    buffers: Vec<ChunkBuffer>,
     error: Option<RuntimeError>,
 }
 
@@ -849,37 +976,47 @@ impl ChunkObserver {
         }
     }
 
-    fn push(&mut self, block: &str, text: &str) {
+    fn push(&mut self, block: &'static str, index: Option<usize>, text: &str) {
         let policy = self.inner.setup.chunks;
         let now = Instant::now();
-        let idx = match self.buffers.iter().position(|(b, _, _)| b == block) {
+        let idx = match self
+            .buffers
+            .iter()
+            .position(|b| b.block == block && b.index == index)
+        {
             Some(i) => i,
             None => {
-                self.buffers.push((block.to_owned(), String::new(), now));
+                self.buffers.push(ChunkBuffer {
+                    block,
+                    index,
+                    text: String::new(),
+                    since: now,
+                });
                 self.buffers.len() - 1
             }
         };
-        self.buffers[idx].1.push_str(text);
-        let (_, buf, since) = &self.buffers[idx];
-        if buf.len() >= policy.max_bytes
-            || now.duration_since(*since) >= Duration::from_millis(policy.max_ms)
+        let buffer = &mut self.buffers[idx];
+        buffer.text.push_str(text);
+        if buffer.text.len() >= policy.max_bytes
+            || now.duration_since(buffer.since) >= Duration::from_millis(policy.max_ms)
         {
             self.emit(idx);
         }
     }
 
     fn emit(&mut self, idx: usize) {
-        let (block, buf, since) = &mut self.buffers[idx];
-        if buf.is_empty() {
+        let buffer = &mut self.buffers[idx];
+        if buffer.text.is_empty() {
             return;
         }
         let chunk = AssistantChunk {
             turn: self.turn,
             step: self.step,
-            block: block.clone(),
-            delta: std::mem::take(buf),
+            block: buffer.block.to_owned(),
+            index: buffer.index,
+            delta: std::mem::take(&mut buffer.text),
         };
-        *since = Instant::now();
+        buffer.since = Instant::now();
         let mut st = lock(&self.inner.state);
         if let Err(e) = self.inner.record(
             &mut st,
@@ -903,9 +1040,11 @@ impl StreamObserver for ChunkObserver {
                 // A retry starts the answer over: the failed attempt's buffered text is void.
                 self.buffers.clear();
             }
-            StreamEvent::TextDelta { text } => self.push("text", &text),
-            StreamEvent::ReasoningDelta { text } => self.push("reasoning", &text),
-            StreamEvent::ToolCallDelta { arguments, .. } => self.push("toolCall", &arguments),
+            StreamEvent::TextDelta { text } => self.push("text", None, &text),
+            StreamEvent::ReasoningDelta { text } => self.push("reasoning", None, &text),
+            StreamEvent::ToolCallDelta {
+                index, arguments, ..
+            } => self.push("toolCall", Some(index), &arguments),
             StreamEvent::AttemptFailed { attempt } => {
                 self.buffers.clear();
                 let rec = ModelAttemptRecord {
@@ -931,5 +1070,91 @@ impl StreamObserver for ChunkObserver {
                 }
             }
         }
+    }
+}
+
+/// Replaces every occurrence of each of `secrets` (non-empty, longest first) in `text` with
+/// `***`; `None` when there was none.
+fn redact_text(text: &str, secrets: &[String]) -> Option<String> {
+    if !secrets.iter().any(|secret| text.contains(secret.as_str())) {
+        return None;
+    }
+    let mut out = text.to_owned();
+    for secret in secrets {
+        if out.contains(secret.as_str()) {
+            out = out.replace(secret.as_str(), "***");
+        }
+    }
+    Some(out)
+}
+
+/// [`redact_text`] over every string (and object key) of a JSON value.
+fn redact_value(value: &mut Value, secrets: &[String]) {
+    match value {
+        Value::String(text) => {
+            if let Some(clean) = redact_text(text, secrets) {
+                *text = clean;
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                redact_value(item, secrets);
+            }
+        }
+        Value::Object(map) => {
+            let keyed = map.keys().any(|k| redact_text(k, secrets).is_some());
+            if keyed {
+                let entries = std::mem::take(map);
+                for (key, mut item) in entries {
+                    redact_value(&mut item, secrets);
+                    map.insert(redact_text(&key, secrets).unwrap_or(key), item);
+                }
+            } else {
+                for item in map.values_mut() {
+                    redact_value(item, secrets);
+                }
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// A progress event with every secret replaced by `***` in its text.
+fn redact_progress(progress: Progress, secrets: &[String]) -> Progress {
+    let clean = |text: String| redact_text(&text, secrets).unwrap_or(text);
+    match progress {
+        Progress::AttemptFailed {
+            code,
+            message,
+            retry_delay_ms,
+        } => Progress::AttemptFailed {
+            code,
+            message: clean(message),
+            retry_delay_ms,
+        },
+        Progress::ToolStarted {
+            call_id,
+            name,
+            summary,
+        } => Progress::ToolStarted {
+            call_id,
+            name,
+            summary: clean(summary),
+        },
+        Progress::TurnEnded { turn, reason } => Progress::TurnEnded {
+            turn,
+            reason: match reason {
+                TurnEndReason::Failed { code, message } => TurnEndReason::Failed {
+                    code,
+                    message: clean(message),
+                },
+                TurnEndReason::Aborted { mut reason } => {
+                    redact_value(&mut reason, secrets);
+                    TurnEndReason::Aborted { reason }
+                }
+                other => other,
+            },
+        },
+        other => other,
     }
 }

@@ -86,6 +86,10 @@ pub struct AssistantChunk {
     pub step: u64,
     /// `text`, `reasoning` or `toolCall`.
     pub block: String,
+    /// For `toolCall` blocks: the index of the tool call whose argument text this is (each
+    /// call is coalesced separately, so a chunk never mixes two calls' arguments).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
     /// The coalesced text.
     pub delta: String,
 }
@@ -134,6 +138,24 @@ pub struct ToolCallRecord {
     pub name: String,
     /// The arguments.
     pub arguments: Value,
+}
+
+/// `tool/process`: a tool call started a process group (written as soon as it started, and
+/// flushed promptly). If a crash leaves the call unanswered, recovery stops the group when it
+/// still runs — recognized by its leader's start time, so a reused pid is never signalled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolProcessRecord {
+    /// The turn.
+    pub turn: u64,
+    /// The step.
+    pub step: u64,
+    /// The call that started the group.
+    pub call_id: String,
+    /// The process group id (the leader's pid).
+    pub pgid: i32,
+    /// The leader's start time (field 22 of `/proc/<pid>/stat`, clock ticks since boot).
+    pub start_time: u64,
 }
 
 /// `tool/result`: a tool call's result as the model sees it.
@@ -221,6 +243,9 @@ pub struct AgentConfigRecord {
     pub workspace: String,
     /// Delegation depth: 0 for a root, parent + 1 for a child.
     pub depth: u32,
+    /// A Team root's limits (REFERENCE c.15) as `{"maxMembers",…}`, so a resume keeps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_limits: Option<serde_json::Value>,
 }
 
 /// `subagent/descriptor` (REFERENCE b.5): written in a continuable child's log before its first

@@ -11,7 +11,12 @@
 //!
 //! Invariants: the runtime never prints (progress goes to a broadcast channel); accepted inbox
 //! items are durable before an operation returns and are never dropped by settlement or
-//! shutdown (DESIGN decision 2: inboxes are parked); a tool call is durable before it runs.
+//! shutdown (DESIGN decision 2: inboxes are parked); a tool call is durable before it runs; a
+//! turn's start and its first claim are one append; the configured secret values
+//! ([`RuntimeOptions::secrets`]) are replaced by `***` in everything recorded or reported, and
+//! the secret variables ([`RuntimeOptions::secret_env`]) are kept from tool processes; process
+//! groups a crash left running (`tool/process`) are stopped before recovery closes their calls,
+//! also in the non-resident children of a resumed root.
 
 mod agent;
 mod error;
@@ -19,6 +24,7 @@ pub mod events;
 mod prompt;
 mod runtime;
 mod subagent;
+pub mod team;
 mod transcript;
 
 pub use agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, Progress};

@@ -23,7 +23,7 @@ use troupe_tools::{FileObservations, ToolContext, ToolLimits, ToolRegistry};
 use crate::agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy};
 use crate::error::RuntimeError;
 use crate::events::{AgentConfigRecord, Descriptor, Profile, TurnEndReason};
-use crate::prompt::default_system_prompt;
+use crate::prompt::{TeamRole, default_system_prompt, team_policy};
 use crate::subagent::SubagentTool;
 use crate::transcript::{Transcript, to_value};
 
@@ -60,9 +60,19 @@ pub struct RuntimeOptions {
     /// Children may themselves delegate while their depth is below this (default 1: only
     /// roots get `subagent`/`subagent_fork`).
     pub max_depth: u32,
+    /// Team limits (REFERENCE c.15) for Team roots created or resumed by this runtime.
+    pub team_limits: troupe_team::TeamLimits,
     /// Extra tools registered for every agent after the core tools (an extension point, e.g.
     /// for custom tools or benchmarks). A name clash with a built-in tool refuses the agent.
     pub extra_tools: Vec<Arc<dyn troupe_tools::Tool>>,
+    /// Environment variables removed from every process a tool starts (`bash`), e.g. the
+    /// variable holding the API key, so a command cannot show them to the model. Default
+    /// (empty): the tools inherit the whole environment.
+    pub secret_env: Vec<String>,
+    /// Secret values (e.g. the API key itself) replaced by `***` in everything the runtime
+    /// records or reports: tool results, model errors in `turn/end` and `model/attempt`,
+    /// progress events. Empty strings are ignored. Default (empty): nothing is redacted.
+    pub secrets: Vec<String>,
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -159,6 +169,8 @@ pub(crate) struct RtInner {
     child_locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
     /// Poked whenever the set of live agents changes.
     changed: tokio::sync::Notify,
+    /// The Team of every live Team root, by Lead id.
+    teams: Mutex<HashMap<SessionId, Arc<crate::team::Team>>>,
 }
 
 struct Live {
@@ -188,6 +200,7 @@ impl Runtime {
                 live: Mutex::new(HashMap::new()),
                 child_locks: Mutex::new(HashMap::new()),
                 changed: tokio::sync::Notify::new(),
+                teams: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -210,6 +223,23 @@ impl Runtime {
     /// The live agent with this id, if resident.
     pub fn agent(&self, id: &SessionId) -> Option<Agent> {
         lock(&self.inner.live).get(id).map(|l| l.agent.clone())
+    }
+
+    pub(crate) fn teams_map(&self) -> MutexGuard<'_, HashMap<SessionId, Arc<crate::team::Team>>> {
+        lock(&self.inner.teams)
+    }
+
+    pub(crate) fn teams_map_mut(
+        &self,
+    ) -> MutexGuard<'_, HashMap<SessionId, Arc<crate::team::Team>>> {
+        lock(&self.inner.teams)
+    }
+
+    /// The parent of a resident agent, if it has one.
+    pub fn parent_of(&self, id: &SessionId) -> Option<SessionId> {
+        lock(&self.inner.live)
+            .get(id)
+            .and_then(|l| l.parent.clone())
     }
 
     /// Ids of every live agent.
@@ -236,15 +266,21 @@ impl Runtime {
             profile,
             workspace,
             depth: 0,
+            team_limits: (profile == Profile::Team)
+                .then(|| serde_json::to_value(self.inner.options.team_limits).ok())
+                .flatten(),
         };
         let writer = self.inner.journal.create(header)?;
         let events =
             writer.append_batch(vec![EventDraft::new(ty::AGENT_CONFIG, to_value(&config))])?;
         writer.flush().await?;
         let transcript = Transcript::fold(0, &events)?;
-        let setup = self.build_setup(&id, &config)?;
+        let setup = self.build_setup(&id, &config, None)?;
         let agent = Agent::start(writer, transcript, setup);
         self.register(agent.clone(), None, false);
+        if profile == Profile::Team {
+            self.attach_team(&agent).await.map_err(team_setup_error)?;
+        }
         Ok(agent)
     }
 
@@ -258,21 +294,22 @@ impl Runtime {
     pub async fn resume_root(&self, id: &SessionId) -> Result<(Agent, bool), RuntimeError> {
         let (agent, recovered) = self.activate(id).await?;
         self.register(agent.clone(), None, false);
+        self.close_open_child_turns(id).await;
+        let is_team =
+            agent.with_transcript(|t| t.config().is_some_and(|c| c.profile == Profile::Team));
+        if is_team {
+            // A Team root recovers before it runs: roster reconciliation, then mailbox
+            // recovery (REFERENCE c.9), so teammates with pending wakeup mail are resumed.
+            let team = self.attach_team(&agent).await.map_err(team_setup_error)?;
+            self.recover_team(&team).await;
+        }
         Ok((agent, recovered))
     }
 
     async fn activate(&self, id: &SessionId) -> Result<(Agent, bool), RuntimeError> {
         let (writer, replay) = self.inner.journal.open(id)?;
         let mut transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
-        let closers = transcript.recovery_closers();
-        let recovered = !closers.is_empty();
-        if recovered {
-            let events = writer.append_batch_at(closers, transcript.last_time())?;
-            for e in &events {
-                transcript.apply(e)?;
-            }
-            writer.flush().await?;
-        }
+        let recovered = recover_open_turn(&writer, &mut transcript).await?;
         let config = transcript
             .config()
             .cloned()
@@ -280,8 +317,51 @@ impl Runtime {
                 id: id.to_string(),
                 reason: "it has no agent configuration (not created by troupe run)".to_owned(),
             })?;
-        let setup = self.build_setup(id, &config)?;
+        let setup = self.build_setup(id, &config, replay.header.parent_session.as_ref())?;
         Ok((Agent::start(writer, transcript, setup), recovered))
+    }
+
+    /// Closes the turns a crash left open in the direct children of root `id` that are not
+    /// resident (one-shot children are never resumed, so nothing else would ever close them):
+    /// each is opened for writing, gets the same recovery as an activation (leftover process
+    /// groups stopped, synthetic closers), and is released. Best effort: a child that cannot
+    /// be opened (e.g. locked by another process) is skipped with a warning.
+    async fn close_open_child_turns(&self, id: &SessionId) {
+        let listing = self.inner.journal.list(&mut |e| {
+            tracing::warn!(error = %e, "unreadable session skipped while closing child turns");
+        });
+        let children = match listing {
+            Ok(listing) => listing,
+            Err(e) => {
+                tracing::warn!(root = %id, error = %e, "child sessions not listed");
+                return;
+            }
+        };
+        for child in children {
+            let child_id = child.header.id;
+            if child.header.parent_session.as_ref() != Some(id) || self.agent(&child_id).is_some() {
+                continue;
+            }
+            if let Err(e) = self.close_open_turn(&child_id).await {
+                tracing::warn!(child = %child_id, error = %e, "open child turn not closed");
+            }
+        }
+    }
+
+    /// Opens `id` for writing, applies [`recover_open_turn`], and releases it.
+    async fn close_open_turn(&self, id: &SessionId) -> Result<bool, RuntimeError> {
+        let guard = self.child_lock(id);
+        let _held = guard.lock().await;
+        if self.agent(id).is_some() {
+            return Ok(false);
+        }
+        let (writer, replay) = self.inner.journal.open(id)?;
+        let mut transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
+        let recovered = recover_open_turn(&writer, &mut transcript).await;
+        let closed = writer.close().await;
+        let recovered = recovered?;
+        closed?;
+        Ok(recovered)
     }
 
     fn workspace_string(&self) -> Result<String, RuntimeError> {
@@ -303,34 +383,44 @@ impl Runtime {
         &self,
         id: &SessionId,
         config: &AgentConfigRecord,
+        parent: Option<&SessionId>,
     ) -> Result<AgentSetup, RuntimeError> {
-        if config.profile == Profile::Team {
-            return Err(RuntimeError::NotResumable {
-                id: id.to_string(),
-                reason: "the team profile is not available in this build".to_owned(),
-            });
-        }
+        let refuse = |reason: String| RuntimeError::NotResumable {
+            id: id.to_string(),
+            reason,
+        };
         let provider = self.inner.options.models.for_agent(&config.name)?;
         let mut tools = ToolRegistry::with_core_tools();
-        let has_subagents = config.depth < self.inner.options.max_depth;
-        if has_subagents {
-            for provider in [ChildProvider::Spawn, ChildProvider::Fork] {
-                let tool = SubagentTool::new(Arc::downgrade(&self.inner), provider);
-                tools
-                    .register(Arc::new(tool))
-                    .map_err(|e| RuntimeError::NotResumable {
-                        id: id.to_string(),
-                        reason: e.to_string(),
-                    })?;
+        let mut has_subagents = false;
+        let mut policy = None;
+        match config.profile {
+            Profile::Default => {
+                has_subagents = config.depth < self.inner.options.max_depth;
+                if has_subagents {
+                    for provider in [ChildProvider::Spawn, ChildProvider::Fork] {
+                        let tool = SubagentTool::new(Arc::downgrade(&self.inner), provider);
+                        tools
+                            .register(Arc::new(tool))
+                            .map_err(|e| refuse(e.to_string()))?;
+                    }
+                }
+            }
+            // DESIGN decision 4: the Team profile replaces subagent/subagent_fork with the ten
+            // Team tools and the policy section; a teammate's Team id is its parent's id.
+            Profile::Team => {
+                for tool in crate::team::team_tools(&Arc::downgrade(&self.inner)) {
+                    tools.register(tool).map_err(|e| refuse(e.to_string()))?;
+                }
+                policy = Some(match parent {
+                    None => team_policy(TeamRole::Lead, "lead", id.as_str()),
+                    Some(lead) => team_policy(TeamRole::Teammate, &config.name, lead.as_str()),
+                });
             }
         }
         for tool in &self.inner.options.extra_tools {
             tools
                 .register(Arc::clone(tool))
-                .map_err(|e| RuntimeError::NotResumable {
-                    id: id.to_string(),
-                    reason: e.to_string(),
-                })?;
+                .map_err(|e| refuse(e.to_string()))?;
         }
         let tool_context = ToolContext::new(
             &config.workspace,
@@ -341,15 +431,22 @@ impl Runtime {
             path: config.workspace.clone(),
             reason: e.to_string(),
         })?
-        .with_limits(self.inner.options.tool_limits.clone());
+        .with_limits(self.inner.options.tool_limits.clone())
+        .with_secret_env(self.inner.options.secret_env.iter().cloned());
+        let mut system_prompt = default_system_prompt(config, has_subagents);
+        if let Some(policy) = policy {
+            system_prompt.push('\n');
+            system_prompt.push_str(&policy);
+        }
         Ok(AgentSetup {
             name: config.name.clone(),
-            system_prompt: default_system_prompt(config, has_subagents),
+            system_prompt,
             provider,
             tools,
             tool_context,
             chunks: self.inner.options.chunks,
             progress: self.inner.progress.clone(),
+            secrets: self.inner.options.secrets.clone(),
         })
     }
 
@@ -477,6 +574,7 @@ impl Runtime {
             profile: spec.profile,
             workspace: parent_config.workspace.clone(),
             depth: parent_config.depth + 1,
+            team_limits: None,
         };
         writer.append_batch(vec![
             EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),
@@ -485,7 +583,7 @@ impl Runtime {
         writer.flush().await?;
         let replay = self.inner.journal.read(&child_id)?;
         let transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
-        let setup = self.build_setup(&child_id, &config)?;
+        let setup = self.build_setup(&child_id, &config, Some(parent.id()))?;
         let agent = Agent::start(writer, transcript, setup);
         // Final admission: the caller's signal, and the parent must still be the exact live
         // entry. A refusal here disposes the child before anyone could address it.
@@ -540,6 +638,25 @@ impl Runtime {
         let id = agent.followup(msg).await?;
         self.ensure_watched(&agent);
         Ok(id)
+    }
+
+    /// Wakes a child's parked inbox (REFERENCE b.6 without a new message): cold-resumes it if
+    /// needed and runs its pending items in FIFO order. Returns whether there was anything to
+    /// run.
+    ///
+    /// # Errors
+    /// As [`Runtime::followup_child`].
+    pub async fn wake_child(
+        &self,
+        parent: &Agent,
+        child_id: &SessionId,
+    ) -> Result<bool, RuntimeError> {
+        let guard = self.child_lock(child_id);
+        let _held = guard.lock().await;
+        let agent = self.ensure_child_live_locked(parent, child_id).await?;
+        let ran = agent.wake_parked();
+        self.ensure_watched(&agent);
+        Ok(ran)
     }
 
     /// The resident child `child_id` of `parent`, cold-resuming it (without sending anything;
@@ -743,6 +860,9 @@ impl Runtime {
     }
 
     fn unregister(&self, id: &SessionId) {
+        if let Some(team) = lock(&self.inner.teams).remove(id) {
+            team.close();
+        }
         let mut live = lock(&self.inner.live);
         if let Some(entry) = live.remove(id)
             && let Some(p) = entry.parent.and_then(|p| live.get_mut(&p))
@@ -849,6 +969,7 @@ impl Runtime {
     /// # Errors
     /// `ACTIVATION_TEARDOWN_FAILED` listing the agents whose disposal failed.
     pub async fn shutdown(&self) -> Result<(), RuntimeError> {
+        self.close_teams();
         let roots: Vec<SessionId> = lock(&self.inner.live)
             .iter()
             .filter(|(_, l)| l.parent.is_none())
@@ -863,6 +984,47 @@ impl Runtime {
         } else {
             Err(RuntimeError::TeardownFailed(failures))
         }
+    }
+}
+
+/// Crash recovery of a log just opened for writing (REFERENCE a.9): when a turn is open, the
+/// process groups its unanswered calls left running are stopped (recognized by their recorded
+/// start time), then the synthetic closers are appended with the last real event's time,
+/// folded into `transcript` and flushed. Returns whether a turn was closed.
+async fn recover_open_turn(
+    writer: &troupe_journal::SessionWriter,
+    transcript: &mut Transcript,
+) -> Result<bool, RuntimeError> {
+    if transcript.open_turn().is_none() {
+        return Ok(false);
+    }
+    let stopped: Vec<String> = transcript
+        .leftover_processes()
+        .into_iter()
+        .filter(|p| {
+            troupe_tools::stop_leftover_group(troupe_tools::ProcessInfo {
+                pgid: p.pgid,
+                start_time: p.start_time,
+            })
+        })
+        .map(|p| p.call_id)
+        .collect();
+    let closers = transcript.recovery_closers_after(&stopped);
+    let events = writer.append_batch_at(closers, transcript.last_time())?;
+    for e in &events {
+        transcript.apply(e)?;
+    }
+    writer.flush().await?;
+    Ok(true)
+}
+
+fn team_setup_error(e: crate::team::TeamOpError) -> RuntimeError {
+    match e {
+        crate::team::TeamOpError::Runtime(e) => e,
+        other => RuntimeError::NotResumable {
+            id: String::new(),
+            reason: other.to_string(),
+        },
     }
 }
 

@@ -58,7 +58,7 @@ impl Tool for SubagentTool {
             "type": "object",
             "properties": {
                 "prompt": {"type": "string", "description": "The task for the helper."},
-                "label": {"type": "string", "description": "A short name for the helper (default: subagent)."}
+                "label": {"type": "string", "description": "A short name for the helper: lowercase letters, digits and single hyphens, at most 64 characters, not `lead` (default: subagent)."}
             },
             "required": ["prompt"],
             "additionalProperties": false
@@ -93,7 +93,7 @@ impl Tool for SubagentTool {
             let caller = rt
                 .agent(ctx.owner())
                 .ok_or_else(|| ToolError::other("UNAUTHORIZED", "the calling agent is not live"))?;
-            let label = args.label.unwrap_or_else(|| "subagent".to_owned());
+            let label = helper_label(args.label)?;
             let started = rt
                 .start_child(
                     &caller,
@@ -152,10 +152,85 @@ impl Tool for SubagentTool {
     }
 }
 
+/// The most characters a helper's label may have (as a Team member name).
+const LABEL_MAX_LEN: usize = 64;
+
+/// A helper's name: the model's `label` when valid, `subagent` when absent or empty. A label
+/// follows the member-name rule (`^[a-z0-9]+(?:-[a-z0-9]+)*$`, at most 64 characters, not
+/// `lead`): it names the child's session and script, and is printed to terminals, so control
+/// characters and the root's name are refused (`INVALID_ARGUMENTS`).
+fn helper_label(label: Option<String>) -> Result<String, ToolError> {
+    let label = match label {
+        None => return Ok("subagent".to_owned()),
+        Some(label) if label.is_empty() => return Ok("subagent".to_owned()),
+        Some(label) => label,
+    };
+    let well_formed = label.len() <= LABEL_MAX_LEN
+        && label.split('-').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        });
+    if !well_formed {
+        return Err(ToolError::invalid_arguments(format!(
+            "field `label`: {:?} is not a valid helper name (lowercase letters and digits in \
+             words joined by single hyphens, at most {LABEL_MAX_LEN} characters)",
+            label.chars().take(LABEL_MAX_LEN + 1).collect::<String>()
+        )));
+    }
+    if label == "lead" {
+        return Err(ToolError::invalid_arguments(
+            "field `label`: `lead` is reserved for the root agent; choose another name",
+        ));
+    }
+    Ok(label)
+}
+
 impl std::fmt::Debug for SubagentTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SubagentTool")
             .field("provider", &self.provider)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use troupe_protocol::ErrorCode;
+
+    use super::*;
+
+    #[test]
+    fn labels_follow_the_member_name_rule() {
+        for (given, expected) in [
+            (None, Some("subagent")),
+            (Some(""), Some("subagent")),
+            (Some("helper"), Some("helper")),
+            (Some("my-helper-2"), Some("my-helper-2")),
+            (Some("7"), Some("7")),
+            (Some("lead"), None),
+            (Some("Helper"), None),
+            (Some("-a"), None),
+            (Some("a-"), None),
+            (Some("a--b"), None),
+            (Some("a b"), None),
+            (Some(" "), None),
+            (Some("x\u{1b}[31m"), None),
+            (Some("two\nlines"), None),
+            (Some("caf\u{e9}"), None),
+        ] {
+            let result = helper_label(given.map(str::to_owned));
+            match expected {
+                Some(name) => assert_eq!(result.ok().as_deref(), Some(name), "{given:?}"),
+                None => assert_eq!(
+                    result.err().map(|e| e.code()),
+                    Some("INVALID_ARGUMENTS"),
+                    "{given:?}"
+                ),
+            }
+        }
+        assert!(helper_label(Some("a".repeat(64))).is_ok());
+        assert!(helper_label(Some("a".repeat(65))).is_err());
     }
 }

@@ -14,7 +14,7 @@ use troupe_protocol::{Event, EventDraft, MessageId, UserMessage, event_types as 
 use crate::error::RuntimeError;
 use crate::events::{
     AgentConfigRecord, AssistantRecord, Descriptor, InboxSplice, InboxTarget, StepMark,
-    ToolCallRecord, ToolResultRecord, TurnEnd, TurnEndReason, TurnStart,
+    ToolCallRecord, ToolProcessRecord, ToolResultRecord, TurnEnd, TurnEndReason, TurnStart,
 };
 
 /// Per-agent counters over the own suffix (for summaries and progress).
@@ -44,6 +44,7 @@ pub struct Transcript {
     open_step: Option<u64>,
     step_calls: Vec<ToolCall>,
     call_seqs: HashMap<String, u64>,
+    call_processes: HashMap<String, ToolProcessRecord>,
     answered: HashSet<String>,
     model_calls: usize,
     config: Option<AgentConfigRecord>,
@@ -52,6 +53,7 @@ pub struct Transcript {
     last_text: Option<String>,
     last_answer: Option<String>,
     accepted: HashSet<MessageId>,
+    accepted_user: bool,
     stats: TranscriptStats,
 }
 
@@ -103,6 +105,7 @@ impl Transcript {
                 let msg: UserMessage = decode(event)?;
                 self.history.push(ChatMessage::user(msg.text_content()));
                 if own {
+                    self.accepted_user |= msg.source.kind == "user";
                     self.accepted.insert(msg.id);
                 }
             }
@@ -128,6 +131,10 @@ impl Transcript {
                     self.stats.tool_calls += 1;
                 }
             }
+            ty::TOOL_PROCESS => {
+                let rec: ToolProcessRecord = decode(event)?;
+                self.call_processes.insert(rec.call_id.clone(), rec);
+            }
             ty::TOOL_RESULT => {
                 let rec: ToolResultRecord = decode(event)?;
                 self.history
@@ -149,12 +156,14 @@ impl Transcript {
                 self.open_step = Some(rec.step);
                 self.step_calls.clear();
                 self.call_seqs.clear();
+                self.call_processes.clear();
                 self.answered.clear();
             }
             ty::STEP_END => {
                 self.open_step = None;
                 self.step_calls.clear();
                 self.call_seqs.clear();
+                self.call_processes.clear();
                 self.answered.clear();
             }
             ty::TURN_END => {
@@ -186,6 +195,7 @@ impl Transcript {
                     });
                 }
                 for m in &splice.inserted {
+                    self.accepted_user |= m.source.kind == "user";
                     self.accepted.insert(m.id.clone());
                 }
                 list.splice(
@@ -275,6 +285,12 @@ impl Transcript {
         self.accepted.contains(id)
     }
 
+    /// Whether the own suffix ever accepted a message whose source kind is `user` (history or
+    /// inbox) — the "initial prompt accepted" test of roster reconciliation (REFERENCE c.9).
+    pub fn accepted_user_message(&self) -> bool {
+        self.accepted_user
+    }
+
     /// Tool calls of the open step without a result, with their `tool/call` seq if recorded.
     pub fn unanswered_calls(&self) -> Vec<(ToolCall, Option<u64>)> {
         if self.open_step.is_none() {
@@ -287,12 +303,32 @@ impl Transcript {
             .collect()
     }
 
+    /// The process groups (`tool/process` records) started by calls of the open step that have
+    /// no result: after a crash they may still be running. Recovery stops the ones that do
+    /// before it writes the closers ([`Transcript::recovery_closers_after`]).
+    pub fn leftover_processes(&self) -> Vec<ToolProcessRecord> {
+        self.unanswered_calls()
+            .iter()
+            .filter_map(|(call, _)| self.call_processes.get(&call.id).cloned())
+            .collect()
+    }
+
     /// The synthetic closers that end a turn a crash interrupted (REFERENCE a.9), in order:
     /// a `tool/result` per unanswered call (`TOOL_OUTCOME_UNKNOWN` when its `tool/call` was
     /// recorded, citing that seq; `TOOL_NOT_STARTED` otherwise), `step/end` if a step is open,
     /// `turn/end {reason: interrupted}`. Empty when no turn is open. Append them with
     /// [`Transcript::last_time`] as their time.
+    ///
+    /// A turn that was interrupted before it claimed anything is closed the same way, and
+    /// nothing else is added: its inbox items stay pending.
     pub fn recovery_closers(&self) -> Vec<EventDraft> {
+        self.recovery_closers_after(&[])
+    }
+
+    /// [`Transcript::recovery_closers`] after recovery stopped the leftover process groups of
+    /// the calls in `stopped` (call ids): their `TOOL_OUTCOME_UNKNOWN` results say so, since
+    /// the model must know that the work stopped and not where.
+    pub fn recovery_closers_after(&self, stopped: &[String]) -> Vec<EventDraft> {
         let Some(turn) = self.open_turn else {
             return Vec::new();
         };
@@ -304,10 +340,16 @@ impl Transcript {
                 Some(_) => (
                     "TOOL_OUTCOME_UNKNOWN",
                     format!(
-                        "The process stopped while tool \"{}\" was running; its outcome is unknown. \
+                        "The process stopped while tool \"{}\" was running; its outcome is unknown.{} \
                          Retry only read-only or idempotent operations; otherwise check the current \
                          state (re-read files, inspect the workspace) before acting again.",
-                        call.name
+                        call.name,
+                        if stopped.contains(&call.id) {
+                            " Its leftover process group was still running and has been stopped \
+                             (killed) on resume, so it may have stopped part-way."
+                        } else {
+                            ""
+                        }
                     ),
                 ),
                 None => (

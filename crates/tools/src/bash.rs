@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
+use crate::process::{ProcessInfo, process_start_time};
 use crate::tool::{Tool, ToolFuture, ToolOutcome, parse_arguments};
 
 /// How long `bash` keeps collecting output after the process group was killed (a process
@@ -23,8 +24,10 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 /// `bash {command, timeout_ms?}`: runs `bash -c <command>` in the workspace root.
 ///
-/// The shell runs in a new process group, with stdin from `/dev/null` and `PAGER`/`GIT_PAGER`
-/// set to `cat`. When the shell exits, times out (`timeout_ms`, default
+/// The shell runs in a new process group, with stdin from `/dev/null`, `PAGER`/`GIT_PAGER`
+/// set to `cat`, and without the context's [secret variables](ToolContext::secret_env). The
+/// group is reported to the context's [process observer](ToolContext::with_process_observer)
+/// as soon as it started. When the shell exits, times out (`timeout_ms`, default
 /// [`ToolLimits::bash_default_timeout`](crate::ToolLimits::bash_default_timeout), at most
 /// [`ToolLimits::bash_max_timeout`](crate::ToolLimits::bash_max_timeout)) or the context's
 /// token is canceled, the whole group is killed with `SIGKILL` — background processes started
@@ -161,14 +164,22 @@ async fn run_bash(ctx: &ToolContext, args: BashArgs) -> ToolOutcome {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    for name in ctx.secret_env() {
+        command.env_remove(name);
+    }
     let mut child = command.spawn().map_err(ToolError::BashSpawn)?;
     // With process_group(0) the group id is the child's pid.
+    let pgid = child.id().and_then(|pid| i32::try_from(pid).ok());
     let killer = GroupKiller {
-        pgid: child
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-            .and_then(Pid::from_raw),
+        pgid: pgid.and_then(Pid::from_raw),
     };
+    // Report the group (identified by its leader's start time) so that a runtime can record
+    // it and stop it after a crash of this process.
+    if let Some(pgid) = pgid
+        && let Some(start_time) = process_start_time(pgid)
+    {
+        ctx.report_process(ProcessInfo { pgid, start_time });
+    }
 
     let cap = limits.output_cap_bytes;
     let stdout = Arc::new(Mutex::new(Capture::new(cap)));

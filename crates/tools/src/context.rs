@@ -9,6 +9,7 @@ use troupe_protocol::SessionId;
 
 use crate::error::ToolError;
 use crate::observe::FileObservations;
+use crate::process::{ProcessInfo, ProcessObserver};
 
 /// Bounds on what the core tools do and return.
 ///
@@ -53,6 +54,8 @@ pub struct ToolContext {
     observations: Arc<FileObservations>,
     cancel: CancellationToken,
     limits: ToolLimits,
+    secret_env: Arc<[String]>,
+    process_observer: Option<ProcessObserver>,
 }
 
 impl ToolContext {
@@ -92,6 +95,8 @@ impl ToolContext {
             observations,
             cancel: CancellationToken::new(),
             limits: ToolLimits::default(),
+            secret_env: Arc::from(Vec::new()),
+            process_observer: None,
         })
     }
 
@@ -107,6 +112,37 @@ impl ToolContext {
     pub fn with_limits(mut self, limits: ToolLimits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// The same context with `names` as the environment variables removed from every process
+    /// a tool starts (`bash`), e.g. the variables holding API keys, so a command cannot print
+    /// them into a result the model sees. Replaces any earlier list; names that are not set
+    /// are harmless. Default: none.
+    #[must_use]
+    pub fn with_secret_env(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.secret_env = names.into_iter().collect();
+        self
+    }
+
+    /// The same context with `observer` told about every process group a tool call starts
+    /// (see [`ProcessObserver`]), e.g. to record it so a restarted runtime can stop a group
+    /// that outlived a crash. Replaces any earlier observer. Default: none.
+    #[must_use]
+    pub fn with_process_observer(mut self, observer: ProcessObserver) -> Self {
+        self.process_observer = Some(observer);
+        self
+    }
+
+    /// The environment variables removed from the processes tools start.
+    pub fn secret_env(&self) -> &[String] {
+        &self.secret_env
+    }
+
+    /// Tells the process observer, if any, about a started process group.
+    pub fn report_process(&self, info: ProcessInfo) {
+        if let Some(observer) = &self.process_observer {
+            observer.notify(info);
+        }
     }
 
     /// The canonical workspace root: every path tools touch lies under it.

@@ -120,10 +120,14 @@ pub enum ToolError {
         reason: &'static str,
     },
 
-    /// A file exists that this session has never read, so `write`/`edit` refuse to touch it
-    /// (REFERENCE a.12). Code `FS_NOT_OBSERVED`; the model-facing message appends
+    /// A file exists for which this session has no read on record, so `write`/`edit` refuse to
+    /// touch it (REFERENCE a.12). Code `FS_NOT_OBSERVED`; the model-facing message appends
     /// [`NOT_OBSERVED_REMEDY`].
-    #[error("{path} exists but this session has not read it")]
+    ///
+    /// Observations live in memory: after a restart the agent's history may show a read that
+    /// is no longer on record, so the message speaks of the record since the agent (re)started
+    /// rather than claiming the file was never read.
+    #[error("{path} exists but no read of this file is on record since this agent (re)started")]
     NotObserved {
         /// The workspace-relative path.
         path: String,

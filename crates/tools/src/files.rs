@@ -156,8 +156,9 @@ impl Tool for WriteTool {
 
     fn description(&self) -> &str {
         "Create a file, or replace the whole content of a file you have read. Fails with \
-         FS_NOT_OBSERVED for an existing file you have not read, and with FS_STALE_VERSION when \
-         the file changed since you read it. Prefer edit for changes to existing files."
+         FS_NOT_OBSERVED for an existing file you have not read since you (re)started, and \
+         with FS_STALE_VERSION when the file changed since you read it. Prefer edit for \
+         changes to existing files."
     }
 
     fn parameters(&self) -> Value {

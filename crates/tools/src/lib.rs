@@ -8,7 +8,8 @@
 //! - [`ToolRegistry`]: the tools of one agent, in a stable order; [`ToolRegistry::dispatch`]
 //!   turns a model's tool call (name + raw JSON arguments) into a [`ToolOutcome`].
 //! - [`ToolContext`]: who is calling and where — the canonical workspace root, the owner
-//!   session, the shared [`FileObservations`] store, a cancellation token and [`ToolLimits`].
+//!   session, the shared [`FileObservations`] store, a cancellation token, [`ToolLimits`], the
+//!   environment variables kept from child processes and an optional [`ProcessObserver`].
 //! - [`ToolError`]: every failure has a stable `SCREAMING_SNAKE` code
 //!   ([`troupe_protocol::ErrorCode`]); the model sees `{"code","message"}`
 //!   ([`ToolError::to_json`]), with the REFERENCE a.12 remedies appended to
@@ -53,6 +54,7 @@ mod files;
 mod fsops;
 mod observe;
 mod path;
+mod process;
 mod registry;
 mod search;
 mod tool;
@@ -62,6 +64,7 @@ pub use context::{ToolContext, ToolLimits};
 pub use error::{NOT_OBSERVED_REMEDY, RegistryError, STALE_VERSION_REMEDY, ToolError};
 pub use files::{EditTool, LINE_TRUNCATED_MARKER, READ_MAX_LINE_BYTES, ReadTool, WriteTool};
 pub use observe::{FileObservations, FileVersion, Observation};
+pub use process::{ProcessInfo, ProcessObserver, process_start_time, stop_leftover_group};
 pub use registry::{ToolArguments, ToolRegistry, core_tools};
 pub use search::{GREP_MAX_LINE_BYTES, GlobTool, GrepTool};
 pub use tool::{Tool, ToolFuture, ToolOutcome, ToolSpec, parse_arguments, render_outcome};

@@ -13,15 +13,15 @@ use troupe_test_support::{FakeOpenAi, FakeResponse};
 use super::{assert_bad_input, troupe};
 
 /// A home, a workspace with `notes.txt`, and a place for scripts, all temporary.
-struct Setup {
+pub(crate) struct Setup {
     _root: tempfile::TempDir,
-    home: PathBuf,
-    workspace: PathBuf,
-    scripts: PathBuf,
+    pub(crate) home: PathBuf,
+    pub(crate) workspace: PathBuf,
+    pub(crate) scripts: PathBuf,
 }
 
 impl Setup {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let root = tempfile::tempdir().unwrap();
         let home = root.path().join("home");
         let workspace = root.path().join("ws");
@@ -38,17 +38,22 @@ impl Setup {
     }
 
     fn script(&self, name: &str, lead_steps: Value) -> PathBuf {
+        self.script_agents(name, json!({"lead": lead_steps}))
+    }
+
+    /// A script file with the steps of several agents: `{"lead": […], "alpha": […]}`.
+    pub(crate) fn script_agents(&self, name: &str, agents: Value) -> PathBuf {
         let path = self.scripts.join(name);
-        std::fs::write(&path, json!({"agents": {"lead": lead_steps}}).to_string()).unwrap();
+        std::fs::write(&path, json!({"agents": agents}).to_string()).unwrap();
         path
     }
 
-    fn troupe(&self) -> assert_cmd::Command {
+    pub(crate) fn troupe(&self) -> assert_cmd::Command {
         troupe(&self.home)
     }
 
     /// `troupe run --workspace WS ARGS…`.
-    fn run(&self, args: &[&str]) -> assert_cmd::Command {
+    pub(crate) fn run(&self, args: &[&str]) -> assert_cmd::Command {
         let mut cmd = self.troupe();
         cmd.arg("run")
             .arg("--workspace")
@@ -75,7 +80,7 @@ impl Setup {
     }
 
     /// The events of a session, as `troupe log ID --json` prints them.
-    fn log(&self, id: &str) -> Vec<Value> {
+    pub(crate) fn log(&self, id: &str) -> Vec<Value> {
         let out = self.troupe().args(["log", id, "--json"]).assert().success();
         stdout(&out)
             .lines()
@@ -102,16 +107,16 @@ impl Setup {
     }
 }
 
-fn stdout(out: &assert_cmd::assert::Assert) -> String {
+pub(crate) fn stdout(out: &assert_cmd::assert::Assert) -> String {
     String::from_utf8(out.get_output().stdout.clone()).unwrap()
 }
 
-fn stderr(out: &assert_cmd::assert::Assert) -> String {
+pub(crate) fn stderr(out: &assert_cmd::assert::Assert) -> String {
     String::from_utf8(out.get_output().stderr.clone()).unwrap()
 }
 
 /// The session id from the first stderr line, `session <id> (…)`.
-fn session_id(stderr: &str) -> String {
+pub(crate) fn session_id(stderr: &str) -> String {
     let first = stderr.lines().next().unwrap_or_default();
     let rest = first
         .strip_prefix("session ")
@@ -599,13 +604,25 @@ fn kill_9_during_a_tool_call_then_resume_finishes_the_work() {
     assert_eq!(code, -1, "killed by a signal");
     let id = session_id(&err);
     let before = s.log(&id);
-    assert_eq!(types(&before).last(), Some(&"tool/call"));
+    // The log ends with the call (and the `tool/process` record of the process group it
+    // started, when the runtime wrote one before the kill).
+    let call = before
+        .iter()
+        .rposition(|e| e["type"] == "tool/call")
+        .unwrap();
+    assert!(
+        types(&before[call + 1..])
+            .iter()
+            .all(|t| *t == "tool/process"),
+        "{:?}",
+        types(&before)
+    );
 
     let out = s.troupe().args(["resume", &id]).assert().success();
     assert_eq!(stdout(&out), "Finished after the interruption.\n");
     assert!(stderr(&out).contains("recovered"));
     let events = s.log(&id);
-    let call_seq = before.last().unwrap()["seq"].as_u64().unwrap();
+    let call_seq = before[call]["seq"].as_u64().unwrap();
     let closer = &events[before.len()];
     assert_eq!(closer["type"], "tool/result");
     assert_eq!(closer["data"]["code"], "TOOL_OUTCOME_UNKNOWN");

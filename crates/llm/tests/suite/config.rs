@@ -177,6 +177,13 @@ fn bad_flags_are_refused_with_one_line() {
         Err("not an environment variable name"),
     );
     check(flags(Some("script:"), None, None), Err("needs a file path"));
+    // An empty model is a mistake, not a request for the default (DeepSeek).
+    check(flags(Some(""), None, None), Err("--model is empty"));
+    check(flags(Some("  "), None, None), Err("--model is empty"));
+    check(
+        flags(Some(""), Some("http://127.0.0.1:1/v1"), None),
+        Err("--model is empty"),
+    );
     check(
         flags(Some("script:x.json"), Some("http://h"), None),
         Err("cannot be used with a script"),
@@ -292,6 +299,12 @@ fn recorded_specs_round_trip_and_accept_resume_overrides() {
         .with_overrides(&flags(Some("deepseek-chat"), None, None))
         .unwrap();
     assert_eq!(switched.provider, ProviderKind::Deepseek);
+    // An empty model flag on resume is refused too, not read as "keep the recorded one".
+    let empty = reloaded
+        .with_overrides(&flags(Some(""), None, None))
+        .unwrap_err();
+    assert_eq!(empty.code(), "LLM_CONFIG");
+    assert!(empty.to_string().contains("--model is empty"), "{empty}");
 }
 
 #[test]

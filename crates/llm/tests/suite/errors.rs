@@ -45,6 +45,46 @@ async fn unauthorized_is_not_retried_and_says_to_check_the_key() {
 }
 
 #[tokio::test]
+async fn a_server_echoing_the_key_gets_it_redacted_in_every_error_and_attempt() {
+    let key = "sk-echoed-0123456789abcdef";
+    let echo = format!("Incorrect API key provided: Bearer {key}");
+    let server = FakeOpenAi::start().unwrap();
+    // An answer that is not retried, and one that is (its failed attempt is reported first).
+    server.push(FakeResponse::openai_error(401, &echo, "invalid_api_key"));
+    server.push(FakeResponse::error(500, format!("upstream rejected {key}")));
+    server.push(FakeResponse::error(503, format!("still {key}")));
+    server.push(FakeResponse::error(400, format!("bad request from {key}")));
+    let client = client_with_key(&server, key);
+    let (auth, _) = call(&client, &simple_request()).await;
+    let auth = auth.unwrap_err();
+    assert_eq!(auth.code(), "LLM_AUTH");
+    let message = auth.to_string();
+    assert!(!message.contains(key), "{message}");
+    assert!(message.contains("Bearer ***"), "{message}");
+
+    let (result, events) = call(&client, &simple_request()).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.code(), "LLM_BAD_REQUEST");
+    assert!(!error.to_string().contains(key), "{error}");
+    assert!(error.to_string().contains("from ***"), "{error}");
+    let failed: Vec<String> = events
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            StreamEvent::AttemptFailed { attempt } => {
+                attempt.error.as_ref().map(|e| e.message.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    for message in &failed {
+        assert!(!message.contains(key), "{message}");
+        assert!(message.contains("***"), "{message}");
+    }
+}
+
+#[tokio::test]
 async fn unauthorized_without_a_key_says_how_to_pass_one() {
     let server = FakeOpenAi::start().unwrap();
     server.push(FakeResponse::error(401, "unauthorized"));

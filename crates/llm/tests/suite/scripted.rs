@@ -209,6 +209,10 @@ fn malformed_scripts_are_refused_with_the_path_and_the_problem() {
             "{\"agents\": {\"lead\": [{\"tool_calls\": []}]}}",
             "must be a non-empty list",
         ),
+        (
+            "{\"agents\": {\"helper\": [{\"text\": \"a\"}], \"lead\": []}}",
+            "agents.lead has no steps",
+        ),
     ];
     for (text, expected) in cases {
         let file = script_file(text);
@@ -229,6 +233,23 @@ fn malformed_scripts_are_refused_with_the_path_and_the_problem() {
             .to_string()
             .contains("/nonexistent/troupe-script.json")
     );
+}
+
+#[test]
+fn an_unknown_agent_names_the_scripted_ones_or_says_there_are_none() {
+    let some = ScriptedProvider::from_json_str(
+        "{\"agents\": {\"b\": [{\"text\": \"x\"}], \"a\": [{\"text\": \"y\"}]}}",
+        "s.json",
+    )
+    .unwrap();
+    let message = some.for_agent("lead").unwrap_err().to_string();
+    assert!(message.ends_with("(it scripts: a, b)"), "{message}");
+    let none = ScriptedProvider::from_json_str("{\"agents\": {}}", "s.json").unwrap();
+    let error = none.for_agent("lead").unwrap_err();
+    assert_eq!(error.code(), "LLM_SCRIPT");
+    let message = error.to_string();
+    assert!(message.contains("it scripts no agent"), "{message}");
+    assert!(!message.contains("scripts: )"), "{message}");
 }
 
 #[test]

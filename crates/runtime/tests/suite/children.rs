@@ -475,3 +475,134 @@ async fn a_failed_child_teardown_is_reported_after_the_child_is_gone() {
     assert!(err.to_string().contains(t.child_id.as_str()), "{err}");
     assert!(h.runtime.agent(&t.child_id).is_none());
 }
+
+/// Sessions whose header names `parent` as their parent.
+fn children_of(h: &Harness, parent: &SessionId) -> Vec<SessionId> {
+    h.journal()
+        .list(&mut |_| {})
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.header.parent_session.as_ref() == Some(parent))
+        .map(|l| l.header.id)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helper_labels_are_member_names_and_bad_ones_are_refused() {
+    let h = Harness::new();
+    let lead_model = h.models.model("lead");
+    lead_model.push([
+        Step::Calls(vec![
+            (
+                "subagent".to_owned(),
+                json!({"prompt": "p", "label": "x\u{1b}[31m\nred"}),
+            ),
+            (
+                "subagent".to_owned(),
+                json!({"prompt": "p", "label": "lead"}),
+            ),
+            (
+                "subagent".to_owned(),
+                json!({"prompt": "p", "label": "a".repeat(65)}),
+            ),
+            ("subagent".to_owned(), json!({"prompt": "p", "label": ""})),
+        ]),
+        text("done"),
+    ]);
+    h.models.model("subagent").push([text("helped")]);
+    let lead = h.lead().await;
+    lead.followup(user("delegate")).await.unwrap();
+    h.runtime.wait_quiescent(&lead).await;
+    let results: Vec<serde_json::Value> = h
+        .events(lead.id())
+        .into_iter()
+        .filter(|e| e.kind == "tool/result")
+        .map(|e| e.data)
+        .collect();
+    assert_eq!(results.len(), 4);
+    for refused in &results[..3] {
+        assert_eq!(refused["code"], "INVALID_ARGUMENTS", "{refused}");
+        let content = refused["content"].as_str().unwrap();
+        assert!(content.contains("label"), "{content}");
+        // The raw control characters are never echoed.
+        assert!(
+            !content.contains('\u{1b}') && !content.contains("\\u001b"),
+            "{content}"
+        );
+    }
+    // An empty label is the default name; only that helper was created.
+    let content: serde_json::Value =
+        serde_json::from_str(results[3]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(content["status"], "completed");
+    let children = children_of(&h, lead.id());
+    assert_eq!(children.len(), 1);
+    let descriptor = h
+        .events(&children[0])
+        .into_iter()
+        .find(|e| e.kind == "subagent/descriptor")
+        .unwrap();
+    assert_eq!(descriptor.data["label"], "subagent");
+}
+
+/// One-shot helpers are never resumed, so a crash during a helper's tool call would leave its
+/// log inside a turn forever: resuming the root closes it (and stops what it left running).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_the_root_closes_the_open_turns_of_its_helpers() {
+    let mut h = Harness::new();
+    h.models.model("lead").push([call(
+        "subagent",
+        json!({"prompt": "do the long part", "label": "worker"}),
+    )]);
+    h.models.model("worker").push([call(
+        "bash",
+        json!({"command": "echo $$ > worker.pid; sleep 30"}),
+    )]);
+    let lead = h.lead().await;
+    let id = lead.id().clone();
+    lead.followup(user("delegate")).await.unwrap();
+    let child_id = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Some(child) = children_of(&h, &id).pop()
+                && h.path("worker.pid").exists()
+                && h.kinds(&child).iter().any(|k| k == "tool/process")
+            {
+                return child;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let child = h.runtime.agent(&child_id).unwrap();
+    // kill -9: both logs stop; nothing is cancelled.
+    child.writer().clone().abandon();
+    lead.writer().clone().abandon();
+    assert!(troupe_journal::ends_inside_turn(&h.events(&child_id)));
+
+    h.restart();
+    let (_lead, recovered) = h.runtime.resume_root(&id).await.unwrap();
+    assert!(recovered);
+    assert!(
+        h.runtime.agent(&child_id).is_none(),
+        "the helper is not resumed"
+    );
+    let events = h.events(&child_id);
+    assert!(!troupe_journal::ends_inside_turn(&events));
+    assert_eq!(turn_end_kinds(&events), ["interrupted"]);
+    let result = events.iter().find(|e| e.kind == "tool/result").unwrap();
+    assert_eq!(result.data["code"], "TOOL_OUTCOME_UNKNOWN");
+    assert!(
+        result.data["content"]
+            .as_str()
+            .unwrap()
+            .contains("process group was still running and has been stopped")
+    );
+    // The file was released: a later resume can open it (and finds nothing more to do).
+    let len = events.len();
+    let (writer, _) = h.journal().open(&child_id).unwrap();
+    writer.close().await.unwrap();
+    assert_eq!(h.events(&child_id).len(), len);
+    // The root's own interrupted call is closed as before.
+    assert_eq!(turn_end_kinds(&h.events(&id)), ["interrupted"]);
+    drop((lead, child));
+}

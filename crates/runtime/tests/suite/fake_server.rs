@@ -49,7 +49,10 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),
             max_depth: 1,
+            team_limits: troupe_team::TeamLimits::default(),
             extra_tools: Vec::new(),
+            secret_env: Vec::new(),
+            secrets: Vec::new(),
         },
     );
     let lead = rt

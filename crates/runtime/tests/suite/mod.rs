@@ -3,4 +3,5 @@ mod fake_server;
 mod inbox;
 mod resume;
 mod support;
+mod team;
 mod turns;

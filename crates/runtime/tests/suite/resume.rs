@@ -39,8 +39,10 @@ async fn a_turn_interrupted_during_a_tool_call_is_closed_with_synthetic_results(
     .unwrap();
     crash(lead).await;
     let before = h.events(&id);
-    assert_eq!(before.last().unwrap().kind, "tool/call");
-    let call_seq = before.last().unwrap().seq.0;
+    // The log ends with the running call (and the process group it started, if flushed).
+    let call = before.iter().rposition(|e| e.kind == "tool/call").unwrap();
+    assert!(before[call + 1..].iter().all(|e| e.kind == "tool/process"));
+    let call_seq = before[call].seq.0;
 
     h.restart();
     let (lead, recovered) = h.runtime.resume_root(&id).await.unwrap();
@@ -183,4 +185,129 @@ async fn a_session_without_agent_config_is_not_resumable() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "NOT_RESUMABLE");
+}
+
+/// Whether process `pid` is gone (no entry, or a zombie nobody reaped yet).
+fn process_is_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            state.starts_with('Z') || state.starts_with('X')
+        }
+    }
+}
+
+/// Waits up to 5 s for `pid` to be gone.
+async fn wait_gone(pid: i32) -> bool {
+    for _ in 0..100 {
+        if process_is_gone(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// After a `kill -9`, nothing cancels the running tool: its process group keeps running (and
+/// changing the workspace). Recovery must stop it before it tells the model to check the state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_group_a_crash_left_running_is_stopped_on_resume() {
+    let mut h = Harness::new();
+    h.models.model("lead").push([call(
+        "bash",
+        json!({"command": "sleep 30 & echo $! > bg.pid; wait; echo end >> m"}),
+    )]);
+    let lead = h.lead().await;
+    let id = lead.id().clone();
+    lead.followup(user("run the long job")).await.unwrap();
+    // Wait until the group is on record (flushed promptly) and its background job runs.
+    let (process, background) = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let recorded = h.events(&id).into_iter().find(|e| e.kind == "tool/process");
+            let pid = std::fs::read_to_string(h.path("bg.pid")).unwrap_or_default();
+            if let (Some(process), Ok(pid)) = (recorded, pid.trim().parse::<i32>()) {
+                return (process, pid);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    assert!(process.ignorable, "older builds may skip it");
+    assert_eq!(process.data["callId"], "call-lead-0-0");
+    assert_eq!(process.data["turn"], 1);
+    assert_eq!(process.data["step"], 1);
+    let pgid = i32::try_from(process.data["pgid"].as_i64().unwrap()).unwrap();
+    assert!(process.data["startTime"].as_u64().unwrap() > 0);
+    // The crash: the log stops, the tool is *not* cancelled.
+    lead.writer().clone().abandon();
+    assert!(!process_is_gone(background));
+
+    h.restart();
+    let (_resumed, recovered) = h.runtime.resume_root(&id).await.unwrap();
+    assert!(recovered);
+    assert!(
+        wait_gone(background).await,
+        "background job survived resume"
+    );
+    assert!(wait_gone(pgid).await, "the shell survived resume");
+    let events = h.events(&id);
+    let result = events.iter().find(|e| e.kind == "tool/result").unwrap();
+    assert_eq!(result.data["code"], "TOOL_OUTCOME_UNKNOWN");
+    let content = result.data["content"].as_str().unwrap();
+    assert!(
+        content.contains("leftover process group was still running and has been stopped"),
+        "{content}"
+    );
+    assert!(!h.path("m").exists(), "the job went on after the crash");
+    drop(lead);
+}
+
+/// A log written by an older build can end right after `turn/start` (the claim came in a
+/// later batch). Recovery closes that empty turn and adds nothing else: the prompt stays
+/// pending, parked, and runs on the next wake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_ending_right_after_turn_start_gets_only_the_turn_closed() {
+    let mut h = Harness::new();
+    let lead = h.lead().await;
+    let id = lead.id().clone();
+    h.runtime.shutdown().await.unwrap();
+    let (writer, _) = h.journal().open(&id).unwrap();
+    let splice = troupe_runtime::events::InboxSplice {
+        target: troupe_runtime::events::InboxTarget::NextTurn,
+        start: 0,
+        removed_count: 0,
+        inserted: vec![user("the prompt")],
+        outcome: None,
+    };
+    writer
+        .append_batch(vec![
+            troupe_protocol::EventDraft::new(
+                "agent/inbox/spliced",
+                serde_json::to_value(&splice).unwrap(),
+            ),
+            troupe_protocol::EventDraft::new("turn/start", json!({"turn": 1})),
+        ])
+        .unwrap();
+    writer.close().await.unwrap();
+    let before = h.kinds(&id).len();
+
+    h.restart();
+    let (lead, recovered) = h.runtime.resume_root(&id).await.unwrap();
+    assert!(recovered);
+    let events = h.events(&id);
+    let added: Vec<&str> = events[before..].iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(added, ["turn/end"]);
+    assert_eq!(events[before].data["reason"]["kind"], "interrupted");
+    assert!(lead.is_parked());
+    assert_eq!(lead.with_transcript(|t| t.next_turn().len()), 1);
+    let model = h.models.model("lead");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(model.requests().is_empty(), "no extra turn by itself");
+    model.push([text("answered")]);
+    assert!(lead.wake_parked());
+    idle(&lead).await;
+    assert_eq!(model.user_texts(0), ["the prompt"]);
+    assert_eq!(turn_end_kinds(&h.events(&id)), ["interrupted", "completed"]);
 }

@@ -136,6 +136,8 @@ impl ModelProvider for TestModel {
 #[derive(Debug, Default)]
 pub struct TestModels {
     agents: Mutex<HashMap<String, Arc<TestModel>>>,
+    /// Agent names whose model setup fails (to make a child start fail).
+    pub refuse: Mutex<Vec<String>>,
 }
 
 impl TestModels {
@@ -157,7 +159,123 @@ impl TestModels {
 
 impl ModelSource for TestModels {
     fn for_agent(&self, name: &str) -> Result<Arc<dyn ModelProvider>, LlmError> {
+        if self.refuse.lock().unwrap().iter().any(|n| n == name) {
+            return Err(LlmError::Script {
+                message: format!("no model for {name}"),
+            });
+        }
         Ok(self.model(name) as Arc<dyn ModelProvider>)
+    }
+}
+
+/// Records every durable append (session id and event types), in order, across sessions.
+#[derive(Debug, Default, Clone)]
+pub struct AppendLog(pub Arc<Mutex<Vec<Append>>>);
+
+/// One durable append: the session and its event types.
+pub type Append = (SessionId, Vec<String>);
+
+impl AppendLog {
+    /// Index of the first append to `id` whose event types satisfy `pred`.
+    pub fn position(&self, id: &SessionId, pred: impl Fn(&[String]) -> bool) -> Option<usize> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .position(|(s, kinds)| s == id && pred(kinds))
+    }
+
+    /// Session ids of the appends from index `from` on.
+    pub fn sessions_from(&self, from: usize) -> Vec<SessionId> {
+        self.0.lock().unwrap()[from..]
+            .iter()
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
+
+#[derive(Debug)]
+struct RecordingBackend {
+    inner: troupe_journal::JsonlBackend,
+    log: AppendLog,
+}
+
+struct RecordingSink {
+    inner: Box<dyn troupe_journal::SessionSink>,
+    log: AppendLog,
+}
+
+impl troupe_journal::SessionSink for RecordingSink {
+    fn header(&self) -> &troupe_protocol::SessionHeader {
+        self.inner.header()
+    }
+    fn next_seq(&self) -> troupe_protocol::Seq {
+        self.inner.next_seq()
+    }
+    fn append(
+        &mut self,
+        expected: troupe_protocol::Seq,
+        events: &[Event],
+    ) -> troupe_journal::Result<()> {
+        self.inner.append(expected, events)?;
+        let kinds = events
+            .iter()
+            .map(|e| {
+                if e.kind == "team/member" {
+                    format!(
+                        "team/member:{}",
+                        e.data["member"]["phase"].as_str().unwrap_or("")
+                    )
+                } else {
+                    e.kind.clone()
+                }
+            })
+            .collect();
+        self.log
+            .0
+            .lock()
+            .unwrap()
+            .push((self.inner.header().id.clone(), kinds));
+        Ok(())
+    }
+}
+
+impl troupe_journal::LogBackend for RecordingBackend {
+    fn create(
+        &self,
+        header: troupe_protocol::SessionHeader,
+    ) -> troupe_journal::Result<Box<dyn troupe_journal::SessionSink>> {
+        Ok(Box::new(RecordingSink {
+            inner: self.inner.create(header)?,
+            log: self.log.clone(),
+        }))
+    }
+    fn open(
+        &self,
+        id: &SessionId,
+    ) -> troupe_journal::Result<(Box<dyn troupe_journal::SessionSink>, troupe_journal::Replay)>
+    {
+        let (sink, replay) = self.inner.open(id)?;
+        Ok((
+            Box::new(RecordingSink {
+                inner: sink,
+                log: self.log.clone(),
+            }),
+            replay,
+        ))
+    }
+    fn read(&self, id: &SessionId) -> troupe_journal::Result<troupe_journal::Replay> {
+        self.inner.read(id)
+    }
+    fn list(
+        &self,
+        on_error: &mut dyn FnMut(troupe_journal::JournalError),
+    ) -> troupe_journal::Result<Vec<troupe_journal::SessionListing>> {
+        self.inner.list(on_error)
     }
 }
 
@@ -184,6 +302,39 @@ impl troupe_journal::FaultHook for FailSwitch {
 impl Harness {
     pub fn new() -> Self {
         Self::build(None)
+    }
+
+    /// A harness whose journal records every durable append (see [`AppendLog`]).
+    pub fn recording() -> (Self, AppendLog) {
+        let log = AppendLog::default();
+        let home = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let models = Arc::new(TestModels::default());
+        let backend = RecordingBackend {
+            inner: troupe_journal::JsonlBackend::new(home.path().join("sessions")),
+            log: log.clone(),
+        };
+        let journal =
+            Journal::with_backend(Arc::new(backend), Arc::new(troupe_protocol::SystemClock));
+        let runtime = runtime_with(journal, workspace.path(), Arc::clone(&models));
+        (
+            Self {
+                home,
+                workspace,
+                models,
+                runtime,
+            },
+            log,
+        )
+    }
+
+    /// A harness with custom Team limits.
+    pub fn with_limits(limits: troupe_team::TeamLimits) -> Self {
+        let mut h = Self::new();
+        let mut options = h.runtime.options().clone();
+        options.team_limits = limits;
+        h.runtime = Runtime::new(h.journal(), options);
+        h
     }
 
     /// A harness whose journal consults `faults` at every write and sync.
@@ -235,6 +386,14 @@ impl Harness {
             .unwrap()
     }
 
+    /// A Team root named `lead` (DESIGN decision 4's team profile).
+    pub async fn team_lead(&self) -> Agent {
+        self.runtime
+            .create_root(SessionId::random(), "lead", Profile::Team)
+            .await
+            .unwrap()
+    }
+
     pub fn path(&self, rel: &str) -> PathBuf {
         self.workspace.path().join(rel)
     }
@@ -268,7 +427,10 @@ fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> 
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),
             max_depth: 1,
+            team_limits: troupe_team::TeamLimits::default(),
             extra_tools: Vec::new(),
+            secret_env: Vec::new(),
+            secrets: Vec::new(),
         },
     )
 }

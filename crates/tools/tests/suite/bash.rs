@@ -1,11 +1,16 @@
 //! `bash`: exit codes, output, timeout, cancellation and the process-group kill.
 
+use std::os::unix::process::CommandExt;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::ErrorCode;
-use troupe_tools::{ToolLimits, truncation_marker};
+use troupe_tools::{
+    ProcessInfo, ProcessObserver, ToolLimits, process_start_time, stop_leftover_group,
+    truncation_marker,
+};
 
 use super::support::{Workspace, code, err, ok, process_is_gone, wait_gone};
 
@@ -223,4 +228,81 @@ async fn timeout_bounds_are_checked() {
             json!({"command": "true", "timeout_ms": 600_000}),
         )
         .await);
+}
+
+#[tokio::test]
+async fn secret_variables_are_removed_from_the_shell_environment() {
+    let ws = Workspace::new();
+    // HOME and PATH are set in every test environment; listing them must hide exactly them.
+    let ctx = ws
+        .ctx("alpha")
+        .with_secret_env(["HOME".to_owned(), "NOT_SET_ANYWHERE_X1".to_owned()]);
+    let result = ok(ws
+        .call(
+            &ctx,
+            "bash",
+            json!({"command": "echo \"home=${HOME-unset}\"; env | grep -c '^HOME=' || true; test -n \"$PATH\" && echo path-kept"}),
+        )
+        .await);
+    assert_eq!(result["stdout"], "home=unset\n0\npath-kept\n", "{result}");
+    // Without the list the variable is inherited as before.
+    let plain = ok(ws
+        .call(
+            &ws.ctx("alpha"),
+            "bash",
+            json!({"command": "echo \"${HOME-unset}\""}),
+        )
+        .await);
+    assert_ne!(plain["stdout"], "unset\n");
+}
+
+#[tokio::test]
+async fn the_process_observer_learns_the_group_and_its_start_time_while_it_runs() {
+    let ws = Workspace::new();
+    type Seen = Vec<(ProcessInfo, Option<u64>)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let sink = Arc::clone(&seen);
+    let ctx =
+        ws.ctx("alpha")
+            .with_process_observer(ProcessObserver::new(move |info: ProcessInfo| {
+                // The group is alive when it is reported: its leader's stat can be read now.
+                let now = process_start_time(info.pgid);
+                sink.lock().unwrap().push((info, now));
+            }));
+    let result = ok(ws
+        .call(&ctx, "bash", json!({"command": "echo $$; sleep 0.1"}))
+        .await);
+    let pid: i32 = result["stdout"].as_str().unwrap().trim().parse().unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let (info, now) = seen[0];
+    assert_eq!(info.pgid, pid, "the group id is the shell's pid");
+    assert_eq!(Some(info.start_time), now);
+    // The group is gone after the call; a stale record stops nothing.
+    assert!(wait_gone(u32::try_from(pid).unwrap()).await);
+    assert!(!stop_leftover_group(info));
+}
+
+#[tokio::test]
+async fn a_leftover_group_with_the_recorded_start_time_is_stopped() {
+    // A process group of our own, standing in for one a crashed process left behind.
+    let mut child = std::process::Command::new("bash")
+        .args(["-c", "sleep 30 & wait"])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = i32::try_from(child.id()).unwrap();
+    let start_time = process_start_time(pid).unwrap();
+    assert!(!stop_leftover_group(ProcessInfo {
+        pgid: pid,
+        start_time: start_time + 1,
+    }));
+    assert!(!process_is_gone(child.id()));
+    assert!(stop_leftover_group(ProcessInfo {
+        pgid: pid,
+        start_time,
+    }));
+    let status = child.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9));
 }

@@ -281,7 +281,7 @@ fn remedies_are_appended_only_to_the_two_guard_codes() {
     assert_eq!(unseen.to_json()["code"], "FS_NOT_OBSERVED");
     assert_eq!(
         unseen.to_json()["message"],
-        "a.txt exists but this session has not read it — read the file, then retry"
+        "a.txt exists but no read of this file is on record since this agent (re)started — read the file, then retry"
     );
 
     for other in [

@@ -1,0 +1,675 @@
+//! `troupe team show` and `troupe team verify`: the Team of a Lead, folded offline from its log.
+//!
+//! Both read the Lead's session file without taking its lock (so they work while a `troupe
+//! run` writes it; an unfinished last line is ignored) and fold it with `troupe-team`'s
+//! [`TeamState`], one event at a time, so memory does not grow with the length of the log.
+//!
+//! - A Lead log the fold refuses is a failure of the work (exit 1) naming the first bad event:
+//!   `seq N (type): reason`.
+//! - An id that is not a session, a child session, or a session without a Team is bad input
+//!   (exit 2, one line).
+//!
+//! The same fold gives the Team summary `troupe run --team` prints at the end
+//! ([`TeamSummary`]).
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use anyhow::{Context, anyhow};
+use serde_json::{Value, json};
+use troupe_journal::{Journal, JournalError, ScanSummary};
+use troupe_protocol::{Seq, SessionId, event_types};
+use troupe_runtime::events::{AgentConfigRecord, Profile};
+use troupe_runtime::{Transcript, TranscriptStats};
+use troupe_team::{
+    MemberPhase, MemberStatus, MemberView, ShowOptions, TaskView, TeamId, TeamShow, TeamState,
+};
+
+use crate::exit::Failure;
+use crate::output::{Stdout, align_columns, eprint_line, escape_controls};
+
+/// `troupe team …`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum TeamCommand {
+    /// Show a Team's roster, task board and pending messages, folded from the Lead's log.
+    ///
+    /// Works offline and while the Team runs (the log is read without locking it). Offline, a
+    /// teammate's status is `inactive`, `provisioning` or `failed`.
+    Show {
+        /// The Lead's session id (see `troupe sessions`).
+        session: String,
+        /// Print one JSON object: {"teamId","members","tasks","pendingMessages"}.
+        #[arg(long)]
+        json: bool,
+        /// Include deleted tasks.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Replay the Lead's log with every Team invariant and check each teammate's session.
+    ///
+    /// Exit 0 with a one-line summary, or exit 1 naming the first violation (`seq N (type):
+    /// reason`).
+    Verify {
+        /// The Lead's session id (see `troupe sessions`).
+        session: String,
+    },
+}
+
+/// Runs a `troupe team …` command.
+pub(crate) fn run(journal: &Journal, command: TeamCommand) -> Result<(), Failure> {
+    match command {
+        TeamCommand::Show { session, json, all } => show(journal, &session, json, all),
+        TeamCommand::Verify { session } => verify(journal, &session),
+    }
+}
+
+/// A Lead log folded into its Team state.
+struct LeadLog {
+    id: SessionId,
+    state: TeamState,
+    /// The Lead's recorded configuration, when it has one.
+    config: Option<AgentConfigRecord>,
+    /// The seq of the last `team/member` record of each member (where a member's checks point).
+    member_seqs: HashMap<SessionId, Seq>,
+    summary: ScanSummary,
+}
+
+/// The first event the fold refused, as `seq N (type): reason`.
+struct FoldFailure {
+    seq: Seq,
+    event_type: String,
+    reason: String,
+}
+
+impl std::fmt::Display for FoldFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seq {} ({}): {}",
+            self.seq,
+            escape_controls(&self.event_type),
+            escape_controls(&self.reason)
+        )
+    }
+}
+
+/// Reads and folds the Lead log of `id`: `Ok(Err(…))` when the fold refuses an event.
+///
+/// # Errors
+/// Journal errors (unknown session, unreadable or damaged file), as bad input.
+fn fold_lead(journal: &Journal, id: &SessionId) -> Result<Result<LeadLog, FoldFailure>, Failure> {
+    let mut state = TeamState::new(TeamId::new(id.clone()));
+    let mut failure: Option<FoldFailure> = None;
+    let mut configs: Vec<(Seq, Value)> = Vec::new();
+    let mut member_seqs = HashMap::new();
+    let summary = journal.read_each(id, &mut |event| {
+        if failure.is_some() {
+            return;
+        }
+        if event.kind == event_types::AGENT_CONFIG {
+            configs.push((event.seq, event.data.clone()));
+        }
+        match state.apply(&event) {
+            Ok(()) => {
+                if event.kind == event_types::TEAM_MEMBER
+                    && event.data["teamId"].as_str() == Some(id.as_str())
+                    && let Some(member) = event.data["member"]["id"].as_str()
+                    && let Ok(member) = SessionId::new(member)
+                {
+                    member_seqs.insert(member, event.seq);
+                }
+            }
+            Err(e) => {
+                failure = Some(FoldFailure {
+                    seq: event.seq,
+                    event_type: event.kind.clone(),
+                    reason: e.to_string(),
+                });
+            }
+        }
+    })?;
+    if let Some(failure) = failure {
+        return Ok(Err(failure));
+    }
+    // The Lead's own configuration: the first one after any seeded prefix.
+    let config = configs
+        .into_iter()
+        .find(|(seq, _)| seq.0 >= summary.header.seed_len())
+        .and_then(|(_, data)| serde_json::from_value::<AgentConfigRecord>(data).ok());
+    Ok(Ok(LeadLog {
+        id: id.clone(),
+        state,
+        config,
+        member_seqs,
+        summary,
+    }))
+}
+
+/// Folds the Lead log of the session named `raw` for `show`/`verify`: bad input for an unknown
+/// id, a child session or a session without a Team; exit 1 for a log the fold refuses.
+fn load_team(journal: &Journal, raw: &str, verb: &str) -> Result<LeadLog, Failure> {
+    let id = SessionId::new(raw).map_err(Failure::bad_input)?;
+    let lead = match fold_lead(journal, &id)? {
+        Ok(lead) => lead,
+        Err(failure) => {
+            return Err(Failure::work(anyhow!(
+                "the Team log of session {id} is invalid at {failure}"
+            )));
+        }
+    };
+    let header = &lead.summary.header;
+    if header.origin.as_deref() == Some("subagent")
+        && let Some(parent) = &header.parent_session
+    {
+        let what = if lead
+            .config
+            .as_ref()
+            .is_some_and(|c| c.profile == Profile::Team)
+        {
+            "a teammate"
+        } else {
+            "a child session"
+        };
+        return Err(Failure::bad_input(anyhow!(
+            "session {id} is {what} of {parent}, not a Team Lead: run troupe team {verb} {parent}"
+        )));
+    }
+    let is_team = lead
+        .config
+        .as_ref()
+        .is_some_and(|c| c.profile == Profile::Team)
+        || !lead.state.members().is_empty()
+        || !lead.state.tasks().is_empty()
+        || !lead.state.messages().is_empty();
+    if !is_team {
+        return Err(Failure::bad_input(anyhow!(
+            "session {id} is not a Team session (start one with troupe run --team)"
+        )));
+    }
+    note_torn_tail(&lead.summary);
+    Ok(lead)
+}
+
+/// A torn final line is an unfinished write (a running or crashed writer): say so, once.
+fn note_torn_tail(summary: &ScanSummary) {
+    if let Some(torn) = &summary.torn_tail {
+        eprint_line!(
+            "troupe: note: {} bytes after line {} are an unfinished write ({}); they are not read",
+            torn.bytes,
+            torn.line.saturating_sub(1),
+            escape_controls(&torn.reason)
+        );
+    }
+}
+
+fn show_of(lead: &LeadLog, include_deleted: bool) -> TeamShow {
+    lead.state.show(&ShowOptions {
+        include_deleted,
+        lead_model: lead.config.as_ref().map(|c| c.model.model.clone()),
+    })
+}
+
+/// `troupe team show SESSION [--json] [--all]`.
+fn show(journal: &Journal, session: &str, json: bool, all: bool) -> Result<(), Failure> {
+    let lead = load_team(journal, session, "show")?;
+    let view = show_of(&lead, all);
+    let mut out = Stdout::lock();
+    if json {
+        let text = serde_json::to_string(&view).context("encoding the Team view")?;
+        writeln!(out, "{text}").context("writing output")?;
+    } else {
+        for line in human_show(&view, lead.summary.next_seq.0) {
+            if out.is_closed() {
+                break;
+            }
+            writeln!(out, "{line}").context("writing output")?;
+        }
+    }
+    out.flush().context("writing output")?;
+    Ok(())
+}
+
+/// At most this many characters of a description or subject in the table.
+const TEXT_WIDTH: usize = 60;
+
+fn cell(text: &str) -> String {
+    let text = escape_controls(text);
+    if text.chars().count() > TEXT_WIDTH {
+        text.chars().take(TEXT_WIDTH - 1).collect::<String>() + "…"
+    } else {
+        text.into_owned()
+    }
+}
+
+fn status_text(status: MemberStatus) -> &'static str {
+    match status {
+        MemberStatus::Running => "running",
+        MemberStatus::Idle => "idle",
+        MemberStatus::Inactive => "inactive",
+        MemberStatus::Provisioning => "provisioning",
+        MemberStatus::Failed => "failed",
+    }
+}
+
+/// The readable form of `troupe team show`: roster, tasks, pending messages.
+fn human_show(view: &TeamShow, events: u64) -> Vec<String> {
+    let mut lines = vec![format!(
+        "team {} (Lead log: {})",
+        escape_controls(view.team_id.as_str()),
+        crate::work::count(events, "event")
+    )];
+    lines.push(String::new());
+    lines.push(format!(
+        "members ({}):",
+        crate::work::count(view.members.len().saturating_sub(1) as u64, "teammate")
+    ));
+    let mut rows = vec![
+        ["NAME", "ROLE", "STATUS", "CONTEXT", "ID", "DESCRIPTION"]
+            .map(str::to_owned)
+            .to_vec(),
+    ];
+    let mut notes: Vec<(usize, Vec<String>)> = Vec::new();
+    for member in &view.members {
+        rows.push(vec![
+            cell(&member.name),
+            match member.role {
+                troupe_team::Role::Lead => "lead".to_owned(),
+                troupe_team::Role::Teammate => "teammate".to_owned(),
+            },
+            status_text(member.status).to_owned(),
+            member
+                .context
+                .map_or_else(|| "-".to_owned(), |c| c.as_str().to_owned()),
+            escape_controls(member.id.as_str()).into_owned(),
+            member
+                .description
+                .as_deref()
+                .map_or_else(|| "-".to_owned(), cell),
+        ]);
+        if !member.diagnostics.is_empty() {
+            notes.push((
+                rows.len() - 1,
+                member
+                    .diagnostics
+                    .iter()
+                    .map(|d| format!("    ! {}", escape_controls(d)))
+                    .collect(),
+            ));
+        }
+    }
+    lines.extend(with_notes(align_columns(&rows), &notes));
+    lines.push(String::new());
+    if view.tasks.is_empty() {
+        lines.push("tasks: none".to_owned());
+    } else {
+        lines.push(format!("tasks ({}):", view.tasks.len()));
+        let mut rows = vec![
+            [
+                "ID",
+                "STATUS",
+                "OWNER",
+                "READY",
+                "BLOCKED BY",
+                "REV",
+                "SUBJECT",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        ];
+        let mut notes: Vec<(usize, Vec<String>)> = Vec::new();
+        for task in &view.tasks {
+            let blockers: Vec<&str> = task.blocked_by.iter().map(|b| b.as_str()).collect();
+            rows.push(vec![
+                escape_controls(task.id.as_str()).into_owned(),
+                task.status.as_str().to_owned(),
+                task.owner_name
+                    .as_deref()
+                    .map_or_else(|| "-".to_owned(), cell),
+                if task.ready { "yes" } else { "no" }.to_owned(),
+                if blockers.is_empty() {
+                    "-".to_owned()
+                } else {
+                    cell(&blockers.join(","))
+                },
+                task.revision.to_string(),
+                cell(&task.subject),
+            ]);
+            if !task.write_scope_warnings.is_empty() {
+                notes.push((
+                    rows.len() - 1,
+                    task.write_scope_warnings
+                        .iter()
+                        .map(|w| format!("    ! {}", escape_controls(w)))
+                        .collect(),
+                ));
+            }
+        }
+        lines.extend(with_notes(align_columns(&rows), &notes));
+    }
+    lines.push(String::new());
+    if view.pending_messages.is_empty() {
+        lines.push("pending messages: none".to_owned());
+    } else {
+        lines.push(format!(
+            "pending messages ({}):",
+            view.pending_messages.len()
+        ));
+        let mut rows = vec![["ID", "FROM", "TO", "DELIVERY"].map(str::to_owned).to_vec()];
+        for message in &view.pending_messages {
+            rows.push(vec![
+                escape_controls(message.id.as_str()).into_owned(),
+                cell(&message.sender_name),
+                cell(&message.target_name),
+                message.delivery.as_str().to_owned(),
+            ]);
+        }
+        lines.extend(align_columns(&rows).into_iter().map(|l| format!("  {l}")));
+    }
+    lines
+}
+
+/// Indents table rows by two spaces and puts each row's notes under it.
+fn with_notes(rows: Vec<String>, notes: &[(usize, Vec<String>)]) -> Vec<String> {
+    let mut out = Vec::with_capacity(rows.len());
+    for (index, row) in rows.into_iter().enumerate() {
+        out.push(format!("  {row}"));
+        if let Some((_, lines)) = notes.iter().find(|(at, _)| *at == index) {
+            out.extend(lines.iter().cloned());
+        }
+    }
+    out
+}
+
+/// `troupe team verify SESSION`.
+fn verify(journal: &Journal, session: &str) -> Result<(), Failure> {
+    let lead = load_team(journal, session, "verify")?;
+    if let Some(violation) = check_teammates(journal, &lead) {
+        return Err(Failure::work(anyhow!(
+            "team verify {}: FAILED at {violation}",
+            lead.id
+        )));
+    }
+    let state = &lead.state;
+    let by_phase = |phase: MemberPhase| state.members().iter().filter(|m| m.phase == phase).count();
+    let mut roster = vec![format!("{} active", by_phase(MemberPhase::Active))];
+    for (phase, word) in [
+        (MemberPhase::Provisioning, "provisioning"),
+        (MemberPhase::Failed, "failed"),
+    ] {
+        let n = by_phase(phase);
+        if n > 0 {
+            roster.push(format!("{n} {word}"));
+        }
+    }
+    let tasks = state.tasks();
+    let completed = tasks
+        .iter()
+        .filter(|t| t.status == troupe_team::TaskStatus::Completed)
+        .count();
+    let deleted = tasks
+        .iter()
+        .filter(|t| t.status == troupe_team::TaskStatus::Deleted)
+        .count();
+    let pending = state.pending_messages().count();
+    let messages = state.messages().len();
+    let line = format!(
+        "team {}: OK: {} ({}), {} ({completed} completed, {deleted} deleted), {} ({} delivered, \
+         {pending} pending); {} checked",
+        lead.id,
+        crate::work::count(state.members().len() as u64, "teammate"),
+        roster.join(", "),
+        crate::work::count(tasks.len() as u64, "task"),
+        crate::work::count(messages as u64, "message"),
+        messages - pending,
+        crate::work::count(lead.summary.next_seq.0, "event"),
+    );
+    let mut out = Stdout::lock();
+    writeln!(out, "{line}").context("writing output")?;
+    out.flush().context("writing output")?;
+    Ok(())
+}
+
+/// Checks every `active` teammate's child session: it exists, names the Lead as its
+/// `parentSession`, carries a continuable `subagent/descriptor` of the roster's provider, and
+/// an `agent/config` with the Team profile (so a cold resume gets the Team tools back). Members
+/// still `provisioning` are settled by recovery on the next resume, and `failed` ones need no
+/// session: neither is checked. Returns the first violation, located at the member's last
+/// `team/member` record.
+fn check_teammates(journal: &Journal, lead: &LeadLog) -> Option<String> {
+    for member in lead.state.members() {
+        if member.phase != MemberPhase::Active {
+            continue;
+        }
+        let problem = check_teammate(journal, &lead.id, member);
+        if let Some(problem) = problem {
+            let seq = lead
+                .member_seqs
+                .get(&member.id)
+                .map_or_else(|| "?".to_owned(), Seq::to_string);
+            return Some(format!(
+                "seq {seq} ({}): teammate {} ({}): {}",
+                event_types::TEAM_MEMBER,
+                escape_controls(member.name.as_str()),
+                member.id,
+                escape_controls(&problem)
+            ));
+        }
+    }
+    None
+}
+
+fn check_teammate(
+    journal: &Journal,
+    lead: &SessionId,
+    member: &troupe_team::MemberSnapshot,
+) -> Option<String> {
+    let replay = match journal.read(&member.id) {
+        Ok(replay) => replay,
+        Err(JournalError::NotFound { .. }) => {
+            return Some("its child session does not exist".to_owned());
+        }
+        Err(e) => return Some(format!("its child session cannot be read: {e}")),
+    };
+    match &replay.header.parent_session {
+        Some(parent) if parent == lead => {}
+        Some(parent) => {
+            return Some(format!(
+                "its child session's parentSession is {parent}, not the Lead {lead}"
+            ));
+        }
+        None => return Some("its child session has no parentSession".to_owned()),
+    }
+    let transcript = match Transcript::fold(replay.header.seed_len(), &replay.events) {
+        Ok(t) => t,
+        Err(e) => return Some(format!("its child session cannot be replayed: {e}")),
+    };
+    match transcript.descriptor() {
+        None => return Some("its child session has no subagent/descriptor".to_owned()),
+        Some(d) if d.mode != "continuable" => {
+            return Some(format!(
+                "its child session's descriptor mode is {:?}, not \"continuable\"",
+                d.mode
+            ));
+        }
+        Some(d) if d.provider != member.provider => {
+            return Some(format!(
+                "its child session's descriptor provider {:?} differs from the roster's {:?}",
+                d.provider, member.provider
+            ));
+        }
+        Some(_) => {}
+    }
+    match transcript.config() {
+        None => Some("its child session has no agent/config, so it cannot be resumed".to_owned()),
+        Some(c) if c.profile != Profile::Team => Some(
+            "its child session's agent/config does not have the Team profile, so a resume \
+             would not give it the Team tools"
+                .to_owned(),
+        ),
+        Some(_) => None,
+    }
+}
+
+/// What `troupe run --team` reports at the end: each member's work, the board and the mail.
+pub(crate) struct TeamSummary {
+    /// The Lead row first, then every teammate, with the stats of its session when readable.
+    members: Vec<(MemberView, Option<TranscriptStats>)>,
+    tasks: Vec<TaskView>,
+    sent: usize,
+    delivered: usize,
+    pending: usize,
+    /// Set when the Lead log could not be folded (the summary is then empty).
+    problem: Option<String>,
+}
+
+impl TeamSummary {
+    /// Folds the Lead log and every teammate's session (after the runtime shut down).
+    pub(crate) fn read(journal: &Journal, lead: &SessionId, lead_stats: TranscriptStats) -> Self {
+        let mut summary = Self {
+            members: Vec::new(),
+            tasks: Vec::new(),
+            sent: 0,
+            delivered: 0,
+            pending: 0,
+            problem: None,
+        };
+        let folded = match fold_lead(journal, lead) {
+            Ok(Ok(folded)) => folded,
+            Ok(Err(failure)) => {
+                summary.problem = Some(format!("the Team log is invalid at {failure}"));
+                return summary;
+            }
+            Err(Failure { error, .. }) => {
+                summary.problem = Some(error.map_or_else(String::new, |e| format!("{e:#}")));
+                return summary;
+            }
+        };
+        let view = show_of(&folded, false);
+        for member in view.members {
+            let stats = if member.id == *lead {
+                Some(lead_stats)
+            } else {
+                journal.read(&member.id).ok().and_then(|replay| {
+                    Transcript::fold(replay.header.seed_len(), &replay.events)
+                        .ok()
+                        .map(|t| t.stats())
+                })
+            };
+            summary.members.push((member, stats));
+        }
+        summary.tasks = view.tasks;
+        summary.sent = folded.state.messages().len();
+        summary.pending = folded.state.pending_messages().count();
+        summary.delivered = summary.sent - summary.pending;
+        summary
+    }
+
+    /// The `team` object of the final `--json` line.
+    pub(crate) fn to_json(&self) -> Value {
+        let members: Vec<Value> = self
+            .members
+            .iter()
+            .map(|(member, stats)| {
+                let mut row = serde_json::to_value(member).unwrap_or(Value::Null);
+                if let (Some(stats), Some(object)) = (stats, row.as_object_mut()) {
+                    object.insert("stats".to_owned(), crate::progress::stats_json(*stats));
+                }
+                row
+            })
+            .collect();
+        let mut value = json!({
+            "members": members,
+            "tasks": self.tasks,
+            "messages": {"sent": self.sent, "delivered": self.delivered, "pending": self.pending},
+        });
+        if let Some(problem) = &self.problem {
+            value["error"] = json!(problem);
+        }
+        value
+    }
+
+    /// The stderr lines after the Lead's: one per teammate, the tasks, the mail.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        const MAX_TASKS: usize = 20;
+        if let Some(problem) = &self.problem {
+            return vec![format!("team: {}", escape_controls(problem))];
+        }
+        let mut lines = Vec::new();
+        for (member, stats) in self.members.iter().skip(1) {
+            let name = escape_controls(&member.name);
+            let work = stats.map_or_else(
+                || "no readable session".to_owned(),
+                |s| crate::work::stats_text(&s),
+            );
+            let status = match member.status {
+                MemberStatus::Failed => format!(
+                    " [failed: {}]",
+                    escape_controls(&member.diagnostics.join("; "))
+                ),
+                MemberStatus::Provisioning => " [provisioning]".to_owned(),
+                _ => String::new(),
+            };
+            lines.push(format!("{name}: {work}{status}"));
+        }
+        if self.tasks.is_empty() {
+            lines.push("tasks: none".to_owned());
+        } else {
+            let shown: Vec<String> = self
+                .tasks
+                .iter()
+                .take(MAX_TASKS)
+                .map(|t| {
+                    let owner = t
+                        .owner_name
+                        .as_deref()
+                        .map_or_else(String::new, |o| format!(" ({})", escape_controls(o)));
+                    format!("{} {}{owner}", t.id, t.status)
+                })
+                .collect();
+            let more = self.tasks.len().saturating_sub(MAX_TASKS);
+            let tail = if more > 0 {
+                format!(", … and {more} more")
+            } else {
+                String::new()
+            };
+            lines.push(format!("tasks: {}{tail}", shown.join(", ")));
+        }
+        lines.push(format!(
+            "messages: {} sent, {} delivered, {} pending",
+            self.sent, self.delivered, self.pending
+        ));
+        lines
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use troupe_protocol::{EventDraft, SessionHeader};
+
+    #[test]
+    fn a_task_that_starts_at_revision_2_is_reported_with_its_seq() {
+        let home = tempfile::tempdir().unwrap();
+        let journal = Journal::open_home(home.path());
+        let id = SessionId::new("lead-x").unwrap();
+        let writer = journal.create(SessionHeader::new(id.clone(), 1)).unwrap();
+        writer
+            .append(EventDraft::new(
+                "team/task",
+                json!({"version": 1, "teamId": "lead-x", "task": {
+                    "id": "task-1", "revision": 2, "subject": "s", "description": "d",
+                    "status": "pending", "blockedBy": [], "writeScopes": []}}),
+            ))
+            .unwrap();
+        writer.flush_blocking().unwrap();
+        drop(writer);
+        let Err(failure) = load_team(&journal, "lead-x", "show") else {
+            panic!("the fold must refuse the log");
+        };
+        assert_eq!(failure.code, crate::exit::WORK_FAILED);
+        let text = format!("{:#}", failure.error.unwrap());
+        assert!(text.contains("seq 0 (team/task)"), "{text}");
+        assert!(text.contains("must begin at revision 1"), "{text}");
+    }
+}

@@ -1,0 +1,894 @@
+//! The Team service (REFERENCE c.2–c.14, DESIGN decisions 1–7): the runtime side of
+//! `troupe-team`.
+//!
+//! One [`Team`] per live Lead. Its **serializer** (DESIGN decision 5) is a FIFO async lock
+//! around the folded [`TeamState`]: every read-check-append of roster, board and mailbox runs
+//! inside it as *decide → append to the Lead log → flush → apply*, and waiters are woken only
+//! after the flush made the event durable. The Lead's journal writer is the only writer of the
+//! Lead log, so the folded state never diverges from the file.
+//!
+//! Mailbox (decision 1): a send is durable in the Lead log (`team/message/queued`) before any
+//! delivery; delivery is per-target FIFO; the delivered inbox item carries the Team message id
+//! as its own id, so "the target already holds it" is the target's transcript `accepted`
+//! predicate (target-side de-duplication); `team/message/delivered` is appended only after the
+//! target's log durably holds the message.
+//!
+//! Decision recorded here (REFERENCE g.10.c): teammates do not send settlement notices to the
+//! Lead; the Lead follows them through `wait_agent`/`list_agents`, which see every status edge.
+
+mod schema;
+mod tools;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use troupe_protocol::{ErrorCode, MessageId, SessionId};
+use troupe_team::{
+    Caller, CreateTask, Delivery, LiveAgent, LiveStatus, MemberContext, MemberPhase,
+    MemberSnapshot, MemberView, MessageSnapshot, ProvisionTeammate, ProvisioningOutcome,
+    SendMessage, SettleDecision, TaskListQuery, TaskPage, TaskView, TeamError, TeamEvent, TeamId,
+    TeamLimits, TeamRecord, TeamState, UpdateTask, delivered_user_message, team_message_id,
+};
+
+use crate::agent::{Agent, AgentStatus, Progress};
+use crate::error::RuntimeError;
+use crate::events::Profile;
+use crate::runtime::{ChildProvider, ChildSpec, Runtime};
+use crate::transcript::Transcript;
+
+pub use schema::TEAM_TOOL_NAMES;
+pub(crate) use tools::team_tools;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Errors of Team operations: a Team rule (REFERENCE c.16 codes) or a lower layer.
+#[derive(Debug, thiserror::Error)]
+pub enum TeamOpError {
+    /// A Team rule refused the operation (its code, e.g. `TEAM_TASK_STALE_REVISION`).
+    #[error(transparent)]
+    Team(#[from] TeamError),
+    /// The runtime or journal failed (its code).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The Lead log does not fold (`TEAM_LOG_INVALID`), or a candidate event broke an
+    /// invariant (`INVARIANT`).
+    #[error("{message}")]
+    Log {
+        /// `TEAM_LOG_INVALID` or `INVARIANT`.
+        code: &'static str,
+        /// What is wrong, naming the event.
+        message: String,
+    },
+}
+
+impl ErrorCode for TeamOpError {
+    fn code(&self) -> &'static str {
+        match self {
+            TeamOpError::Team(e) => e.code(),
+            TeamOpError::Runtime(e) => e.code(),
+            TeamOpError::Log { code, .. } => code,
+        }
+    }
+}
+
+impl From<troupe_journal::JournalError> for TeamOpError {
+    fn from(e: troupe_journal::JournalError) -> Self {
+        TeamOpError::Runtime(RuntimeError::Journal(e))
+    }
+}
+
+/// The outcome of `wait_agent` (REFERENCE c.12, d.4.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// A change happened (`timed_out: false`) or the timeout passed (`true`).
+    Waited {
+        /// Whether the timeout passed first.
+        timed_out: bool,
+    },
+    /// Nobody else is running or provisioning: waiting could not make progress.
+    NoProgress,
+}
+
+/// The fixed `noProgress` text (REFERENCE d.4.1).
+pub const NO_PROGRESS_MESSAGE: &str = "No other Team member is running or provisioning, so \
+waiting cannot make progress and never wakes inactive teammates. Re-list with list_agents and \
+team_task_list, then use followup_task to wake each inactive teammate you still need before \
+waiting again.";
+
+/// One Lead's Team: the serializer, the folded state and the change edges.
+pub struct Team {
+    id: TeamId,
+    lead: Agent,
+    /// The serializer: FIFO async lock around the folded state.
+    state: tokio::sync::Mutex<TeamState>,
+    /// A synchronous copy of the roster (id → name, phase) for membership resolution.
+    roster: Mutex<HashMap<SessionId, (String, MemberPhase)>>,
+    /// Change edges: bumped after every durable Team event and every member status change.
+    edges: watch::Sender<u64>,
+    limits: TeamLimits,
+    /// Messages being dispatched by this process (no duplicate attempts).
+    in_flight: Mutex<HashSet<MessageId>>,
+    /// Per-target FIFO dispatch chains.
+    target_locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Closed on shutdown: waits return, dispatch stops.
+    closed: CancellationToken,
+}
+
+impl std::fmt::Debug for Team {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Team")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Team {
+    /// Attaches a Team to a live Lead whose log folds to `state`.
+    pub(crate) fn new(lead: Agent, state: TeamState, limits: TeamLimits) -> Arc<Self> {
+        let roster = state
+            .members()
+            .iter()
+            .map(|m| (m.id.clone(), (m.name.to_string(), m.phase)))
+            .collect();
+        let (edges, _) = watch::channel(0);
+        Arc::new(Self {
+            id: TeamId::new(lead.id().clone()),
+            lead,
+            state: tokio::sync::Mutex::new(state),
+            roster: Mutex::new(roster),
+            edges,
+            limits,
+            in_flight: Mutex::new(HashSet::new()),
+            target_locks: Mutex::new(HashMap::new()),
+            closed: CancellationToken::new(),
+        })
+    }
+
+    /// The Team id (= the Lead's session id).
+    pub fn id(&self) -> &TeamId {
+        &self.id
+    }
+
+    /// The Lead.
+    pub fn lead(&self) -> &Agent {
+        &self.lead
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &TeamLimits {
+        &self.limits
+    }
+
+    /// A copy of the folded state (for views and tests).
+    pub async fn snapshot(&self) -> TeamState {
+        self.state.lock().await.clone()
+    }
+
+    /// Closes the Team (REFERENCE c.14 steps 1–2): waits return, dispatches stop.
+    pub(crate) fn close(&self) {
+        self.closed.cancel();
+        self.edge();
+    }
+
+    /// Wakes every current waiter (a change edge).
+    fn edge(&self) {
+        self.edges.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The roster phase of `id`, from the synchronous copy.
+    pub(crate) fn phase_of(&self, id: &SessionId) -> Option<(String, MemberPhase)> {
+        lock(&self.roster).get(id).cloned()
+    }
+
+    /// Commits `event` inside the serializer: invariant check, append to the Lead log, flush,
+    /// apply to the state, then wake waiters (never before the flush).
+    async fn commit(&self, state: &mut TeamState, event: &TeamEvent) -> Result<(), TeamOpError> {
+        state.check_event(event).map_err(|e| TeamOpError::Log {
+            code: "INVARIANT",
+            message: e.to_string(),
+        })?;
+        let stored = self.lead.append_records(vec![event.to_draft()])?;
+        self.lead.writer().flush().await?;
+        for e in &stored {
+            state.apply(e).map_err(|e| TeamOpError::Log {
+                code: "TEAM_LOG_INVALID",
+                message: e.to_string(),
+            })?;
+        }
+        if let TeamRecord::Member(m) = &event.record {
+            lock(&self.roster).insert(m.id.clone(), (m.name.to_string(), m.phase));
+        }
+        self.edge();
+        Ok(())
+    }
+
+    fn target_lock(&self, target: &SessionId) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(
+            lock(&self.target_locks)
+                .entry(target.clone())
+                .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(()))),
+        )
+    }
+}
+
+/// `MemberView` needs the live status of teammates: resident agents only.
+fn live_agent(rt: &Runtime, id: &SessionId) -> Option<LiveAgent> {
+    rt.agent(id).map(|a| LiveAgent {
+        status: match a.status() {
+            AgentStatus::Running => LiveStatus::Running,
+            AgentStatus::Idle => LiveStatus::Idle,
+        },
+        model: a.with_transcript(|t| t.config().map(|c| c.model.model.clone())),
+    })
+}
+
+fn lead_live(team: &Team) -> LiveAgent {
+    LiveAgent {
+        status: match team.lead.status() {
+            AgentStatus::Running => LiveStatus::Running,
+            AgentStatus::Idle => LiveStatus::Idle,
+        },
+        model: team
+            .lead
+            .with_transcript(|t| t.config().map(|c| c.model.model.clone())),
+    }
+}
+
+fn disposed() -> TeamError {
+    TeamError::Disposed {
+        message: "the Team runtime is shut down".to_owned(),
+    }
+}
+
+/// An event a decision returned that is not of the kind that decision produces.
+fn unexpected(what: &str) -> TeamOpError {
+    TeamOpError::Log {
+        code: "TEAM_LOG_INVALID",
+        message: format!("internal: the decision did not produce a {what} record"),
+    }
+}
+
+fn not_member(agent: &Agent) -> TeamOpError {
+    TeamOpError::Team(TeamError::NotMember {
+        id: agent.id().to_string(),
+    })
+}
+
+fn error_text(e: &dyn std::fmt::Display) -> String {
+    e.to_string()
+}
+
+impl Runtime {
+    /// The Team of a live Lead, if `lead_id` is one.
+    pub fn team(&self, lead_id: &SessionId) -> Option<Arc<Team>> {
+        self.teams_map().get(lead_id).cloned()
+    }
+
+    /// Membership resolution (REFERENCE c.2, DESIGN decision 3): the Team and the caller for
+    /// `agent` — the Lead of its own Team when it is a Team root, a teammate when it is a
+    /// provisioning/active roster member of its live parent Lead; otherwise none.
+    pub fn team_of(&self, agent: &Agent) -> Option<(Arc<Team>, SessionId)> {
+        if self.agent(agent.id()).is_none_or(|a| !a.same(agent)) {
+            return None;
+        }
+        if let Some(team) = self.team(agent.id()) {
+            return Some((team, agent.id().clone()));
+        }
+        let parent = self.parent_of(agent.id())?;
+        let team = self.team(&parent)?;
+        match team.phase_of(agent.id()) {
+            Some((_, MemberPhase::Provisioning | MemberPhase::Active)) => {
+                Some((team, agent.id().clone()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Attaches the Team of a Team-profile root: folds its log, registers it, and forwards
+    /// status edges of the Lead and its teammates to waiters.
+    pub(crate) async fn attach_team(&self, lead: &Agent) -> Result<Arc<Team>, TeamOpError> {
+        let replay = self.journal().read(lead.id())?;
+        let team_id = TeamId::new(lead.id().clone());
+        let state = TeamState::fold(team_id, &replay.events).map_err(|e| TeamOpError::Log {
+            code: "TEAM_LOG_INVALID",
+            message: e.to_string(),
+        })?;
+        // Explicit limits (anything but the defaults) win; otherwise the recorded ones.
+        let configured = self.options().team_limits;
+        let recorded = lead
+            .with_transcript(|t| t.config().and_then(|c| c.team_limits.clone()))
+            .and_then(|v| TeamLimits::from_json(&v).ok());
+        let limits = match recorded {
+            Some(recorded) if configured == TeamLimits::default() => recorded,
+            _ => configured,
+        };
+        let team = Team::new(lead.clone(), state, limits);
+        self.teams_map_mut()
+            .insert(lead.id().clone(), Arc::clone(&team));
+        let mut progress = self.subscribe_progress();
+        let weak = Arc::downgrade(&team);
+        let closed = team.closed.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = closed.cancelled() => return,
+                    event = progress.recv() => match event {
+                        Ok(p) => {
+                            let Some(team) = weak.upgrade() else { return };
+                            if matches!(p.progress, Progress::Status { .. })
+                                && (p.agent == *team.lead.id() || team.phase_of(&p.agent).is_some())
+                            {
+                                team.edge();
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            if let Some(team) = weak.upgrade() {
+                                team.edge();
+                            }
+                        }
+                        Err(_) => return,
+                    },
+                }
+            }
+        });
+        Ok(team)
+    }
+
+    /// Closes every Team: waiters return `{timedOut:false}`, dispatches stop (REFERENCE c.14
+    /// steps 1–2). Members are then released by [`Runtime::shutdown`], parking their inboxes.
+    pub(crate) fn close_teams(&self) {
+        for team in self.teams_map().values() {
+            team.close();
+        }
+    }
+
+    /// Resolves `agent` to its Team and its [`Caller`] (inside the serializer).
+    fn resolve(&self, agent: &Agent) -> Result<Arc<Team>, TeamOpError> {
+        let (team, _) = self.team_of(agent).ok_or_else(|| not_member(agent))?;
+        if team.closed.is_cancelled() {
+            return Err(TeamOpError::Team(disposed()));
+        }
+        Ok(team)
+    }
+
+    fn caller_in(team: &Team, state: &TeamState, agent: &Agent) -> Result<Caller, TeamOpError> {
+        if agent.id() == team.lead.id() {
+            return Ok(Caller::lead(&team.id));
+        }
+        state.caller(agent.id()).ok_or_else(|| not_member(agent))
+    }
+
+    /// `list_agents` (REFERENCE c.7): the Lead row, then every member (failed included).
+    ///
+    /// # Errors
+    /// `TEAM_NOT_MEMBER`.
+    pub async fn team_list_members(&self, agent: &Agent) -> Result<Vec<MemberView>, TeamOpError> {
+        let team = self.resolve(agent)?;
+        let state = team.state.lock().await;
+        Self::caller_in(&team, &state, agent)?;
+        Ok(state.list_members(&lead_live(&team), &|id| live_agent(self, id)))
+    }
+
+    /// `spawn_teammate` (REFERENCE c.8): records `provisioning`, starts the child with the
+    /// reserved id (its initial prompt is durable in the child log before this returns), then
+    /// records `active` — or `failed` with the error, draining the child.
+    ///
+    /// # Errors
+    /// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_MEMBER_NAME`, `TEAM_INVALID_ARGUMENT`,
+    /// `TEAM_MEMBER_NAME_TAKEN`, `TEAM_MEMBER_LIMIT`, `TEAM_PROVISIONING_CONFLICT`, the child
+    /// start's own error (the member is then `failed`).
+    pub async fn team_spawn(
+        &self,
+        agent: &Agent,
+        name: &str,
+        description: &str,
+        prompt: &str,
+        context: MemberContext,
+        cancel: Option<CancellationToken>,
+    ) -> Result<MemberView, TeamOpError> {
+        let team = self.resolve(agent)?;
+        if cancel.as_ref().is_some_and(CancellationToken::is_cancelled) {
+            return Err(RuntimeError::Cancelled("teammate creation was cancelled".into()).into());
+        }
+        let provider = match context {
+            MemberContext::Fresh => ChildProvider::Spawn,
+            MemberContext::Fork => ChildProvider::Fork,
+        };
+        let child_id = SessionId::random();
+        let member = {
+            let mut state = team.state.lock().await;
+            let caller = Self::caller_in(&team, &state, agent)?;
+            let request = ProvisionTeammate {
+                name: name.to_owned(),
+                description: description.to_owned(),
+                provider: provider.as_str().to_owned(),
+                context,
+            };
+            let event =
+                state.decide_provision(&caller, &request, child_id.clone(), &team.limits)?;
+            team.commit(&mut state, &event).await?;
+            match event.record {
+                TeamRecord::Member(m) => m,
+                _ => return Err(unexpected("team/member")),
+            }
+        };
+        let started = self
+            .start_child(
+                &team.lead,
+                ChildSpec {
+                    provider,
+                    label: member.name.to_string(),
+                    child_id: Some(child_id.clone()),
+                    prompt: prompt.to_owned(),
+                    continuable: true,
+                    notify_parent: false,
+                    profile: Profile::Team,
+                    cancel,
+                },
+            )
+            .await;
+        let outcome = match &started {
+            Ok(_) => ProvisioningOutcome::Active,
+            Err(e) => ProvisioningOutcome::Failed {
+                error: error_text(e),
+            },
+        };
+        let settled = {
+            let mut state = team.state.lock().await;
+            match state.decide_settle_provisioning(&child_id, &outcome)? {
+                SettleDecision::Append(event) => {
+                    team.commit(&mut state, &event).await?;
+                    None
+                }
+                SettleDecision::AlreadySettled(phase) => Some(phase),
+            }
+        };
+        match (started, settled) {
+            (Err(e), _) => {
+                let _ = self
+                    .drain_children(&team.lead, std::slice::from_ref(&child_id))
+                    .await;
+                Err(e.into())
+            }
+            (Ok(_), Some(MemberPhase::Failed)) => {
+                let _ = self
+                    .drain_children(&team.lead, std::slice::from_ref(&child_id))
+                    .await;
+                Err(TeamError::ProvisioningConflict {
+                    message: format!(
+                        "teammate {} was marked failed by recovery while it was being created",
+                        member.name
+                    ),
+                }
+                .into())
+            }
+            (Ok(_), _) => {
+                let state = team.state.lock().await;
+                let snapshot = state.member(&child_id).cloned().unwrap_or(member);
+                Ok(MemberView::spawned(
+                    &snapshot,
+                    live_agent(self, &child_id).as_ref(),
+                ))
+            }
+        }
+    }
+
+    /// `send_message` (quiet) / `followup_task` (wakeup) (REFERENCE c.10.1): the message is
+    /// durable in the Lead log before delivery starts; returns its id and `accepted` when the
+    /// target durably holds it now, `queued` otherwise (still stored: never resend).
+    ///
+    /// # Errors
+    /// `TEAM_MEMBER_NOT_FOUND`, `TEAM_SELF_MESSAGE`, `TEAM_MAILBOX_FULL`,
+    /// `TEAM_MESSAGE_TOO_LARGE`, `TEAM_INVALID_ARGUMENT`, `TEAM_NOT_MEMBER`, `TEAM_DISPOSED`.
+    pub async fn team_send(
+        &self,
+        agent: &Agent,
+        target: &str,
+        text: &str,
+        delivery: Delivery,
+    ) -> Result<(MessageId, bool), TeamOpError> {
+        let team = self.resolve(agent)?;
+        let message = {
+            let mut state = team.state.lock().await;
+            let caller = Self::caller_in(&team, &state, agent)?;
+            let id = team_message_id(&uuid_like())?;
+            let request = SendMessage {
+                target: target.to_owned(),
+                content: vec![json!({"type": "text", "text": text})],
+                delivery,
+            };
+            let event = state.decide_send(&caller, &request, id, &team.limits)?;
+            team.commit(&mut state, &event).await?;
+            match event.record {
+                TeamRecord::MessageQueued(m) => m,
+                _ => return Err(unexpected("team/message/queued")),
+            }
+        };
+        let accepted = self.dispatch(&team, &message).await;
+        Ok((message.id, accepted))
+    }
+
+    /// Delivers one queued message (REFERENCE c.10.3); never fails (a failure leaves the
+    /// message queued and is logged). Returns whether the target durably holds it.
+    async fn dispatch(&self, team: &Arc<Team>, message: &MessageSnapshot) -> bool {
+        if team.closed.is_cancelled() || !lock(&team.in_flight).insert(message.id.clone()) {
+            return false;
+        }
+        let chain = team.target_lock(&message.target_id);
+        let held = chain.lock().await;
+        let result = self.dispatch_once(team, message).await;
+        drop(held);
+        lock(&team.in_flight).remove(&message.id);
+        match result {
+            Ok(delivered) => delivered,
+            Err(e) => {
+                tracing::warn!(message = %message.id, error = %e, "team message remains queued");
+                false
+            }
+        }
+    }
+
+    async fn dispatch_once(
+        &self,
+        team: &Arc<Team>,
+        message: &MessageSnapshot,
+    ) -> Result<bool, TeamOpError> {
+        let item = delivered_user_message(&team.id, message);
+        let target = &message.target_id;
+        let held = |a: &Agent| a.with_transcript(|t| t.accepted(&message.id));
+        if target == team.lead.id() {
+            if !held(&team.lead) {
+                match message.delivery {
+                    Delivery::Wakeup => team.lead.followup(item).await?,
+                    Delivery::Quiet => team.lead.inject(item).await?,
+                };
+            }
+            return self.acknowledge(team, &team.lead, message).await;
+        }
+        if let Some(live) = self.agent(target) {
+            if !held(&live) {
+                match message.delivery {
+                    Delivery::Quiet => {
+                        live.inject(item).await?;
+                    }
+                    Delivery::Wakeup => {
+                        self.followup_child(&team.lead, target, item).await?;
+                    }
+                }
+            }
+            return self.acknowledge(team, &live, message).await;
+        }
+        if message.delivery == Delivery::Quiet {
+            // Quiet mail never starts an inactive teammate: it waits until the target runs.
+            return Ok(false);
+        }
+        // Wakeup to an inactive teammate: de-duplicate against its stored log first.
+        let replay = self.journal().read(target)?;
+        let stored = Transcript::fold(replay.header.seed_len(), &replay.events)?;
+        if stored.accepted(&message.id) {
+            // Already held (e.g. a crash came between the target's flush and our record). If it
+            // is still waiting in the inactive target's inbox, wake the target so the wakeup
+            // takes effect — without a second copy.
+            let pending = stored
+                .next_turn()
+                .iter()
+                .chain(stored.next_step())
+                .any(|m| m.id == message.id);
+            if pending {
+                self.wake_child(&team.lead, target).await?;
+            }
+            self.mark_delivered(team, message).await?;
+            return Ok(true);
+        }
+        // Cold resume; older quiet mail goes in first so the target's history keeps queue
+        // order (REFERENCE c.10 porting note).
+        let agent = self.ensure_child_live(&team.lead, target).await?;
+        self.deliver_older_quiet(team, &agent, message).await?;
+        self.followup_child(&team.lead, target, item).await?;
+        self.acknowledge(team, &agent, message).await
+    }
+
+    /// Delivers the target's pending quiet messages queued before `before` (used when a
+    /// wakeup cold-resumes it), acknowledging each.
+    async fn deliver_older_quiet(
+        &self,
+        team: &Arc<Team>,
+        agent: &Agent,
+        before: &MessageSnapshot,
+    ) -> Result<(), TeamOpError> {
+        let older: Vec<MessageSnapshot> = {
+            let state = team.state.lock().await;
+            state
+                .pending_messages_for(agent.id())
+                .filter(|m| m.delivery == Delivery::Quiet && state.queued_before(&m.id, &before.id))
+                .cloned()
+                .collect()
+        };
+        for m in older {
+            if !agent.with_transcript(|t| t.accepted(&m.id)) {
+                agent.inject(delivered_user_message(&team.id, &m)).await?;
+            }
+            self.acknowledge(team, agent, &m).await?;
+        }
+        Ok(())
+    }
+
+    /// Acknowledges `message` once `target`'s log durably holds it (REFERENCE c.10.3): the
+    /// target's flush comes before the Lead's `delivered` record.
+    async fn acknowledge(
+        &self,
+        team: &Arc<Team>,
+        target: &Agent,
+        message: &MessageSnapshot,
+    ) -> Result<bool, TeamOpError> {
+        target.writer().flush().await?;
+        if !target.with_transcript(|t| t.accepted(&message.id)) {
+            return Ok(false);
+        }
+        self.mark_delivered(team, message).await?;
+        Ok(true)
+    }
+
+    async fn mark_delivered(
+        &self,
+        team: &Arc<Team>,
+        message: &MessageSnapshot,
+    ) -> Result<(), TeamOpError> {
+        let mut state = team.state.lock().await;
+        if let Some(event) = state.decide_delivered(&message.id, &message.target_id) {
+            team.commit(&mut state, &event).await?;
+        }
+        Ok(())
+    }
+
+    /// `wait_agent` (REFERENCE c.12, d.4.1): `NoProgress` at once when no other member is
+    /// running or provisioning; otherwise waits for the next change edge after the call began,
+    /// the timeout, or the Team's closing (`timedOut: false`).
+    ///
+    /// # Errors
+    /// `TEAM_INVALID_TIMEOUT` (`timeout_ms` not an integer in 10000..=3600000),
+    /// `TEAM_WAIT_ABORTED` when `cancel` fires, `TEAM_NOT_MEMBER`.
+    pub async fn team_wait(
+        &self,
+        agent: &Agent,
+        timeout_ms: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<WaitOutcome, TeamOpError> {
+        let timeout_ms = troupe_team::validate_wait_timeout(timeout_ms)?;
+        let (team, _) = self.team_of(agent).ok_or_else(|| not_member(agent))?;
+        if team.closed.is_cancelled() {
+            return Ok(WaitOutcome::Waited { timed_out: false });
+        }
+        // Register before looking at statuses, so no edge between the two is missed.
+        let mut edges = team.edges.subscribe();
+        let others_active = {
+            let state = team.state.lock().await;
+            Self::caller_in(&team, &state, agent)?;
+            state
+                .list_members(&lead_live(&team), &|id| live_agent(self, id))
+                .iter()
+                .filter(|m| m.id != *agent.id())
+                .any(|m| {
+                    matches!(
+                        m.status,
+                        troupe_team::MemberStatus::Running
+                            | troupe_team::MemberStatus::Provisioning
+                    )
+                })
+        };
+        if !others_active {
+            return Ok(WaitOutcome::NoProgress);
+        }
+        tokio::select! {
+            _ = edges.changed() => Ok(WaitOutcome::Waited { timed_out: false }),
+            () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => {
+                Ok(WaitOutcome::Waited { timed_out: true })
+            }
+            () = team.closed.cancelled() => Ok(WaitOutcome::Waited { timed_out: false }),
+            () = cancel.cancelled() => {
+                let reason = agent
+                    .abort_cause()
+                    .map_or_else(|| "the turn was cancelled".to_owned(), |c| inspect(&c));
+                Err(TeamError::WaitAborted { reason }.into())
+            }
+        }
+    }
+
+    /// `interrupt_agent` (REFERENCE c.13): Lead only; stops a live teammate's turn keeping its
+    /// inbox; returns its status before the interrupt (`inactive` when not resident).
+    ///
+    /// # Errors
+    /// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_TARGET`, `TEAM_MEMBER_NOT_FOUND`.
+    pub async fn team_interrupt(
+        &self,
+        agent: &Agent,
+        target: &str,
+    ) -> Result<&'static str, TeamOpError> {
+        let team = self.resolve(agent)?;
+        let target_id = {
+            let state = team.state.lock().await;
+            let caller = Self::caller_in(&team, &state, agent)?;
+            state.resolve_interrupt_target(&caller, target)?.id.clone()
+        };
+        let Some(live) = self.agent(&target_id) else {
+            return Ok("inactive");
+        };
+        let previous = match live.status() {
+            AgentStatus::Running => "running",
+            AgentStatus::Idle => "idle",
+        };
+        self.interrupt(&team.lead, &target_id).await?;
+        Ok(previous)
+    }
+
+    /// `team_task_create` (REFERENCE c.11.3).
+    ///
+    /// # Errors
+    /// `TEAM_TASK_LIMIT`, `TEAM_INVALID_ARGUMENT`, `TEAM_TASK_NOT_FOUND`,
+    /// `TEAM_TASK_DEPENDENCY_CYCLE`, `TEAM_INVALID_WRITE_SCOPE`, `TEAM_NOT_MEMBER`.
+    pub async fn team_create_task(
+        &self,
+        agent: &Agent,
+        request: &CreateTask,
+    ) -> Result<TaskView, TeamOpError> {
+        let team = self.resolve(agent)?;
+        let mut state = team.state.lock().await;
+        let caller = Self::caller_in(&team, &state, agent)?;
+        let event = state.decide_create_task(&caller, request, &team.limits)?;
+        let view = task_view_before(&state, &event)?;
+        team.commit(&mut state, &event).await?;
+        Ok(view)
+    }
+
+    /// `team_task_update` (REFERENCE c.11.4): one compare-and-set action.
+    ///
+    /// # Errors
+    /// Every code of c.11.4 (`TEAM_TASK_STALE_REVISION`, `TEAM_TASK_ALREADY_CLAIMED`, …).
+    pub async fn team_update_task(
+        &self,
+        agent: &Agent,
+        request: &UpdateTask,
+    ) -> Result<TaskView, TeamOpError> {
+        let team = self.resolve(agent)?;
+        let mut state = team.state.lock().await;
+        let caller = Self::caller_in(&team, &state, agent)?;
+        let event = state.decide_update_task(&caller, request)?;
+        let view = task_view_before(&state, &event)?;
+        team.commit(&mut state, &event).await?;
+        Ok(view)
+    }
+
+    /// `team_task_get` (REFERENCE c.11.2): tombstones included.
+    ///
+    /// # Errors
+    /// `TEAM_TASK_NOT_FOUND`, `TEAM_NOT_MEMBER`.
+    pub async fn team_get_task(&self, agent: &Agent, id: &str) -> Result<TaskView, TeamOpError> {
+        let team = self.resolve(agent)?;
+        let state = team.state.lock().await;
+        let caller = Self::caller_in(&team, &state, agent)?;
+        Ok(state.get_task(&caller, id)?)
+    }
+
+    /// `team_task_list` (REFERENCE d.4.2).
+    ///
+    /// # Errors
+    /// `TEAM_INVALID_ARGUMENT` for a bad cursor or limit, `TEAM_NOT_MEMBER`.
+    pub async fn team_list_tasks(
+        &self,
+        agent: &Agent,
+        query: &TaskListQuery,
+    ) -> Result<TaskPage, TeamOpError> {
+        let team = self.resolve(agent)?;
+        let state = team.state.lock().await;
+        let caller = Self::caller_in(&team, &state, agent)?;
+        Ok(state.list_tasks(&caller, query)?)
+    }
+
+    /// Recovery of a Team root (REFERENCE c.9), run when it is attached: roster reconciliation
+    /// (members left `provisioning` by a crash become `active` or `failed` from their child
+    /// logs), then mailbox recovery (pending messages in queue order; quiet mail to inactive
+    /// teammates stays queued, wakeup mail cold-resumes its target).
+    pub(crate) async fn recover_team(&self, team: &Arc<Team>) {
+        if let Err(e) = self.reconcile_provisioning(team).await {
+            tracing::warn!(team = %team.id, error = %e, "roster reconciliation failed");
+        }
+        let pending: Vec<MessageSnapshot> = {
+            let state = team.state.lock().await;
+            state.pending_messages().cloned().collect()
+        };
+        for message in pending {
+            if team.closed.is_cancelled() {
+                return;
+            }
+            let to_inactive_teammate =
+                message.target_id != *team.lead.id() && self.agent(&message.target_id).is_none();
+            if message.delivery == Delivery::Quiet && to_inactive_teammate {
+                continue;
+            }
+            self.dispatch(team, &message).await;
+        }
+    }
+
+    async fn reconcile_provisioning(&self, team: &Arc<Team>) -> Result<(), TeamOpError> {
+        let provisioning: Vec<MemberSnapshot> = {
+            let state = team.state.lock().await;
+            state.provisioning_members().cloned().collect()
+        };
+        for member in provisioning {
+            if self.agent(&member.id).is_some() {
+                continue;
+            }
+            let outcome = match self.journal().read(&member.id) {
+                Err(e) => ProvisioningOutcome::Failed {
+                    error: format!("{}{e}", troupe_team::RECOVERY_INSPECT_FAILED_PREFIX),
+                },
+                Ok(replay) => match Transcript::fold(replay.header.seed_len(), &replay.events) {
+                    Err(e) => ProvisioningOutcome::Failed {
+                        error: format!("{}{e}", troupe_team::RECOVERY_INSPECT_FAILED_PREFIX),
+                    },
+                    Ok(t) => {
+                        let matches = replay.header.parent_session.as_ref() == Some(team.lead.id())
+                            && t.descriptor().is_some_and(|d| {
+                                d.mode == "continuable" && d.provider == member.provider
+                            })
+                            && t.accepted_user_message();
+                        if matches {
+                            ProvisioningOutcome::Active
+                        } else {
+                            ProvisioningOutcome::Failed {
+                                error: troupe_team::RECOVERY_CHILD_MISMATCH.to_owned(),
+                            }
+                        }
+                    }
+                },
+            };
+            let mut state = team.state.lock().await;
+            if let SettleDecision::Append(event) =
+                state.decide_settle_provisioning(&member.id, &outcome)?
+            {
+                team.commit(&mut state, &event).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The view a mutation returns: the pre-append state plus the new snapshot (REFERENCE c.11.1).
+fn task_view_before(state: &TeamState, event: &TeamEvent) -> Result<TaskView, TeamOpError> {
+    match &event.record {
+        TeamRecord::Task(task) => Ok(state.task_view_of(task)),
+        _ => Err(unexpected("team/task")),
+    }
+}
+
+/// A compact single-line rendering of an abort cause, as `{ kind: 'user' }` (REFERENCE c.12).
+fn inspect(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Object(map) => {
+            let fields: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", inspect_inner(v)))
+                .collect();
+            format!("{{ {} }}", fields.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+fn inspect_inner(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("'{s}'"),
+        other => inspect(other),
+    }
+}
+
+fn uuid_like() -> String {
+    SessionId::random().to_string()
+}
