@@ -53,7 +53,8 @@ const CONTINUATION: &str = "The previous turn did not finish: {why}. Any tool ca
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ModelArgs {
     /// The model: NAME (deepseek-…, gpt-…), PROVIDER:NAME (deepseek, openai, compatible) or
-    /// script:FILE (offline scripted model). Default: deepseek:deepseek-chat.
+    /// script:FILE (offline scripted model). `run` defaults to deepseek:deepseek-chat; `resume`
+    /// defaults to the model recorded in the session (an override is recorded too).
     #[arg(long, value_name = "M")]
     model: Option<String>,
     /// Base URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio), e.g.
@@ -370,6 +371,25 @@ fn absolute_script(mut spec: ModelSpec) -> Result<ModelSpec, Failure> {
 /// Reads the API key and builds the client, or loads and checks the script.
 /// The model factory, plus the secrets a run must keep out of tools and logs: the variables
 /// that may hold API keys (the providers' defaults and `--api-key-env`), and the key in use.
+/// Records a `--model`/`--base-url`/`--api-key-env` override of a resumed session as a new
+/// `agent/config` (the latest one wins), so a later plain `troupe resume` keeps using it.
+async fn record_model_override(agent: &Agent, spec: &ModelSpec) -> anyhow::Result<()> {
+    let Some(mut config) = agent.with_transcript(|t| t.config().cloned()) else {
+        return Ok(());
+    };
+    if config.model == *spec {
+        return Ok(());
+    }
+    config.model = spec.clone();
+    let data = serde_json::to_value(&config)?;
+    agent.append_records(vec![troupe_protocol::EventDraft::new(
+        troupe_protocol::event_types::AGENT_CONFIG,
+        data,
+    )])?;
+    agent.writer().flush().await?;
+    Ok(())
+}
+
 struct ModelSetup {
     factory: Arc<ProviderFactory>,
     secret_env: Vec<String>,
@@ -540,6 +560,7 @@ async fn drive(
                 .await
                 .map_err(|e| resume_error(id, e))?;
             printer.session_started(id, true, &model);
+            record_model_override(&agent, &config.spec).await?;
             if recovered {
                 printer.note(
                     "recovered: the previous run stopped in the middle of a turn; it was closed \
@@ -567,6 +588,11 @@ async fn drive(
                 let msg = UserMessage::text(prompt.clone(), MessageSource::kind("user"));
                 agent.followup(msg).await?;
                 false
+            } else if pending {
+                // Waiting items (e.g. a prompt the interrupted run never claimed) run first and
+                // in order; they carry the work on, so no continuation message is added.
+                printer.note("running the messages that were waiting in the inbox");
+                !agent.wake_parked()
             } else if let Some(why) = unfinished {
                 let text = CONTINUATION.replace("{why}", &why);
                 let msg = UserMessage::text(
@@ -576,9 +602,6 @@ async fn drive(
                 printer.note(&format!("continuing: the last turn did not finish ({why})"));
                 agent.followup(msg).await?;
                 false
-            } else if pending {
-                printer.note("running the messages that were waiting in the inbox");
-                !agent.wake_parked()
             } else {
                 true
             };

@@ -203,7 +203,9 @@ impl Transcript {
                     splice.inserted,
                 );
             }
-            ty::AGENT_CONFIG if own && self.config.is_none() => {
+            // The latest record wins: `troupe resume --model …` records its override so that
+            // later resumes keep it.
+            ty::AGENT_CONFIG if own => {
                 self.config = Some(decode(event)?);
             }
             ty::SUBAGENT_DESCRIPTOR if own && self.descriptor.is_none() => {
@@ -254,7 +256,7 @@ impl Transcript {
         self.model_calls
     }
 
-    /// The agent's recorded configuration.
+    /// The agent's recorded configuration (the latest `agent/config` of the own suffix).
     pub fn config(&self) -> Option<&AgentConfigRecord> {
         self.config.as_ref()
     }

@@ -750,3 +750,132 @@ fn ctrl_c_interrupts_the_turn_and_resume_completes_it() {
     let end = events.iter().rfind(|e| e["type"] == "turn/end").unwrap();
     assert_eq!(end["data"]["reason"]["kind"], "completed");
 }
+
+/// SIGTERM (and SIGHUP) stop the run like Ctrl-C: a resumable session, no stray processes.
+#[test]
+fn sigterm_and_sighup_interrupt_cleanly_and_resume_completes() {
+    for (n, sig) in [rustix::process::Signal::TERM, rustix::process::Signal::HUP]
+        .into_iter()
+        .enumerate()
+    {
+        let s = Setup::new();
+        let marker = format!("marker{n}");
+        let script = s.script("sleep.json", sleeping_steps(&marker));
+        let mut child = s.spawn_run(&["--model", &format!("script:{}", script.display()), "work"]);
+        let group = s.wait_for_marker(&marker, &mut child);
+        signal(child.id() as i32, sig);
+        let (code, _out, err) = finish(child);
+        assert_eq!(code, 1, "{sig:?}: {err}");
+        let id = session_id(&err);
+        assert!(err.contains(&format!("troupe resume {id}")), "{err}");
+        let group = rustix::process::Pid::from_raw(group).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while rustix::process::test_kill_process_group(group).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "{sig:?}: the tool's process group survived"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = s.troupe().args(["resume", &id]).assert().success();
+        assert_eq!(stdout(&out), "Finished after the interruption.\n");
+    }
+}
+
+/// API keys in the environment never reach the model, the tools or the session files.
+#[test]
+fn api_keys_in_the_environment_stay_out_of_tools_and_logs() {
+    let s = Setup::new();
+    let secret = "sk-test-SECRET-4242";
+    let script = s.script(
+        "env.json",
+        json!([
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "env; echo key=$OPENAI_API_KEY; echo $MY_KEY"}}]},
+            {"text": "checked the environment"}
+        ]),
+    );
+    s.run(&[
+        "--model",
+        &format!("script:{}", script.display()),
+        "show env",
+    ])
+    .env("OPENAI_API_KEY", secret)
+    .env("DEEPSEEK_API_KEY", secret)
+    .assert()
+    .success();
+    let mut leaked = Vec::new();
+    for entry in walk(&s.home) {
+        let text = std::fs::read_to_string(&entry).unwrap_or_default();
+        if text.contains(secret) {
+            leaked.push(entry);
+        }
+    }
+    assert!(leaked.is_empty(), "the key leaked into {leaked:?}");
+    // The tool really ran: its output is in the log, without the key.
+    let id = s
+        .troupe()
+        .args(["sessions", "--json"])
+        .output()
+        .map(|o| {
+            serde_json::from_slice::<Value>(&o.stdout).unwrap()[0]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .unwrap();
+    let result = s
+        .log(&id)
+        .into_iter()
+        .find(|e| e["type"] == "tool/result")
+        .unwrap();
+    let content = result["data"]["content"].as_str().unwrap();
+    assert!(
+        content.contains("key=\\n") || content.contains("key=\n"),
+        "{content}"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// A model override on resume is recorded: a later plain resume keeps using it.
+#[test]
+fn a_resume_model_override_sticks() {
+    let s = Setup::new();
+    let a = s.script("a.json", json!([{"text": "from a"}]));
+    let b = s.script(
+        "b.json",
+        json!([{"text": "unused"}, {"text": "from b"}, {"text": "b again"}]),
+    );
+    let out = s
+        .run(&["--model", &format!("script:{}", a.display()), "first"])
+        .assert()
+        .success();
+    let id = session_id(&String::from_utf8(out.get_output().stderr.clone()).unwrap());
+    let out = s
+        .troupe()
+        .args([
+            "resume",
+            &id,
+            "--model",
+            &format!("script:{}", b.display()),
+            "second",
+        ])
+        .assert()
+        .success();
+    assert_eq!(stdout(&out), "from b\n");
+    let out = s.troupe().args(["resume", &id, "third"]).assert().success();
+    assert_eq!(stdout(&out), "b again\n");
+}
