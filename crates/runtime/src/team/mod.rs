@@ -114,8 +114,8 @@ pub struct Team {
     limits: TeamLimits,
     /// Messages being dispatched by this process (no duplicate attempts).
     in_flight: Mutex<HashSet<MessageId>>,
-    /// Per-target FIFO dispatch chains.
-    target_locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per-target FIFO dispatch chains (ticket queues).
+    chains: Mutex<HashMap<SessionId, Arc<Chain>>>,
     /// Closed on shutdown: waits return, dispatch stops.
     closed: CancellationToken,
 }
@@ -145,7 +145,7 @@ impl Team {
             edges,
             limits,
             in_flight: Mutex::new(HashSet::new()),
-            target_locks: Mutex::new(HashMap::new()),
+            chains: Mutex::new(HashMap::new()),
             closed: CancellationToken::new(),
         })
     }
@@ -208,12 +208,81 @@ impl Team {
         Ok(())
     }
 
-    fn target_lock(&self, target: &SessionId) -> Arc<tokio::sync::Mutex<()>> {
-        Arc::clone(
-            lock(&self.target_locks)
+    /// Takes the next place in `target`'s delivery queue. Called inside the serializer right
+    /// after `team/message/queued` is durable, so delivery order is durable queue order even
+    /// when several senders race (REFERENCE c.10.1 step 3).
+    fn ticket(&self, target: &SessionId) -> Ticket {
+        let chain = Arc::clone(
+            lock(&self.chains)
                 .entry(target.clone())
-                .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(()))),
-        )
+                .or_insert_with(|| Arc::new(Chain::default())),
+        );
+        let number = {
+            let mut st = lock(&chain.state);
+            let n = st.next;
+            st.next += 1;
+            n
+        };
+        Ticket { chain, number }
+    }
+}
+
+/// One target's delivery queue: tickets are served strictly in order.
+#[derive(Debug, Default)]
+struct Chain {
+    state: Mutex<ChainState>,
+    turn: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct ChainState {
+    /// The number the next ticket gets.
+    next: u64,
+    /// The ticket whose turn it is.
+    serving: u64,
+    /// Tickets dropped before their turn (their dispatch was abandoned): skipped when reached.
+    abandoned: std::collections::BTreeSet<u64>,
+}
+
+/// A place in a [`Chain`]. Dropping it after its turn lets the next ticket through; dropping
+/// it before its turn marks it abandoned, so the queue skips it.
+struct Ticket {
+    chain: Arc<Chain>,
+    number: u64,
+}
+
+impl Ticket {
+    /// Waits until every earlier ticket of the chain was served.
+    async fn wait_turn(&self) {
+        loop {
+            let notified = self.chain.turn.notified();
+            if lock(&self.chain.state).serving == self.number {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut st = lock(&self.chain.state);
+        if st.serving == self.number {
+            // This ticket's turn is over: pass it on, skipping abandoned tickets.
+            st.serving += 1;
+            loop {
+                let serving = st.serving;
+                if !st.abandoned.remove(&serving) {
+                    break;
+                }
+                st.serving += 1;
+            }
+        } else if st.serving < self.number {
+            // Dropped before its turn: skip it when the queue gets there.
+            st.abandoned.insert(self.number);
+        }
+        drop(st);
+        self.chain.turn.notify_waiters();
     }
 }
 
@@ -505,25 +574,27 @@ impl Runtime {
             };
             let event = state.decide_send(&caller, &request, id, &team.limits)?;
             team.commit(&mut state, &event).await?;
-            match event.record {
+            let message = match event.record {
                 TeamRecord::MessageQueued(m) => m,
                 _ => return Err(unexpected("team/message/queued")),
-            }
+            };
+            let ticket = team.ticket(&message.target_id);
+            (message, ticket)
         };
-        let accepted = self.dispatch(&team, &message).await;
+        let (message, ticket) = message;
+        let accepted = self.dispatch(&team, &message, ticket).await;
         Ok((message.id, accepted))
     }
 
     /// Delivers one queued message (REFERENCE c.10.3); never fails (a failure leaves the
     /// message queued and is logged). Returns whether the target durably holds it.
-    async fn dispatch(&self, team: &Arc<Team>, message: &MessageSnapshot) -> bool {
+    async fn dispatch(&self, team: &Arc<Team>, message: &MessageSnapshot, ticket: Ticket) -> bool {
+        ticket.wait_turn().await;
         if team.closed.is_cancelled() || !lock(&team.in_flight).insert(message.id.clone()) {
             return false;
         }
-        let chain = team.target_lock(&message.target_id);
-        let held = chain.lock().await;
         let result = self.dispatch_once(team, message).await;
-        drop(held);
+        drop(ticket);
         lock(&team.in_flight).remove(&message.id);
         match result {
             Ok(delivered) => delivered,
@@ -562,7 +633,10 @@ impl Runtime {
                     }
                 }
             }
-            return self.acknowledge(team, &live, message).await;
+            // The target may have settled and been re-activated meanwhile: check the current
+            // activation's log.
+            let current = self.agent(target).unwrap_or(live);
+            return self.acknowledge(team, &current, message).await;
         }
         if message.delivery == Delivery::Quiet {
             // Quiet mail never starts an inactive teammate: it waits until the target runs.
@@ -811,7 +885,8 @@ impl Runtime {
             if message.delivery == Delivery::Quiet && to_inactive_teammate {
                 continue;
             }
-            self.dispatch(team, &message).await;
+            let ticket = team.ticket(&message.target_id);
+            self.dispatch(team, &message, ticket).await;
         }
     }
 

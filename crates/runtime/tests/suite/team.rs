@@ -1402,3 +1402,75 @@ async fn concurrent_task_mutations_are_serializable() {
     );
     h.runtime.shutdown().await.unwrap();
 }
+
+/// Limits given when a Team root is created are recorded and kept across a resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn team_limits_are_recorded_and_survive_a_resume() {
+    let mut h = Harness::with_limits(TeamLimits {
+        max_members: 1,
+        ..TeamLimits::default()
+    });
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    let worker = spawn(&h, &lead, "only", vec![text("done")]).await;
+    settled(&h, &worker).await;
+    h.runtime.shutdown().await.unwrap();
+    // A new runtime with default options (as `troupe resume` without limit flags).
+    h.restart();
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    assert_eq!(h.runtime.team(&lead_id).unwrap().limits().max_members, 1);
+    assert_eq!(
+        code(
+            h.runtime
+                .team_spawn(&lead, "second", "d", "p", MemberContext::Fresh, None)
+                .await
+        ),
+        "TEAM_MEMBER_LIMIT"
+    );
+}
+
+/// REFERENCE c.10.1: concurrent senders to one target are delivered in durable queue order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_sends_to_one_target_keep_queue_order() {
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    let target_id = spawn(&h, &lead, "target", vec![Step::Hang]).await;
+    let mut senders = Vec::new();
+    for n in 0..4 {
+        let id = spawn(&h, &lead, &format!("s{n}"), vec![Step::Hang]).await;
+        senders.push(h.runtime.agent(&id).unwrap());
+    }
+    senders.push(lead.clone());
+    model_called(&h.models.model("target"), 1).await;
+    let mut sends = Vec::new();
+    for (n, sender) in senders.into_iter().enumerate() {
+        let rt = h.runtime.clone();
+        sends.push(tokio::spawn(async move {
+            for k in 0..10 {
+                let (_, accepted) = rt
+                    .team_send(&sender, "target", &format!("{n}-{k}"), Delivery::Quiet)
+                    .await
+                    .unwrap();
+                assert!(accepted);
+            }
+        }));
+    }
+    for s in sends {
+        s.await.unwrap();
+    }
+    let queued: Vec<_> = fold(&h, lead.id())
+        .messages()
+        .iter()
+        .filter(|m| m.target_id == target_id)
+        .map(|m| m.id.clone())
+        .collect();
+    assert_eq!(queued.len(), 50);
+    let target = h.runtime.agent(&target_id).unwrap();
+    let delivered: Vec<_> =
+        target.with_transcript(|t| t.next_step().iter().map(|m| m.id.clone()).collect());
+    assert_eq!(
+        delivered, queued,
+        "delivery order must be durable queue order"
+    );
+    h.runtime.shutdown().await.unwrap();
+}
