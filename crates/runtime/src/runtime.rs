@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -964,10 +965,12 @@ impl Runtime {
     }
 
     /// Disposes every resident agent, children first, parking their inboxes (DESIGN
-    /// decision 2). Running turns end as aborted with `{"kind":"shutdown"}`.
+    /// decision 2). Teams are closed first (waits return). Each root's tree is bounded by
+    /// `team_limits.disposal_timeout_ms`.
     ///
     /// # Errors
-    /// `ACTIVATION_TEARDOWN_FAILED` listing the agents whose disposal failed.
+    /// `ACTIVATION_TEARDOWN_FAILED` listing the agents whose disposal failed and the trees
+    /// whose disposal exceeded the bound (`TEAM_DISPOSAL_TIMEOUT`).
     pub async fn shutdown(&self) -> Result<(), RuntimeError> {
         self.close_teams();
         let roots: Vec<SessionId> = lock(&self.inner.live)
@@ -975,9 +978,18 @@ impl Runtime {
             .filter(|(_, l)| l.parent.is_none())
             .map(|(id, _)| id.clone())
             .collect();
+        // Each tree's disposal is bounded (REFERENCE c.14: `disposalTimeoutMs`), so a tool that
+        // ignores cancellation cannot hang the shutdown; inboxes are parked either way.
+        let bound = Duration::from_millis(self.inner.options.team_limits.disposal_timeout_ms);
         let mut failures = Vec::new();
         for root in roots {
-            failures.extend(self.release_tree(&root).await);
+            match tokio::time::timeout(bound, self.release_tree(&root)).await {
+                Ok(tree_failures) => failures.extend(tree_failures),
+                Err(_) => failures.push(format!(
+                    "TEAM_DISPOSAL_TIMEOUT: disposing {root} and its children took longer than {} ms",
+                    bound.as_millis()
+                )),
+            }
         }
         if failures.is_empty() {
             Ok(())

@@ -735,6 +735,15 @@ impl Runtime {
         cancel: &CancellationToken,
     ) -> Result<WaitOutcome, TeamOpError> {
         let timeout_ms = troupe_team::validate_wait_timeout(timeout_ms)?;
+        // A signal that is already aborted is reported before anything else (REFERENCE c.12).
+        if cancel.is_cancelled() {
+            return Err(TeamError::WaitAborted {
+                reason: agent
+                    .abort_cause()
+                    .map_or_else(|| "the turn was cancelled".to_owned(), |c| inspect(&c)),
+            }
+            .into());
+        }
         let (team, _) = self.team_of(agent).ok_or_else(|| not_member(agent))?;
         if team.closed.is_cancelled() {
             return Ok(WaitOutcome::Waited { timed_out: false });

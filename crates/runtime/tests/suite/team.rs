@@ -991,6 +991,8 @@ async fn a_wait_times_out_and_earlier_edges_are_not_replayed() {
         troupe_runtime::team::WaitOutcome::Waited { timed_out: true }
     );
     assert_eq!(start.elapsed(), Duration::from_millis(10_000));
+    // Real time again: the disposal bound must not race virtual time against the journal thread.
+    tokio::time::resume();
     h.runtime.shutdown().await.unwrap();
 }
 
@@ -1473,4 +1475,109 @@ async fn concurrent_sends_to_one_target_keep_queue_order() {
         "delivery order must be durable queue order"
     );
     h.runtime.shutdown().await.unwrap();
+}
+
+/// CASES 113–114: the timeout is validated first, then an already aborted signal is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_aborted_wait_is_refused_after_timeout_validation() {
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    let token = tokio_util::sync::CancellationToken::new();
+    token.cancel();
+    assert_eq!(
+        code(h.runtime.team_wait(&lead, &json!(5), &token).await),
+        "TEAM_INVALID_TIMEOUT"
+    );
+    assert_eq!(
+        code(h.runtime.team_wait(&lead, &json!(10_000), &token).await),
+        "TEAM_WAIT_ABORTED"
+    );
+}
+
+/// CASES 107: a wakeup to an inactive teammate whose log cannot be read stays queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wakeup_to_an_unreadable_inactive_teammate_stays_queued() {
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    let worker = spawn(&h, &lead, "w", vec![text("done")]).await;
+    settled(&h, &worker).await;
+    // Damage before a completed turn: the log is refused as corrupt.
+    let path = h.home.path().join(format!("sessions/{worker}.jsonl"));
+    let mut text_now = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text_now.lines().collect();
+    let mut damaged = lines[..2].join("\n");
+    damaged.push_str("\nnot json\n");
+    damaged.push_str(&lines[2..].join("\n"));
+    damaged.push('\n');
+    text_now = damaged;
+    std::fs::write(&path, text_now).unwrap();
+    let (id, accepted) = h
+        .runtime
+        .team_send(&lead, "w", "please", Delivery::Wakeup)
+        .await
+        .unwrap();
+    assert!(!accepted, "the send is stored but not delivered");
+    let pending: Vec<_> = fold(&h, lead.id())
+        .pending_messages()
+        .map(|m| m.id.clone())
+        .collect();
+    assert_eq!(pending, vec![id]);
+    assert!(h.runtime.agent(&worker).is_none());
+}
+
+/// REFERENCE c.14: shutdown is bounded by `disposalTimeoutMs` even when a tool ignores
+/// cancellation; the overrun is reported as `TEAM_DISPOSAL_TIMEOUT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_is_bounded_by_the_disposal_timeout() {
+    struct Stubborn;
+    impl troupe_tools::Tool for Stubborn {
+        fn name(&self) -> &str {
+            "stubborn"
+        }
+        fn description(&self) -> &str {
+            "ignores cancellation"
+        }
+        fn parameters(&self) -> Value {
+            json!({"type": "object", "properties": {}, "additionalProperties": false})
+        }
+        fn call<'a>(
+            &'a self,
+            _: &'a troupe_tools::ToolContext,
+            _: Value,
+        ) -> troupe_tools::ToolFuture<'a> {
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Ok(json!({}))
+            })
+        }
+    }
+    let h = Harness::new();
+    let mut options = h.runtime.options().clone();
+    options.extra_tools = vec![std::sync::Arc::new(Stubborn)];
+    options.team_limits = TeamLimits {
+        disposal_timeout_ms: 200,
+        ..TeamLimits::default()
+    };
+    let rt = troupe_runtime::Runtime::new(h.journal(), options);
+    h.models.model("lead").push([call("stubborn", json!({}))]);
+    let lead = rt
+        .create_root(SessionId::random(), "lead", troupe_runtime::Profile::Team)
+        .await
+        .unwrap();
+    lead.followup(user("go")).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !h.events(lead.id()).iter().any(|e| e.kind == "tool/call") {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let start = std::time::Instant::now();
+    let err = rt.shutdown().await.unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "shutdown took {:?}",
+        start.elapsed()
+    );
+    assert!(err.to_string().contains("TEAM_DISPOSAL_TIMEOUT"), "{err}");
 }
