@@ -419,6 +419,11 @@ impl Runtime {
 
     /// Resolves `agent` to its Team and its [`Caller`] (inside the serializer).
     fn resolve(&self, agent: &Agent) -> Result<Arc<Team>, TeamOpError> {
+        // After shutdown (or the member's disposal) operations are refused as disposed
+        // (REFERENCE c.14), not as a membership problem.
+        if agent.is_disposed() {
+            return Err(disposed().into());
+        }
         let (team, _) = self.team_of(agent).ok_or_else(|| not_member(agent))?;
         if team.closed.is_cancelled() {
             return Err(TeamOpError::Team(disposed()));

@@ -1581,3 +1581,144 @@ async fn shutdown_is_bounded_by_the_disposal_timeout() {
     );
     assert!(err.to_string().contains("TEAM_DISPOSAL_TIMEOUT"), "{err}");
 }
+
+/// CASES 63: a stale handle of a settled teammate is no member; CASES 127: after shutdown,
+/// spawn and send are `TEAM_DISPOSED`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_handles_are_not_members_and_a_shut_down_team_is_disposed() {
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    h.models.model("w").push([Step::Hang]);
+    let id = h
+        .runtime
+        .team_spawn(&lead, "w", "d", "p", MemberContext::Fresh, None)
+        .await
+        .unwrap()
+        .id;
+    let handle = h.runtime.agent(&id).unwrap();
+    h.runtime.team_interrupt(&lead, "w").await.unwrap();
+    settled(&h, &id).await;
+    // The old activation's handle is stale: disposed, so refused.
+    assert_eq!(
+        code(h.runtime.team_list_members(&handle).await),
+        "TEAM_DISPOSED"
+    );
+    h.runtime.shutdown().await.unwrap();
+    assert_eq!(
+        code(
+            h.runtime
+                .team_spawn(&lead, "x", "d", "p", MemberContext::Fresh, None)
+                .await
+        ),
+        "TEAM_DISPOSED"
+    );
+    assert_eq!(
+        code(h.runtime.team_send(&lead, "w", "hi", Delivery::Quiet).await),
+        "TEAM_DISPOSED"
+    );
+}
+
+/// CASES 117: aborting one waiter leaves the other, which the next change releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborting_one_waiter_leaves_the_others_waiting() {
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    let w = spawn(&h, &lead, "w", vec![Step::Hang]).await;
+    model_called(&h.models.model("w"), 1).await;
+    let worker = h.runtime.agent(&w).unwrap();
+    // Keep the Lead running too, so the teammate's wait has an active peer.
+    h.models.model("lead").push([Step::Hang]);
+    lead.followup(user("busy")).await.unwrap();
+    model_called(&h.models.model("lead"), 1).await;
+    let first_token = tokio_util::sync::CancellationToken::new();
+    let (rt1, l1, t1) = (h.runtime.clone(), lead.clone(), first_token.clone());
+    let first = tokio::spawn(async move { rt1.team_wait(&l1, &json!(3_600_000), &t1).await });
+    let (rt2, w2) = (h.runtime.clone(), worker.clone());
+    let second = tokio::spawn(async move {
+        rt2.team_wait(
+            &w2,
+            &json!(3_600_000),
+            &tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    first_token.cancel();
+    assert_eq!(
+        ErrorCode::code(&first.await.unwrap().unwrap_err()),
+        "TEAM_WAIT_ABORTED"
+    );
+    assert!(!second.is_finished());
+    h.runtime
+        .team_create_task(
+            &lead,
+            &troupe_team::CreateTask {
+                subject: "s".into(),
+                description: "d".into(),
+                blocked_by: vec![],
+                write_scopes: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(10), second)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap(),
+        troupe_runtime::team::WaitOutcome::Waited { timed_out: false }
+    );
+    h.runtime.shutdown().await.unwrap();
+}
+
+/// CASES 124: a live child whose record became `failed` shows as failed, is no member, and
+/// is still released at shutdown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_child_of_a_failed_record_is_failed_and_still_drained() {
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    let child = SessionId::random();
+    hand_append(&lead, provisioning(&lead_id, &child, "odd")).await;
+    h.models.model("odd").push([Step::Hang]);
+    h.runtime
+        .start_child(
+            &lead,
+            troupe_runtime::ChildSpec {
+                provider: troupe_runtime::ChildProvider::Spawn,
+                label: "odd".to_owned(),
+                child_id: Some(child.clone()),
+                prompt: "x".to_owned(),
+                continuable: true,
+                notify_parent: false,
+                profile: troupe_runtime::Profile::Team,
+                cancel: None,
+            },
+        )
+        .await
+        .unwrap();
+    // The record is settled failed while the child lives (as a racing reconciliation would).
+    let state = fold(&h, &lead_id);
+    let troupe_team::SettleDecision::Append(failed) = state
+        .decide_settle_provisioning(
+            &child,
+            &troupe_team::ProvisioningOutcome::Failed {
+                error: "lost race".into(),
+            },
+        )
+        .unwrap()
+    else {
+        panic!("still provisioning")
+    };
+    hand_append(&lead, failed).await;
+    // The service's own view is rebuilt from the log on attach; check the durable roster.
+    let rows = fold(&h, &lead_id);
+    assert_eq!(rows.member(&child).unwrap().phase.as_str(), "failed");
+    assert!(h.runtime.agent(&child).is_some());
+    h.runtime.shutdown().await.unwrap();
+    assert!(
+        h.runtime.agent(&child).is_none(),
+        "the live child is drained"
+    );
+}
