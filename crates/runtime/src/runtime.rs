@@ -301,7 +301,14 @@ impl Runtime {
         if is_team {
             // A Team root recovers before it runs: roster reconciliation, then mailbox
             // recovery (REFERENCE c.9), so teammates with pending wakeup mail are resumed.
-            let team = self.attach_team(&agent).await.map_err(team_setup_error)?;
+            let team = match self.attach_team(&agent).await {
+                Ok(team) => team,
+                Err(e) => {
+                    // A Lead whose Team does not fold must not run half-attached.
+                    let _ = self.release(agent.id()).await;
+                    return Err(team_setup_error(e));
+                }
+            };
             self.recover_team(&team).await;
         }
         Ok((agent, recovered))
@@ -1035,7 +1042,7 @@ fn team_setup_error(e: crate::team::TeamOpError) -> RuntimeError {
         crate::team::TeamOpError::Runtime(e) => e,
         other => RuntimeError::NotResumable {
             id: String::new(),
-            reason: other.to_string(),
+            reason: format!("its Team log is invalid: {other}"),
         },
     }
 }

@@ -1722,3 +1722,87 @@ async fn a_live_child_of_a_failed_record_is_failed_and_still_drained() {
         "the live child is drained"
     );
 }
+
+/// CASES 132: a provisioning member whose child log does not match the provisioned
+/// continuation (wrong provider) is marked failed with that diagnosis on resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_fails_a_member_whose_child_does_not_match() {
+    let mut h = Harness::new();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    let child = SessionId::random();
+    hand_append(&lead, provisioning(&lead_id, &child, "mismatch")).await;
+    h.models.model("mismatch").push([text("ran")]);
+    // Started as a fork although the record says spawn.
+    h.runtime
+        .start_child(
+            &lead,
+            troupe_runtime::ChildSpec {
+                provider: troupe_runtime::ChildProvider::Fork,
+                label: "mismatch".to_owned(),
+                child_id: Some(child.clone()),
+                prompt: "x".to_owned(),
+                continuable: true,
+                notify_parent: false,
+                profile: troupe_runtime::Profile::Team,
+                cancel: None,
+            },
+        )
+        .await
+        .unwrap();
+    settled(&h, &child).await;
+    h.runtime.shutdown().await.unwrap();
+    h.restart();
+    h.runtime.resume_root(&lead_id).await.unwrap();
+    let member = fold(&h, &lead_id).member(&child).cloned().unwrap();
+    assert_eq!(member.phase.as_str(), "failed");
+    assert_eq!(
+        member.error.as_deref(),
+        Some(troupe_team::RECOVERY_CHILD_MISMATCH)
+    );
+}
+
+/// CASES 108: when the cold resume of an inactive target fails, the wakeup stays queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_cold_resume_leaves_the_wakeup_queued() {
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    let worker = spawn(&h, &lead, "w", vec![text("done")]).await;
+    settled(&h, &worker).await;
+    h.models.refuse.lock().unwrap().push("w".to_owned());
+    let (id, accepted) = h
+        .runtime
+        .team_send(&lead, "w", "again", Delivery::Wakeup)
+        .await
+        .unwrap();
+    assert!(!accepted);
+    let pending: Vec<_> = fold(&h, lead.id())
+        .pending_messages()
+        .map(|m| m.id.clone())
+        .collect();
+    assert_eq!(pending, vec![id]);
+}
+
+/// CASES 66: a Team root whose log does not fold is refused on resume and left not running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_root_with_an_invalid_team_log_is_not_resumed() {
+    let mut h = Harness::new();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    // A task that starts at revision 2: the fold refuses it.
+    let bad = json!({"version": 1, "teamId": lead_id.as_str(), "task": {
+        "id": "task-1", "revision": 2, "subject": "s", "description": "d",
+        "status": "pending", "blockedBy": [], "writeScopes": []}});
+    lead.append_records(vec![troupe_protocol::EventDraft::new("team/task", bad)])
+        .unwrap();
+    lead.writer().flush().await.unwrap();
+    h.runtime.shutdown().await.unwrap();
+    h.restart();
+    let err = h.runtime.resume_root(&lead_id).await.unwrap_err();
+    assert_eq!(ErrorCode::code(&err), "NOT_RESUMABLE");
+    assert!(err.to_string().contains("begin at revision 1"), "{err}");
+    assert!(
+        h.runtime.agent(&lead_id).is_none(),
+        "no half-attached Lead is left running"
+    );
+}
