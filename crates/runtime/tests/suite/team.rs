@@ -1806,3 +1806,55 @@ async fn a_team_root_with_an_invalid_team_log_is_not_resumed() {
         "no half-attached Lead is left running"
     );
 }
+
+/// CASES 137, 147, 152 through the tools: the Lead interrupts a running teammate, and a
+/// `wait_agent {}` (default timeout) returns when a task is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lead_tools_interrupt_a_teammate_and_wait_for_a_change() {
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    let w = spawn(&h, &lead, "tool-worker", vec![Step::Hang]).await;
+    model_called(&h.models.model("tool-worker"), 1).await;
+    let worker = h.runtime.agent(&w).unwrap();
+    // wait_agent {} blocks until the teammate creates a task.
+    h.models
+        .model("lead")
+        .push([call("wait_agent", json!({})), text("saw it")]);
+    lead.followup(user("wait")).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !h.events(lead.id()).iter().any(|e| e.kind == "tool/call") {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    h.runtime
+        .team_create_task(
+            &worker,
+            &troupe_team::CreateTask {
+                subject: "s".into(),
+                description: "d".into(),
+                blocked_by: vec![],
+                write_scopes: vec![],
+            },
+        )
+        .await
+        .unwrap();
+    idle(&lead).await;
+    let r = tool_results(&h, lead.id());
+    assert_eq!(
+        r[0],
+        ("wait_agent".to_owned(), false, json!({"timedOut": false}))
+    );
+    // The Lead's interrupt_agent stops the running teammate (it settles and leaves).
+    let r = lead_turn(
+        &h,
+        &lead,
+        vec![call("interrupt_agent", json!({"target": "tool-worker"}))],
+    )
+    .await;
+    assert_eq!(r[0].2, json!({"previousStatus": "running"}));
+    settled(&h, &w).await;
+    assert_eq!(turn_end_kinds(&h.events(&w)), ["aborted"]);
+}
