@@ -36,7 +36,7 @@ use troupe_team::{
 
 use crate::agent::{Agent, AgentStatus, Progress};
 use crate::error::RuntimeError;
-use crate::events::Profile;
+use crate::events::{Profile, TurnEndReason};
 use crate::runtime::{ChildProvider, ChildSpec, Runtime};
 use crate::transcript::Transcript;
 
@@ -362,12 +362,23 @@ impl Runtime {
     /// Attaches the Team of a Team-profile root: folds its log, registers it, and forwards
     /// status edges of the Lead and its teammates to waiters.
     pub(crate) async fn attach_team(&self, lead: &Agent) -> Result<Arc<Team>, TeamOpError> {
-        let replay = self.journal().read(lead.id())?;
-        let team_id = TeamId::new(lead.id().clone());
-        let state = TeamState::fold(team_id, &replay.events).map_err(|e| TeamOpError::Log {
-            code: "TEAM_LOG_INVALID",
-            message: e.to_string(),
+        // Streamed with payloads unparsed: the fold parses only `team/…` ones. A damaged log
+        // is reported before a fold refusal, as when the whole log was read first.
+        let mut state = TeamState::new(TeamId::new(lead.id().clone()));
+        let mut refused = None;
+        self.journal().read_raw_each(lead.id(), &mut |event| {
+            if refused.is_none()
+                && let Err(e) = state.apply_raw(event.seq, event.kind, event.data)
+            {
+                refused = Some(e);
+            }
         })?;
+        if let Some(e) = refused {
+            return Err(TeamOpError::Log {
+                code: "TEAM_LOG_INVALID",
+                message: e.to_string(),
+            });
+        }
         // Explicit limits (anything but the defaults) win; otherwise the recorded ones.
         let configured = self.options().team_limits;
         let recorded = lead
@@ -568,6 +579,12 @@ impl Runtime {
         delivery: Delivery,
     ) -> Result<(MessageId, bool), TeamOpError> {
         let team = self.resolve(agent)?;
+        if text.trim().is_empty() {
+            return Err(TeamError::InvalidArgument {
+                message: "the message must not be empty".to_owned(),
+            }
+            .into());
+        }
         let message = {
             let mut state = team.state.lock().await;
             let caller = Self::caller_in(&team, &state, agent)?;
@@ -706,7 +723,12 @@ impl Runtime {
         target: &Agent,
         message: &MessageSnapshot,
     ) -> Result<bool, TeamOpError> {
-        target.writer().flush().await?;
+        match target.writer().flush().await {
+            // A target that settled meanwhile closed its writer, which flushed everything it
+            // had appended: its transcript is still exactly its durable log.
+            Ok(_) | Err(troupe_journal::JournalError::Closed { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
         if !target.with_transcript(|t| t.accepted(&message.id)) {
             return Ok(false);
         }
@@ -897,10 +919,95 @@ impl Runtime {
             let to_inactive_teammate =
                 message.target_id != *team.lead.id() && self.agent(&message.target_id).is_none();
             if message.delivery == Delivery::Quiet && to_inactive_teammate {
+                // It stays queued unless a crash came after the target already held it.
+                if self.held_in_log(&message) {
+                    if let Err(e) = self.mark_delivered(team, &message).await {
+                        tracing::warn!(message = %message.id, error = %e, "acknowledgement failed");
+                    }
+                }
                 continue;
             }
             let ticket = team.ticket(&message.target_id);
             self.dispatch(team, &message, ticket).await;
+        }
+        self.continue_teammates(team).await;
+    }
+
+    /// Whether the (inactive) target's stored log already holds `message`.
+    fn held_in_log(&self, message: &MessageSnapshot) -> bool {
+        self.journal()
+            .read(&message.target_id)
+            .ok()
+            .and_then(|r| Transcript::fold(r.header.seed_len(), &r.events).ok())
+            .is_some_and(|t| t.accepted(&message.id))
+    }
+
+    /// Continues the work of active teammates a stop left unfinished (REFERENCE c.9 extended;
+    /// "nothing accepted is lost"): a teammate that holds parked *wakeup* mail is woken (its
+    /// parked items run in order); a teammate whose last turn was cut by a crash or cancelled by
+    /// the user (Ctrl-C/SIGTERM) is asked to check the state and continue. A teammate the Lead
+    /// interrupted on purpose (`{"kind":"parent"}`) is left alone.
+    async fn continue_teammates(&self, team: &Arc<Team>) {
+        let (members, wakeups): (Vec<SessionId>, HashSet<MessageId>) = {
+            let state = team.state.lock().await;
+            (
+                state
+                    .members()
+                    .iter()
+                    .filter(|m| m.phase == MemberPhase::Active)
+                    .map(|m| m.id.clone())
+                    .collect(),
+                state
+                    .messages()
+                    .iter()
+                    .filter(|m| m.delivery == Delivery::Wakeup)
+                    .map(|m| m.id.clone())
+                    .collect(),
+            )
+        };
+        for id in members {
+            if team.closed.is_cancelled() {
+                return;
+            }
+            if self.agent(&id).is_some() {
+                continue;
+            }
+            let Ok(replay) = self.journal().read(&id) else {
+                continue;
+            };
+            let Ok(t) = Transcript::fold(replay.header.seed_len(), &replay.events) else {
+                continue;
+            };
+            // Parked wakeup mail means "run this"; parked quiet mail or an initial prompt stays
+            // parked until something wakes the teammate (REFERENCE c.9, CASES 31–32).
+            let pending = t
+                .next_turn()
+                .iter()
+                .chain(t.next_step())
+                .any(|m| wakeups.contains(&m.id));
+            let cut = t.open_turn().is_some()
+                || match t.last_turn_end() {
+                    Some(TurnEndReason::Interrupted) => true,
+                    Some(TurnEndReason::Aborted { reason }) => reason["kind"] == "user",
+                    _ => false,
+                };
+            let result = if pending {
+                self.wake_child(&team.lead, &id).await.map(|_| ())
+            } else if cut {
+                let note = troupe_protocol::UserMessage::text(
+                    "Your previous turn did not finish (the Team was stopped). Any tool call that \
+                     was running then has a result saying whether it ran. Check the current \
+                     state first (re-read the files you were changing, re-list the tasks), then \
+                     continue your task from where it stopped.",
+                    troupe_protocol::MessageSource::kind("resume"),
+                );
+                self.followup_child(&team.lead, &id, note).await.map(|_| ())
+            } else {
+                Ok(())
+            };
+            if let Err(e) = result {
+                tracing::warn!(teammate = %id, error = %e, "could not continue a teammate");
+            }
         }
     }
 

@@ -300,6 +300,23 @@ impl Tool for TeamTool {
 
     fn call<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> ToolFuture<'a> {
         Box::pin(async move {
+            self.call_inner(ctx, args).await.map_err(|e| {
+                // Every Team tool failure reads `Error: <message>` (REFERENCE d.2), including
+                // argument errors raised before the service is reached.
+                let message = e.to_string();
+                if message.starts_with("Error: ") {
+                    e
+                } else {
+                    ToolError::other(e.code(), format!("Error: {message}"))
+                }
+            })
+        })
+    }
+}
+
+impl TeamTool {
+    async fn call_inner(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError> {
+        {
             let rt = self
                 .runtime
                 .upgrade()
@@ -313,6 +330,6 @@ impl Tool for TeamTool {
                     name: self.name.to_owned(),
                 })?;
             self.run(&rt, &caller, ctx, args).await
-        })
+        }
     }
 }

@@ -1858,3 +1858,94 @@ async fn lead_tools_interrupt_a_teammate_and_wait_for_a_change() {
     settled(&h, &w).await;
     assert_eq!(turn_end_kinds(&h.events(&w)), ["aborted"]);
 }
+
+/// Trial finding: a wakeup whose target settles right after taking it is still acknowledged
+/// (the settled target's closed log is read through its transcript).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_settling_targets_are_still_acknowledged() {
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    let steps: Vec<Step> = (0..41).map(|n| text(&format!("pong {n}"))).collect();
+    let w = spawn(&h, &lead, "pinger", steps).await;
+    settled(&h, &w).await;
+    for n in 0..40 {
+        let (_, accepted) = h
+            .runtime
+            .team_send(&lead, "pinger", &format!("ping {n}"), Delivery::Wakeup)
+            .await
+            .unwrap();
+        assert!(accepted, "ping {n} was reported queued");
+    }
+    quiet(&h, &lead).await;
+    assert_eq!(fold(&h, lead.id()).pending_messages().count(), 0);
+}
+
+/// Trial finding: `resume` continues a teammate whose turn a crash cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_continues_a_teammate_cut_by_a_crash() {
+    let mut h = Harness::new();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    let w = spawn(
+        &h,
+        &lead,
+        "worker",
+        vec![
+            call("bash", json!({"command": "touch started; sleep 30"})),
+            text("continued after the crash"),
+        ],
+    )
+    .await;
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !h.path("started").exists() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    // Crash: both writers stop without another byte; the abandoned tool is killed.
+    let worker = h.runtime.agent(&w).unwrap();
+    lead.writer().clone().abandon();
+    worker.writer().clone().abandon();
+    let _ = worker.cancel(json!({"kind": "crash"}), true).await;
+    h.restart();
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    quiet(&h, &lead).await;
+    let events = h.events(&w);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.kind == "user/message" && e.data["source"]["kind"] == "resume")
+    );
+    assert_eq!(turn_end_kinds(&events), ["interrupted", "completed"]);
+}
+
+/// Trial findings: empty messages are refused; argument errors of Team tools read `Error: …`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_messages_are_refused_and_tool_argument_errors_are_prefixed() {
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    spawn(&h, &lead, "w", vec![Step::Hang]).await;
+    assert_eq!(
+        code(h.runtime.team_send(&lead, "w", "  ", Delivery::Quiet).await),
+        "TEAM_INVALID_ARGUMENT"
+    );
+    let r = lead_turn(
+        &h,
+        &lead,
+        vec![
+            call("team_task_create", json!({"description": "no subject"})),
+            call("team_task_list", json!({"limit": 0})),
+        ],
+    )
+    .await;
+    for (_, is_error, value) in &r {
+        assert!(is_error);
+        assert!(
+            value["message"].as_str().unwrap().starts_with("Error: "),
+            "{value}"
+        );
+    }
+    assert_eq!(r[0].2["code"], "INVALID_ARGUMENTS");
+    h.runtime.shutdown().await.unwrap();
+}
