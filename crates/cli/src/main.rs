@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod demo;
 mod exit;
 mod output;
 mod progress;
@@ -43,6 +44,14 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a scripted Team on a small real project, offline, in seconds (no API key needed).
+    ///
+    /// Writes a small Python package whose unittest suite fails (into ./troupe-demo or
+    /// --workspace DIR, which must be new or empty), then a Lead and two teammates fix it
+    /// through the real runtime and tools, driven by a built-in script: a task board with a
+    /// dependency, claims, edits (one refused as stale and retried), messages, test runs. Ends
+    /// with the commands to inspect what they did.
+    Demo(demo::DemoFlags),
     /// Create a session and run the Lead on PROMPT until the work is done.
     ///
     /// Runs until the Lead has answered and every helper (subagent, or teammate with --team)
@@ -217,6 +226,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Run(flags) => work::run(flags, home),
         Command::Resume(flags) => work::resume(flags, home),
+        Command::Demo(flags) => demo::run(flags, home),
         Command::Sessions { json } => sessions(&journal, &home.dir, json),
         Command::Log {
             session,

@@ -13,6 +13,10 @@
 //! Every agent of the run reports here (a Team's teammates, a Lead's subagents): each line and
 //! event names its agent (`agentName`), and once more than one agent has spoken the live line
 //! shows one `name: activity` entry per agent.
+//!
+//! A Team run also reports its [`Board`] (roster, tasks, mail counts) whenever it changes: a
+//! `board: …` line when a task changes, a `team` JSON event, and on a terminal a live area of
+//! one line per member (status, current tool), the board and the message counts.
 
 use std::io::Write;
 use std::time::Instant;
@@ -21,6 +25,7 @@ use serde_json::{Value, json};
 use troupe_protocol::SessionId;
 use troupe_runtime::events::TurnEndReason;
 use troupe_runtime::{AgentProgress, AgentStatus, Progress, TranscriptStats};
+use troupe_team::TeamState;
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +47,10 @@ struct AgentActivity {
     name: String,
     /// `idle`, `thinking`, a tool name, …
     doing: String,
+    /// Whether a turn is running.
+    running: bool,
+    /// The tool call running now, if any.
+    tool: Option<String>,
     tool_calls: u64,
     tokens_in: u64,
     tokens_out: u64,
@@ -58,9 +67,96 @@ pub(crate) struct Printer {
     tool_calls: u64,
     tokens_in: u64,
     tokens_out: u64,
-    /// Whether the live line is on screen (and must be cleared before other output).
-    live_shown: bool,
+    /// How many lines of the live area are on screen (cleared before other output).
+    live_lines: usize,
     width: usize,
+    /// The Team's board as last reported (Team runs only).
+    board: Option<Board>,
+}
+
+/// What a Team looks like now, folded from its Lead log by the Team service: the roster, the
+/// tasks and the mail counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Board {
+    /// Every teammate (name, phase: `provisioning`, `active`, `failed`), in creation order.
+    members: Vec<(String, &'static str)>,
+    /// Every task that is not deleted.
+    tasks: Vec<BoardTask>,
+    sent: usize,
+    delivered: usize,
+    pending: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BoardTask {
+    id: String,
+    status: &'static str,
+    owner: Option<String>,
+}
+
+impl Board {
+    pub(crate) fn of(state: &TeamState) -> Self {
+        let members = state
+            .members()
+            .iter()
+            .map(|m| (m.name.to_string(), m.phase.as_str()))
+            .collect();
+        let tasks = state
+            .tasks()
+            .iter()
+            .filter(|t| t.status != troupe_team::TaskStatus::Deleted)
+            .map(|t| BoardTask {
+                id: t.id.to_string(),
+                status: t.status.as_str(),
+                owner: t
+                    .owner_id
+                    .as_ref()
+                    .and_then(|o| state.name_of(o))
+                    .map(str::to_owned),
+            })
+            .collect();
+        let sent = state.messages().len();
+        let pending = state.pending_messages().count();
+        Self {
+            members,
+            tasks,
+            sent,
+            delivered: sent - pending,
+            pending,
+        }
+    }
+
+    /// `task-1 completed (alpha), task-2 in_progress (beta), task-3 pending`.
+    fn tasks_text(&self, separator: &str) -> String {
+        if self.tasks.is_empty() {
+            return "no tasks".to_owned();
+        }
+        self.tasks
+            .iter()
+            .map(|t| match &t.owner {
+                Some(owner) => format!("{} {} ({owner})", t.id, t.status),
+                None => format!("{} {}", t.id, t.status),
+            })
+            .collect::<Vec<_>>()
+            .join(separator)
+    }
+
+    /// `5 sent, 4 delivered, 1 pending`.
+    fn messages_text(&self) -> String {
+        format!(
+            "{} sent, {} delivered, {} pending",
+            self.sent, self.delivered, self.pending
+        )
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "event": "team",
+            "members": self.members.iter().map(|(name, phase)| json!({"name": name, "phase": phase})).collect::<Vec<_>>(),
+            "tasks": self.tasks.iter().map(|t| json!({"id": t.id, "status": t.status, "ownerName": t.owner})).collect::<Vec<_>>(),
+            "messages": {"sent": self.sent, "delivered": self.delivered, "pending": self.pending},
+        })
+    }
 }
 
 /// How a run ended, for the final JSON line.
@@ -88,8 +184,9 @@ impl Printer {
             tool_calls: 0,
             tokens_in: 0,
             tokens_out: 0,
-            live_shown: false,
+            live_lines: 0,
             width,
+            board: None,
         }
     }
 
@@ -139,11 +236,95 @@ impl Printer {
         }
     }
 
-    /// Redraws the live line (TTY mode only).
+    /// Reports the Team's board; does nothing when it did not change. A change of the tasks
+    /// gets a `board: …` line; every change a `team` JSON event.
+    pub(crate) fn team(&mut self, board: Board) {
+        if self.board.as_ref() == Some(&board) {
+            return;
+        }
+        let tasks_changed = self.board.as_ref().is_none_or(|b| b.tasks != board.tasks);
+        match self.mode {
+            OutputMode::Json => self.json_line(&board.to_json()),
+            OutputMode::Tty | OutputMode::Plain => {
+                if tasks_changed && !board.tasks.is_empty() {
+                    self.note(&format!(
+                        "board: {} | messages: {}",
+                        board.tasks_text(", "),
+                        board.messages_text()
+                    ));
+                }
+            }
+        }
+        self.board = Some(board);
+        self.redraw();
+    }
+
+    /// Redraws the live area (TTY mode only): one status line, or for a Team one line per
+    /// member, the board and the message counts.
     pub(crate) fn redraw(&mut self) {
         if self.mode != OutputMode::Tty {
             return;
         }
+        let lines = match &self.board {
+            Some(board) => self.team_area(board),
+            None => vec![self.status_line()],
+        };
+        let max = self.width.saturating_sub(1);
+        let text = lines
+            .iter()
+            .map(|line| truncate(line, max))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{}{text}", clear_sequence(self.live_lines));
+        let _ = err.flush();
+        self.live_lines = lines.len();
+    }
+
+    /// The live area of a Team run.
+    fn team_area(&self, board: &Board) -> Vec<String> {
+        let elapsed = self.started.elapsed().as_secs();
+        let mut lines = vec![format!(
+            "[{elapsed}s] {} | tokens {} in / {} out | messages: {}",
+            crate::work::count(self.tool_calls, "tool call"),
+            self.tokens_in,
+            self.tokens_out,
+            board.messages_text()
+        )];
+        // The Lead and every agent seen so far, then roster members that never ran here.
+        let mut rows: Vec<[String; 3]> = self
+            .agents
+            .iter()
+            .map(|a| {
+                let status = if a.running { "running" } else { "idle" };
+                let tool = a.tool.clone().unwrap_or_default();
+                [a.name.clone(), status.to_owned(), tool]
+            })
+            .collect();
+        for (name, phase) in &board.members {
+            if !self.agents.iter().any(|a| &a.name == name) {
+                let status = if *phase == "active" {
+                    "inactive"
+                } else {
+                    phase
+                };
+                rows.push([name.clone(), status.to_owned(), String::new()]);
+            }
+        }
+        let width = rows.iter().map(|r| r[0].chars().count()).max().unwrap_or(0);
+        for [name, status, tool] in rows {
+            lines.push(
+                format!("  {name:<width$}  {status:<8} {tool}")
+                    .trim_end()
+                    .to_owned(),
+            );
+        }
+        lines.push(format!("  board: {}", board.tasks_text(" · ")));
+        lines
+    }
+
+    /// The single live line of a run without a Team.
+    fn status_line(&self) -> String {
         let elapsed = self.started.elapsed().as_secs();
         let activity = if self.agents.len() > 1 {
             // One entry per agent: `lead: wait_agent · alpha: team_task_update · beta: idle`.
@@ -155,26 +336,21 @@ impl Printer {
         } else {
             self.activity.clone()
         };
-        let text = format!(
+        format!(
             "[{elapsed}s] {activity} | {} | tokens {} in / {} out",
             crate::work::count(self.tool_calls, "tool call"),
             self.tokens_in,
             self.tokens_out
-        );
-        let text = truncate(&text, self.width.saturating_sub(1));
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K{text}");
-        let _ = err.flush();
-        self.live_shown = true;
+        )
     }
 
-    /// Removes the live line (before other output and at the end).
+    /// Removes the live area (before other output and at the end).
     pub(crate) fn clear_live(&mut self) {
-        if self.live_shown {
+        if self.live_lines > 0 {
             let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K");
+            let _ = write!(err, "{}", clear_sequence(self.live_lines));
             let _ = err.flush();
-            self.live_shown = false;
+            self.live_lines = 0;
         }
     }
 
@@ -226,6 +402,8 @@ impl Printer {
                     id: event.agent.clone(),
                     name: event.agent_name.clone(),
                     doing: "starting".to_owned(),
+                    running: false,
+                    tool: None,
                     tool_calls: 0,
                     tokens_in: 0,
                     tokens_out: 0,
@@ -240,12 +418,14 @@ impl Printer {
         let entry = self.agent_entry(event);
         match &event.progress {
             Progress::Status { status } => {
+                entry.running = *status == AgentStatus::Running;
                 entry.doing = match status {
                     AgentStatus::Idle => "idle".to_owned(),
                     AgentStatus::Running => "running".to_owned(),
                 };
             }
             Progress::TurnStarted { .. } | Progress::ModelCall { .. } => {
+                entry.running = true;
                 entry.doing = "thinking".to_owned();
             }
             Progress::ModelAnswered {
@@ -260,9 +440,17 @@ impl Printer {
             Progress::ToolStarted { name, .. } => {
                 entry.tool_calls += 1;
                 entry.doing.clone_from(name);
+                entry.tool = Some(name.clone());
             }
-            Progress::ToolFinished { .. } => entry.doing = "thinking".to_owned(),
-            Progress::TurnEnded { .. } => entry.doing = "idle".to_owned(),
+            Progress::ToolFinished { .. } => {
+                entry.doing = "thinking".to_owned();
+                entry.tool = None;
+            }
+            Progress::TurnEnded { .. } => {
+                entry.doing = "idle".to_owned();
+                entry.running = false;
+                entry.tool = None;
+            }
         }
         let who = &event.agent_name;
         match &event.progress {
@@ -357,6 +545,18 @@ fn plain_line(event: &AgentProgress, printer: &Printer) -> Option<String> {
     }
 }
 
+/// Clears a live area of `lines` lines and leaves the cursor at the start of its first line.
+fn clear_sequence(lines: usize) -> String {
+    if lines == 0 {
+        return String::new();
+    }
+    let mut text = "\r\x1b[2K".to_owned();
+    for _ in 1..lines {
+        text.push_str("\x1b[1A\x1b[2K");
+    }
+    text
+}
+
 fn truncate(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_owned()
@@ -385,6 +585,47 @@ mod tests {
         assert_eq!(
             value,
             json!({"event": "toolStarted", "callId": "c1", "name": "bash", "summary": "{}", "agent": "s-1", "agentName": "lead"})
+        );
+    }
+
+    #[test]
+    fn the_live_area_is_cleared_line_by_line() {
+        assert_eq!(clear_sequence(0), "");
+        assert_eq!(clear_sequence(1), "\r\x1b[2K");
+        assert_eq!(clear_sequence(3), "\r\x1b[2K\x1b[1A\x1b[2K\x1b[1A\x1b[2K");
+    }
+
+    #[test]
+    fn the_board_names_owners_and_counts_mail() {
+        let board = Board {
+            members: vec![("alpha".to_owned(), "active")],
+            tasks: vec![
+                BoardTask {
+                    id: "task-1".to_owned(),
+                    status: "completed",
+                    owner: Some("alpha".to_owned()),
+                },
+                BoardTask {
+                    id: "task-2".to_owned(),
+                    status: "pending",
+                    owner: None,
+                },
+            ],
+            sent: 3,
+            delivered: 2,
+            pending: 1,
+        };
+        assert_eq!(
+            board.tasks_text(", "),
+            "task-1 completed (alpha), task-2 pending"
+        );
+        assert_eq!(board.messages_text(), "3 sent, 2 delivered, 1 pending");
+        assert_eq!(
+            board.to_json(),
+            json!({"event": "team", "members": [{"name": "alpha", "phase": "active"}],
+                "tasks": [{"id": "task-1", "status": "completed", "ownerName": "alpha"},
+                          {"id": "task-2", "status": "pending", "ownerName": null}],
+                "messages": {"sent": 3, "delivered": 2, "pending": 1}})
         );
     }
 

@@ -16,22 +16,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::broadcast;
 use troupe_journal::{Journal, JournalError};
 use troupe_llm::{ClientOptions, ModelFlags, ModelSpec, ProviderFactory, ProviderKind};
-use troupe_protocol::{MessageSource, SessionId, UserMessage};
+use troupe_protocol::{Event, MessageSource, SessionId, UserMessage, event_types};
 use troupe_runtime::events::{Profile, TurnEndReason};
 use troupe_runtime::{
-    Agent, AgentProgress, ChunkPolicy, Runtime, RuntimeError, RuntimeOptions, Transcript,
+    Agent, AgentProgress, ChunkPolicy, Progress, Runtime, RuntimeError, RuntimeOptions, Transcript,
     TranscriptStats,
 };
 use troupe_team::{TeamError, TeamLimits};
 use troupe_tools::ToolLimits;
 
 use crate::exit::{Failure, WORK_FAILED};
-use crate::progress::{DoneStatus, OutputMode, Printer};
+use crate::progress::{Board, DoneStatus, OutputMode, Printer};
 use crate::team::TeamSummary;
 
 /// The Lead's name: the scripted provider's agent key (`{"agents": {"lead": […]}}`).
@@ -222,6 +222,8 @@ struct WorkConfig {
     /// API key values: redacted (`***`) from everything recorded or shown.
     secrets: Vec<String>,
     start: Start,
+    /// What the command adds around the run's own output (`troupe demo`).
+    framing: Framing,
 }
 
 enum Start {
@@ -231,7 +233,103 @@ enum Start {
     Resume {
         id: SessionId,
         prompt: Option<String>,
+        stored: Box<Stored>,
     },
+}
+
+/// Lines a command adds around a run: after the `session` line, and after the summary.
+pub(crate) struct Framing {
+    pub(crate) prologue: Vec<String>,
+    pub(crate) epilogue: Option<Epilogue>,
+    /// Whether a completed run ends with the `continue: troupe resume ID "…"` hint.
+    pub(crate) continue_hint: bool,
+}
+
+impl Default for Framing {
+    fn default() -> Self {
+        Self {
+            prologue: Vec::new(),
+            epilogue: None,
+            continue_hint: true,
+        }
+    }
+}
+
+/// Builds the closing lines from what the run left (called once, after the summary).
+pub(crate) type Epilogue = Box<dyn Fn(&Ending<'_>) -> Vec<String>>;
+
+/// What an [`Epilogue`] is told about the run that ended.
+pub(crate) struct Ending<'a> {
+    pub(crate) id: &'a SessionId,
+    /// ` --home DIR` when the command was given one (to repeat in commands), else empty.
+    pub(crate) home: &'a str,
+    /// Every teammate (name, session id), in creation order.
+    pub(crate) teammates: Vec<(String, SessionId)>,
+    /// Whether the Lead answered (exit 0).
+    pub(crate) completed: bool,
+}
+
+/// Where a resumed session's Lead stopped, read from its log before this process touched it
+/// (without locking it), so that the recovery of the resume — which closes the open turn and
+/// redelivers mail, which may start turns at once — cannot hide it. A Team's teammates are
+/// continued by the Team recovery itself (`troupe_runtime`).
+#[derive(Debug, Default)]
+struct Stored {
+    /// The Lead's last turn number.
+    last_turn: u64,
+    /// Why the Lead's last turn did not finish, when it did not.
+    unfinished: Option<String>,
+    /// A continuation is already waiting in the Lead's inbox (an earlier resume queued it).
+    continued: bool,
+}
+
+/// Why the last turn of the log `events` (folded into `t`) did not finish, if it did not.
+fn unfinished(t: &Transcript, events: &[Event]) -> Option<String> {
+    if t.open_turn().is_some() {
+        // An open turn whose final answer is already in the log lacks only its `turn/end`
+        // (another flush of the same log, e.g. a Team commit, made the answer durable just
+        // before the stop): its work is done, so it gets no continuation.
+        return (!answered(events)).then(|| "the process running it stopped".to_owned());
+    }
+    match t.last_turn_end() {
+        Some(TurnEndReason::Interrupted) => Some("the process running it stopped".to_owned()),
+        Some(TurnEndReason::Aborted { .. }) => Some("it was interrupted".to_owned()),
+        Some(TurnEndReason::Failed { code, message }) => {
+            Some(format!("it failed ({code}: {message})"))
+        }
+        _ => None,
+    }
+}
+
+/// Whether the last turn in `events` holds a final answer: an `assistant/message` without
+/// tool calls after its `turn/start`.
+fn answered(events: &[Event]) -> bool {
+    for event in events.iter().rev() {
+        match event.kind.as_str() {
+            event_types::TURN_START | event_types::TURN_END => return false,
+            event_types::ASSISTANT_MESSAGE => {
+                return event.data["message"]["tool_calls"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty);
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Whether a continuation (a `resume` message) is already waiting in `t`'s inbox.
+fn continuation_waiting(t: &Transcript) -> bool {
+    t.next_turn().iter().any(|m| m.source.kind == "resume")
+}
+
+/// Reads where the Lead stopped (see [`Stored`]) from its log `events`, folded into `lead`.
+fn read_stored(lead: &Transcript, events: &[Event]) -> Stored {
+    Stored {
+        last_turn: lead.last_turn(),
+        unfinished: unfinished(lead, events),
+        continued: continuation_waiting(lead),
+    }
 }
 
 /// `troupe run`.
@@ -301,6 +399,7 @@ fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> 
         team: flags.team,
         team_limits,
         start: Start::New { prompt },
+        framing: Framing::default(),
     })
 }
 
@@ -343,6 +442,7 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
         secrets,
     } = provider_factory(&spec)?;
     let workspace = check_workspace(Path::new(&recorded.workspace))?;
+    let stored = read_stored(&transcript, &replay.events);
     Ok(WorkConfig {
         home: home.dir,
         home_flag: home.flag.map(Path::to_path_buf),
@@ -354,7 +454,50 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
         mode: output_mode(flags.json),
         team,
         team_limits,
-        start: Start::Resume { id, prompt },
+        start: Start::Resume {
+            id,
+            prompt,
+            stored: Box::new(stored),
+        },
+        framing: Framing::default(),
+    })
+}
+
+/// `troupe demo`: a Team run of the script file `script` on `workspace`, exactly as
+/// `troupe run --team --workspace DIR --model script:FILE PROMPT` runs it, with the demo's
+/// own lines around the run's output.
+pub(crate) fn run_scripted_team(
+    script: &Path,
+    workspace: &Path,
+    prompt: String,
+    json: bool,
+    home: Home<'_>,
+    framing: Framing,
+) -> Result<(), Failure> {
+    let spec = absolute_script(ModelSpec::from_flags(&ModelFlags {
+        model: Some(format!("script:{}", script.display())),
+        base_url: None,
+        api_key_env: None,
+    })?)?;
+    let ModelSetup {
+        factory: models,
+        secret_env,
+        secrets,
+    } = provider_factory(&spec)?;
+    let workspace = check_workspace(workspace)?;
+    execute(WorkConfig {
+        home: home.dir,
+        home_flag: home.flag.map(Path::to_path_buf),
+        workspace,
+        spec,
+        models,
+        secret_env,
+        secrets,
+        mode: output_mode(json),
+        team: true,
+        team_limits: TeamLimits::default(),
+        start: Start::New { prompt },
+        framing,
     })
 }
 
@@ -545,6 +688,9 @@ async fn drive(
             };
             let agent = runtime.create_root(id.clone(), LEAD, profile).await?;
             printer.session_started(&id, false, &model);
+            for line in &config.framing.prologue {
+                printer.note(line);
+            }
             let turn_before = agent.with_transcript(Transcript::last_turn);
             agent
                 .followup(UserMessage::text(
@@ -554,7 +700,7 @@ async fn drive(
                 .await?;
             (agent, id, turn_before, false)
         }
-        Start::Resume { id, prompt } => {
+        Start::Resume { id, prompt, stored } => {
             let (agent, recovered) = runtime
                 .resume_root(id)
                 .await
@@ -567,52 +713,40 @@ async fn drive(
                      as interrupted (see troupe log)",
                 );
             }
-            let (turn_before, last_end, pending) = agent.with_transcript(|t| {
-                (
-                    t.last_turn(),
-                    t.last_turn_end().cloned(),
-                    !t.next_turn().is_empty() || !t.next_step().is_empty(),
-                )
-            });
-            let unfinished = match (&last_end, recovered) {
-                (_, true) | (Some(TurnEndReason::Interrupted), _) => {
-                    Some("the process running it stopped".to_owned())
-                }
-                (Some(TurnEndReason::Aborted { .. }), _) => Some("it was interrupted".to_owned()),
-                (Some(TurnEndReason::Failed { code, message }), _) => {
-                    Some(format!("it failed ({code}: {message})"))
-                }
-                _ => None,
-            };
+            let pending =
+                agent.with_transcript(|t| !t.next_turn().is_empty() || !t.next_step().is_empty());
+            let unfinished = stored.unfinished.clone().filter(|_| !stored.continued);
             let nothing_to_do = if let Some(prompt) = prompt {
                 let msg = UserMessage::text(prompt.clone(), MessageSource::kind("user"));
                 agent.followup(msg).await?;
+                false
+            } else if let Some(why) = unfinished {
+                // The cut turn gets its own continuation turn. Waiting items (e.g. a wakeup
+                // that arrived during the cut turn) run first, each in its own turn, exactly
+                // as they would have without the stop.
+                if pending {
+                    printer.note("running the messages that were waiting in the inbox first");
+                }
+                printer.note(&format!("continuing: the last turn did not finish ({why})"));
+                agent.followup(continuation(&why)).await?;
                 false
             } else if pending {
                 // Waiting items (e.g. a prompt the interrupted run never claimed) run first and
                 // in order; they carry the work on, so no continuation message is added.
                 printer.note("running the messages that were waiting in the inbox");
                 !agent.wake_parked()
-            } else if let Some(why) = unfinished {
-                let text = CONTINUATION.replace("{why}", &why);
-                let msg = UserMessage::text(
-                    text,
-                    MessageSource::kind("resume").with("reason", why.clone()),
-                );
-                printer.note(&format!("continuing: the last turn did not finish ({why})"));
-                agent.followup(msg).await?;
-                false
             } else {
                 true
             };
-            (agent, id.clone(), turn_before, nothing_to_do)
+            // Turns that the recovery's redelivered mail already started count as this run's.
+            (agent, id.clone(), stored.last_turn, nothing_to_do)
         }
     };
     // A Team's recovery may have woken teammates with waiting messages even when the Lead has
     // nothing to do: wait for them too.
     let teammates_woken = runtime.live_ids().len() > 1;
     if nothing_to_do && teammates_woken {
-        printer.note("recovery resumed teammates that had messages waiting");
+        printer.note("teammates have work left: running until they are done");
     }
     let interrupt = if nothing_to_do && !teammates_woken {
         Interrupt::None
@@ -626,6 +760,14 @@ async fn drive(
         nothing_to_do,
         interrupt,
     })
+}
+
+/// The message that continues a turn that did not finish because `why`.
+fn continuation(why: &str) -> UserMessage {
+    UserMessage::text(
+        CONTINUATION.replace("{why}", why),
+        MessageSource::kind("resume").with("reason", why.to_owned()),
+    )
 }
 
 /// A lock held by another process is bad input with its own words.
@@ -680,6 +822,8 @@ async fn wait(
 ) -> Interrupt {
     let quiescent = runtime.wait_quiescent(agent);
     tokio::pin!(quiescent);
+    // The board as the run starts (a resume's recovery may have changed it already).
+    show_board(runtime, agent, printer).await;
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let live_line = printer.mode() == OutputMode::Tty;
@@ -690,11 +834,22 @@ async fn wait(
         tokio::select! {
             biased;
             received = events.recv(), if events_open => match received {
-                Ok(event) => printer.progress(&event),
+                Ok(event) => {
+                    printer.progress(&event);
+                    // The board changes through the Team tools: look at it after each one.
+                    if let Progress::ToolFinished { name, .. } = &event.progress
+                        && troupe_runtime::team::TEAM_TOOL_NAMES.contains(&name.as_str())
+                    {
+                        show_board(runtime, agent, printer).await;
+                    }
+                }
                 Err(broadcast::error::RecvError::Lagged(skipped)) => printer.lagged(skipped),
                 Err(broadcast::error::RecvError::Closed) => events_open = false,
             },
-            () = &mut quiescent => break,
+            () = &mut quiescent => {
+                show_board(runtime, agent, printer).await;
+                break;
+            }
             _ = sigint.recv() => {
                 if interrupt != Interrupt::None {
                     printer.note("interrupted again: not waiting for the turn to close");
@@ -728,10 +883,21 @@ async fn wait(
                 printer.note("the cancelled turn did not close in time: shutting down");
                 break;
             }
-            _ = ticker.tick(), if live_line => printer.redraw(),
+            _ = ticker.tick(), if live_line => {
+                show_board(runtime, agent, printer).await;
+                printer.redraw();
+            }
         }
     }
     interrupt
+}
+
+/// Reports the board of `lead`'s Team, if it leads one.
+async fn show_board(runtime: &Runtime, lead: &Agent, printer: &mut Printer) {
+    if let Some(team) = runtime.team(lead.id()) {
+        let state = team.snapshot().await;
+        printer.team(Board::of(&state));
+    }
 }
 
 /// Prints the outcome (answer on stdout, summary on stderr) and picks the exit code.
@@ -757,11 +923,22 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
     if let Some(team) = &team {
         summary.extend(team.lines());
     }
-    let print_summary = |printer: &mut Printer| {
+    let print_summary = |printer: &mut Printer, completed: bool| {
         for line in &summary {
             printer.note(line);
         }
         printer.note(&hints.inspect());
+        if let Some(epilogue) = &config.framing.epilogue {
+            let ending = Ending {
+                id,
+                home: &hints.home,
+                teammates: teammates_of(team_json.as_ref()),
+                completed,
+            };
+            for line in epilogue(&ending) {
+                printer.note(&line);
+            }
+        }
     };
 
     if let Some(failure) = driven.agent.failure() {
@@ -776,7 +953,7 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
             stats,
             team_json.as_ref(),
         );
-        print_summary(printer);
+        print_summary(printer, false);
         return Err(Failure::work(anyhow!(message)));
     }
 
@@ -807,8 +984,10 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
         } else if answer.is_none() {
             printer.note("(the Lead finished without a text answer)");
         }
-        print_summary(printer);
-        printer.note(&hints.continue_with());
+        print_summary(printer, true);
+        if config.framing.continue_hint {
+            printer.note(&hints.continue_with());
+        }
         return Ok(());
     }
 
@@ -823,7 +1002,7 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
             stats,
             team_json.as_ref(),
         );
-        print_summary(printer);
+        print_summary(printer, false);
         printer.note(&format!(
             "troupe: the Lead's turn failed: {message} ({code}); fix it, then continue with: {}",
             hints.resume()
@@ -839,9 +1018,23 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
         stats,
         team_json.as_ref(),
     );
-    print_summary(printer);
+    print_summary(printer, false);
     printer.note(&format!("interrupted — continue with: {}", hints.resume()));
     Err(Failure::reported(WORK_FAILED))
+}
+
+/// (name, session id) of every teammate in a Team summary's JSON, in creation order.
+fn teammates_of(team: Option<&Value>) -> Vec<(String, SessionId)> {
+    let members = team.and_then(|t| t["members"].as_array());
+    members
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "teammate")
+        .filter_map(|m| {
+            let id = SessionId::new(m["id"].as_str()?).ok()?;
+            Some((m["name"].as_str()?.to_owned(), id))
+        })
+        .collect()
 }
 
 /// The exact commands that inspect and continue a session.
@@ -901,7 +1094,7 @@ pub(crate) fn count(n: u64, noun: &str) -> String {
 }
 
 /// Quotes `text` for a POSIX shell when it is not made of safe characters only.
-fn shell_quote(text: &str) -> String {
+pub(crate) fn shell_quote(text: &str) -> String {
     let safe = !text.is_empty()
         && text
             .chars()
@@ -924,9 +1117,49 @@ mod tests {
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
     }
 
+    fn events(kinds: &[(&str, Value)]) -> Vec<Event> {
+        kinds
+            .iter()
+            .enumerate()
+            .map(|(seq, (kind, data))| {
+                serde_json::from_value(json!({"seq": seq, "time": 1, "type": kind, "data": data}))
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_open_turn_with_its_final_answer_needs_no_continuation() {
+        let call = json!({"message": {"content": null, "tool_calls": [{"id": "c1"}]}});
+        let text = json!({"message": {"content": "done"}});
+        let open_after_call = events(&[
+            ("turn/start", json!({"turn": 1})),
+            ("assistant/message", call.clone()),
+        ]);
+        assert!(!answered(&open_after_call));
+        let open_after_answer = events(&[
+            ("turn/start", json!({"turn": 1})),
+            ("assistant/message", call),
+            ("tool/result", json!({})),
+            ("assistant/message", text.clone()),
+        ]);
+        assert!(answered(&open_after_answer));
+        // An answer of an earlier turn does not count for a new one.
+        let new_turn = events(&[
+            ("turn/start", json!({"turn": 1})),
+            ("assistant/message", text),
+            ("turn/end", json!({"turn": 1})),
+            ("turn/start", json!({"turn": 2})),
+        ]);
+        assert!(!answered(&new_turn));
+    }
+
     #[test]
     fn the_continuation_names_why() {
-        let text = CONTINUATION.replace("{why}", "it was interrupted");
+        let text = continuation("it was interrupted").content[0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         assert!(text.starts_with("The previous turn did not finish: it was interrupted."));
     }
 }

@@ -1,8 +1,10 @@
 //! End-to-end tests of the `troupe` binary: `sessions` and `log` here, `run` and `resume` in
-//! `run/`, Team runs and `troupe team show/verify` in `team/`.
+//! `run/`, Team runs and `troupe team show/verify` in `team/`, `troupe demo` and the crash and
+//! resume of a scripted Team in `demo/`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 
+mod demo;
 mod run;
 mod team;
 
@@ -71,6 +73,7 @@ fn help_works_everywhere() {
         &["team", "--help"],
         &["team", "show", "--help"],
         &["team", "verify", "--help"],
+        &["demo", "--help"],
         &["help"],
     ] {
         troupe(home.path())
@@ -482,7 +485,10 @@ fn usage_errors_are_one_line_exit_2() {
          see 'troupe log --help')\n"
     );
     for (args, wanted) in [
-        (&[][..], "a command is required: run, resume, sessions, log"),
+        (
+            &[][..],
+            "a command is required: demo, run, resume, sessions, log",
+        ),
         (
             &["nonsense"],
             "unrecognized subcommand 'nonsense' (see 'troupe --help')",
@@ -518,7 +524,7 @@ fn usage_errors_are_one_line_exit_2() {
         .code(2)
         .stdout("")
         .stderr(
-            "troupe: a command is required: run, resume, sessions, log, team (see 'troupe --help')\n",
+            "troupe: a command is required: demo, run, resume, sessions, log, team (see 'troupe --help')\n",
         );
     // --help and --version are unchanged: clap's output on stdout, exit 0.
     let out = troupe(home.path())

@@ -362,23 +362,12 @@ impl Runtime {
     /// Attaches the Team of a Team-profile root: folds its log, registers it, and forwards
     /// status edges of the Lead and its teammates to waiters.
     pub(crate) async fn attach_team(&self, lead: &Agent) -> Result<Arc<Team>, TeamOpError> {
-        // Streamed with payloads unparsed: the fold parses only `team/…` ones. A damaged log
-        // is reported before a fold refusal, as when the whole log was read first.
-        let mut state = TeamState::new(TeamId::new(lead.id().clone()));
-        let mut refused = None;
-        self.journal().read_raw_each(lead.id(), &mut |event| {
-            if refused.is_none()
-                && let Err(e) = state.apply_raw(event.seq, event.kind, event.data)
-            {
-                refused = Some(e);
-            }
+        let replay = self.journal().read(lead.id())?;
+        let team_id = TeamId::new(lead.id().clone());
+        let state = TeamState::fold(team_id, &replay.events).map_err(|e| TeamOpError::Log {
+            code: "TEAM_LOG_INVALID",
+            message: e.to_string(),
         })?;
-        if let Some(e) = refused {
-            return Err(TeamOpError::Log {
-                code: "TEAM_LOG_INVALID",
-                message: e.to_string(),
-            });
-        }
         // Explicit limits (anything but the defaults) win; otherwise the recorded ones.
         let configured = self.options().team_limits;
         let recorded = lead
@@ -920,10 +909,10 @@ impl Runtime {
                 message.target_id != *team.lead.id() && self.agent(&message.target_id).is_none();
             if message.delivery == Delivery::Quiet && to_inactive_teammate {
                 // It stays queued unless a crash came after the target already held it.
-                if self.held_in_log(&message) {
-                    if let Err(e) = self.mark_delivered(team, &message).await {
-                        tracing::warn!(message = %message.id, error = %e, "acknowledgement failed");
-                    }
+                if self.held_in_log(&message)
+                    && let Err(e) = self.mark_delivered(team, &message).await
+                {
+                    tracing::warn!(message = %message.id, error = %e, "acknowledgement failed");
                 }
                 continue;
             }

@@ -1,0 +1,333 @@
+//! `troupe demo`: a scripted Team fixes a small real Python project, offline, in seconds.
+//!
+//! The command writes the `wordstats` package (two source files, seven `unittest` tests of
+//! which five fail: an off-by-one in `top_words` and a missing `longest_word`) into a new or
+//! empty directory, records the built-in script under the home (`<home>/demo/script-<hash>.json`,
+//! so `troupe resume` finds it later), and runs it exactly as
+//! `troupe run --team --workspace DIR --model script:FILE PROMPT` would: the real runtime, the
+//! real Team service, the real tools. Nothing here is simulated: the tests pass afterwards
+//! because the teammates' `edit` calls changed the files.
+//!
+//! ## The script (`demo/script.json`) and why it is deterministic
+//!
+//! A script is static and every member runs concurrently, so the order of the effects that
+//! matter is fixed by wakeups (`followup_task`): each wakeup gives its target exactly one turn,
+//! and each turn's steps end with a text answer.
+//!
+//! | member | turn | trigger | steps |
+//! |---|---|---|---|
+//! | lead | 1 | the prompt | run the tests (they fail), create task-1, task-2 (blocked by task-1) and task-3 (blocked by both), spawn beta, wait, answer |
+//! | beta | 1 | its prompt | read `counting.py`, `followup_task` lead "ready", answer |
+//! | lead | 2 | beta's wakeup | spawn alpha, wait, answer |
+//! | alpha | 1 | its prompt | get + claim task-1, read + edit `counting.py`, run the tests, complete, `send_message` beta, `followup_task` beta, answer |
+//! | beta | 2 | alpha's wakeup | get + claim task-2, **edit `counting.py` → `FS_STALE_VERSION`** (alpha changed it after beta's read), re-read, edit again, read + edit `__init__.py`, run the tests (pass), complete, `send_message` + `followup_task` lead, answer |
+//! | lead | 3 | beta's wakeup | wait, list the board, get + claim task-3, run the tests, complete, answer |
+//!
+//! - beta reads `counting.py` strictly before alpha edits it (alpha is spawned only in the
+//!   turn beta's wakeup starts), so beta's first edit is always refused as stale;
+//! - nobody touches a task between its owner's `team_task_get` and its claim and completion,
+//!   so the revisions the script names (1, then 2) are always right; task-2 is ready when beta
+//!   claims it (alpha completed task-1 before its wakeup), task-3 when the lead claims it;
+//! - quiet mail (`send_message`) never adds a turn or a step that matters: a text step or a
+//!   next step claims it, whenever it arrives;
+//! - the `wait_agent` calls return at whatever Team change comes first (or at once when nobody
+//!   else runs); their results never change what happens next.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow};
+
+use crate::exit::Failure;
+use crate::work::{self, Ending, Framing, Home};
+
+/// The built-in script: `{"agents": {"lead": […], "alpha": […], "beta": […]}}`.
+pub(crate) const SCRIPT: &str = include_str!("demo/script.json");
+
+/// The demo project: (path relative to the workspace, content).
+const PROJECT: [(&str, &str); 6] = [
+    ("README.md", include_str!("demo/project/README.md")),
+    (
+        "wordstats/__init__.py",
+        include_str!("demo/project/wordstats/__init__.py"),
+    ),
+    (
+        "wordstats/counting.py",
+        include_str!("demo/project/wordstats/counting.py"),
+    ),
+    (
+        "tests/__init__.py",
+        include_str!("demo/project/tests/__init__.py"),
+    ),
+    (
+        "tests/test_counting.py",
+        include_str!("demo/project/tests/test_counting.py"),
+    ),
+    (
+        "tests/test_longest_word.py",
+        include_str!("demo/project/tests/test_longest_word.py"),
+    ),
+];
+
+/// What the Lead is asked.
+const PROMPT: &str = "The unittest suite of the wordstats package in this directory fails. \
+    Fix it with two teammates: one fixes the off-by-one in top_words, the other adds the \
+    missing longest_word. Plan it on the task board, run the tests before and after, and tell \
+    me what changed.";
+
+/// The default workspace's name in the current directory (`-2`, `-3`, … when taken).
+const DEFAULT_DIR: &str = "troupe-demo";
+
+/// `troupe demo` as typed.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct DemoFlags {
+    /// Where to create the demo project: a new or empty directory. Default: ./troupe-demo in
+    /// the current directory (./troupe-demo-2, -3, … when that exists). A non-empty directory
+    /// is refused: nothing is ever overwritten.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `troupe demo`.
+pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
+    // Everything is checked before anything is written.
+    check_python()?;
+    let target = match flags.workspace {
+        Some(dir) => Target::check(dir)?,
+        None => Target::default_dir()?,
+    };
+    let workspace = target.create()?;
+    let script = record_script(&home.dir)?;
+    let shown = work::shell_quote(&workspace.display().to_string());
+    let script_shown = work::shell_quote(&script.display().to_string());
+    let framing = Framing {
+        prologue: vec![
+            format!(
+                "demo: wrote the wordstats project to {shown}: 7 unittest tests, 5 of them failing"
+            ),
+            format!(
+                "demo: a scripted Lead and two teammates (alpha, beta) fix it offline, through the \
+                 real runtime and tools (script: {script_shown})"
+            ),
+        ],
+        epilogue: Some(Box::new(move |ending: &Ending<'_>| {
+            epilogue(ending, &shown)
+        })),
+        continue_hint: false,
+    };
+    work::run_scripted_team(
+        &script,
+        &workspace,
+        PROMPT.to_owned(),
+        flags.json,
+        home,
+        framing,
+    )
+}
+
+/// The closing lines: where the project is, how to run its tests, how to look at the Team.
+fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
+    let (id, home) = (ending.id, ending.home);
+    let mut rows = vec![
+        (
+            "run the project's tests".to_owned(),
+            format!("cd {project} && python3 -m unittest"),
+        ),
+        (
+            "the roster and the board".to_owned(),
+            format!("troupe team show {id}{home}"),
+        ),
+        (
+            "check every Team rule".to_owned(),
+            format!("troupe team verify {id}{home}"),
+        ),
+        (
+            "the Lead's log".to_owned(),
+            format!("troupe log {id}{home}"),
+        ),
+    ];
+    for (name, member) in &ending.teammates {
+        rows.push((
+            format!("{name}'s log"),
+            format!("troupe log {member}{home}"),
+        ));
+    }
+    rows.push((
+        "reopen the session".to_owned(),
+        format!("troupe resume {id}{home}"),
+    ));
+    let width = rows.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
+    let mut lines = vec![
+        String::new(),
+        if ending.completed {
+            format!("demo done: the project is in {project}")
+        } else {
+            format!("demo stopped: the project is in {project}")
+        },
+    ];
+    lines.extend(
+        rows.into_iter()
+            .map(|(label, command)| format!("  {label:<width$}  {command}")),
+    );
+    lines.push(
+        "beta's log shows the FS_STALE_VERSION edit, the re-read and the retry; `troupe resume` \
+         continues a run stopped by a crash or Ctrl-C (a finished one just prints its answer)."
+            .to_owned(),
+    );
+    lines.push("Coming soon: a web panel to watch a Team live.".to_owned());
+    lines
+}
+
+/// The project's tests need `python3` on `PATH`; without it the demo cannot show anything.
+/// (Looked up rather than run: starting Python costs more than the rest of the check.)
+fn check_python() -> Result<(), Failure> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path).any(|dir| {
+        std::fs::metadata(dir.join("python3"))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    });
+    if found {
+        Ok(())
+    } else {
+        Err(Failure::bad_input(anyhow!(
+            "troupe demo needs python3 on PATH: the demo project is a Python package tested \
+             with python3 -m unittest"
+        )))
+    }
+}
+
+/// Where the project goes, checked but not created yet.
+struct Target {
+    dir: PathBuf,
+    /// Whether the directory must be created (else it exists and is empty).
+    create: bool,
+}
+
+impl Target {
+    /// `--workspace DIR`: a directory that does not exist yet, or an empty one.
+    fn check(dir: PathBuf) -> Result<Self, Failure> {
+        let shown = dir.display().to_string();
+        match std::fs::symlink_metadata(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self { dir, create: true }),
+            Err(e) => Err(Failure::bad_input(anyhow!("demo workspace {shown}: {e}"))),
+            Ok(_) if !std::fs::metadata(&dir).is_ok_and(|m| m.is_dir()) => Err(Failure::bad_input(
+                anyhow!("demo workspace {shown} is not a directory: pass a new or empty directory"),
+            )),
+            Ok(_) => {
+                let mut entries = std::fs::read_dir(&dir)
+                    .map_err(|e| Failure::bad_input(anyhow!("demo workspace {shown}: {e}")))?;
+                if entries.next().is_some() {
+                    return Err(Failure::bad_input(anyhow!(
+                        "demo workspace {shown} is not empty: pass a new or empty directory \
+                         (nothing was changed)"
+                    )));
+                }
+                rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK).map_err(|e| {
+                    Failure::bad_input(anyhow!("demo workspace {shown} is not writable: {e}"))
+                })?;
+                Ok(Self { dir, create: false })
+            }
+        }
+    }
+
+    /// The first of ./troupe-demo, ./troupe-demo-2, … that does not exist.
+    fn default_dir() -> Result<Self, Failure> {
+        let cwd = std::env::current_dir().map_err(|e| {
+            Failure::bad_input(anyhow!(
+                "cannot read the current directory ({e}): pass --workspace DIR"
+            ))
+        })?;
+        for n in 1..=1000u32 {
+            let name = if n == 1 {
+                DEFAULT_DIR.to_owned()
+            } else {
+                format!("{DEFAULT_DIR}-{n}")
+            };
+            let dir = cwd.join(name);
+            if std::fs::symlink_metadata(&dir)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+            {
+                return Ok(Self { dir, create: true });
+            }
+        }
+        Err(Failure::bad_input(anyhow!(
+            "{}/{DEFAULT_DIR}-1000 and all before it exist: pass --workspace DIR",
+            cwd.display()
+        )))
+    }
+
+    /// Creates the directory (when needed) and writes the project, never replacing a file.
+    fn create(self) -> Result<PathBuf, Failure> {
+        let shown = self.dir.display().to_string();
+        let bad = |e: std::io::Error| Failure::bad_input(anyhow!("demo workspace {shown}: {e}"));
+        if self.create {
+            std::fs::create_dir_all(&self.dir).map_err(bad)?;
+        }
+        for (path, content) in PROJECT {
+            let file = self.dir.join(path);
+            if let Some(parent) = file.parent() {
+                std::fs::create_dir_all(parent).map_err(bad)?;
+            }
+            let mut out = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&file)
+                .map_err(bad)?;
+            out.write_all(content.as_bytes()).map_err(bad)?;
+        }
+        Ok(self.dir)
+    }
+}
+
+/// Writes the built-in script to `<home>/demo/script-<hash of its text>.json` (once per
+/// version of the script) and returns its path. A session records the path, so `troupe
+/// resume` of a demo session reads the same script, even after a newer Troupe changed it.
+fn record_script(home: &Path) -> Result<PathBuf, Failure> {
+    let dir = home.join("demo");
+    let path = dir.join(format!("script-{:016x}.json", fnv1a(SCRIPT.as_bytes())));
+    if std::fs::read(&path).is_ok_and(|bytes| bytes == SCRIPT.as_bytes()) {
+        return Ok(path);
+    }
+    let write = || -> anyhow::Result<()> {
+        std::fs::create_dir_all(&dir)?;
+        let staging = dir.join(format!(".script-{}.tmp", std::process::id()));
+        let mut file = std::fs::File::create(&staging)?;
+        file.write_all(SCRIPT.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&staging, &path)?;
+        Ok(())
+    };
+    write()
+        .with_context(|| format!("writing the demo script to {}", path.display()))
+        .map_err(Failure::bad_input)?;
+    Ok(path)
+}
+
+/// FNV-1a, 64 bits: a stable name for a version of the script (not a security hash).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_loads_and_scripts_the_three_members() {
+        let script = troupe_llm::ScriptedProvider::from_json_str(SCRIPT, "demo").unwrap();
+        assert_eq!(script.agent_names(), ["alpha", "beta", "lead"]);
+    }
+
+    #[test]
+    fn the_script_name_is_stable() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

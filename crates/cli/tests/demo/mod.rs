@@ -1,0 +1,827 @@
+//! `troupe demo` through the real binary: the team fixes the project (its tests fail before and
+//! pass after), the Team it leaves verifies, bad workspaces are refused; and the same scripted
+//! Team SIGKILLed at four distinct points of a `troupe run --team`, then resumed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::assert_bad_input;
+use super::run::{stderr, stdout};
+
+/// The demo's sources, read from the crate (the binary embeds the same files).
+fn demo_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/demo")
+}
+
+/// The demo project's files as shipped: (relative path, bytes).
+fn project_files() -> Vec<(PathBuf, Vec<u8>)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().to_path_buf();
+                out.push((rel, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    let root = demo_dir().join("project");
+    let mut out = Vec::new();
+    walk(&root, &root, &mut out);
+    out.sort();
+    out
+}
+
+/// Writes the demo project as shipped into `dir`.
+fn write_project(dir: &Path) {
+    for (rel, bytes) in project_files() {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+}
+
+/// `python3 -m unittest` in `dir`: (passed, combined output).
+fn unittest(dir: &Path) -> (bool, String) {
+    let out = std::process::Command::new("python3")
+        .args(["-m", "unittest"])
+        .current_dir(dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// A temporary root with a home inside it.
+struct Root {
+    dir: tempfile::TempDir,
+}
+
+impl Root {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn troupe(&self) -> assert_cmd::Command {
+        super::troupe(&self.home())
+    }
+
+    /// Every event of a session, as `troupe log ID --json` prints them.
+    fn log(&self, id: &str) -> Vec<Value> {
+        let out = self.troupe().args(["log", id, "--json"]).assert().success();
+        stdout(&out)
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    fn show(&self, id: &str) -> Value {
+        let out = self
+            .troupe()
+            .args(["team", "show", id, "--json"])
+            .assert()
+            .success();
+        serde_json::from_str(&stdout(&out)).unwrap()
+    }
+
+    fn verify(&self, id: &str) -> String {
+        let out = self
+            .troupe()
+            .args(["team", "verify", id])
+            .assert()
+            .success();
+        stdout(&out)
+    }
+
+    /// Every session id of the home.
+    fn sessions(&self) -> Vec<String> {
+        let out = self
+            .troupe()
+            .args(["sessions", "--json"])
+            .assert()
+            .success();
+        let rows: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+/// The session id from the `session <id> (…)` line of stderr.
+fn session_of(stderr: &str) -> String {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("session "))
+        .unwrap_or_else(|| panic!("no session line in {stderr}"));
+    line.split_whitespace().nth(1).unwrap().to_owned()
+}
+
+/// Every tool result of a session: (tool name, isError, code, content).
+fn tool_results(events: &[Value]) -> Vec<(String, bool, Option<String>, String)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .map(|e| {
+            let d = &e["data"];
+            (
+                d["name"].as_str().unwrap().to_owned(),
+                d["isError"].as_bool().unwrap(),
+                d["code"].as_str().map(str::to_owned),
+                d["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The ids of the Team messages each session holds as a `user/message`, all sessions together.
+fn delivered_ids(root: &Root) -> Vec<String> {
+    let mut ids = Vec::new();
+    for id in root.sessions() {
+        for event in root.log(&id) {
+            if event["type"] == "user/message" && event["data"]["source"]["kind"] == "team-message"
+            {
+                ids.push(event["data"]["id"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    ids.sort();
+    ids
+}
+
+/// Asserts that every message queued in the Lead log reached its target exactly once.
+fn assert_each_message_delivered_once(root: &Root, lead: &str) {
+    let mut queued: Vec<String> = root
+        .log(lead)
+        .iter()
+        .filter(|e| e["type"] == "team/message/queued")
+        .map(|e| e["data"]["message"]["id"].as_str().unwrap().to_owned())
+        .collect();
+    queued.sort();
+    assert!(!queued.is_empty());
+    assert_eq!(
+        delivered_ids(root),
+        queued,
+        "each queued message must be in its target's log exactly once"
+    );
+}
+
+#[test]
+fn the_demo_fixes_a_real_project_and_leaves_a_team_that_verifies() {
+    let root = Root::new();
+    let home = root.home();
+    let project = root.path("demo");
+    let h = home.display().to_string();
+    let out = root
+        .troupe()
+        .args(["demo", "--workspace"])
+        .arg(&project)
+        .assert()
+        .success();
+    let err = stderr(&out);
+    let answer = stdout(&out);
+    assert!(
+        answer.starts_with("All 7 tests of wordstats pass now"),
+        "{answer}"
+    );
+    let id = session_of(&err);
+
+    // The tests fail on the project as shipped, and pass on what the team left.
+    let fresh = root.path("fresh");
+    write_project(&fresh);
+    let (passed, output) = unittest(&fresh);
+    assert!(!passed, "{output}");
+    assert!(output.contains("FAILED (failures=2, errors=3)"), "{output}");
+    let (passed, output) = unittest(&project);
+    assert!(passed, "{output}");
+    assert!(output.contains("Ran 7 tests"), "{output}");
+    // The Lead's own first test run (through the real bash tool) saw them fail.
+    let lead_log = root.log(&id);
+    let results = tool_results(&lead_log);
+    let (name, is_error, _, content) = &results[0];
+    assert_eq!((name.as_str(), *is_error), ("bash", false));
+    let first: Value = serde_json::from_str(content).unwrap();
+    assert_eq!(first["exit_code"], 1, "{first}");
+    assert!(
+        first["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("FAILED (failures=2, errors=3)"),
+        "{first}"
+    );
+    let (name, _, _, content) = &results[results.len() - 2];
+    assert_eq!(name, "bash");
+    let last: Value = serde_json::from_str(content).unwrap();
+    assert_eq!(last["exit_code"], 0, "{last}");
+
+    // The Team: everyone created and active, every task completed by its owner, no mail left.
+    let view = root.show(&id);
+    let members: Vec<(&str, &str, &str)> = view["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap(),
+                m["role"].as_str().unwrap(),
+                m["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        members,
+        [
+            ("lead", "lead", "inactive"),
+            ("beta", "teammate", "inactive"),
+            ("alpha", "teammate", "inactive"),
+        ]
+    );
+    for member in view["members"].as_array().unwrap() {
+        assert_eq!(member["diagnostics"], json!([]), "{member}");
+    }
+    let tasks: Vec<(&str, &str, &str, u64)> = view["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["id"].as_str().unwrap(),
+                t["status"].as_str().unwrap(),
+                t["ownerName"].as_str().unwrap(),
+                t["revision"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tasks,
+        [
+            ("task-1", "completed", "alpha", 3),
+            ("task-2", "completed", "beta", 3),
+            ("task-3", "completed", "lead", 3),
+        ]
+    );
+    assert_eq!(view["tasks"][1]["blockedBy"], json!(["task-1"]));
+    assert_eq!(view["tasks"][2]["blockedBy"], json!(["task-1", "task-2"]));
+    assert_eq!(
+        view["tasks"][1]["writeScopes"],
+        json!(["wordstats/counting.py", "wordstats/__init__.py"])
+    );
+    assert_eq!(view["pendingMessages"], json!([]));
+    // Offline every member is `inactive`; the roster phase (what verify counts) is `active`.
+    let verified = root.verify(&id);
+    assert!(
+        verified.contains(
+            "OK: 2 teammates (2 active), 3 tasks (3 completed, 0 deleted), 5 messages \
+             (5 delivered, 0 pending)"
+        ),
+        "{verified}"
+    );
+    assert_each_message_delivered_once(&root, &id);
+
+    // beta's first edit of counting.py was refused as stale; it re-read the file and the same
+    // edit then succeeded. Every other tool call of every member succeeded.
+    let ids: Vec<(String, String)> = view["members"].as_array().unwrap()[1..]
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_owned(),
+                m["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let beta = &ids.iter().find(|(n, _)| n == "beta").unwrap().1;
+    let alpha = &ids.iter().find(|(n, _)| n == "alpha").unwrap().1;
+    let beta_results = tool_results(&root.log(beta));
+    let stale = beta_results
+        .iter()
+        .position(|(_, _, code, _)| code.as_deref() == Some("FS_STALE_VERSION"))
+        .expect("beta's FS_STALE_VERSION");
+    assert_eq!(beta_results[stale].0, "edit");
+    assert_eq!(
+        (
+            beta_results[stale + 1].0.as_str(),
+            beta_results[stale + 1].1
+        ),
+        ("read", false)
+    );
+    assert_eq!(
+        (
+            beta_results[stale + 2].0.as_str(),
+            beta_results[stale + 2].1
+        ),
+        ("edit", false)
+    );
+    let alpha_results = tool_results(&root.log(alpha));
+    let errors: Vec<_> = beta_results
+        .iter()
+        .chain(&alpha_results)
+        .chain(&results)
+        .filter(|r| r.1)
+        .collect();
+    assert_eq!(errors.len(), 1, "only the stale edit fails: {errors:?}");
+    // Both kinds of message went both ways: quiet notes and wakeups.
+    let kinds: Vec<(String, String)> = lead_log
+        .iter()
+        .filter(|e| e["type"] == "team/message/queued")
+        .map(|e| {
+            let m = &e["data"]["message"];
+            let target = &m["targetId"];
+            let target = if *target == json!(id) {
+                "lead"
+            } else if target == beta.as_str() {
+                "beta"
+            } else {
+                "alpha"
+            };
+            (
+                format!("{}->{target}", m["senderName"].as_str().unwrap()),
+                m["delivery"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let kinds: Vec<(&str, &str)> = kinds
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("beta->lead", "wakeup"),
+            ("alpha->beta", "quiet"),
+            ("alpha->beta", "wakeup"),
+            ("beta->lead", "quiet"),
+            ("beta->lead", "wakeup"),
+        ]
+    );
+
+    // Progress, the summary and the demo's own hints.
+    for needle in [
+        "demo: wrote the wordstats project to",
+        "beta: edit returned an error (FS_STALE_VERSION)",
+        "board: task-1 in_progress (alpha), task-2 pending, task-3 pending",
+        "lead: 3 turns, 14 tool calls, tokens 0 in / 0 out",
+        "beta: 2 turns, 13 tool calls",
+        "alpha: 1 turn, 8 tool calls",
+        "tasks: task-1 completed (alpha), task-2 completed (beta), task-3 completed (lead)",
+        "messages: 5 sent, 5 delivered, 0 pending",
+        "demo done: the project is in",
+        "python3 -m unittest",
+        &format!("troupe team show {id} --home {h}"),
+        &format!("troupe team verify {id} --home {h}"),
+        &format!("troupe log {id} --home {h}"),
+        &format!("troupe log {beta} --home {h}"),
+        &format!("troupe resume {id} --home {h}"),
+        "Coming soon: a web panel",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing from\n{err}");
+    }
+    assert!(!err.contains("troupe web"), "{err}");
+    // The script is recorded under the home, so the session resumes from anywhere.
+    let scripts: Vec<_> = std::fs::read_dir(home.join("demo")).unwrap().collect();
+    assert_eq!(scripts.len(), 1);
+    let out = root.troupe().args(["resume", &id]).assert().success();
+    assert_eq!(stdout(&out), answer);
+    assert!(
+        stderr(&out).contains("nothing to resume"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_demo_with_json_prints_the_board_as_it_changes() {
+    let root = Root::new();
+    let out = root
+        .troupe()
+        .args(["demo", "--json", "--workspace"])
+        .arg(root.path("demo"))
+        .assert()
+        .success();
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    assert_eq!(lines[0]["event"], "session");
+    let boards: Vec<&Value> = lines.iter().filter(|l| l["event"] == "team").collect();
+    assert!(boards.len() >= 5, "{boards:?}");
+    let last_board = boards.last().unwrap();
+    assert_eq!(
+        last_board["tasks"],
+        json!([
+            {"id": "task-1", "status": "completed", "ownerName": "alpha"},
+            {"id": "task-2", "status": "completed", "ownerName": "beta"},
+            {"id": "task-3", "status": "completed", "ownerName": "lead"},
+        ])
+    );
+    assert_eq!(
+        last_board["messages"],
+        json!({"sent": 5, "delivered": 5, "pending": 0})
+    );
+    let done = lines.last().unwrap();
+    assert_eq!(done["event"], "done");
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["team"]["messages"]["sent"], 5);
+    assert!(unittest(&root.path("demo")).0);
+}
+
+#[test]
+fn the_demo_refuses_a_workspace_it_would_overwrite() {
+    let root = Root::new();
+    let home = root.home();
+    // A non-empty directory: nothing in it changes, nothing is written anywhere.
+    let full = root.path("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("README.md"), b"mine\n").unwrap();
+    let shown = full.display().to_string();
+    assert_bad_input(
+        &home,
+        &["demo", "--workspace", &shown],
+        &format!(
+            "demo workspace {shown} is not empty: pass a new or empty directory (nothing was changed)"
+        ),
+    );
+    assert_eq!(std::fs::read(full.join("README.md")).unwrap(), b"mine\n");
+    assert_eq!(std::fs::read_dir(&full).unwrap().count(), 1);
+    assert!(!home.exists(), "the home was created");
+    // A file.
+    let file = root.path("file");
+    std::fs::write(&file, b"not a directory\n").unwrap();
+    let shown = file.display().to_string();
+    assert_bad_input(
+        &home,
+        &["demo", "--workspace", &shown],
+        &format!("demo workspace {shown} is not a directory: pass a new or empty directory"),
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a directory\n");
+    assert!(!home.exists(), "the home was created");
+    // An empty directory is fine, and so is the default, which never reuses a directory.
+    let empty = root.path("empty");
+    std::fs::create_dir(&empty).unwrap();
+    root.troupe()
+        .args(["demo", "--workspace"])
+        .arg(&empty)
+        .assert()
+        .success();
+    assert!(unittest(&empty).0);
+    let cwd = root.path("cwd");
+    std::fs::create_dir_all(cwd.join("troupe-demo")).unwrap();
+    let out = root
+        .troupe()
+        .arg("demo")
+        .current_dir(&cwd)
+        .assert()
+        .success();
+    assert!(
+        stderr(&out).contains(&format!("{}", cwd.join("troupe-demo-2").display())),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_dir(cwd.join("troupe-demo")).unwrap().count(),
+        0
+    );
+    assert!(unittest(&cwd.join("troupe-demo-2")).0);
+}
+
+// ---- Crash and resume from the outside ----
+
+fn call(name: &str, arguments: Value) -> Value {
+    json!({"tool_calls": [{"name": name, "arguments": arguments}]})
+}
+
+fn sleep(seconds: u32) -> Value {
+    call("bash", json!({"command": format!("sleep {seconds}")}))
+}
+
+/// The demo's script with four insertions that make the kill windows wide and keep every
+/// kill away from the moments a kill could spoil (each insertion is a tool call inside a turn,
+/// so every member keeps its turns):
+/// - the Lead spawns `scout` first (a teammate nothing depends on: a kill right after its
+///   provisioning record may leave it `active` or `failed`, depending on whether its prompt was
+///   durable), then sleeps 1 s, so the kill lands before beta's provisioning;
+/// - the Lead's second turn starts with a 1 s sleep, so a kill right after beta's first queued
+///   message lands before alpha's provisioning;
+/// - alpha starts with a 2 s sleep, during which the Lead waits (`wait_agent`);
+/// - beta's second turn starts with a 2 s sleep, while nobody else does anything.
+///
+/// Why a resume always finishes the work: a cut turn gets one continuation turn (the Lead's
+/// from `troupe resume`, after any waiting wakeup, which keeps its own turn; a teammate's from
+/// the Team recovery — at none of these kill points does a cut teammate also hold a parked
+/// wakeup), so every member takes its script's steps in the same turns as without the kill.
+/// The call running at the kill (a spawn, a send, a sleep, a wait) is never replayed (its
+/// `assistant/message` is in the log), and its effect is either harmless or durable before the
+/// kill (a queued message is delivered by the recovery). The only tool result that differs is
+/// beta's first edit when the kill came after beta read `counting.py`: the new process has no
+/// record of that read, so the edit gets `FS_NOT_OBSERVED` instead of `FS_STALE_VERSION`;
+/// either way beta's next steps re-read the file and edit it again.
+fn crash_script(dir: &Path) -> PathBuf {
+    let mut script: Value =
+        serde_json::from_str(&std::fs::read_to_string(demo_dir().join("script.json")).unwrap())
+            .unwrap();
+    let agents = script["agents"].as_object_mut().unwrap();
+    let insert = |steps: &mut Value, at: usize, new: Vec<Value>| {
+        let steps = steps.as_array_mut().unwrap();
+        for (i, step) in new.into_iter().enumerate() {
+            steps.insert(at + i, step);
+        }
+    };
+    let lead = agents.get_mut("lead").unwrap();
+    let spawn_alpha = lead
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|s| s["tool_calls"][0]["arguments"]["name"] == "alpha")
+        .unwrap();
+    insert(lead, spawn_alpha, vec![sleep(1)]);
+    let spawn_beta = lead
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|s| s["tool_calls"][0]["arguments"]["name"] == "beta")
+        .unwrap();
+    insert(
+        lead,
+        spawn_beta,
+        vec![
+            call(
+                "spawn_teammate",
+                json!({"name": "scout", "description": "Says hello", "prompt": "Say hello."}),
+            ),
+            sleep(1),
+        ],
+    );
+    insert(agents.get_mut("alpha").unwrap(), 0, vec![sleep(2)]);
+    let beta = agents.get_mut("beta").unwrap();
+    let second_turn = beta
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|s| s.get("text").is_some())
+        .unwrap()
+        + 1;
+    insert(beta, second_turn, vec![sleep(2)]);
+    agents.insert(
+        "scout".to_owned(),
+        json!([{"text": "hello"}, {"text": "hello again"}]),
+    );
+    let path = dir.join("crash.json");
+    std::fs::write(&path, script.to_string()).unwrap();
+    path
+}
+
+/// The complete lines of a session file that parse (a torn last line is skipped).
+fn read_events(path: &Path) -> Vec<Value> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .skip(1)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect()
+}
+
+/// The root session of `home` (the one without a parent), once its file exists.
+fn lead_file(home: &Path) -> Option<PathBuf> {
+    let dir = std::fs::read_dir(home.join("sessions")).ok()?;
+    for entry in dir.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "jsonl")
+            && let Ok(text) = std::fs::read_to_string(&path)
+            && let Some(first) = text.lines().next()
+            && let Ok(header) = serde_json::from_str::<Value>(first)
+            && header.get("parentSession").is_none()
+        {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// The session id of `name` in the Team of `lead` (`lead` itself for the Lead).
+fn member_id(root: &Root, lead: &str, name: &str) -> String {
+    if name == "lead" {
+        return lead.to_owned();
+    }
+    let view = root.show(lead);
+    view["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {view}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Where to SIGKILL the run.
+#[derive(Debug, Clone, Copy)]
+enum KillPoint {
+    /// Right after the first teammate's `team/member` provisioning record.
+    Provisioning,
+    /// Right after the first `team/message/queued`.
+    QueuedMessage,
+    /// During beta's `bash sleep` tool call.
+    TeammateToolCall,
+    /// During the Lead's second `wait_agent` (while alpha sleeps).
+    LeadWait,
+}
+
+impl KillPoint {
+    /// Whether the run reached this point, from the Lead log and the teammates' logs.
+    fn reached(self, home: &Path, lead: &[Value]) -> bool {
+        match self {
+            KillPoint::Provisioning => lead.iter().any(|e| {
+                e["type"] == "team/member" && e["data"]["member"]["phase"] == "provisioning"
+            }),
+            KillPoint::QueuedMessage => lead.iter().any(|e| e["type"] == "team/message/queued"),
+            KillPoint::LeadWait => {
+                // The second wait is still open, and alpha is in its sleep (which the wait
+                // outlasts: it returns at alpha's first Team change after the sleep).
+                let waits: Vec<&Value> = lead
+                    .iter()
+                    .filter(|e| e["type"] == "tool/call" && e["data"]["name"] == "wait_agent")
+                    .collect();
+                let Some(wait) = waits.get(1) else {
+                    return false;
+                };
+                let open = !lead.iter().any(|e| {
+                    e["type"] == "tool/result" && e["data"]["callId"] == wait["data"]["callId"]
+                });
+                open && member_sleeps(home, lead, "alpha")
+            }
+            KillPoint::TeammateToolCall => member_sleeps(home, lead, "beta"),
+        }
+    }
+}
+
+/// Whether teammate `name` (from the Lead log's roster records) has started a `bash sleep`.
+fn member_sleeps(home: &Path, lead: &[Value], name: &str) -> bool {
+    let Some(member) = lead.iter().find_map(|e| {
+        (e["type"] == "team/member" && e["data"]["member"]["name"] == name)
+            .then(|| e["data"]["member"]["id"].as_str().unwrap().to_owned())
+    }) else {
+        return false;
+    };
+    read_events(&home.join(format!("sessions/{member}.jsonl")))
+        .iter()
+        .any(|e| {
+            e["type"] == "tool/call"
+                && e["data"]["arguments"]["command"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("sleep"))
+        })
+}
+
+/// Runs the crash script, SIGKILLs `troupe run --team` at `point`, resumes until the resume
+/// exits 0, and checks that the work completed exactly once.
+fn crash_and_resume(point: KillPoint) {
+    let root = Root::new();
+    let home = root.home();
+    let workspace = root.path("ws");
+    write_project(&workspace);
+    let script = crash_script(root.dir.path());
+    let mut child: Child = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(&home)
+        .env_remove("TROUPE_HOME")
+        .args(["run", "--team", "--workspace"])
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("fix the tests with two teammates")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let lead = loop {
+        if let Some(path) = lead_file(&home)
+            && point.reached(&home, &read_events(&path))
+        {
+            child.kill().unwrap(); // SIGKILL
+            break path;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("{point:?}: troupe exited ({status}) before the kill point");
+        }
+        assert!(Instant::now() < deadline, "{point:?}: never reached");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), None, "{point:?}: killed by a signal");
+    let id = lead.file_stem().unwrap().to_str().unwrap().to_owned();
+    assert!(
+        !unittest(&workspace).0,
+        "{point:?}: the work was not done yet"
+    );
+
+    let mut outputs = Vec::new();
+    for attempt in 1..=3 {
+        let out = root.troupe().args(["resume", &id]).output().unwrap();
+        outputs.push(String::from_utf8_lossy(&out.stderr).into_owned());
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            attempt < 3,
+            "{point:?}: resume never succeeded: {outputs:#?}"
+        );
+    }
+    // The kill cut what it aimed at: the running call's outcome is unknown, and the member
+    // got a continuation (a `resume` message: the Lead's from `troupe resume`, a teammate's
+    // from the Team recovery).
+    let first = &outputs[0];
+    let cut = |member: &str, tools: &[&str]| {
+        let log = root.log(&member_id(&root, &id, member));
+        let closed = tool_results(&log).into_iter().any(|(name, _, code, _)| {
+            tools.contains(&name.as_str()) && code.as_deref() == Some("TOOL_OUTCOME_UNKNOWN")
+        });
+        assert!(
+            closed,
+            "{point:?}: {member}'s {tools:?} was not cut: {first}"
+        );
+        let continued = log
+            .iter()
+            .any(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "resume");
+        assert!(continued, "{point:?}: {member} was not continued: {first}");
+    };
+    match point {
+        KillPoint::TeammateToolCall => cut("beta", &["bash"]),
+        KillPoint::LeadWait => {
+            cut("lead", &["wait_agent"]);
+            cut("alpha", &["bash"]);
+        }
+        // The spawn, or (when the kill came a little late) the sleep after it.
+        KillPoint::Provisioning => cut("lead", &["spawn_teammate", "bash"]),
+        KillPoint::QueuedMessage => {}
+    }
+    let (passed, output) = unittest(&workspace);
+    assert!(passed, "{point:?}: {output}\n{outputs:#?}");
+    let view = root.show(&id);
+    for task in view["tasks"].as_array().unwrap() {
+        assert_eq!(task["status"], "completed", "{point:?}: {view}");
+    }
+    assert_eq!(view["tasks"].as_array().unwrap().len(), 3);
+    for member in view["members"].as_array().unwrap() {
+        assert_ne!(member["status"], "provisioning", "{point:?}: {view}");
+        if member["name"] != "scout" {
+            assert_eq!(member["status"], "inactive", "{point:?}: {view}");
+        }
+    }
+    assert_eq!(view["pendingMessages"], json!([]), "{point:?}");
+    root.verify(&id);
+    assert_each_message_delivered_once(&root, &id);
+    // The Lead answered once more, with the script's final answer.
+    let lead_log = root.log(&id);
+    let last_end = lead_log.iter().rfind(|e| e["type"] == "turn/end").unwrap();
+    assert_eq!(last_end["data"]["reason"]["kind"], "completed", "{point:?}");
+    let answer = lead_log
+        .iter()
+        .rfind(|e| e["type"] == "assistant/message")
+        .unwrap();
+    assert!(
+        answer["data"]["message"]["content"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("All 7 tests of wordstats pass now")),
+        "{point:?}: {answer}"
+    );
+}
+
+#[test]
+fn kill_9_right_after_a_teammates_provisioning_record_then_resume() {
+    crash_and_resume(KillPoint::Provisioning);
+}
+
+#[test]
+fn kill_9_right_after_a_queued_message_then_resume() {
+    crash_and_resume(KillPoint::QueuedMessage);
+}
+
+#[test]
+fn kill_9_during_a_teammates_tool_call_then_resume() {
+    crash_and_resume(KillPoint::TeammateToolCall);
+}
+
+#[test]
+fn kill_9_during_the_leads_wait_then_resume() {
+    crash_and_resume(KillPoint::LeadWait);
+}
