@@ -902,13 +902,12 @@ async fn show_board(runtime: &Runtime, lead: &Agent, printer: &mut Printer) {
 
 /// Prints the outcome (answer on stdout, summary on stderr) and picks the exit code.
 fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result<(), Failure> {
-    let (last_turn, last_end, answer, stats, pending) = driven.agent.with_transcript(|t| {
+    let (last_turn, last_end, answer, stats) = driven.agent.with_transcript(|t| {
         (
             t.last_turn(),
             t.last_turn_end().cloned(),
             t.last_answer().map(str::to_owned),
             t.stats(),
-            !t.next_turn().is_empty() || !t.next_step().is_empty(),
         )
     });
     let id = &driven.id;
@@ -958,9 +957,10 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
     }
 
     let ran = last_turn > driven.turn_before;
-    let completed = ran
-        && last_end == Some(TurnEndReason::Completed)
-        && !(driven.interrupt != Interrupt::None && pending);
+    // Any signal means the run was stopped — even when the Lead had already answered and only
+    // teammates were still working — so it is reported as interrupted and resumable.
+    let completed =
+        ran && last_end == Some(TurnEndReason::Completed) && driven.interrupt == Interrupt::None;
     if completed || (driven.nothing_to_do && driven.interrupt == Interrupt::None) {
         printer.done_json(
             id,

@@ -879,3 +879,39 @@ fn a_resume_model_override_sticks() {
     let out = s.troupe().args(["resume", &id, "third"]).assert().success();
     assert_eq!(stdout(&out), "b again\n");
 }
+
+/// A signal while only a teammate is still working (the Lead already answered) is reported as
+/// an interruption (exit 1, resume hint), never as success; resume then continues the teammate.
+#[test]
+fn a_signal_while_only_teammates_run_is_an_interruption() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "team.json",
+        json!({
+            "lead": [
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "slow", "description": "sleeps", "prompt": "sleep"}}]},
+                {"text": "Lead done."}
+            ],
+            "slow": [
+                {"tool_calls": [{"name": "bash", "arguments": {"command": "echo $$ > marker; sleep 30"}}]},
+                {"text": "slow done after the stop"},
+                {"text": "slow done"}
+            ]
+        }),
+    );
+    let mut child = s.spawn_run(&[
+        "--team",
+        "--model",
+        &format!("script:{}", script.display()),
+        "go",
+    ]);
+    s.wait_for_marker("marker", &mut child);
+    signal(child.id() as i32, rustix::process::Signal::INT);
+    let (code, _out, err) = finish(child);
+    assert_eq!(code, 1, "{err}");
+    let id = session_id(&err);
+    assert!(err.contains(&format!("troupe resume {id}")), "{err}");
+    s.troupe().args(["resume", &id]).assert().success();
+    s.troupe().args(["team", "verify", &id]).assert().success();
+}
