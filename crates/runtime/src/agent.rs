@@ -440,6 +440,10 @@ impl Agent {
     pub async fn cancel(&self, cause: Value, keep_inbox: bool) -> Result<(), RuntimeError> {
         {
             let mut st = lock(&self.inner.state);
+            if st.disposed {
+                // Already released (its turn ended, its inbox parked): nothing to cancel.
+                return Ok(());
+            }
             if let Some(token) = &st.turn_cancel {
                 token.cancel();
                 st.abort_cause = Some(cause);

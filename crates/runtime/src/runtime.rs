@@ -826,8 +826,9 @@ impl Runtime {
             }
         }
         let mut failures = Vec::new();
+        let parent_cause = json!({"kind": "parent"});
         for id in selected {
-            failures.extend(self.release_tree(&id).await);
+            failures.extend(self.release_tree(&id, &parent_cause).await);
         }
         if failures.is_empty() {
             Ok(())
@@ -840,6 +841,7 @@ impl Runtime {
     fn release_tree<'a>(
         &'a self,
         id: &'a SessionId,
+        cause: &'a Value,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<String>> + Send + 'a>> {
         Box::pin(async move {
             let owned: Vec<SessionId> = lock(&self.inner.live)
@@ -848,9 +850,9 @@ impl Runtime {
                 .unwrap_or_default();
             let mut failures = Vec::new();
             for child in owned {
-                failures.extend(self.release_tree(&child).await);
+                failures.extend(self.release_tree(&child, cause).await);
             }
-            if let Err(e) = self.release(id).await {
+            if let Err(e) = self.release_with(id, cause.clone()).await {
                 failures.push(format!("{id}: {e}"));
             }
             failures
@@ -859,10 +861,15 @@ impl Runtime {
 
     /// Disposes one resident agent (parking its inbox) and unregisters it.
     async fn release(&self, id: &SessionId) -> Result<(), RuntimeError> {
+        self.release_with(id, json!({"kind": "parent"})).await
+    }
+
+    /// [`Runtime::release`] with the cancellation cause recorded on a running turn.
+    async fn release_with(&self, id: &SessionId, cause: Value) -> Result<(), RuntimeError> {
         let Some(agent) = self.agent(id) else {
             return Ok(());
         };
-        let result = agent.dispose(json!({"kind": "parent"})).await;
+        let result = agent.dispose(cause).await;
         self.unregister(id);
         result
     }
@@ -990,7 +997,10 @@ impl Runtime {
         let bound = Duration::from_millis(self.inner.options.team_limits.disposal_timeout_ms);
         let mut failures = Vec::new();
         for root in roots {
-            match tokio::time::timeout(bound, self.release_tree(&root)).await {
+            // A shutdown stop is not the parent's decision: the Team continues such turns on
+            // resume (unlike a Lead's deliberate interrupt, `{"kind":"parent"}`).
+            let cause = json!({"kind": "shutdown"});
+            match tokio::time::timeout(bound, self.release_tree(&root, &cause)).await {
                 Ok(tree_failures) => failures.extend(tree_failures),
                 Err(_) => failures.push(format!(
                     "TEAM_DISPOSAL_TIMEOUT: disposing {root} and its children took longer than {} ms",

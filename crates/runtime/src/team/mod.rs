@@ -718,7 +718,9 @@ impl Runtime {
             Ok(_) | Err(troupe_journal::JournalError::Closed { .. }) => {}
             Err(e) => return Err(e.into()),
         }
-        if !target.with_transcript(|t| t.accepted(&message.id)) {
+        // The handle may be an activation that settled and was replaced meanwhile; the stored
+        // log is the authority then.
+        if !target.with_transcript(|t| t.accepted(&message.id)) && !self.held_in_log(message) {
             return Ok(false);
         }
         self.mark_delivered(team, message).await?;
@@ -977,7 +979,9 @@ impl Runtime {
             let cut = t.open_turn().is_some()
                 || match t.last_turn_end() {
                     Some(TurnEndReason::Interrupted) => true,
-                    Some(TurnEndReason::Aborted { reason }) => reason["kind"] == "user",
+                    Some(TurnEndReason::Aborted { reason }) => {
+                        reason["kind"] == "user" || reason["kind"] == "shutdown"
+                    }
                     _ => false,
                 };
             let result = if pending {

@@ -1529,6 +1529,7 @@ async fn a_wakeup_to_an_unreadable_inactive_teammate_stays_queued() {
 /// cancellation; the overrun is reported as `TEAM_DISPOSAL_TIMEOUT`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_is_bounded_by_the_disposal_timeout() {
+    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     struct Stubborn;
     impl troupe_tools::Tool for Stubborn {
         fn name(&self) -> &str {
@@ -1546,6 +1547,7 @@ async fn shutdown_is_bounded_by_the_disposal_timeout() {
             _: Value,
         ) -> troupe_tools::ToolFuture<'a> {
             Box::pin(async {
+                STARTED.store(true, std::sync::atomic::Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_secs(30)).await;
                 Ok(json!({}))
             })
@@ -1565,8 +1567,9 @@ async fn shutdown_is_bounded_by_the_disposal_timeout() {
         .await
         .unwrap();
     lead.followup(user("go")).await.unwrap();
+    // Wait until the tool really runs (a call cancelled before it starts never runs at all).
     tokio::time::timeout(Duration::from_secs(10), async {
-        while !h.events(lead.id()).iter().any(|e| e.kind == "tool/call") {
+        while !STARTED.load(std::sync::atomic::Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
