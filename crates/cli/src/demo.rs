@@ -99,8 +99,9 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
         Some(dir) => Target::check(dir)?,
         None => Target::default_dir()?,
     };
-    let workspace = target.create()?;
+    // The script goes to the home first: an unusable home must not leave a project behind.
     let script = record_script(&home.dir)?;
+    let workspace = target.create()?;
     let shown = work::shell_quote(&workspace.display().to_string());
     let script_shown = work::shell_quote(&script.display().to_string());
     let framing = Framing {
@@ -113,8 +114,17 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
                  real runtime and tools (script: {script_shown})"
             ),
         ],
-        epilogue: Some(Box::new(move |ending: &Ending<'_>| {
-            epilogue(ending, &shown)
+        epilogue: Some(Box::new({
+            let project_dir = workspace.clone();
+            move |ending: &Ending<'_>| {
+                let mut lines = epilogue(ending, &shown);
+                // Say what the project's tests really do now, whatever the script claimed.
+                lines.insert(
+                    2,
+                    format!("  the project's tests now: {}", test_outcome(&project_dir)),
+                );
+                lines
+            }
         })),
         continue_hint: false,
     };
@@ -179,6 +189,24 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
     );
     lines.push("Coming soon: a web panel to watch a Team live.".to_owned());
     lines
+}
+
+/// Runs the project's `unittest` suite and returns its verdict line (`OK`, `FAILED (…)`), or why
+/// it could not run.
+fn test_outcome(project: &Path) -> String {
+    match std::process::Command::new("python3")
+        .args(["-m", "unittest"])
+        .current_dir(project)
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(out) => String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map_or_else(|| "no output".to_owned(), |l| l.trim().to_owned()),
+        Err(e) => format!("could not run python3: {e}"),
+    }
 }
 
 /// The project's tests need `python3` on `PATH`; without it the demo cannot show anything.

@@ -825,3 +825,26 @@ fn kill_9_during_a_teammates_tool_call_then_resume() {
 fn kill_9_during_the_leads_wait_then_resume() {
     crash_and_resume(KillPoint::LeadWait);
 }
+
+/// An unusable home is refused before the project is written (nothing is left behind).
+#[test]
+fn an_unusable_home_leaves_no_project_behind() {
+    let root = Root::new();
+    let ws = root.path("ws");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["demo", "--home", "/proc/troupe-no-such-home", "--workspace"])
+        .arg(&ws)
+        .env_remove("TROUPE_HOME")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !ws.exists(),
+        "the project was written although the home is unusable"
+    );
+}
