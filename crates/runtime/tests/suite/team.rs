@@ -140,6 +140,36 @@ async fn settled(h: &Harness, id: &SessionId) {
     .expect("teammate did not settle");
 }
 
+/// A continuable Team-profile child spec (as the Team service would build it).
+fn team_child(
+    label: &str,
+    id: Option<&SessionId>,
+    provider: troupe_runtime::ChildProvider,
+    profile: troupe_runtime::Profile,
+) -> troupe_runtime::ChildSpec {
+    troupe_runtime::ChildSpec {
+        provider,
+        label: label.to_owned(),
+        child_id: id.cloned(),
+        prompt: "x".to_owned(),
+        continuable: true,
+        notify_parent: false,
+        profile,
+        cancel: None,
+    }
+}
+
+/// Waits (bounded) until `id`'s log holds a `tool/call`.
+async fn tool_called(h: &Harness, id: &SessionId) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !h.events(id).iter().any(|e| e.kind == "tool/call") {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+}
+
 /// Appends a Team record to the Lead log by hand (as a crash would have left it).
 async fn hand_append(lead: &Agent, event: TeamEvent) {
     lead.append_records(vec![event.to_draft()]).unwrap();
@@ -178,16 +208,12 @@ async fn restart_reconciles_provisioning_members_from_their_child_logs() {
     h.runtime
         .start_child(
             &lead,
-            troupe_runtime::ChildSpec {
-                provider: troupe_runtime::ChildProvider::Spawn,
-                label: "worker-a".to_owned(),
-                child_id: Some(a.clone()),
-                prompt: "work".to_owned(),
-                continuable: true,
-                notify_parent: false,
-                profile: troupe_runtime::Profile::Team,
-                cancel: None,
-            },
+            team_child(
+                "worker-a",
+                Some(&a),
+                troupe_runtime::ChildProvider::Spawn,
+                troupe_runtime::Profile::Team,
+            ),
         )
         .await
         .unwrap();
@@ -632,16 +658,12 @@ async fn an_ordinary_child_of_the_lead_is_not_a_member() {
         .runtime
         .start_child(
             &lead,
-            troupe_runtime::ChildSpec {
-                provider: troupe_runtime::ChildProvider::Spawn,
-                label: "plain".to_owned(),
-                child_id: None,
-                prompt: "x".to_owned(),
-                continuable: true,
-                notify_parent: false,
-                profile: troupe_runtime::Profile::Default,
-                cancel: None,
-            },
+            team_child(
+                "plain",
+                None,
+                troupe_runtime::ChildProvider::Spawn,
+                troupe_runtime::Profile::Default,
+            ),
         )
         .await
         .unwrap();
@@ -1225,13 +1247,7 @@ async fn an_aborted_wait_agent_names_the_cause() {
         .push([call("wait_agent", json!({"timeout_ms": 10000}))]);
     lead.followup(user("wait")).await.unwrap();
     // Wait until the tool is running, then cancel the Lead's turn as a user would.
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while !h.events(lead.id()).iter().any(|e| e.kind == "tool/call") {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .unwrap();
+    tool_called(&h, lead.id()).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
     lead.cancel(json!({"kind": "user"}), true).await.unwrap();
     idle(&lead).await;
@@ -1688,16 +1704,12 @@ async fn a_live_child_of_a_failed_record_is_failed_and_still_drained() {
     h.runtime
         .start_child(
             &lead,
-            troupe_runtime::ChildSpec {
-                provider: troupe_runtime::ChildProvider::Spawn,
-                label: "odd".to_owned(),
-                child_id: Some(child.clone()),
-                prompt: "x".to_owned(),
-                continuable: true,
-                notify_parent: false,
-                profile: troupe_runtime::Profile::Team,
-                cancel: None,
-            },
+            team_child(
+                "odd",
+                Some(&child),
+                troupe_runtime::ChildProvider::Spawn,
+                troupe_runtime::Profile::Team,
+            ),
         )
         .await
         .unwrap();
@@ -1740,16 +1752,12 @@ async fn recovery_fails_a_member_whose_child_does_not_match() {
     h.runtime
         .start_child(
             &lead,
-            troupe_runtime::ChildSpec {
-                provider: troupe_runtime::ChildProvider::Fork,
-                label: "mismatch".to_owned(),
-                child_id: Some(child.clone()),
-                prompt: "x".to_owned(),
-                continuable: true,
-                notify_parent: false,
-                profile: troupe_runtime::Profile::Team,
-                cancel: None,
-            },
+            team_child(
+                "mismatch",
+                Some(&child),
+                troupe_runtime::ChildProvider::Fork,
+                troupe_runtime::Profile::Team,
+            ),
         )
         .await
         .unwrap();
@@ -1824,13 +1832,7 @@ async fn lead_tools_interrupt_a_teammate_and_wait_for_a_change() {
         .model("lead")
         .push([call("wait_agent", json!({})), text("saw it")]);
     lead.followup(user("wait")).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while !h.events(lead.id()).iter().any(|e| e.kind == "tool/call") {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .unwrap();
+    tool_called(&h, lead.id()).await;
     tokio::time::sleep(Duration::from_millis(30)).await;
     h.runtime
         .team_create_task(
