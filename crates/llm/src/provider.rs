@@ -112,8 +112,10 @@ pub trait ModelProvider: Send + Sync {
     /// A short human label, e.g. `deepseek:deepseek-chat` or `script:demo.json#lead`.
     fn label(&self) -> String;
 
-    /// Tells the provider how many model calls this agent already made in earlier runs of its
-    /// session (counted from the session log), so a resumed session continues where it stopped.
+    /// Tells the provider how many model calls this agent already made in its session (counted
+    /// from the session log, before every call), so a resumed session continues where it
+    /// stopped. The runtime does not count a call whose tool calls were all cancelled or never
+    /// started: that step is asked again, as a real model would repeat the work.
     ///
     /// A no-op for HTTP providers. The scripted provider moves the agent's cursor to step
     /// `calls_made` (0-based), and fails with [`LlmError::Script`] when that is past the end of

@@ -689,11 +689,12 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                 &mut st,
                 vec![EventDraft::new(ty::REQUEST_HEADER, to_value(&header))],
             )?;
-            // Keep a scripted model in step with the log (a cancelled call consumed nothing).
+            // Keep a scripted model in step with the log: a cancelled model call consumed
+            // nothing, and a step whose tool calls were all cancelled is asked again.
             if let Err(e) = inner
                 .setup
                 .provider
-                .set_calls_made(st.transcript.model_calls())
+                .set_calls_made(st.transcript.spent_model_calls())
             {
                 drop(st);
                 break Outcome::Failed(e);

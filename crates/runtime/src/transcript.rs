@@ -47,6 +47,11 @@ pub struct Transcript {
     call_processes: HashMap<String, ToolProcessRecord>,
     answered: HashSet<String>,
     model_calls: usize,
+    /// Own model calls whose tool calls all ended without effect (see [`Transcript::spent_model_calls`]).
+    void_model_calls: usize,
+    /// The latest own model call's tool calls still without a result, and whether every result
+    /// so far says the call had no effect.
+    void_candidate: Option<(HashSet<String>, bool)>,
     config: Option<AgentConfigRecord>,
     descriptor: Option<Descriptor>,
     last_turn_end: Option<TurnEndReason>,
@@ -56,6 +61,15 @@ pub struct Transcript {
     accepted_user: bool,
     stats: TranscriptStats,
 }
+
+/// Tool-result codes that say a call had no effect: it was cancelled or never started (see
+/// [`Transcript::spent_model_calls`]).
+const VOID_CODES: [&str; 4] = [
+    "TOOL_CANCELED",
+    "TOOL_NOT_STARTED",
+    "TEAM_WAIT_ABORTED",
+    "CANCELLED",
+];
 
 fn decode<T: DeserializeOwned>(event: &Event) -> Result<T, RuntimeError> {
     serde_json::from_value(event.data.clone()).map_err(|e| RuntimeError::InvalidEvent {
@@ -113,6 +127,10 @@ impl Transcript {
                 let rec: AssistantRecord = decode(event)?;
                 if own {
                     self.model_calls += 1;
+                    self.void_candidate = (!rec.message.tool_calls.is_empty()).then(|| {
+                        let ids = rec.message.tool_calls.iter().map(|c| c.id.clone());
+                        (ids.collect(), true)
+                    });
                     if let Some(u) = &rec.usage {
                         self.stats.tokens_in += u.prompt_tokens;
                         self.stats.tokens_out += u.completion_tokens;
@@ -137,6 +155,15 @@ impl Transcript {
             }
             ty::TOOL_RESULT => {
                 let rec: ToolResultRecord = decode(event)?;
+                if own && let Some((waiting, void)) = &mut self.void_candidate {
+                    if waiting.remove(&rec.call_id) {
+                        *void &= rec.code.as_deref().is_some_and(|c| VOID_CODES.contains(&c));
+                    }
+                    if waiting.is_empty() {
+                        self.void_model_calls += usize::from(*void);
+                        self.void_candidate = None;
+                    }
+                }
                 self.history
                     .push(ChatMessage::tool_result(rec.call_id.clone(), rec.content));
                 self.answered.insert(rec.call_id);
@@ -254,6 +281,19 @@ impl Transcript {
     /// Model calls completed in the own suffix (`assistant/message` events).
     pub fn model_calls(&self) -> usize {
         self.model_calls
+    }
+
+    /// Model calls of the own suffix that count as taken, for a scripted model's cursor
+    /// ([`troupe_llm::ModelProvider::set_calls_made`]): every `assistant/message`, except one that
+    /// asked for tool calls of which *every* result says the call had no effect — it was
+    /// cancelled (`TOOL_CANCELED`: not started, or a `bash` group killed mid-run;
+    /// `TEAM_WAIT_ABORTED`; `CANCELLED`: a teammate creation stopped) or never started
+    /// (`TOOL_NOT_STARTED`, a recovery closer). Such a step is asked again, as a real model,
+    /// seeing those results, would repeat the work. A call that returned its own result
+    /// (success or error), or whose outcome a crash left unknown (`TOOL_OUTCOME_UNKNOWN`), had
+    /// its effect or may have had it, so its step counts as taken.
+    pub fn spent_model_calls(&self) -> usize {
+        self.model_calls - self.void_model_calls
     }
 
     /// The agent's recorded configuration (the latest `agent/config` of the own suffix).
@@ -401,4 +441,110 @@ impl Transcript {
 /// Serializes a payload known to be representable as JSON.
 pub(crate) fn to_value<T: serde::Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use troupe_llm::AssistantMessage;
+
+    /// A log of assistant messages (each with the given call ids) and tool results
+    /// `(call id, code)`, in order.
+    enum Rec<'a> {
+        Asked(&'a [&'a str]),
+        Result(&'a str, Option<&'a str>),
+    }
+
+    fn fold(records: &[Rec<'_>]) -> Transcript {
+        let mut t = Transcript::new(0);
+        for (seq, rec) in records.iter().enumerate() {
+            let (kind, data): (&str, Value) = match rec {
+                Rec::Asked(ids) => (
+                    ty::ASSISTANT_MESSAGE,
+                    serde_json::to_value(AssistantRecord {
+                        turn: 1,
+                        step: 1,
+                        message: AssistantMessage {
+                            content: ids.is_empty().then(|| "done".to_owned()),
+                            reasoning_content: None,
+                            tool_calls: ids
+                                .iter()
+                                .map(|id| ToolCall {
+                                    id: (*id).to_owned(),
+                                    name: "bash".to_owned(),
+                                    arguments: json!({}),
+                                })
+                                .collect(),
+                        },
+                        usage: None,
+                        finish_reason: None,
+                    })
+                    .unwrap(),
+                ),
+                Rec::Result(id, code) => (
+                    ty::TOOL_RESULT,
+                    serde_json::to_value(ToolResultRecord {
+                        turn: 1,
+                        step: 1,
+                        call_id: (*id).to_owned(),
+                        name: "bash".to_owned(),
+                        is_error: code.is_some(),
+                        code: code.map(str::to_owned),
+                        content: "{}".to_owned(),
+                        message_id: None,
+                        source_event_seqs: Vec::new(),
+                    })
+                    .unwrap(),
+                ),
+            };
+            let event: Event =
+                serde_json::from_value(json!({"seq": seq, "time": 1, "type": kind, "data": data}))
+                    .unwrap();
+            t.apply(&event).unwrap();
+        }
+        t
+    }
+
+    #[test]
+    fn a_step_whose_calls_all_had_no_effect_is_not_spent() {
+        use Rec::{Asked, Result};
+        // Every cancellation code, and the recovery's "never started".
+        for code in VOID_CODES {
+            let t = fold(&[
+                Asked(&["a", "b"]),
+                Result("a", Some(code)),
+                Result("b", Some(code)),
+            ]);
+            assert_eq!((t.model_calls(), t.spent_model_calls()), (1, 0), "{code}");
+        }
+        // The step asked again, and this time it ran: both calls are spent.
+        let t = fold(&[
+            Asked(&["a"]),
+            Result("a", Some("TOOL_CANCELED")),
+            Asked(&["a"]),
+            Result("a", None),
+            Asked(&[]),
+        ]);
+        assert_eq!((t.model_calls(), t.spent_model_calls()), (3, 2));
+    }
+
+    #[test]
+    fn a_step_with_any_real_or_unknown_outcome_is_spent() {
+        use Rec::{Asked, Result};
+        for other in [None, Some("FS_STALE_VERSION"), Some("TOOL_OUTCOME_UNKNOWN")] {
+            let t = fold(&[
+                Asked(&["a", "b"]),
+                Result("a", other),
+                Result("b", Some("TOOL_CANCELED")),
+            ]);
+            assert_eq!(t.spent_model_calls(), 1, "{other:?}");
+        }
+        // Not all results are in yet: the step counts as taken.
+        let t = fold(&[Asked(&["a", "b"]), Result("a", Some("TOOL_CANCELED"))]);
+        assert_eq!(t.spent_model_calls(), 1);
+        // A text answer is always spent.
+        assert_eq!(fold(&[Asked(&[])]).spent_model_calls(), 1);
+    }
 }

@@ -510,6 +510,15 @@ fn sleep(seconds: u32) -> Value {
     call("bash", json!({"command": format!("sleep {seconds}")}))
 }
 
+/// A sleep with an effect: when it completes, `name` is appended to `marks.txt` in the
+/// workspace (so a step that was cut and never asked again leaves its mark missing).
+fn sleep_then_mark(seconds: u32, name: &str) -> Value {
+    call(
+        "bash",
+        json!({"command": format!("sleep {seconds} && echo {name} >> marks.txt")}),
+    )
+}
+
 /// The demo's script with four insertions that make the kill windows wide and keep every
 /// kill away from the moments a kill could spoil (each insertion is a tool call inside a turn,
 /// so every member keeps its turns):
@@ -520,6 +529,9 @@ fn sleep(seconds: u32) -> Value {
 ///   message lands before alpha's provisioning;
 /// - alpha starts with a 2 s sleep, during which the Lead waits (`wait_agent`);
 /// - beta's second turn starts with a 2 s sleep, while nobody else does anything.
+///
+/// alpha's and beta's sleeps each append the member's name to `marks.txt` when they end: the
+/// Ctrl-C tests check that a cut sleep is asked again and leaves its mark exactly once.
 ///
 /// Why a resume always finishes the work: a cut turn gets one continuation turn (the Lead's
 /// from `troupe resume`, after any waiting wakeup, which keeps its own turn; a teammate's from
@@ -567,7 +579,11 @@ fn crash_script(dir: &Path) -> PathBuf {
             sleep(1),
         ],
     );
-    insert(agents.get_mut("alpha").unwrap(), 0, vec![sleep(2)]);
+    insert(
+        agents.get_mut("alpha").unwrap(),
+        0,
+        vec![sleep_then_mark(2, "alpha")],
+    );
     let beta = agents.get_mut("beta").unwrap();
     let second_turn = beta
         .as_array()
@@ -576,7 +592,7 @@ fn crash_script(dir: &Path) -> PathBuf {
         .position(|s| s.get("text").is_some())
         .unwrap()
         + 1;
-    insert(beta, second_turn, vec![sleep(2)]);
+    insert(beta, second_turn, vec![sleep_then_mark(2, "beta")]);
     agents.insert(
         "scout".to_owned(),
         json!([{"text": "hello"}, {"text": "hello again"}]),
@@ -690,9 +706,18 @@ fn member_sleeps(home: &Path, lead: &[Value], name: &str) -> bool {
         })
 }
 
-/// Runs the crash script, SIGKILLs `troupe run --team` at `point`, resumes until the resume
-/// exits 0, and checks that the work completed exactly once.
-fn crash_and_resume(point: KillPoint) {
+/// How the run is stopped at the kill point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// SIGKILL: the process dies where it stands.
+    Kill,
+    /// SIGINT (Ctrl-C): the running turns are cancelled and the process exits 1.
+    Interrupt,
+}
+
+/// Starts `troupe run --team` with the crash script on a fresh copy of the demo project and
+/// stops it at `point` with `stop`. Returns (root, workspace, Lead id, the run's stderr).
+fn run_and_stop(point: KillPoint, stop: Stop) -> (Root, PathBuf, String, String) {
     let root = Root::new();
     let home = root.home();
     let workspace = root.path("ws");
@@ -709,15 +734,28 @@ fn crash_and_resume(point: KillPoint) {
         .arg("fix the tests with two teammates")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Read stderr on a thread, so a full pipe never blocks the run.
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
+        text
+    });
     let deadline = Instant::now() + Duration::from_secs(60);
     let lead = loop {
         if let Some(path) = lead_file(&home)
             && point.reached(&home, &read_events(&path))
         {
-            child.kill().unwrap(); // SIGKILL
+            match stop {
+                Stop::Kill => child.kill().unwrap(),
+                Stop::Interrupt => {
+                    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+                    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+                }
+            }
             break path;
         }
         if let Some(status) = child.try_wait().unwrap() {
@@ -727,13 +765,65 @@ fn crash_and_resume(point: KillPoint) {
         std::thread::sleep(Duration::from_millis(1));
     };
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), None, "{point:?}: killed by a signal");
+    let err = reader.join().unwrap();
+    match stop {
+        Stop::Kill => assert_eq!(status.code(), None, "{point:?}: killed by a signal"),
+        Stop::Interrupt => {
+            assert_eq!(status.code(), Some(1), "{point:?}: {err}");
+            assert!(
+                err.contains("interrupted — continue with: troupe resume"),
+                "{err}"
+            );
+        }
+    }
     let id = lead.file_stem().unwrap().to_str().unwrap().to_owned();
     assert!(
         !unittest(&workspace).0,
         "{point:?}: the work was not done yet"
     );
+    (root, workspace, id, err)
+}
 
+/// Checks that the work of the crash script completed exactly once: the project's tests pass,
+/// all three tasks completed, nobody left provisioning, no pending mail, the Team verifies,
+/// each queued message delivered once, and the Lead gave the script's final answer.
+fn assert_work_done_once(root: &Root, workspace: &Path, id: &str, what: &str) {
+    let (passed, output) = unittest(workspace);
+    assert!(passed, "{what}: {output}");
+    let view = root.show(id);
+    for task in view["tasks"].as_array().unwrap() {
+        assert_eq!(task["status"], "completed", "{what}: {view}");
+    }
+    assert_eq!(view["tasks"].as_array().unwrap().len(), 3);
+    for member in view["members"].as_array().unwrap() {
+        assert_ne!(member["status"], "provisioning", "{what}: {view}");
+        if member["name"] != "scout" {
+            assert_eq!(member["status"], "inactive", "{what}: {view}");
+        }
+    }
+    assert_eq!(view["pendingMessages"], json!([]), "{what}");
+    root.verify(id);
+    assert_each_message_delivered_once(root, id);
+    // The Lead answered once more, with the script's final answer.
+    let lead_log = root.log(id);
+    let last_end = lead_log.iter().rfind(|e| e["type"] == "turn/end").unwrap();
+    assert_eq!(last_end["data"]["reason"]["kind"], "completed", "{what}");
+    let answer = lead_log
+        .iter()
+        .rfind(|e| e["type"] == "assistant/message")
+        .unwrap();
+    assert!(
+        answer["data"]["message"]["content"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("All 7 tests of wordstats pass now")),
+        "{what}: {answer}"
+    );
+}
+
+/// Runs the crash script, SIGKILLs `troupe run --team` at `point`, resumes until the resume
+/// exits 0, and checks that the work completed exactly once.
+fn crash_and_resume(point: KillPoint) {
+    let (root, workspace, id, _) = run_and_stop(point, Stop::Kill);
     let mut outputs = Vec::new();
     for attempt in 1..=3 {
         let out = root.troupe().args(["resume", &id]).output().unwrap();
@@ -774,36 +864,55 @@ fn crash_and_resume(point: KillPoint) {
         KillPoint::Provisioning => cut("lead", &["spawn_teammate", "bash"]),
         KillPoint::QueuedMessage => {}
     }
-    let (passed, output) = unittest(&workspace);
-    assert!(passed, "{point:?}: {output}\n{outputs:#?}");
-    let view = root.show(&id);
-    for task in view["tasks"].as_array().unwrap() {
-        assert_eq!(task["status"], "completed", "{point:?}: {view}");
-    }
-    assert_eq!(view["tasks"].as_array().unwrap().len(), 3);
-    for member in view["members"].as_array().unwrap() {
-        assert_ne!(member["status"], "provisioning", "{point:?}: {view}");
-        if member["name"] != "scout" {
-            assert_eq!(member["status"], "inactive", "{point:?}: {view}");
+    assert_work_done_once(&root, &workspace, &id, &format!("{point:?}: {outputs:#?}"));
+}
+
+/// Runs the crash script, Ctrl-Cs `troupe run --team` at `point`, resumes once (exit 0), and
+/// checks that the work completed exactly once — including the cut calls' effects: each
+/// member whose call was cancelled is asked the same step again (same call id), which then
+/// runs, so `marks.txt` holds alpha's and beta's marks exactly once each.
+fn interrupt_and_resume(point: KillPoint) {
+    let (root, workspace, id, _) = run_and_stop(point, Stop::Interrupt);
+    let out = root.troupe().args(["resume", &id]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{point:?}: {err}");
+    // The cut call ended with `code`, and the same call (the same step) was asked again and ran.
+    let redone = |member: &str, tool: &str, code: &str| {
+        let log = root.log(&member_id(&root, &id, member));
+        let results: Vec<(String, Option<String>)> = log
+            .iter()
+            .filter(|e| e["type"] == "tool/result" && e["data"]["name"] == tool)
+            .map(|e| {
+                (
+                    e["data"]["callId"].as_str().unwrap().to_owned(),
+                    e["data"]["code"].as_str().map(str::to_owned),
+                )
+            })
+            .collect();
+        let cut = results
+            .iter()
+            .position(|(_, c)| c.as_deref() == Some(code))
+            .unwrap_or_else(|| panic!("{point:?}: {member}'s {tool} was not cut: {results:?}"));
+        let again = &results[cut + 1];
+        assert_eq!(again.0, results[cut].0, "{point:?}: {member}: {results:?}");
+        assert_eq!(again.1, None, "{point:?}: {member}: {results:?}");
+    };
+    match point {
+        KillPoint::TeammateToolCall => redone("beta", "bash", "TOOL_CANCELED"),
+        KillPoint::LeadWait => {
+            redone("lead", "wait_agent", "TEAM_WAIT_ABORTED");
+            redone("alpha", "bash", "TOOL_CANCELED");
         }
+        KillPoint::Provisioning | KillPoint::QueuedMessage => unreachable!(),
     }
-    assert_eq!(view["pendingMessages"], json!([]), "{point:?}");
-    root.verify(&id);
-    assert_each_message_delivered_once(&root, &id);
-    // The Lead answered once more, with the script's final answer.
-    let lead_log = root.log(&id);
-    let last_end = lead_log.iter().rfind(|e| e["type"] == "turn/end").unwrap();
-    assert_eq!(last_end["data"]["reason"]["kind"], "completed", "{point:?}");
-    let answer = lead_log
-        .iter()
-        .rfind(|e| e["type"] == "assistant/message")
-        .unwrap();
-    assert!(
-        answer["data"]["message"]["content"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("All 7 tests of wordstats pass now")),
-        "{point:?}: {answer}"
-    );
+    let mut marks: Vec<String> = std::fs::read_to_string(workspace.join("marks.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    marks.sort();
+    assert_eq!(marks, ["alpha", "beta"], "{point:?}: {err}");
+    assert_work_done_once(&root, &workspace, &id, &format!("{point:?}: {err}"));
 }
 
 #[test]
@@ -824,6 +933,16 @@ fn kill_9_during_a_teammates_tool_call_then_resume() {
 #[test]
 fn kill_9_during_the_leads_wait_then_resume() {
     crash_and_resume(KillPoint::LeadWait);
+}
+
+#[test]
+fn ctrl_c_during_a_teammates_tool_call_then_resume() {
+    interrupt_and_resume(KillPoint::TeammateToolCall);
+}
+
+#[test]
+fn ctrl_c_during_the_leads_wait_then_resume() {
+    interrupt_and_resume(KillPoint::LeadWait);
 }
 
 /// An unusable home is refused before the project is written (nothing is left behind).
