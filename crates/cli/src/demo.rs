@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow};
 
 use crate::exit::Failure;
-use crate::work::{self, Ending, Framing, Home};
+use crate::work::{self, Checked, Ending, Framing, Home};
 
 /// The built-in script: `{"agents": {"lead": […], "alpha": […], "beta": […]}}`.
 pub(crate) const SCRIPT: &str = include_str!("demo/script.json");
@@ -114,17 +114,14 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
                  real runtime and tools (script: {script_shown})"
             ),
         ],
-        epilogue: Some(Box::new({
+        epilogue: Some(Box::new(move |ending: &Ending<'_>| {
+            epilogue(ending, &shown)
+        })),
+        // Say what the project's tests really do now, whatever the script claimed: a run
+        // that leaves them failing exits 1.
+        check: Some(Box::new({
             let project_dir = workspace.clone();
-            move |ending: &Ending<'_>| {
-                let mut lines = epilogue(ending, &shown);
-                // Say what the project's tests really do now, whatever the script claimed.
-                lines.insert(
-                    2,
-                    format!("  the project's tests now: {}", test_outcome(&project_dir)),
-                );
-                lines
-            }
+            move || test_outcome(&project_dir)
         })),
         continue_hint: false,
     };
@@ -170,14 +167,22 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
         format!("troupe resume {id}{home}"),
     ));
     let width = rows.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
+    let tests_fail = ending.check.is_some_and(|c| c.failure.is_some());
     let mut lines = vec![
         String::new(),
-        if ending.completed {
+        if ending.completed && !tests_fail {
             format!("demo done: the project is in {project}")
+        } else if ending.completed {
+            format!(
+                "demo finished, but the project's tests still fail: the project is in {project}"
+            )
         } else {
             format!("demo stopped: the project is in {project}")
         },
     ];
+    if let Some(check) = ending.check {
+        lines.push(format!("  the project's tests now: {}", check.summary));
+    }
     lines.extend(
         rows.into_iter()
             .map(|(label, command)| format!("  {label:<width$}  {command}")),
@@ -191,22 +196,32 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
     lines
 }
 
-/// Runs the project's `unittest` suite and returns its verdict line (`OK`, `FAILED (…)`), or why
-/// it could not run.
-fn test_outcome(project: &Path) -> String {
-    match std::process::Command::new("python3")
+/// Runs the project's `unittest` suite: its verdict line (`OK`, `FAILED (…)`, or why it could
+/// not run) and, unless it passed (exit status 0), the failure `DEMO_TESTS_FAILED`.
+fn test_outcome(project: &Path) -> Checked {
+    let (summary, passed) = match std::process::Command::new("python3")
         .args(["-m", "unittest"])
         .current_dir(project)
         .stdin(std::process::Stdio::null())
         .output()
     {
-        Ok(out) => String::from_utf8_lossy(&out.stderr)
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .map_or_else(|| "no output".to_owned(), |l| l.trim().to_owned()),
-        Err(e) => format!("could not run python3: {e}"),
-    }
+        Ok(out) => (
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map_or_else(|| "no output".to_owned(), |l| l.trim().to_owned()),
+            out.status.success(),
+        ),
+        Err(e) => (format!("could not run python3: {e}"), false),
+    };
+    let failure = (!passed).then(|| {
+        (
+            "DEMO_TESTS_FAILED",
+            format!("the demo project's tests fail after the run: {summary}"),
+        )
+    });
+    Checked { summary, failure }
 }
 
 /// The project's tests need `python3` on `PATH`; without it the demo cannot show anything.

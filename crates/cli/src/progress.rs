@@ -51,6 +51,8 @@ struct AgentActivity {
     running: bool,
     /// The tool call running now, if any.
     tool: Option<String>,
+    /// The error code of its last turn, when that turn failed (until the next turn starts).
+    failed: Option<String>,
     tool_calls: u64,
     tokens_in: u64,
     tokens_out: u64,
@@ -295,10 +297,13 @@ impl Printer {
         let mut rows: Vec<[String; 3]> = self
             .agents
             .iter()
-            .map(|a| {
-                let status = if a.running { "running" } else { "idle" };
-                let tool = a.tool.clone().unwrap_or_default();
-                [a.name.clone(), status.to_owned(), tool]
+            .map(|a| match (&a.failed, a.running) {
+                (Some(code), false) => [a.name.clone(), "failed".to_owned(), code.clone()],
+                _ => {
+                    let status = if a.running { "running" } else { "idle" };
+                    let tool = a.tool.clone().unwrap_or_default();
+                    [a.name.clone(), status.to_owned(), tool]
+                }
             })
             .collect();
         for (name, phase) in &board.members {
@@ -404,6 +409,7 @@ impl Printer {
                     doing: "starting".to_owned(),
                     running: false,
                     tool: None,
+                    failed: None,
                     tool_calls: 0,
                     tokens_in: 0,
                     tokens_out: 0,
@@ -426,6 +432,7 @@ impl Printer {
             }
             Progress::TurnStarted { .. } | Progress::ModelCall { .. } => {
                 entry.running = true;
+                entry.failed = None;
                 entry.doing = "thinking".to_owned();
             }
             Progress::ModelAnswered {
@@ -446,10 +453,15 @@ impl Printer {
                 entry.doing = "thinking".to_owned();
                 entry.tool = None;
             }
-            Progress::TurnEnded { .. } => {
-                entry.doing = "idle".to_owned();
+            Progress::TurnEnded { reason, .. } => {
                 entry.running = false;
                 entry.tool = None;
+                if let TurnEndReason::Failed { code, .. } = reason {
+                    entry.doing = format!("failed ({code})");
+                    entry.failed = Some(code.clone());
+                } else {
+                    entry.doing = "idle".to_owned();
+                }
             }
         }
         let who = &event.agent_name;
@@ -475,10 +487,22 @@ impl Printer {
                 self.tool_calls += 1;
                 self.activity = format!("{who}: {name} {summary}");
             }
-            Progress::ToolFinished { name, .. } => {
-                self.activity = format!("{who}: {name} done");
+            Progress::ToolFinished {
+                name,
+                is_error,
+                code,
+                ..
+            } => {
+                self.activity = if *is_error {
+                    let code = code.as_deref().unwrap_or("no code");
+                    format!("{who}: {name} returned an error ({code})")
+                } else {
+                    format!("{who}: {name} done")
+                };
             }
-            Progress::TurnEnded { turn, .. } => self.activity = format!("{who}: turn {turn} ended"),
+            Progress::TurnEnded { turn, reason } => {
+                self.activity = format!("{who}: turn {turn} {}", turn_end_text(reason));
+            }
         }
     }
 }
@@ -524,12 +548,7 @@ fn plain_line(event: &AgentProgress, printer: &Printer) -> Option<String> {
             None => format!("{who}: model attempt failed ({code}: {message})"),
         }),
         Progress::TurnEnded { turn, reason } => {
-            let how = match reason {
-                TurnEndReason::Completed => "completed".to_owned(),
-                TurnEndReason::Aborted { .. } => "stopped".to_owned(),
-                TurnEndReason::Interrupted => "interrupted".to_owned(),
-                TurnEndReason::Failed { code, .. } => format!("failed ({code})"),
-            };
+            let how = turn_end_text(reason);
             // This agent's own counts: with a Team, each member's line says what it did.
             let (calls, tokens_in, tokens_out) = printer
                 .agents
@@ -542,6 +561,16 @@ fn plain_line(event: &AgentProgress, printer: &Printer) -> Option<String> {
             ))
         }
         _ => None,
+    }
+}
+
+/// `completed`, `stopped`, `interrupted`, `failed (CODE)`.
+fn turn_end_text(reason: &TurnEndReason) -> String {
+    match reason {
+        TurnEndReason::Completed => "completed".to_owned(),
+        TurnEndReason::Aborted { .. } => "stopped".to_owned(),
+        TurnEndReason::Interrupted => "interrupted".to_owned(),
+        TurnEndReason::Failed { code, .. } => format!("failed ({code})"),
     }
 }
 
@@ -627,6 +656,78 @@ mod tests {
                           {"id": "task-2", "status": "pending", "ownerName": null}],
                 "messages": {"sent": 3, "delivered": 2, "pending": 1}})
         );
+    }
+
+    fn event(name: &str, progress: Progress) -> AgentProgress {
+        AgentProgress {
+            agent: SessionId::new(format!("s-{name}")).unwrap(),
+            agent_name: name.to_owned(),
+            progress,
+        }
+    }
+
+    #[test]
+    fn the_live_line_shows_a_tool_error_and_a_failed_turn() {
+        let mut printer = Printer::new(OutputMode::Tty);
+        printer.track(&event(
+            "beta",
+            Progress::ToolFinished {
+                call_id: "c1".to_owned(),
+                name: "edit".to_owned(),
+                is_error: true,
+                code: Some("FS_STALE_VERSION".to_owned()),
+            },
+        ));
+        let line = printer.status_line();
+        assert!(
+            line.contains("beta: edit returned an error (FS_STALE_VERSION)"),
+            "{line}"
+        );
+        assert!(!line.contains("done"), "{line}");
+        printer.track(&event(
+            "beta",
+            Progress::ToolFinished {
+                call_id: "c2".to_owned(),
+                name: "edit".to_owned(),
+                is_error: false,
+                code: None,
+            },
+        ));
+        assert!(printer.status_line().contains("beta: edit done"));
+        // A failed turn: the live line says so, and the Team area marks the member failed.
+        printer.track(&event(
+            "beta",
+            Progress::TurnEnded {
+                turn: 2,
+                reason: TurnEndReason::Failed {
+                    code: "LLM_AUTH".to_owned(),
+                    message: "check your API key".to_owned(),
+                },
+            },
+        ));
+        assert!(
+            printer
+                .status_line()
+                .contains("beta: turn 2 failed (LLM_AUTH)"),
+            "{}",
+            printer.status_line()
+        );
+        let board = Board {
+            members: vec![("beta".to_owned(), "active")],
+            tasks: Vec::new(),
+            sent: 0,
+            delivered: 0,
+            pending: 0,
+        };
+        let area = printer.team_area(&board);
+        assert!(
+            area.iter().any(|l| l.trim() == "beta  failed   LLM_AUTH"),
+            "{area:?}"
+        );
+        // A new turn clears it.
+        printer.track(&event("beta", Progress::TurnStarted { turn: 3 }));
+        let area = printer.team_area(&board);
+        assert!(area.iter().any(|l| l.trim() == "beta  running"), "{area:?}");
     }
 
     #[test]

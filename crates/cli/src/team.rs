@@ -19,7 +19,7 @@ use anyhow::{Context, anyhow};
 use serde_json::{Value, json};
 use troupe_journal::{Journal, JournalError, ScanSummary};
 use troupe_protocol::{Seq, SessionId, event_types};
-use troupe_runtime::events::{AgentConfigRecord, Profile};
+use troupe_runtime::events::{AgentConfigRecord, Profile, TurnEndReason};
 use troupe_runtime::{Transcript, TranscriptStats};
 use troupe_team::{
     MemberPhase, MemberStatus, MemberView, ShowOptions, TaskView, TeamId, TeamShow, TeamState,
@@ -514,6 +514,9 @@ fn check_teammate(
 pub(crate) struct TeamSummary {
     /// The Lead row first, then every teammate, with the stats of its session when readable.
     members: Vec<(MemberView, Option<TranscriptStats>)>,
+    /// Teammates whose last turn failed (name, code, message), in creation order: a failure
+    /// the Lead did not recover from (no later turn of that teammate completed).
+    failed_turns: Vec<(String, String, String)>,
     tasks: Vec<TaskView>,
     sent: usize,
     delivered: usize,
@@ -527,6 +530,7 @@ impl TeamSummary {
     pub(crate) fn read(journal: &Journal, lead: &SessionId, lead_stats: TranscriptStats) -> Self {
         let mut summary = Self {
             members: Vec::new(),
+            failed_turns: Vec::new(),
             tasks: Vec::new(),
             sent: 0,
             delivered: 0,
@@ -549,11 +553,19 @@ impl TeamSummary {
             let stats = if member.id == *lead {
                 Some(lead_stats)
             } else {
-                journal.read(&member.id).ok().and_then(|replay| {
-                    Transcript::fold(replay.header.seed_len(), &replay.events)
-                        .ok()
-                        .map(|t| t.stats())
-                })
+                let folded = journal.read(&member.id).ok().and_then(|replay| {
+                    Transcript::fold(replay.header.seed_len(), &replay.events).ok()
+                });
+                if let Some(Some(TurnEndReason::Failed { code, message })) =
+                    folded.as_ref().map(Transcript::last_turn_end)
+                {
+                    summary.failed_turns.push((
+                        member.name.to_string(),
+                        code.clone(),
+                        message.clone(),
+                    ));
+                }
+                folded.map(|t| t.stats())
             };
             summary.members.push((member, stats));
         }
@@ -564,7 +576,16 @@ impl TeamSummary {
         summary
     }
 
-    /// The `team` object of the final `--json` line.
+    /// Teammates whose last turn failed, as (name, code, message) in creation order. A
+    /// teammate's failed turn counts until a later turn of it completes (the Lead recovers it
+    /// with a `followup_task` that the teammate then finishes); a teammate whose creation
+    /// failed is not listed here (the Lead got that error from `spawn_teammate`).
+    pub(crate) fn failed_turns(&self) -> &[(String, String, String)] {
+        &self.failed_turns
+    }
+
+    /// The `team` object of the final `--json` line. A teammate whose last turn failed has
+    /// `"lastTurnFailed": {"code", "message"}`.
     pub(crate) fn to_json(&self) -> Value {
         let members: Vec<Value> = self
             .members
@@ -573,6 +594,15 @@ impl TeamSummary {
                 let mut row = serde_json::to_value(member).unwrap_or(Value::Null);
                 if let (Some(stats), Some(object)) = (stats, row.as_object_mut()) {
                     object.insert("stats".to_owned(), crate::progress::stats_json(*stats));
+                }
+                if let Some((_, code, message)) =
+                    self.failed_turns.iter().find(|(n, ..)| *n == member.name)
+                    && let Some(object) = row.as_object_mut()
+                {
+                    object.insert(
+                        "lastTurnFailed".to_owned(),
+                        json!({"code": code, "message": message}),
+                    );
                 }
                 row
             })
@@ -607,7 +637,17 @@ impl TeamSummary {
                     escape_controls(&member.diagnostics.join("; "))
                 ),
                 MemberStatus::Provisioning => " [provisioning]".to_owned(),
-                _ => String::new(),
+                _ => self
+                    .failed_turns
+                    .iter()
+                    .find(|(n, ..)| *n == member.name)
+                    .map_or_else(String::new, |(_, code, message)| {
+                        format!(
+                            " [last turn failed: {}: {}]",
+                            escape_controls(code),
+                            escape_controls(message)
+                        )
+                    }),
             };
             lines.push(format!("{name}: {work}{status}"));
         }

@@ -241,6 +241,9 @@ enum Start {
 pub(crate) struct Framing {
     pub(crate) prologue: Vec<String>,
     pub(crate) epilogue: Option<Epilogue>,
+    /// The command's own check of the result, run once after the agents stopped (`troupe
+    /// demo`: the project's tests). A failed check makes a run that completed exit 1.
+    pub(crate) check: Option<Check>,
     /// Whether a completed run ends with the `continue: troupe resume ID "…"` hint.
     pub(crate) continue_hint: bool,
 }
@@ -250,6 +253,7 @@ impl Default for Framing {
         Self {
             prologue: Vec::new(),
             epilogue: None,
+            check: None,
             continue_hint: true,
         }
     }
@@ -258,6 +262,18 @@ impl Default for Framing {
 /// Builds the closing lines from what the run left (called once, after the summary).
 pub(crate) type Epilogue = Box<dyn Fn(&Ending<'_>) -> Vec<String>>;
 
+/// Checks what the run left (called once, before the outcome is printed).
+pub(crate) type Check = Box<dyn Fn() -> Checked>;
+
+/// The outcome of a [`Check`].
+pub(crate) struct Checked {
+    /// One line saying what was found, e.g. `OK` or `FAILED (failures=2)`.
+    pub(crate) summary: String,
+    /// `None` when the check passed; else the stable code and message of the failure (the
+    /// `error` of the final `--json` line).
+    pub(crate) failure: Option<(&'static str, String)>,
+}
+
 /// What an [`Epilogue`] is told about the run that ended.
 pub(crate) struct Ending<'a> {
     pub(crate) id: &'a SessionId,
@@ -265,8 +281,10 @@ pub(crate) struct Ending<'a> {
     pub(crate) home: &'a str,
     /// Every teammate (name, session id), in creation order.
     pub(crate) teammates: Vec<(String, SessionId)>,
-    /// Whether the Lead answered (exit 0).
+    /// Whether the Lead answered.
     pub(crate) completed: bool,
+    /// What the command's own check found, when it has one.
+    pub(crate) check: Option<&'a Checked>,
 }
 
 /// Where a resumed session's Lead stopped, read from its log before this process touched it
@@ -918,6 +936,7 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
         .team
         .then(|| TeamSummary::read(&Journal::open_home(&config.home), id, stats));
     let team_json = team.as_ref().map(TeamSummary::to_json);
+    let checked = config.framing.check.as_ref().map(|check| check());
     let mut summary = vec![format!("{LEAD}: {}", stats_text(&stats))];
     if let Some(team) = &team {
         summary.extend(team.lines());
@@ -933,6 +952,7 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
                 home: &hints.home,
                 teammates: teammates_of(team_json.as_ref()),
                 completed,
+                check: checked.as_ref(),
             };
             for line in epilogue(&ending) {
                 printer.note(&line);
@@ -962,13 +982,17 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
     let completed =
         ran && last_end == Some(TurnEndReason::Completed) && driven.interrupt == Interrupt::None;
     if completed || (driven.nothing_to_do && driven.interrupt == Interrupt::None) {
-        printer.done_json(
-            id,
-            &DoneStatus::Completed,
-            answer.as_deref(),
-            stats,
-            team_json.as_ref(),
-        );
+        // The Lead answered; the run still failed when a teammate's last turn failed (the Lead
+        // did not recover it) or the command's own check failed.
+        let problem = unrecovered(team.as_ref()).or_else(|| {
+            let (code, message) = checked.as_ref()?.failure.as_ref()?;
+            Some((*code, message.clone()))
+        });
+        let status = match &problem {
+            Some((code, message)) => DoneStatus::Failed { code, message },
+            None => DoneStatus::Completed,
+        };
+        printer.done_json(id, &status, answer.as_deref(), stats, team_json.as_ref());
         if printer.mode() != OutputMode::Json
             && let Some(answer) = &answer
         {
@@ -985,6 +1009,13 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
             printer.note("(the Lead finished without a text answer)");
         }
         print_summary(printer, true);
+        if let Some((_, message)) = problem {
+            printer.note(&format!("troupe: {message}"));
+            if config.framing.continue_hint {
+                printer.note(&hints.continue_with());
+            }
+            return Err(Failure::reported(WORK_FAILED));
+        }
         if config.framing.continue_hint {
             printer.note(&hints.continue_with());
         }
@@ -1021,6 +1052,28 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
     print_summary(printer, false);
     printer.note(&format!("interrupted — continue with: {}", hints.resume()));
     Err(Failure::reported(WORK_FAILED))
+}
+
+/// The failure of a Team run whose Lead answered: every teammate whose last turn failed (the
+/// Lead did not recover it), as `TEAMMATE_FAILED` and one message naming each.
+fn unrecovered(team: Option<&TeamSummary>) -> Option<(&'static str, String)> {
+    let failed = team?.failed_turns();
+    if failed.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = failed
+        .iter()
+        .map(|(name, code, message)| format!("{name} ({code}: {message})"))
+        .collect();
+    let whose = if failed.len() == 1 {
+        "a teammate's last turn failed and the Lead did not recover it"
+    } else {
+        "teammates' last turns failed and the Lead did not recover them"
+    };
+    Some((
+        "TEAMMATE_FAILED",
+        crate::output::escape_controls(&format!("{whose}: {}", each.join(", "))).into_owned(),
+    ))
 }
 
 /// (name, session id) of every teammate in a Team summary's JSON, in creation order.

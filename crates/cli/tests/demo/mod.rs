@@ -500,6 +500,53 @@ fn the_demo_refuses_a_workspace_it_would_overwrite() {
     assert!(unittest(&cwd.join("troupe-demo-2")).0);
 }
 
+/// The demo's exit status tells the truth: when the project's tests still fail after the run
+/// (here a `python3` on `PATH` that always fails, for the team's runs and the final check
+/// alike; the script goes on regardless), the demo says so and exits 1.
+#[test]
+fn the_demo_exits_1_when_the_projects_tests_still_fail() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = Root::new();
+    let bin = root.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let python = bin.join("python3");
+    std::fs::write(
+        &python,
+        "#!/bin/sh\necho 'Ran 7 tests' >&2\necho 'FAILED (failures=7)' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = root
+        .troupe()
+        .env("PATH", &path)
+        .args(["demo", "--workspace"])
+        .arg(root.path("demo"))
+        .assert()
+        .code(1);
+    let err = stderr(&out);
+    for needle in [
+        "demo finished, but the project's tests still fail: the project is in",
+        "the project's tests now: FAILED (failures=7)",
+        "troupe: the demo project's tests fail after the run: FAILED (failures=7)",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing from\n{err}");
+    }
+    assert!(!err.contains("demo done"), "{err}");
+    // With --json the done line is `failed` with DEMO_TESTS_FAILED.
+    let out = root
+        .troupe()
+        .env("PATH", &path)
+        .args(["demo", "--json", "--workspace"])
+        .arg(root.path("demo-json"))
+        .assert()
+        .code(1);
+    let done: Value = serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["error"]["code"], "DEMO_TESTS_FAILED", "{done}");
+    // With the real python3 the same demo passes and exits 0 (the first test).
+}
+
 // ---- Crash and resume from the outside ----
 
 fn call(name: &str, arguments: Value) -> Value {

@@ -1025,3 +1025,114 @@ fn bad_input_is_one_line_exit_2_and_writes_nothing() {
         &format!("--max-members applies to Team sessions only, and session {id} is not one"),
     );
 }
+
+/// A teammate whose last turn failed (its model call failed: here its script is used up) and
+/// that the Lead does not recover makes the run fail (exit 1) even though the Lead answered:
+/// the summary names the teammate with the error, and the `--json` `done` line is `failed`
+/// with `TEAMMATE_FAILED`. A later resume in which the Lead gets the teammate to finish a turn
+/// exits 0.
+///
+/// Determinism: alpha's first turn (its prompt) takes its only step; the Lead's wakeup gives
+/// it a second turn whatever the interleaving, and that turn's model call fails.
+#[test]
+fn a_teammate_failure_the_lead_does_not_recover_fails_the_run() {
+    let s = Setup::new();
+    let lead_steps = vec![
+        call(
+            "spawn_teammate",
+            json!({"name": "alpha", "description": "Says hello", "prompt": "Say hello."}),
+        ),
+        call("wait_agent", json!({"timeout_ms": 10000})),
+        call(
+            "followup_task",
+            json!({"target": "alpha", "message": "Say it again."}),
+        ),
+        call("wait_agent", json!({"timeout_ms": 10000})),
+        text("alpha said hello."),
+    ];
+    let script = s.script_agents(
+        "fail.json",
+        json!({"lead": lead_steps, "alpha": [text("hello")]}),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--json", "--model", &model, "say hello twice"])
+        .assert()
+        .code(1);
+    let err = stderr(&out);
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let done = lines.last().unwrap();
+    assert_eq!(done["event"], "done");
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["answer"], "alpha said hello.");
+    assert_eq!(done["error"]["code"], "TEAMMATE_FAILED");
+    let message = done["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "a teammate's last turn failed and the Lead did not recover it: alpha (LLM_SCRIPT: "
+        ),
+        "{message}"
+    );
+    let alpha = done["team"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "alpha")
+        .unwrap();
+    assert_eq!(alpha["lastTurnFailed"]["code"], "LLM_SCRIPT", "{alpha}");
+    assert!(
+        err.contains(&format!("troupe: {message}")),
+        "the failure is on stderr too: {err}"
+    );
+
+    // Without --json: the summary line of alpha shows the failure; a plain resume (nothing to
+    // do) still reports it and exits 1.
+    let id = done["session"].as_str().unwrap().to_owned();
+    let out = s.troupe().args(["resume", &id]).assert().code(1);
+    let err = stderr(&out);
+    assert_eq!(stdout(&out), "alpha said hello.\n");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("alpha: "))
+        .unwrap_or_else(|| panic!("no summary line for alpha: {err}"));
+    assert!(
+        line.starts_with("alpha: 2 turns, 0 tool calls")
+            && line.contains("[last turn failed: LLM_SCRIPT: "),
+        "{line}"
+    );
+    assert!(
+        err.contains("troupe: a teammate's last turn failed and the Lead did not recover it"),
+        "{err}"
+    );
+
+    // The Lead recovers alpha: a follow-up that alpha now finishes (a script with one more
+    // step for each; the override is recorded and serves every member). The Lead's cursor
+    // continues after the five steps it took.
+    let mut recover_steps = lead_steps.clone();
+    recover_steps.extend([
+        call(
+            "followup_task",
+            json!({"target": "alpha", "message": "Try once more."}),
+        ),
+        call("wait_agent", json!({"timeout_ms": 10000})),
+        text("alpha is fine now."),
+    ]);
+    let recover = s.script_agents(
+        "recover.json",
+        json!({"lead": recover_steps, "alpha": [text("hello"), text("hello again")]}),
+    );
+    let out = s
+        .troupe()
+        .args(["resume", &id, "--model"])
+        .arg(format!("script:{}", recover.display()))
+        .arg("get alpha to finish")
+        .assert()
+        .success();
+    assert_eq!(stdout(&out), "alpha is fine now.\n");
+    let err = stderr(&out);
+    assert!(!err.contains("last turn failed"), "{err}");
+    assert!(err.contains("alpha: 3 turns"), "{err}");
+}
