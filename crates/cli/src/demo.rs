@@ -99,9 +99,12 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
         Some(dir) => Target::check(dir)?,
         None => Target::default_dir()?,
     };
-    // The script goes to the home first: an unusable home must not leave a project behind.
-    let script = record_script(&home.dir)?;
-    let workspace = target.create()?;
+    // The directory first (a place where nothing can be created is refused before anything is
+    // written), then the script in the home (an unusable home removes the directory again, so
+    // it leaves no project behind), then the project.
+    let created = target.make_dir()?;
+    let script = record_script(&home.dir).inspect_err(|_| created.undo())?;
+    let workspace = target.write_project()?;
     let shown = work::shell_quote(&workspace.display().to_string());
     let script_shown = work::shell_quote(&script.display().to_string());
     let framing = Framing {
@@ -245,17 +248,38 @@ fn check_python() -> Result<(), Failure> {
 
 /// Where the project goes, checked but not created yet.
 struct Target {
+    /// Absolute (so every hint printed later works from any directory).
     dir: PathBuf,
     /// Whether the directory must be created (else it exists and is empty).
     create: bool,
 }
 
+/// The directories [`Target::make_dir`] created, outermost first.
+struct Created(Vec<PathBuf>);
+
+impl Created {
+    /// Removes the (still empty) directories again.
+    fn undo(&self) {
+        for dir in self.0.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
 impl Target {
     /// `--workspace DIR`: a directory that does not exist yet, or an empty one.
     fn check(dir: PathBuf) -> Result<Self, Failure> {
+        let dir = std::path::absolute(&dir)
+            .map_err(|e| Failure::bad_input(anyhow!("demo workspace {}: {e}", dir.display())))?;
         let shown = dir.display().to_string();
         match std::fs::symlink_metadata(&dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self { dir, create: true }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+                Err(Failure::bad_input(anyhow!(
+                    "demo workspace {shown} cannot be created: a part of its path is a file, not \
+                     a directory"
+                )))
+            }
             Err(e) => Err(Failure::bad_input(anyhow!("demo workspace {shown}: {e}"))),
             Ok(_) if !std::fs::metadata(&dir).is_ok_and(|m| m.is_dir()) => Err(Failure::bad_input(
                 anyhow!("demo workspace {shown} is not a directory: pass a new or empty directory"),
@@ -303,13 +327,47 @@ impl Target {
         )))
     }
 
-    /// Creates the directory (when needed) and writes the project, never replacing a file.
-    fn create(self) -> Result<PathBuf, Failure> {
+    /// Creates the directory and any missing parents (when needed). A place where that is
+    /// impossible (`/proc/x`, a read-only file system, a parent that is a file) is bad input in
+    /// one line naming where the creation failed.
+    fn make_dir(&self) -> Result<Created, Failure> {
+        let mut missing = Vec::new();
+        if self.create {
+            let mut dir = self.dir.as_path();
+            while std::fs::symlink_metadata(dir)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+            {
+                missing.push(dir.to_path_buf());
+                match dir.parent() {
+                    Some(parent) => dir = parent,
+                    None => break,
+                }
+            }
+            missing.reverse();
+        }
+        let mut created = Created(Vec::new());
+        for dir in missing {
+            if let Err(e) = std::fs::create_dir(&dir) {
+                created.undo();
+                let within = dir
+                    .parent()
+                    .map_or_else(String::new, |p| format!(" in {}", p.display()));
+                return Err(Failure::bad_input(anyhow!(
+                    "cannot create the demo workspace {}: creating a directory{within} failed \
+                     ({e}); pass --workspace with a new or empty directory where you can write",
+                    self.dir.display()
+                )));
+            }
+            created.0.push(dir);
+        }
+        Ok(created)
+    }
+
+    /// Writes the project into the directory [`Target::make_dir`] made ready, never replacing
+    /// a file.
+    fn write_project(self) -> Result<PathBuf, Failure> {
         let shown = self.dir.display().to_string();
         let bad = |e: std::io::Error| Failure::bad_input(anyhow!("demo workspace {shown}: {e}"));
-        if self.create {
-            std::fs::create_dir_all(&self.dir).map_err(bad)?;
-        }
         for (path, content) in PROJECT {
             let file = self.dir.join(path);
             if let Some(parent) = file.parent() {

@@ -1101,7 +1101,9 @@ impl Hints {
     fn new(id: &SessionId, home_flag: Option<&Path>, team: bool) -> Self {
         Self {
             id: id.to_string(),
+            // Absolute, so the printed commands work from any directory.
             home: home_flag.map_or_else(String::new, |dir| {
+                let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
                 format!(" --home {}", shell_quote(&dir.display().to_string()))
             }),
             team,

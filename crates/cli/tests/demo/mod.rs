@@ -471,6 +471,25 @@ fn the_demo_refuses_a_workspace_it_would_overwrite() {
     );
     assert_eq!(std::fs::read(&file).unwrap(), b"not a directory\n");
     assert!(!home.exists(), "the home was created");
+    // Under a file.
+    let under = file.join("sub");
+    let shown = under.display().to_string();
+    assert_bad_input(
+        &home,
+        &["demo", "--workspace", &shown],
+        &format!(
+            "demo workspace {shown} cannot be created: a part of its path is a file, not a directory"
+        ),
+    );
+    // Where no directory can be created (procfs refuses mkdir, even for root): one line that
+    // names the place, and nothing written — not even the script in the home.
+    assert_bad_input(
+        &home,
+        &["demo", "--workspace", "/proc/troupe-demo-x/ws"],
+        "cannot create the demo workspace /proc/troupe-demo-x/ws: creating a directory in /proc \
+         failed (",
+    );
+    assert!(!home.exists(), "the home was created");
     // An empty directory is fine, and so is the default, which never reuses a directory.
     let empty = root.path("empty");
     std::fs::create_dir(&empty).unwrap();
@@ -498,6 +517,35 @@ fn the_demo_refuses_a_workspace_it_would_overwrite() {
         0
     );
     assert!(unittest(&cwd.join("troupe-demo-2")).0);
+}
+
+/// Relative `--workspace` and `--home` are printed as absolute paths in every hint, so the
+/// commands can be copied and run from any directory.
+#[test]
+fn relative_paths_are_printed_absolute() {
+    let root = Root::new();
+    let out = assert_cmd::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .current_dir(root.dir.path())
+        .env_remove("TROUPE_HOME")
+        .args(["demo", "--home", "relhome", "--workspace", "rel/ws"])
+        .assert()
+        .success();
+    let err = stderr(&out);
+    let base = root.dir.path().canonicalize().unwrap();
+    let home = base.join("relhome").display().to_string();
+    let ws = base.join("rel/ws").display().to_string();
+    let id = session_of(&err);
+    for needle in [
+        format!("demo: wrote the wordstats project to {ws}:"),
+        format!("cd {ws} && python3 -m unittest"),
+        format!("troupe team show {id} --home {home}"),
+        format!("inspect:  troupe log {id} --home {home}"),
+        format!("troupe resume {id} --home {home}"),
+    ] {
+        assert!(err.contains(&needle), "{needle:?} missing from\n{err}");
+    }
+    assert!(!err.contains("--home relhome"), "{err}");
+    assert!(unittest(&base.join("rel/ws")).0);
 }
 
 /// The demo's exit status tells the truth: when the project's tests still fail after the run
