@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow};
 
 use crate::exit::Failure;
-use crate::work::{self, Checked, Ending, Framing, Home};
+use crate::work::{self, Checked, CreatedDirs, Ending, Framing, Home};
 
 /// The built-in script: `{"agents": {"lead": […], "alpha": […], "beta": […]}}`.
 pub(crate) const SCRIPT: &str = include_str!("demo/script.json");
@@ -103,6 +103,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     // written), then the script in the home (an unusable home removes the directory again, so
     // it leaves no project behind), then the project.
     let created = target.make_dir()?;
+    home.prepare().inspect_err(|_| created.undo())?;
     let script = record_script(&home.dir).inspect_err(|_| created.undo())?;
     let workspace = target.write_project()?;
     let shown = work::shell_quote(&workspace.display().to_string());
@@ -190,11 +191,17 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
         rows.into_iter()
             .map(|(label, command)| format!("  {label:<width$}  {command}")),
     );
-    lines.push(
+    lines.push(if ending.completed {
         "beta's log shows the FS_STALE_VERSION edit, the re-read and the retry; `troupe resume` \
          continues a run stopped by a crash or Ctrl-C (a finished one just prints its answer)."
-            .to_owned(),
-    );
+            .to_owned()
+    } else {
+        format!(
+            "The run did not finish: `troupe resume {}{}` continues it \
+             where it stopped.",
+            ending.id, ending.home
+        )
+    });
     lines.push("Coming soon: a web panel to watch a Team live.".to_owned());
     lines
 }
@@ -202,18 +209,25 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
 /// Runs the project's `unittest` suite: its verdict line (`OK`, `FAILED (…)`, or why it could
 /// not run) and, unless it passed (exit status 0), the failure `DEMO_TESTS_FAILED`.
 fn test_outcome(project: &Path) -> Checked {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
     let (summary, passed) = match std::process::Command::new("python3")
         .args(["-m", "unittest"])
         .current_dir(project)
         .stdin(std::process::Stdio::null())
+        // Its own process group: a Ctrl-C typed as the run ends (the terminal signals its
+        // whole foreground group) must not kill the check and turn it into a false verdict.
+        .process_group(0)
         .output()
     {
         Ok(out) => (
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map_or_else(|| "no output".to_owned(), |l| l.trim().to_owned()),
+            match out.status.signal() {
+                Some(signal) => format!("python3 -m unittest was stopped by signal {signal}"),
+                None => String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map_or_else(|| "no output".to_owned(), |l| l.trim().to_owned()),
+            },
             out.status.success(),
         ),
         Err(e) => (format!("could not run python3: {e}"), false),
@@ -252,18 +266,6 @@ struct Target {
     dir: PathBuf,
     /// Whether the directory must be created (else it exists and is empty).
     create: bool,
-}
-
-/// The directories [`Target::make_dir`] created, outermost first.
-struct Created(Vec<PathBuf>);
-
-impl Created {
-    /// Removes the (still empty) directories again.
-    fn undo(&self) {
-        for dir in self.0.iter().rev() {
-            let _ = std::fs::remove_dir(dir);
-        }
-    }
 }
 
 impl Target {
@@ -328,39 +330,22 @@ impl Target {
     }
 
     /// Creates the directory and any missing parents (when needed). A place where that is
-    /// impossible (`/proc/x`, a read-only file system, a parent that is a file) is bad input in
-    /// one line naming where the creation failed.
-    fn make_dir(&self) -> Result<Created, Failure> {
-        let mut missing = Vec::new();
-        if self.create {
-            let mut dir = self.dir.as_path();
-            while std::fs::symlink_metadata(dir)
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-            {
-                missing.push(dir.to_path_buf());
-                match dir.parent() {
-                    Some(parent) => dir = parent,
-                    None => break,
-                }
-            }
-            missing.reverse();
+    /// impossible (`/proc/x`, a read-only file system) is bad input in one line naming where the
+    /// creation failed.
+    fn make_dir(&self) -> Result<CreatedDirs, Failure> {
+        if !self.create {
+            return Ok(CreatedDirs::default());
         }
-        let mut created = Created(Vec::new());
-        for dir in missing {
-            if let Err(e) = std::fs::create_dir(&dir) {
-                created.undo();
-                let within = dir
-                    .parent()
-                    .map_or_else(String::new, |p| format!(" in {}", p.display()));
-                return Err(Failure::bad_input(anyhow!(
-                    "cannot create the demo workspace {}: creating a directory{within} failed \
-                     ({e}); pass --workspace with a new or empty directory where you can write",
-                    self.dir.display()
-                )));
-            }
-            created.0.push(dir);
-        }
-        Ok(created)
+        work::create_dirs(&self.dir).map_err(|(dir, e)| {
+            let within = dir
+                .parent()
+                .map_or_else(String::new, |p| format!(" in {}", p.display()));
+            Failure::bad_input(anyhow!(
+                "cannot create the demo workspace {}: creating a directory{within} failed \
+                 ({e}); pass --workspace with a new or empty directory where you can write",
+                self.dir.display()
+            ))
+        })
     }
 
     /// Writes the project into the directory [`Target::make_dir`] made ready, never replacing

@@ -217,11 +217,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
             "cannot find a Troupe home: pass --home DIR or set TROUPE_HOME"
         ))
     })?;
-    check_home(&home, cli.home.is_some())?;
+    let named = home_name(&home, cli.home.is_some());
+    check_home(&home, &named)?;
     let journal = Journal::open_home(&home);
     let home = work::Home {
         dir: home,
         flag: cli.home.as_deref(),
+        named,
     };
     match cli.command {
         Command::Run(flags) => work::run(flags, home),
@@ -237,16 +239,22 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
 }
 
-/// The home and its `sessions` directory must be directories when they exist (a missing one is
-/// created by the first write). Anything else is bad input, reported before any work starts.
-fn check_home(home: &Path, from_flag: bool) -> Result<(), Failure> {
-    let named = if from_flag {
+/// The home as the user chose it, for messages: `--home DIR`, `TROUPE_HOME DIR` or
+/// `the Troupe home DIR`.
+fn home_name(home: &Path, from_flag: bool) -> String {
+    if from_flag {
         format!("--home {}", home.display())
     } else if std::env::var_os(troupe_journal::HOME_ENV).is_some_and(|v| !v.is_empty()) {
         format!("TROUPE_HOME {}", home.display())
     } else {
         format!("the Troupe home {}", home.display())
-    };
+    }
+}
+
+/// The home and its `sessions` directory must be directories when they exist (a missing one is
+/// created by the first write). Anything else is bad input, reported before any work starts.
+fn check_home(home: &Path, named: &str) -> Result<(), Failure> {
+    let named = named.to_owned();
     let sessions = home.join("sessions");
     for (dir, shown) in [
         (home, named.clone()),

@@ -358,6 +358,25 @@ fn an_unusable_home_is_bad_input() {
     std::fs::write(home.join("sessions"), "").unwrap();
     assert_bad_input(&home, &["sessions"], "sessions (in --home");
     assert_bad_input(&home, &["log", "s"], "is not a directory");
+    // A home where no directory can be created (procfs refuses mkdir, even for root): a run
+    // and the demo are refused before anything is written (the demo's workspace included).
+    let script = root.path().join("s.json");
+    std::fs::write(&script, r#"{"agents": {"lead": [{"text": "hi"}]}}"#).unwrap();
+    let model = format!("script:{}", script.display());
+    let ws = root.path().join("ws");
+    for args in [
+        vec!["run", "--model", &model, "go"],
+        vec!["run", "--team", "--model", &model, "go"],
+        vec!["demo", "--workspace", ws.to_str().unwrap()],
+    ] {
+        assert_bad_input(
+            Path::new("/proc/troupe-no-home"),
+            &args,
+            "--home /proc/troupe-no-home cannot hold sessions: creating /proc/troupe-no-home \
+             failed (",
+        );
+        assert!(!ws.exists(), "{args:?}: the demo workspace was left behind");
+    }
     // The home named by TROUPE_HOME is named that way.
     Command::cargo_bin("troupe")
         .unwrap()
