@@ -26,6 +26,15 @@ fn tool_results(h: &Harness, id: &SessionId) -> Vec<(String, bool, Value)> {
         .collect()
 }
 
+/// The raw `content` text of every tool result of `id`'s log, in order.
+fn raw_results(h: &Harness, id: &SessionId) -> Vec<String> {
+    h.events(id)
+        .into_iter()
+        .filter(|e| e.kind == "tool/result")
+        .map(|e| e.data["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 fn fold(h: &Harness, lead: &SessionId) -> TeamState {
     TeamState::fold(TeamId::new(lead.clone()), &h.events(lead)).unwrap()
 }
@@ -1101,6 +1110,14 @@ async fn the_tools_enforce_roles_and_return_compact_json() {
         results[0].2,
         json!({"timedOut": false, "noProgress": {"reason": "no-active-peer", "message": troupe_runtime::team::NO_PROGRESS_MESSAGE}})
     );
+    let lead_raw = raw_results(&h, lead.id());
+    assert_eq!(
+        lead_raw[1],
+        format!(
+            r#"{{"timedOut":false,"noProgress":{{"reason":"no-active-peer","message":"{}"}}}}"#,
+            troupe_runtime::team::NO_PROGRESS_MESSAGE
+        )
+    );
     for r in &results[1..4] {
         assert!(r.1);
         assert_eq!(r.2["code"], "TEAM_INVALID_TIMEOUT");
@@ -1162,17 +1179,28 @@ async fn the_tools_enforce_roles_and_return_compact_json() {
     assert_eq!(listed[0]["role"], "lead");
     assert_eq!(listed[1]["name"], "json-worker");
     assert_eq!(listed[1]["role"], "teammate");
-    // Compact JSON: re-serializing the parse gives the stored text.
-    let raw = h
-        .events(&worker_id)
-        .into_iter()
-        .filter(|e| e.kind == "tool/result")
-        .nth(1)
-        .unwrap();
-    let text_form = raw.data["content"].as_str().unwrap();
+    // Compact JSON with the keys in the declared schema order (REFERENCE d.2–d.3), not sorted.
+    let raw = raw_results(&h, &worker_id);
     assert_eq!(
-        serde_json::to_string(&serde_json::from_str::<Value>(text_form).unwrap()).unwrap(),
-        text_form
+        raw[1],
+        format!(
+            r#"[{{"id":"{lead}","name":"lead","role":"lead","status":"idle","model":"test","diagnostics":[]}},{{"id":"{worker_id}","name":"json-worker","role":"teammate","status":"running","description":"d","provider":"spawn","context":"fresh","model":"test","diagnostics":[]}}]"#,
+            lead = lead.id()
+        )
+    );
+    assert_eq!(
+        raw[6],
+        r#"{"id":"task-1","revision":2,"subject":"T","description":"D","status":"in_progress","blockedBy":[],"writeScopes":["src/team"],"ownerName":"json-worker","ready":false,"writeScopeWarnings":[]}"#
+    );
+    assert_eq!(
+        raw[4],
+        r#"{"tasks":[{"id":"task-1","revision":1,"subject":"T","description":"D","status":"pending","blockedBy":[],"writeScopes":["src/team"],"ready":true,"writeScopeWarnings":[]}]}"#
+    );
+    assert!(
+        raw[2].starts_with(r#"{"messageId":"team-message-"#)
+            && raw[2].ends_with(r#"","status":"accepted"}"#),
+        "{}",
+        raw[2]
     );
     assert_eq!(w[2].2["status"], "accepted");
     assert_eq!(w[3].2["status"], "accepted");
