@@ -10,7 +10,7 @@ use troupe_team::{TeamId, TeamState};
 use super::support::*;
 
 /// Tool results of `agent`'s log, in order, parsed: (tool name, is_error, content JSON or text).
-fn tool_results(h: &Harness, id: &SessionId) -> Vec<(String, bool, Value)> {
+pub(super) fn tool_results(h: &Harness, id: &SessionId) -> Vec<(String, bool, Value)> {
     h.events(id)
         .into_iter()
         .filter(|e| e.kind == "tool/result")
@@ -27,7 +27,7 @@ fn tool_results(h: &Harness, id: &SessionId) -> Vec<(String, bool, Value)> {
 }
 
 /// The raw `content` text of every tool result of `id`'s log, in order.
-fn raw_results(h: &Harness, id: &SessionId) -> Vec<String> {
+pub(super) fn raw_results(h: &Harness, id: &SessionId) -> Vec<String> {
     h.events(id)
         .into_iter()
         .filter(|e| e.kind == "tool/result")
@@ -35,12 +35,12 @@ fn raw_results(h: &Harness, id: &SessionId) -> Vec<String> {
         .collect()
 }
 
-fn fold(h: &Harness, lead: &SessionId) -> TeamState {
+pub(super) fn fold(h: &Harness, lead: &SessionId) -> TeamState {
     TeamState::fold(TeamId::new(lead.clone()), &h.events(lead)).unwrap()
 }
 
 /// Waits (bounded) until the Lead and every teammate are idle and settled.
-async fn quiet(h: &Harness, lead: &troupe_runtime::Agent) {
+pub(super) async fn quiet(h: &Harness, lead: &troupe_runtime::Agent) {
     tokio::time::timeout(Duration::from_secs(30), h.runtime.wait_quiescent(lead))
         .await
         .expect("team did not settle");
@@ -118,7 +118,7 @@ async fn the_lead_spawns_a_teammate_that_works_and_settles() {
 use troupe_runtime::Agent;
 use troupe_team::{Delivery, MemberContext, TeamEvent, TeamLimits, TeamRecord};
 
-async fn spawn(h: &Harness, lead: &Agent, name: &str, steps: Vec<Step>) -> SessionId {
+pub(super) async fn spawn(h: &Harness, lead: &Agent, name: &str, steps: Vec<Step>) -> SessionId {
     h.models.model(name).push(steps);
     let view = h
         .runtime
@@ -135,11 +135,13 @@ async fn spawn(h: &Harness, lead: &Agent, name: &str, steps: Vec<Step>) -> Sessi
     view.id
 }
 
-fn code<T: std::fmt::Debug>(r: Result<T, troupe_runtime::team::TeamOpError>) -> &'static str {
+pub(super) fn code<T: std::fmt::Debug>(
+    r: Result<T, troupe_runtime::team::TeamOpError>,
+) -> &'static str {
     ErrorCode::code(&r.unwrap_err())
 }
 
-async fn settled(h: &Harness, id: &SessionId) {
+pub(super) async fn settled(h: &Harness, id: &SessionId) {
     tokio::time::timeout(Duration::from_secs(20), async {
         while h.runtime.agent(id).is_some() {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -150,7 +152,7 @@ async fn settled(h: &Harness, id: &SessionId) {
 }
 
 /// A continuable Team-profile child spec (as the Team service would build it).
-fn team_child(
+pub(super) fn team_child(
     label: &str,
     id: Option<&SessionId>,
     provider: troupe_runtime::ChildProvider,
@@ -169,7 +171,7 @@ fn team_child(
 }
 
 /// Waits (bounded) until `id`'s log holds a `tool/call`.
-async fn tool_called(h: &Harness, id: &SessionId) {
+pub(super) async fn tool_called(h: &Harness, id: &SessionId) {
     tokio::time::timeout(Duration::from_secs(10), async {
         while !h.events(id).iter().any(|e| e.kind == "tool/call") {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -180,12 +182,12 @@ async fn tool_called(h: &Harness, id: &SessionId) {
 }
 
 /// Appends a Team record to the Lead log by hand (as a crash would have left it).
-async fn hand_append(lead: &Agent, event: TeamEvent) {
+pub(super) async fn hand_append(lead: &Agent, event: TeamEvent) {
     lead.append_records(vec![event.to_draft()]).unwrap();
     lead.writer().flush().await.unwrap();
 }
 
-fn provisioning(team: &SessionId, id: &SessionId, name: &str) -> TeamEvent {
+pub(super) fn provisioning(team: &SessionId, id: &SessionId, name: &str) -> TeamEvent {
     TeamEvent {
         team_id: TeamId::new(team.clone()),
         record: TeamRecord::Member(troupe_team::MemberSnapshot {
@@ -1031,7 +1033,11 @@ async fn a_wait_times_out_and_earlier_edges_are_not_replayed() {
 // CASES §5: the ten tools as a model calls them.
 
 /// Runs one Lead turn made of `steps` and returns its tool results.
-async fn lead_turn(h: &Harness, lead: &Agent, steps: Vec<Step>) -> Vec<(String, bool, Value)> {
+pub(super) async fn lead_turn(
+    h: &Harness,
+    lead: &Agent,
+    steps: Vec<Step>,
+) -> Vec<(String, bool, Value)> {
     let before = tool_results(h, lead.id()).len();
     let mut steps = steps;
     steps.push(text("turn done"));
