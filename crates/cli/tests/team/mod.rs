@@ -814,6 +814,33 @@ fn other_fold_violations_name_their_event_too() {
 }
 
 #[test]
+fn a_corrupt_committed_line_of_the_lead_log_is_reported_at_its_seq_with_exit_1() {
+    let home = tempfile::tempdir().unwrap();
+    // seq 0 config, 1 turn/start, 2 task-1, 3 turn/end: damage seq 2 (line 4), before the
+    // completed turn, so it is corruption, not a torn tail.
+    write_lead(home.path(), &[task("task-1", 1, "pending", &[])]);
+    let path = home.path().join(format!("sessions/{LEAD}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let offset: usize = lines[..3].iter().map(|l| l.len() + 1).sum();
+    lines[3] = "{\"seq\":2,\"time\":1,\"type\":\"team/task\",\"data\":";
+    std::fs::write(&path, format!("{}\n", lines.join("\n"))).unwrap();
+    assert_bad_log(
+        home.path(),
+        &format!(
+            "the Team log of session {LEAD} is invalid at seq 2: corrupt session file {}: line 4, byte offset {offset}:",
+            path.display()
+        ),
+    );
+    // An unknown session stays bad input (exit 2).
+    assert_bad_input(
+        home.path(),
+        &["team", "verify", "nosuch"],
+        "session nosuch not found",
+    );
+}
+
+#[test]
 fn verify_checks_every_active_teammates_session() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
