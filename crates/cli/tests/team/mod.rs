@@ -49,7 +49,7 @@ fn teammates(s: &Setup, lead: &str) -> Vec<(String, String)> {
         .iter()
         .filter(|r| r["parent"] == lead)
         .map(|r| {
-            assert_eq!(r["role"], "child");
+            assert_eq!(r["role"], "teammate");
             let id = r["id"].as_str().unwrap().to_owned();
             let name = s
                 .log(&id)
