@@ -51,10 +51,11 @@ fn teammates(s: &Setup, lead: &str) -> Vec<(String, String)> {
         .map(|r| {
             assert_eq!(r["role"], "teammate");
             let id = r["id"].as_str().unwrap().to_owned();
+            // The session's own configuration: the last one (a fork's seed holds the Lead's).
             let name = s
                 .log(&id)
                 .iter()
-                .find(|e| e["type"] == "agent/config")
+                .rfind(|e| e["type"] == "agent/config")
                 .map(|e| e["data"]["name"].as_str().unwrap().to_owned())
                 .unwrap();
             (name, id)
@@ -613,6 +614,52 @@ fn a_team_run_against_the_fake_server_tells_each_member_its_role_and_tools() {
     assert_eq!(view["tasks"][0]["writeScopes"], json!(["count.txt"]));
     assert_eq!(view["pendingMessages"], json!([]));
     s.troupe().args(["team", "verify", &id]).assert().success();
+}
+
+/// Trial finding: a fork teammate's log numbers its turns after the turns its seed inherited
+/// from the Lead; progress and summary both count its own turns (its first is turn 1).
+#[test]
+fn a_fork_teammates_progress_counts_its_own_turns_like_its_summary() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "fork.json",
+        json!({
+            "lead": [
+                text("hello"),
+                call("spawn_teammate", json!({"name": "forky", "description": "d", "prompt": "p", "context": "fork"})),
+                call("wait_agent", json!({"timeout_ms": 10000})),
+                text("done"),
+            ],
+            "forky": [call("list_agents", json!({})), text("fork done")],
+        }),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--model", &model, "first"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let out = s
+        .troupe()
+        .args(["resume", &id, "--model", &model, "spawn a fork"])
+        .assert()
+        .success();
+    let err = stderr(&out);
+    // Its log: the Lead's turn inherited, then its own turn, numbered 2.
+    let members = teammates(&s, &id);
+    let fork_log = s.log(id_of(&members, "forky"));
+    let turns: Vec<u64> = fork_log
+        .iter()
+        .filter(|e| e["type"] == "turn/start")
+        .map(|e| e["data"]["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(turns, [1, 2], "one inherited turn, one own");
+    assert!(
+        err.contains("forky: turn 1 completed (1 tool call"),
+        "{err}"
+    );
+    assert!(!err.contains("forky: turn 2"), "{err}");
+    assert!(err.contains("forky: 1 turn, 1 tool call"), "{err}");
 }
 
 // ---- Hand-made Lead logs ----
