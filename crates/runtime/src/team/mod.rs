@@ -633,7 +633,7 @@ impl Runtime {
         let child_id = SessionId::random();
         let member = {
             let mut state = team.state.lock().await;
-            let caller = Self::caller_in(&team, &state, agent)?;
+            let caller = Self::caller_in(team, &state, agent)?;
             let request = ProvisionTeammate {
                 name: name.to_owned(),
                 description: description.to_owned(),
