@@ -66,7 +66,9 @@ enum Command {
     /// recorded model, provider, base URL and workspace are used unless a flag overrides them
     /// (API keys come from the environment and are never recorded).
     Resume(work::ResumeFlags),
-    /// List stored sessions, oldest first (id, parent, created, role, cwd).
+    /// List stored sessions, oldest first (id, parent, created, role, cwd). Roles: `lead` (a
+    /// root session), `teammate` (a Team member's session), `child` (another subagent child),
+    /// `fork` (a fork).
     Sessions {
         /// Print a JSON array instead of a table.
         #[arg(long)]
@@ -281,13 +283,32 @@ fn parse_session_id(raw: &str) -> Result<SessionId, Failure> {
     SessionId::new(raw).map_err(Failure::bad_input)
 }
 
-/// How a session relates to others, from its header alone.
-fn role(header: &SessionHeader) -> &'static str {
+/// How a session relates to others (DESIGN §6: "Lead or teammate"): `lead` for a root,
+/// `teammate` for a subagent child whose own `agent/config` has the Team profile (a Team
+/// member's session), `child` for any other subagent child, `fork` for a host fork.
+fn role(journal: &Journal, header: &SessionHeader) -> &'static str {
     match (&header.parent_session, header.origin.as_deref()) {
         (None, _) => "lead",
+        (Some(_), Some("subagent")) if is_team_profile(journal, header) => "teammate",
         (Some(_), Some("subagent")) => "child",
         (Some(_), _) => "fork",
     }
+}
+
+/// Whether the session's own (not seeded) first `agent/config` has the Team profile. An
+/// unreadable session is not one (the listing still shows it).
+fn is_team_profile(journal: &Journal, header: &SessionHeader) -> bool {
+    let seed = header.seed_len();
+    let mut profile: Option<bool> = None;
+    let _ = journal.read_each(&header.id, &mut |event| {
+        if profile.is_none()
+            && event.seq.0 >= seed
+            && event.kind == troupe_protocol::event_types::AGENT_CONFIG
+        {
+            profile = Some(event.data["profile"] == "team");
+        }
+    });
+    profile.unwrap_or(false)
 }
 
 /// RFC 3339 UTC with milliseconds; a time humantime cannot show (year 10000 or later) as the
@@ -321,7 +342,7 @@ fn sessions(journal: &Journal, home: &Path, json: bool) -> Result<(), Failure> {
                     "parent": l.header.parent_session.as_ref().map(SessionId::as_str),
                     "createdAt": l.header.created_at,
                     "cwd": l.header.cwd,
-                    "role": role(&l.header),
+                    "role": role(journal, &l.header),
                     // Lossy rather than a serialization error for a non-UTF-8 home.
                     "path": l.location.to_string_lossy(),
                 })
@@ -344,7 +365,7 @@ fn sessions(journal: &Journal, home: &Path, json: bool) -> Result<(), Failure> {
                 escape_controls(h.parent_session.as_ref().map_or("-", SessionId::as_str))
                     .into_owned(),
                 format_time(h.created_at),
-                role(h).to_owned(),
+                role(journal, h).to_owned(),
                 escape_controls(h.cwd.as_deref().unwrap_or("-")).into_owned(),
             ]
         })

@@ -56,7 +56,13 @@ struct AgentActivity {
     tool_calls: u64,
     tokens_in: u64,
     tokens_out: u64,
+    /// The turns this agent's session inherited from a fork seed: its own turns are numbered
+    /// after them in its log, and are shown counted from 1 (as its summary counts them).
+    inherited_turns: u64,
 }
+
+/// How many turns the session of an agent inherited (a fork seed's), given its id.
+pub(crate) type InheritedTurns = Box<dyn Fn(&SessionId) -> u64 + Send>;
 
 /// Prints progress and outcomes in one [`OutputMode`].
 pub(crate) struct Printer {
@@ -74,6 +80,8 @@ pub(crate) struct Printer {
     width: usize,
     /// The Team's board as last reported (Team runs only).
     board: Option<Board>,
+    /// Looks up an agent's inherited turns when it is first seen (none: 0).
+    inherited_turns: Option<InheritedTurns>,
 }
 
 /// What a Team looks like now, folded from its Lead log by the Team service: the roster, the
@@ -189,7 +197,25 @@ impl Printer {
             live_lines: 0,
             width,
             board: None,
+            inherited_turns: None,
         }
+    }
+
+    /// Sets how the printer learns each agent's inherited turns, so that the turn numbers it
+    /// shows for a fork child count its own turns only (its log numbers them after the
+    /// seed's), matching the summary's turn count. JSON progress keeps the log's numbers.
+    pub(crate) fn set_inherited_turns(&mut self, lookup: InheritedTurns) {
+        self.inherited_turns = Some(lookup);
+    }
+
+    /// The turn number shown for `turn` of the agent of `event`.
+    fn shown_turn(&self, event: &AgentProgress, turn: u64) -> u64 {
+        let inherited = self
+            .agents
+            .iter()
+            .find(|a| a.id == event.agent)
+            .map_or(0, |a| a.inherited_turns);
+        turn.saturating_sub(inherited)
     }
 
     pub(crate) fn mode(&self) -> OutputMode {
@@ -403,6 +429,7 @@ impl Printer {
         let index = match self.agents.iter().position(|a| a.id == event.agent) {
             Some(index) => index,
             None => {
+                let inherited_turns = self.inherited_turns.as_ref().map_or(0, |f| f(&event.agent));
                 self.agents.push(AgentActivity {
                     id: event.agent.clone(),
                     name: event.agent_name.clone(),
@@ -413,6 +440,7 @@ impl Printer {
                     tool_calls: 0,
                     tokens_in: 0,
                     tokens_out: 0,
+                    inherited_turns,
                 });
                 self.agents.len() - 1
             }
@@ -467,8 +495,12 @@ impl Printer {
         let who = &event.agent_name;
         match &event.progress {
             Progress::Status { .. } => {}
-            Progress::TurnStarted { turn } => self.activity = format!("{who}: turn {turn}"),
+            Progress::TurnStarted { turn } => {
+                let turn = self.shown_turn(event, *turn);
+                self.activity = format!("{who}: turn {turn}");
+            }
             Progress::ModelCall { turn, step } => {
+                let turn = self.shown_turn(event, *turn);
                 self.activity = format!("{who}: calling the model (turn {turn}, step {step})");
             }
             Progress::ModelAnswered {
@@ -501,6 +533,7 @@ impl Printer {
                 };
             }
             Progress::TurnEnded { turn, reason } => {
+                let turn = self.shown_turn(event, *turn);
                 self.activity = format!("{who}: turn {turn} {}", turn_end_text(reason));
             }
         }
@@ -555,6 +588,7 @@ fn plain_line(event: &AgentProgress, printer: &Printer) -> Option<String> {
                 .iter()
                 .find(|a| a.id == event.agent)
                 .map_or((0, 0, 0), |a| (a.tool_calls, a.tokens_in, a.tokens_out));
+            let turn = printer.shown_turn(event, *turn);
             Some(format!(
                 "{who}: turn {turn} {how} ({}, tokens {tokens_in} in / {tokens_out} out so far)",
                 crate::work::count(calls, "tool call"),

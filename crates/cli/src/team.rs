@@ -5,7 +5,8 @@
 //! [`TeamState`], one event at a time, so memory does not grow with the length of the log.
 //!
 //! - A Lead log the fold refuses is a failure of the work (exit 1) naming the first bad event:
-//!   `seq N (type): reason`.
+//!   `seq N (type): reason`; so is a log damaged at the journal level (a corrupt committed
+//!   line): `seq N: corrupt session file F: line L, byte offset O: reason`.
 //! - An id that is not a session, a child session, or a session without a Team is bad input
 //!   (exit 2, one line).
 //!
@@ -149,7 +150,7 @@ fn fold_lead(journal: &Journal, id: &SessionId) -> Result<Result<LeadLog, FoldFa
 /// id, a child session or a session without a Team; exit 1 for a log the fold refuses.
 fn load_team(journal: &Journal, raw: &str, verb: &str) -> Result<LeadLog, Failure> {
     let id = SessionId::new(raw).map_err(Failure::bad_input)?;
-    let lead = match fold_lead(journal, &id)? {
+    let lead = match fold_lead(journal, &id).map_err(|f| damaged_log(f, &id))? {
         Ok(lead) => lead,
         Err(failure) => {
             return Err(Failure::work(anyhow!(
@@ -188,6 +189,38 @@ fn load_team(journal: &Journal, raw: &str, verb: &str) -> Result<LeadLog, Failur
     }
     note_torn_tail(&lead.summary);
     Ok(lead)
+}
+
+/// A Lead log damaged at the journal level (a corrupt committed line, REFERENCE a.9) is a bad
+/// Team log like one the fold refuses: exit 1, naming the first bad event — its seq, and the
+/// file, line and byte offset the journal reports. Every other failure passes unchanged (an
+/// unknown session stays bad input, exit 2).
+fn damaged_log(failure: Failure, id: &SessionId) -> Failure {
+    let corrupt = failure.error.as_ref().and_then(|e| {
+        e.chain()
+            .find_map(|cause| match cause.downcast_ref::<JournalError>() {
+                Some(JournalError::Corrupt { line, .. }) => Some(*line),
+                _ => None,
+            })
+    });
+    match (corrupt, failure.error) {
+        (Some(line), Some(error)) => {
+            // Line 1 is the header; line n ≥ 2 holds seq n − 2.
+            let at = if line >= 2 {
+                format!("seq {}", line - 2)
+            } else {
+                "its header".to_owned()
+            };
+            Failure::work(anyhow!(
+                "the Team log of session {id} is invalid at {at}: {}",
+                escape_controls(&error.to_string())
+            ))
+        }
+        (_, error) => Failure {
+            code: failure.code,
+            error,
+        },
+    }
 }
 
 /// A torn final line is an unfinished write (a running or crashed writer): say so, once.

@@ -737,6 +737,22 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
         },
     );
     let mut printer = Printer::new(config.mode);
+    // A fork child's log numbers its turns after the ones its seed inherited; progress counts
+    // its own turns, as the summary does. (Its transcript's last turn minus its own turns.)
+    let lookup = runtime.clone();
+    printer.set_inherited_turns(Box::new(move |id| {
+        let inherited = |t: &Transcript| t.last_turn().saturating_sub(t.stats().turns);
+        match lookup.agent(id) {
+            Some(agent) => agent.with_transcript(inherited),
+            // Already settled when the printer got to it: its stored log says the same.
+            None => lookup
+                .journal()
+                .read(id)
+                .ok()
+                .and_then(|r| Transcript::fold(r.header.seed_len(), &r.events).ok())
+                .map_or(0, |t| inherited(&t)),
+        }
+    }));
     let mut events = runtime.subscribe_progress();
     let driven = drive(&runtime, &config, &mut printer, &mut events, &mut sigint).await;
     // Always: park inboxes, end running turns, flush every log.

@@ -139,6 +139,58 @@ fn sessions_lists_roles_parents_and_cwd() {
             predicate::str::contains("lead-1")
                 .and(predicate::str::contains("2025-11-24T16:00:00.000Z")),
         );
+
+    // Subagent children: a Team member's session is a teammate, any other a child.
+    let journal = Journal::open_home(home.path());
+    for (id, profile, created) in [
+        ("mate-1", "team", 1_764_000_000_100_u64),
+        ("child-1", "default", 1_764_000_000_200),
+    ] {
+        let w = journal
+            .create(
+                SessionHeader::new(SessionId::new(id).unwrap(), created)
+                    .with_parent(SessionId::new("lead-1").unwrap())
+                    .with_origin("subagent"),
+            )
+            .unwrap();
+        w.append(EventDraft::new(
+            "subagent/descriptor",
+            json!({"version": 2, "mode": "continuable", "provider": "spawn", "label": id}),
+        ))
+        .unwrap();
+        w.append(EventDraft::new(
+            "agent/config",
+            json!({"name": id, "model": {"provider": "script", "model": "/s.json"}, "profile": profile, "workspace": "/proj", "depth": 1}),
+        ))
+        .unwrap();
+        w.flush_blocking().unwrap();
+        w.abandon();
+    }
+    let out = troupe(home.path())
+        .args(["sessions", "--json"])
+        .assert()
+        .success();
+    let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let mut roles: Vec<(&str, &str)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["role"].as_str().unwrap()))
+        .collect();
+    roles.sort_unstable();
+    assert_eq!(
+        roles,
+        [
+            ("child-1", "child"),
+            ("fork-1", "fork"),
+            ("lead-1", "lead"),
+            ("mate-1", "teammate"),
+        ]
+    );
+    let out = troupe(home.path()).arg("sessions").assert().success();
+    let table = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let mate = table.lines().find(|l| l.starts_with("mate-1")).unwrap();
+    assert!(mate.contains("  teammate  "), "{table}");
 }
 
 #[test]

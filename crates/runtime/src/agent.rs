@@ -26,7 +26,7 @@ use troupe_llm::{
 use troupe_protocol::{
     ErrorCode, Event, EventDraft, MessageId, SessionId, UserMessage, event_types as ty,
 };
-use troupe_tools::{ProcessInfo, ProcessObserver, ToolContext, ToolRegistry, render_outcome};
+use troupe_tools::{ProcessInfo, ProcessObserver, ToolContext, ToolRegistry, render_text_outcome};
 
 use crate::error::RuntimeError;
 use crate::events::{
@@ -790,7 +790,7 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
             let outcome = inner
                 .setup
                 .tools
-                .dispatch(&ctx, &call.name, call.arguments.clone())
+                .dispatch_text(&ctx, &call.name, call.arguments.clone())
                 .await;
             let code = outcome.as_ref().err().map(|e| e.code().to_owned());
             let rec = ToolResultRecord {
@@ -800,7 +800,7 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                 name: call.name.clone(),
                 is_error: outcome.is_err(),
                 code: code.clone(),
-                content: render_outcome(&outcome),
+                content: render_text_outcome(&outcome),
                 message_id: None,
                 source_event_seqs: Vec::new(),
             };

@@ -296,8 +296,11 @@ impl Runtime {
         let (agent, recovered) = self.activate(id).await?;
         self.register(agent.clone(), None, false);
         self.close_open_child_turns(id).await;
-        let is_team =
-            agent.with_transcript(|t| t.config().is_some_and(|c| c.profile == Profile::Team));
+        // A Team root: the Team profile and no subagent descriptor (an orphaned teammate
+        // resumed by id is never re-interpreted as a Lead: REFERENCE c.2 step 3).
+        let is_team = agent.with_transcript(|t| {
+            t.config().is_some_and(|c| c.profile == Profile::Team) && t.descriptor().is_none()
+        });
         if is_team {
             // A Team root recovers before it runs: roster reconciliation, then mailbox
             // recovery (REFERENCE c.9), so teammates with pending wakeup mail are resumed.
@@ -325,7 +328,12 @@ impl Runtime {
                 id: id.to_string(),
                 reason: "it has no agent configuration (not created by troupe run)".to_owned(),
             })?;
-        let setup = self.build_setup(id, &config, replay.header.parent_session.as_ref())?;
+        // Only a subagent child (it has a descriptor) is a teammate of its parent; a host fork
+        // of a Lead is the Lead of its own Team (REFERENCE c.2 step 2c/3).
+        let team_parent = transcript
+            .descriptor()
+            .and(replay.header.parent_session.as_ref());
+        let setup = self.build_setup(id, &config, team_parent)?;
         Ok((Agent::start(writer, transcript, setup), recovered))
     }
 
@@ -979,23 +987,32 @@ impl Runtime {
     }
 
     /// Disposes every resident agent, children first, parking their inboxes (DESIGN
-    /// decision 2). Teams are closed first (waits return). Each root's tree is bounded by
-    /// `team_limits.disposal_timeout_ms`.
+    /// decision 2). Teams are closed first (waits return, no new Team operation or delivery
+    /// starts), then their in-flight teammate creations and message deliveries settle
+    /// (REFERENCE c.14 steps 3–4), then every root's tree is released. Each of these steps is
+    /// bounded by `team_limits.disposal_timeout_ms`.
     ///
     /// # Errors
-    /// `ACTIVATION_TEARDOWN_FAILED` listing the agents whose disposal failed and the trees
-    /// whose disposal exceeded the bound (`TEAM_DISPOSAL_TIMEOUT`).
+    /// `ACTIVATION_TEARDOWN_FAILED` listing the agents whose disposal failed, the in-flight
+    /// creations that failed on their own while the Team was closing (their code and message),
+    /// and the steps that exceeded the bound (`TEAM_DISPOSAL_TIMEOUT`).
     pub async fn shutdown(&self) -> Result<(), RuntimeError> {
         self.close_teams();
+        // Each step is bounded (REFERENCE c.14: `disposalTimeoutMs`), so a tool that ignores
+        // cancellation cannot hang the shutdown; inboxes are parked either way.
+        let bound = Duration::from_millis(self.inner.options.team_limits.disposal_timeout_ms);
+        let mut failures = Vec::new();
+        // In-flight Team work settles first (c.14 steps 3–4: creations, then deliveries),
+        // while the Leads are still live to record its outcome.
+        let teams: Vec<Arc<crate::team::Team>> = self.teams_map().values().cloned().collect();
+        for team in teams {
+            failures.extend(team.settle_in_flight(bound).await);
+        }
         let roots: Vec<SessionId> = lock(&self.inner.live)
             .iter()
             .filter(|(_, l)| l.parent.is_none())
             .map(|(id, _)| id.clone())
             .collect();
-        // Each tree's disposal is bounded (REFERENCE c.14: `disposalTimeoutMs`), so a tool that
-        // ignores cancellation cannot hang the shutdown; inboxes are parked either way.
-        let bound = Duration::from_millis(self.inner.options.team_limits.disposal_timeout_ms);
-        let mut failures = Vec::new();
         for root in roots {
             // A shutdown stop is not the parent's decision: the Team continues such turns on
             // resume (unlike a Lead's deliberate interrupt, `{"kind":"parent"}`).

@@ -67,4 +67,7 @@ pub use observe::{FileObservations, FileVersion, Observation};
 pub use process::{ProcessInfo, ProcessObserver, process_start_time, stop_leftover_group};
 pub use registry::{ToolArguments, ToolRegistry, core_tools};
 pub use search::{GREP_MAX_LINE_BYTES, GlobTool, GrepTool};
-pub use tool::{Tool, ToolFuture, ToolOutcome, ToolSpec, parse_arguments, render_outcome};
+pub use tool::{
+    TextFuture, TextOutcome, Tool, ToolFuture, ToolOutcome, ToolSpec, parse_arguments,
+    render_outcome, render_text_outcome,
+};

@@ -9,7 +9,7 @@ use crate::context::ToolContext;
 use crate::error::{RegistryError, ToolError};
 use crate::files::{EditTool, ReadTool, WriteTool};
 use crate::search::{GlobTool, GrepTool};
-use crate::tool::{Tool, ToolOutcome, ToolSpec, json_kind};
+use crate::tool::{TextOutcome, Tool, ToolOutcome, ToolSpec, json_kind};
 
 /// The core coding tools of DESIGN §4, in the order they are offered to the model:
 /// `read`, `write`, `edit`, `glob`, `grep`, `bash`.
@@ -183,5 +183,26 @@ impl ToolRegistry {
             return Err(ToolError::Canceled);
         }
         tool.call(ctx, arguments).await
+    }
+
+    /// [`ToolRegistry::dispatch`] through [`Tool::call_text`]: the result comes back as the
+    /// compact JSON text the model sees, in the tool's own key order.
+    ///
+    /// # Errors
+    /// As [`ToolRegistry::dispatch`].
+    pub async fn dispatch_text(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        arguments: impl Into<ToolArguments>,
+    ) -> TextOutcome {
+        let tool = self.get(name).ok_or_else(|| ToolError::UnknownTool {
+            name: name.to_owned(),
+        })?;
+        let arguments = arguments.into().into_object()?;
+        if ctx.cancellation().is_cancelled() {
+            return Err(ToolError::Canceled);
+        }
+        tool.call_text(ctx, arguments).await
     }
 }

@@ -19,6 +19,13 @@ pub type ToolOutcome = Result<Value, ToolError>;
 /// registry can hold `Arc<dyn Tool>`.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutcome> + Send + 'a>>;
 
+/// The result of one tool call already rendered for the model: the compact JSON text of the
+/// result on success (see [`Tool::call_text`]), a [`ToolError`] otherwise.
+pub type TextOutcome = Result<String, ToolError>;
+
+/// The boxed future [`Tool::call_text`] returns.
+pub type TextFuture<'a> = Pin<Box<dyn Future<Output = TextOutcome> + Send + 'a>>;
+
 /// A tool the model can call.
 ///
 /// A tool is stateless with respect to the caller: everything per-agent (workspace, owner
@@ -92,6 +99,18 @@ pub trait Tool: Send + Sync {
     /// [`ToolError::Canceled`] once it is canceled.
     fn call<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> ToolFuture<'a>;
 
+    /// Runs the tool like [`Tool::call`] and renders its success as the compact JSON text the
+    /// model sees. The default renders [`Tool::call`]'s value (object keys then come out in
+    /// `serde_json`'s sorted order); a tool whose output has a declared key order (its output
+    /// schema's) overrides this to serialize its typed result directly, keeping that order.
+    /// The runtime calls this, through [`ToolRegistry::dispatch_text`](crate::ToolRegistry::dispatch_text).
+    ///
+    /// # Errors
+    /// As [`Tool::call`].
+    fn call_text<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> TextFuture<'a> {
+        Box::pin(async move { self.call(ctx, args).await.map(|value| value.to_string()) })
+    }
+
     /// The spec sent to the model: name, description, parameters and output schema.
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -146,6 +165,15 @@ pub fn parse_arguments<T: DeserializeOwned>(args: Value) -> Result<T, ToolError>
             ToolError::invalid_arguments(format!("field `{path}`: {inner}"))
         }
     })
+}
+
+/// The model-facing text of a rendered outcome: the result's text, or the compact JSON of
+/// `{"code", "message"}` for an error (see [`ToolError::to_json`]).
+pub fn render_text_outcome(outcome: &TextOutcome) -> String {
+    match outcome {
+        Ok(text) => text.clone(),
+        Err(error) => error.to_json().to_string(),
+    }
 }
 
 /// The model-facing text of an outcome: the compact JSON of the result, or of

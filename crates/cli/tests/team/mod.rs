@@ -49,12 +49,13 @@ fn teammates(s: &Setup, lead: &str) -> Vec<(String, String)> {
         .iter()
         .filter(|r| r["parent"] == lead)
         .map(|r| {
-            assert_eq!(r["role"], "child");
+            assert_eq!(r["role"], "teammate");
             let id = r["id"].as_str().unwrap().to_owned();
+            // The session's own configuration: the last one (a fork's seed holds the Lead's).
             let name = s
                 .log(&id)
                 .iter()
-                .find(|e| e["type"] == "agent/config")
+                .rfind(|e| e["type"] == "agent/config")
                 .map(|e| e["data"]["name"].as_str().unwrap().to_owned())
                 .unwrap();
             (name, id)
@@ -615,6 +616,52 @@ fn a_team_run_against_the_fake_server_tells_each_member_its_role_and_tools() {
     s.troupe().args(["team", "verify", &id]).assert().success();
 }
 
+/// Trial finding: a fork teammate's log numbers its turns after the turns its seed inherited
+/// from the Lead; progress and summary both count its own turns (its first is turn 1).
+#[test]
+fn a_fork_teammates_progress_counts_its_own_turns_like_its_summary() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "fork.json",
+        json!({
+            "lead": [
+                text("hello"),
+                call("spawn_teammate", json!({"name": "forky", "description": "d", "prompt": "p", "context": "fork"})),
+                call("wait_agent", json!({"timeout_ms": 10000})),
+                text("done"),
+            ],
+            "forky": [call("list_agents", json!({})), text("fork done")],
+        }),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--model", &model, "first"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let out = s
+        .troupe()
+        .args(["resume", &id, "--model", &model, "spawn a fork"])
+        .assert()
+        .success();
+    let err = stderr(&out);
+    // Its log: the Lead's turn inherited, then its own turn, numbered 2.
+    let members = teammates(&s, &id);
+    let fork_log = s.log(id_of(&members, "forky"));
+    let turns: Vec<u64> = fork_log
+        .iter()
+        .filter(|e| e["type"] == "turn/start")
+        .map(|e| e["data"]["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(turns, [1, 2], "one inherited turn, one own");
+    assert!(
+        err.contains("forky: turn 1 completed (1 tool call"),
+        "{err}"
+    );
+    assert!(!err.contains("forky: turn 2"), "{err}");
+    assert!(err.contains("forky: 1 turn, 1 tool call"), "{err}");
+}
+
 // ---- Hand-made Lead logs ----
 
 const LEAD: &str = "lead-hand";
@@ -811,6 +858,33 @@ fn other_fold_violations_name_their_event_too() {
         write_lead(home.path(), &events);
         assert_bad_log(home.path(), message);
     }
+}
+
+#[test]
+fn a_corrupt_committed_line_of_the_lead_log_is_reported_at_its_seq_with_exit_1() {
+    let home = tempfile::tempdir().unwrap();
+    // seq 0 config, 1 turn/start, 2 task-1, 3 turn/end: damage seq 2 (line 4), before the
+    // completed turn, so it is corruption, not a torn tail.
+    write_lead(home.path(), &[task("task-1", 1, "pending", &[])]);
+    let path = home.path().join(format!("sessions/{LEAD}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let offset: usize = lines[..3].iter().map(|l| l.len() + 1).sum();
+    lines[3] = "{\"seq\":2,\"time\":1,\"type\":\"team/task\",\"data\":";
+    std::fs::write(&path, format!("{}\n", lines.join("\n"))).unwrap();
+    assert_bad_log(
+        home.path(),
+        &format!(
+            "the Team log of session {LEAD} is invalid at seq 2: corrupt session file {}: line 4, byte offset {offset}:",
+            path.display()
+        ),
+    );
+    // An unknown session stays bad input (exit 2).
+    assert_bad_input(
+        home.path(),
+        &["team", "verify", "nosuch"],
+        "session nosuch not found",
+    );
 }
 
 #[test]

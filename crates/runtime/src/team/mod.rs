@@ -118,6 +118,50 @@ pub struct Team {
     chains: Mutex<HashMap<SessionId, Arc<Chain>>>,
     /// Closed on shutdown: waits return, dispatch stops.
     closed: CancellationToken,
+    /// `spawn_teammate` calls in flight (REFERENCE c.14: settled first at disposal).
+    creations: InFlight,
+    /// Dispatches and acknowledgements in flight (settled second at disposal).
+    dispatches: InFlight,
+    /// Failures of in-flight creations that ended after the Team was closed (the runtime's
+    /// own cancellation, `TEAM_DISPOSED`, excluded): reported by the shutdown (c.14 step 6).
+    close_failures: Mutex<Vec<String>>,
+}
+
+/// A count of operations in flight that a shutdown waits for (REFERENCE c.14 steps 3–4).
+#[derive(Debug)]
+struct InFlight {
+    count: watch::Sender<usize>,
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        Self {
+            count: watch::channel(0).0,
+        }
+    }
+}
+
+impl InFlight {
+    /// Counts one operation until the guard is dropped.
+    fn enter(&self) -> InFlightGuard<'_> {
+        self.count.send_modify(|n| *n += 1);
+        InFlightGuard(self)
+    }
+
+    /// Waits until no operation is in flight.
+    async fn settled(&self) {
+        let mut rx = self.count.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+}
+
+/// One operation in flight; dropping it ends it.
+struct InFlightGuard<'a>(&'a InFlight);
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        self.0.count.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 impl std::fmt::Debug for Team {
@@ -147,6 +191,9 @@ impl Team {
             in_flight: Mutex::new(HashSet::new()),
             chains: Mutex::new(HashMap::new()),
             closed: CancellationToken::new(),
+            creations: InFlight::default(),
+            dispatches: InFlight::default(),
+            close_failures: Mutex::new(Vec::new()),
         })
     }
 
@@ -174,6 +221,30 @@ impl Team {
     pub(crate) fn close(&self) {
         self.closed.cancel();
         self.edge();
+    }
+
+    /// Settles the operations in flight after [`Team::close`] (REFERENCE c.14 steps 3–4):
+    /// creations first, then dispatches and acknowledgements, each bounded by `bound`. Returns
+    /// the failures to report: creations that failed after the close for a reason of their own
+    /// (not the close itself, `TEAM_DISPOSED`), and a `TEAM_DISPOSAL_TIMEOUT` for each kind of
+    /// operation still running when its bound expired.
+    pub(crate) async fn settle_in_flight(&self, bound: Duration) -> Vec<String> {
+        let mut failures = Vec::new();
+        for (ops, what) in [
+            (&self.creations, "teammate creations"),
+            (&self.dispatches, "message deliveries"),
+        ] {
+            if tokio::time::timeout(bound, ops.settled()).await.is_err() {
+                failures.push(format!(
+                    "TEAM_DISPOSAL_TIMEOUT: in-flight {what} of Team {} did not settle within {} ms",
+                    self.id,
+                    bound.as_millis()
+                ));
+            }
+        }
+        let mut reported = std::mem::take(&mut *lock(&self.close_failures));
+        reported.extend(failures);
+        reported
     }
 
     /// Wakes every current waiter (a change edge).
@@ -312,6 +383,38 @@ fn lead_live(team: &Team) -> LiveAgent {
 fn disposed() -> TeamError {
     TeamError::Disposed {
         message: "the Team runtime is shut down".to_owned(),
+    }
+}
+
+/// Why a dispatch left its message queued: the step that failed and its error.
+struct DispatchFailure {
+    step: &'static str,
+    error: TeamOpError,
+}
+
+impl DispatchFailure {
+    /// The inactive target's stored log could not be read or replayed (CASES 107).
+    fn inspect(error: impl Into<TeamOpError>) -> Self {
+        Self {
+            step: "the target's log could not be inspected",
+            error: error.into(),
+        }
+    }
+
+    /// Injecting, following up or cold-resuming the target failed (CASES 108).
+    fn delivery(error: impl Into<TeamOpError>) -> Self {
+        Self {
+            step: "delivery failed",
+            error: error.into(),
+        }
+    }
+
+    /// The target's flush or the Lead's `delivered` record failed (CASES 106).
+    fn acknowledgement(error: impl Into<TeamOpError>) -> Self {
+        Self {
+            step: "acknowledgement flush failed",
+            error: error.into(),
+        }
     }
 }
 
@@ -467,8 +570,61 @@ impl Runtime {
         cancel: Option<CancellationToken>,
     ) -> Result<MemberView, TeamOpError> {
         let team = self.resolve(agent)?;
+        // Tracked until it settles, so a shutdown waits for it (REFERENCE c.8 step 1, c.14).
+        let _in_flight = team.creations.enter();
+        if team.closed.is_cancelled() {
+            return Err(disposed().into());
+        }
         if cancel.as_ref().is_some_and(CancellationToken::is_cancelled) {
             return Err(RuntimeError::Cancelled("teammate creation was cancelled".into()).into());
+        }
+        let result = self
+            .spawn_tracked(&team, agent, name, description, prompt, context, cancel)
+            .await;
+        if let Err(e) = &result
+            && team.closed.is_cancelled()
+            && e.code() != "TEAM_DISPOSED"
+        {
+            // A creation that failed on its own while the Team was closing: the shutdown
+            // reports it (REFERENCE c.14 step 6).
+            lock(&team.close_failures).push(format!("{}: {e}", e.code()));
+        }
+        result
+    }
+
+    /// [`Runtime::team_spawn`] once admitted and tracked.
+    #[allow(clippy::too_many_arguments)]
+    async fn spawn_tracked(
+        &self,
+        team: &Arc<Team>,
+        agent: &Agent,
+        name: &str,
+        description: &str,
+        prompt: &str,
+        context: MemberContext,
+        cancel: Option<CancellationToken>,
+    ) -> Result<MemberView, TeamOpError> {
+        // The caller's signal or the Team's closing stops the creation (REFERENCE c.8 step 3:
+        // `any(request signal, runtime signal)`).
+        let stop = CancellationToken::new();
+        let _stop_watch = stop.clone().drop_guard();
+        {
+            let stop = stop.clone();
+            let closed = team.closed.clone();
+            let caller = cancel.clone();
+            tokio::spawn(async move {
+                let caller_cancelled = async {
+                    match caller {
+                        Some(c) => c.cancelled().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = closed.cancelled() => stop.cancel(),
+                    () = caller_cancelled => stop.cancel(),
+                    () = stop.cancelled() => {}
+                }
+            });
         }
         let provider = match context {
             MemberContext::Fresh => ChildProvider::Spawn,
@@ -477,7 +633,7 @@ impl Runtime {
         let child_id = SessionId::random();
         let member = {
             let mut state = team.state.lock().await;
-            let caller = Self::caller_in(&team, &state, agent)?;
+            let caller = Self::caller_in(team, &state, agent)?;
             let request = ProvisionTeammate {
                 name: name.to_owned(),
                 description: description.to_owned(),
@@ -503,10 +659,20 @@ impl Runtime {
                     continuable: true,
                     notify_parent: false,
                     profile: Profile::Team,
-                    cancel,
+                    cancel: Some(stop.clone()),
                 },
             )
             .await;
+        // Stopped by the Team's closing (not by the caller): the creation was disposed.
+        let started: Result<_, TeamOpError> = match started {
+            Err(RuntimeError::Cancelled(_)) if team.closed.is_cancelled() => {
+                Err(TeamError::Disposed {
+                    message: "teammate creation aborted: the Team runtime is shut down".to_owned(),
+                }
+                .into())
+            }
+            other => other.map_err(TeamOpError::from),
+        };
         let outcome = match &started {
             Ok(_) => ProvisioningOutcome::Active,
             Err(e) => ProvisioningOutcome::Failed {
@@ -528,7 +694,7 @@ impl Runtime {
                 let _ = self
                     .drain_children(&team.lead, std::slice::from_ref(&child_id))
                     .await;
-                Err(e.into())
+                Err(e)
             }
             (Ok(_), Some(MemberPhase::Failed)) => {
                 let _ = self
@@ -598,8 +764,13 @@ impl Runtime {
     }
 
     /// Delivers one queued message (REFERENCE c.10.3); never fails (a failure leaves the
-    /// message queued and is logged). Returns whether the target durably holds it.
+    /// message queued and is logged as a warning naming the step that failed: `the target's
+    /// log could not be inspected`, `delivery failed` or `acknowledgement flush failed`).
+    /// Returns whether the target durably holds it. Tracked until it settles, so a shutdown
+    /// waits for it (REFERENCE c.14 step 4); once the Team is closed, a dispatch that has not
+    /// started does nothing.
     async fn dispatch(&self, team: &Arc<Team>, message: &MessageSnapshot, ticket: Ticket) -> bool {
+        let _in_flight = team.dispatches.enter();
         ticket.wait_turn().await;
         if team.closed.is_cancelled() || !lock(&team.in_flight).insert(message.id.clone()) {
             return false;
@@ -609,8 +780,13 @@ impl Runtime {
         lock(&team.in_flight).remove(&message.id);
         match result {
             Ok(delivered) => delivered,
-            Err(e) => {
-                tracing::warn!(message = %message.id, error = %e, "team message remains queued");
+            Err(DispatchFailure { step, error }) => {
+                tracing::warn!(
+                    message = %message.id,
+                    target = %message.target_id,
+                    error = %error,
+                    "team message remains queued: {step}"
+                );
                 false
             }
         }
@@ -620,29 +796,30 @@ impl Runtime {
         &self,
         team: &Arc<Team>,
         message: &MessageSnapshot,
-    ) -> Result<bool, TeamOpError> {
+    ) -> Result<bool, DispatchFailure> {
         let item = delivered_user_message(&team.id, message);
         let target = &message.target_id;
         let held = |a: &Agent| a.with_transcript(|t| t.accepted(&message.id));
         if target == team.lead.id() {
             if !held(&team.lead) {
                 match message.delivery {
-                    Delivery::Wakeup => team.lead.followup(item).await?,
-                    Delivery::Quiet => team.lead.inject(item).await?,
-                };
+                    Delivery::Wakeup => team.lead.followup(item).await,
+                    Delivery::Quiet => team.lead.inject(item).await,
+                }
+                .map_err(DispatchFailure::delivery)?;
             }
             return self.acknowledge(team, &team.lead, message).await;
         }
         if let Some(live) = self.agent(target) {
             if !held(&live) {
                 match message.delivery {
-                    Delivery::Quiet => {
-                        live.inject(item).await?;
-                    }
-                    Delivery::Wakeup => {
-                        self.followup_child(&team.lead, target, item).await?;
-                    }
+                    Delivery::Quiet => live.inject(item).await.map(|_| ()),
+                    Delivery::Wakeup => self
+                        .followup_child(&team.lead, target, item)
+                        .await
+                        .map(|_| ()),
                 }
+                .map_err(DispatchFailure::delivery)?;
             }
             // The target may have settled and been re-activated meanwhile: check the current
             // activation's log.
@@ -654,8 +831,14 @@ impl Runtime {
             return Ok(false);
         }
         // Wakeup to an inactive teammate: de-duplicate against its stored log first.
-        let replay = self.journal().read(target)?;
-        let stored = Transcript::fold(replay.header.seed_len(), &replay.events)?;
+        let stored = self
+            .journal()
+            .read(target)
+            .map_err(TeamOpError::from)
+            .and_then(|replay| {
+                Transcript::fold(replay.header.seed_len(), &replay.events).map_err(Into::into)
+            })
+            .map_err(DispatchFailure::inspect)?;
         if stored.accepted(&message.id) {
             // Already held (e.g. a crash came between the target's flush and our record). If it
             // is still waiting in the inactive target's inbox, wake the target so the wakeup
@@ -666,16 +849,29 @@ impl Runtime {
                 .chain(stored.next_step())
                 .any(|m| m.id == message.id);
             if pending {
-                self.wake_child(&team.lead, target).await?;
+                self.wake_child(&team.lead, target)
+                    .await
+                    .map_err(DispatchFailure::delivery)?;
             }
-            self.mark_delivered(team, message).await?;
+            self.mark_delivered(team, message)
+                .await
+                .map_err(DispatchFailure::acknowledgement)?;
             return Ok(true);
+        }
+        // A closing Team starts no cold resume: the message stays queued for the next run.
+        if team.closed.is_cancelled() {
+            return Ok(false);
         }
         // Cold resume; older quiet mail goes in first so the target's history keeps queue
         // order (REFERENCE c.10 porting note).
-        let agent = self.ensure_child_live(&team.lead, target).await?;
+        let agent = self
+            .ensure_child_live(&team.lead, target)
+            .await
+            .map_err(DispatchFailure::delivery)?;
         self.deliver_older_quiet(team, &agent, message).await?;
-        self.followup_child(&team.lead, target, item).await?;
+        self.followup_child(&team.lead, target, item)
+            .await
+            .map_err(DispatchFailure::delivery)?;
         self.acknowledge(team, &agent, message).await
     }
 
@@ -686,7 +882,7 @@ impl Runtime {
         team: &Arc<Team>,
         agent: &Agent,
         before: &MessageSnapshot,
-    ) -> Result<(), TeamOpError> {
+    ) -> Result<(), DispatchFailure> {
         let older: Vec<MessageSnapshot> = {
             let state = team.state.lock().await;
             state
@@ -697,7 +893,10 @@ impl Runtime {
         };
         for m in older {
             if !agent.with_transcript(|t| t.accepted(&m.id)) {
-                agent.inject(delivered_user_message(&team.id, &m)).await?;
+                agent
+                    .inject(delivered_user_message(&team.id, &m))
+                    .await
+                    .map_err(DispatchFailure::delivery)?;
             }
             self.acknowledge(team, agent, &m).await?;
         }
@@ -711,19 +910,21 @@ impl Runtime {
         team: &Arc<Team>,
         target: &Agent,
         message: &MessageSnapshot,
-    ) -> Result<bool, TeamOpError> {
+    ) -> Result<bool, DispatchFailure> {
         match target.writer().flush().await {
             // A target that settled meanwhile closed its writer, which flushed everything it
             // had appended: its transcript is still exactly its durable log.
             Ok(_) | Err(troupe_journal::JournalError::Closed { .. }) => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(DispatchFailure::acknowledgement(e)),
         }
         // The handle may be an activation that settled and was replaced meanwhile; the stored
         // log is the authority then.
         if !target.with_transcript(|t| t.accepted(&message.id)) && !self.held_in_log(message) {
             return Ok(false);
         }
-        self.mark_delivered(team, message).await?;
+        self.mark_delivered(team, message)
+            .await
+            .map_err(DispatchFailure::acknowledgement)?;
         Ok(true)
     }
 
@@ -825,6 +1026,13 @@ impl Runtime {
             AgentStatus::Idle => "idle",
         };
         self.interrupt(&team.lead, &target_id).await?;
+        // Return once the interrupted turn has closed, so the roster read right after shows
+        // the settled status, not `running`. Bounded: a tool that ignores cancellation keeps
+        // the turn open, and the Lead must not hang on it.
+        let bound = Duration::from_millis(team.limits.disposal_timeout_ms);
+        if tokio::time::timeout(bound, live.wait_idle()).await.is_err() {
+            tracing::warn!(teammate = %target_id, "the interrupted turn did not close in time");
+        }
         Ok(previous)
     }
 
@@ -897,7 +1105,11 @@ impl Runtime {
     /// teammates stays queued, wakeup mail cold-resumes its target).
     pub(crate) async fn recover_team(&self, team: &Arc<Team>) {
         if let Err(e) = self.reconcile_provisioning(team).await {
-            tracing::warn!(team = %team.id, error = %e, "roster reconciliation failed");
+            // A pass the shutdown cut short is not a failure worth reporting (REFERENCE c.9:
+            // warnings are suppressed after disposal).
+            if !team.closed.is_cancelled() {
+                tracing::warn!(team = %team.id, error = %e, "roster reconciliation failed");
+            }
         }
         let pending: Vec<MessageSnapshot> = {
             let state = team.state.lock().await;
@@ -913,6 +1125,7 @@ impl Runtime {
                 // It stays queued unless a crash came after the target already held it.
                 if self.held_in_log(&message)
                     && let Err(e) = self.mark_delivered(team, &message).await
+                    && !team.closed.is_cancelled()
                 {
                     tracing::warn!(message = %message.id, error = %e, "acknowledgement failed");
                 }
@@ -998,7 +1211,9 @@ impl Runtime {
             } else {
                 Ok(())
             };
-            if let Err(e) = result {
+            if let Err(e) = result
+                && !team.closed.is_cancelled()
+            {
                 tracing::warn!(teammate = %id, error = %e, "could not continue a teammate");
             }
         }
@@ -1010,6 +1225,10 @@ impl Runtime {
             state.provisioning_members().cloned().collect()
         };
         for member in provisioning {
+            if team.closed.is_cancelled() {
+                return Ok(());
+            }
+            // A live child's creator owns its terminal edge (REFERENCE c.9 step 1).
             if self.agent(&member.id).is_some() {
                 continue;
             }
@@ -1038,6 +1257,9 @@ impl Runtime {
                 },
             };
             let mut state = team.state.lock().await;
+            if team.closed.is_cancelled() {
+                return Ok(());
+            }
             if let SettleDecision::Append(event) =
                 state.decide_settle_provisioning(&member.id, &outcome)?
             {

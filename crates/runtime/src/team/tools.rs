@@ -7,13 +7,13 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use troupe_protocol::ErrorCode;
 use troupe_team::{
     CreateTask, Delivery, MemberContext, TaskAction, TaskListQuery, TaskStatus, UpdateTask,
 };
-use troupe_tools::{Tool, ToolContext, ToolError, ToolFuture, parse_arguments};
+use troupe_tools::{TextFuture, Tool, ToolContext, ToolError, ToolFuture, parse_arguments};
 
 use super::schema::{TEAM_TOOL_NAMES, definition};
 use super::{NO_PROGRESS_MESSAGE, TeamOpError, WaitOutcome};
@@ -49,8 +49,47 @@ fn op_error(e: &TeamOpError) -> ToolError {
     ToolError::other(e.code(), format!("Error: {e}"))
 }
 
-fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, ToolError> {
-    serde_json::to_value(value).map_err(|e| ToolError::other("TOOL_INTERNAL_ERROR", e.to_string()))
+/// The compact JSON text of a typed result: keys in the order the types declare them, which is
+/// the order of each tool's declared output schema (REFERENCE d.3).
+fn to_text<T: serde::Serialize>(value: &T) -> Result<String, ToolError> {
+    serde_json::to_string(value).map_err(|e| ToolError::other("TOOL_INTERNAL_ERROR", e.to_string()))
+}
+
+/// `spawn_teammate`'s output: `{member}`.
+#[derive(Serialize)]
+struct SpawnOutput<'a> {
+    member: &'a troupe_team::MemberView,
+}
+
+/// `send_message` / `followup_task` output: `{messageId, status}`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SendOutput<'a> {
+    message_id: &'a troupe_protocol::MessageId,
+    status: &'static str,
+}
+
+/// `wait_agent`'s output: `{timedOut, noProgress?}`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WaitOutput {
+    timed_out: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_progress: Option<NoProgressOutput>,
+}
+
+/// The `noProgress` object of `wait_agent`: `{reason, message}`.
+#[derive(Serialize)]
+struct NoProgressOutput {
+    reason: &'static str,
+    message: &'static str,
+}
+
+/// `interrupt_agent`'s output: `{previousStatus}`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InterruptOutput {
+    previous_status: &'static str,
 }
 
 #[derive(Deserialize)]
@@ -145,7 +184,7 @@ impl TeamTool {
         caller: &Agent,
         ctx: &ToolContext,
         args: Value,
-    ) -> Result<Value, ToolError> {
+    ) -> Result<String, ToolError> {
         match self.name {
             "spawn_teammate" => {
                 let a: SpawnArgs = parse_arguments(args)?;
@@ -160,7 +199,7 @@ impl TeamTool {
                     )
                     .await
                     .map_err(|e| op_error(&e))?;
-                Ok(json!({"member": to_json(&member)?}))
+                to_text(&SpawnOutput { member: &member })
             }
             "send_message" | "followup_task" => {
                 let a: SendArgs = parse_arguments(args)?;
@@ -173,10 +212,10 @@ impl TeamTool {
                     .team_send(caller, &a.target, &a.message, delivery)
                     .await
                     .map_err(|e| op_error(&e))?;
-                Ok(json!({
-                    "messageId": id,
-                    "status": if accepted { "accepted" } else { "queued" },
-                }))
+                to_text(&SendOutput {
+                    message_id: &id,
+                    status: if accepted { "accepted" } else { "queued" },
+                })
             }
             "list_agents" => {
                 let _: NoArgs = parse_arguments(args)?;
@@ -184,7 +223,7 @@ impl TeamTool {
                     .team_list_members(caller)
                     .await
                     .map_err(|e| op_error(&e))?;
-                to_json(&members)
+                to_text(&members)
             }
             "wait_agent" => {
                 let a: WaitArgs = parse_arguments(args)?;
@@ -196,11 +235,17 @@ impl TeamTool {
                     .await
                     .map_err(|e| op_error(&e))?
                 {
-                    WaitOutcome::Waited { timed_out } => Ok(json!({"timedOut": timed_out})),
-                    WaitOutcome::NoProgress => Ok(json!({
-                        "timedOut": false,
-                        "noProgress": {"reason": "no-active-peer", "message": NO_PROGRESS_MESSAGE},
-                    })),
+                    WaitOutcome::Waited { timed_out } => to_text(&WaitOutput {
+                        timed_out,
+                        no_progress: None,
+                    }),
+                    WaitOutcome::NoProgress => to_text(&WaitOutput {
+                        timed_out: false,
+                        no_progress: Some(NoProgressOutput {
+                            reason: "no-active-peer",
+                            message: NO_PROGRESS_MESSAGE,
+                        }),
+                    }),
                 }
             }
             "interrupt_agent" => {
@@ -209,7 +254,9 @@ impl TeamTool {
                     .team_interrupt(caller, &a.target)
                     .await
                     .map_err(|e| op_error(&e))?;
-                Ok(json!({"previousStatus": previous}))
+                to_text(&InterruptOutput {
+                    previous_status: previous,
+                })
             }
             "team_task_create" => {
                 let a: CreateArgs = parse_arguments(args)?;
@@ -223,7 +270,7 @@ impl TeamTool {
                     .team_create_task(caller, &request)
                     .await
                     .map_err(|e| op_error(&e))?;
-                to_json(&view)
+                to_text(&view)
             }
             "team_task_list" => {
                 let a: ListArgs = parse_arguments(args)?;
@@ -250,7 +297,7 @@ impl TeamTool {
                     .team_list_tasks(caller, &query)
                     .await
                     .map_err(|e| op_error(&e))?;
-                to_json(&page)
+                to_text(&page)
             }
             "team_task_get" => {
                 let a: GetArgs = parse_arguments(args)?;
@@ -258,7 +305,7 @@ impl TeamTool {
                     .team_get_task(caller, &a.task_id)
                     .await
                     .map_err(|e| op_error(&e))?;
-                to_json(&view)
+                to_text(&view)
             }
             "team_task_update" => {
                 let a: UpdateArgs = parse_arguments(args)?;
@@ -272,7 +319,7 @@ impl TeamTool {
                     .team_update_task(caller, &request)
                     .await
                     .map_err(|e| op_error(&e))?;
-                to_json(&view)
+                to_text(&view)
             }
             other => Err(ToolError::UnknownTool {
                 name: other.to_owned(),
@@ -300,6 +347,16 @@ impl Tool for TeamTool {
 
     fn call<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> ToolFuture<'a> {
         Box::pin(async move {
+            let text = self.call_text(ctx, args).await?;
+            serde_json::from_str(&text)
+                .map_err(|e| ToolError::other("TOOL_INTERNAL_ERROR", e.to_string()))
+        })
+    }
+
+    /// The typed result serialized directly, so its keys keep the declared schema order
+    /// (REFERENCE d.2–d.3: one compact JSON text).
+    fn call_text<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> TextFuture<'a> {
+        Box::pin(async move {
             self.call_inner(ctx, args).await.map_err(|e| {
                 // Every Team tool failure reads `Error: <message>` (REFERENCE d.2), including
                 // argument errors raised before the service is reached.
@@ -315,7 +372,7 @@ impl Tool for TeamTool {
 }
 
 impl TeamTool {
-    async fn call_inner(&self, ctx: &ToolContext, args: Value) -> Result<Value, ToolError> {
+    async fn call_inner(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
         {
             let rt = self
                 .runtime

@@ -118,6 +118,22 @@ async fn children_carry_a_descriptor_and_fork_children_see_the_completed_prefix(
     assert_eq!(d["mode"], "continuable");
     assert_eq!(d["provider"], "spawn");
     assert_eq!(d["label"], "fresh");
+    // The agent's provider and model (CASES 163), and nothing else (no surface metadata).
+    assert_eq!(d["agentProvider"], "script");
+    assert_eq!(d["agentModel"], "test");
+    let mut keys: Vec<&str> = d.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "agentModel",
+            "agentProvider",
+            "label",
+            "mode",
+            "provider",
+            "version"
+        ]
+    );
 
     let fork_log = journal.read(&forked.child_id).unwrap();
     assert!(fork_log.header.seed_length.unwrap() > 0);
@@ -292,9 +308,28 @@ async fn drain_releases_the_selected_child_and_its_descendants_only() {
     assert!(h.runtime.agent(&t.child_id).is_none());
     assert!(h.runtime.agent(&grand.child_id).is_none());
     assert!(h.runtime.agent(&sibling.child_id).is_some());
-    // The drained child's turn ended as aborted by its parent; its inbox is parked, not lost.
+    // The drained child's turn ended as aborted by its parent (`{kind: 'parent'}`, CASES 165),
+    // and so did its grandchild's; its inbox is parked, not lost.
     let ends = turn_end_kinds(&h.events(&t.child_id));
     assert_eq!(ends, ["aborted"]);
+    for id in [&t.child_id, &grand.child_id] {
+        let end = h
+            .events(id)
+            .into_iter()
+            .find(|e| e.kind == "turn/end")
+            .unwrap();
+        assert_eq!(
+            end.data["reason"]["reason"],
+            json!({"kind": "parent"}),
+            "{id}"
+        );
+    }
+    assert!(
+        h.events(&sibling.child_id)
+            .iter()
+            .all(|e| e.kind != "turn/end"),
+        "the sibling's turn is untouched"
+    );
 
     // A stale parent handle (disposed) is refused.
     h.runtime
@@ -449,6 +484,32 @@ async fn a_cancelled_caller_signal_refuses_child_creation() {
             .read(&SessionId::new("never-child").unwrap())
             .is_err()
     );
+}
+
+/// CASES 164: the caller's signal fires while the child's log is being created (its first
+/// flush held): creation is refused at the final admission and no child agent remains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_signal_fired_during_creation_leaves_no_child() {
+    let (h, _, faults) = Harness::faulty();
+    let lead = lead_with_history(&h).await;
+    let gate = faults.hold_when(append_elsewhere(lead.id(), "subagent/descriptor"));
+    let token = tokio_util::sync::CancellationToken::new();
+    let mut s = spec("w", ChildProvider::Spawn, Some("late-child"));
+    s.cancel = Some(token.clone());
+    h.models.model("w").push([text("never")]);
+    let (rt, parent) = (h.runtime.clone(), lead.clone());
+    let starting = tokio::spawn(async move { rt.start_child(&parent, s).await });
+    gate.reached().await;
+    token.cancel();
+    gate.release();
+    let err = starting.await.unwrap().unwrap_err();
+    assert_eq!(err.code(), "CANCELLED");
+    let id = SessionId::new("late-child").unwrap();
+    assert!(h.runtime.agent(&id).is_none());
+    assert_eq!(h.runtime.live_ids(), vec![lead.id().clone()]);
+    // The log was created (the signal came after), but nothing ran.
+    assert!(h.journal().read(&id).is_ok());
+    assert!(h.models.model("w").requests().is_empty());
 }
 
 /// CASES 166: a child whose disposal fails still leaves the registry; the drain reports

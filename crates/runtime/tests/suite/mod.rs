@@ -4,4 +4,5 @@ mod inbox;
 mod resume;
 mod support;
 mod team;
+mod team_cases;
 mod turns;

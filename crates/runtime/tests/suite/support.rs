@@ -198,15 +198,161 @@ impl AppendLog {
     }
 }
 
+/// A point where a durable append stops until the test lets it go on (or fail). The append
+/// runs on the session's writer thread, so holding it holds that session's flush — and every
+/// flush waiting for it — exactly as a slow disk would.
+#[derive(Debug)]
+pub struct Gate {
+    verdict: Mutex<Option<Result<(), String>>>,
+    decided: std::sync::Condvar,
+    reached: tokio::sync::watch::Sender<bool>,
+}
+
+impl Gate {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            verdict: Mutex::new(None),
+            decided: std::sync::Condvar::new(),
+            reached: tokio::sync::watch::channel(false).0,
+        })
+    }
+
+    /// On the writer thread: signals that the append arrived and waits for the verdict (at
+    /// most 30 s, so a test that failed before deciding cannot leave the thread stuck).
+    fn hold(&self) -> Result<(), String> {
+        self.reached.send_replace(true);
+        let verdict = self.verdict.lock().unwrap();
+        let (verdict, _) = self
+            .decided
+            .wait_timeout_while(verdict, Duration::from_secs(30), |v| v.is_none())
+            .unwrap();
+        verdict
+            .clone()
+            .unwrap_or_else(|| Err("the test never decided the held append".to_owned()))
+    }
+
+    fn decide(&self, verdict: Result<(), String>) {
+        *self.verdict.lock().unwrap() = Some(verdict);
+        self.decided.notify_all();
+    }
+
+    /// Lets the held append go on.
+    pub fn release(&self) {
+        self.decide(Ok(()));
+    }
+
+    /// Makes the held append fail with an I/O error whose message is `message`.
+    pub fn fail(&self, message: &str) {
+        self.decide(Err(message.to_owned()));
+    }
+
+    /// Waits (bounded) until the matching append is being held.
+    pub async fn reached(&self) {
+        let mut rx = self.reached.subscribe();
+        tokio::time::timeout(Duration::from_secs(20), rx.wait_for(|r| *r))
+            .await
+            .expect("the held append was never reached")
+            .unwrap();
+    }
+}
+
+/// Which durable appends a rule applies to: the session and the batch's event types.
+type Matcher = Box<dyn Fn(&SessionId, &[String]) -> bool + Send + Sync>;
+
+enum FaultAction {
+    Fail(String),
+    Hold(Arc<Gate>),
+}
+
+/// Faults injected at the backend seam (`SessionSink::append`, DESIGN decision 8): each rule
+/// applies once, to the first durable append it matches, and is then removed.
+#[derive(Default)]
+pub struct SinkFaults {
+    rules: Mutex<Vec<(Matcher, FaultAction)>>,
+}
+
+impl std::fmt::Debug for SinkFaults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkFaults").finish_non_exhaustive()
+    }
+}
+
+impl SinkFaults {
+    /// The next append matching `when` fails with an I/O error whose message is `message`
+    /// (the writer is then poisoned, as after a real failed write).
+    pub fn fail_when(
+        &self,
+        when: impl Fn(&SessionId, &[String]) -> bool + Send + Sync + 'static,
+        message: &str,
+    ) {
+        self.rules
+            .lock()
+            .unwrap()
+            .push((Box::new(when), FaultAction::Fail(message.to_owned())));
+    }
+
+    /// The next append matching `when` is held until the returned gate decides.
+    pub fn hold_when(
+        &self,
+        when: impl Fn(&SessionId, &[String]) -> bool + Send + Sync + 'static,
+    ) -> Arc<Gate> {
+        let gate = Gate::new();
+        self.rules
+            .lock()
+            .unwrap()
+            .push((Box::new(when), FaultAction::Hold(Arc::clone(&gate))));
+        gate
+    }
+
+    fn apply(&self, id: &SessionId, kinds: &[String]) -> troupe_journal::Result<()> {
+        let action = {
+            let mut rules = self.rules.lock().unwrap();
+            let Some(i) = rules.iter().position(|(m, _)| m(id, kinds)) else {
+                return Ok(());
+            };
+            rules.remove(i).1
+        };
+        let verdict = match action {
+            FaultAction::Fail(message) => Err(message),
+            FaultAction::Hold(gate) => gate.hold(),
+        };
+        verdict.map_err(|message| troupe_journal::JournalError::Io {
+            op: "write",
+            path: PathBuf::from(format!("{id}.jsonl")),
+            error: std::io::Error::other(message),
+        })
+    }
+}
+
+/// A matcher: appends to `id` whose batch holds an event of type `kind`.
+pub fn append_of(
+    id: &SessionId,
+    kind: &'static str,
+) -> impl Fn(&SessionId, &[String]) -> bool + Send + Sync + 'static {
+    let id = id.clone();
+    move |s, kinds| *s == id && kinds.iter().any(|k| k == kind)
+}
+
+/// A matcher: appends to any session but `not` whose batch holds an event of type `kind`.
+pub fn append_elsewhere(
+    not: &SessionId,
+    kind: &'static str,
+) -> impl Fn(&SessionId, &[String]) -> bool + Send + Sync + 'static {
+    let not = not.clone();
+    move |s, kinds| *s != not && kinds.iter().any(|k| k == kind)
+}
+
 #[derive(Debug)]
 struct RecordingBackend {
     inner: troupe_journal::JsonlBackend,
     log: AppendLog,
+    faults: Arc<SinkFaults>,
 }
 
 struct RecordingSink {
     inner: Box<dyn troupe_journal::SessionSink>,
     log: AppendLog,
+    faults: Arc<SinkFaults>,
 }
 
 impl troupe_journal::SessionSink for RecordingSink {
@@ -221,6 +367,8 @@ impl troupe_journal::SessionSink for RecordingSink {
         expected: troupe_protocol::Seq,
         events: &[Event],
     ) -> troupe_journal::Result<()> {
+        let plain: Vec<String> = events.iter().map(|e| e.kind.clone()).collect();
+        self.faults.apply(&self.inner.header().id, &plain)?;
         self.inner.append(expected, events)?;
         let kinds = events
             .iter()
@@ -252,6 +400,7 @@ impl troupe_journal::LogBackend for RecordingBackend {
         Ok(Box::new(RecordingSink {
             inner: self.inner.create(header)?,
             log: self.log.clone(),
+            faults: Arc::clone(&self.faults),
         }))
     }
     fn open(
@@ -264,6 +413,7 @@ impl troupe_journal::LogBackend for RecordingBackend {
             Box::new(RecordingSink {
                 inner: sink,
                 log: self.log.clone(),
+                faults: Arc::clone(&self.faults),
             }),
             replay,
         ))
@@ -306,16 +456,17 @@ impl Harness {
 
     /// A harness whose journal records every durable append (see [`AppendLog`]).
     pub fn recording() -> (Self, AppendLog) {
-        let log = AppendLog::default();
+        let (h, log, _) = Self::faulty();
+        (h, log)
+    }
+
+    /// A harness whose journal records every durable append and applies the returned
+    /// [`SinkFaults`] to each.
+    pub fn faulty() -> (Self, AppendLog, Arc<SinkFaults>) {
         let home = tempfile::tempdir().unwrap();
         let workspace = tempfile::tempdir().unwrap();
         let models = Arc::new(TestModels::default());
-        let backend = RecordingBackend {
-            inner: troupe_journal::JsonlBackend::new(home.path().join("sessions")),
-            log: log.clone(),
-        };
-        let journal =
-            Journal::with_backend(Arc::new(backend), Arc::new(troupe_protocol::SystemClock));
+        let (journal, log, faults) = faulty_journal(home.path());
         let runtime = runtime_with(journal, workspace.path(), Arc::clone(&models));
         (
             Self {
@@ -325,7 +476,15 @@ impl Harness {
                 runtime,
             },
             log,
+            faults,
         )
+    }
+
+    /// [`Harness::restart`] onto a journal that applies the returned [`SinkFaults`].
+    pub fn restart_faulty(&mut self) -> Arc<SinkFaults> {
+        let (journal, _, faults) = faulty_journal(self.home.path());
+        self.runtime = runtime_with(journal, self.workspace.path(), Arc::clone(&self.models));
+        faults
     }
 
     /// A harness with custom Team limits.
@@ -405,6 +564,61 @@ impl Harness {
     /// Event types of a session, in order.
     pub fn kinds(&self, id: &SessionId) -> Vec<String> {
         self.events(id).into_iter().map(|e| e.kind).collect()
+    }
+}
+
+fn faulty_journal(home: &Path) -> (Journal, AppendLog, Arc<SinkFaults>) {
+    let log = AppendLog::default();
+    let faults = Arc::new(SinkFaults::default());
+    let backend = RecordingBackend {
+        inner: troupe_journal::JsonlBackend::new(home.join("sessions")),
+        log: log.clone(),
+        faults: Arc::clone(&faults),
+    };
+    let journal = Journal::with_backend(Arc::new(backend), Arc::new(troupe_protocol::SystemClock));
+    (journal, log, faults)
+}
+
+/// The `tracing` output of the current thread, captured (warnings and above) while the guard
+/// lives. Use it in `current_thread` tests, where every task runs on the test's thread.
+#[derive(Debug, Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    /// Starts capturing on this thread.
+    pub fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Self::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// Everything captured so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// The captured lines that contain `needle`.
+    pub fn lines_with(&self, needle: &str) -> Vec<String> {
+        self.text()
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_owned)
+            .collect()
     }
 }
 

@@ -10,7 +10,7 @@ use troupe_team::{TeamId, TeamState};
 use super::support::*;
 
 /// Tool results of `agent`'s log, in order, parsed: (tool name, is_error, content JSON or text).
-fn tool_results(h: &Harness, id: &SessionId) -> Vec<(String, bool, Value)> {
+pub(super) fn tool_results(h: &Harness, id: &SessionId) -> Vec<(String, bool, Value)> {
     h.events(id)
         .into_iter()
         .filter(|e| e.kind == "tool/result")
@@ -26,12 +26,21 @@ fn tool_results(h: &Harness, id: &SessionId) -> Vec<(String, bool, Value)> {
         .collect()
 }
 
-fn fold(h: &Harness, lead: &SessionId) -> TeamState {
+/// The raw `content` text of every tool result of `id`'s log, in order.
+pub(super) fn raw_results(h: &Harness, id: &SessionId) -> Vec<String> {
+    h.events(id)
+        .into_iter()
+        .filter(|e| e.kind == "tool/result")
+        .map(|e| e.data["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+pub(super) fn fold(h: &Harness, lead: &SessionId) -> TeamState {
     TeamState::fold(TeamId::new(lead.clone()), &h.events(lead)).unwrap()
 }
 
 /// Waits (bounded) until the Lead and every teammate are idle and settled.
-async fn quiet(h: &Harness, lead: &troupe_runtime::Agent) {
+pub(super) async fn quiet(h: &Harness, lead: &troupe_runtime::Agent) {
     tokio::time::timeout(Duration::from_secs(30), h.runtime.wait_quiescent(lead))
         .await
         .expect("team did not settle");
@@ -109,7 +118,7 @@ async fn the_lead_spawns_a_teammate_that_works_and_settles() {
 use troupe_runtime::Agent;
 use troupe_team::{Delivery, MemberContext, TeamEvent, TeamLimits, TeamRecord};
 
-async fn spawn(h: &Harness, lead: &Agent, name: &str, steps: Vec<Step>) -> SessionId {
+pub(super) async fn spawn(h: &Harness, lead: &Agent, name: &str, steps: Vec<Step>) -> SessionId {
     h.models.model(name).push(steps);
     let view = h
         .runtime
@@ -126,11 +135,13 @@ async fn spawn(h: &Harness, lead: &Agent, name: &str, steps: Vec<Step>) -> Sessi
     view.id
 }
 
-fn code<T: std::fmt::Debug>(r: Result<T, troupe_runtime::team::TeamOpError>) -> &'static str {
+pub(super) fn code<T: std::fmt::Debug>(
+    r: Result<T, troupe_runtime::team::TeamOpError>,
+) -> &'static str {
     ErrorCode::code(&r.unwrap_err())
 }
 
-async fn settled(h: &Harness, id: &SessionId) {
+pub(super) async fn settled(h: &Harness, id: &SessionId) {
     tokio::time::timeout(Duration::from_secs(20), async {
         while h.runtime.agent(id).is_some() {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -141,7 +152,7 @@ async fn settled(h: &Harness, id: &SessionId) {
 }
 
 /// A continuable Team-profile child spec (as the Team service would build it).
-fn team_child(
+pub(super) fn team_child(
     label: &str,
     id: Option<&SessionId>,
     provider: troupe_runtime::ChildProvider,
@@ -160,7 +171,7 @@ fn team_child(
 }
 
 /// Waits (bounded) until `id`'s log holds a `tool/call`.
-async fn tool_called(h: &Harness, id: &SessionId) {
+pub(super) async fn tool_called(h: &Harness, id: &SessionId) {
     tokio::time::timeout(Duration::from_secs(10), async {
         while !h.events(id).iter().any(|e| e.kind == "tool/call") {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -171,12 +182,12 @@ async fn tool_called(h: &Harness, id: &SessionId) {
 }
 
 /// Appends a Team record to the Lead log by hand (as a crash would have left it).
-async fn hand_append(lead: &Agent, event: TeamEvent) {
+pub(super) async fn hand_append(lead: &Agent, event: TeamEvent) {
     lead.append_records(vec![event.to_draft()]).unwrap();
     lead.writer().flush().await.unwrap();
 }
 
-fn provisioning(team: &SessionId, id: &SessionId, name: &str) -> TeamEvent {
+pub(super) fn provisioning(team: &SessionId, id: &SessionId, name: &str) -> TeamEvent {
     TeamEvent {
         team_id: TeamId::new(team.clone()),
         record: TeamRecord::Member(troupe_team::MemberSnapshot {
@@ -1022,7 +1033,11 @@ async fn a_wait_times_out_and_earlier_edges_are_not_replayed() {
 // CASES §5: the ten tools as a model calls them.
 
 /// Runs one Lead turn made of `steps` and returns its tool results.
-async fn lead_turn(h: &Harness, lead: &Agent, steps: Vec<Step>) -> Vec<(String, bool, Value)> {
+pub(super) async fn lead_turn(
+    h: &Harness,
+    lead: &Agent,
+    steps: Vec<Step>,
+) -> Vec<(String, bool, Value)> {
     let before = tool_results(h, lead.id()).len();
     let mut steps = steps;
     steps.push(text("turn done"));
@@ -1101,6 +1116,14 @@ async fn the_tools_enforce_roles_and_return_compact_json() {
         results[0].2,
         json!({"timedOut": false, "noProgress": {"reason": "no-active-peer", "message": troupe_runtime::team::NO_PROGRESS_MESSAGE}})
     );
+    let lead_raw = raw_results(&h, lead.id());
+    assert_eq!(
+        lead_raw[1],
+        format!(
+            r#"{{"timedOut":false,"noProgress":{{"reason":"no-active-peer","message":"{}"}}}}"#,
+            troupe_runtime::team::NO_PROGRESS_MESSAGE
+        )
+    );
     for r in &results[1..4] {
         assert!(r.1);
         assert_eq!(r.2["code"], "TEAM_INVALID_TIMEOUT");
@@ -1162,17 +1185,28 @@ async fn the_tools_enforce_roles_and_return_compact_json() {
     assert_eq!(listed[0]["role"], "lead");
     assert_eq!(listed[1]["name"], "json-worker");
     assert_eq!(listed[1]["role"], "teammate");
-    // Compact JSON: re-serializing the parse gives the stored text.
-    let raw = h
-        .events(&worker_id)
-        .into_iter()
-        .filter(|e| e.kind == "tool/result")
-        .nth(1)
-        .unwrap();
-    let text_form = raw.data["content"].as_str().unwrap();
+    // Compact JSON with the keys in the declared schema order (REFERENCE d.2–d.3), not sorted.
+    let raw = raw_results(&h, &worker_id);
     assert_eq!(
-        serde_json::to_string(&serde_json::from_str::<Value>(text_form).unwrap()).unwrap(),
-        text_form
+        raw[1],
+        format!(
+            r#"[{{"id":"{lead}","name":"lead","role":"lead","status":"idle","model":"test","diagnostics":[]}},{{"id":"{worker_id}","name":"json-worker","role":"teammate","status":"running","description":"d","provider":"spawn","context":"fresh","model":"test","diagnostics":[]}}]"#,
+            lead = lead.id()
+        )
+    );
+    assert_eq!(
+        raw[6],
+        r#"{"id":"task-1","revision":2,"subject":"T","description":"D","status":"in_progress","blockedBy":[],"writeScopes":["src/team"],"ownerName":"json-worker","ready":false,"writeScopeWarnings":[]}"#
+    );
+    assert_eq!(
+        raw[4],
+        r#"{"tasks":[{"id":"task-1","revision":1,"subject":"T","description":"D","status":"pending","blockedBy":[],"writeScopes":["src/team"],"ready":true,"writeScopeWarnings":[]}]}"#
+    );
+    assert!(
+        raw[2].starts_with(r#"{"messageId":"team-message-"#)
+            && raw[2].ends_with(r#"","status":"accepted"}"#),
+        "{}",
+        raw[2]
     );
     assert_eq!(w[2].2["status"], "accepted");
     assert_eq!(w[3].2["status"], "accepted");
