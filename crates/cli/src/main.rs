@@ -275,11 +275,7 @@ fn parse_session_id(raw: &str) -> Result<SessionId, Failure> {
 
 /// How a session relates to others, from its header alone.
 fn role(header: &SessionHeader) -> &'static str {
-    match (&header.parent_session, header.origin.as_deref()) {
-        (None, _) => "lead",
-        (Some(_), Some("subagent")) => "child",
-        (Some(_), _) => "fork",
-    }
+    header.role().as_str()
 }
 
 /// RFC 3339 UTC with milliseconds; a time humantime cannot show (year 10000 or later) as the
