@@ -166,6 +166,10 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
         ));
     }
     rows.push((
+        "watch it in a browser".to_owned(),
+        format!("troupe web{home}  (then open {id})"),
+    ));
+    rows.push((
         "reopen the session".to_owned(),
         format!("troupe resume {id}{home}"),
     ));
@@ -187,7 +191,6 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
          continues a run stopped by a crash or Ctrl-C (a finished one just prints its answer)."
             .to_owned(),
     );
-    lines.push("Coming soon: a web panel to watch a Team live.".to_owned());
     lines
 }
 
