@@ -77,7 +77,10 @@ fn an_unfinished_line_is_read_once_it_is_complete() {
 
     let line = r#"{"seq":1,"time":9,"type":"turn/end","data":{"turn":1}}"#;
     let path = dir.path().join("s.jsonl");
-    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
     file.write_all(&line.as_bytes()[..20]).unwrap();
     let mut events = Vec::new();
     let tail = journal
@@ -107,7 +110,10 @@ fn committed_corruption_after_the_position_is_an_error_with_the_whole_files_line
     drop(writer);
     let at = journal.read_each(&id, &mut |_| {}).unwrap().position();
     let path = dir.path().join("s.jsonl");
-    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
     file.write_all(b"not json\n").unwrap();
     file.write_all(br#"{"seq":2,"time":9,"type":"turn/end","data":{}}"#)
         .unwrap();

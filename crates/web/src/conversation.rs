@@ -9,8 +9,8 @@ use serde::Serialize;
 use serde_json::Value;
 use troupe_protocol::{Event, UserMessage, event_types};
 use troupe_runtime::events::{
-    AssistantRecord, ModelAttemptRecord, ToolCallRecord, ToolResultRecord, TurnEnd,
-    TurnEndReason, TurnStart,
+    AssistantRecord, ModelAttemptRecord, ToolCallRecord, ToolResultRecord, TurnEnd, TurnEndReason,
+    TurnStart,
 };
 
 /// At most this many characters of a tool result are served (the rest is cut, and
@@ -23,7 +23,11 @@ pub const TOOL_RESULT_MAX_CHARS: usize = 4000;
 /// Wire shape: `{"kind": "user" | "assistant" | "toolCall" | "toolResult" | "turnStart" |
 /// "turnEnd" | "notice", "seq", "time", …}` with the fields of each variant in camelCase.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum Item {
     /// A message the agent received: the user's prompt, a Team message (with its sender), a
     /// notice of a settled subagent, a continuation after a resume.

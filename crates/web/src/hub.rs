@@ -209,7 +209,10 @@ impl Hub {
     ///
     /// # Errors
     /// `SESSION_NOT_FOUND`.
-    pub(crate) async fn team(self: &Arc<Self>, id: SessionId) -> Result<Arc<TeamWatcher>, WebError> {
+    pub(crate) async fn team(
+        self: &Arc<Self>,
+        id: SessionId,
+    ) -> Result<Arc<TeamWatcher>, WebError> {
         let existing = lock(&self.teams).get(&id).cloned();
         let watcher = match existing {
             Some(watcher) => watcher,
