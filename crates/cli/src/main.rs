@@ -87,17 +87,17 @@ enum Command {
         #[arg(long, value_name = "SEQ", default_value_t = 0)]
         from: u64,
     },
+    /// Inspect a Team offline from its Lead's log: `team show`, `team verify`.
+    Team {
+        #[command(subcommand)]
+        command: team::TeamCommand,
+    },
     /// Serve the web panel: watch Teams live in a browser (read-only, 127.0.0.1 by default).
     ///
     /// Prints the URL to open. The panel shows the sessions of the home, each Team's roster
     /// with live status, its task board and any member's conversation, updated live from the
     /// session files while `troupe run` writes them from another process.
     Web(web::WebFlags),
-    /// Inspect a Team offline from its Lead's log: `team show`, `team verify`.
-    Team {
-        #[command(subcommand)]
-        command: team::TeamCommand,
-    },
 }
 
 fn main() -> ExitCode {

@@ -20,6 +20,17 @@ fn setup() -> (tempfile::TempDir, Journal, SessionId) {
     (dir, journal, SessionId::new("s").unwrap())
 }
 
+/// Writes a session holding one `turn/start`, closes it, and reads it: the position after it.
+fn one_turn_start(journal: &Journal, id: &SessionId) -> ScanPosition {
+    let writer = journal.create(SessionHeader::new(id.clone(), 0)).unwrap();
+    writer
+        .append(EventDraft::new("turn/start", json!({"turn": 1})))
+        .unwrap();
+    writer.flush_blocking().unwrap();
+    drop(writer);
+    journal.read_each(id, &mut |_| {}).unwrap().position()
+}
+
 fn collect(journal: &Journal, id: &SessionId, from: ScanPosition) -> (Vec<Event>, ScanPosition) {
     let mut events = Vec::new();
     let tail = journal
@@ -67,13 +78,7 @@ fn each_read_returns_only_what_was_appended_since_the_last_one() {
 #[test]
 fn an_unfinished_line_is_read_once_it_is_complete() {
     let (dir, journal, id) = setup();
-    let writer = journal.create(SessionHeader::new(id.clone(), 0)).unwrap();
-    writer
-        .append(EventDraft::new("turn/start", json!({"turn": 1})))
-        .unwrap();
-    writer.flush_blocking().unwrap();
-    drop(writer);
-    let at = journal.read_each(&id, &mut |_| {}).unwrap().position();
+    let at = one_turn_start(&journal, &id);
 
     let line = r#"{"seq":1,"time":9,"type":"turn/end","data":{"turn":1}}"#;
     let path = dir.path().join("s.jsonl");
@@ -102,13 +107,7 @@ fn an_unfinished_line_is_read_once_it_is_complete() {
 #[test]
 fn committed_corruption_after_the_position_is_an_error_with_the_whole_files_line() {
     let (dir, journal, id) = setup();
-    let writer = journal.create(SessionHeader::new(id.clone(), 0)).unwrap();
-    writer
-        .append(EventDraft::new("turn/start", json!({"turn": 1})))
-        .unwrap();
-    writer.flush_blocking().unwrap();
-    drop(writer);
-    let at = journal.read_each(&id, &mut |_| {}).unwrap().position();
+    let at = one_turn_start(&journal, &id);
     let path = dir.path().join("s.jsonl");
     let mut file = std::fs::OpenOptions::new()
         .append(true)
@@ -126,13 +125,7 @@ fn committed_corruption_after_the_position_is_an_error_with_the_whole_files_line
 #[test]
 fn a_file_shorter_than_what_was_read_is_refused() {
     let (dir, journal, id) = setup();
-    let writer = journal.create(SessionHeader::new(id.clone(), 0)).unwrap();
-    writer
-        .append(EventDraft::new("turn/start", json!({"turn": 1})))
-        .unwrap();
-    writer.flush_blocking().unwrap();
-    drop(writer);
-    let at = journal.read_each(&id, &mut |_| {}).unwrap().position();
+    let at = one_turn_start(&journal, &id);
     let path = dir.path().join("s.jsonl");
     let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     file.set_len(at.offset - 3).unwrap();
