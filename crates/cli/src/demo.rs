@@ -167,6 +167,10 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
         ));
     }
     rows.push((
+        "watch it in a browser".to_owned(),
+        format!("troupe web{home}  (then open {id})"),
+    ));
+    rows.push((
         "reopen the session".to_owned(),
         format!("troupe resume {id}{home}"),
     ));
@@ -202,7 +206,6 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
             ending.id, ending.home
         )
     });
-    lines.push("Coming soon: a web panel to watch a Team live.".to_owned());
     lines
 }
 

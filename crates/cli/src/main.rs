@@ -14,6 +14,7 @@ mod exit;
 mod output;
 mod progress;
 mod team;
+mod web;
 mod work;
 
 use anyhow::Context;
@@ -93,6 +94,12 @@ enum Command {
         #[command(subcommand)]
         command: team::TeamCommand,
     },
+    /// Serve the web panel: watch Teams live in a browser (read-only, 127.0.0.1 by default).
+    ///
+    /// Prints the URL to open. The panel shows the sessions of the home, each Team's roster
+    /// with live status, its task board and any member's conversation, updated live from the
+    /// session files while `troupe run` writes them from another process.
+    Web(web::WebFlags),
 }
 
 fn main() -> ExitCode {
@@ -238,6 +245,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             from,
         } => log(&journal, &session, json, from),
         Command::Team { command } => team::run(&journal, command),
+        Command::Web(flags) => web::run(flags, &home.dir),
     }
 }
 

@@ -1210,7 +1210,10 @@ impl Hints {
     fn inspect(&self) -> String {
         let log = format!("inspect:  troupe log {}{}", self.id, self.home);
         if self.team {
-            format!("{log}  |  troupe team show {}{}", self.id, self.home)
+            format!(
+                "{log}  |  troupe team show {}{}  |  watch: troupe web{}",
+                self.id, self.home, self.home
+            )
         } else {
             log
         }

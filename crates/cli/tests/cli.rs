@@ -595,7 +595,7 @@ fn usage_errors_are_one_line_exit_2() {
         .code(2)
         .stdout("")
         .stderr(
-            "troupe: a command is required: demo, run, resume, sessions, log, team (see 'troupe --help')\n",
+            "troupe: a command is required: demo, run, resume, sessions, log, team, web (see 'troupe --help')\n",
         );
     // --help and --version are unchanged: clap's output on stdout, exit 0.
     let out = troupe(home.path())

@@ -89,6 +89,35 @@ pub trait LogBackend: Send + Sync {
         Ok(summary)
     }
 
+    /// Streams the valid events appended after `from` (a position an earlier read of the same
+    /// session returned) to `on_event`, for readers that follow a session another process
+    /// writes. The default re-reads the whole session and skips events before
+    /// `from.next_seq`; backends override it to read only the new part.
+    ///
+    /// # Errors
+    /// As [`LogBackend::read`]; see [`crate::read_path_each_from`] for the JSONL specifics.
+    fn read_each_from(
+        &self,
+        id: &SessionId,
+        from: crate::ScanPosition,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<crate::ScanTail> {
+        let mut skipped = Vec::new();
+        let summary = self.read_each(id, &mut |e| {
+            if e.seq >= from.next_seq {
+                if !e.is_known() {
+                    skipped.push(e.seq);
+                }
+                on_event(e);
+            }
+        })?;
+        Ok(crate::ScanTail {
+            next: summary.position(),
+            skipped,
+            torn_tail: summary.torn_tail,
+        })
+    }
+
     /// Every stored session's header, oldest first (ties by id). Unreadable entries are
     /// reported through `on_error` and left out.
     ///

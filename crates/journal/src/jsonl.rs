@@ -17,7 +17,10 @@ use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 
 use crate::backend::{LogBackend, SessionListing, SessionSink};
 use crate::error::{JournalError, Result};
-use crate::replay::{Replay, ScanSummary, open_regular, read_header, scan, scan_each};
+use crate::replay::{
+    Replay, ScanPosition, ScanSummary, ScanTail, open_regular, read_header, scan, scan_each,
+    scan_events,
+};
 
 /// Fault injection for tests of the poisoning rules: lets a test make a write come up short
 /// or an fsync fail, at the exact points where the JSONL backend does them.
@@ -121,6 +124,50 @@ pub fn read_path_each(path: &Path, on_event: &mut dyn FnMut(Event)) -> Result<Sc
     )
 }
 
+/// Streams the events of any session file appended after `from` (a position an earlier read
+/// returned: [`ScanSummary::position`] or [`ScanTail::next`]) to `on_event`, without locking or
+/// repairing the file; the header is not read again. This is how a reader follows a file that
+/// another process is writing: bytes of an unfinished write are reported as
+/// [`ScanTail::torn_tail`] and read again next time. A repair by a later writer only ever
+/// truncates bytes past the valid prefix, so `from` stays valid.
+///
+/// # Errors
+/// `SESSION_NOT_FOUND`, `JOURNAL_NOT_A_FILE`, `JOURNAL_IO`; `JOURNAL_CORRUPT` for committed
+/// corruption after `from`, or when the file is now shorter than `from.offset` (it was
+/// replaced); `JOURNAL_UNSUPPORTED` for an unknown required event type.
+pub fn read_path_each_from(
+    path: &Path,
+    from: ScanPosition,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<ScanTail> {
+    use std::io::Seek;
+    let mut file = open_regular(path)?;
+    let len = file
+        .metadata()
+        .map_err(|e| JournalError::io("stat", path, e))?
+        .len();
+    if len < from.offset {
+        return Err(JournalError::Corrupt {
+            path: path.to_path_buf(),
+            line: from.next_seq.0 + 2,
+            offset: len,
+            reason: format!(
+                "the file is {len} bytes long, shorter than the {} bytes already read (was it \
+                 replaced?)",
+                from.offset
+            ),
+        });
+    }
+    file.seek(io::SeekFrom::Start(from.offset))
+        .map_err(|e| JournalError::io("seek", path, e))?;
+    scan_events(
+        path,
+        std::io::BufReader::with_capacity(64 * 1024, file),
+        from,
+        on_event,
+    )
+}
+
 impl LogBackend for JsonlBackend {
     fn create(&self, header: SessionHeader) -> Result<Box<dyn SessionSink>> {
         let path = self.session_path(&header.id);
@@ -207,6 +254,16 @@ impl LogBackend for JsonlBackend {
         let header = read_header(&path)?;
         check_header_id(&path, &header, id)?;
         read_path_each(&path, on_event)
+    }
+
+    fn read_each_from(
+        &self,
+        id: &SessionId,
+        from: ScanPosition,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<ScanTail> {
+        let path = self.check_file(id)?;
+        read_path_each_from(&path, from, on_event)
     }
 
     fn list(&self, on_error: &mut dyn FnMut(JournalError)) -> Result<Vec<SessionListing>> {

@@ -31,8 +31,11 @@ use std::sync::Arc;
 
 pub use backend::{LogBackend, SessionListing, SessionSink};
 pub use error::{JournalError, Result};
-pub use jsonl::{FaultHook, JsonlBackend, read_path, read_path_each};
-pub use replay::{MAX_HEADER_LEN, Replay, ScanSummary, TornTail, read_header, scan, scan_each};
+pub use jsonl::{FaultHook, JsonlBackend, read_path, read_path_each, read_path_each_from};
+pub use replay::{
+    MAX_HEADER_LEN, Replay, ScanPosition, ScanSummary, ScanTail, TornTail, read_header, scan,
+    scan_each, scan_events,
+};
 pub use validate::{MAX_DATA_DEPTH, MAX_TYPE_LEN};
 pub use writer::{SessionWriter, WriterStats};
 
@@ -201,6 +204,21 @@ impl Journal {
         on_event: &mut dyn FnMut(Event),
     ) -> Result<ScanSummary> {
         self.backend.read_each(id, on_event)
+    }
+
+    /// Streams the events appended to a session after `from` (a position an earlier read
+    /// returned, e.g. [`ScanSummary::position`]) with no lock and no repair: how a reader
+    /// follows a session that another process is writing.
+    ///
+    /// # Errors
+    /// See [`LogBackend::read_each_from`].
+    pub fn read_each_from(
+        &self,
+        id: &SessionId,
+        from: ScanPosition,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<ScanTail> {
+        self.backend.read_each_from(id, from, on_event)
     }
 
     /// Lists stored sessions, oldest first; unreadable ones go to `on_error`.

@@ -169,10 +169,76 @@ pub fn scan_each(
     }
     let header = parse_header(path, &buf[..header_len - 1])?;
 
+    let start = ScanPosition {
+        offset: header_len as u64,
+        next_seq: Seq::ZERO,
+    };
+    let tail = scan_events(path, reader, start, on_event)?;
+    Ok(ScanSummary {
+        header,
+        next_seq: tail.next.next_seq,
+        skipped: tail.skipped,
+        torn_tail: tail.torn_tail,
+        valid_len: tail.next.offset,
+    })
+}
+
+/// Where an incremental read of a session file resumes: just after the last valid event read
+/// so far. Every valid event is exactly one line, so the line number is `next_seq + 2`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ScanPosition {
+    /// Byte offset of the first unread line (the valid length read so far).
+    pub offset: u64,
+    /// The seq the first unread event must have.
+    pub next_seq: Seq,
+}
+
+impl ScanSummary {
+    /// Where an incremental read ([`scan_events`], [`crate::Journal::read_each_from`]) continues
+    /// after this scan: `{offset: valid_len, next_seq}`.
+    pub fn position(&self) -> ScanPosition {
+        ScanPosition {
+            offset: self.valid_len,
+            next_seq: self.next_seq,
+        }
+    }
+}
+
+/// What an incremental read ([`scan_events`]) found past its start position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanTail {
+    /// Where the next incremental read continues (unchanged when nothing new was valid).
+    pub next: ScanPosition,
+    /// Seqs of unknown ignorable events read this time (see [`Replay::skipped`]).
+    pub skipped: Vec<Seq>,
+    /// Bytes after [`ScanTail::next`] that are not (yet) a valid event: an unfinished write of a
+    /// live writer, or a crash artefact (see [`TornTail`]). A later read retries them.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// Scans the event lines of a session file from `reader`, which is positioned at
+/// `start.offset`, handing each valid event to `on_event` in seq order (memory bounded by the
+/// longest line). This is the body of [`scan_each`] after the header, and what follows a file
+/// another process is still writing: call it again from [`ScanTail::next`] to read only what
+/// was appended since.
+///
+/// Rules and errors as [`scan_each`] (torn tail vs. committed corruption, unknown required
+/// types); byte offsets and line numbers in errors are those of the whole file.
+///
+/// # Errors
+/// `JOURNAL_CORRUPT` for committed corruption, `JOURNAL_UNSUPPORTED` for an unknown required
+/// event type, `JOURNAL_IO` when the reader fails.
+pub fn scan_events(
+    path: &Path,
+    mut reader: impl BufRead,
+    start: ScanPosition,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<ScanTail> {
+    let mut buf = Vec::new();
     let mut skipped = Vec::new();
-    let mut pos = header_len as u64;
-    let mut line_no: u64 = 1;
-    let mut next_seq: u64 = 0;
+    let mut pos = start.offset;
+    let mut line_no: u64 = start.next_seq.0 + 1;
+    let mut next_seq: u64 = start.next_seq.0;
     let mut torn_tail = None;
     loop {
         let len = next_line(&mut reader, &mut buf, path)?;
@@ -250,12 +316,13 @@ pub fn scan_each(
         });
         break;
     }
-    Ok(ScanSummary {
-        header,
-        next_seq: Seq(next_seq),
+    Ok(ScanTail {
+        next: ScanPosition {
+            offset: pos,
+            next_seq: Seq(next_seq),
+        },
         skipped,
         torn_tail,
-        valid_len: pos,
     })
 }
 

@@ -388,11 +388,12 @@ fn the_demo_fixes_a_real_project_and_leaves_a_team_that_verifies() {
         &format!("troupe log {id} --home {h}"),
         &format!("troupe log {beta} --home {h}"),
         &format!("troupe resume {id} --home {h}"),
-        "Coming soon: a web panel",
+        &format!("troupe web --home {h}  (then open {id})"),
+        &format!("watch: troupe web --home {h}"),
     ] {
         assert!(err.contains(needle), "{needle:?} missing from\n{err}");
     }
-    assert!(!err.contains("troupe web"), "{err}");
+    assert!(!err.contains("Coming soon"), "{err}");
     // The script is recorded under the home, so the session resumes from anywhere.
     let scripts: Vec<_> = std::fs::read_dir(home.join("demo")).unwrap().collect();
     assert_eq!(scripts.len(), 1);

@@ -222,6 +222,7 @@ fn a_scripted_team_works_through_dependent_tasks_and_the_lead_answers() {
         "tasks: task-1 completed (alpha), task-2 completed (beta)",
         "messages: 4 sent, 4 delivered, 0 pending",
         &format!("troupe team show {id}"),
+        "watch: troupe web",
     ] {
         assert!(
             err.lines().any(|l| l.contains(line)),

@@ -1,0 +1,83 @@
+//! `troupe web`: serves the read-only Team panel of a Troupe home (DESIGN §6).
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use anyhow::{Context, anyhow};
+use troupe_web::{WebConfig, access_for, panel_url};
+
+use crate::exit::Failure;
+use crate::output::{Stdout, eprint_line, escape_controls};
+
+/// The port served when `--port` is not given.
+pub(crate) const DEFAULT_PORT: u16 = 7420;
+
+/// Flags of `troupe web`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WebFlags {
+    /// The port to listen on (0: any free port; the URL printed names the real one).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// The address to listen on. Anything but a loopback address also needs --allow-remote.
+    #[arg(long, value_name = "ADDR", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    host: IpAddr,
+    /// Serve a non-loopback --host. A random access token is generated, printed in the URL,
+    /// and required on every request.
+    #[arg(long)]
+    allow_remote: bool,
+}
+
+/// Runs the server until Ctrl-C, SIGTERM or SIGHUP. Prints the URL alone on stdout first.
+pub(crate) fn run(flags: WebFlags, home: &std::path::Path) -> Result<(), Failure> {
+    let access = access_for(flags.host, flags.allow_remote).map_err(Failure::bad_input)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::new(flags.host, flags.port))
+            .await
+            .map_err(|e| {
+                Failure::bad_input(anyhow!(
+                    "cannot listen on {}: {e}",
+                    SocketAddr::new(flags.host, flags.port)
+                ))
+            })?;
+        let addr = listener.local_addr().context("reading the bound address")?;
+        let url = panel_url(addr, &access);
+        let mut out = Stdout::lock();
+        writeln!(out, "{url}").context("writing output")?;
+        out.flush().context("writing output")?;
+        drop(out);
+        eprint_line!(
+            "troupe web: serving the sessions in {} (read-only) at {url}; Ctrl-C stops",
+            escape_controls(&home.display().to_string())
+        );
+        let config = WebConfig {
+            access,
+            ..WebConfig::new(home.to_path_buf())
+        };
+        troupe_web::serve(listener, config, stop_signal())
+            .await
+            .context("serving the panel")?;
+        Ok::<(), Failure>(())
+    })
+}
+
+/// Resolves at the first Ctrl-C, SIGTERM or SIGHUP (or at once if they cannot be watched).
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+        _ = hup.recv() => {}
+    }
+}

@@ -1,0 +1,239 @@
+//! `troupe web` end to end: the command's flags and output, and a real headless Chromium that
+//! watches a scripted Team run in another process.
+//!
+//! The browser test needs Node with `crates/web/e2e/node_modules` (`npm ci` there) and a
+//! Chromium (`/usr/bin/chromium`, or `$TROUPE_CHROMIUM`); `.ci/run` installs both. Without them
+//! it prints why and passes, unless `TROUPE_REQUIRE_BROWSER=1`, which makes it fail.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+fn troupe() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    cmd.env_remove("TROUPE_HOME");
+    cmd
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `troupe web --port 0` on `home` and returns it with the URL it printed.
+fn start_web(home: &Path) -> (Running, String) {
+    let mut child = troupe()
+        .args(["web", "--port", "0", "--home"])
+        .arg(home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_owned();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
+        "{url:?}"
+    );
+    (Running(child), url)
+}
+
+/// A plain HTTP/1.1 GET over loopback: (status, body).
+fn http_get(url: &str, path: &str) -> (u16, String) {
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn a_non_loopback_address_is_refused_without_the_explicit_flag() {
+    let home = tempfile::tempdir().unwrap();
+    let out = troupe()
+        .args(["web", "--host", "0.0.0.0", "--port", "0", "--home"])
+        .arg(home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a loopback address"), "{err}");
+    assert!(err.contains("--allow-remote"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn troupe_web_prints_its_url_and_serves_the_home_read_only() {
+    let home = tempfile::tempdir().unwrap();
+    let (_web, url) = start_web(home.path());
+    let (status, body) = http_get(&url, "/api/sessions");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        json!({"sessions": []})
+    );
+    let (status, body) = http_get(&url, "/api/sessions/nobody/team");
+    assert_eq!(status, 404);
+    assert!(body.contains("SESSION_NOT_FOUND"), "{body}");
+    let (status, body) = http_get(&url, "/");
+    assert_eq!(status, 200);
+    assert!(body.contains("app.js"), "{body}");
+    // Serving created nothing in the home.
+    assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+}
+
+/// The Team the browser watches: the Lead waits a moment (so the page is open), creates
+/// task-1 and spawns `worker`, which pauses, claims it, pauses, completes it.
+const SLOW_TEAM: &str = r#"{"agents": {
+ "lead": [
+  {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 4"}}]},
+  {"tool_calls": [{"name": "team_task_create", "arguments": {"subject": "Slow work", "description": "Pause, claim, pause, complete."}}]},
+  {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "worker", "description": "Does the slow work", "prompt": "Do task-1."}}]},
+  {"text": "worker is on task-1."}
+ ],
+ "worker": [
+  {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 2"}}]},
+  {"tool_calls": [{"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 1, "action": "claim"}}]},
+  {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 2"}}]},
+  {"tool_calls": [{"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2, "action": "complete"}}]},
+  {"text": "task-1 done."}
+ ]}}"#;
+
+/// What the browser test needs, or why it cannot run.
+fn browser_setup() -> Result<(PathBuf, PathBuf), String> {
+    let e2e = Path::new(env!("CARGO_MANIFEST_DIR")).join("../web/e2e");
+    let chromium = std::env::var_os("TROUPE_CHROMIUM")
+        .map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
+    if !chromium.is_file() {
+        return Err(format!("no Chromium at {}", chromium.display()));
+    }
+    if !e2e.join("node_modules/playwright-core").is_dir() {
+        return Err(format!(
+            "no node_modules in {} (run npm ci there)",
+            e2e.display()
+        ));
+    }
+    match Command::new("node").arg("--version").output() {
+        Ok(out) if out.status.success() => Ok((e2e, chromium)),
+        _ => Err("no node on PATH".to_owned()),
+    }
+}
+
+#[test]
+fn a_headless_browser_follows_a_team_live_without_reloading() {
+    let (e2e, chromium) = match browser_setup() {
+        Ok(setup) => setup,
+        Err(why) if std::env::var("TROUPE_REQUIRE_BROWSER").as_deref() == Ok("1") => {
+            panic!("the browser test cannot run: {why} (TROUPE_REQUIRE_BROWSER=1)")
+        }
+        Err(why) => {
+            eprintln!("SKIPPED the browser test: {why}; .ci/run installs what it needs");
+            return;
+        }
+    };
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    let workspace = root.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = root.path().join("team.json");
+    std::fs::write(&script, SLOW_TEAM).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+
+    let (_web, url) = start_web(&home);
+    let mut run = troupe()
+        .args(["run", "--team", "--home"])
+        .arg(&home)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("Do the slow work with a teammate.")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(run.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    let session = first
+        .strip_prefix("session ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no session line: {first:?}"))
+        .to_owned();
+    let rest_of_stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).unwrap();
+        text
+    });
+    let run = Running(run);
+
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let screenshot = shots.join("web-panel.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let browser = Command::new("node")
+        .arg("panel.mjs")
+        .current_dir(&e2e)
+        .env("PANEL_URL", &url)
+        .env("SESSION_ID", &session)
+        .env("TASK_ID", "task-1")
+        .env("TEAMMATE", "worker")
+        .env("SCREENSHOT", &screenshot)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&browser.stdout);
+    let browser_err = String::from_utf8_lossy(&browser.stderr);
+    let mut run = run;
+    let status = run.0.wait().unwrap();
+    let run_err = rest_of_stderr.join().unwrap();
+    assert!(
+        browser.status.success(),
+        "the browser saw a problem: {report}\n{browser_err}\nrun:\n{run_err}"
+    );
+    let seen: Value = serde_json::from_str(report.trim()).unwrap();
+    assert_eq!(
+        seen["seen"]["task"].as_array().unwrap().last().unwrap(),
+        "completed"
+    );
+    assert!(
+        seen["seen"]["teammate"].as_array().unwrap().len() >= 2,
+        "{seen}"
+    );
+    assert!(status.success(), "troupe run failed:\n{run_err}");
+    assert!(
+        screenshot.is_file(),
+        "no screenshot at {}",
+        screenshot.display()
+    );
+    eprintln!("browser saw {seen}; screenshot {}", screenshot.display());
+}

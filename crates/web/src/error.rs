@@ -1,0 +1,79 @@
+//! The web crate's errors and their HTTP form.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use troupe_protocol::ErrorCode;
+
+/// Everything the web server refuses. Each variant has a stable code; request errors are served
+/// as `{"error":{"code","message"}}` with the status of [`WebError::status`].
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    /// A session id that is not valid (`INVALID_SESSION_ID`, 400).
+    #[error("invalid session id: {0}")]
+    InvalidSessionId(String),
+    /// No session file with this id (`SESSION_NOT_FOUND`, 404).
+    #[error("no session {0}")]
+    SessionNotFound(String),
+    /// No route (`WEB_NOT_FOUND`, 404).
+    #[error("no such page: {0}")]
+    NotFound(String),
+    /// A request without the access token of a remote bind (`WEB_UNAUTHORIZED`, 401).
+    #[error("this panel needs its access token: open the URL troupe web printed")]
+    Unauthorized,
+    /// A request naming a host other than the loopback one the server is bound to
+    /// (`WEB_FORBIDDEN_HOST`, 403): a page on another site that resolves its name to
+    /// 127.0.0.1 must not read the panel (DNS rebinding).
+    #[error("requests must name a loopback host (localhost, 127.0.0.1 or [::1]), not {0}")]
+    ForbiddenHost(String),
+    /// Only GET is served (`WEB_METHOD_NOT_ALLOWED`, 405): no endpoint changes anything.
+    #[error("the panel is read-only: only GET requests are served")]
+    MethodNotAllowed,
+    /// A non-loopback address without the explicit opt-in (`WEB_REMOTE_REFUSED`).
+    #[error(
+        "refusing to serve on {0}, which is not a loopback address: pass --allow-remote to \
+         serve other machines (every request then needs a generated access token)"
+    )]
+    RemoteRefused(std::net::IpAddr),
+    /// Reading the session store failed (`WEB_IO`, 500).
+    #[error("{0}")]
+    Io(String),
+}
+
+impl ErrorCode for WebError {
+    fn code(&self) -> &'static str {
+        match self {
+            WebError::InvalidSessionId(_) => "INVALID_SESSION_ID",
+            WebError::SessionNotFound(_) => "SESSION_NOT_FOUND",
+            WebError::NotFound(_) => "WEB_NOT_FOUND",
+            WebError::Unauthorized => "WEB_UNAUTHORIZED",
+            WebError::ForbiddenHost(_) => "WEB_FORBIDDEN_HOST",
+            WebError::MethodNotAllowed => "WEB_METHOD_NOT_ALLOWED",
+            WebError::RemoteRefused(_) => "WEB_REMOTE_REFUSED",
+            WebError::Io(_) => "WEB_IO",
+        }
+    }
+}
+
+impl WebError {
+    /// The HTTP status a request refused with this error gets.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            WebError::InvalidSessionId(_) => StatusCode::BAD_REQUEST,
+            WebError::SessionNotFound(_) | WebError::NotFound(_) => StatusCode::NOT_FOUND,
+            WebError::Unauthorized => StatusCode::UNAUTHORIZED,
+            WebError::ForbiddenHost(_) => StatusCode::FORBIDDEN,
+            WebError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            WebError::RemoteRefused(_) | WebError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for WebError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({
+            "error": {"code": self.code(), "message": self.to_string()}
+        });
+        (self.status(), Json(body)).into_response()
+    }
+}

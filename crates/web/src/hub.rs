@@ -1,0 +1,349 @@
+//! The hub: one [`TeamWatcher`] per watched Team, the session listing cache, and the blocking
+//! file reads behind every endpoint. Everything here is derived from the session files and
+//! can be dropped at any time: the server holds no state of its own.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::watch;
+use troupe_journal::{Journal, JournalError, JsonlBackend};
+use troupe_protocol::{Event, SessionId, SessionRole};
+use troupe_team::{TeamId, TeamState};
+
+use crate::WebError;
+use crate::follow::Follower;
+use crate::locks::LockTable;
+use crate::projection::{MailCounts, TeamProjection, TeamView};
+
+/// Locks a std mutex, recovering the data of a holder that panicked (every critical section
+/// here leaves the data consistent at each step).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, WebError> + Send + 'static,
+) -> Result<T, WebError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| WebError::Io(format!("a file read did not finish: {e}")))?
+}
+
+/// One published Team view (an SSE frame of `/api/sessions/{id}/team/events`).
+///
+/// Wire shape: `{"id": N, …TeamView fields…, "mail": MailCounts}`. `id` grows with every
+/// change: it is the number of events folded from the Team's session files (the Lead's and
+/// every member's) when the view changed, or one more than the previous frame's id when the
+/// change came without a new event (a process let go of a session file).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TeamFrame {
+    /// See above; also the frame's SSE `id:`.
+    pub id: u64,
+    /// The view.
+    #[serde(flatten)]
+    pub view: TeamView,
+    /// The mailbox counts when this view was published.
+    pub mail: MailCounts,
+}
+
+/// The files of one Team being followed, and their projection.
+struct TeamFollow {
+    lead: Follower,
+    members: Vec<Follower>,
+    projection: TeamProjection,
+    /// Events folded so far from all of the Team's files.
+    position: u64,
+}
+
+/// Follows one Team's files and publishes its view whenever it changes.
+pub(crate) struct TeamWatcher {
+    follow: Mutex<TeamFollow>,
+    frames: watch::Sender<Arc<TeamFrame>>,
+    polling: Mutex<bool>,
+}
+
+impl TeamWatcher {
+    /// The last published frame.
+    pub(crate) fn frame(&self) -> Arc<TeamFrame> {
+        Arc::clone(&self.frames.borrow())
+    }
+
+    /// Events folded so far.
+    pub(crate) fn position(&self) -> u64 {
+        lock(&self.follow).position
+    }
+
+    /// Reads what was appended to the Team's files and publishes a frame if the view changed.
+    ///
+    /// # Errors
+    /// `SESSION_NOT_FOUND` when the Lead's file does not exist (first read only).
+    fn refresh_blocking(&self, hub: &Hub) -> Result<(), WebError> {
+        let mut guard = lock(&self.follow);
+        let follow = &mut *guard;
+        let first = follow.lead.header().is_none();
+        let mut folded = 0u64;
+        let projection = &mut follow.projection;
+        let lead_result = follow.lead.poll(&hub.journal, &mut |event: Event| {
+            folded += 1;
+            projection.apply_lead(&event);
+        });
+        match lead_result {
+            Ok(()) => {}
+            Err(JournalError::NotFound { .. }) if first => {
+                return Err(WebError::SessionNotFound(follow.lead.id().to_string()));
+            }
+            Err(e) => projection.fail(format!("the Lead's log cannot be read: {e}")),
+        }
+        for member in projection.state().members() {
+            if !follow.members.iter().any(|f| f.id() == &member.id) {
+                follow.members.push(Follower::new(member.id.clone()));
+            }
+        }
+        for follower in &mut follow.members {
+            let id = follower.id().clone();
+            let result = follower.poll(&hub.journal, &mut |event: Event| {
+                folded += 1;
+                projection.apply_member(&id, &event);
+            });
+            match result {
+                Ok(()) | Err(JournalError::NotFound { .. }) => {}
+                Err(e) => tracing::warn!(member = %id, error = %e, "a member's log cannot be read"),
+            }
+        }
+        let table = LockTable::read();
+        let lead_id = follow.lead.id().clone();
+        projection.set_resident(&lead_id, table.is_held(&hub.path_of(&lead_id)));
+        for follower in &follow.members {
+            projection.set_resident(follower.id(), table.is_held(&hub.path_of(follower.id())));
+        }
+        follow.position += folded;
+        if let Some(view) = projection.take_view() {
+            let mail = projection.mail();
+            let position = follow.position;
+            self.frames.send_if_modified(|frame| {
+                if frame.view == view {
+                    return false;
+                }
+                let id = position.max(frame.id + 1);
+                *frame = Arc::new(TeamFrame { id, view, mail });
+                true
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A cached listing row's reading state.
+struct ListingEntry {
+    follower: Follower,
+    team: Option<TeamState>,
+    last_time: Option<u64>,
+    events: u64,
+}
+
+/// One row of `GET /api/sessions`.
+///
+/// Wire shape: `{"id","role","parent"?,"createdAt","cwd"?,"lastActivity","events",
+/// "teamSize"?}`: `lastActivity` is the time of the last event (epoch ms; `createdAt` for an
+/// empty log), `teamSize` the number of roster members of a root session's Team (absent for
+/// children and forks), `events` the number of valid events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRow {
+    /// The session id.
+    pub id: SessionId,
+    /// `lead`, `child` or `fork`.
+    pub role: SessionRole,
+    /// The parent session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<SessionId>,
+    /// Creation time, epoch ms.
+    pub created_at: u64,
+    /// The working directory at creation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The last event's time, epoch ms (`createdAt` for an empty log).
+    pub last_activity: u64,
+    /// Valid events in the log.
+    pub events: u64,
+    /// Roster members of a root session's Team (0 for a root without a Team).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub team_size: Option<usize>,
+}
+
+/// Shared by every request: the journal, the caches and the timing settings.
+pub(crate) struct Hub {
+    journal: Journal,
+    backend: JsonlBackend,
+    pub(crate) poll_interval: Duration,
+    teams: Mutex<HashMap<SessionId, Arc<TeamWatcher>>>,
+    listing: Mutex<HashMap<SessionId, ListingEntry>>,
+}
+
+impl Hub {
+    pub(crate) fn new(home: PathBuf, poll_interval: Duration) -> Self {
+        Self {
+            journal: Journal::open_home(&home),
+            backend: JsonlBackend::new(home.join("sessions")),
+            poll_interval,
+            teams: Mutex::new(HashMap::new()),
+            listing: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    fn path_of(&self, id: &SessionId) -> PathBuf {
+        self.backend.session_path(id)
+    }
+
+    /// The watcher of the Team whose Lead is `id`, brought up to date.
+    ///
+    /// # Errors
+    /// `SESSION_NOT_FOUND`.
+    pub(crate) async fn team(
+        self: &Arc<Self>,
+        id: SessionId,
+    ) -> Result<Arc<TeamWatcher>, WebError> {
+        let existing = lock(&self.teams).get(&id).cloned();
+        let watcher = match existing {
+            Some(watcher) => watcher,
+            None => {
+                let projection = TeamProjection::new(id.clone());
+                let initial = TeamFrame {
+                    id: 0,
+                    view: projection.view(),
+                    mail: MailCounts::default(),
+                };
+                let watcher = Arc::new(TeamWatcher {
+                    follow: Mutex::new(TeamFollow {
+                        lead: Follower::new(id.clone()),
+                        members: Vec::new(),
+                        projection,
+                        position: 0,
+                    }),
+                    frames: watch::Sender::new(Arc::new(initial)),
+                    polling: Mutex::new(false),
+                });
+                self.refresh(&watcher).await?;
+                let mut teams = lock(&self.teams);
+                Arc::clone(teams.entry(id).or_insert(watcher))
+            }
+        };
+        self.refresh(&watcher).await?;
+        Ok(watcher)
+    }
+
+    /// Reads the Team's files now.
+    async fn refresh(self: &Arc<Self>, watcher: &Arc<TeamWatcher>) -> Result<(), WebError> {
+        let hub = Arc::clone(self);
+        let watcher = Arc::clone(watcher);
+        blocking(move || watcher.refresh_blocking(&hub)).await
+    }
+
+    /// A receiver of the Team's frames; keeps a poller running while any receiver exists.
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        watcher: &Arc<TeamWatcher>,
+    ) -> watch::Receiver<Arc<TeamFrame>> {
+        let receiver = watcher.frames.subscribe();
+        let mut polling = lock(&watcher.polling);
+        if !*polling {
+            *polling = true;
+            let hub = Arc::clone(self);
+            let watcher = Arc::clone(watcher);
+            tokio::spawn(async move { hub.poll_team(watcher).await });
+        }
+        receiver
+    }
+
+    async fn poll_team(self: Arc<Self>, watcher: Arc<TeamWatcher>) {
+        loop {
+            tokio::time::sleep(self.poll_interval).await;
+            {
+                let mut polling = lock(&watcher.polling);
+                if watcher.frames.receiver_count() == 0 {
+                    *polling = false;
+                    return;
+                }
+            }
+            if let Err(e) = self.refresh(&watcher).await {
+                tracing::warn!(error = %e, "following a Team failed");
+            }
+        }
+    }
+
+    /// Every stored session, roots first, then the most recently active first.
+    ///
+    /// # Errors
+    /// `WEB_IO` when the session directory cannot be listed.
+    pub(crate) async fn sessions(self: &Arc<Self>) -> Result<Vec<SessionRow>, WebError> {
+        let hub = Arc::clone(self);
+        blocking(move || hub.sessions_blocking()).await
+    }
+
+    fn sessions_blocking(&self) -> Result<Vec<SessionRow>, WebError> {
+        let listed = self
+            .journal
+            .list(&mut |e| tracing::warn!(error = %e, "skipping an unreadable session file"))
+            .map_err(|e| WebError::Io(e.to_string()))?;
+        let mut cache = lock(&self.listing);
+        let present: HashSet<&SessionId> = listed.iter().map(|l| &l.header.id).collect();
+        cache.retain(|id, _| present.contains(id));
+        let mut rows = Vec::with_capacity(listed.len());
+        for listing in &listed {
+            let header = &listing.header;
+            let entry = cache
+                .entry(header.id.clone())
+                .or_insert_with(|| ListingEntry {
+                    follower: Follower::new(header.id.clone()),
+                    team: (header.role() == SessionRole::Lead)
+                        .then(|| TeamState::new(TeamId::new(header.id.clone()))),
+                    last_time: None,
+                    events: 0,
+                });
+            let ListingEntry {
+                follower,
+                team,
+                last_time,
+                events,
+            } = entry;
+            let result = follower.poll(&self.journal, &mut |event: Event| {
+                *events += 1;
+                *last_time = Some(event.time);
+                if let Some(team) = team.as_mut() {
+                    // A Team log that stops folding keeps the size of its last valid state.
+                    let _ = team.apply(&event);
+                }
+            });
+            if let Err(e) = result {
+                tracing::debug!(session = %header.id, error = %e, "session listed from its header only");
+            }
+            rows.push(SessionRow {
+                id: header.id.clone(),
+                role: header.role(),
+                parent: header.parent_session.clone(),
+                created_at: header.created_at,
+                cwd: header.cwd.clone(),
+                last_activity: last_time.unwrap_or(header.created_at),
+                events: *events,
+                team_size: team.as_ref().map(|t| t.members().len()),
+            });
+        }
+        rows.sort_by(|a, b| {
+            (a.role != SessionRole::Lead)
+                .cmp(&(b.role != SessionRole::Lead))
+                .then(b.last_activity.cmp(&a.last_activity))
+                .then(a.id.cmp(&b.id))
+        });
+        Ok(rows)
+    }
+}

@@ -1,0 +1,54 @@
+//! `troupe web`: the Team panel (DESIGN §2, §6; REFERENCE f).
+//!
+//! An axum server that reads the session files of a Troupe home — while `troupe run` writes
+//! them from another process — and serves:
+//!
+//! | route | answers |
+//! |---|---|
+//! | `GET /` (`/app.js`, `/style.css`) | the panel: plain HTML/CSS/JS embedded in the binary |
+//! | `GET /api/sessions` | `{"sessions":[SessionRow…]}`: roots first, most recently active first |
+//! | `GET /api/sessions/{id}/team` | the Team's [`TeamFrame`] plus `"position"` (events folded so far) |
+//! | `GET /api/sessions/{id}/team/events` | SSE: a `team` frame per view change |
+//! | `GET /api/sessions/{id}/conversation` | `{"sessionId","items":[Item…]}`: the member's own log |
+//! | `GET /api/sessions/{id}/conversation/events` | SSE: an `item` frame per new [`Item`] |
+//!
+//! **Live updates** come from the files: a watcher per Team polls the Lead's log and every
+//! member's log (every [`WebConfig::poll_interval`]), folds only the new complete lines, and
+//! publishes a frame only when the [`TeamView`] changed — mailbox-only events and events the
+//! view does not show publish nothing (REFERENCE f's memoized view). Every frame carries `id:`;
+//! a reconnecting browser sends `Last-Event-ID` and gets the current view unless that is the
+//! frame it already has (each frame is a whole view, so the latest one is exactly what it
+//! missed), then live frames, with no duplicate and no gap at the boundary (a `watch` channel
+//! marks what each connection has seen). Conversation frames carry the event's seq as `id:`, so
+//! a reconnect resumes after the last item it got. Heartbeats are SSE comments every
+//! [`WebConfig::heartbeat`].
+//!
+//! **Read-only and local by default**: only GET is served; nothing writes to the home; API
+//! keys are never read (the runtime keeps them out of the logs and the panel shows only
+//! messages, tool calls and results). The server binds to loopback unless
+//! [`access_for`] is told `allow_remote`, which then requires a generated token on every API
+//! request. On loopback, requests must name a loopback host (against DNS rebinding).
+//!
+//! **Errors**: an unknown session is 404 `{"error":{"code":"SESSION_NOT_FOUND",…}}`; a Lead
+//! log that stops folding (a broken rule, a damaged file) gives a view with `failure` beside the
+//! last valid state, which the panel shows above it.
+//!
+//! Invariant: the crate holds no state of its own — watchers and caches are folds of the
+//! session files and can be dropped at any time.
+
+mod conversation;
+mod error;
+mod follow;
+mod hub;
+mod locks;
+mod projection;
+mod server;
+
+pub use conversation::{Item, TOOL_RESULT_MAX_CHARS, item_of};
+pub use error::WebError;
+pub use hub::{SessionRow, TeamFrame};
+pub use projection::{MailCounts, MemberRow, TeamProjection, TeamView};
+pub use server::{
+    Access, DEFAULT_HEARTBEAT, DEFAULT_POLL_INTERVAL, WebConfig, access_for, panel_url, router,
+    serve,
+};

@@ -1,0 +1,315 @@
+// The Troupe panel: plain JavaScript, no build step, no network beyond this server.
+// Everything is drawn with textContent (never innerHTML): logged text is untrusted.
+"use strict";
+
+const token = new URLSearchParams(location.search).get("token");
+const state = { sessions: [], lead: null, member: null, view: null, teamSource: null, convSource: null };
+
+function api(path) {
+  return token ? `${path}${path.includes("?") ? "&" : "?"}token=${encodeURIComponent(token)}` : path;
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+}
+
+function showError(message) {
+  const banner = document.getElementById("error");
+  banner.textContent = message;
+  banner.hidden = !message;
+}
+
+window.addEventListener("error", (event) => showError(`The panel hit an error: ${event.message}`));
+window.addEventListener("unhandledrejection", (event) => showError(`The panel hit an error: ${event.reason}`));
+
+function setConnection(stateName, text) {
+  const node = document.getElementById("connection");
+  node.dataset.state = stateName;
+  node.textContent = text;
+}
+
+async function getJson(path) {
+  const response = await fetch(api(path), { headers: { Accept: "application/json" } });
+  const body = await response.json().catch(() => null);
+  if (!response.ok) {
+    const message = body && body.error ? `${body.error.message} (${body.error.code})` : `HTTP ${response.status}`;
+    throw new Error(message);
+  }
+  return body;
+}
+
+function ago(ms) {
+  const seconds = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (seconds < 60) return `${seconds}s ago`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)}m ago`;
+  if (seconds < 86400) return `${Math.round(seconds / 3600)}h ago`;
+  return new Date(ms).toISOString().slice(0, 16).replace("T", " ");
+}
+
+// ---- routing: #<lead> or #<lead>/<member> ----
+
+function route() {
+  const [lead, member] = decodeURIComponent(location.hash.slice(1)).split("/");
+  return { lead: lead || null, member: member || null };
+}
+
+function go(lead, member) {
+  const hash = member && member !== lead ? `#${lead}/${member}` : `#${lead}`;
+  if (location.hash !== hash) location.hash = hash;
+  else apply();
+}
+
+// ---- the session list ----
+
+async function loadSessions() {
+  try {
+    const body = await getJson("/api/sessions");
+    state.sessions = body.sessions;
+    drawSessions();
+    return true;
+  } catch (error) {
+    showError(`Cannot list the sessions: ${error.message}`);
+    return false;
+  }
+}
+
+function drawSessions() {
+  const select = document.getElementById("session-select");
+  const roots = state.sessions.filter((s) => s.role === "lead");
+  const wanted = state.lead;
+  select.replaceChildren(
+    ...roots.map((s) => {
+      const team = s.teamSize ? `team of ${s.teamSize + 1}` : "no team";
+      return el("option", { value: s.id, text: `${s.id.slice(0, 8)} · ${team} · ${ago(s.lastActivity)} · ${s.cwd || ""}` });
+    }),
+  );
+  if (wanted && !roots.some((s) => s.id === wanted)) {
+    select.append(el("option", { value: wanted, text: wanted }));
+  }
+  if (wanted) select.value = wanted;
+}
+
+// ---- the Team ----
+
+function apply() {
+  let { lead, member } = route();
+  if (!lead) {
+    const root = state.sessions.find((s) => s.role === "lead");
+    if (!root) {
+      showEmpty("No sessions yet. Start one with troupe run --team or troupe demo; it appears here.");
+      return;
+    }
+    go(root.id, null);
+    return;
+  }
+  // A child session's link opens its Lead's Team with that member selected.
+  const row = state.sessions.find((s) => s.id === lead);
+  if (row && row.role === "child" && row.parent) {
+    go(row.parent, lead);
+    return;
+  }
+  if (lead !== state.lead) openTeam(lead);
+  openConversation(member || lead);
+  drawSessions();
+}
+
+function showEmpty(text) {
+  const empty = document.getElementById("empty");
+  empty.textContent = text;
+  empty.hidden = !text;
+  document.getElementById("team").hidden = Boolean(text);
+}
+
+function openTeam(lead) {
+  if (state.teamSource) state.teamSource.close();
+  state.lead = lead;
+  state.view = null;
+  showEmpty("Loading…");
+  setConnection("idle", "connecting…");
+  const source = new EventSource(api(`/api/sessions/${encodeURIComponent(lead)}/team/events`));
+  state.teamSource = source;
+  source.addEventListener("team", (event) => {
+    state.view = JSON.parse(event.data);
+    showError("");
+    showEmpty("");
+    setConnection("live", "live");
+    drawTeam();
+  });
+  source.addEventListener("open", () => setConnection("live", "live"));
+  source.addEventListener("error", async () => {
+    if (source !== state.teamSource) return;
+    setConnection("down", "reconnecting…");
+    if (source.readyState === EventSource.CLOSED) {
+      // The server refused the stream: say why (an unknown session, a missing token, …).
+      try {
+        await getJson(`/api/sessions/${encodeURIComponent(lead)}/team`);
+      } catch (error) {
+        showEmpty(`Cannot show session ${lead}: ${error.message}`);
+        setConnection("down", "stopped");
+      }
+    }
+  });
+}
+
+const COLUMNS = [
+  { title: "Pending", statuses: ["pending"] },
+  { title: "In progress", statuses: ["in_progress"] },
+  { title: "Completed", statuses: ["completed"] },
+];
+
+function taskState(task) {
+  if (task.status === "completed") return { key: "done", icon: "✓", label: "completed" };
+  if (task.status === "in_progress") return { key: "ongoing", icon: "◐", label: "in progress" };
+  if (task.ready) return { key: "ready", icon: "○", label: "ready" };
+  return { key: "blocked", icon: "⚠", label: "blocked" };
+}
+
+function drawTeam() {
+  const view = state.view;
+  if (!view) return;
+  const failure = document.getElementById("failure");
+  failure.textContent = view.failure ? `This Team's log cannot be folded past this point; showing the last valid state.\n${view.failure}` : "";
+  failure.hidden = !view.failure;
+
+  const mail = view.mail && view.mail.pending ? `· ${view.mail.pending} message${view.mail.pending === 1 ? "" : "s"} pending` : "";
+  document.getElementById("mail").textContent = mail;
+  const selected = route().member || state.lead;
+  document.getElementById("members").replaceChildren(
+    ...view.members.map((m) => {
+      const pending = (view.mail && view.mail.byMember && view.mail.byMember[m.id]) || 0;
+      const button = el(
+        "button",
+        { class: "member", type: "button", "data-member": m.name, "aria-current": m.id === selected ? "true" : "false", onclick: () => go(state.lead, m.id) },
+        el("span", { class: "line" },
+          el("span", { class: "name", text: m.name }),
+          el("span", { class: "badge", "data-status": m.status, text: m.status }),
+          m.role === "teammate" && m.phase !== "active" ? el("span", { class: "pill", text: m.phase }) : null,
+          pending ? el("span", { class: "pill", text: `${pending} mail` }) : null),
+        m.description ? el("span", { class: "desc", text: m.description }) : null,
+        m.model ? el("span", { class: "meta", text: m.model }) : null,
+        ...(m.diagnostics || []).map((d) => el("span", { class: "meta", text: `! ${d}` })),
+      );
+      return el("li", {}, button);
+    }),
+  );
+
+  const open = new Set([...document.querySelectorAll(".task details[open]")].map((d) => d.dataset.task));
+  document.getElementById("columns").replaceChildren(
+    ...COLUMNS.map((column) => {
+      const tasks = view.tasks.filter((t) => column.statuses.includes(t.status));
+      return el("div", { class: "column" },
+        el("h3", { text: `${column.title} (${tasks.length})` }),
+        tasks.length ? el("ul", { class: "tasks" }, ...tasks.map((t) => drawTask(t, open))) : el("p", { class: "none", text: "none" }));
+    }),
+  );
+}
+
+function drawTask(task, open) {
+  const s = taskState(task);
+  const meta = [s.label, task.ownerName ? `owner ${task.ownerName}` : "unowned", `rev ${task.revision}`];
+  if (task.blockedBy.length) meta.push(`blocked by ${task.blockedBy.join(", ")}`);
+  if (task.writeScopes.length) meta.push(`scopes ${task.writeScopes.join(", ")}`);
+  const details = el("details", { "data-task": task.id, open: open.has(task.id) },
+    el("summary", { text: "description" }), el("p", { text: task.description }));
+  return el("li", { class: "task", "data-task-id": task.id, "data-status": task.status, "data-state": s.key },
+    el("span", { class: "line" },
+      el("span", { class: "icon", title: s.label, "aria-label": s.label, text: s.icon }),
+      el("span", { class: "id", text: task.id }),
+      el("span", { class: "subject", text: task.subject })),
+    el("span", { class: "meta", text: meta.join(" · ") }),
+    ...task.writeScopeWarnings.map((w) => el("span", { class: "warn", text: `⚠ ${w}` })),
+    task.description ? details : null);
+}
+
+// ---- a member's conversation ----
+
+function memberName(id) {
+  const m = state.view && state.view.members.find((x) => x.id === id);
+  return m ? m.name : id;
+}
+
+function openConversation(id) {
+  if (state.convSource && state.member === id) return;
+  if (state.convSource) state.convSource.close();
+  state.member = id;
+  document.getElementById("conversation-title").textContent = `Conversation · ${id === state.lead ? "lead" : memberName(id)}`;
+  const list = document.getElementById("items");
+  list.replaceChildren();
+  if (state.view) drawTeam();
+  const source = new EventSource(api(`/api/sessions/${encodeURIComponent(id)}/conversation/events`));
+  state.convSource = source;
+  source.addEventListener("item", (event) => {
+    const item = JSON.parse(event.data);
+    const node = drawItem(item);
+    if (!node) return;
+    const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+    list.append(node);
+    if (atBottom) list.scrollTop = list.scrollHeight;
+  });
+  source.addEventListener("failure", (event) => {
+    const body = JSON.parse(event.data);
+    list.append(el("li", { class: "item", "data-error": "true", text: `The log cannot be read further: ${body.message}` }));
+  });
+  source.addEventListener("error", () => {
+    if (source === state.convSource && source.readyState === EventSource.CLOSED) {
+      list.append(el("li", { class: "item", "data-error": "true", text: "This conversation cannot be shown (see the roster)." }));
+    }
+  });
+}
+
+function drawItem(item) {
+  const when = new Date(item.time).toLocaleTimeString();
+  switch (item.kind) {
+    case "turnStart":
+      return el("li", { class: "item turn", text: `turn ${item.turn} · ${when}` });
+    case "turnEnd":
+      return el("li", { class: "item turn", text: `turn ${item.turn} ${item.outcome}${item.detail ? `: ${item.detail}` : ""}` });
+    case "user":
+      return el("li", { class: "item", "data-kind": "user" },
+        el("div", { class: "who", text: item.from ? `message from ${item.from} · ${when}` : `${item.source} · ${when}` }),
+        el("p", { class: "text", text: item.text }));
+    case "assistant":
+      return el("li", { class: "item", "data-kind": "assistant" },
+        el("div", { class: "who", text: `answer · ${when}` }),
+        item.reasoning ? el("details", {}, el("summary", { text: "reasoning" }), el("p", { class: "text", text: item.reasoning })) : null,
+        el("p", { class: "text", text: item.text }));
+    case "toolCall":
+      return el("li", { class: "item", "data-kind": "toolCall" },
+        el("div", { class: "who", text: `tool call ${item.name} · ${when}` }),
+        el("pre", { text: JSON.stringify(item.arguments, null, 1) }));
+    case "toolResult": {
+      const body = el("pre", { text: item.content + (item.truncated ? "\n… (cut)" : "") });
+      return el("li", { class: "item", "data-kind": "toolResult", "data-error": item.isError ? "true" : "false" },
+        el("details", { open: item.isError },
+          el("summary", { class: "who", text: `${item.name} ${item.isError ? `error ${item.code || ""}` : "result"}` }), body));
+    }
+    case "notice":
+      return el("li", { class: "item", "data-error": "true", text: item.text });
+    default:
+      return null;
+  }
+}
+
+// ---- start ----
+
+document.getElementById("session-select").addEventListener("change", (event) => go(event.target.value, null));
+window.addEventListener("hashchange", apply);
+
+(async function start() {
+  await loadSessions();
+  apply();
+  // New sessions appear without a reload.
+  setInterval(async () => {
+    const hadNone = !state.lead;
+    if ((await loadSessions()) && hadNone) apply();
+  }, 5000);
+})();

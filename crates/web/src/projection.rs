@@ -1,0 +1,267 @@
+//! The Team projection (REFERENCE f): the Lead log folded with [`TeamState`], plus each
+//! member's activity from its own session file, turned into the panel's view.
+//!
+//! Pure: no IO, no clock. The hub feeds it events and lock observations; it answers whether
+//! the view changed.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use troupe_protocol::{Event, Seq, SessionId, event_types};
+use troupe_runtime::events::AgentConfigRecord;
+use troupe_team::{
+    LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, TaskView, TeamId, TeamState,
+};
+
+/// One roster row of the panel: a [`MemberView`] (REFERENCE c.7, d.3) with the member's durable
+/// `phase` (REFERENCE f; the Lead pseudo-row is `active`).
+///
+/// Wire shape: the `MemberView` fields (`id`, `name`, `role`, `status`, `description`?,
+/// `provider`?, `context`?, `model`?, `diagnostics`) and `phase`
+/// (`"provisioning"` | `"active"` | `"failed"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemberRow {
+    /// The roster view of the member. `status` is derived from the session files: `running`
+    /// while its log has an open turn and a process holds the file, `idle` when a process holds
+    /// the file without an open turn, `inactive` when none does; `provisioning` and `failed`
+    /// follow the phase.
+    #[serde(flatten)]
+    pub member: MemberView,
+    /// The durable roster phase.
+    pub phase: MemberPhase,
+}
+
+/// What the panel shows of a Team (REFERENCE f's wire view, widened with live status and the
+/// full task views). Compared by value: a frame is published only when it changes.
+///
+/// Wire shape: `{"teamId","members":[MemberRow…],"tasks":[TaskView…],"failure"?}`; the Lead
+/// pseudo-row is first, tasks are the non-deleted ones in creation order (REFERENCE c.11.1:
+/// readiness, blockers, owner, write-scope warnings).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TeamView {
+    /// The Team id (the Lead's session id).
+    pub team_id: TeamId,
+    /// The Lead pseudo-row, then every member in first-provisioning order.
+    pub members: Vec<MemberRow>,
+    /// Non-deleted tasks in creation order.
+    pub tasks: Vec<TaskView>,
+    /// Set once the Lead log cannot be folded (a fold rule broken: `seq N (type): reason`, or a
+    /// damaged file): the rest of the view is the last valid state, and stays so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// Mailbox counts: `{"pending": N, "byMember": {"<member id>": N…}}` (members with pending mail
+/// only). Not part of [`TeamView`]'s comparison: mailbox-only events publish nothing
+/// (REFERENCE f), so a frame's counts are those at its id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MailCounts {
+    /// Queued and not yet delivered messages.
+    pub pending: usize,
+    /// The same per target member id (the Lead included), non-zero counts only.
+    pub by_member: BTreeMap<SessionId, usize>,
+}
+
+/// What one member's own session file says about it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Activity {
+    /// A `turn/start` without its `turn/end`.
+    open_turn: bool,
+    /// Whether a process holds the file's writer lock; `None` when that cannot be observed.
+    resident: Option<bool>,
+    /// The model of the latest `agent/config` (a resume may record a new one).
+    model: Option<String>,
+}
+
+impl Activity {
+    fn apply(&mut self, event: &Event) -> bool {
+        match event.kind.as_str() {
+            event_types::TURN_START => !std::mem::replace(&mut self.open_turn, true),
+            event_types::TURN_END => std::mem::replace(&mut self.open_turn, false),
+            event_types::AGENT_CONFIG => {
+                let model = serde_json::from_value::<AgentConfigRecord>(event.data.clone())
+                    .ok()
+                    .map(|c| c.model.to_string());
+                if model.is_some() && model != self.model {
+                    self.model = model;
+                    true
+                } else {
+                    false
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// The live status: running with an open turn (unless no process holds the file: a crash
+    /// left the turn open), idle when a process holds the file, else not live.
+    fn live(&self) -> Option<LiveAgent> {
+        let status = match (self.open_turn, self.resident) {
+            (_, Some(false)) | (false, None) => return None,
+            (true, _) => LiveStatus::Running,
+            (false, Some(true)) => LiveStatus::Idle,
+        };
+        Some(LiveAgent {
+            status,
+            model: self.model.clone(),
+        })
+    }
+}
+
+/// The incremental Team projection of one Lead session (REFERENCE f `apply`): Team events of
+/// this Team change the state, everything else leaves it as it is; the first error sets
+/// `failure` and freezes the projection at its last valid state.
+#[derive(Debug)]
+pub struct TeamProjection {
+    state: TeamState,
+    failure: Option<String>,
+    lead: Activity,
+    members: HashMap<SessionId, Activity>,
+    /// Set when something the view shows may have changed since the last [`Self::take_view`].
+    dirty: bool,
+    last_lead_seq: Option<Seq>,
+}
+
+impl TeamProjection {
+    /// The empty projection of the Team whose Lead is `lead` (a session's projection selects
+    /// that session's own Team, REFERENCE f).
+    pub fn new(lead: SessionId) -> Self {
+        Self {
+            state: TeamState::new(TeamId::new(lead)),
+            failure: None,
+            lead: Activity::default(),
+            members: HashMap::new(),
+            dirty: true,
+            last_lead_seq: None,
+        }
+    }
+
+    /// The folded Team state (the last valid one once [`Self::failure`] is set).
+    pub fn state(&self) -> &TeamState {
+        &self.state
+    }
+
+    /// Why the projection stopped, if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+
+    /// The seq of the last Lead event folded.
+    pub fn last_lead_seq(&self) -> Option<Seq> {
+        self.last_lead_seq
+    }
+
+    /// Folds one event of the Lead log.
+    pub fn apply_lead(&mut self, event: &Event) {
+        if self.failure.is_some() {
+            return;
+        }
+        self.last_lead_seq = Some(event.seq);
+        self.dirty |= self.lead.apply(event);
+        if !event_types::is_team(&event.kind) {
+            return;
+        }
+        match self.state.apply(event) {
+            Ok(()) => {
+                // Mailbox records leave the roster and the board as they were.
+                if matches!(
+                    event.kind.as_str(),
+                    event_types::TEAM_MEMBER | event_types::TEAM_TASK
+                ) {
+                    self.dirty = true;
+                }
+            }
+            Err(e) => self.fail(format!("seq {} ({}): {e}", event.seq, event.kind)),
+        }
+    }
+
+    /// Folds one event of member `member`'s own session file (turns and model only).
+    pub fn apply_member(&mut self, member: &SessionId, event: &Event) {
+        if self.failure.is_some() {
+            return;
+        }
+        let activity = self.members.entry(member.clone()).or_default();
+        self.dirty |= activity.apply(event);
+    }
+
+    /// Records whether a process holds the session file of `id` (the Lead or a member).
+    pub fn set_resident(&mut self, id: &SessionId, resident: Option<bool>) {
+        if self.failure.is_some() {
+            return;
+        }
+        let activity = if id == self.state.id().lead_id() {
+            &mut self.lead
+        } else {
+            self.members.entry(id.clone()).or_default()
+        };
+        if activity.resident != resident {
+            activity.resident = resident;
+            self.dirty = true;
+        }
+    }
+
+    /// Stops the projection with `message` (a damaged or unreadable Lead log); terminal.
+    pub fn fail(&mut self, message: String) {
+        if self.failure.is_none() {
+            self.failure = Some(message);
+            self.dirty = true;
+        }
+    }
+
+    /// The current view, when something it shows may have changed since the last call
+    /// (`None` otherwise: mailbox-only and other events leave it as it was).
+    pub fn take_view(&mut self) -> Option<TeamView> {
+        if !std::mem::take(&mut self.dirty) {
+            return None;
+        }
+        Some(self.view())
+    }
+
+    /// The current view.
+    pub fn view(&self) -> TeamView {
+        let team = self.state.id();
+        let lead_model = self.lead.model.as_deref();
+        let lead_status = self
+            .lead
+            .live()
+            .map_or(MemberStatus::Inactive, |l| l.status.into());
+        let mut members = Vec::with_capacity(self.state.members().len() + 1);
+        members.push(MemberRow {
+            member: MemberView::lead(team, lead_status, lead_model),
+            phase: MemberPhase::Active,
+        });
+        for member in self.state.members() {
+            let live = self.members.get(&member.id).and_then(Activity::live);
+            let fallback = self
+                .members
+                .get(&member.id)
+                .and_then(|a| a.model.as_deref())
+                .or(lead_model);
+            members.push(MemberRow {
+                member: MemberView::teammate(member, live.as_ref(), fallback),
+                phase: member.phase,
+            });
+        }
+        TeamView {
+            team_id: team.clone(),
+            members,
+            tasks: self.state.task_views(false),
+            failure: self.failure.clone(),
+        }
+    }
+
+    /// The mailbox counts now.
+    pub fn mail(&self) -> MailCounts {
+        let mut counts = MailCounts::default();
+        for message in self.state.pending_messages() {
+            counts.pending += 1;
+            *counts
+                .by_member
+                .entry(message.target_id.clone())
+                .or_default() += 1;
+        }
+        counts
+    }
+}

@@ -1,0 +1,435 @@
+//! Routes, access control and the server loop.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::Stream;
+use serde_json::{Value, json};
+use troupe_journal::JournalError;
+use troupe_protocol::SessionId;
+
+use crate::WebError;
+use crate::conversation::{Item, item_of};
+use crate::follow::Follower;
+use crate::hub::{Hub, TeamFrame};
+
+/// How often the files of a watched Team or conversation are polled by default.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(150);
+/// How often an idle SSE stream sends a heartbeat comment by default.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// Who may read the panel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// Bound to a loopback address: any local client that names a loopback host.
+    Loopback,
+    /// Bound to another address (only with an explicit opt-in): every API request must carry
+    /// this token (`?token=…` or `Authorization: Bearer …`).
+    Token(String),
+}
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct WebConfig {
+    /// The Troupe home whose `sessions/` are served.
+    pub home: PathBuf,
+    /// Who may read the panel.
+    pub access: Access,
+    /// How often followed files are polled.
+    pub poll_interval: Duration,
+    /// How often idle SSE streams send a heartbeat comment.
+    pub heartbeat: Duration,
+}
+
+impl WebConfig {
+    /// Loopback access, default poll interval and heartbeat.
+    pub fn new(home: PathBuf) -> Self {
+        Self {
+            home,
+            access: Access::Loopback,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            heartbeat: DEFAULT_HEARTBEAT,
+        }
+    }
+}
+
+/// The access rule for serving on `ip`: a loopback address needs nothing; any other address
+/// (including the unspecified `0.0.0.0` / `::`) only with `allow_remote`, and then with a fresh
+/// random access token (128 bits, hex).
+///
+/// # Errors
+/// `WEB_REMOTE_REFUSED` for a non-loopback address without `allow_remote`.
+pub fn access_for(ip: IpAddr, allow_remote: bool) -> Result<Access, WebError> {
+    if ip.is_loopback() {
+        return Ok(Access::Loopback);
+    }
+    if !allow_remote {
+        return Err(WebError::RemoteRefused(ip));
+    }
+    let token: u128 = rand::random();
+    Ok(Access::Token(format!("{token:032x}")))
+}
+
+/// The URL to open: `http://ADDR/`, with `?token=…` when access needs one.
+pub fn panel_url(addr: SocketAddr, access: &Access) -> String {
+    match access {
+        Access::Loopback => format!("http://{addr}/"),
+        Access::Token(token) => format!("http://{addr}/?token={token}"),
+    }
+}
+
+struct App {
+    hub: Arc<Hub>,
+    heartbeat: Duration,
+}
+
+type AppState = Arc<App>;
+
+/// The panel's router (see the crate docs for the routes).
+pub fn router(config: WebConfig) -> Router {
+    let app = Arc::new(App {
+        hub: Arc::new(Hub::new(config.home, config.poll_interval)),
+        heartbeat: config.heartbeat,
+    });
+    let access = Arc::new(config.access);
+    Router::new()
+        .route("/", get(index))
+        .route("/app.js", get(script))
+        .route("/style.css", get(style))
+        .route("/api/sessions", get(sessions))
+        .route("/api/sessions/{id}/team", get(team))
+        .route("/api/sessions/{id}/team/events", get(team_events))
+        .route("/api/sessions/{id}/conversation", get(conversation))
+        .route(
+            "/api/sessions/{id}/conversation/events",
+            get(conversation_events),
+        )
+        .fallback(not_found)
+        .with_state(app)
+        .layer(middleware::from_fn(move |request, next| {
+            guard(Arc::clone(&access), request, next)
+        }))
+}
+
+/// Serves `config` on `listener` until `shutdown` resolves.
+///
+/// # Errors
+/// The listener's I/O errors.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    config: WebConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(config))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Read-only, host and token checks, and the security headers of every response.
+async fn guard(access: Arc<Access>, request: Request, next: Next) -> Response {
+    if let Err(e) = admit(&access, &request) {
+        return with_headers(e.into_response());
+    }
+    with_headers(next.run(request).await)
+}
+
+fn admit(access: &Access, request: &Request) -> Result<(), WebError> {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return Err(WebError::MethodNotAllowed);
+    }
+    match access {
+        Access::Loopback => {
+            let host = request
+                .headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
+            if !host.is_empty() && !is_loopback_host(host) {
+                return Err(WebError::ForbiddenHost(host.chars().take(100).collect()));
+            }
+        }
+        Access::Token(token) => {
+            // The panel's own files hold no data; everything under /api needs the token.
+            if request.uri().path().starts_with("/api/") && !has_token(request, token) {
+                return Err(WebError::Unauthorized);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<IpAddr>()
+            .is_ok_and(|ip: IpAddr| ip.is_loopback())
+}
+
+fn has_token(request: &Request, token: &str) -> bool {
+    let from_query = request.uri().query().is_some_and(|query| {
+        query
+            .split('&')
+            .filter_map(|pair| pair.strip_prefix("token="))
+            .any(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
+    });
+    let from_header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()));
+    from_query || from_header
+}
+
+/// Compares without stopping at the first difference, so response times do not reveal how
+/// much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn with_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::CACHE_CONTROL, "no-store"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+             connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        ),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+const INDEX_HTML: &str = include_str!("panel/index.html");
+const APP_JS: &str = include_str!("panel/app.js");
+const STYLE_CSS: &str = include_str!("panel/style.css");
+
+async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+async fn style() -> Response {
+    asset("text/css; charset=utf-8", STYLE_CSS)
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+async fn not_found(request: Request) -> WebError {
+    WebError::NotFound(request.uri().path().chars().take(200).collect())
+}
+
+fn session_id(raw: &str) -> Result<SessionId, WebError> {
+    SessionId::new(raw).map_err(|_| WebError::InvalidSessionId(raw.chars().take(200).collect()))
+}
+
+async fn sessions(State(app): State<AppState>) -> Result<Json<Value>, WebError> {
+    let rows = app.hub.sessions().await?;
+    Ok(Json(json!({ "sessions": rows })))
+}
+
+async fn team(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, WebError> {
+    let watcher = app.hub.team(session_id(&id)?).await?;
+    let frame = watcher.frame();
+    let mut value = serde_json::to_value(&*frame).map_err(|e| WebError::Io(e.to_string()))?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("position".to_owned(), json!(watcher.position()));
+    }
+    Ok(Json(value))
+}
+
+/// The `Last-Event-ID` a reconnecting browser sends, when it is a number.
+fn last_event_id(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get("last-event-id")
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.trim().parse().ok())
+}
+
+fn team_sse(frame: &TeamFrame) -> SseEvent {
+    let data = serde_json::to_string(frame).unwrap_or_else(|e| {
+        json!({"id": frame.id, "failure": format!("the view cannot be encoded: {e}")}).to_string()
+    });
+    SseEvent::default()
+        .event("team")
+        .id(frame.id.to_string())
+        .data(data)
+}
+
+async fn team_events(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, WebError> {
+    let watcher = app.hub.team(session_id(&id)?).await?;
+    let receiver = app.hub.subscribe(&watcher);
+    let last = last_event_id(&headers);
+    // The first frame is the current view unless the browser already has exactly it; after
+    // that, every published change. `borrow_and_update` marks what was sent as seen, so a
+    // change published at the boundary is sent once, never twice or not at all.
+    let stream = futures_util::stream::unfold(
+        (receiver, last, true),
+        |(mut receiver, last, first)| async move {
+            if first {
+                let frame = Arc::clone(&receiver.borrow_and_update());
+                if last != Some(frame.id) {
+                    let event = team_sse(&frame).retry(Duration::from_secs(1));
+                    return Some((Ok(event), (receiver, last, false)));
+                }
+            }
+            receiver.changed().await.ok()?;
+            let frame = Arc::clone(&receiver.borrow_and_update());
+            Some((Ok(team_sse(&frame)), (receiver, last, false)))
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(app.heartbeat)))
+}
+
+/// A conversation being read: the follower of the member's file and the items not yet sent.
+struct ConversationRead {
+    follower: Arc<Mutex<Follower>>,
+    hub: Arc<Hub>,
+    /// Items with a seq at or below this were sent already (or are not wanted).
+    after: Option<u64>,
+}
+
+impl ConversationRead {
+    /// Reads what was appended since the last call: the new items, or the read error.
+    async fn next_items(&self) -> Result<Vec<Item>, WebError> {
+        let follower = Arc::clone(&self.follower);
+        let hub = Arc::clone(&self.hub);
+        let after = self.after;
+        tokio::task::spawn_blocking(move || {
+            let mut follower = follower
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut items = Vec::new();
+            let mut seed_len = follower.header().map(|h| h.seed_len());
+            let result = follower.poll(hub.journal(), &mut |event| items.push(event));
+            if seed_len.is_none() {
+                seed_len = follower.header().map(|h| h.seed_len());
+            }
+            let seed_len = seed_len.unwrap_or(0);
+            let items: Vec<Item> = items
+                .iter()
+                .filter(|e| e.seq.0 >= seed_len && after.is_none_or(|a| e.seq.0 > a))
+                .filter_map(item_of)
+                .collect();
+            match result {
+                Ok(()) => Ok(items),
+                Err(JournalError::NotFound { id, .. }) if items.is_empty() => {
+                    Err(WebError::SessionNotFound(id))
+                }
+                Err(e) if items.is_empty() => Err(WebError::Io(e.to_string())),
+                // Items before a damaged line are still shown; the error comes next time.
+                Err(_) => Ok(items),
+            }
+        })
+        .await
+        .map_err(|e| WebError::Io(format!("a file read did not finish: {e}")))?
+    }
+}
+
+async fn conversation(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, WebError> {
+    let id = session_id(&id)?;
+    let read = ConversationRead {
+        follower: Arc::new(Mutex::new(Follower::new(id.clone()))),
+        hub: Arc::clone(&app.hub),
+        after: None,
+    };
+    let items = read.next_items().await?;
+    Ok(Json(json!({"sessionId": id, "items": items})))
+}
+
+fn item_sse(item: &Item) -> SseEvent {
+    let data = serde_json::to_string(item).unwrap_or_else(|_| "{}".to_owned());
+    SseEvent::default()
+        .event("item")
+        .id(item.seq().to_string())
+        .data(data)
+}
+
+async fn conversation_events(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, WebError> {
+    let id = session_id(&id)?;
+    let mut read = ConversationRead {
+        follower: Arc::new(Mutex::new(Follower::new(id))),
+        hub: Arc::clone(&app.hub),
+        after: last_event_id(&headers),
+    };
+    // The first read answers 404 for an unknown session before the stream starts.
+    let first = read.next_items().await?;
+    if let Some(last) = first.last() {
+        read.after = Some(last.seq());
+    }
+    let interval = app.hub.poll_interval;
+    let queue: VecDeque<SseEvent> = first.iter().map(item_sse).collect();
+    let stream = futures_util::stream::unfold(
+        (read, queue, false),
+        move |(mut read, mut queue, mut stopped)| async move {
+            loop {
+                if let Some(event) = queue.pop_front() {
+                    return Some((Ok(event), (read, queue, stopped)));
+                }
+                if stopped {
+                    // A damaged log: nothing more will come; heartbeats keep the stream open
+                    // so the browser does not reconnect in a loop.
+                    std::future::pending::<()>().await;
+                }
+                tokio::time::sleep(interval).await;
+                match read.next_items().await {
+                    Ok(items) => {
+                        if let Some(last) = items.last() {
+                            read.after = Some(last.seq());
+                        }
+                        queue.extend(items.iter().map(item_sse));
+                    }
+                    Err(e) => {
+                        stopped = true;
+                        let data = json!({"message": e.to_string()}).to_string();
+                        queue.push_back(SseEvent::default().event("failure").data(data));
+                    }
+                }
+            }
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(app.heartbeat)))
+}

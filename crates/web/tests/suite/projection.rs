@@ -1,0 +1,76 @@
+//! The pure Team projection (REFERENCE f): what changes the view and what does not.
+
+use troupe_protocol::{Event, Seq};
+use troupe_web::TeamProjection;
+
+use super::*;
+
+fn stored(seq: u64, draft: EventDraft) -> Event {
+    draft.into_event(Seq(seq), T0)
+}
+
+#[test]
+fn only_roster_board_and_status_changes_produce_a_view() {
+    let mut projection = TeamProjection::new(sid(LEAD));
+    assert!(projection.take_view().is_some(), "the first view");
+    assert!(projection.take_view().is_none());
+    let events = [
+        (member(ALPHA, "alpha", "provisioning", None), true),
+        (member(ALPHA, "alpha", "active", None), true),
+        (queued("team-message-1", LEAD, "lead", ALPHA), false),
+        (delivered("team-message-1", ALPHA), false),
+        (
+            EventDraft::new("step/start", json!({"turn": 1, "step": 1})),
+            false,
+        ),
+        (task("task-1", 1, "pending", None, &[], &[]), true),
+        (turn_start(1), true),
+        (turn_end(1), true),
+    ];
+    for (seq, (draft, changes)) in events.into_iter().enumerate() {
+        let kind = draft.kind.clone();
+        projection.apply_lead(&stored(seq as u64, draft));
+        assert_eq!(projection.take_view().is_some(), changes, "{kind}");
+    }
+    assert_eq!(projection.last_lead_seq(), Some(Seq(7)));
+}
+
+#[test]
+fn the_first_error_freezes_the_last_valid_state_with_a_failure() {
+    let mut projection = TeamProjection::new(sid(LEAD));
+    projection.apply_lead(&stored(0, task("task-1", 1, "pending", None, &[], &[])));
+    let valid = projection.view();
+    projection.apply_lead(&stored(1, task("task-9", 2, "pending", None, &[], &[])));
+    let failed = projection.take_view().unwrap();
+    let failure = failed.failure.clone().unwrap();
+    assert!(failure.starts_with("seq 1 (team/task): "), "{failure}");
+    assert_eq!(failed.tasks, valid.tasks);
+    assert_eq!(failed.members, valid.members);
+    // Terminal: later events, valid or not, change nothing.
+    projection.apply_lead(&stored(2, task("task-2", 1, "pending", None, &[], &[])));
+    projection.apply_member(&sid(ALPHA), &stored(0, turn_start(1)));
+    projection.fail("another problem".to_owned());
+    assert!(projection.take_view().is_none());
+    assert_eq!(projection.view(), failed);
+}
+
+#[test]
+fn a_turn_left_open_by_a_process_that_is_gone_is_not_running() {
+    let mut projection = TeamProjection::new(sid(LEAD));
+    projection.apply_lead(&stored(0, member(ALPHA, "alpha", "provisioning", None)));
+    projection.apply_lead(&stored(1, member(ALPHA, "alpha", "active", None)));
+    projection.apply_member(&sid(ALPHA), &stored(0, turn_start(1)));
+    let status =
+        |p: &TeamProjection| serde_json::to_value(&p.view().members[1]).unwrap()["status"].clone();
+    // Without a lock table, the log alone decides.
+    assert_eq!(status(&projection), "running");
+    projection.set_resident(&sid(ALPHA), Some(true));
+    assert_eq!(status(&projection), "running");
+    projection.set_resident(&sid(ALPHA), Some(false));
+    assert_eq!(status(&projection), "inactive");
+    projection.apply_member(&sid(ALPHA), &stored(1, turn_end(1)));
+    projection.set_resident(&sid(ALPHA), None);
+    assert_eq!(status(&projection), "inactive");
+    projection.set_resident(&sid(ALPHA), Some(true));
+    assert_eq!(status(&projection), "idle");
+}

@@ -1,0 +1,464 @@
+//! Every endpoint through the router (`oneshot`), with its JSON shape as a snapshot fixture.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::json;
+use tower::ServiceExt;
+use troupe_protocol::{ErrorCode, EventDraft};
+use troupe_web::{Access, WebConfig, access_for, panel_url, router};
+
+use super::*;
+
+/// A Team with every kind of row: the Lead, a running teammate (its writer is held and a turn
+/// is open), an inactive one, one still provisioning and a failed one; tasks ready, blocked,
+/// owned, with overlapping scopes, and a deleted one; one pending and one delivered message.
+/// Returns the writers that must stay alive (they hold their files' locks).
+pub fn team_home(home: &Home) -> Vec<troupe_journal::SessionWriter> {
+    let lead = home.lead(LEAD);
+    let alpha = home.child(ALPHA, LEAD, "alpha");
+    let beta = home.child(BETA, LEAD, "beta");
+    append(
+        &lead,
+        vec![
+            turn_start(1),
+            member(ALPHA, "alpha", "provisioning", None),
+            member(ALPHA, "alpha", "active", None),
+            member(BETA, "beta", "provisioning", None),
+            member(BETA, "beta", "active", None),
+            member("mate-gamma", "gamma", "provisioning", None),
+            member("mate-delta", "delta", "provisioning", None),
+            member(
+                "mate-delta",
+                "delta",
+                "failed",
+                Some("LLM_AUTH: check your API key"),
+            ),
+            task("task-1", 1, "pending", None, &[], &["src/a"]),
+            task("task-1", 2, "in_progress", Some(ALPHA), &[], &["src/a"]),
+            task("task-2", 1, "pending", None, &["task-1"], &[]),
+            task("task-3", 1, "pending", None, &[], &["src"]),
+            task("task-3", 2, "in_progress", Some(LEAD), &[], &["src"]),
+            task("task-4", 1, "pending", None, &[], &[]),
+            task("task-4", 2, "deleted", None, &[], &[]),
+            task("task-5", 1, "pending", None, &[], &[]),
+            queued("team-message-1", ALPHA, "alpha", BETA),
+            queued("team-message-2", BETA, "beta", LEAD),
+            delivered("team-message-2", LEAD),
+            turn_end(1),
+        ],
+    );
+    append(&alpha, vec![turn_start(1)]);
+    append(&beta, vec![turn_start(1), turn_end(1)]);
+    drop(lead);
+    drop(beta);
+    vec![alpha]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_team_projection_shows_roster_board_and_mail() {
+    let home = Home::new();
+    let _held = team_home(&home);
+    let (status, body) = get(&home.router(), "/api/sessions/lead-1/team").await;
+    assert_eq!(status, StatusCode::OK);
+    insta::assert_json_snapshot!("team_projection", body);
+    // The Lead pseudo-row first, then the roster in provisioning order.
+    let names: Vec<&str> = body["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["lead", "alpha", "beta", "gamma", "delta"]);
+    let statuses: Vec<&str> = body["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["inactive", "running", "inactive", "provisioning", "failed"]
+    );
+    // The deleted task is not shown; readiness and warnings are derived.
+    assert_eq!(
+        task_statuses(&body),
+        [
+            "task-1:in_progress",
+            "task-2:pending",
+            "task-3:in_progress",
+            "task-5:pending"
+        ]
+    );
+    assert_eq!(body["mail"], json!({"pending": 1, "byMember": {BETA: 1}}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_list_puts_roots_first_with_team_size_and_last_activity() {
+    let home = Home::new();
+    let _held = team_home(&home);
+    let solo = home.lead("solo-root");
+    append(&solo, vec![turn_start(1), turn_end(1)]);
+    drop(solo);
+    let (status, body) = get(&home.router(), "/api/sessions").await;
+    assert_eq!(status, StatusCode::OK);
+    insta::assert_json_snapshot!("session_list", body);
+    let roles: Vec<&str> = body["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["lead", "lead", "child", "child"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_shows_messages_with_their_sender_tool_calls_and_results() {
+    let home = Home::new();
+    let beta = home.child(BETA, LEAD, "beta");
+    append(
+        &beta,
+        vec![
+            EventDraft::new(
+                "agent/inbox/spliced",
+                json!({"target": "next-turn", "start": 0, "inserted": []}),
+            ),
+            turn_start(1),
+            EventDraft::new(
+                "user/message",
+                json!({"id": "m-1", "role": "user",
+                "content": [{"type": "text", "text": "Fix the bug."}], "source": {"kind": "user"}}),
+            ),
+            EventDraft::new(
+                "user/message",
+                json!({"id": "team-message-9", "role": "user",
+                "content": [{"type": "text", "text": "Team message team-message-9 from alpha:"},
+                            {"type": "text", "text": "I changed a.py"}],
+                "source": {"kind": "team-message", "messageId": "team-message-9",
+                           "senderId": ALPHA, "senderName": "alpha", "teamId": LEAD}}),
+            ),
+            EventDraft::new("step/start", json!({"turn": 1, "step": 1})),
+            EventDraft::new(
+                "request/header",
+                json!({"turn": 1, "step": 1, "model": "openai:gpt-test",
+                "messages": 3, "tools": ["read"]}),
+            ),
+            EventDraft::new(
+                "assistant/chunk",
+                json!({"turn": 1, "step": 1, "block": "text", "delta": "Read"}),
+            ),
+            EventDraft::new(
+                "assistant/message",
+                json!({"turn": 1, "step": 1, "message": {
+                "content": "Reading it.", "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "read", "arguments": "{\"path\":\"a.py\"}"}}]}}),
+            ),
+            EventDraft::new(
+                "tool/call",
+                json!({"turn": 1, "step": 1, "callId": "c1", "name": "read",
+                "arguments": {"path": "a.py"}}),
+            ),
+            EventDraft::new(
+                "tool/result",
+                json!({"turn": 1, "step": 1, "callId": "c1", "name": "read",
+                "isError": true, "code": "FS_NOT_FOUND", "content": "{\"code\":\"FS_NOT_FOUND\"}"}),
+            ),
+            EventDraft::new(
+                "model/attempt",
+                json!({"turn": 1, "step": 2, "attempt": {"number": 1,
+                "status": 429, "error": {"code": "LLM_RATE_LIMITED", "message": "slow down"},
+                "retryDelayMs": 500}}),
+            ),
+            EventDraft::new(
+                "tool/result",
+                json!({"turn": 1, "step": 2, "callId": "c2", "name": "bash",
+                "isError": false, "content": "x".repeat(troupe_web::TOOL_RESULT_MAX_CHARS + 10)}),
+            ),
+            EventDraft::new(
+                "assistant/message",
+                json!({"turn": 1, "step": 3, "message": {"content": "Done."}}),
+            ),
+            turn_end(1),
+        ],
+    );
+    drop(beta);
+    let (status, body) = get(&home.router(), "/api/sessions/mate-beta/conversation").await;
+    assert_eq!(status, StatusCode::OK);
+    insta::assert_json_snapshot!("conversation", body);
+    let text = body.to_string();
+    for hidden in [
+        "SECRET_KEY_VAR",
+        "models.invalid",
+        "request/header",
+        "\"Read\"",
+    ] {
+        assert!(
+            !text.contains(hidden),
+            "{hidden} must not be served: {text}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_and_invalid_sessions_are_json_errors() {
+    let home = Home::new();
+    let router = home.router();
+    for suffix in ["team", "team/events", "conversation", "conversation/events"] {
+        let (status, body) = get(&router, &format!("/api/sessions/no-such-session/{suffix}")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{suffix}");
+        assert_eq!(body["error"]["code"], "SESSION_NOT_FOUND", "{suffix}");
+        let (status, body) = get(&router, &format!("/api/sessions/bad%20id/{suffix}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{suffix}");
+        assert_eq!(body["error"]["code"], "INVALID_SESSION_ID", "{suffix}");
+    }
+    let (status, body) = get(&router, "/api/nothing").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "WEB_NOT_FOUND");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_that_stops_folding_shows_the_failure_beside_the_last_valid_state() {
+    let home = Home::new();
+    let lead = home.lead(LEAD);
+    append(
+        &lead,
+        vec![
+            task("task-1", 1, "pending", None, &[], &[]),
+            // A revision that skips one breaks the fold.
+            task("task-1", 3, "completed", None, &[], &[]),
+            task("task-2", 1, "pending", None, &[], &[]),
+        ],
+    );
+    drop(lead);
+    let (status, body) = get(&home.router(), "/api/sessions/lead-1/team").await;
+    assert_eq!(status, StatusCode::OK);
+    insta::assert_json_snapshot!("team_failure", body);
+    assert_eq!(task_statuses(&body), ["task-1:pending"]);
+    assert!(
+        body["failure"]
+            .as_str()
+            .unwrap()
+            .starts_with("seq 2 (team/task)")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_file_shows_the_failure_beside_the_last_valid_state() {
+    let home = Home::new();
+    let lead = home.lead(LEAD);
+    append(&lead, vec![task("task-1", 1, "pending", None, &[], &[])]);
+    drop(lead);
+    let path = home.path().join("sessions/lead-1.jsonl");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("{not json\n");
+    text.push_str(
+        r#"{"seq":3,"time":1,"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    );
+    text.push('\n');
+    std::fs::write(&path, text).unwrap();
+    let (status, body) = get(&home.router(), "/api/sessions/lead-1/team").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(task_statuses(&body), ["task-1:pending"]);
+    let failure = body["failure"].as_str().unwrap();
+    assert!(failure.contains("line 4"), "{failure}");
+    // The panel's page itself is always served.
+    let (status, _) = get(&home.router(), "/").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_panel_is_served_from_the_binary_with_a_strict_content_policy() {
+    let home = Home::new();
+    let router = home.router();
+    for (path, kind, needle) in [
+        ("/", "text/html", "<script src=\"app.js\"></script>"),
+        ("/app.js", "text/javascript", "EventSource"),
+        ("/style.css", "text/css", "@media"),
+    ] {
+        let response = router
+            .clone()
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let headers = response.headers().clone();
+        assert!(
+            headers["content-type"].to_str().unwrap().starts_with(kind),
+            "{path}"
+        );
+        assert!(
+            headers["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("default-src 'self'")
+        );
+        assert_eq!(headers["x-content-type-options"], "nosniff");
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert!(String::from_utf8_lossy(&body).contains(needle), "{path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_endpoint_writes_anything() {
+    let home = Home::new();
+    let _held = team_home(&home);
+    let before = snapshot_files(&home);
+    let router = home.router();
+    for method in ["POST", "PUT", "PATCH", "DELETE"] {
+        for path in [
+            "/api/sessions",
+            "/api/sessions/lead-1/team",
+            "/api/sessions/lead-1/conversation",
+            "/",
+        ] {
+            let response = router
+                .clone()
+                .oneshot(
+                    Request::builder()
+                        .method(method)
+                        .uri(path)
+                        .body(Body::from("{}"))
+                        .unwrap(),
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {path}"
+            );
+        }
+    }
+    for path in [
+        "/api/sessions",
+        "/api/sessions/lead-1/team",
+        "/api/sessions/mate-alpha/conversation",
+    ] {
+        let (status, body) = get(&router, path).await;
+        assert_eq!(status, StatusCode::OK);
+        let text = body.to_string();
+        assert!(
+            !text.contains("SECRET_KEY_VAR") && !text.contains("models.invalid"),
+            "{text}"
+        );
+    }
+    assert_eq!(snapshot_files(&home), before, "the home is unchanged");
+}
+
+fn snapshot_files(home: &Home) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(home.path().join("sessions"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_requests_must_name_a_loopback_host() {
+    let home = Home::new();
+    let _held = team_home(&home);
+    let router = home.router();
+    for (host, allowed) in [
+        ("127.0.0.1:7420", true),
+        ("localhost:7420", true),
+        ("[::1]:7420", true),
+        ("localhost", true),
+        ("attacker.example:7420", false),
+        ("127.0.0.1.attacker.example", false),
+    ] {
+        let response = router
+            .clone()
+            .oneshot(
+                Request::get("/api/sessions")
+                    .header("host", host)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let expected = if allowed {
+            StatusCode::OK
+        } else {
+            StatusCode::FORBIDDEN
+        };
+        assert_eq!(response.status(), expected, "{host}");
+    }
+}
+
+#[test]
+fn a_non_loopback_bind_needs_the_explicit_flag_and_then_a_token() {
+    let any: std::net::IpAddr = "0.0.0.0".parse().unwrap();
+    let err = access_for(any, false).unwrap_err();
+    assert_eq!(err.code(), "WEB_REMOTE_REFUSED");
+    assert!(err.to_string().contains("--allow-remote"), "{err}");
+    assert_eq!(
+        access_for("127.0.0.1".parse().unwrap(), false).unwrap(),
+        Access::Loopback
+    );
+    let Access::Token(one) = access_for(any, true).unwrap() else {
+        panic!("a remote bind gets a token");
+    };
+    let Access::Token(two) = access_for(any, true).unwrap() else {
+        panic!("a remote bind gets a token");
+    };
+    assert_eq!(one.len(), 32);
+    assert_ne!(one, two, "each server gets its own token");
+    let url = panel_url(
+        "10.1.2.3:7420".parse().unwrap(),
+        &Access::Token(one.clone()),
+    );
+    assert_eq!(url, format!("http://10.1.2.3:7420/?token={one}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_panel_answers_api_requests_only_with_its_token() {
+    let home = Home::new();
+    let _held = team_home(&home);
+    let router = router(WebConfig {
+        access: Access::Token("abc123".to_owned()),
+        ..home.config()
+    });
+    let status = |request: Request<Body>| {
+        let router = router.clone();
+        async move { router.oneshot(request).await.unwrap().status() }
+    };
+    let plain = |uri: &str| Request::get(uri).body(Body::empty()).unwrap();
+    assert_eq!(
+        status(plain("/api/sessions")).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        status(plain("/api/sessions?token=wrong")).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        status(plain("/api/sessions?token=abc1234")).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        status(plain("/api/sessions?token=abc123")).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status(plain("/api/sessions/lead-1/team/events?token=abc123")).await,
+        StatusCode::OK
+    );
+    let bearer = Request::get("/api/sessions")
+        .header("authorization", "Bearer abc123")
+        .header("host", "192.0.2.1:7420")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(status(bearer).await, StatusCode::OK);
+    // The panel's files carry no data and load without the token (the page then passes it on).
+    assert_eq!(status(plain("/")).await, StatusCode::OK);
+    let (_, body) = get(&router, "/api/sessions").await;
+    assert_eq!(body["error"]["code"], "WEB_UNAUTHORIZED");
+}

@@ -1,0 +1,266 @@
+//! Live updates over SSE: replay after `Last-Event-ID`, the replay/live boundary, and no frame
+//! for a change the view does not show.
+
+use serde_json::json;
+use troupe_protocol::EventDraft;
+
+use super::*;
+
+/// The hub's `position` (events folded) after it read the files now.
+async fn fold_now(router: &Router) -> (u64, u64) {
+    let (_, body) = get(router, "/api/sessions/lead-1/team").await;
+    (
+        body["position"].as_u64().unwrap(),
+        body["id"].as_u64().unwrap(),
+    )
+}
+
+fn frame_id(id: &Option<String>) -> u64 {
+    id.as_deref().unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_gets_exactly_what_it_missed_then_live_frames() {
+    let home = Home::new();
+    let lead = home.lead(LEAD);
+    let router = home.router();
+    let path = "/api/sessions/lead-1/team/events";
+
+    let mut first = SseReader::open(&router, path, None).await;
+    let (event, id, view) = first.next_frame().await;
+    assert_eq!(event, "team");
+    assert_eq!(task_statuses(&view), Vec::<String>::new());
+    let id0 = frame_id(&id);
+    assert_eq!(
+        view["id"].as_u64(),
+        Some(id0),
+        "the frame's id is in its data too"
+    );
+
+    append(&lead, vec![task("task-1", 1, "pending", None, &[], &[])]);
+    let (_, id, view) = first.next_frame().await;
+    let id1 = frame_id(&id);
+    assert!(id1 > id0);
+    assert_eq!(task_statuses(&view), ["task-1:pending"]);
+    drop(first);
+
+    // While the browser is away, the task moves twice.
+    append(
+        &lead,
+        vec![task("task-1", 2, "in_progress", Some(LEAD), &[], &[])],
+    );
+    fold_now(&router).await;
+    append(
+        &lead,
+        vec![task("task-1", 3, "completed", Some(LEAD), &[], &[])],
+    );
+    let (position, current) = fold_now(&router).await;
+    assert_eq!(current, position);
+
+    // It comes back with the last id it saw: the current view (a whole view is exactly what it
+    // missed), once.
+    let mut back = SseReader::open(&router, path, Some(&id1.to_string())).await;
+    let (_, id, view) = back.next_frame().await;
+    assert_eq!(frame_id(&id), current);
+    assert_eq!(task_statuses(&view), ["task-1:completed"]);
+    // Then live frames.
+    append(&lead, vec![task("task-2", 1, "pending", None, &[], &[])]);
+    let (_, id, view) = back.next_frame().await;
+    assert!(frame_id(&id) > current);
+    assert_eq!(task_statuses(&view), ["task-1:completed", "task-2:pending"]);
+    let latest = frame_id(&id);
+    drop(back);
+
+    // A browser that already has the latest frame gets nothing but heartbeats.
+    let mut current_reader = SseReader::open(&router, path, Some(&latest.to_string())).await;
+    assert_eq!(current_reader.next().await, Block::Comment);
+    assert_eq!(current_reader.next().await, Block::Comment);
+    // An id from another server's life (ahead of this one) gets the view again.
+    let mut stranger = SseReader::open(&router, path, Some("999999")).await;
+    let (_, id, _) = stranger.next_frame().await;
+    assert_eq!(frame_id(&id), latest);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_duplicate_and_no_missing_change_at_the_replay_live_boundary() {
+    // Changes land while browsers connect: each connection sees strictly increasing ids, never
+    // the same view twice in a row, and always ends on the final view.
+    for round in 0..12u64 {
+        let home = Home::new();
+        let lead = home.lead(LEAD);
+        let router = home.router();
+        let (_, start) = fold_now(&router).await;
+        let writer = std::thread::spawn(move || {
+            for n in 1..=6u64 {
+                append(
+                    &lead,
+                    vec![task(&format!("task-{n}"), 1, "pending", None, &[], &[])],
+                );
+                std::thread::sleep(std::time::Duration::from_millis((n * round) % 7));
+            }
+            lead
+        });
+        let last = (round % 2 == 0).then(|| start.to_string());
+        let mut reader =
+            SseReader::open(&router, "/api/sessions/lead-1/team/events", last.as_deref()).await;
+        let mut ids = Vec::new();
+        let mut views: Vec<Vec<String>> = Vec::new();
+        loop {
+            let (_, id, view) = reader.next_frame().await;
+            let statuses = task_statuses(&view);
+            ids.push(frame_id(&id));
+            assert_ne!(
+                views.last(),
+                Some(&statuses),
+                "round {round}: a duplicate frame"
+            );
+            let done = statuses.len() == 6;
+            views.push(statuses);
+            if done {
+                break;
+            }
+        }
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "round {round}: ids {ids:?}"
+        );
+        for pair in views.windows(2) {
+            assert!(pair[0].len() < pair[1].len(), "round {round}: {views:?}");
+        }
+        // The writer stays open (its lock is part of the Lead's status).
+        let lead = writer.join().unwrap();
+        // Nothing more: the next block is a heartbeat, not a repeat of the last view.
+        fold_now(&router).await;
+        assert_eq!(reader.next().await, Block::Comment, "round {round}");
+        drop(lead);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mailbox_only_and_unshown_events_send_no_frame() {
+    let home = Home::new();
+    let lead = home.lead(LEAD);
+    let mate = home.child(ALPHA, LEAD, "alpha");
+    drop(mate);
+    append(
+        &lead,
+        vec![
+            member(ALPHA, "alpha", "provisioning", None),
+            member(ALPHA, "alpha", "active", None),
+        ],
+    );
+    let router = home.router();
+    let mut reader = SseReader::open(&router, "/api/sessions/lead-1/team/events", None).await;
+    let (_, id, view) = reader.next_frame().await;
+    let id0 = frame_id(&id);
+    assert_eq!(view["mail"], json!({"pending": 0, "byMember": {}}));
+
+    // A queued message, its acknowledgement, and Lead events the view does not show.
+    let (before, _) = fold_now(&router).await;
+    append(&lead, vec![queued("team-message-1", LEAD, "lead", ALPHA)]);
+    append(&lead, vec![delivered("team-message-1", ALPHA)]);
+    append(
+        &lead,
+        vec![
+            queued("team-message-2", LEAD, "lead", ALPHA),
+            EventDraft::new(
+                "assistant/chunk",
+                json!({"turn": 1, "step": 1, "block": "text", "delta": "x"}),
+            ),
+        ],
+    );
+    let (after, id_now) = fold_now(&router).await;
+    assert_eq!(after, before + 4, "the hub folded the four events");
+    assert_eq!(id_now, id0, "no new frame was published");
+    assert_eq!(reader.next().await, Block::Comment, "a heartbeat, no frame");
+
+    // The next change of the roster or board is sent, with the mail counts as of then.
+    append(&lead, vec![task("task-1", 1, "pending", None, &[], &[])]);
+    let (_, id, view) = reader.next_frame().await;
+    assert!(frame_id(&id) > id0);
+    assert_eq!(task_statuses(&view), ["task-1:pending"]);
+    assert_eq!(view["mail"], json!({"pending": 1, "byMember": {ALPHA: 1}}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_status_follows_its_turns_and_its_process() {
+    let home = Home::new();
+    let lead = home.lead(LEAD);
+    append(
+        &lead,
+        vec![
+            member(ALPHA, "alpha", "provisioning", None),
+            member(ALPHA, "alpha", "active", None),
+        ],
+    );
+    let router = home.router();
+    let mut reader = SseReader::open(&router, "/api/sessions/lead-1/team/events", None).await;
+    let alpha_status = |view: &Value| view["members"][1]["status"].as_str().unwrap().to_owned();
+    let (_, _, view) = reader.next_frame().await;
+    assert_eq!(alpha_status(&view), "inactive", "no session file yet");
+
+    let mate = home.child(ALPHA, LEAD, "alpha");
+    let (_, _, view) = reader.next_frame().await;
+    assert_eq!(alpha_status(&view), "idle", "a process holds its file");
+    append(&mate, vec![turn_start(1)]);
+    let (_, _, view) = reader.next_frame().await;
+    assert_eq!(alpha_status(&view), "running");
+    append(&mate, vec![turn_end(1)]);
+    let (_, _, view) = reader.next_frame().await;
+    assert_eq!(alpha_status(&view), "idle");
+    drop(mate);
+    let (_, _, view) = reader.next_frame().await;
+    assert_eq!(
+        alpha_status(&view),
+        "inactive",
+        "the process let go of the file"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_stream_resumes_after_the_last_item_it_sent() {
+    let home = Home::new();
+    let mate = home.child(ALPHA, LEAD, "alpha");
+    append(&mate, vec![turn_start(1)]);
+    let router = home.router();
+    let path = "/api/sessions/mate-alpha/conversation/events";
+    let mut reader = SseReader::open(&router, path, None).await;
+    let (event, id, item) = reader.next_frame().await;
+    assert_eq!(event, "item");
+    assert_eq!(item["kind"], "turnStart");
+    assert_eq!(id.as_deref(), Some("1"), "the id is the event's seq");
+
+    let call = |id: &str| {
+        EventDraft::new(
+            "tool/call",
+            json!({"turn": 1, "step": 1, "callId": id, "name": "bash",
+            "arguments": {"command": "true"}}),
+        )
+    };
+    append(&mate, vec![call("c1")]);
+    let (_, id, item) = reader.next_frame().await;
+    assert_eq!(
+        (id.as_deref(), item["callId"].as_str()),
+        (Some("2"), Some("c1"))
+    );
+    drop(reader);
+
+    append(&mate, vec![call("c2"), call("c3")]);
+    let mut back = SseReader::open(&router, path, Some("2")).await;
+    let (_, id, item) = back.next_frame().await;
+    assert_eq!(
+        (id.as_deref(), item["callId"].as_str()),
+        (Some("3"), Some("c2"))
+    );
+    let (_, id, item) = back.next_frame().await;
+    assert_eq!(
+        (id.as_deref(), item["callId"].as_str()),
+        (Some("4"), Some("c3"))
+    );
+    append(&mate, vec![turn_end(1)]);
+    let (_, id, item) = back.next_frame().await;
+    assert_eq!(
+        (id.as_deref(), item["kind"].as_str()),
+        (Some("5"), Some("turnEnd"))
+    );
+}
