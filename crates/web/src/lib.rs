@@ -9,8 +9,8 @@
 //! | `GET /api/sessions` | `{"sessions":[SessionRow…]}`: roots first, most recently active first |
 //! | `GET /api/sessions/{id}/team` | the Team's [`TeamFrame`] plus `"position"` (events folded so far) |
 //! | `GET /api/sessions/{id}/team/events` | SSE: a `team` frame per view change |
-//! | `GET /api/sessions/{id}/conversation` | `{"sessionId","items":[Item…]}`: the member's own log |
-//! | `GET /api/sessions/{id}/conversation/events` | SSE: an `item` frame per new [`Item`] |
+//! | `GET /api/sessions/{id}/conversation` | `{"sessionId","items":[Item…],"failure"?}`: the member's own log; `failure` says why it cannot be read past the last item |
+//! | `GET /api/sessions/{id}/conversation/events` | SSE: an `item` frame per new [`Item`]; a damaged log ends with one `failure` frame `{"message"}` |
 //!
 //! **Live updates** come from the files: a watcher per Team polls the Lead's log and every
 //! member's log (every [`WebConfig::poll_interval`]), folds only the new complete lines, and

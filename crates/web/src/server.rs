@@ -325,9 +325,21 @@ struct ConversationRead {
     after: Option<u64>,
 }
 
+/// What one read of a conversation found: the new items and, when the file cannot be read
+/// further (a damaged line, an unsupported file, an IO error), why — once; the items before the
+/// damage come first.
+struct ConversationChunk {
+    items: Vec<Item>,
+    failure: Option<String>,
+}
+
 impl ConversationRead {
-    /// Reads what was appended since the last call: the new items, or the read error.
-    async fn next_items(&self) -> Result<Vec<Item>, WebError> {
+    /// Reads what was appended since the last call.
+    ///
+    /// # Errors
+    /// `SESSION_NOT_FOUND` when the file does not exist (and nothing was read). Every other read
+    /// error is the chunk's `failure`, reported once: the follower reads nothing after it.
+    async fn next_items(&self) -> Result<ConversationChunk, WebError> {
         let follower = Arc::clone(&self.follower);
         let hub = Arc::clone(&self.hub);
         let after = self.after;
@@ -348,13 +360,19 @@ impl ConversationRead {
                 .filter_map(item_of)
                 .collect();
             match result {
-                Ok(()) => Ok(items),
+                Ok(()) => Ok(ConversationChunk {
+                    items,
+                    failure: None,
+                }),
                 Err(JournalError::NotFound { id, .. }) if items.is_empty() => {
                     Err(WebError::SessionNotFound(id))
                 }
-                Err(e) if items.is_empty() => Err(WebError::Io(e.to_string())),
-                // Items before a damaged line are still shown; the error comes next time.
-                Err(_) => Ok(items),
+                // Items before a damaged line are still shown, then the failure (the follower
+                // is broken now: this is the only time it is reported).
+                Err(e) => Ok(ConversationChunk {
+                    items,
+                    failure: Some(e.to_string()),
+                }),
             }
         })
         .await
@@ -362,6 +380,8 @@ impl ConversationRead {
     }
 }
 
+/// `GET /api/sessions/{id}/conversation`: `{"sessionId","items":[Item…],"failure"?}`, where
+/// `failure` says why the file cannot be read past the last item (a damaged line, …).
 async fn conversation(
     State(app): State<AppState>,
     Path(id): Path<String>,
@@ -372,8 +392,18 @@ async fn conversation(
         hub: Arc::clone(&app.hub),
         after: None,
     };
-    let items = read.next_items().await?;
-    Ok(Json(json!({"sessionId": id, "items": items})))
+    let chunk = read.next_items().await?;
+    let mut body = json!({"sessionId": id, "items": chunk.items});
+    if let Some(failure) = chunk.failure {
+        body["failure"] = Value::String(failure);
+    }
+    Ok(Json(body))
+}
+
+fn failure_sse(message: &str) -> SseEvent {
+    SseEvent::default()
+        .event("failure")
+        .data(json!({ "message": message }).to_string())
 }
 
 fn item_sse(item: &Item) -> SseEvent {
@@ -397,13 +427,15 @@ async fn conversation_events(
     };
     // The first read answers 404 for an unknown session before the stream starts.
     let first = read.next_items().await?;
-    if let Some(last) = first.last() {
+    if let Some(last) = first.items.last() {
         read.after = Some(last.seq());
     }
     let interval = app.hub.poll_interval;
-    let queue: VecDeque<SseEvent> = first.iter().map(item_sse).collect();
+    let mut queue: VecDeque<SseEvent> = first.items.iter().map(item_sse).collect();
+    let stopped = first.failure.is_some();
+    queue.extend(first.failure.as_deref().map(failure_sse));
     let stream = futures_util::stream::unfold(
-        (read, queue, false),
+        (read, queue, stopped),
         move |(mut read, mut queue, mut stopped)| async move {
             loop {
                 if let Some(event) = queue.pop_front() {
@@ -416,16 +448,19 @@ async fn conversation_events(
                 }
                 tokio::time::sleep(interval).await;
                 match read.next_items().await {
-                    Ok(items) => {
-                        if let Some(last) = items.last() {
+                    Ok(chunk) => {
+                        if let Some(last) = chunk.items.last() {
                             read.after = Some(last.seq());
                         }
-                        queue.extend(items.iter().map(item_sse));
+                        queue.extend(chunk.items.iter().map(item_sse));
+                        if let Some(failure) = chunk.failure {
+                            stopped = true;
+                            queue.push_back(failure_sse(&failure));
+                        }
                     }
                     Err(e) => {
                         stopped = true;
-                        let data = json!({"message": e.to_string()}).to_string();
-                        queue.push_back(SseEvent::default().event("failure").data(data));
+                        queue.push_back(failure_sse(&e.to_string()));
                     }
                 }
             }

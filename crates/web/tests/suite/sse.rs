@@ -264,3 +264,61 @@ async fn a_conversation_stream_resumes_after_the_last_item_it_sent() {
         (Some("5"), Some("turnEnd"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_conversation_shows_its_items_then_the_failure() {
+    let home = Home::new();
+    let mate = home.child(ALPHA, LEAD, "alpha");
+    append(
+        &mate,
+        vec![
+            turn_start(1),
+            EventDraft::new(
+                "tool/call",
+                json!({"turn": 1, "step": 1, "callId": "c1", "name": "bash",
+                "arguments": {"command": "true"}}),
+            ),
+        ],
+    );
+    drop(mate);
+    // Line 5 (after the header, agent/config, turn/start and tool/call) is damaged, and a
+    // completed turn follows it, so it is corruption, not a torn last write.
+    let path = home.path().join("sessions/mate-alpha.jsonl");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("{not json\n");
+    text.push_str(
+        r#"{"seq":4,"time":1,"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+    );
+    text.push('\n');
+    std::fs::write(&path, text).unwrap();
+    let router = home.router();
+
+    let (status, body) = get(&router, "/api/sessions/mate-alpha/conversation").await;
+    assert_eq!(status, StatusCode::OK);
+    let kinds: Vec<&str> = body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["turnStart", "toolCall"]);
+    let failure = body["failure"].as_str().expect("the JSON names the damage");
+    assert!(failure.contains("line 5"), "{failure}");
+
+    let path = "/api/sessions/mate-alpha/conversation/events";
+    let mut reader = SseReader::open(&router, path, None).await;
+    let (_, id, _) = reader.next_frame().await;
+    assert_eq!(id.as_deref(), Some("1"));
+    let (_, id, _) = reader.next_frame().await;
+    assert_eq!(id.as_deref(), Some("2"));
+    let (event, _, data) = reader.next_frame().await;
+    assert_eq!(event, "failure", "the stream says why it stops: {data}");
+    assert!(
+        data["message"].as_str().unwrap().contains("line 5"),
+        "{data}"
+    );
+    // A reconnect after the last item gets the failure again, not silence.
+    let mut back = SseReader::open(&router, path, Some("2")).await;
+    let (event, _, _) = back.next_frame().await;
+    assert_eq!(event, "failure");
+}
