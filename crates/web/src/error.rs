@@ -15,6 +15,15 @@ pub enum WebError {
     /// No session file with this id (`SESSION_NOT_FOUND`, 404).
     #[error("no session {0}")]
     SessionNotFound(String),
+    /// A Team asked of a subagent's or teammate's session (`WEB_NOT_A_LEAD`, 404): the Team
+    /// it belongs to, if any, is the one of `lead`, its parent.
+    #[error("session {id} is a child session of {lead}, not a Team Lead: open {lead}, its Lead")]
+    NotALead {
+        /// The session asked for.
+        id: String,
+        /// Its parent, the Lead.
+        lead: String,
+    },
     /// No route (`WEB_NOT_FOUND`, 404).
     #[error("no such page: {0}")]
     NotFound(String),
@@ -45,6 +54,7 @@ impl ErrorCode for WebError {
         match self {
             WebError::InvalidSessionId(_) => "INVALID_SESSION_ID",
             WebError::SessionNotFound(_) => "SESSION_NOT_FOUND",
+            WebError::NotALead { .. } => "WEB_NOT_A_LEAD",
             WebError::NotFound(_) => "WEB_NOT_FOUND",
             WebError::Unauthorized => "WEB_UNAUTHORIZED",
             WebError::ForbiddenHost(_) => "WEB_FORBIDDEN_HOST",
@@ -60,7 +70,9 @@ impl WebError {
     pub fn status(&self) -> StatusCode {
         match self {
             WebError::InvalidSessionId(_) => StatusCode::BAD_REQUEST,
-            WebError::SessionNotFound(_) | WebError::NotFound(_) => StatusCode::NOT_FOUND,
+            WebError::SessionNotFound(_) | WebError::NotFound(_) | WebError::NotALead { .. } => {
+                StatusCode::NOT_FOUND
+            }
             WebError::Unauthorized => StatusCode::UNAUTHORIZED,
             WebError::ForbiddenHost(_) => StatusCode::FORBIDDEN,
             WebError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

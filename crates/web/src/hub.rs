@@ -208,7 +208,8 @@ impl Hub {
     /// The watcher of the Team whose Lead is `id`, brought up to date.
     ///
     /// # Errors
-    /// `SESSION_NOT_FOUND`.
+    /// `SESSION_NOT_FOUND`; `WEB_NOT_A_LEAD` for a subagent's or teammate's session (its
+    /// Team is its Lead's).
     pub(crate) async fn team(
         self: &Arc<Self>,
         id: SessionId,
@@ -217,6 +218,7 @@ impl Hub {
         let watcher = match existing {
             Some(watcher) => watcher,
             None => {
+                self.refuse_child(&id).await?;
                 let projection = TeamProjection::new(id.clone());
                 let initial = TeamFrame {
                     id: 0,
@@ -240,6 +242,23 @@ impl Hub {
         };
         self.refresh(&watcher).await?;
         Ok(watcher)
+    }
+
+    /// Refuses a child session (a subagent or a teammate) as a Team root. A header that cannot
+    /// be read is left to the fold, which reports it.
+    async fn refuse_child(&self, id: &SessionId) -> Result<(), WebError> {
+        let path = self.path_of(id);
+        let header = blocking(move || Ok(troupe_journal::read_header(&path).ok())).await?;
+        match header {
+            Some(header) if header.role() == SessionRole::Child => Err(WebError::NotALead {
+                id: id.to_string(),
+                lead: header
+                    .parent_session
+                    .map(|p| p.to_string())
+                    .unwrap_or_default(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Reads the Team's files now.

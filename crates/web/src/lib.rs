@@ -29,7 +29,8 @@
 //! [`access_for`] is told `allow_remote`, which then requires a generated token on every API
 //! request. On loopback, requests must name a loopback host (against DNS rebinding).
 //!
-//! **Errors**: an unknown session is 404 `{"error":{"code":"SESSION_NOT_FOUND",…}}`; a Lead
+//! **Errors**: an unknown session is 404 `{"error":{"code":"SESSION_NOT_FOUND",…}}`; the Team
+//! of a subagent's or teammate's session is 404 `WEB_NOT_A_LEAD`, naming its Lead; a Lead
 //! log that stops folding (a broken rule, a damaged file) gives a view with `failure` beside the
 //! last valid state, which the panel shows above it.
 //!

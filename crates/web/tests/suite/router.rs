@@ -462,3 +462,22 @@ async fn a_remote_panel_answers_api_requests_only_with_its_token() {
     let (_, body) = get(&router, "/api/sessions").await;
     assert_eq!(body["error"]["code"], "WEB_UNAUTHORIZED");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_session_is_not_a_team_but_has_a_conversation() {
+    let home = Home::new();
+    let _writers = team_home(&home);
+    let router = home.router();
+    for suffix in ["team", "team/events"] {
+        let (status, body) = get(&router, &format!("/api/sessions/{ALPHA}/{suffix}")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{suffix}: {body}");
+        assert_eq!(body["error"]["code"], "WEB_NOT_A_LEAD", "{suffix}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("open {LEAD}")), "{message}");
+    }
+    let (status, _) = get(&router, &format!("/api/sessions/{ALPHA}/conversation")).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = get(&router, &format!("/api/sessions/{LEAD}/team")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["teamId"], LEAD);
+}
