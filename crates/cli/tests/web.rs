@@ -170,6 +170,54 @@ fn a_headless_browser_follows_a_team_live_without_reloading() {
     std::fs::create_dir_all(&home).unwrap();
 
     let (_web, url) = start_web(&home);
+    // An earlier session, finished: the panel, opened as a user would (the bare URL, before
+    // the Team starts), shows it first and must move on to the Team by itself.
+    let earlier = root.path().join("earlier.json");
+    std::fs::write(&earlier, r#"{"agents": {"lead": [{"text": "hello"}]}}"#).unwrap();
+    let out = troupe()
+        .args(["run", "--home"])
+        .arg(&home)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", earlier.display()))
+        .arg("Say hello.")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let screenshot = shots.join("web-panel.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let mut browser = Command::new("node")
+        .arg("panel.mjs")
+        .current_dir(&e2e)
+        .env("PANEL_URL", &url)
+        .env("FOLLOW", "1")
+        .env("TASK_ID", "task-1")
+        .env("TEAMMATE", "worker")
+        .env("SCREENSHOT", &screenshot)
+        .env("CHROMIUM", &chromium)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut browser_out = BufReader::new(browser.stdout.take().unwrap());
+    let mut browser_err_pipe = browser.stderr.take().unwrap();
+    let browser_err = std::thread::spawn(move || {
+        let mut text = String::new();
+        browser_err_pipe.read_to_string(&mut text).unwrap();
+        text
+    });
+    let browser = Running(browser);
+    let mut ready = String::new();
+    browser_out.read_line(&mut ready).unwrap();
+    assert!(
+        ready.contains("\"ready\""),
+        "the panel did not show the earlier session: {ready:?}\n{}",
+        browser_err.join().unwrap()
+    );
+
     let mut run = troupe()
         .args(["run", "--team", "--home"])
         .arg(&home)
@@ -197,30 +245,23 @@ fn a_headless_browser_follows_a_team_live_without_reloading() {
     });
     let run = Running(run);
 
-    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let screenshot = shots.join("web-panel.png");
-    let _ = std::fs::remove_file(&screenshot);
-    let browser = Command::new("node")
-        .arg("panel.mjs")
-        .current_dir(&e2e)
-        .env("PANEL_URL", &url)
-        .env("SESSION_ID", &session)
-        .env("TASK_ID", "task-1")
-        .env("TEAMMATE", "worker")
-        .env("SCREENSHOT", &screenshot)
-        .env("CHROMIUM", &chromium)
-        .output()
-        .unwrap();
-    let report = String::from_utf8_lossy(&browser.stdout);
-    let browser_err = String::from_utf8_lossy(&browser.stderr);
+    let mut report = String::new();
+    browser_out.read_to_string(&mut report).unwrap();
+    let mut browser = browser;
+    let browser_status = browser.0.wait().unwrap();
+    let browser_err = browser_err.join().unwrap();
     let mut run = run;
     let status = run.0.wait().unwrap();
     let run_err = rest_of_stderr.join().unwrap();
     assert!(
-        browser.status.success(),
+        browser_status.success(),
         "the browser saw a problem: {report}\n{browser_err}\nrun:\n{run_err}"
     );
     let seen: Value = serde_json::from_str(report.trim()).unwrap();
+    assert_eq!(
+        seen["seen"]["followed"], session,
+        "the panel moved on to the new Team by itself"
+    );
     assert_eq!(
         seen["seen"]["task"].as_array().unwrap().last().unwrap(),
         "completed"

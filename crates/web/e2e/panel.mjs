@@ -4,8 +4,12 @@
 //   - the teammate TEAMMATE is seen with at least two different statuses;
 //   - no error banner, no projection failure, no console error, no page error.
 // Saves SCREENSHOT (laptop size) and SCREENSHOT with "-phone" before ".png" (phone size).
-// Env: PANEL_URL, SESSION_ID, TASK_ID, TEAMMATE, SCREENSHOT, CHROMIUM (default /usr/bin/chromium),
-// TIMEOUT_MS (default 60000). Prints one JSON line of what it saw; exit 1 on failure.
+// With FOLLOW=1 (and no SESSION_ID) it opens the bare PANEL_URL as a user would, prints
+// {"ready": "<hash>"} once the panel shows the home's latest Team, then waits for the panel to
+// move on by itself to the Team started after that, and watches that one.
+// Env: PANEL_URL, SESSION_ID (unless FOLLOW=1), TASK_ID, TEAMMATE, SCREENSHOT, CHROMIUM
+// (default /usr/bin/chromium), TIMEOUT_MS (default 60000). Prints one JSON line of what it saw
+// (`followed`: the session watched); exit 1 on failure.
 import { chromium } from "playwright-core";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,7 +21,8 @@ const env = (name, fallback) => {
   return value;
 };
 const url = env("PANEL_URL");
-const session = env("SESSION_ID");
+const follow = process.env.FOLLOW === "1";
+let session = follow ? null : env("SESSION_ID");
 const taskId = env("TASK_ID");
 const teammate = env("TEAMMATE");
 const screenshot = env("SCREENSHOT");
@@ -25,7 +30,7 @@ const timeoutMs = Number(env("TIMEOUT_MS", "60000"));
 
 const profile = mkdtempSync(join(tmpdir(), "troupe-e2e-"));
 const problems = [];
-const seen = { task: [], teammate: [] };
+const seen = { task: [], teammate: [], followed: null };
 let browser;
 try {
   browser = await chromium.launchPersistentContext(profile, {
@@ -43,9 +48,16 @@ try {
   let loads = 0;
   page.on("load", () => { loads += 1; });
 
-  await page.goto(`${url}#${session}`);
+  await page.goto(follow ? url : `${url}#${session}`);
   await page.waitForSelector(".member", { timeout: 20000 });
   await page.evaluate(() => { window.__troupeMarker = "no reload"; });
+  if (follow) {
+    const before = await page.evaluate(() => location.hash);
+    console.log(JSON.stringify({ ready: before }));
+    await page.waitForFunction((old) => location.hash && location.hash !== old, before, { timeout: 30000 });
+    session = (await page.evaluate(() => location.hash)).slice(1);
+  }
+  seen.followed = session;
 
   const deadline = Date.now() + timeoutMs;
   const record = (list, value) => { if (value && list[list.length - 1] !== value) list.push(value); };

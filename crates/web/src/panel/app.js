@@ -3,7 +3,9 @@
 "use strict";
 
 const token = new URLSearchParams(location.search).get("token");
-const state = { sessions: [], lead: null, member: null, view: null, teamSource: null, convSource: null };
+// `follow`: the panel chose the Team itself (no session in the URL), so it moves on to a newer
+// Team when one starts; any choice of the user's (the picker, a member, the URL) ends that.
+const state = { sessions: [], lead: null, member: null, view: null, teamSource: null, convSource: null, follow: false, autoHash: null };
 
 function api(path) {
   return token ? `${path}${path.includes("?") ? "&" : "?"}token=${encodeURIComponent(token)}` : path;
@@ -62,10 +64,18 @@ function route() {
   return { lead: lead || null, member: member || null };
 }
 
-function go(lead, member) {
+function go(lead, member, auto = false) {
   const hash = member && member !== lead ? `#${lead}/${member}` : `#${lead}`;
+  state.follow = auto;
+  state.autoHash = auto ? hash : null;
   if (location.hash !== hash) location.hash = hash;
   else apply();
+}
+
+// The Team started last (the root created last), or null.
+function newestRoot() {
+  const roots = state.sessions.filter((s) => s.role === "lead");
+  return roots.reduce((best, s) => (!best || s.createdAt > best.createdAt ? s : best), null);
 }
 
 // ---- the session list ----
@@ -103,12 +113,12 @@ function drawSessions() {
 function apply() {
   let { lead, member } = route();
   if (!lead) {
-    const root = state.sessions.find((s) => s.role === "lead");
+    const root = state.sessions.find((s) => s.role === "lead"); // the most recently active
     if (!root) {
       showEmpty("No sessions yet. Start one with troupe run --team or troupe demo; it appears here.");
       return;
     }
-    go(root.id, null);
+    go(root.id, null, true);
     return;
   }
   // A child session's link opens its Lead's Team with that member selected.
@@ -188,7 +198,7 @@ function drawTeam() {
       const pending = (view.mail && view.mail.byMember && view.mail.byMember[m.id]) || 0;
       const button = el(
         "button",
-        { class: "member", type: "button", "data-member": m.name, "aria-current": m.id === selected ? "true" : "false", onclick: () => go(state.lead, m.id) },
+        { class: "member", type: "button", "data-member": m.name, "aria-current": m.id === selected ? "true" : "false", onclick: () => go(state.lead, m.id, state.follow && m.id === state.lead) },
         el("span", { class: "line" },
           el("span", { class: "name", text: m.name }),
           el("span", { class: "badge", "data-status": m.status, text: m.status }),
@@ -302,14 +312,25 @@ function drawItem(item) {
 // ---- start ----
 
 document.getElementById("session-select").addEventListener("change", (event) => go(event.target.value, null));
-window.addEventListener("hashchange", apply);
+window.addEventListener("hashchange", () => {
+  // A hash the panel did not set itself is the user's choice: stop following newer Teams.
+  if (location.hash !== state.autoHash) state.follow = false;
+  apply();
+});
 
 (async function start() {
   await loadSessions();
   apply();
-  // New sessions appear without a reload.
+  // New sessions appear without a reload; a panel that chose its Team itself moves on to a
+  // Team started later (so `troupe web` first, then `troupe demo`, shows the demo).
   setInterval(async () => {
     const hadNone = !state.lead;
-    if ((await loadSessions()) && hadNone) apply();
-  }, 5000);
+    if (!(await loadSessions())) return;
+    const newest = newestRoot();
+    const shown = state.sessions.find((s) => s.id === state.lead);
+    if (hadNone) apply();
+    else if (state.follow && newest && newest.id !== state.lead && (!shown || newest.createdAt > shown.createdAt)) {
+      go(newest.id, null, true);
+    }
+  }, 2000);
 })();
