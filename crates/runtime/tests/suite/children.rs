@@ -293,6 +293,11 @@ async fn drain_releases_the_selected_child_and_its_descendants_only() {
         .start_child(&t_agent, spec("grandchild", ChildProvider::Spawn, None))
         .await
         .unwrap();
+    // Every turn is running (in its model call) before the drain: a child drained before its
+    // first turn started has no turn to end (its prompt stays in its inbox).
+    for name in ["t", "sibling", "grandchild"] {
+        model_called(&h.models.model(name), 1).await;
+    }
     // Another live parent may not drain it.
     let err = h
         .runtime
