@@ -168,7 +168,10 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
     }
     rows.push((
         "watch it in a browser".to_owned(),
-        format!("troupe web{home}  (then open {id})"),
+        format!(
+            "troupe web{home}  (then open http://127.0.0.1:{}/#{id})",
+            crate::web::DEFAULT_PORT
+        ),
     ));
     rows.push((
         "reopen the session".to_owned(),

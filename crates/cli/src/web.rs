@@ -18,13 +18,26 @@ pub(crate) struct WebFlags {
     /// The port to listen on (0: any free port; the URL printed names the real one).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_PORT)]
     port: u16,
-    /// The address to listen on. Anything but a loopback address also needs --allow-remote.
-    #[arg(long, value_name = "ADDR", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    /// The address to listen on: an IP address, or `localhost` (127.0.0.1). Anything but a
+    /// loopback address also needs --allow-remote.
+    #[arg(long, value_name = "ADDR", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST),
+          value_parser = parse_host)]
     host: IpAddr,
     /// Serve a non-loopback --host. A random access token is generated, printed in the URL,
     /// and required on every request.
     #[arg(long)]
     allow_remote: bool,
+}
+
+/// `--host`: an IP address, or `localhost` for 127.0.0.1 (no name lookup: the panel binds to
+/// exactly the address given).
+fn parse_host(raw: &str) -> Result<IpAddr, String> {
+    if raw.eq_ignore_ascii_case("localhost") {
+        return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
+    raw.trim_matches(|c| c == '[' || c == ']')
+        .parse()
+        .map_err(|_| format!("{raw} is not an IP address (or `localhost`)"))
 }
 
 /// Runs the server until Ctrl-C, SIGTERM or SIGHUP. Prints the URL alone on stdout first.
@@ -39,8 +52,13 @@ pub(crate) fn run(flags: WebFlags, home: &std::path::Path) -> Result<(), Failure
         let listener = tokio::net::TcpListener::bind(SocketAddr::new(flags.host, flags.port))
             .await
             .map_err(|e| {
+                let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+                    " (another troupe web?): pass another --port, or --port 0 for any free port"
+                } else {
+                    ""
+                };
                 Failure::bad_input(anyhow!(
-                    "cannot listen on {}: {e}",
+                    "cannot listen on {}: {e}{hint}",
                     SocketAddr::new(flags.host, flags.port)
                 ))
             })?;
@@ -54,6 +72,20 @@ pub(crate) fn run(flags: WebFlags, home: &std::path::Path) -> Result<(), Failure
             "troupe web: serving the sessions in {} (read-only) at {url}; Ctrl-C stops",
             escape_controls(&home.display().to_string())
         );
+        if !home.exists() {
+            eprint_line!(
+                "troupe web: note: {} does not exist yet; sessions appear once troupe run or \
+                 troupe demo writes them there",
+                escape_controls(&home.display().to_string())
+            );
+        }
+        if flags.host.is_unspecified() {
+            eprint_line!(
+                "troupe web: note: {} listens on every address of this machine: from another \
+                 machine, open the URL with this machine's name or address in its place",
+                flags.host
+            );
+        }
         let config = WebConfig {
             access,
             ..WebConfig::new(home.to_path_buf())

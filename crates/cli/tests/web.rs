@@ -112,6 +112,60 @@ fn troupe_web_prints_its_url_and_serves_the_home_read_only() {
     assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
 }
 
+#[test]
+fn a_port_in_use_is_one_line_that_names_the_way_out() {
+    let home = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = troupe()
+        .args(["web", "--port", &port, "--home"])
+        .arg(home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{err}");
+    assert!(err.contains("--port 0 for any free port"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn localhost_is_a_host_and_a_home_that_does_not_exist_yet_is_noted() {
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("not-yet");
+    let mut child = troupe()
+        .args(["web", "--host", "localhost", "--port", "0", "--home"])
+        .arg(&home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut lines = [String::new(), String::new()];
+    for line in &mut lines {
+        stderr.read_line(line).unwrap();
+    }
+    let _web = Running(child);
+    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
+    assert!(lines[1].contains("does not exist yet"), "{lines:?}");
+    let (status, body) = http_get(url.trim(), "/api/sessions");
+    assert_eq!((status, body.as_str()), (200, r#"{"sessions":[]}"#));
+    assert!(!home.exists(), "serving created the home");
+
+    let out = troupe()
+        .args(["web", "--host", "my-laptop", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not an IP address (or `localhost`)"), "{err}");
+}
+
 /// The Team the browser watches: the Lead waits a moment (so the page is open), creates
 /// task-1 and spawns `worker`, which pauses, claims it, pauses, completes it.
 const SLOW_TEAM: &str = r#"{"agents": {

@@ -388,7 +388,7 @@ fn the_demo_fixes_a_real_project_and_leaves_a_team_that_verifies() {
         &format!("troupe log {id} --home {h}"),
         &format!("troupe log {beta} --home {h}"),
         &format!("troupe resume {id} --home {h}"),
-        &format!("troupe web --home {h}  (then open {id})"),
+        &format!("troupe web --home {h}  (then open http://127.0.0.1:7420/#{id})"),
         &format!("watch: troupe web --home {h}"),
     ] {
         assert!(err.contains(needle), "{needle:?} missing from\n{err}");
