@@ -124,7 +124,10 @@ fn a_port_in_use_is_one_line_that_names_the_way_out() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on 127.0.0.1:{port}")),
+        "{err}"
+    );
     assert!(err.contains("--port 0 for any free port"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(out.stdout.is_empty());
@@ -238,7 +241,11 @@ fn a_headless_browser_follows_a_team_live_without_reloading() {
         .arg("Say hello.")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let screenshot = shots.join("web-panel.png");
