@@ -257,17 +257,18 @@ function openConversation(id) {
   if (state.view) drawTeam();
   const source = new EventSource(api(`/api/sessions/${encodeURIComponent(id)}/conversation/events`));
   state.convSource = source;
-  source.addEventListener("item", (event) => {
-    const item = JSON.parse(event.data);
-    const node = drawItem(item);
-    if (!node) return;
+  const add = (node) => {
     const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
     list.append(node);
     if (atBottom) list.scrollTop = list.scrollHeight;
+  };
+  source.addEventListener("item", (event) => {
+    const node = drawItem(JSON.parse(event.data));
+    if (node) add(node);
   });
   source.addEventListener("failure", (event) => {
     const body = JSON.parse(event.data);
-    list.append(el("li", { class: "item", "data-error": "true", text: `The log cannot be read further: ${body.message}` }));
+    add(el("li", { class: "item", "data-error": "true", text: `The log cannot be read further: ${body.message}` }));
   });
   source.addEventListener("error", () => {
     if (source === state.convSource && source.readyState === EventSource.CLOSED) {
