@@ -24,7 +24,7 @@ pub(crate) struct WebFlags {
           value_parser = parse_host)]
     host: IpAddr,
     /// Serve a non-loopback --host. A random access token is generated, printed in the URL,
-    /// and required on every request.
+    /// and required on every API request (the page itself carries no data).
     #[arg(long)]
     allow_remote: bool,
 }
