@@ -20,7 +20,8 @@ mod work;
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
 use troupe_journal::Journal;
-use troupe_protocol::{Event, SessionHeader, SessionId};
+use troupe_protocol::{Event, SessionId};
+use troupe_runtime::{RoleProbe, SessionRole};
 
 use crate::exit::Failure;
 use crate::output::{Stdout, eprint_line, escape_controls};
@@ -291,34 +292,6 @@ fn parse_session_id(raw: &str) -> Result<SessionId, Failure> {
     SessionId::new(raw).map_err(Failure::bad_input)
 }
 
-/// How a session relates to others (DESIGN §6: "Lead or teammate"): `lead` for a root,
-/// `teammate` for a subagent child whose own `agent/config` has the Team profile (a Team
-/// member's session), `child` for any other subagent child, `fork` for a host fork.
-fn role(journal: &Journal, header: &SessionHeader) -> &'static str {
-    match (&header.parent_session, header.origin.as_deref()) {
-        (None, _) => "lead",
-        (Some(_), Some("subagent")) if is_team_profile(journal, header) => "teammate",
-        (Some(_), Some("subagent")) => "child",
-        (Some(_), _) => "fork",
-    }
-}
-
-/// Whether the session's own (not seeded) first `agent/config` has the Team profile. An
-/// unreadable session is not one (the listing still shows it).
-fn is_team_profile(journal: &Journal, header: &SessionHeader) -> bool {
-    let seed = header.seed_len();
-    let mut profile: Option<bool> = None;
-    let _ = journal.read_each(&header.id, &mut |event| {
-        if profile.is_none()
-            && event.seq.0 >= seed
-            && event.kind == troupe_protocol::event_types::AGENT_CONFIG
-        {
-            profile = Some(event.data["profile"] == "team");
-        }
-    });
-    profile.unwrap_or(false)
-}
-
 /// RFC 3339 UTC with milliseconds; a time humantime cannot show (year 10000 or later) as the
 /// raw number, `t=<ms>ms`.
 fn format_time(ms: u64) -> String {
@@ -335,22 +308,42 @@ fn sessions(journal: &Journal, home: &Path, json: bool) -> Result<(), Failure> {
         .list(&mut |e| {
             let e = e.to_string();
             eprint_line!(
-                "troupe: skipping unreadable session file: {}",
+                "troupe: note: not listed, its header cannot be read: {}",
                 escape_controls(&e)
             );
         })
         .context("listing sessions")?;
+    // Each log is read once (streamed, no lock): its own first `agent/config` settles the
+    // role of a subagent child, and a log damaged past its header is still listed, with a
+    // note naming the damage.
+    let roles: Vec<SessionRole> = listed
+        .iter()
+        .map(|l| {
+            let mut probe = RoleProbe::new(&l.header);
+            if let Err(e) = journal.read_each(&l.header.id, &mut |event| probe.observe(&event)) {
+                let e = e.to_string();
+                eprint_line!(
+                    "troupe: note: session {} is listed, but its log cannot be read past the \
+                     damage: {}",
+                    escape_controls(l.header.id.as_str()),
+                    escape_controls(&e)
+                );
+            }
+            probe.role()
+        })
+        .collect();
     let mut out = Stdout::lock();
     if json {
         let rows: Vec<_> = listed
             .iter()
-            .map(|l| {
+            .zip(&roles)
+            .map(|(l, role)| {
                 serde_json::json!({
                     "id": l.header.id.as_str(),
                     "parent": l.header.parent_session.as_ref().map(SessionId::as_str),
                     "createdAt": l.header.created_at,
                     "cwd": l.header.cwd,
-                    "role": role(journal, &l.header),
+                    "role": role.as_str(),
                     // Lossy rather than a serialization error for a non-UTF-8 home.
                     "path": l.location.to_string_lossy(),
                 })
@@ -366,14 +359,15 @@ fn sessions(journal: &Journal, home: &Path, json: bool) -> Result<(), Failure> {
     }
     let rows: Vec<[String; 5]> = listed
         .iter()
-        .map(|l| {
+        .zip(&roles)
+        .map(|(l, role)| {
             let h = &l.header;
             [
                 escape_controls(h.id.as_str()).into_owned(),
                 escape_controls(h.parent_session.as_ref().map_or("-", SessionId::as_str))
                     .into_owned(),
                 format_time(h.created_at),
-                role(journal, h).to_owned(),
+                role.as_str().to_owned(),
                 escape_controls(h.cwd.as_deref().unwrap_or("-")).into_owned(),
             ]
         })

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use troupe_journal::{Journal, JournalError, ScanSummary};
 use troupe_protocol::{Seq, SessionId, event_types};
 use troupe_runtime::events::{AgentConfigRecord, Profile, TurnEndReason};
-use troupe_runtime::{Transcript, TranscriptStats};
+use troupe_runtime::{SessionRole, Transcript, TranscriptStats};
 use troupe_team::{
     MemberPhase, MemberStatus, MemberView, ShowOptions, TaskView, TeamId, TeamShow, TeamState,
 };
@@ -159,14 +159,11 @@ fn load_team(journal: &Journal, raw: &str, verb: &str) -> Result<LeadLog, Failur
         }
     };
     let header = &lead.summary.header;
-    if header.origin.as_deref() == Some("subagent")
+    let role = SessionRole::of(header, lead.config.as_ref().map(|c| c.profile));
+    if role.is_child()
         && let Some(parent) = &header.parent_session
     {
-        let what = if lead
-            .config
-            .as_ref()
-            .is_some_and(|c| c.profile == Profile::Team)
-        {
+        let what = if role == SessionRole::Teammate {
             "a teammate"
         } else {
             "a child session"

@@ -84,39 +84,3 @@ impl SessionHeader {
         self.seed_length.unwrap_or(0)
     }
 }
-
-/// How a session relates to others, from its header alone (`troupe sessions`, the web panel's
-/// session list). Wire: `"lead"` | `"child"` | `"fork"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SessionRole {
-    /// A root session (no parent): a Lead, with or without a Team.
-    Lead,
-    /// A subagent or teammate (`origin: "subagent"` with a parent).
-    Child,
-    /// A fork of another session (a parent, another origin).
-    Fork,
-}
-
-impl SessionRole {
-    /// The wire name: `lead`, `child` or `fork`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SessionRole::Lead => "lead",
-            SessionRole::Child => "child",
-            SessionRole::Fork => "fork",
-        }
-    }
-}
-
-impl SessionHeader {
-    /// The session's [`SessionRole`]: `lead` without a parent, `child` for a parent with
-    /// origin `subagent`, else `fork`.
-    pub fn role(&self) -> SessionRole {
-        match (&self.parent_session, self.origin.as_deref()) {
-            (None, _) => SessionRole::Lead,
-            (Some(_), Some("subagent")) => SessionRole::Child,
-            (Some(_), _) => SessionRole::Fork,
-        }
-    }
-}

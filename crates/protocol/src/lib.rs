@@ -20,6 +20,6 @@ mod message;
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::ErrorCode;
 pub use event::{Event, EventDraft};
-pub use header::{FORMAT_VERSION, HEADER_TYPE, SessionHeader, SessionRole};
+pub use header::{FORMAT_VERSION, HEADER_TYPE, SessionHeader};
 pub use id::{IdError, SESSION_ID_MAX_LEN, Seq, SessionId};
 pub use message::{MessageId, MessageSource, UserMessage};

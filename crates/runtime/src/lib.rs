@@ -8,6 +8,8 @@
 //!   descriptor, exact-parent authorization, follow-ups to live or cold children, interrupt
 //!   with keep-inbox, exact-child drain, settlement notices) and shutdown.
 //! - The default profile's `subagent` / `subagent_fork` tools.
+//! - [`SessionRole`] / [`RoleProbe`]: a stored session's role (`lead`, `teammate`, `child`,
+//!   `fork`), the one rule `troupe sessions`, `troupe team` and the web panel share.
 //!
 //! Invariants: the runtime never prints (progress goes to a broadcast channel); accepted inbox
 //! items are durable before an operation returns and are never dropped by settlement or
@@ -22,6 +24,7 @@ mod agent;
 mod error;
 pub mod events;
 mod prompt;
+mod role;
 mod runtime;
 mod subagent;
 pub mod team;
@@ -31,6 +34,7 @@ pub use agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, Prog
 pub use error::RuntimeError;
 pub use events::{Profile, TurnEndReason};
 pub use prompt::{TeamRole, default_system_prompt, team_policy};
+pub use role::{RoleProbe, SessionRole};
 pub use runtime::{
     ChildProvider, ChildSpec, ChildStart, ModelSource, Runtime, RuntimeOptions, stored_config,
 };

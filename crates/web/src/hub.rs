@@ -10,7 +10,8 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::watch;
 use troupe_journal::{Journal, JournalError, JsonlBackend};
-use troupe_protocol::{Event, SessionId, SessionRole};
+use troupe_protocol::{Event, SessionId};
+use troupe_runtime::{RoleProbe, SessionRole};
 use troupe_team::{TeamId, TeamState};
 
 use crate::WebError;
@@ -142,6 +143,8 @@ impl TeamWatcher {
 /// A cached listing row's reading state.
 struct ListingEntry {
     follower: Follower,
+    /// The session's role, settled by its own first `agent/config` as the log is followed.
+    role: RoleProbe,
     team: Option<TeamState>,
     last_time: Option<u64>,
     events: u64,
@@ -150,15 +153,17 @@ struct ListingEntry {
 /// One row of `GET /api/sessions`.
 ///
 /// Wire shape: `{"id","role","parent"?,"createdAt","cwd"?,"lastActivity","events",
-/// "teamSize"?}`: `lastActivity` is the time of the last event (epoch ms; `createdAt` for an
-/// empty log), `teamSize` the number of roster members of a root session's Team (absent for
+/// "teamSize"?}`: `role` is `lead`, `teammate`, `child` or `fork` (as `troupe sessions`
+/// says), `lastActivity` the time of the last event (epoch ms; `createdAt` for an empty log),
+/// `teamSize` the number of roster members of a root session's Team (absent for teammates,
 /// children and forks), `events` the number of valid events.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionRow {
     /// The session id.
     pub id: SessionId,
-    /// `lead`, `child` or `fork`.
+    /// `lead`, `teammate`, `child` or `fork` ([`SessionRole`]: the rule `troupe sessions`
+    /// uses too).
     pub role: SessionRole,
     /// The parent session.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -250,7 +255,9 @@ impl Hub {
         let path = self.path_of(id);
         let header = blocking(move || Ok(troupe_journal::read_header(&path).ok())).await?;
         match header {
-            Some(header) if header.role() == SessionRole::Child => Err(WebError::NotALead {
+            // Whether a session is a subagent child does not depend on its profile: the
+            // header says it.
+            Some(header) if SessionRole::of(&header, None).is_child() => Err(WebError::NotALead {
                 id: id.to_string(),
                 lead: header
                     .parent_session
@@ -324,13 +331,15 @@ impl Hub {
                 .entry(header.id.clone())
                 .or_insert_with(|| ListingEntry {
                     follower: Follower::new(header.id.clone()),
-                    team: (header.role() == SessionRole::Lead)
+                    role: RoleProbe::new(header),
+                    team: (SessionRole::of(header, None) == SessionRole::Lead)
                         .then(|| TeamState::new(TeamId::new(header.id.clone()))),
                     last_time: None,
                     events: 0,
                 });
             let ListingEntry {
                 follower,
+                role,
                 team,
                 last_time,
                 events,
@@ -338,6 +347,7 @@ impl Hub {
             let result = follower.poll(&self.journal, &mut |event: Event| {
                 *events += 1;
                 *last_time = Some(event.time);
+                role.observe(&event);
                 if let Some(team) = team.as_mut() {
                     // A Team log that stops folding keeps the size of its last valid state.
                     let _ = team.apply(&event);
@@ -348,7 +358,7 @@ impl Hub {
             }
             rows.push(SessionRow {
                 id: header.id.clone(),
-                role: header.role(),
+                role: role.role(),
                 parent: header.parent_session.clone(),
                 created_at: header.created_at,
                 cwd: header.cwd.clone(),

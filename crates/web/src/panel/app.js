@@ -121,9 +121,9 @@ function apply() {
     go(root.id, null, true);
     return;
   }
-  // A child session's link opens its Lead's Team with that member selected.
+  // A teammate's or other child session's link opens its Lead's Team with that member selected.
   const row = state.sessions.find((s) => s.id === lead);
-  if (row && row.role === "child" && row.parent) {
+  if (row && (row.role === "teammate" || row.role === "child") && row.parent) {
     go(row.parent, lead);
     return;
   }

@@ -66,14 +66,19 @@ impl Home {
         writer
     }
 
-    /// A teammate's child session of `parent`.
+    /// A teammate's child session of `parent` (its `agent/config` has the Team profile).
     pub fn child(&self, id: &str, parent: &str, name: &str) -> SessionWriter {
+        self.subagent(id, parent, config(name, 1))
+    }
+
+    /// A subagent child session of `parent` whose first own event is `config`.
+    pub fn subagent(&self, id: &str, parent: &str, config: EventDraft) -> SessionWriter {
         let header = SessionHeader::new(sid(id), T0 + 1)
             .with_cwd("/work/project")
             .with_parent(sid(parent))
             .with_origin("subagent");
         let writer = self.journal.create(header).unwrap();
-        writer.append(config(name, 1)).unwrap();
+        writer.append(config).unwrap();
         flush(&writer);
         writer
     }
@@ -94,9 +99,14 @@ pub fn flush(writer: &SessionWriter) {
 }
 
 pub fn config(name: &str, depth: u32) -> EventDraft {
+    profile_config(name, depth, "team")
+}
+
+/// An `agent/config` with the given profile (`team` or `default`).
+pub fn profile_config(name: &str, depth: u32, profile: &str) -> EventDraft {
     EventDraft::new(
         "agent/config",
-        json!({"name": name, "depth": depth, "profile": "team", "workspace": "/work/project",
+        json!({"name": name, "depth": depth, "profile": profile, "workspace": "/work/project",
                "model": {"provider": "openai", "model": "gpt-test",
                          "baseUrl": "https://models.invalid/v1", "apiKeyEnv": "SECRET_KEY_VAR"}}),
     )

@@ -99,16 +99,64 @@ async fn the_session_list_puts_roots_first_with_team_size_and_last_activity() {
     let solo = home.lead("solo-root");
     append(&solo, vec![turn_start(1), turn_end(1)]);
     drop(solo);
+    // A subagent of the solo root (the default profile): a child, not a teammate.
+    drop(home.subagent("sub-1", "solo-root", profile_config("helper", 1, "default")));
     let (status, body) = get(&home.router(), "/api/sessions").await;
     assert_eq!(status, StatusCode::OK);
     insta::assert_json_snapshot!("session_list", body);
-    let roles: Vec<&str> = body["sessions"]
+    let roles: Vec<(&str, &str)> = body["sessions"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| s["role"].as_str().unwrap())
+        .map(|s| (s["id"].as_str().unwrap(), s["role"].as_str().unwrap()))
         .collect();
-    assert_eq!(roles, ["lead", "lead", "child", "child"]);
+    // Team members are `teammate`, as `troupe sessions` says.
+    assert_eq!(
+        roles,
+        [
+            (LEAD, "lead"),
+            ("solo-root", "lead"),
+            (ALPHA, "teammate"),
+            (BETA, "teammate"),
+            ("sub-1", "child"),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammates_role_is_settled_once_its_configuration_is_written() {
+    // A listing taken before the child's configuration is in its log says `child`; the next
+    // one, after it was appended, says `teammate` (the list follows the files).
+    let home = Home::new();
+    let lead = home.lead(LEAD);
+    let mate = home.subagent(
+        ALPHA,
+        LEAD,
+        EventDraft::new(
+            "subagent/descriptor",
+            json!({"version": 2, "mode": "continuable", "provider": "spawn", "label": "alpha"}),
+        ),
+    );
+    let router = home.router();
+    let role_of = |body: &serde_json::Value| {
+        body["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == ALPHA)
+            .map(|s| s["role"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    let (_, before) = get(&router, "/api/sessions").await;
+    assert_eq!(role_of(&before), "child");
+    append(&mate, vec![config("alpha", 1)]);
+    let (_, after) = get(&router, "/api/sessions").await;
+    assert_eq!(role_of(&after), "teammate");
+    // And a teammate's id is not a Team root.
+    let (status, body) = get(&router, &format!("/api/sessions/{ALPHA}/team")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "WEB_NOT_A_LEAD");
+    drop((lead, mate));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
