@@ -19,7 +19,7 @@ mod work;
 
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
-use troupe_journal::Journal;
+use troupe_journal::{Journal, JournalError};
 use troupe_protocol::{Event, SessionId};
 use troupe_runtime::{RoleProbe, SessionRole};
 
@@ -323,8 +323,7 @@ fn sessions(journal: &Journal, home: &Path, json: bool) -> Result<(), Failure> {
             if let Err(e) = journal.read_each(&l.header.id, &mut |event| probe.observe(&event)) {
                 let e = e.to_string();
                 eprint_line!(
-                    "troupe: note: session {} is listed, but its log cannot be read past the \
-                     damage: {}",
+                    "troupe: note: session {} is listed, but its log cannot be read in full: {}",
                     escape_controls(l.header.id.as_str()),
                     escape_controls(&e)
                 );
@@ -407,7 +406,7 @@ fn log(journal: &Journal, session: &str, json: bool, from: u64) -> Result<(), Fa
     let mut shown = 0u64;
     let mut write_error: Option<anyhow::Error> = None;
     // Stream the file: memory stays bounded by the longest line, whatever the log's size.
-    let summary = journal.read_each(&id, &mut |event| {
+    let read = journal.read_each(&id, &mut |event| {
         if event.seq.0 < from || write_error.is_some() || out.is_closed() {
             return;
         }
@@ -420,11 +419,13 @@ fn log(journal: &Journal, session: &str, json: bool, from: u64) -> Result<(), Fa
             Ok(()) => shown += 1,
             Err(e) => write_error = Some(e.context("writing output")),
         }
-    })?;
+    });
     if let Some(e) = write_error {
         return Err(e.into());
     }
+    // The events before any damage are out before the line that names it.
     finish(out)?;
+    let summary = read.map_err(|e| damaged_log(&id, e))?;
     if let Some(torn) = &summary.torn_tail {
         let reason = escape_controls(&torn.reason);
         eprint_line!(
@@ -440,6 +441,31 @@ fn log(journal: &Journal, session: &str, json: bool, from: u64) -> Result<(), Fa
         );
     }
     Ok(())
+}
+
+/// A log damaged at the journal level (a corrupt line before a completed turn, or a
+/// corrupt header; REFERENCE a.9) is a failure of the work (exit 1), as for `troupe team
+/// show/verify`: one line saying where the shown events stop, then the journal's file, line,
+/// byte offset and reason. Every other read error keeps its code (an unknown session, an
+/// unsupported file: bad input, exit 2).
+fn damaged_log(id: &SessionId, error: JournalError) -> Failure {
+    match &error {
+        JournalError::Corrupt { line, .. } => {
+            // Line 1 is the header; line n ≥ 2 holds seq n − 2.
+            let at = if *line >= 2 {
+                format!(
+                    "at seq {}, so only the events before it are shown",
+                    line - 2
+                )
+            } else {
+                "at its header, so no event is shown".to_owned()
+            };
+            Failure::work(anyhow::anyhow!(
+                "the log of session {id} is damaged {at}: {error}"
+            ))
+        }
+        _ => error.into(),
+    }
 }
 
 /// `seq  time  type  data`, with the payload compacted to one line of at most 160 chars and

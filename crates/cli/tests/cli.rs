@@ -290,14 +290,121 @@ fn bad_input_is_one_line_exit_2_and_writes_nothing() {
     assert_bad_input(home.path(), &["log", "../etc/passwd"], "invalid session id");
     std::fs::create_dir(home.path().join("sessions/dir.jsonl")).unwrap();
     assert_bad_input(home.path(), &["log", "dir"], "is not a regular file");
-    std::fs::write(home.path().join("sessions/garbage.jsonl"), "not json\n{}\n").unwrap();
-    assert_bad_input(home.path(), &["log", "garbage"], "header is not JSON");
     std::fs::write(
         home.path().join("sessions/future.jsonl"),
         "{\"type\":\"session\",\"format\":7,\"id\":\"future\",\"createdAt\":0}\n",
     )
     .unwrap();
     assert_bad_input(home.path(), &["log", "future"], "format version 7");
+}
+
+/// A session log damaged before a completed turn: seq 0 and 1 are valid, the line of seq 2 is
+/// not JSON, and a completed turn follows it.
+fn damaged_session(home: &Path, id: &str) -> std::path::PathBuf {
+    let path = write_session(
+        home,
+        id,
+        &[
+            header(id, 1_764_000_000_000),
+            event(0, 1, "turn/start", json!({"turn": 1})),
+            event(1, 2, "user/message", json!({"text": "hello"})),
+            json!("placeholder"),
+            event(3, 4, "turn/end", json!({"turn": 1})),
+        ],
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("\"placeholder\"", "{\"seq\":2,\"ti")).unwrap();
+    path
+}
+
+#[test]
+fn a_damaged_log_is_exit_1_after_the_events_before_the_damage() {
+    let home = tempfile::tempdir().unwrap();
+    let path = damaged_session(home.path(), "dmg");
+    let before = std::fs::read(&path).unwrap();
+    for json in [false, true] {
+        let mut args = vec!["log", "dmg"];
+        if json {
+            args.push("--json");
+        }
+        let out = troupe(home.path()).args(&args).assert().code(1);
+        let stdout = text(&out.get_output().stdout);
+        assert_eq!(stdout.lines().count(), 2, "{stdout}");
+        assert!(stdout.contains("turn/start") && stdout.contains("user/message"));
+        assert!(!stdout.contains("turn/end"), "{stdout}");
+        let stderr = text(&out.get_output().stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+        // Where the shown events stop, then the file, line, byte offset and reason.
+        let offset = text(&before)
+            .lines()
+            .take(3)
+            .map(|l| l.len() + 1)
+            .sum::<usize>();
+        for part in [
+            "the log of session dmg is damaged at seq 2, so only the events before it are shown",
+            &format!("{}: line 4, byte offset {offset}", path.display()),
+            "unparseable event line",
+        ] {
+            assert!(stderr.contains(part), "{stderr:?} should contain {part:?}");
+        }
+    }
+    // A damaged header: nothing to show, the same exit code as troupe team show.
+    std::fs::write(home.path().join("sessions/garbage.jsonl"), "not json\n{}\n").unwrap();
+    let out = troupe(home.path())
+        .args(["log", "garbage"])
+        .assert()
+        .code(1)
+        .stdout("");
+    let stderr = text(&out.get_output().stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+    assert!(stderr.contains("damaged at its header") && stderr.contains("header is not JSON"));
+    troupe(home.path())
+        .args(["team", "show", "garbage"])
+        .assert()
+        .code(1);
+    // Nothing is repaired; an unknown session stays bad input.
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_bad_input(
+        home.path(),
+        &["log", "missing"],
+        "session missing not found",
+    );
+}
+
+#[test]
+fn sessions_lists_a_damaged_log_with_a_note() {
+    let home = tempfile::tempdir().unwrap();
+    seed_home(home.path());
+    damaged_session(home.path(), "dmg");
+    std::fs::write(home.path().join("sessions/garbage.jsonl"), "not json\n").unwrap();
+    for json in [false, true] {
+        let mut args = vec!["sessions"];
+        if json {
+            args.push("--json");
+        }
+        let out = troupe(home.path()).args(&args).assert().success();
+        let stdout = text(&out.get_output().stdout);
+        assert!(
+            stdout.contains("lead-1") && stdout.contains("dmg"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("garbage"), "{stdout}");
+        let stderr = text(&out.get_output().stderr);
+        let notes: Vec<&str> = stderr.lines().collect();
+        assert_eq!(notes.len(), 2, "{stderr:?}");
+        assert!(
+            notes.iter().any(|n| n.contains("session dmg is listed")
+                && n.contains("line 4")
+                && n.contains("unparseable event line")),
+            "{stderr:?}"
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("not listed") && n.contains("garbage.jsonl")),
+            "{stderr:?}"
+        );
+    }
 }
 
 #[test]
