@@ -76,6 +76,16 @@ impl ProviderFactory {
         }
     }
 
+    /// The same factory whose scripted providers wait `pace` before each model call
+    /// ([`ScriptedProvider::with_pace`]); an HTTP factory is returned unchanged.
+    #[must_use]
+    pub fn with_script_pace(self, pace: std::time::Duration) -> Self {
+        match self {
+            Self::Scripted(script) => Self::Scripted(script.with_pace(pace)),
+            http @ Self::Http(_) => http,
+        }
+    }
+
     /// The provider for member `agent`. Fails with [`LlmError::Script`] when a script has no
     /// steps for that member.
     pub fn for_agent(&self, agent: &str) -> Result<Arc<dyn ModelProvider>, LlmError> {

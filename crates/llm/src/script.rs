@@ -10,10 +10,16 @@
 //! resumed session ([`ModelProvider::set_calls_made`]). Tool-call ids are deterministic:
 //! `call_<member>_<n>`, `n` counting the member's tool calls from 1 in script order, so a resumed
 //! script produces the same ids.
+//!
+//! A *pace* ([`ScriptedProvider::with_pace`], `--pace MS`) makes every model call wait that
+//! long before it takes its step, so a scripted demo can be watched live (`troupe web`). The
+//! wait is cancellable (a cancelled call takes no step) and is not part of any step: it is
+//! recorded nowhere, and a paced run writes the same events as an unpaced one.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -29,6 +35,8 @@ use crate::types::{
 #[derive(Clone, Debug)]
 pub struct ScriptedProvider {
     inner: Arc<ScriptInner>,
+    /// Waited before each model call takes its step (zero: no wait).
+    pace: Duration,
 }
 
 #[derive(Debug)]
@@ -120,7 +128,22 @@ impl ScriptedProvider {
                 origin: origin.to_owned(),
                 agents,
             }),
+            pace: Duration::ZERO,
         })
+    }
+
+    /// The same script (sharing its cursors) whose providers wait `pace` before each model
+    /// call takes its step: a timer wait (tokio), ended early by the call's cancellation, which
+    /// then takes no step. [`Duration::ZERO`] (the default) does not wait.
+    #[must_use]
+    pub fn with_pace(mut self, pace: Duration) -> Self {
+        self.pace = pace;
+        self
+    }
+
+    /// The wait before each model call (see [`ScriptedProvider::with_pace`]).
+    pub fn pace(&self) -> Duration {
+        self.pace
     }
 
     /// The scripted member names, sorted.
@@ -135,6 +158,7 @@ impl ScriptedProvider {
         Ok(ScriptedAgent {
             inner: Arc::clone(&self.inner),
             agent: agent.to_owned(),
+            pace: self.pace,
         })
     }
 
@@ -252,6 +276,7 @@ fn parse_step(
 pub struct ScriptedAgent {
     inner: Arc<ScriptInner>,
     agent: String,
+    pace: Duration,
 }
 
 impl ScriptedAgent {
@@ -296,6 +321,13 @@ impl ModelProvider for ScriptedAgent {
         Box::pin(async move {
             if cancel.is_cancelled() {
                 return Err(LlmError::Cancelled);
+            }
+            if !self.pace.is_zero() {
+                // Before the step is taken, so a call cancelled while it waits takes none.
+                tokio::select! {
+                    () = tokio::time::sleep(self.pace) => {}
+                    () = cancel.cancelled() => return Err(LlmError::Cancelled),
+                }
             }
             let message = self.next_step()?;
             observer.on_event(StreamEvent::AttemptStarted { attempt: 1 });
@@ -342,6 +374,7 @@ impl ModelProvider for ScriptedAgent {
     fn set_calls_made(&self, calls_made: usize) -> Result<(), LlmError> {
         ScriptedProvider {
             inner: Arc::clone(&self.inner),
+            pace: self.pace,
         }
         .set_calls_made(&self.agent, calls_made)
     }

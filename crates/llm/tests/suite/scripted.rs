@@ -180,6 +180,58 @@ async fn unknown_agents_and_cancelled_calls() {
     assert_eq!(script.calls_made("lead").unwrap(), 0);
 }
 
+/// With paused time, a timer wait advances the clock by exactly its length, so the elapsed
+/// time counts the waits: one pace per model call, none without a pace.
+#[tokio::test(start_paused = true)]
+async fn a_pace_waits_before_every_model_reply() {
+    use std::time::Duration;
+    use tokio::time::Instant;
+    let file = script_file(SCRIPT);
+    let pace = Duration::from_millis(400);
+    let factory = ProviderFactory::new(
+        ProviderConfig::Script {
+            path: file.path().to_path_buf(),
+        },
+        ClientOptions::default(),
+    )
+    .unwrap()
+    .with_script_pace(pace);
+    let ProviderFactory::Scripted(script) = &factory else {
+        panic!("a script gives a scripted factory");
+    };
+    assert_eq!(script.pace(), pace);
+    let lead = factory.for_agent("lead").unwrap();
+    let alice = factory.for_agent("alice").unwrap();
+    let start = Instant::now();
+    next(lead.as_ref()).await.unwrap();
+    assert_eq!(start.elapsed(), pace);
+    next(alice.as_ref()).await.unwrap();
+    next(lead.as_ref()).await.unwrap();
+    assert_eq!(start.elapsed(), pace * 3, "one wait per model reply");
+    assert_eq!(script.calls_made("lead").unwrap(), 2);
+
+    // A call cancelled while it waits returns at once and takes no step.
+    let cancel = CancellationToken::new();
+    let canceller = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cancel.cancel();
+    };
+    let before = Instant::now();
+    let mut events = EventLog::new();
+    let request = request();
+    let (result, ()) = tokio::join!(lead.complete(&request, &mut events, &cancel), canceller);
+    assert_eq!(result.unwrap_err(), LlmError::Cancelled);
+    assert_eq!(before.elapsed(), Duration::from_millis(100));
+    assert_eq!(script.calls_made("lead").unwrap(), 2);
+
+    // Without a pace (the default) nothing waits; HTTP factories ignore it.
+    let unpaced = ScriptedProvider::load(file.path()).unwrap();
+    assert_eq!(unpaced.pace(), Duration::ZERO);
+    let before = Instant::now();
+    next(&unpaced.for_agent("lead").unwrap()).await.unwrap();
+    assert_eq!(before.elapsed(), Duration::ZERO);
+}
+
 #[test]
 fn malformed_scripts_are_refused_with_the_path_and_the_problem() {
     let cases = [
