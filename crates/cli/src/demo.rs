@@ -89,6 +89,8 @@ pub(crate) struct DemoFlags {
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    pace: work::PaceArgs,
 }
 
 /// `troupe demo`.
@@ -133,7 +135,10 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
         &script,
         &workspace,
         PROMPT.to_owned(),
-        flags.json,
+        work::ScriptedRun {
+            json: flags.json,
+            pace: flags.pace,
+        },
         home,
         framing,
     )
@@ -173,10 +178,14 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
             crate::web::DEFAULT_PORT
         ),
     ));
-    rows.push((
-        "reopen the session".to_owned(),
-        format!("troupe resume {id}{home}"),
-    ));
+    // A run that did not finish ends with the run's own line naming `troupe resume` (the
+    // interruption notice, or the Lead's failure), so the command is not repeated here.
+    if ending.completed {
+        rows.push((
+            "reopen the session".to_owned(),
+            format!("troupe resume {id}{home}"),
+        ));
+    }
     let width = rows.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
     let tests_fail = ending.check.is_some_and(|c| c.failure.is_some());
     let mut lines = vec![
@@ -198,17 +207,14 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
         rows.into_iter()
             .map(|(label, command)| format!("  {label:<width$}  {command}")),
     );
-    lines.push(if ending.completed {
-        "beta's log shows the FS_STALE_VERSION edit, the re-read and the retry; `troupe resume` \
-         continues a run stopped by a crash or Ctrl-C (a finished one just prints its answer)."
-            .to_owned()
-    } else {
-        format!(
-            "The run did not finish: `troupe resume {}{}` continues it \
-             where it stopped.",
-            ending.id, ending.home
-        )
-    });
+    if ending.completed {
+        lines.push(
+            "beta's log shows the FS_STALE_VERSION edit, the re-read and the retry; `troupe \
+             resume` continues a run stopped by a crash or Ctrl-C (a finished one just prints \
+             its answer)."
+                .to_owned(),
+        );
+    }
     lines
 }
 

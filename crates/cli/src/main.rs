@@ -56,10 +56,11 @@ enum Command {
     Demo(demo::DemoFlags),
     /// Create a session and run the Lead on PROMPT until the work is done.
     ///
-    /// Runs until the Lead has answered and every helper (subagent, or teammate with --team)
-    /// is idle. The session id goes to stderr first, the final answer to stdout (with --json:
+    /// Runs until the Lead has answered and every teammate (with --team) or subagent is idle
+    /// or inactive (a teammate that goes idle is put away until a message wakes it). The
+    /// session id goes to stderr first, the final answer to stdout (with --json:
     /// JSON lines on stdout, the last one `{"event":"done",…}` holding the answer). Ctrl-C
-    /// stops the turn and leaves a resumable session (exit 1).
+    /// stops every running turn and leaves a resumable session (exit 1).
     Run(work::RunFlags),
     /// Reopen a session (crash recovery first) and run it until the work is done.
     ///

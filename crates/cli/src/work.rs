@@ -49,6 +49,38 @@ const CONTINUATION: &str = "The previous turn did not finish: {why}. Any tool ca
     files you were changing, inspect the workspace), then continue the task from where it \
     stopped and answer when it is done.";
 
+/// The largest `--pace`, in milliseconds.
+pub(crate) const MAX_PACE_MS: u64 = 60_000;
+
+/// `--pace MS` as typed (`run`, `resume`, `demo`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct PaceArgs {
+    /// Scripted model only: wait MS milliseconds before each model reply (0 to 60000, default
+    /// 0), slow enough to watch the run live in `troupe web`. Not recorded in the session.
+    #[arg(
+        long,
+        value_name = "MS",
+        // `--pace -5` is a bad value (named as such), not an unknown flag.
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(u64).range(0..=MAX_PACE_MS)
+    )]
+    pace: Option<u64>,
+}
+
+impl PaceArgs {
+    /// The wait before each model reply for a run of `spec`: `--pace` applies to a scripted
+    /// model only (bad input otherwise: a real model is as fast as it is).
+    fn for_model(&self, spec: &ModelSpec) -> Result<Duration, Failure> {
+        match self.pace {
+            None => Ok(Duration::ZERO),
+            Some(_) if spec.provider != ProviderKind::Script => Err(Failure::bad_input(anyhow!(
+                "--pace applies to a scripted model only (--model script:FILE), not to {spec}"
+            ))),
+            Some(ms) => Ok(Duration::from_millis(ms)),
+        }
+    }
+}
+
 /// `--model`, `--base-url`, `--api-key-env` as typed.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ModelArgs {
@@ -65,6 +97,8 @@ pub(crate) struct ModelArgs {
     /// for those providers, none for --base-url).
     #[arg(long, value_name = "VAR")]
     api_key_env: Option<String>,
+    #[command(flatten)]
+    pace: PaceArgs,
 }
 
 impl ModelArgs {
@@ -356,7 +390,8 @@ pub(crate) struct Ending<'a> {
     pub(crate) home: &'a str,
     /// Every teammate (name, session id), in creation order.
     pub(crate) teammates: Vec<(String, SessionId)>,
-    /// Whether the Lead answered.
+    /// Whether the Lead answered. When it did not, the run's own last line names `troupe
+    /// resume` (the interruption notice, or the failure), so an epilogue does not repeat it.
     pub(crate) completed: bool,
     /// What the command's own check found, when it has one.
     pub(crate) check: Option<&'a Checked>,
@@ -459,6 +494,8 @@ fn validate_prompt(words: &[String]) -> Result<String, Failure> {
 }
 
 fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> {
+    // The command line itself first, then what the user points at, in the order they would
+    // fix it: the workspace, then the model (provider, API key, script, pace), then the home.
     let prompt = validate_prompt(&flags.prompt)?;
     if !flags.team
         && let Some(flag) = flags.limits.first_given()
@@ -468,18 +505,19 @@ fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> 
         )));
     }
     let team_limits = flags.limits.limits()?;
-    let spec = absolute_script(ModelSpec::from_flags(&flags.model.flags())?)?;
-    let ModelSetup {
-        factory: models,
-        secret_env,
-        secrets,
-    } = provider_factory(&spec)?;
     let workspace = match flags.workspace {
         Some(dir) => dir,
         None => std::env::current_dir()
             .map_err(|e| Failure::bad_input(anyhow!("cannot read the current directory: {e}")))?,
     };
     let workspace = check_workspace(&workspace)?;
+    let spec = absolute_script(ModelSpec::from_flags(&flags.model.flags())?)?;
+    let pace = flags.model.pace.for_model(&spec)?;
+    let ModelSetup {
+        factory: models,
+        secret_env,
+        secrets,
+    } = provider_factory(&spec, pace)?;
     home.prepare()?;
     Ok(WorkConfig {
         home: home.dir,
@@ -529,13 +567,15 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
         )));
     }
     let team_limits = flags.limits.limits()?;
+    // The same order as `run`: the workspace, then the model, then the home.
+    let workspace = check_workspace(Path::new(&recorded.workspace))?;
     let spec = absolute_script(recorded.model.with_overrides(&flags.model.flags())?)?;
+    let pace = flags.model.pace.for_model(&spec)?;
     let ModelSetup {
         factory: models,
         secret_env,
         secrets,
-    } = provider_factory(&spec)?;
-    let workspace = check_workspace(Path::new(&recorded.workspace))?;
+    } = provider_factory(&spec, pace)?;
     home.prepare()?;
     let stored = read_stored(&transcript, &replay.events);
     Ok(WorkConfig {
@@ -561,25 +601,27 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
 /// `troupe demo`: a Team run of the script file `script` on `workspace`, exactly as
 /// `troupe run --team --workspace DIR --model script:FILE PROMPT` runs it, with the demo's
 /// own lines around the run's output.
+/// `run` says how: `--json`, and `--pace` (waited before each model reply).
 pub(crate) fn run_scripted_team(
     script: &Path,
     workspace: &Path,
     prompt: String,
-    json: bool,
+    run: ScriptedRun,
     home: Home<'_>,
     framing: Framing,
 ) -> Result<(), Failure> {
+    let workspace = check_workspace(workspace)?;
     let spec = absolute_script(ModelSpec::from_flags(&ModelFlags {
         model: Some(format!("script:{}", script.display())),
         base_url: None,
         api_key_env: None,
     })?)?;
+    let pace = run.pace.for_model(&spec)?;
     let ModelSetup {
         factory: models,
         secret_env,
         secrets,
-    } = provider_factory(&spec)?;
-    let workspace = check_workspace(workspace)?;
+    } = provider_factory(&spec, pace)?;
     execute(WorkConfig {
         home: home.dir,
         home_flag: home.flag.map(Path::to_path_buf),
@@ -588,12 +630,18 @@ pub(crate) fn run_scripted_team(
         models,
         secret_env,
         secrets,
-        mode: output_mode(json),
+        mode: output_mode(run.json),
         team: true,
         team_limits: TeamLimits::default(),
         start: Start::New { prompt },
         framing,
     })
+}
+
+/// How `troupe demo` runs its script: `--json`, `--pace`.
+pub(crate) struct ScriptedRun {
+    pub(crate) json: bool,
+    pub(crate) pace: PaceArgs,
 }
 
 /// Records a script path as an absolute path, so `troupe resume` finds it from anywhere.
@@ -634,7 +682,7 @@ struct ModelSetup {
     secrets: Vec<String>,
 }
 
-fn provider_factory(spec: &ModelSpec) -> Result<ModelSetup, Failure> {
+fn provider_factory(spec: &ModelSpec, pace: Duration) -> Result<ModelSetup, Failure> {
     let config = spec.resolve(&|var| std::env::var(var).ok())?;
     let mut secret_env: Vec<String> = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
         .into_iter()
@@ -652,7 +700,7 @@ fn provider_factory(spec: &ModelSpec) -> Result<ModelSetup, Failure> {
             .collect(),
         troupe_llm::ProviderConfig::Script { .. } => Vec::new(),
     };
-    let factory = ProviderFactory::new(config, ClientOptions::default())?;
+    let factory = ProviderFactory::new(config, ClientOptions::default())?.with_script_pace(pace);
     // A script without steps for the Lead is refused now rather than after creating a session.
     factory.for_agent(LEAD)?;
     Ok(ModelSetup {
@@ -923,7 +971,8 @@ impl Interrupts {
     }
 }
 
-/// Shows progress until the Lead is idle and every child settled; handles Ctrl-C.
+/// Shows progress until the Lead has answered and every teammate or subagent is idle or
+/// inactive (the Lead idle, no child resident); handles Ctrl-C.
 async fn wait(
     runtime: &Runtime,
     agent: &Agent,
@@ -1066,7 +1115,11 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
             team_json.as_ref(),
         );
         print_summary(printer, false);
-        return Err(Failure::work(anyhow!(message)));
+        // The session stays resumable: the log holds everything up to its last flush.
+        return Err(Failure::work(anyhow!(
+            "{message}; once that is fixed, continue with: {}",
+            hints.resume()
+        )));
     }
 
     let ran = last_turn > driven.turn_before;
@@ -1303,6 +1356,45 @@ mod tests {
             ("turn/start", json!({"turn": 2})),
         ]);
         assert!(!answered(&new_turn));
+    }
+
+    /// `run RAW…` parsed and validated, in a temporary home; its script is written first.
+    fn validated(raw: &[&str], dir: &Path) -> Result<WorkConfig, Failure> {
+        #[derive(clap::Parser)]
+        struct Args {
+            #[command(flatten)]
+            run: RunFlags,
+        }
+        let script = dir.join("s.json");
+        std::fs::write(&script, r#"{"agents": {"lead": [{"text": "hi"}]}}"#).unwrap();
+        let model = format!("script:{}", script.display());
+        let workspace = dir.display().to_string();
+        let mut argv = vec!["run", "--workspace", &workspace, "--model", &model];
+        argv.extend(raw);
+        let flags = <Args as clap::Parser>::try_parse_from(argv).unwrap().run;
+        validate_run(
+            flags,
+            Home {
+                dir: dir.join("home"),
+                flag: None,
+                named: "the test home".to_owned(),
+            },
+        )
+    }
+
+    #[test]
+    fn the_pace_reaches_the_scripted_models() {
+        let dir = tempfile::tempdir().unwrap();
+        let pace_of = |config: &WorkConfig| match config.models.as_ref() {
+            ProviderFactory::Scripted(script) => script.pace(),
+            ProviderFactory::Http(_) => panic!("a script gives scripted models"),
+        };
+        let paced = validated(&["--pace", "400", "go"], dir.path())
+            .ok()
+            .unwrap();
+        assert_eq!(pace_of(&paced), Duration::from_millis(400));
+        let plain = validated(&["go"], dir.path()).ok().unwrap();
+        assert_eq!(pace_of(&plain), Duration::ZERO);
     }
 
     #[test]

@@ -84,6 +84,33 @@ fn help_works_everywhere() {
     }
 }
 
+/// `troupe run --help` says when a run ends as DESIGN §6 does, and offers `--pace`.
+#[test]
+fn run_help_says_when_the_run_ends() {
+    let home = tempfile::tempdir().unwrap();
+    let out = troupe(home.path())
+        .args(["run", "--help"])
+        .assert()
+        .success();
+    let help = text(&out.get_output().stdout);
+    let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "Runs until the Lead has answered and every teammate (with --team) or subagent is \
+             idle or inactive"
+        ),
+        "{help}"
+    );
+    assert!(flat.contains("--pace <MS>"), "{help}");
+    for command in ["demo", "resume"] {
+        let out = troupe(home.path())
+            .args([command, "--help"])
+            .assert()
+            .success();
+        assert!(text(&out.get_output().stdout).contains("--pace <MS>"));
+    }
+}
+
 #[test]
 fn bad_usage_exits_2() {
     let home = tempfile::tempdir().unwrap();

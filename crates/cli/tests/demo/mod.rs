@@ -394,6 +394,11 @@ fn the_demo_fixes_a_real_project_and_leaves_a_team_that_verifies() {
         assert!(err.contains(needle), "{needle:?} missing from\n{err}");
     }
     assert!(!err.contains("Coming soon"), "{err}");
+    assert_eq!(
+        err.matches(&format!("troupe resume {id}")).count(),
+        1,
+        "the resume command once: {err}"
+    );
     // The script is recorded under the home, so the session resumes from anywhere.
     let scripts: Vec<_> = std::fs::read_dir(home.join("demo")).unwrap().collect();
     assert_eq!(scripts.len(), 1);
@@ -518,6 +523,98 @@ fn the_demo_refuses_a_workspace_it_would_overwrite() {
         0
     );
     assert!(unittest(&cwd.join("troupe-demo-2")).0);
+}
+
+/// `--pace MS` makes every model reply wait: with a pace of a minute the Lead's first model
+/// call is still waiting when Ctrl-C comes, which stops the run before any step was taken. The
+/// interrupted demo names `troupe resume ID` exactly once (its last line), and that resume
+/// (without a pace) finishes the work.
+#[test]
+fn a_paced_demo_stopped_by_ctrl_c_names_the_resume_command_once() {
+    let root = Root::new();
+    let home = root.home();
+    let workspace = root.path("demo");
+    let mut child: Child = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(&home)
+        .env_remove("TROUPE_HOME")
+        .args(["demo", "--pace", "60000", "--workspace"])
+        .arg(&workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
+        text
+    });
+    // The Lead's first model call has started: it waits out the pace.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let lead = loop {
+        if let Some(path) = lead_file(&home)
+            && read_events(&path)
+                .iter()
+                .any(|e| e["type"] == "request/header")
+        {
+            break path;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("troupe demo exited ({status}) before its first model call");
+        }
+        assert!(Instant::now() < deadline, "no model call started");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let status = child.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let id = lead.file_stem().unwrap().to_str().unwrap().to_owned();
+    assert_eq!(
+        err.matches("troupe resume").count(),
+        1,
+        "the resume command once: {err}"
+    );
+    assert!(
+        err.lines().last().unwrap().starts_with(&format!(
+            "interrupted — continue with: troupe resume {id} --home "
+        )),
+        "{err}"
+    );
+    assert!(err.contains("demo stopped: the project is in"), "{err}");
+    // The pace was waited for before the step, so no step was taken: no assistant message.
+    let events = read_events(&lead);
+    assert!(
+        !events.iter().any(|e| e["type"] == "assistant/message"),
+        "{events:?}"
+    );
+    root.troupe().args(["resume", &id]).assert().success();
+    assert!(unittest(&workspace).0);
+}
+
+#[test]
+fn a_bad_pace_is_refused_before_anything_is_written() {
+    let root = Root::new();
+    let home = root.home();
+    let workspace = root.path("demo");
+    let shown = workspace.display().to_string();
+    for (pace, message) in [
+        ("abc", "invalid value 'abc' for '--pace <MS>'"),
+        ("-1", "invalid value '-1' for '--pace <MS>'"),
+        ("60001", "60001 is not in 0..=60000"),
+        ("", "invalid value '' for '--pace <MS>'"),
+    ] {
+        assert_bad_input(
+            &home,
+            &["demo", "--workspace", &shown, "--pace", pace],
+            message,
+        );
+        assert!(!workspace.exists(), "the workspace was created");
+        assert!(!home.exists(), "the home was created");
+    }
 }
 
 /// Relative `--workspace` and `--home` are printed as absolute paths in every hint, so the
@@ -869,6 +966,11 @@ fn run_and_stop(point: KillPoint, stop: Stop) -> (Root, PathBuf, String, String)
             assert!(
                 err.contains("interrupted — continue with: troupe resume"),
                 "{err}"
+            );
+            assert_eq!(
+                err.matches("troupe resume").count(),
+                1,
+                "the resume command once: {err}"
             );
         }
     }

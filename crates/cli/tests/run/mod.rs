@@ -568,6 +568,112 @@ fn a_missing_api_key_names_the_variable() {
     assert!(!s.home.exists());
 }
 
+/// Bad input is reported in one order, whatever else is wrong: the command line itself, then
+/// the workspace, then the model (provider, API key, script), then the home.
+#[test]
+fn the_workspace_is_checked_before_the_model_and_its_key() {
+    let s = Setup::new();
+    let missing = s.workspace.join("missing").display().to_string();
+    let malformed = s.scripts.join("malformed.json");
+    std::fs::write(&malformed, "{").unwrap();
+    let malformed = format!("script:{}", malformed.display());
+    for model in [
+        &["--model", "deepseek:deepseek-chat"][..],
+        &[],
+        &["--model", "nosuch:model"],
+        &["--model", &malformed],
+    ] {
+        for team in [true, false] {
+            let mut args = vec!["run"];
+            if team {
+                args.push("--team");
+            }
+            args.extend(["--workspace", &missing]);
+            args.extend(model);
+            args.push("hi");
+            let out = s
+                .troupe()
+                .env_remove("DEEPSEEK_API_KEY")
+                .args(&args)
+                .assert()
+                .code(2)
+                .stdout("");
+            let err = stderr(&out);
+            assert_eq!(
+                err,
+                format!("troupe: workspace {missing} does not exist\n"),
+                "{args:?}"
+            );
+        }
+    }
+    // A workspace that is fine: then the model's problem is the one reported.
+    let ws = s.workspace.display().to_string();
+    let out = s
+        .troupe()
+        .env_remove("DEEPSEEK_API_KEY")
+        .args(["run", "--team", "--workspace", &ws, "hi"])
+        .assert()
+        .code(2);
+    assert!(
+        stderr(&out).contains("DEEPSEEK_API_KEY"),
+        "{}",
+        stderr(&out)
+    );
+    // The command line comes first: an empty prompt, a limit flag without --team, a pace for
+    // a model that is not a script.
+    for (args, message) in [
+        (
+            vec!["run", "--workspace", &missing, " "],
+            "the prompt is empty",
+        ),
+        (
+            vec!["run", "--workspace", &missing, "--max-tasks", "3", "hi"],
+            "--max-tasks applies to Team runs only",
+        ),
+    ] {
+        assert_bad_input(&s.home, &args, message);
+    }
+    assert_bad_input(
+        &s.home,
+        &["run", "--workspace", &ws, "--pace", "5", "hi"],
+        "--pace applies to a scripted model only (--model script:FILE), not to deepseek:deepseek-chat",
+    );
+    assert!(!s.home.exists());
+}
+
+/// `--pace` is accepted by a scripted `run` (and `resume`) and changes nothing in the log: a
+/// paced run writes the same event types in the same order as an unpaced one.
+#[test]
+fn a_scripted_run_takes_a_pace_that_is_recorded_nowhere() {
+    let s = Setup::new();
+    let script = format!("script:{}", s.script("edit.json", edit_steps()).display());
+    let kinds = |id: &str| -> Vec<String> {
+        let out = s.troupe().args(["log", id, "--json"]).assert().success();
+        stdout(&out)
+            .lines()
+            .map(|l| {
+                let e: Value = serde_json::from_str(l).unwrap();
+                assert!(!l.contains("\"pace"), "{l}");
+                e["type"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let paced = s
+        .run(&["--model", &script, "--pace", "1", "go"])
+        .assert()
+        .success();
+    let paced = session_id(&stderr(&paced));
+    std::fs::write(s.workspace.join("notes.txt"), "hello world\n").unwrap();
+    let plain = s.run(&["--model", &script, "go"]).assert().success();
+    let plain = session_id(&stderr(&plain));
+    assert_eq!(kinds(&paced), kinds(&plain));
+    // A resume of a scripted session takes it too (nothing left to do here).
+    s.troupe()
+        .args(["resume", &paced, "--pace", "1"])
+        .assert()
+        .success();
+}
+
 #[test]
 fn resume_refuses_a_session_locked_by_another_process() {
     let s = Setup::new();
