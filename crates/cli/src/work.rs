@@ -1,9 +1,10 @@
 //! `troupe run` and `troupe resume`: run the Lead until the work is quiescent.
 //!
 //! Two stages, as in ripgrep: the raw flags ([`RunFlags`], [`ResumeFlags`]) are validated into
-//! a [`WorkConfig`] *before anything is written* — the prompt, the model (provider, API key,
-//! script file), the workspace (exists, is a directory, is writable) and, for a resume, the
-//! session and its recorded configuration. Any problem there is bad input (exit 2, one line).
+//! a [`WorkConfig`] *before anything is written*, in the order a user fixes things: the command
+//! line itself (the prompt, limit flags; for a resume, the session and its recorded
+//! configuration), the workspace (exists, is a directory, is writable), the model (provider,
+//! API key, script file, `--pace`), the home. The first problem is bad input (exit 2, one line).
 //! Only then is a tokio runtime built, the session created or reopened, and the Lead run.
 //!
 //! Whatever happens once the agent runtime exists, it is shut down before the process exits,
