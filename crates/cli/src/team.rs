@@ -102,18 +102,22 @@ fn fold_lead(journal: &Journal, id: &SessionId) -> Result<Result<LeadLog, FoldFa
     let mut failure: Option<FoldFailure> = None;
     let mut configs: Vec<(Seq, Value)> = Vec::new();
     let mut member_seqs = HashMap::new();
-    let summary = journal.read_each(id, &mut |event| {
+    // Payloads stay unparsed except the few read here: the fold parses only `team/…` ones.
+    let summary = journal.read_raw_each(id, &mut |event| {
         if failure.is_some() {
             return;
         }
-        if event.kind == event_types::AGENT_CONFIG {
-            configs.push((event.seq, event.data.clone()));
+        if event.kind == event_types::AGENT_CONFIG
+            && let Ok(data) = serde_json::from_str::<Value>(event.data.get())
+        {
+            configs.push((event.seq, data));
         }
-        match state.apply(&event) {
+        match state.apply_raw_data(event.kind, event.data) {
             Ok(()) => {
                 if event.kind == event_types::TEAM_MEMBER
-                    && event.data["teamId"].as_str() == Some(id.as_str())
-                    && let Some(member) = event.data["member"]["id"].as_str()
+                    && let Ok(data) = serde_json::from_str::<Value>(event.data.get())
+                    && data["teamId"].as_str() == Some(id.as_str())
+                    && let Some(member) = data["member"]["id"].as_str()
                     && let Ok(member) = SessionId::new(member)
                 {
                     member_seqs.insert(member, event.seq);
@@ -122,7 +126,7 @@ fn fold_lead(journal: &Journal, id: &SessionId) -> Result<Result<LeadLog, FoldFa
             Err(e) => {
                 failure = Some(FoldFailure {
                     seq: event.seq,
-                    event_type: event.kind.clone(),
+                    event_type: event.kind.to_owned(),
                     reason: e.to_string(),
                 });
             }

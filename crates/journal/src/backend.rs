@@ -89,6 +89,44 @@ pub trait LogBackend: Send + Sync {
         Ok(summary)
     }
 
+    /// Streams a session's valid events to `on_event` with their payloads unparsed (see
+    /// [`crate::scan_raw_each`]), with the same rules and errors as [`LogBackend::read_each`].
+    /// The default re-encodes the events of `read_each`; backends override it to skip the
+    /// payload parse.
+    ///
+    /// # Errors
+    /// As [`LogBackend::read`]; `JOURNAL_IO` if a payload cannot be re-encoded.
+    fn read_raw_each(
+        &self,
+        id: &SessionId,
+        on_event: &mut dyn FnMut(crate::RawEvent<'_>),
+    ) -> Result<crate::ScanSummary> {
+        let mut failed = None;
+        let summary = self.read_each(id, &mut |event| {
+            if failed.is_some() {
+                return;
+            }
+            match serde_json::value::to_raw_value(&event.data) {
+                Ok(data) => on_event(crate::RawEvent {
+                    seq: event.seq,
+                    time: event.time,
+                    kind: &event.kind,
+                    data: &data,
+                    ignorable: event.ignorable,
+                }),
+                Err(e) => failed = Some(e),
+            }
+        })?;
+        match failed {
+            None => Ok(summary),
+            Some(e) => Err(crate::JournalError::Io {
+                op: "encode",
+                path: std::path::PathBuf::from(id.as_str()),
+                error: e.into(),
+            }),
+        }
+    }
+
     /// Every stored session's header, oldest first (ties by id). Unreadable entries are
     /// reported through `on_error` and left out.
     ///

@@ -17,7 +17,9 @@ use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 
 use crate::backend::{LogBackend, SessionListing, SessionSink};
 use crate::error::{JournalError, Result};
-use crate::replay::{Replay, ScanSummary, open_regular, read_header, scan, scan_each};
+use crate::replay::{
+    RawEvent, Replay, ScanSummary, open_regular, read_header, scan, scan_each, scan_raw_each,
+};
 
 /// Fault injection for tests of the poisoning rules: lets a test make a write come up short
 /// or an fsync fail, at the exact points where the JSONL backend does them.
@@ -121,6 +123,23 @@ pub fn read_path_each(path: &Path, on_event: &mut dyn FnMut(Event)) -> Result<Sc
     )
 }
 
+/// [`read_path_each`] without parsing payloads: each valid event is handed out as a
+/// [`RawEvent`] (see [`scan_raw_each`]); same rules, summary and errors.
+///
+/// # Errors
+/// As [`read_path`].
+pub fn read_path_raw_each(
+    path: &Path,
+    on_event: &mut dyn FnMut(RawEvent<'_>),
+) -> Result<ScanSummary> {
+    let file = open_regular(path)?;
+    scan_raw_each(
+        path,
+        std::io::BufReader::with_capacity(256 * 1024, file),
+        on_event,
+    )
+}
+
 impl LogBackend for JsonlBackend {
     fn create(&self, header: SessionHeader) -> Result<Box<dyn SessionSink>> {
         let path = self.session_path(&header.id);
@@ -207,6 +226,17 @@ impl LogBackend for JsonlBackend {
         let header = read_header(&path)?;
         check_header_id(&path, &header, id)?;
         read_path_each(&path, on_event)
+    }
+
+    fn read_raw_each(
+        &self,
+        id: &SessionId,
+        on_event: &mut dyn FnMut(RawEvent<'_>),
+    ) -> Result<ScanSummary> {
+        let path = self.check_file(id)?;
+        let header = read_header(&path)?;
+        check_header_id(&path, &header, id)?;
+        read_path_raw_each(&path, on_event)
     }
 
     fn list(&self, on_error: &mut dyn FnMut(JournalError)) -> Result<Vec<SessionListing>> {

@@ -9,7 +9,8 @@
 //!   every later append/flush fails with `JOURNAL_POISONED`.
 //! - **Single writer**: an OS advisory lock per session file (`JOURNAL_LOCKED` for a second
 //!   writer); readers take no lock and can read a file another process is writing.
-//! - **Replay** ([`scan`]): torn tails are ignored (and truncated only when opening for
+//! - **Replay** ([`scan`]; streaming: [`scan_each`], and [`scan_raw_each`] with payloads left
+//!   unparsed): torn tails are ignored (and truncated only when opening for
 //!   writing); damage before a completed turn is `JOURNAL_CORRUPT` with file, line and byte
 //!   offset; unknown format versions and unknown required event types are
 //!   `JOURNAL_UNSUPPORTED`.
@@ -31,8 +32,11 @@ use std::sync::Arc;
 
 pub use backend::{LogBackend, SessionListing, SessionSink};
 pub use error::{JournalError, Result};
-pub use jsonl::{FaultHook, JsonlBackend, read_path, read_path_each};
-pub use replay::{MAX_HEADER_LEN, Replay, ScanSummary, TornTail, read_header, scan, scan_each};
+pub use jsonl::{FaultHook, JsonlBackend, read_path, read_path_each, read_path_raw_each};
+pub use replay::{
+    MAX_HEADER_LEN, RawEvent, Replay, ScanSummary, TornTail, read_header, scan, scan_each,
+    scan_raw_each,
+};
 pub use validate::{MAX_DATA_DEPTH, MAX_TYPE_LEN};
 pub use writer::{SessionWriter, WriterStats};
 
@@ -201,6 +205,21 @@ impl Journal {
         on_event: &mut dyn FnMut(Event),
     ) -> Result<ScanSummary> {
         self.backend.read_each(id, on_event)
+    }
+
+    /// Streams a session's events to `on_event` with bounded memory and their payloads
+    /// unparsed ([`RawEvent`]; no lock, no repair). Same rules and errors as
+    /// [`Journal::read_each`]; much cheaper for readers that look at few payloads (the Team
+    /// fold parses only `team/…` ones).
+    ///
+    /// # Errors
+    /// See [`LogBackend::read_raw_each`].
+    pub fn read_raw_each(
+        &self,
+        id: &SessionId,
+        on_event: &mut dyn FnMut(RawEvent<'_>),
+    ) -> Result<ScanSummary> {
+        self.backend.read_raw_each(id, on_event)
     }
 
     /// Lists stored sessions, oldest first; unreadable ones go to `on_error`.

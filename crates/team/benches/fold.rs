@@ -6,15 +6,22 @@
 //! default `10000,100000`; add `1000000` for the optional 1M run). Without `node` the
 //! benchmark prints why and measures nothing.
 //!
-//! Per profile (`capped`, `growing`) and size, three measurements over the same lines:
+//! Per profile (`capped`, `growing`) and size, these measurements over the same lines:
 //! - `bare_parse`: `serde_json::from_str::<Value>` of every line (the baseline);
-//! - `fold`: parse every line into an `Event` and `TeamState::apply` it (what a replay does);
-//! - `apply_only`: `TeamState::apply` over pre-parsed events (the fold's own cost; below 1M
-//!   only, as the parsed events of a 1M log need several GB).
+//! - `raw_fold`: what `troupe team show/verify` and a Team attach do — the journal's streaming
+//!   scan `troupe_journal::scan_raw_each` of the log (a session header line, then the lines;
+//!   payloads left as `&RawValue`) with `TeamState::apply_raw` of every event (only `team/…`
+//!   payloads are parsed, straight into the typed records);
+//! - `raw_scan`: the same scan with nothing done per event (the floor of `raw_fold`);
+//! - `fold`: parse every line into an `Event` and `TeamState::apply` it (the former path,
+//!   kept for comparison);
+//! - `apply_only`: `TeamState::apply` over pre-parsed events (below 1M only, as the parsed
+//!   events of a 1M log need several GB).
 //!
-//! Throughput is reported in Team events per second (non-Team lines are parsed and skipped
+//! Throughput is reported in Team events per second (non-Team lines are scanned and skipped
 //! but not counted). Goals (issue 4): fold ≥ 1M team events/s and ≥ 50 % of the bare parse's
 //! throughput; `growing` must stay linear (per-event cost independent of tasks ever created).
+//! `TEAM_BENCH_ONLY` (comma-separated measurement names) runs a subset.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,7 +31,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::Value;
-use troupe_protocol::{Event, SessionId};
+use troupe_protocol::{Event, SessionHeader, SessionId};
 use troupe_team::{TeamId, TeamState};
 
 fn generator() -> Result<PathBuf, String> {
@@ -87,6 +94,37 @@ fn fold_text(root: &TeamId, text: &str) -> TeamState {
     state
 }
 
+/// The log as its session file holds it: a header line, then the event lines.
+fn session_header(root: &TeamId) -> Vec<u8> {
+    let header = SessionHeader::new(root.lead_id().clone(), 1_767_225_600_000);
+    let mut line = serde_json::to_vec(&header).unwrap();
+    line.push(b'\n');
+    line
+}
+
+/// `troupe team show`'s fold: the streaming raw scan plus `apply_raw`.
+fn raw_fold(root: &TeamId, header: &[u8], text: &str) -> TeamState {
+    let mut state = TeamState::new(root.clone());
+    let mut refused = None;
+    let reader = std::io::Read::chain(header, text.as_bytes());
+    let summary = troupe_journal::scan_raw_each(Path::new("lead.jsonl"), reader, &mut |event| {
+        if refused.is_none()
+            && let Err(e) = state.apply_raw(event.seq, event.kind, event.data)
+        {
+            refused = Some(e);
+        }
+    })
+    .unwrap();
+    assert!(refused.is_none() && summary.torn_tail.is_none());
+    state
+}
+
+fn selected(name: &str) -> bool {
+    std::env::var("TEAM_BENCH_ONLY")
+        .map(|only| only.split(',').any(|n| n.trim() == name))
+        .unwrap_or(true)
+}
+
 fn sizes() -> Vec<u64> {
     std::env::var("TEAM_BENCH_SIZES")
         .unwrap_or_else(|_| "10000,100000".to_owned())
@@ -106,7 +144,12 @@ fn fold_benches(c: &mut Criterion) {
     for profile in ["capped", "growing"] {
         for n in sizes() {
             let log = lead_log(&script, n, profile);
+            let header = session_header(&log.root);
             let state = fold_text(&log.root, &log.text);
+            assert!(
+                raw_fold(&log.root, &header, &log.text) == state,
+                "raw fold differs"
+            );
             eprintln!(
                 "{profile} {n}: {} lines, {} bytes, {} tasks created, {} live, {} messages",
                 log.lines,
@@ -117,7 +160,7 @@ fn fold_benches(c: &mut Criterion) {
             );
             // Holding every parsed event of the 1M logs would need several GB; `apply_only`
             // runs below that size.
-            let events: Vec<Event> = if n < 1_000_000 {
+            let events: Vec<Event> = if n < 1_000_000 && selected("apply_only") {
                 log.text
                     .lines()
                     .map(|line| serde_json::from_str(line).unwrap())
@@ -136,17 +179,42 @@ fn fold_benches(c: &mut Criterion) {
                 .warm_up_time(Duration::from_secs(warm_up))
                 .measurement_time(Duration::from_secs(measure))
                 .throughput(Throughput::Elements(log.team_events));
-            group.bench_with_input(BenchmarkId::new("bare_parse", n), &log.text, |b, text| {
-                b.iter(|| {
-                    for line in text.lines() {
-                        let value: Value = serde_json::from_str(line).unwrap();
-                        std::hint::black_box(value);
-                    }
+            if selected("bare_parse") {
+                group.bench_with_input(BenchmarkId::new("bare_parse", n), &log.text, |b, text| {
+                    b.iter(|| {
+                        for line in text.lines() {
+                            let value: Value = serde_json::from_str(line).unwrap();
+                            std::hint::black_box(value);
+                        }
+                    });
                 });
-            });
-            group.bench_with_input(BenchmarkId::new("fold", n), &log.text, |b, text| {
-                b.iter(|| std::hint::black_box(fold_text(&log.root, text)));
-            });
+            }
+            if selected("raw_fold") {
+                group.bench_with_input(BenchmarkId::new("raw_fold", n), &log.text, |b, text| {
+                    b.iter(|| std::hint::black_box(raw_fold(&log.root, &header, text)));
+                });
+            }
+            if selected("raw_scan") {
+                group.bench_with_input(BenchmarkId::new("raw_scan", n), &log.text, |b, text| {
+                    b.iter(|| {
+                        let reader = std::io::Read::chain(&header[..], text.as_bytes());
+                        let summary = troupe_journal::scan_raw_each(
+                            Path::new("lead.jsonl"),
+                            reader,
+                            &mut |event| {
+                                std::hint::black_box(event);
+                            },
+                        )
+                        .unwrap();
+                        std::hint::black_box(summary)
+                    });
+                });
+            }
+            if selected("fold") {
+                group.bench_with_input(BenchmarkId::new("fold", n), &log.text, |b, text| {
+                    b.iter(|| std::hint::black_box(fold_text(&log.root, text)));
+                });
+            }
             if !events.is_empty() {
                 group.bench_with_input(BenchmarkId::new("apply_only", n), &events, |b, events| {
                     b.iter(|| {

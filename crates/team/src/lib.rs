@@ -10,8 +10,10 @@
 //!   [`MessageSnapshot`], [`decode`]) — the four `team/…` types of REFERENCE c.3 with exact
 //!   field names and `version: 1`, decoded strictly.
 //! - **Fold** ([`TeamState`]) — REFERENCE c.4: [`TeamState::apply`] takes one event at a time
-//!   and keeps indexes so no read re-folds the log; [`TeamState::check_candidate`] is the
-//!   invariant companion of REFERENCE c.5 (`INVARIANT`).
+//!   and keeps indexes so no read re-folds the log; [`TeamState::fold_raw`] /
+//!   [`TeamState::apply_raw`] fold payloads still in JSON text (a streamed log), parsing only
+//!   `team/…` ones; [`TeamState::check_candidate`] is the invariant companion of REFERENCE c.5
+//!   (`INVARIANT`).
 //! - **Decisions** — given state, caller and command, a typed [`TeamError`] or the exact event
 //!   to append: [`TeamState::decide_create_task`], [`TeamState::decide_update_task`] (c.11),
 //!   [`TeamState::decide_provision`], [`TeamState::decide_settle_provisioning`] (c.8–c.9),

@@ -5,14 +5,15 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 use serde_json::Value;
-use troupe_protocol::{Event, MessageId, SessionId};
+use serde_json::value::RawValue;
+use troupe_protocol::{Event, MessageId, Seq, SessionId, event_types};
 
 use crate::error::{FoldError, InvariantError, ReplayError};
 use crate::graph::{GraphViolation, GraphViolationKind};
 use crate::ids::{LEAD_NAME, MAX_SAFE_INTEGER, MemberName, TaskId, TeamId};
 use crate::record::{
     Decoded, MemberPhase, MemberSnapshot, MessageSnapshot, TaskSnapshot, TaskStatus, TeamEvent,
-    TeamRecord, decode,
+    TeamRecord, decode, decode_v1_text,
 };
 
 /// A Team role (REFERENCE c.2). Wire: `"lead"` | `"teammate"`.
@@ -186,6 +187,69 @@ impl TeamState {
     /// As [`TeamState::apply`].
     pub fn apply_data(&mut self, kind: &str, data: &Value) -> Result<(), FoldError> {
         let prepared = self.prepare(kind, data)?;
+        self.commit(prepared);
+        Ok(())
+    }
+
+    /// [`TeamState::fold`] over events whose payloads are still JSON text (`(seq, type,
+    /// data)`, e.g. from `troupe_journal::scan_raw_each`). Same result and same errors as
+    /// [`TeamState::fold`] over the parsed events; non-Team payloads are never parsed.
+    ///
+    /// # Errors
+    /// As [`TeamState::fold`].
+    pub fn fold_raw<'a>(
+        id: TeamId,
+        events: impl IntoIterator<Item = (Seq, &'a str, &'a RawValue)>,
+    ) -> Result<Self, ReplayError> {
+        let mut state = Self::new(id);
+        for (seq, kind, data) in events {
+            state.apply_raw(seq, kind, data)?;
+        }
+        Ok(state)
+    }
+
+    /// One step of [`TeamState::fold_raw`]: [`TeamState::apply_raw_data`], with a refusal
+    /// located at `seq` as [`TeamState::fold`] reports it. For streaming a log: stop at the
+    /// first error (the state is then unchanged).
+    ///
+    /// # Errors
+    /// [`ReplayError`] (`TEAM_LOG_INVALID`) wrapping the [`FoldError`].
+    pub fn apply_raw(&mut self, seq: Seq, kind: &str, data: &RawValue) -> Result<(), ReplayError> {
+        self.apply_raw_data(kind, data)
+            .map_err(|source| ReplayError {
+                seq,
+                event_type: kind.to_owned(),
+                source,
+            })
+    }
+
+    /// [`TeamState::apply_data`] for a payload still in JSON text: exactly the result of
+    /// parsing `data` into a `serde_json::Value` and applying that, but a non-Team type returns
+    /// at once without reading `data`, and a valid `version: 1` record is decoded straight
+    /// from the text (anything else takes the `Value` path, so every refusal is the same).
+    ///
+    /// # Errors
+    /// As [`TeamState::apply`]; also [`FoldError::InvalidPayload`] if `data` is not a JSON
+    /// text a `Value` can hold (deeper than serde_json's recursion limit, say), which never
+    /// happens for payloads from a session-log scan.
+    pub fn apply_raw_data(&mut self, kind: &str, data: &RawValue) -> Result<(), FoldError> {
+        if !event_types::is_team(kind) {
+            return Ok(());
+        }
+        let prepared = match decode_v1_text(kind, data.get()) {
+            Some((team_id, record)) if team_id == self.id.as_str() => {
+                self.prepare_record(record)?
+            }
+            Some(_) => Prepared::Skip,
+            None => {
+                let value: Value =
+                    serde_json::from_str(data.get()).map_err(|e| FoldError::InvalidPayload {
+                        event_type: kind.to_owned(),
+                        detail: e.to_string(),
+                    })?;
+                self.prepare(kind, &value)?
+            }
+        };
         self.commit(prepared);
         Ok(())
     }

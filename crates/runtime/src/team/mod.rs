@@ -362,12 +362,23 @@ impl Runtime {
     /// Attaches the Team of a Team-profile root: folds its log, registers it, and forwards
     /// status edges of the Lead and its teammates to waiters.
     pub(crate) async fn attach_team(&self, lead: &Agent) -> Result<Arc<Team>, TeamOpError> {
-        let replay = self.journal().read(lead.id())?;
-        let team_id = TeamId::new(lead.id().clone());
-        let state = TeamState::fold(team_id, &replay.events).map_err(|e| TeamOpError::Log {
-            code: "TEAM_LOG_INVALID",
-            message: e.to_string(),
+        // Streamed with payloads unparsed: the fold parses only `team/…` ones. A damaged log
+        // is reported before a fold refusal, as when the whole log was read first.
+        let mut state = TeamState::new(TeamId::new(lead.id().clone()));
+        let mut refused = None;
+        self.journal().read_raw_each(lead.id(), &mut |event| {
+            if refused.is_none()
+                && let Err(e) = state.apply_raw(event.seq, event.kind, event.data)
+            {
+                refused = Some(e);
+            }
         })?;
+        if let Some(e) = refused {
+            return Err(TeamOpError::Log {
+                code: "TEAM_LOG_INVALID",
+                message: e.to_string(),
+            });
+        }
         // Explicit limits (anything but the defaults) win; otherwise the recorded ones.
         let configured = self.options().team_limits;
         let recorded = lead

@@ -6,5 +6,6 @@ mod generator;
 mod invariants;
 mod prop_graph;
 mod prop_ops;
+mod raw;
 mod roster_mailbox;
 mod support;
