@@ -89,42 +89,27 @@ pub trait LogBackend: Send + Sync {
         Ok(summary)
     }
 
-    /// Streams a session's valid events to `on_event` with their payloads unparsed (see
-    /// [`crate::scan_raw_each`]), with the same rules and errors as [`LogBackend::read_each`].
-    /// The default re-encodes the events of `read_each`; backends override it to skip the
-    /// payload parse.
+    /// A selective read of a session (see [`crate::scan_selected_each`]): the lines of the
+    /// types `select` picks go to `on_selected`, other lines are checked as `check` says.
+    /// Same rules and errors as [`LogBackend::read_each`]. The default reads every event
+    /// through `read_each` and hands the selected ones out as [`crate::Selected::Event`];
+    /// backends override it to skip parsing the others.
     ///
     /// # Errors
-    /// As [`LogBackend::read`]; `JOURNAL_IO` if a payload cannot be re-encoded.
-    fn read_raw_each(
+    /// As [`LogBackend::read`].
+    fn read_selected_each(
         &self,
         id: &SessionId,
-        on_event: &mut dyn FnMut(crate::RawEvent<'_>),
+        check: crate::LineCheck,
+        select: &dyn Fn(&str) -> bool,
+        on_selected: &mut dyn FnMut(crate::Selected<'_>) -> crate::LineUse,
     ) -> Result<crate::ScanSummary> {
-        let mut failed = None;
-        let summary = self.read_each(id, &mut |event| {
-            if failed.is_some() {
-                return;
+        let _ = check;
+        self.read_each(id, &mut |event| {
+            if select(&event.kind) {
+                on_selected(crate::Selected::Event(event));
             }
-            match serde_json::value::to_raw_value(&event.data) {
-                Ok(data) => on_event(crate::RawEvent {
-                    seq: event.seq,
-                    time: event.time,
-                    kind: &event.kind,
-                    data: &data,
-                    ignorable: event.ignorable,
-                }),
-                Err(e) => failed = Some(e),
-            }
-        })?;
-        match failed {
-            None => Ok(summary),
-            Some(e) => Err(crate::JournalError::Io {
-                op: "encode",
-                path: std::path::PathBuf::from(id.as_str()),
-                error: e.into(),
-            }),
-        }
+        })
     }
 
     /// Every stored session's header, oldest first (ties by id). Unreadable entries are

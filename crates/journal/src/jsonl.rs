@@ -18,7 +18,8 @@ use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 use crate::backend::{LogBackend, SessionListing, SessionSink};
 use crate::error::{JournalError, Result};
 use crate::replay::{
-    RawEvent, Replay, ScanSummary, open_regular, read_header, scan, scan_each, scan_raw_each,
+    LineCheck, LineUse, Replay, ScanSummary, Selected, open_regular, read_header, scan, scan_each,
+    scan_selected_each,
 };
 
 /// Fault injection for tests of the poisoning rules: lets a test make a write come up short
@@ -123,20 +124,24 @@ pub fn read_path_each(path: &Path, on_event: &mut dyn FnMut(Event)) -> Result<Sc
     )
 }
 
-/// [`read_path_each`] without parsing payloads: each valid event is handed out as a
-/// [`RawEvent`] (see [`scan_raw_each`]); same rules, summary and errors.
+/// A selective read of any session file by path (see [`scan_selected_each`]), without
+/// locking or repairing it.
 ///
 /// # Errors
 /// As [`read_path`].
-pub fn read_path_raw_each(
+pub fn read_path_selected_each(
     path: &Path,
-    on_event: &mut dyn FnMut(RawEvent<'_>),
+    check: LineCheck,
+    select: &dyn Fn(&str) -> bool,
+    on_selected: &mut dyn FnMut(Selected<'_>) -> LineUse,
 ) -> Result<ScanSummary> {
     let file = open_regular(path)?;
-    scan_raw_each(
+    scan_selected_each(
         path,
         std::io::BufReader::with_capacity(256 * 1024, file),
-        on_event,
+        check,
+        select,
+        on_selected,
     )
 }
 
@@ -228,15 +233,17 @@ impl LogBackend for JsonlBackend {
         read_path_each(&path, on_event)
     }
 
-    fn read_raw_each(
+    fn read_selected_each(
         &self,
         id: &SessionId,
-        on_event: &mut dyn FnMut(RawEvent<'_>),
+        check: LineCheck,
+        select: &dyn Fn(&str) -> bool,
+        on_selected: &mut dyn FnMut(Selected<'_>) -> LineUse,
     ) -> Result<ScanSummary> {
         let path = self.check_file(id)?;
         let header = read_header(&path)?;
         check_header_id(&path, &header, id)?;
-        read_path_raw_each(&path, on_event)
+        read_path_selected_each(&path, check, select, on_selected)
     }
 
     fn list(&self, on_error: &mut dyn FnMut(JournalError)) -> Result<Vec<SessionListing>> {

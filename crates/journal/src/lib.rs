@@ -9,8 +9,8 @@
 //!   every later append/flush fails with `JOURNAL_POISONED`.
 //! - **Single writer**: an OS advisory lock per session file (`JOURNAL_LOCKED` for a second
 //!   writer); readers take no lock and can read a file another process is writing.
-//! - **Replay** ([`scan`]; streaming: [`scan_each`], and [`scan_raw_each`] with payloads left
-//!   unparsed): torn tails are ignored (and truncated only when opening for
+//! - **Replay** ([`scan`]; streaming: [`scan_each`], and the selective [`scan_selected_each`]
+//!   that parses only the lines of the types its reader wants): torn tails are ignored (and truncated only when opening for
 //!   writing); damage before a completed turn is `JOURNAL_CORRUPT` with file, line and byte
 //!   offset; unknown format versions and unknown required event types are
 //!   `JOURNAL_UNSUPPORTED`.
@@ -32,10 +32,10 @@ use std::sync::Arc;
 
 pub use backend::{LogBackend, SessionListing, SessionSink};
 pub use error::{JournalError, Result};
-pub use jsonl::{FaultHook, JsonlBackend, read_path, read_path_each, read_path_raw_each};
+pub use jsonl::{FaultHook, JsonlBackend, read_path, read_path_each, read_path_selected_each};
 pub use replay::{
-    MAX_HEADER_LEN, RawEvent, Replay, ScanSummary, TornTail, read_header, scan, scan_each,
-    scan_raw_each,
+    EventLine, LineCheck, LineUse, MAX_HEADER_LEN, Replay, ScanSummary, Selected, TornTail,
+    read_header, scan, scan_each, scan_selected_each,
 };
 pub use validate::{MAX_DATA_DEPTH, MAX_TYPE_LEN};
 pub use writer::{SessionWriter, WriterStats};
@@ -207,19 +207,22 @@ impl Journal {
         self.backend.read_each(id, on_event)
     }
 
-    /// Streams a session's events to `on_event` with bounded memory and their payloads
-    /// unparsed ([`RawEvent`]; no lock, no repair). Same rules and errors as
-    /// [`Journal::read_each`]; much cheaper for readers that look at few payloads (the Team
-    /// fold parses only `team/…` ones).
+    /// A selective read of a session with bounded memory (no lock, no repair; see
+    /// [`scan_selected_each`]): lines of the types `select` picks go to `on_selected`, the others
+    /// are checked as `check` says and not parsed with [`LineCheck::Prefix`]. For readers that
+    /// want few event types (the Team fold reads `team/…` lines only).
     ///
     /// # Errors
-    /// See [`LogBackend::read_raw_each`].
-    pub fn read_raw_each(
+    /// See [`LogBackend::read`].
+    pub fn read_selected_each(
         &self,
         id: &SessionId,
-        on_event: &mut dyn FnMut(RawEvent<'_>),
+        check: LineCheck,
+        select: &dyn Fn(&str) -> bool,
+        on_selected: &mut dyn FnMut(Selected<'_>) -> LineUse,
     ) -> Result<ScanSummary> {
-        self.backend.read_raw_each(id, on_event)
+        self.backend
+            .read_selected_each(id, check, select, on_selected)
     }
 
     /// Lists stored sessions, oldest first; unreadable ones go to `on_error`.

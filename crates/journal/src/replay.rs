@@ -6,7 +6,6 @@ use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use troupe_protocol::{Event, FORMAT_VERSION, HEADER_TYPE, Seq, SessionHeader, event_types};
 
 use crate::error::{JournalError, Result};
@@ -137,259 +136,196 @@ fn next_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, path: &Path) -> Resul
         .map_err(|e| JournalError::io("read", path, e))
 }
 
-/// One valid event of a session file with its payload still JSON text, handed out by
-/// [`scan_raw_each`]. It borrows the scanner's line buffer, so it lives only for the callback.
-///
-/// The event is exactly the one [`scan_each`] hands out for the same line: same `seq`, `time`,
-/// `type` and `ignorable`, and `data` is the line's own payload text (`null` when the line has
-/// none), which parses into the [`Event::data`] `scan_each` gives.
+/// How much a selective scan ([`scan_selected_each`]) checks of a line whose type the reader
+/// did not select.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineCheck {
+    /// Only the line's *envelope prefix*: its leading top-level members `seq`, `time`, `type`
+    /// and `ignorable`, read up to the point where `seq`, `time` and `type` are known (see
+    /// [`scan_selected_each`]). The rest of the line — `data`, later members, the closing
+    /// brace — is not read, so damage there is not detected. For readers of logs this
+    /// journal wrote (where damage can only be a torn tail, which is still found exactly).
+    Prefix,
+    /// Everything [`scan_each`] checks: the whole line is parsed as an [`Event`] (and dropped).
+    Full,
+}
+
+/// A line of a selected type, handed to the reader of a selective scan unparsed: the scan has
+/// read its `seq` (the expected one) and its `type` (a known one) from the envelope prefix,
+/// nothing else. It borrows the scanner's buffer, so it lives only for the callback.
 #[derive(Debug, Clone, Copy)]
-pub struct RawEvent<'a> {
+pub struct EventLine<'a> {
     /// Position in the log.
     pub seq: Seq,
-    /// Append time, epoch milliseconds.
-    pub time: u64,
     /// The event type.
     pub kind: &'a str,
-    /// The payload, unparsed (valid JSON; parsing it into a `serde_json::Value` succeeds).
-    pub data: &'a RawValue,
-    /// See [`Event::ignorable`].
-    pub ignorable: bool,
+    /// The whole line (valid UTF-8, without its newline).
+    pub text: &'a str,
 }
 
-impl RawEvent<'_> {
-    /// Whether this build knows the event's type (see [`Event::is_known`]).
-    pub fn is_known(&self) -> bool {
-        event_types::is_known(self.kind)
-    }
-
-    /// The owned [`Event`], with `data` parsed into a `serde_json::Value`.
-    ///
-    /// # Errors
-    /// Only for a `data` the scanner did not produce (for example deeper than serde_json's
-    /// recursion limit); events from [`scan_raw_each`] always convert.
-    pub fn to_event(&self) -> serde_json::Result<Event> {
-        Ok(Event {
-            seq: self.seq,
-            time: self.time,
-            kind: self.kind.to_owned(),
-            data: serde_json::from_str(self.data.get())?,
-            ignorable: self.ignorable,
-        })
-    }
+/// What a selective scan hands to its reader for a line of a selected type.
+#[derive(Debug)]
+pub enum Selected<'a> {
+    /// The line unparsed. The reader either decodes it itself and answers [`LineUse::Used`] —
+    /// only allowed when its decoder accepts nothing that [`Event`] refuses, since the scan
+    /// then counts the line as a valid event — or answers [`LineUse::NeedEvent`], changing
+    /// nothing: the scan then parses the line into an [`Event`] and, if it is a valid event,
+    /// hands it out as [`Selected::Event`]; if it is not, the line is a defect like in
+    /// [`scan_each`].
+    Line(EventLine<'a>),
+    /// The line parsed in full: after [`LineUse::NeedEvent`], or when its envelope prefix was
+    /// not one the scan reads (other member order, escapes, an unknown type, a wrong seq). The
+    /// reader's answer is ignored.
+    Event(Event),
 }
 
-/// The envelope of an event line with `data` left unparsed. Same fields, types, order and
-/// defaults as [`Event`], so it accepts exactly the lines `Event` accepts, except that `data`
-/// is only checked for JSON syntax (see [`value_parse_certain`]).
-#[derive(Deserialize)]
-struct RawEnvelope<'a> {
-    seq: Seq,
-    time: u64,
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    /// `None` for an absent or `null` payload (`Event::data` is then `null`).
-    #[serde(default, borrow)]
-    data: Option<&'a RawValue>,
-    #[serde(default)]
-    ignorable: bool,
+/// The reader's answer to [`Selected::Line`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineUse {
+    /// The reader decoded the line (a valid event: the scan moves on).
+    Used,
+    /// The reader wants the line parsed into an [`Event`] first.
+    NeedEvent,
 }
 
-/// An event line decoded without parsing its payload (see [`RawEvent`]).
-struct RawLine<'a> {
-    seq: Seq,
-    time: u64,
-    kind: Cow<'a, str>,
-    data: RawData<'a>,
-    ignorable: bool,
+/// What the scanner does with each line.
+enum Sink<'f> {
+    /// [`scan_each`]: every event parsed and handed out.
+    All(&'f mut dyn FnMut(Event)),
+    /// [`scan_selected_each`].
+    Selected {
+        check: LineCheck,
+        select: &'f dyn Fn(&str) -> bool,
+        on_selected: &'f mut dyn FnMut(Selected<'_>) -> LineUse,
+    },
 }
-
-enum RawData<'a> {
-    /// The payload's own text in the line (always, for a line `Event` accepts).
-    Borrowed(&'a RawValue),
-    /// Re-encoded from a parsed `Event`: only if [`RawEnvelope`] refused a line that `Event`
-    /// accepts, which the two types' identical shapes rule out.
-    Owned(Box<RawValue>),
-}
-
-impl RawLine<'_> {
-    fn event(&self) -> RawEvent<'_> {
-        RawEvent {
-            seq: self.seq,
-            time: self.time,
-            kind: &self.kind,
-            data: match &self.data {
-                RawData::Borrowed(data) => data,
-                RawData::Owned(data) => data,
-            },
-            ignorable: self.ignorable,
-        }
-    }
-}
-
-/// How the scanner decodes one event line: the rules of [`scan_lines`] only need the seq, the
-/// type and the `ignorable` flag of a decoded line.
-trait LineDecoder {
-    /// A decoded line, possibly borrowing it.
-    type Line<'a>;
-
-    /// Decodes `line` (without its newline), or says why it is not a valid event line (the
-    /// same reason for both decoders).
-    fn decode(line: &[u8]) -> std::result::Result<Self::Line<'_>, String>;
-    fn seq(line: &Self::Line<'_>) -> Seq;
-    fn kind<'a>(line: &'a Self::Line<'_>) -> &'a str;
-    fn ignorable(line: &Self::Line<'_>) -> bool;
-}
-
-/// Full events: `data` parsed into a `serde_json::Value`.
-struct FullLines;
 
 /// The one definition of a valid event line: what `serde_json` accepts as an [`Event`].
 fn decode_event(line: &[u8]) -> std::result::Result<Event, String> {
     serde_json::from_slice::<Event>(line).map_err(|e| format!("unparseable event line: {e}"))
 }
 
-impl LineDecoder for FullLines {
-    type Line<'a> = Event;
-
-    fn decode(line: &[u8]) -> std::result::Result<Event, String> {
-        decode_event(line)
-    }
-    fn seq(line: &Event) -> Seq {
-        line.seq
-    }
-    fn kind(line: &Event) -> &str {
-        &line.kind
-    }
-    fn ignorable(line: &Event) -> bool {
-        line.ignorable
-    }
+/// What the envelope prefix of a line says (see [`read_prefix`]).
+struct Prefix {
+    seq: u64,
+    /// A known type ([`event_types::KNOWN`]).
+    kind: &'static str,
 }
 
-/// Raw events: the envelope is parsed, `data` only located and checked.
-struct RawLines;
-
-impl LineDecoder for RawLines {
-    type Line<'a> = RawLine<'a>;
-
-    fn decode(line: &[u8]) -> std::result::Result<RawLine<'_>, String> {
-        // One UTF-8 check of the whole line is cheaper than serde_json's checks of each string
-        // and of the payload; a line with other bytes (only valid if they sit in an ignored
-        // field) is read as bytes.
-        let envelope = match std::str::from_utf8(line) {
-            Ok(text) => serde_json::from_str::<RawEnvelope<'_>>(text),
-            Err(_) => serde_json::from_slice::<RawEnvelope<'_>>(line),
-        };
-        if let Ok(envelope) = envelope {
-            let data = envelope.data.unwrap_or(RawValue::NULL);
-            // The envelope accepted the line and only `data` can still make `Event` refuse it:
-            // when the cheap check cannot vouch for `data`, the full parse decides.
-            if !value_parse_certain(data.get().as_bytes()) {
-                decode_event(line)?;
-            }
-            return Ok(RawLine {
-                seq: envelope.seq,
-                time: envelope.time,
-                kind: envelope.kind,
-                data: RawData::Borrowed(data),
-                ignorable: envelope.ignorable,
-            });
-        }
-        // Refused: the full parse gives the exact reason `scan_each` reports.
-        let event = decode_event(line)?;
-        let data = serde_json::value::to_raw_value(&event.data)
-            .map_err(|e| format!("unparseable event line: {e}"))?;
-        Ok(RawLine {
-            seq: event.seq,
-            time: event.time,
-            kind: Cow::Owned(event.kind),
-            data: RawData::Owned(data),
-            ignorable: event.ignorable,
-        })
-    }
-    fn seq(line: &RawLine<'_>) -> Seq {
-        line.seq
-    }
-    fn kind<'a>(line: &'a RawLine<'_>) -> &'a str {
-        &line.kind
-    }
-    fn ignorable(line: &RawLine<'_>) -> bool {
-        line.ignorable
-    }
-}
-
-/// The deepest `data` nesting [`value_parse_certain`] vouches for. serde_json refuses more
-/// than 127 nested levels per line and the event object is one of them; this leaves a margin
-/// (the writer refuses more than [`crate::MAX_DATA_DEPTH`] anyway).
-const CERTAIN_DEPTH: u32 = 100;
-
-/// The most digits of one number [`value_parse_certain`] vouches for (any such number without
-/// an exponent is below 10^300, so it parses into a finite `f64`).
-const CERTAIN_DIGITS: u32 = 300;
-
-/// Whether parsing `json` into a `serde_json::Value` (as the `data` of an event line) surely
-/// succeeds, given that serde_json's syntax-only skip (what a `&RawValue` gets) accepted it:
-/// valid UTF-8, valid JSON syntax, no control characters in strings, valid escapes.
+/// Reads the envelope prefix of an event line: its first top-level members, each `seq`,
+/// `time`, `type` or `ignorable`, up to the point where `seq`, `time` and `type` have all
+/// been read and a `,` follows. Any member order is fine (Troupe writes
+/// `{"seq":…,"time":…,"type":…,"data":…}`; other writers put `type` first).
 ///
-/// Beyond that, a `Value` parse refuses only three things: a nesting deeper than its recursion
-/// limit, a `\u` escape of an unpaired UTF-16 surrogate, and a number outside the `f64` range.
-/// So this answers `false` ("not sure") for any nesting over [`CERTAIN_DEPTH`], any `\u`
-/// escape in `D800..=DFFF` (paired or not), any number with an exponent and any number of more
-/// than [`CERTAIN_DIGITS`] digits; the caller then does the full parse. Troupe's own writer
-/// (serde_json) produces none of these in practice.
-fn value_parse_certain(json: &[u8]) -> bool {
-    let mut depth: u32 = 0;
-    // Digits of the number being read (0 outside numbers).
-    let mut digits: u32 = 0;
-    let mut i = 0;
-    while let Some(&byte) = json.get(i) {
-        i += 1;
-        match byte {
-            b'"' => {
-                // Inside a string only escapes matter; the closing quote is the first
-                // unescaped one.
-                loop {
-                    let Some(at) = memchr::memchr2(b'"', b'\\', &json[i..]) else {
-                        return false;
-                    };
-                    i += at + 1;
-                    if json[i - 1] == b'"' {
-                        break;
-                    }
-                    // `\u` + a first hex digit `d`: a surrogate (D800..=DFFF) or close to one.
-                    if json.get(i) == Some(&b'u') && matches!(json.get(i + 1), Some(b'd' | b'D')) {
-                        return false;
-                    }
-                    // Skip the escaped character (a `\u`'s hex digits are plain characters).
-                    i += 1;
+/// `None` ("the full parse decides") for anything unusual: not an object, a key with an
+/// escape, another member before `seq`, `time` and `type` are read, a repeated member, a `seq` or
+/// `time` that is not a plain non-negative integer fitting `u64` (no sign, fraction, exponent
+/// or leading zero), a `type` that is not one of [`event_types::KNOWN`] written plainly (no
+/// escapes), an `ignorable` that is not `true`/`false`, or the object ending within the
+/// prefix. When it answers, the values are the ones [`Event`] would read for those members.
+fn read_prefix(line: &[u8]) -> Option<Prefix> {
+    let mut at = skip_ws(line, 0);
+    if line.get(at) != Some(&b'{') {
+        return None;
+    }
+    at += 1;
+    let (mut seq, mut kind, mut time, mut ignorable) = (None, None, false, false);
+    loop {
+        at = skip_ws(line, at);
+        let (key, after) = read_plain_string(line, at)?;
+        at = skip_ws(line, after);
+        if line.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_ws(line, at + 1);
+        at = match key {
+            b"seq" if seq.is_none() => {
+                let (value, after) = read_u64(line, at)?;
+                seq = Some(value);
+                after
+            }
+            b"time" if !time => {
+                time = true;
+                read_u64(line, at)?.1
+            }
+            b"type" if kind.is_none() => {
+                let (value, after) = read_plain_string(line, at)?;
+                kind = Some(
+                    *event_types::KNOWN
+                        .iter()
+                        .find(|known| known.as_bytes() == value)?,
+                );
+                after
+            }
+            b"ignorable" if !ignorable => {
+                ignorable = true;
+                let rest = &line[at..];
+                if rest.starts_with(b"true") {
+                    at + 4
+                } else if rest.starts_with(b"false") {
+                    at + 5
+                } else {
+                    return None;
                 }
-                digits = 0;
             }
-            b'0'..=b'9' => {
-                digits += 1;
-                if digits > CERTAIN_DIGITS {
-                    return false;
-                }
-            }
-            // A decimal point continues the number.
-            b'.' => {}
-            // An exponent (a letter right after a digit; `true`/`false` have none there).
-            b'e' | b'E' if digits > 0 => return false,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > CERTAIN_DEPTH {
-                    return false;
-                }
-                digits = 0;
-            }
-            b']' | b'}' => {
-                depth = depth.saturating_sub(1);
-                digits = 0;
-            }
-            _ => digits = 0,
+            _ => return None,
+        };
+        at = skip_ws(line, at);
+        if line.get(at) != Some(&b',') {
+            return None;
+        }
+        at += 1;
+        if let (Some(seq), Some(kind), true) = (seq, kind, time) {
+            return Some(Prefix { seq, kind });
         }
     }
-    true
+}
+
+/// The index of the first byte at or after `at` that is not JSON whitespace.
+fn skip_ws(line: &[u8], mut at: usize) -> usize {
+    while matches!(line.get(at), Some(b' ' | b'\t' | b'\r' | b'\n')) {
+        at += 1;
+    }
+    at
+}
+
+/// The bytes of a JSON string at `at` that has no escapes (its first backslash or quote is
+/// its closing quote), and the index after its closing quote. The caller compares the bytes
+/// with plain ASCII names only, so control characters and UTF-8 need no check here.
+fn read_plain_string(line: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    if line.get(at) != Some(&b'"') {
+        return None;
+    }
+    let start = at + 1;
+    let len = memchr::memchr2(b'"', b'\\', line.get(start..)?)?;
+    if line[start + len] != b'"' {
+        return None;
+    }
+    Some((&line[start..start + len], start + len + 1))
+}
+
+/// A JSON integer at `at` in `0..=u64::MAX` written plainly (no sign, fraction, exponent or
+/// leading zero): its value and the index after it.
+fn read_u64(line: &[u8], at: usize) -> Option<(u64, usize)> {
+    let digits = line
+        .get(at..)?
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    if digits == 0 || (digits > 1 && line[at] == b'0') {
+        return None;
+    }
+    let end = at + digits;
+    if matches!(line.get(end), Some(b'.' | b'e' | b'E')) {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &digit in &line[at..end] {
+        value = value
+            .checked_mul(10)?
+            .checked_add(u64::from(digit - b'0'))?;
+    }
+    Some((value, end))
 }
 
 /// Scans a session file from `reader`, handing each valid event to `on_event` in seq order
@@ -410,24 +346,47 @@ pub fn scan_each(
     reader: impl BufRead,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<ScanSummary> {
-    scan_lines::<FullLines>(path, reader, on_event)
+    scan_lines(path, reader, Sink::All(on_event))
 }
 
-/// [`scan_each`] without parsing payloads: each valid event is handed out as a [`RawEvent`]
-/// whose `data` is the line's payload text. The rules, the valid prefix, the summary and every
-/// error are exactly those of [`scan_each`] for the same bytes (a payload is still checked to
-/// be one `scan_each` accepts, cheaply, and fully parsed only when that check is unsure).
+/// A selective scan: [`scan_each`] for readers that want only a few event types (`select`
+/// says which), such as the Team fold. Lines of other types are not parsed.
+///
+/// Every line's envelope prefix is read without a JSON parser (see [`LineCheck::Prefix`];
+/// memchr finds the line ends). Then:
+/// - a line of a selected type is handed out as [`Selected::Line`] (its text; the reader
+///   decodes it in one pass) or, when the reader asks or the prefix was unusual, parsed and
+///   handed out as [`Selected::Event`];
+/// - a line of another type is accepted on its prefix with [`LineCheck::Prefix`], or parsed in
+///   full and dropped with [`LineCheck::Full`];
+/// - a line whose prefix is unusual, whose seq is not the expected one or whose type is not
+///   known is parsed in full, exactly as in [`scan_each`] (so defects, torn tails, corruption,
+///   unknown required types and skipped ignorable types are found the same way).
+///
+/// With [`LineCheck::Full`] the valid prefix, the summary and every error are those of
+/// [`scan_each`] for the same bytes, and the selected events are the same ones. With
+/// [`LineCheck::Prefix`] they are too unless a line of an unselected type is damaged after its
+/// envelope prefix (which [`scan_each`] reports as a torn tail or corruption, and this scan
+/// reads past); a torn final line (no newline) is never handed out either way.
 ///
 /// # Errors
 /// As [`scan_each`].
-pub fn scan_raw_each(
+pub fn scan_selected_each(
     path: &Path,
     reader: impl BufRead,
-    on_event: &mut dyn FnMut(RawEvent<'_>),
+    check: LineCheck,
+    select: &dyn Fn(&str) -> bool,
+    on_selected: &mut dyn FnMut(Selected<'_>) -> LineUse,
 ) -> Result<ScanSummary> {
-    scan_lines::<RawLines>(path, reader, &mut |line: RawLine<'_>| {
-        on_event(line.event())
-    })
+    scan_lines(
+        path,
+        reader,
+        Sink::Selected {
+            check,
+            select,
+            on_selected,
+        },
+    )
 }
 
 /// What one event line did to the scan.
@@ -453,51 +412,77 @@ struct Cursor<'p> {
 
 impl Cursor<'_> {
     /// Applies the rules to one complete line (`line` without its newline).
-    fn step<D: LineDecoder + 'static>(
-        &mut self,
-        line: &[u8],
-        on_line: &mut dyn FnMut(D::Line<'_>),
-    ) -> Step {
-        let decoded = match D::decode(line) {
-            Ok(decoded) => decoded,
+    fn step(&mut self, line: &[u8], sink: &mut Sink<'_>) -> Step {
+        if let Sink::Selected {
+            check,
+            select,
+            on_selected,
+        } = sink
+            && let Some(prefix) = read_prefix(line)
+            && prefix.seq == self.next_seq
+        {
+            if select(prefix.kind) {
+                if let Ok(text) = simdutf8::basic::from_utf8(line) {
+                    let line = EventLine {
+                        seq: Seq(prefix.seq),
+                        kind: prefix.kind,
+                        text,
+                    };
+                    if on_selected(Selected::Line(line)) == LineUse::Used {
+                        self.next_seq += 1;
+                        return Step::Event;
+                    }
+                }
+            } else if *check == LineCheck::Prefix {
+                self.next_seq += 1;
+                return Step::Event;
+            }
+        }
+        let event = match decode_event(line) {
+            Ok(event) => event,
             Err(reason) => return Step::Defect(reason),
         };
-        let seq = D::seq(&decoded);
-        if seq.0 != self.next_seq {
-            let reason = format!("seq {seq} where {} was expected", self.next_seq);
-            if D::kind(&decoded) == event_types::TURN_END {
+        if event.seq.0 != self.next_seq {
+            let reason = format!("seq {} where {} was expected", event.seq, self.next_seq);
+            if event.kind == event_types::TURN_END {
                 return Step::Refused(corrupt(self.path, self.line_no, self.pos, reason));
             }
             return Step::Defect(reason);
         }
-        let kind = D::kind(&decoded);
-        if !event_types::is_known(kind) {
-            if D::ignorable(&decoded) {
-                self.skipped.push(seq);
+        if !event.is_known() {
+            if event.ignorable {
+                self.skipped.push(event.seq);
             } else {
                 return Step::Refused(JournalError::Unsupported {
                     path: self.path.to_path_buf(),
                     reason: format!(
-                        "line {} (byte offset {}): unknown required event type {kind:?}",
-                        self.line_no, self.pos
+                        "line {} (byte offset {}): unknown required event type {:?}",
+                        self.line_no, self.pos, event.kind
                     ),
                 });
             }
         }
         self.next_seq += 1;
-        on_line(decoded);
+        match sink {
+            Sink::All(on_event) => on_event(event),
+            Sink::Selected {
+                select,
+                on_selected,
+                ..
+            } => {
+                if select(&event.kind) {
+                    on_selected(Selected::Event(event));
+                }
+            }
+        }
         Step::Event
     }
 }
 
-/// The scanner behind [`scan_each`] and [`scan_raw_each`]: the REFERENCE a.9 rules, with
-/// `D` decoding the event lines. Lines are read straight from the reader's buffer when they
-/// lie whole in it, and copied only when they straddle a refill.
-fn scan_lines<D: LineDecoder + 'static>(
-    path: &Path,
-    mut reader: impl BufRead,
-    on_line: &mut dyn FnMut(D::Line<'_>),
-) -> Result<ScanSummary> {
+/// The scanner behind [`scan_each`] and [`scan_selected_each`]: the REFERENCE a.9 rules.
+/// Lines are read straight from the reader's buffer when they lie whole in it, and copied
+/// only when they straddle a refill.
+fn scan_lines(path: &Path, mut reader: impl BufRead, mut sink: Sink<'_>) -> Result<ScanSummary> {
     let mut buf = Vec::new();
     let header_len = {
         let mut limited = (&mut reader).take(MAX_HEADER_LEN as u64 + 1);
@@ -533,7 +518,7 @@ fn scan_lines<D: LineDecoder + 'static>(
         cursor.line_no += 1;
         let (step, len) = match memchr::memchr(b'\n', available) {
             Some(end) => {
-                let step = cursor.step::<D>(&available[..end], on_line);
+                let step = cursor.step(&available[..end], &mut sink);
                 reader.consume(end + 1);
                 (step, end + 1)
             }
@@ -549,7 +534,7 @@ fn scan_lines<D: LineDecoder + 'static>(
                     });
                     break;
                 }
-                (cursor.step::<D>(&buf[..len - 1], on_line), len)
+                (cursor.step(&buf[..len - 1], &mut sink), len)
             }
         };
         let defect = match step {

@@ -1,7 +1,6 @@
 //! The four durable Team event types (REFERENCE c.3): snapshot types, their exact wire shapes
 //! (`version: 1`, camelCase), strict decoding and encoding.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::IgnoredAny;
@@ -450,87 +449,4 @@ pub fn decode<'a>(kind: &str, data: &'a Value) -> Result<Decoded<'a>, FoldError>
         }
     };
     Ok(Decoded::Record { team_id, record })
-}
-
-/// A `version: 1` record with its selector, decoded straight from the payload's JSON text
-/// (the fold's fast path, see [`decode_v1_text`]). One struct per type; the selector fields
-/// are typed instead of ignored, so a successful decode has read every byte strictly.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct MemberText<'a> {
-    version: u64,
-    #[serde(borrow)]
-    team_id: Cow<'a, str>,
-    member: MemberSnapshot,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct TaskText<'a> {
-    version: u64,
-    #[serde(borrow)]
-    team_id: Cow<'a, str>,
-    task: TaskSnapshot,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct QueuedText<'a> {
-    version: u64,
-    #[serde(borrow)]
-    team_id: Cow<'a, str>,
-    message: MessageSnapshot,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct DeliveredText<'a> {
-    version: u64,
-    #[serde(borrow)]
-    team_id: Cow<'a, str>,
-    message_id: MessageId,
-    target_id: SessionId,
-}
-
-/// The fast path of [`decode`] for a Team payload still in JSON text: `Some((teamId, record))`
-/// when `json` is a valid `version: 1` record of type `kind`, which is then exactly what
-/// [`decode`] gives for the parsed payload; `None` when [`decode`] must decide (an invalid
-/// payload, another version, duplicate keys, a non-Team type), so errors and edge cases keep
-/// their one definition.
-///
-/// Why a success agrees with [`decode`]: `json` is an object (checked) whose keys are exactly
-/// the strict shape's (no unknown or repeated key gets past `deny_unknown_fields` and the
-/// derived duplicate check), `version` is the integer 1 and `teamId` a non-empty string, so the
-/// loose selector passes; and every value was read by the same `Deserialize` impls as in the
-/// `Value` path, from the same JSON.
-pub(crate) fn decode_v1_text<'a>(kind: &str, json: &'a str) -> Option<(Cow<'a, str>, TeamRecord)> {
-    // `decode` wants an object; the derived impls would also take an array.
-    if !json.trim_start().starts_with('{') {
-        return None;
-    }
-    let (version, team_id, record) = match kind {
-        event_types::TEAM_MEMBER => {
-            let t: MemberText<'_> = serde_json::from_str(json).ok()?;
-            (t.version, t.team_id, TeamRecord::Member(t.member))
-        }
-        event_types::TEAM_TASK => {
-            let t: TaskText<'_> = serde_json::from_str(json).ok()?;
-            (t.version, t.team_id, TeamRecord::Task(t.task))
-        }
-        event_types::TEAM_MESSAGE_QUEUED => {
-            let t: QueuedText<'_> = serde_json::from_str(json).ok()?;
-            validate_content(&t.message.content).ok()?;
-            (t.version, t.team_id, TeamRecord::MessageQueued(t.message))
-        }
-        event_types::TEAM_MESSAGE_DELIVERED => {
-            let t: DeliveredText<'_> = serde_json::from_str(json).ok()?;
-            let record = TeamRecord::MessageDelivered {
-                message_id: t.message_id,
-                target_id: t.target_id,
-            };
-            (t.version, t.team_id, record)
-        }
-        _ => return None,
-    };
-    (version == TEAM_EVENT_VERSION && !team_id.is_empty()).then_some((team_id, record))
 }
