@@ -289,9 +289,18 @@ fn decode_message(reader: &mut Reader<'_>) -> Option<MessageSnapshot> {
                 });
             }
             b"content" if content.is_none() => {
-                let blocks: Vec<Value> = reader.serde()?;
-                validate_content(&blocks).ok()?;
-                content = Some(blocks);
+                let mut plain = reader.clone();
+                content = Some(match plain.text_blocks() {
+                    Some(blocks) => {
+                        *reader = plain;
+                        blocks
+                    }
+                    None => {
+                        let blocks: Vec<Value> = reader.serde()?;
+                        validate_content(&blocks).ok()?;
+                        blocks
+                    }
+                });
             }
             _ => return None,
         }
@@ -309,6 +318,7 @@ fn decode_message(reader: &mut Reader<'_>) -> Option<MessageSnapshot> {
 
 /// A strict reader of one line's JSON. Every method skips leading whitespace and answers
 /// `None` for anything it does not read plainly.
+#[derive(Clone)]
 struct Reader<'a> {
     text: &'a str,
     /// The byte offset of the next unread byte (always at an ASCII byte or the end, so a
@@ -455,24 +465,25 @@ impl<'a> Reader<'a> {
     /// zero).
     fn u64(&mut self) -> Option<u64> {
         self.ws();
-        let bytes = self.bytes();
-        let start = self.at;
-        let mut value: u64 = 0;
-        let mut end = start;
-        while let Some(&digit) = bytes.get(end).filter(|b| b.is_ascii_digit()) {
-            value = value
-                .checked_mul(10)?
-                .checked_add(u64::from(digit - b'0'))?;
-            end += 1;
-        }
-        let digits = end - start;
-        if digits == 0 || (digits > 1 && bytes[start] == b'0') {
+        let rest = self.bytes().get(self.at..)?;
+        let digits = digit_run(rest);
+        // Up to 19 digits cannot overflow; 20 may; more always do.
+        if digits == 0 || digits > 20 || (digits > 1 && rest[0] == b'0') {
             return None;
         }
-        if matches!(bytes.get(end), Some(b'.' | b'e' | b'E')) {
+        if matches!(rest.get(digits), Some(b'.' | b'e' | b'E')) {
             return None;
         }
-        self.at = end;
+        let value = if digits < 20 {
+            rest[..digits]
+                .iter()
+                .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'))
+        } else {
+            rest[..digits].iter().try_fold(0u64, |n, &d| {
+                n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+            })?
+        };
+        self.at += digits;
         Some(value)
     }
 
@@ -492,6 +503,52 @@ impl<'a> Reader<'a> {
         }
         self.at += len;
         Some(value)
+    }
+
+    /// Content made of plain text blocks only — `[{"type":"text"|"reasoning","text":"…"}, …]`,
+    /// each with exactly those two keys — as the `Value`s `serde_json` builds for them (keys
+    /// inserted in text order). Such blocks are valid content (REFERENCE c.3), so they need no
+    /// further check. `None` for anything else: the caller lets `serde_json` read it.
+    fn text_blocks(&mut self) -> Option<Vec<Value>> {
+        self.eat(b'[')?;
+        let mut blocks = Vec::new();
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            return Some(blocks);
+        }
+        loop {
+            let mut block = serde_json::Map::new();
+            self.object(|reader, key| {
+                let key = match key {
+                    b"type" => "type",
+                    b"text" => "text",
+                    _ => return None,
+                };
+                if block.contains_key(key) {
+                    return None;
+                }
+                let value = reader.string()?;
+                if key == "type" && !matches!(value.as_ref(), "text" | "reasoning") {
+                    return None;
+                }
+                block.insert(key.to_owned(), Value::String(value.into_owned()));
+                Some(())
+            })?;
+            if block.len() != 2 {
+                return None;
+            }
+            blocks.push(Value::Object(block));
+            self.ws();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => {
+                    self.at += 1;
+                    return Some(blocks);
+                }
+                _ => return None,
+            }
+        }
     }
 
     /// One object or array, decoded in place by `serde_json` as a `T`.
@@ -558,4 +615,27 @@ fn find_special(bytes: &[u8], mut at: usize) -> Option<usize> {
         return skipped.iter().position(|&b| b < 0x20).map(|i| at + i);
     }
     Some(end)
+}
+
+/// The number of ASCII digits `bytes` starts with, eight at a time.
+fn digit_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    let mut n = 0;
+    while let Some(chunk) = bytes.get(n..n + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        // Per byte: below `0` borrows, above `9` carries into the high bit; a borrow or carry
+        // can only reach bytes above the first non-digit, so the lowest flagged byte is exact.
+        let flagged = (word.wrapping_sub(ONES * u64::from(b'0')) | word.wrapping_add(ONES * 0x46))
+            & (ONES << 7);
+        if flagged != 0 {
+            return n + (flagged.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    while bytes.get(n).is_some_and(u8::is_ascii_digit) {
+        n += 1;
+    }
+    n
 }

@@ -894,7 +894,10 @@ fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines()
         .stdout("");
     let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("line 3") && err.contains("completed turn follows"), "{err}");
+    assert!(
+        err.contains("line 3") && err.contains("completed turn follows"),
+        "{err}"
+    );
     let out = troupe(home.path())
         .args(["team", "show", LEAD, "--json"])
         .assert()
