@@ -10,10 +10,10 @@
 //! - **Single writer**: an OS advisory lock per session file (`JOURNAL_LOCKED` for a second
 //!   writer); readers take no lock and can read a file another process is writing.
 //! - **Replay** ([`scan`]; streaming: [`scan_each`], and the selective [`scan_selected_each`]
-//!   that parses only the lines of the types its reader wants): torn tails are ignored (and truncated only when opening for
-//!   writing); damage before a completed turn is `JOURNAL_CORRUPT` with file, line and byte
-//!   offset; unknown format versions and unknown required event types are
-//!   `JOURNAL_UNSUPPORTED`.
+//!   that parses only the lines of the types its reader wants): torn tails are ignored (and
+//!   truncated only when opening for writing); damage before a completed turn is
+//!   `JOURNAL_CORRUPT` with file, line and byte offset; unknown format versions and unknown
+//!   required event types are `JOURNAL_UNSUPPORTED`.
 //! - **Fork** ([`Journal::fork`]): a new session seeded with a completed prefix of another.
 //! - **Backend seam** ([`LogBackend`], [`SessionSink`]): append takes the expected next seq.
 //!

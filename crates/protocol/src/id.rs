@@ -154,6 +154,16 @@ mod tests {
     }
 
     #[test]
+    fn session_id_bytes_are_exactly_ascii_alphanumerics_dot_underscore_dash() {
+        for b in 0..=255u8 {
+            let expected = b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+            let id = format!("a{}", char::from(b));
+            assert_eq!(SessionId::is_valid(&id), expected, "byte {b:#04x}");
+            assert_eq!(SessionId::new(id).is_ok(), expected, "byte {b:#04x}");
+        }
+    }
+
+    #[test]
     fn session_id_refuses_unsafe_names() {
         for bad in [
             "",
