@@ -151,7 +151,7 @@ pub enum LineCheck {
 }
 
 /// A line of a selected type, handed to the reader of a selective scan unparsed: the scan has
-/// read its `seq` (the expected one) and its `type` (a known one) from the envelope prefix,
+/// read its `seq` (the expected one), `time` and `type` (a known one) from the envelope prefix,
 /// nothing else. It borrows the scanner's buffer, so it lives only for the callback.
 #[derive(Debug, Clone, Copy)]
 pub struct EventLine<'a> {
@@ -362,6 +362,10 @@ pub fn scan_each(
 /// - a line whose prefix is unusual, whose seq is not the expected one or whose type is not
 ///   known is parsed in full, exactly as in [`scan_each`] (so defects, torn tails, corruption,
 ///   unknown required types and skipped ignorable types are found the same way).
+///
+/// The reader's side of the contract is on [`Selected::Line`]. Selected lines come in seq
+/// order, and each valid one is used exactly once: as a line the reader answered
+/// [`LineUse::Used`] to, or as its parsed event.
 ///
 /// With [`LineCheck::Full`] the valid prefix, the summary and every error are those of
 /// [`scan_each`] for the same bytes, and the selected events are the same ones. With

@@ -2,8 +2,8 @@
 //! a `serde_json::Value` (REFERENCE c.4 is unchanged; only the decoding is faster).
 //!
 //! A small strict reader walks the line's envelope and the record's structure itself; strings
-//! are borrowed from the line (escaped ones are decoded by `serde_json`), and the parts the
-//! fold keeps whole (a member, a queued message) are handed to `serde_json` in place. The
+//! are borrowed from the line (escaped ones are decoded by `serde_json`); a member, and message
+//! content other than plain text blocks, are handed to `serde_json` in place. The
 //! reader answers `None` for anything it does not read plainly — an escaped key, a repeated
 //! or unknown member, a number that is not a plain integer, `null` where a value is optional,
 //! another version, trailing bytes — and the caller then takes the `Value` path
@@ -15,7 +15,9 @@
 //!   the integer 1 and `teamId` a non-empty string (the loose selector passes);
 //! - strings accept what a JSON string accepts (no control characters; escapes decoded by
 //!   `serde_json`), integers only the plain form of a `u64`;
-//! - members and messages are decoded by the same `Deserialize` impls as in the `Value` path.
+//! - members are decoded by the same `Deserialize` impl as in the `Value` path; messages
+//!   member by member with the same checks (ids through the same constructors), their content
+//!   into the same `Value`s (text blocks built directly, other blocks by `serde_json`).
 
 use std::borrow::Cow;
 
@@ -27,8 +29,9 @@ use crate::content::validate_content;
 use crate::ids::{Revision, TaskId};
 use crate::record::{Delivery, MemberSnapshot, MessageSnapshot, TEAM_EVENT_VERSION, TaskStatus};
 
-/// The most `{`/`[` bytes an object handed to `serde_json` in place may hold (see
-/// `Reader::serde`): far below the recursion limit minus the two levels above it.
+/// The most `{`/`[` bytes a value handed to `serde_json` in place may hold (see
+/// `Reader::serde`): far below its recursion limit (128) minus the at most three levels above
+/// the value in the line.
 const MAX_PLAIN_BRACKETS: usize = 100;
 
 /// How many bytes of a string [`find_special`] scans eight at a time before it switches to
