@@ -18,12 +18,13 @@ use std::io::Write;
 
 use anyhow::{Context, anyhow};
 use serde_json::{Value, json};
-use troupe_journal::{Journal, JournalError, ScanSummary};
+use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Selected};
 use troupe_protocol::{Seq, SessionId, event_types};
 use troupe_runtime::events::{AgentConfigRecord, Profile, TurnEndReason};
 use troupe_runtime::{SessionRole, Transcript, TranscriptStats};
 use troupe_team::{
-    MemberPhase, MemberStatus, MemberView, ShowOptions, TaskView, TeamId, TeamShow, TeamState,
+    MemberPhase, MemberStatus, MemberView, ShowOptions, StreamFold, TaskView, TeamId, TeamShow,
+    TeamState,
 };
 
 use crate::exit::Failure;
@@ -96,42 +97,66 @@ impl std::fmt::Display for FoldFailure {
 
 /// Reads and folds the Lead log of `id`: `Ok(Err(…))` when the fold refuses an event.
 ///
+/// The log is read selectively: only `team/…` and `agent/config` lines are decoded (Team
+/// lines in one pass, see [`StreamFold`]); `check` says how much of the other lines is
+/// checked (`show` trusts their envelope prefix, `verify` checks every line as a replay does).
+///
 /// # Errors
 /// Journal errors (unknown session, unreadable or damaged file), as bad input.
-fn fold_lead(journal: &Journal, id: &SessionId) -> Result<Result<LeadLog, FoldFailure>, Failure> {
-    let mut state = TeamState::new(TeamId::new(id.clone()));
-    let mut failure: Option<FoldFailure> = None;
+fn fold_lead(
+    journal: &Journal,
+    id: &SessionId,
+    check: LineCheck,
+) -> Result<Result<LeadLog, FoldFailure>, Failure> {
+    let mut fold = StreamFold::new(TeamId::new(id.clone()));
     let mut configs: Vec<(Seq, Value)> = Vec::new();
     let mut member_seqs = HashMap::new();
-    let summary = journal.read_each(id, &mut |event| {
-        if failure.is_some() {
-            return;
+    let select = |kind: &str| StreamFold::reads(kind) || kind == event_types::AGENT_CONFIG;
+    let summary = journal.read_selected_each(id, check, &select, &mut |selected| {
+        let event = match selected {
+            // A member record names where the member's checks point: read it parsed.
+            Selected::Line(line)
+                if line.kind == event_types::AGENT_CONFIG
+                    || line.kind == event_types::TEAM_MEMBER =>
+            {
+                return LineUse::NeedEvent;
+            }
+            Selected::Line(line) => {
+                return if fold.line(line.kind, line.text) {
+                    LineUse::Used
+                } else {
+                    LineUse::NeedEvent
+                };
+            }
+            Selected::Event(event) => event,
+        };
+        if fold.is_refused() {
+            return LineUse::Used;
         }
         if event.kind == event_types::AGENT_CONFIG {
-            configs.push((event.seq, event.data.clone()));
+            configs.push((event.seq, event.data));
+            return LineUse::Used;
         }
-        match state.apply(&event) {
-            Ok(()) => {
-                if event.kind == event_types::TEAM_MEMBER
-                    && event.data["teamId"].as_str() == Some(id.as_str())
-                    && let Some(member) = event.data["member"]["id"].as_str()
-                    && let Ok(member) = SessionId::new(member)
-                {
-                    member_seqs.insert(member, event.seq);
-                }
-            }
-            Err(e) => {
-                failure = Some(FoldFailure {
-                    seq: event.seq,
-                    event_type: event.kind.clone(),
-                    reason: e.to_string(),
-                });
-            }
+        if fold.event(&event)
+            && event.kind == event_types::TEAM_MEMBER
+            && event.data["teamId"].as_str() == Some(id.as_str())
+            && let Some(member) = event.data["member"]["id"].as_str()
+            && let Ok(member) = SessionId::new(member)
+        {
+            member_seqs.insert(member, event.seq);
         }
+        LineUse::Used
     })?;
-    if let Some(failure) = failure {
-        return Ok(Err(failure));
-    }
+    let state = match fold.finish() {
+        Ok(state) => state,
+        Err(e) => {
+            return Ok(Err(FoldFailure {
+                seq: e.seq,
+                event_type: e.event_type.clone(),
+                reason: e.source.to_string(),
+            }));
+        }
+    };
     // The Lead's own configuration: the first one after any seeded prefix.
     let config = configs
         .into_iter()
@@ -148,9 +173,14 @@ fn fold_lead(journal: &Journal, id: &SessionId) -> Result<Result<LeadLog, FoldFa
 
 /// Folds the Lead log of the session named `raw` for `show`/`verify`: bad input for an unknown
 /// id, a child session or a session without a Team; exit 1 for a log the fold refuses.
-fn load_team(journal: &Journal, raw: &str, verb: &str) -> Result<LeadLog, Failure> {
+fn load_team(
+    journal: &Journal,
+    raw: &str,
+    verb: &str,
+    check: LineCheck,
+) -> Result<LeadLog, Failure> {
     let id = SessionId::new(raw).map_err(Failure::bad_input)?;
-    let lead = match fold_lead(journal, &id).map_err(|f| damaged_log(f, &id))? {
+    let lead = match fold_lead(journal, &id, check).map_err(|f| damaged_log(f, &id))? {
         Ok(lead) => lead,
         Err(failure) => {
             return Err(Failure::work(anyhow!(
@@ -241,7 +271,7 @@ fn show_of(lead: &LeadLog, include_deleted: bool) -> TeamShow {
 
 /// `troupe team show SESSION [--json] [--all]`.
 fn show(journal: &Journal, session: &str, json: bool, all: bool) -> Result<(), Failure> {
-    let lead = load_team(journal, session, "show")?;
+    let lead = load_team(journal, session, "show", LineCheck::Prefix)?;
     let view = show_of(&lead, all);
     let mut out = Stdout::lock();
     if json {
@@ -412,7 +442,7 @@ fn with_notes(rows: Vec<String>, notes: &[(usize, Vec<String>)]) -> Vec<String> 
 
 /// `troupe team verify SESSION`.
 fn verify(journal: &Journal, session: &str) -> Result<(), Failure> {
-    let lead = load_team(journal, session, "verify")?;
+    let lead = load_team(journal, session, "verify", LineCheck::Full)?;
     if let Some(violation) = check_teammates(journal, &lead) {
         return Err(Failure::work(anyhow!(
             "team verify {}: FAILED at {violation}",
@@ -567,7 +597,7 @@ impl TeamSummary {
             pending: 0,
             problem: None,
         };
-        let folded = match fold_lead(journal, lead) {
+        let folded = match fold_lead(journal, lead, LineCheck::Prefix) {
             Ok(Ok(folded)) => folded,
             Ok(Err(failure)) => {
                 summary.problem = Some(format!("the Team log is invalid at {failure}"));
@@ -734,7 +764,7 @@ mod tests {
             .unwrap();
         writer.flush_blocking().unwrap();
         drop(writer);
-        let Err(failure) = load_team(&journal, "lead-x", "show") else {
+        let Err(failure) = load_team(&journal, "lead-x", "show", LineCheck::Prefix) else {
             panic!("the fold must refuse the log");
         };
         assert_eq!(failure.code, crate::exit::WORK_FAILED);

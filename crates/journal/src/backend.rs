@@ -118,6 +118,29 @@ pub trait LogBackend: Send + Sync {
         })
     }
 
+    /// A selective read of a session (see [`crate::scan_selected_each`]): the lines of the
+    /// types `select` picks go to `on_selected`, other lines are checked as `check` says.
+    /// Same rules and errors as [`LogBackend::read_each`]. The default reads every event
+    /// through `read_each` and hands the selected ones out as [`crate::Selected::Event`];
+    /// backends override it to skip parsing the others.
+    ///
+    /// # Errors
+    /// As [`LogBackend::read`].
+    fn read_selected_each(
+        &self,
+        id: &SessionId,
+        check: crate::LineCheck,
+        select: &dyn Fn(&str) -> bool,
+        on_selected: &mut dyn FnMut(crate::Selected<'_>) -> crate::LineUse,
+    ) -> Result<crate::ScanSummary> {
+        let _ = check;
+        self.read_each(id, &mut |event| {
+            if select(&event.kind) {
+                on_selected(crate::Selected::Event(event));
+            }
+        })
+    }
+
     /// Every stored session's header, oldest first (ties by id). Unreadable entries are
     /// reported through `on_error` and left out.
     ///

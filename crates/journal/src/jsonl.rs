@@ -18,8 +18,8 @@ use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 use crate::backend::{LogBackend, SessionListing, SessionSink};
 use crate::error::{JournalError, Result};
 use crate::replay::{
-    Replay, ScanPosition, ScanSummary, ScanTail, open_regular, read_header, scan, scan_each,
-    scan_events,
+    LineCheck, LineUse, Replay, ScanPosition, ScanSummary, ScanTail, Selected, open_regular,
+    read_header, scan, scan_each, scan_events, scan_selected_each,
 };
 
 /// Fault injection for tests of the poisoning rules: lets a test make a write come up short
@@ -168,6 +168,27 @@ pub fn read_path_each_from(
     )
 }
 
+/// A selective read of any session file by path (see [`scan_selected_each`]), without
+/// locking or repairing it.
+///
+/// # Errors
+/// As [`read_path`].
+pub fn read_path_selected_each(
+    path: &Path,
+    check: LineCheck,
+    select: &dyn Fn(&str) -> bool,
+    on_selected: &mut dyn FnMut(Selected<'_>) -> LineUse,
+) -> Result<ScanSummary> {
+    let file = open_regular(path)?;
+    scan_selected_each(
+        path,
+        std::io::BufReader::with_capacity(256 * 1024, file),
+        check,
+        select,
+        on_selected,
+    )
+}
+
 impl LogBackend for JsonlBackend {
     fn create(&self, header: SessionHeader) -> Result<Box<dyn SessionSink>> {
         let path = self.session_path(&header.id);
@@ -264,6 +285,19 @@ impl LogBackend for JsonlBackend {
     ) -> Result<ScanTail> {
         let path = self.check_file(id)?;
         read_path_each_from(&path, from, on_event)
+    }
+
+    fn read_selected_each(
+        &self,
+        id: &SessionId,
+        check: LineCheck,
+        select: &dyn Fn(&str) -> bool,
+        on_selected: &mut dyn FnMut(Selected<'_>) -> LineUse,
+    ) -> Result<ScanSummary> {
+        let path = self.check_file(id)?;
+        let header = read_header(&path)?;
+        check_header_id(&path, &header, id)?;
+        read_path_selected_each(&path, check, select, on_selected)
     }
 
     fn list(&self, on_error: &mut dyn FnMut(JournalError)) -> Result<Vec<SessionListing>> {

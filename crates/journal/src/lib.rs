@@ -9,10 +9,11 @@
 //!   every later append/flush fails with `JOURNAL_POISONED`.
 //! - **Single writer**: an OS advisory lock per session file (`JOURNAL_LOCKED` for a second
 //!   writer); readers take no lock and can read a file another process is writing.
-//! - **Replay** ([`scan`]): torn tails are ignored (and truncated only when opening for
-//!   writing); damage before a completed turn is `JOURNAL_CORRUPT` with file, line and byte
-//!   offset; unknown format versions and unknown required event types are
-//!   `JOURNAL_UNSUPPORTED`.
+//! - **Replay** ([`scan`]; streaming: [`scan_each`], and the selective [`scan_selected_each`]
+//!   that parses only the lines of the types its reader wants): torn tails are ignored (and
+//!   truncated only when opening for writing); damage before a completed turn is
+//!   `JOURNAL_CORRUPT` with file, line and byte offset; unknown format versions and unknown
+//!   required event types are `JOURNAL_UNSUPPORTED`.
 //! - **Fork** ([`Journal::fork`]): a new session seeded with a completed prefix of another.
 //! - **Backend seam** ([`LogBackend`], [`SessionSink`]): append takes the expected next seq.
 //!
@@ -31,10 +32,13 @@ use std::sync::Arc;
 
 pub use backend::{LogBackend, SessionListing, SessionSink};
 pub use error::{JournalError, Result};
-pub use jsonl::{FaultHook, JsonlBackend, read_path, read_path_each, read_path_each_from};
+pub use jsonl::{
+    FaultHook, JsonlBackend, read_path, read_path_each, read_path_each_from,
+    read_path_selected_each,
+};
 pub use replay::{
-    MAX_HEADER_LEN, Replay, ScanPosition, ScanSummary, ScanTail, TornTail, read_header, scan,
-    scan_each, scan_events,
+    EventLine, LineCheck, LineUse, MAX_HEADER_LEN, Replay, ScanPosition, ScanSummary, ScanTail,
+    Selected, TornTail, read_header, scan, scan_each, scan_events, scan_selected_each,
 };
 pub use validate::{MAX_DATA_DEPTH, MAX_TYPE_LEN};
 pub use writer::{SessionWriter, WriterStats};
@@ -219,6 +223,24 @@ impl Journal {
         on_event: &mut dyn FnMut(Event),
     ) -> Result<ScanTail> {
         self.backend.read_each_from(id, from, on_event)
+    }
+
+    /// A selective read of a session with bounded memory (no lock, no repair; see
+    /// [`scan_selected_each`]): lines of the types `select` picks go to `on_selected`, the others
+    /// are checked as `check` says and not parsed with [`LineCheck::Prefix`]. For readers that
+    /// want few event types (the Team fold reads `team/…` lines only).
+    ///
+    /// # Errors
+    /// See [`LogBackend::read`].
+    pub fn read_selected_each(
+        &self,
+        id: &SessionId,
+        check: LineCheck,
+        select: &dyn Fn(&str) -> bool,
+        on_selected: &mut dyn FnMut(Selected<'_>) -> LineUse,
+    ) -> Result<ScanSummary> {
+        self.backend
+            .read_selected_each(id, check, select, on_selected)
     }
 
     /// Lists stored sessions, oldest first; unreadable ones go to `on_error`.

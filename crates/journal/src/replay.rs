@@ -136,6 +136,198 @@ fn next_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, path: &Path) -> Resul
         .map_err(|e| JournalError::io("read", path, e))
 }
 
+/// How much a selective scan ([`scan_selected_each`]) checks of a line whose type the reader
+/// did not select.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineCheck {
+    /// Only the line's *envelope prefix*: its leading top-level members `seq`, `time`, `type`
+    /// and `ignorable`, read up to the point where `seq`, `time` and `type` are known (see
+    /// [`scan_selected_each`]). The rest of the line — `data`, later members, the closing
+    /// brace — is not read, so damage there is not detected. For readers of logs this
+    /// journal wrote (where damage can only be a torn tail, which is still found exactly).
+    Prefix,
+    /// Everything [`scan_each`] checks: the whole line is parsed as an [`Event`] (and dropped).
+    Full,
+}
+
+/// A line of a selected type, handed to the reader of a selective scan unparsed: the scan has
+/// read its `seq` (the expected one), `time` and `type` (a known one) from the envelope prefix,
+/// nothing else. It borrows the scanner's buffer, so it lives only for the callback.
+#[derive(Debug, Clone, Copy)]
+pub struct EventLine<'a> {
+    /// Position in the log.
+    pub seq: Seq,
+    /// The event type.
+    pub kind: &'a str,
+    /// The whole line (valid UTF-8, without its newline).
+    pub text: &'a str,
+}
+
+/// What a selective scan hands to its reader for a line of a selected type.
+#[derive(Debug)]
+pub enum Selected<'a> {
+    /// The line unparsed. The reader either decodes it itself and answers [`LineUse::Used`] —
+    /// only allowed when its decoder accepts nothing that [`Event`] refuses, since the scan
+    /// then counts the line as a valid event — or answers [`LineUse::NeedEvent`], changing
+    /// nothing: the scan then parses the line into an [`Event`] and, if it is a valid event,
+    /// hands it out as [`Selected::Event`]; if it is not, the line is a defect like in
+    /// [`scan_each`].
+    Line(EventLine<'a>),
+    /// The line parsed in full: after [`LineUse::NeedEvent`], or when its envelope prefix was
+    /// not one the scan reads (other member order, escapes, an unknown type, a wrong seq). The
+    /// reader's answer is ignored.
+    Event(Event),
+}
+
+/// The reader's answer to [`Selected::Line`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineUse {
+    /// The reader decoded the line (a valid event: the scan moves on).
+    Used,
+    /// The reader wants the line parsed into an [`Event`] first.
+    NeedEvent,
+}
+
+/// What the scanner does with each line.
+enum Sink<'f> {
+    /// [`scan_each`]: every event parsed and handed out.
+    All(&'f mut dyn FnMut(Event)),
+    /// [`scan_selected_each`].
+    Selected {
+        check: LineCheck,
+        select: &'f dyn Fn(&str) -> bool,
+        on_selected: &'f mut dyn FnMut(Selected<'_>) -> LineUse,
+    },
+}
+
+/// The one definition of a valid event line: what `serde_json` accepts as an [`Event`].
+fn decode_event(line: &[u8]) -> std::result::Result<Event, String> {
+    serde_json::from_slice::<Event>(line).map_err(|e| format!("unparseable event line: {e}"))
+}
+
+/// What the envelope prefix of a line says (see [`read_prefix`]).
+struct Prefix {
+    seq: u64,
+    /// A known type ([`event_types::KNOWN`]).
+    kind: &'static str,
+}
+
+/// Reads the envelope prefix of an event line: its first top-level members, each `seq`,
+/// `time`, `type` or `ignorable`, up to the point where `seq`, `time` and `type` have all
+/// been read and a `,` follows. Any member order is fine (Troupe writes
+/// `{"seq":…,"time":…,"type":…,"data":…}`; other writers put `type` first).
+///
+/// `None` ("the full parse decides") for anything unusual: not an object, a key with an
+/// escape, another member before `seq`, `time` and `type` are read, a repeated member, a `seq` or
+/// `time` that is not a plain non-negative integer fitting `u64` (no sign, fraction, exponent
+/// or leading zero), a `type` that is not one of [`event_types::KNOWN`] written plainly (no
+/// escapes), an `ignorable` that is not `true`/`false`, or the object ending within the
+/// prefix. When it answers, the values are the ones [`Event`] would read for those members.
+fn read_prefix(line: &[u8]) -> Option<Prefix> {
+    let mut at = skip_ws(line, 0);
+    if line.get(at) != Some(&b'{') {
+        return None;
+    }
+    at += 1;
+    let (mut seq, mut kind, mut time, mut ignorable) = (None, None, false, false);
+    loop {
+        at = skip_ws(line, at);
+        let (key, after) = read_plain_string(line, at)?;
+        at = skip_ws(line, after);
+        if line.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_ws(line, at + 1);
+        at = match key {
+            b"seq" if seq.is_none() => {
+                let (value, after) = read_u64(line, at)?;
+                seq = Some(value);
+                after
+            }
+            b"time" if !time => {
+                time = true;
+                read_u64(line, at)?.1
+            }
+            b"type" if kind.is_none() => {
+                let (value, after) = read_plain_string(line, at)?;
+                kind = Some(
+                    *event_types::KNOWN
+                        .iter()
+                        .find(|known| known.as_bytes() == value)?,
+                );
+                after
+            }
+            b"ignorable" if !ignorable => {
+                ignorable = true;
+                let rest = &line[at..];
+                if rest.starts_with(b"true") {
+                    at + 4
+                } else if rest.starts_with(b"false") {
+                    at + 5
+                } else {
+                    return None;
+                }
+            }
+            _ => return None,
+        };
+        at = skip_ws(line, at);
+        if line.get(at) != Some(&b',') {
+            return None;
+        }
+        at += 1;
+        if let (Some(seq), Some(kind), true) = (seq, kind, time) {
+            return Some(Prefix { seq, kind });
+        }
+    }
+}
+
+/// The index of the first byte at or after `at` that is not JSON whitespace.
+fn skip_ws(line: &[u8], mut at: usize) -> usize {
+    while matches!(line.get(at), Some(b' ' | b'\t' | b'\r' | b'\n')) {
+        at += 1;
+    }
+    at
+}
+
+/// The bytes of a JSON string at `at` that has no escapes (its first backslash or quote is
+/// its closing quote), and the index after its closing quote. The caller compares the bytes
+/// with plain ASCII names only, so control characters and UTF-8 need no check here.
+fn read_plain_string(line: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    if line.get(at) != Some(&b'"') {
+        return None;
+    }
+    let start = at + 1;
+    let len = memchr::memchr2(b'"', b'\\', line.get(start..)?)?;
+    if line[start + len] != b'"' {
+        return None;
+    }
+    Some((&line[start..start + len], start + len + 1))
+}
+
+/// A JSON integer at `at` in `0..=u64::MAX` written plainly (no sign, fraction, exponent or
+/// leading zero): its value and the index after it.
+fn read_u64(line: &[u8], at: usize) -> Option<(u64, usize)> {
+    let rest = line.get(at..)?;
+    let digits = digit_run(rest);
+    // Up to 19 digits cannot overflow; 20 may; more always do.
+    if digits == 0 || digits > 20 || (digits > 1 && rest[0] == b'0') {
+        return None;
+    }
+    if matches!(rest.get(digits), Some(b'.' | b'e' | b'E')) {
+        return None;
+    }
+    let value = if digits < 20 {
+        rest[..digits]
+            .iter()
+            .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'))
+    } else {
+        rest[..digits].iter().try_fold(0u64, |n, &d| {
+            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        })?
+    };
+    Some((value, at + digits))
+}
+
 /// Scans a session file from `reader`, handing each valid event to `on_event` in seq order
 /// without keeping them (memory stays bounded by the longest line). `path` only names the file.
 ///
@@ -151,9 +343,150 @@ fn next_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, path: &Path) -> Resul
 /// - `JOURNAL_IO`: the reader failed.
 pub fn scan_each(
     path: &Path,
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<ScanSummary> {
+    scan_lines(path, reader, Sink::All(on_event))
+}
+
+/// A selective scan: [`scan_each`] for readers that want only a few event types (`select`
+/// says which), such as the Team fold. Lines of other types are not parsed.
+///
+/// Every line's envelope prefix is read without a JSON parser (see [`LineCheck::Prefix`];
+/// memchr finds the line ends). Then:
+/// - a line of a selected type is handed out as [`Selected::Line`] (its text; the reader
+///   decodes it in one pass) or, when the reader asks or the prefix was unusual, parsed and
+///   handed out as [`Selected::Event`];
+/// - a line of another type is accepted on its prefix with [`LineCheck::Prefix`], or parsed in
+///   full and dropped with [`LineCheck::Full`];
+/// - a line whose prefix is unusual, whose seq is not the expected one or whose type is not
+///   known is parsed in full, exactly as in [`scan_each`] (so defects, torn tails, corruption,
+///   unknown required types and skipped ignorable types are found the same way).
+///
+/// The reader's side of the contract is on [`Selected::Line`]. Selected lines come in seq
+/// order, and each valid one is used exactly once: as a line the reader answered
+/// [`LineUse::Used`] to, or as its parsed event.
+///
+/// With [`LineCheck::Full`] the valid prefix, the summary and every error are those of
+/// [`scan_each`] for the same bytes, and the selected events are the same ones. With
+/// [`LineCheck::Prefix`] they are too unless a line of an unselected type is damaged after its
+/// envelope prefix (which [`scan_each`] reports as a torn tail or corruption, and this scan
+/// reads past); a torn final line (no newline) is never handed out either way.
+///
+/// # Errors
+/// As [`scan_each`].
+pub fn scan_selected_each(
+    path: &Path,
+    reader: impl BufRead,
+    check: LineCheck,
+    select: &dyn Fn(&str) -> bool,
+    on_selected: &mut dyn FnMut(Selected<'_>) -> LineUse,
+) -> Result<ScanSummary> {
+    scan_lines(
+        path,
+        reader,
+        Sink::Selected {
+            check,
+            select,
+            on_selected,
+        },
+    )
+}
+
+/// What one event line did to the scan.
+enum Step {
+    /// A valid event, handed out.
+    Event,
+    /// A bad or out-of-sequence line: a torn tail, or corruption if a completed turn follows.
+    Defect(String),
+    /// The load is refused.
+    Refused(JournalError),
+}
+
+/// The scan position: everything the rules need besides the current line.
+struct Cursor<'p> {
+    path: &'p Path,
+    /// Byte offset of the current line (= length of the valid prefix so far).
+    pos: u64,
+    /// 1-based number of the current line.
+    line_no: u64,
+    next_seq: u64,
+    skipped: Vec<Seq>,
+}
+
+impl Cursor<'_> {
+    /// Applies the rules to one complete line (`line` without its newline).
+    fn step(&mut self, line: &[u8], sink: &mut Sink<'_>) -> Step {
+        if let Sink::Selected {
+            check,
+            select,
+            on_selected,
+        } = sink
+            && let Some(prefix) = read_prefix(line)
+            && prefix.seq == self.next_seq
+        {
+            if select(prefix.kind) {
+                if let Ok(text) = simdutf8::basic::from_utf8(line) {
+                    let line = EventLine {
+                        seq: Seq(prefix.seq),
+                        kind: prefix.kind,
+                        text,
+                    };
+                    if on_selected(Selected::Line(line)) == LineUse::Used {
+                        self.next_seq += 1;
+                        return Step::Event;
+                    }
+                }
+            } else if *check == LineCheck::Prefix {
+                self.next_seq += 1;
+                return Step::Event;
+            }
+        }
+        let event = match decode_event(line) {
+            Ok(event) => event,
+            Err(reason) => return Step::Defect(reason),
+        };
+        if event.seq.0 != self.next_seq {
+            let reason = format!("seq {} where {} was expected", event.seq, self.next_seq);
+            if event.kind == event_types::TURN_END {
+                return Step::Refused(corrupt(self.path, self.line_no, self.pos, reason));
+            }
+            return Step::Defect(reason);
+        }
+        if !event.is_known() {
+            if event.ignorable {
+                self.skipped.push(event.seq);
+            } else {
+                return Step::Refused(JournalError::Unsupported {
+                    path: self.path.to_path_buf(),
+                    reason: format!(
+                        "line {} (byte offset {}): unknown required event type {:?}",
+                        self.line_no, self.pos, event.kind
+                    ),
+                });
+            }
+        }
+        self.next_seq += 1;
+        match sink {
+            Sink::All(on_event) => on_event(event),
+            Sink::Selected {
+                select,
+                on_selected,
+                ..
+            } => {
+                if select(&event.kind) {
+                    on_selected(Selected::Event(event));
+                }
+            }
+        }
+        Step::Event
+    }
+}
+
+/// The scanner behind [`scan_each`] and [`scan_selected_each`]: the REFERENCE a.9 rules.
+/// Lines are read straight from the reader's buffer when they lie whole in it, and copied
+/// only when they straddle a refill.
+fn scan_lines(path: &Path, mut reader: impl BufRead, sink: Sink<'_>) -> Result<ScanSummary> {
     let mut buf = Vec::new();
     let header_len = {
         let mut limited = (&mut reader).take(MAX_HEADER_LEN as u64 + 1);
@@ -173,7 +506,7 @@ pub fn scan_each(
         offset: header_len as u64,
         next_seq: Seq::ZERO,
     };
-    let tail = scan_events(path, reader, start, on_event)?;
+    let tail = scan_body(path, reader, start, sink)?;
     Ok(ScanSummary {
         header,
         next_seq: tail.next.next_seq,
@@ -230,65 +563,75 @@ pub struct ScanTail {
 /// event type, `JOURNAL_IO` when the reader fails.
 pub fn scan_events(
     path: &Path,
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     start: ScanPosition,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<ScanTail> {
+    scan_body(path, reader, start, Sink::All(on_event))
+}
+
+/// The event lines of a session file from `start` on (the reader is positioned at
+/// `start.offset`): the REFERENCE a.9 rules behind [`scan_each`], [`scan_selected_each`] and
+/// [`scan_events`]. Lines are read straight from the reader's buffer when they lie whole in
+/// it, and copied only when they straddle a refill.
+fn scan_body(
+    path: &Path,
+    mut reader: impl BufRead,
+    start: ScanPosition,
+    mut sink: Sink<'_>,
+) -> Result<ScanTail> {
     let mut buf = Vec::new();
-    let mut skipped = Vec::new();
-    let mut pos = start.offset;
-    let mut line_no: u64 = start.next_seq.0 + 1;
-    let mut next_seq: u64 = start.next_seq.0;
+    let mut cursor = Cursor {
+        path,
+        pos: start.offset,
+        line_no: start.next_seq.0 + 1,
+        next_seq: start.next_seq.0,
+        skipped: Vec::new(),
+    };
     let mut torn_tail = None;
     loop {
-        let len = next_line(&mut reader, &mut buf, path)?;
-        if len == 0 {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(JournalError::io("read", path, e)),
+        };
+        if available.is_empty() {
             break;
         }
-        line_no += 1;
-        if buf.last() != Some(&b'\n') {
-            torn_tail = Some(TornTail {
-                offset: pos,
-                line: line_no,
-                bytes: len as u64,
-                reason: "final line has no terminating newline".to_owned(),
-            });
-            break;
-        }
-        let line = &buf[..len - 1];
-        let defect = match serde_json::from_slice::<Event>(line) {
-            Ok(event) if event.seq.0 == next_seq => {
-                if !event.is_known() {
-                    if event.ignorable {
-                        skipped.push(event.seq);
-                    } else {
-                        return Err(JournalError::Unsupported {
-                            path: path.to_path_buf(),
-                            reason: format!(
-                                "line {line_no} (byte offset {pos}): unknown required event type {:?}",
-                                event.kind
-                            ),
-                        });
-                    }
+        cursor.line_no += 1;
+        let (step, len) = match memchr::memchr(b'\n', available) {
+            Some(end) => {
+                let step = cursor.step(&available[..end], &mut sink);
+                reader.consume(end + 1);
+                (step, end + 1)
+            }
+            None => {
+                // The line straddles the buffer's end (or is the unterminated last line).
+                let len = next_line(&mut reader, &mut buf, path)?;
+                if buf.last() != Some(&b'\n') {
+                    torn_tail = Some(TornTail {
+                        offset: cursor.pos,
+                        line: cursor.line_no,
+                        bytes: len as u64,
+                        reason: "final line has no terminating newline".to_owned(),
+                    });
+                    break;
                 }
-                next_seq += 1;
-                on_event(event);
-                pos += len as u64;
+                (cursor.step(&buf[..len - 1], &mut sink), len)
+            }
+        };
+        let defect = match step {
+            Step::Event => {
+                cursor.pos += len as u64;
                 continue;
             }
-            Ok(event) => {
-                let reason = format!("seq {} where {next_seq} was expected", event.seq);
-                if event.kind == event_types::TURN_END {
-                    return Err(corrupt(path, line_no, pos, reason));
-                }
-                reason
-            }
-            Err(e) => format!("unparseable event line: {e}"),
+            Step::Refused(e) => return Err(e),
+            Step::Defect(reason) => reason,
         };
         // A defect: corruption if a completed turn follows, otherwise a torn tail.
-        let defect_line = line_no;
+        let defect_line = cursor.line_no;
         let mut rest = len as u64;
-        let mut later = line_no;
+        let mut later = cursor.line_no;
         loop {
             let n = next_line(&mut reader, &mut buf, path)?;
             if n == 0 {
@@ -303,13 +646,13 @@ pub fn scan_events(
                 return Err(corrupt(
                     path,
                     defect_line,
-                    pos,
+                    cursor.pos,
                     format!("{defect}; a completed turn follows at line {later}"),
                 ));
             }
         }
         torn_tail = Some(TornTail {
-            offset: pos,
+            offset: cursor.pos,
             line: defect_line,
             bytes: rest,
             reason: defect,
@@ -318,10 +661,10 @@ pub fn scan_events(
     }
     Ok(ScanTail {
         next: ScanPosition {
-            offset: pos,
-            next_seq: Seq(next_seq),
+            offset: cursor.pos,
+            next_seq: Seq(cursor.next_seq),
         },
-        skipped,
+        skipped: cursor.skipped,
         torn_tail,
     })
 }
@@ -393,4 +736,27 @@ pub fn read_header(path: &Path) -> Result<SessionHeader> {
         return Err(corrupt(path, 1, 0, reason));
     }
     parse_header(path, &line[..len - 1])
+}
+
+/// The number of ASCII digits `bytes` starts with, eight at a time.
+fn digit_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    let mut n = 0;
+    while let Some(chunk) = bytes.get(n..n + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        // Per byte: below `0` borrows, above `9` carries into the high bit; a borrow or carry
+        // can only reach bytes above the first non-digit, so the lowest flagged byte is exact.
+        let flagged = (word.wrapping_sub(ONES * u64::from(b'0')) | word.wrapping_add(ONES * 0x46))
+            & (ONES << 7);
+        if flagged != 0 {
+            return n + (flagged.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    while bytes.get(n).is_some_and(u8::is_ascii_digit) {
+        n += 1;
+    }
+    n
 }

@@ -46,17 +46,30 @@ impl SessionId {
     /// [`IdError::InvalidSessionId`] (`INVALID_SESSION_ID`) when the rules above are broken.
     pub fn new(value: impl Into<String>) -> Result<Self, IdError> {
         let value = value.into();
-        let valid = !value.is_empty()
-            && value.len() <= SESSION_ID_MAX_LEN
-            && !value.starts_with(['.', '-'])
-            && value
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-        if valid {
+        if Self::is_valid(&value) {
             Ok(Self(value))
         } else {
             Err(IdError::InvalidSessionId(value))
         }
+    }
+
+    /// Whether [`SessionId::new`] accepts `value` (without allocating).
+    pub fn is_valid(value: &str) -> bool {
+        /// The bytes a session id may hold: `[A-Za-z0-9._-]`.
+        const ALLOWED: [bool; 256] = {
+            let mut table = [false; 256];
+            let mut b = 0;
+            while b < 256 {
+                let c = b as u8;
+                table[b] = c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-';
+                b += 1;
+            }
+            table
+        };
+        !value.is_empty()
+            && value.len() <= SESSION_ID_MAX_LEN
+            && !value.starts_with(['.', '-'])
+            && value.bytes().all(|b| ALLOWED[usize::from(b)])
     }
 
     /// A fresh random id (UUID v4, lowercase hyphenated, 36 bytes).
@@ -138,6 +151,16 @@ mod tests {
             assert!(SessionId::new(ok).is_ok(), "{ok}");
         }
         assert_eq!(SessionId::random().as_str().len(), 36);
+    }
+
+    #[test]
+    fn session_id_bytes_are_exactly_ascii_alphanumerics_dot_underscore_dash() {
+        for b in 0..=255u8 {
+            let expected = b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+            let id = format!("a{}", char::from(b));
+            assert_eq!(SessionId::is_valid(&id), expected, "byte {b:#04x}");
+            assert_eq!(SessionId::new(id).is_ok(), expected, "byte {b:#04x}");
+        }
     }
 
     #[test]

@@ -16,11 +16,16 @@ impl MessageId {
     /// [`crate::IdError::InvalidMessageId`] (`INVALID_MESSAGE_ID`).
     pub fn new(value: impl Into<String>) -> Result<Self, crate::IdError> {
         let value = value.into();
-        if value.is_empty() || value.len() > 256 {
-            Err(crate::IdError::InvalidMessageId(value))
-        } else {
+        if Self::is_valid(&value) {
             Ok(Self(value))
+        } else {
+            Err(crate::IdError::InvalidMessageId(value))
         }
+    }
+
+    /// Whether [`MessageId::new`] accepts `value` (without allocating).
+    pub fn is_valid(value: &str) -> bool {
+        !value.is_empty() && value.len() <= 256
     }
 
     /// A fresh random id (UUID v4).

@@ -1,9 +1,33 @@
 //! Content-block validation for Team messages (REFERENCE c.3, "ContentBlock validation on
 //! replay").
 
+use std::fmt;
+
 use serde_json::{Map, Value};
 
 use crate::ids::MAX_SAFE_INTEGER;
+
+/// Where a block or field sits (`content[0].attachment`), rendered only for an error message
+/// so that validating valid content allocates nothing.
+#[derive(Clone, Copy)]
+enum At<'p> {
+    /// `content[i]`.
+    Block(usize),
+    /// `<parent>.content[i]` (a block inside a `tool-result`).
+    Inner(&'p At<'p>, usize),
+    /// `<parent>.attachment`.
+    Attachment(&'p At<'p>),
+}
+
+impl fmt::Display for At<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            At::Block(index) => write!(f, "content[{index}]"),
+            At::Inner(parent, index) => write!(f, "{parent}.content[{index}]"),
+            At::Attachment(parent) => write!(f, "{parent}.attachment"),
+        }
+    }
+}
 
 /// The image media types a core `image` block may carry.
 pub const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/gif"];
@@ -23,12 +47,12 @@ pub const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp
 /// A one-line description of the first invalid block, e.g. `content[0].text must be a string`.
 pub fn validate_content(blocks: &[Value]) -> Result<(), String> {
     for (index, block) in blocks.iter().enumerate() {
-        validate_block(block, &format!("content[{index}]"))?;
+        validate_block(block, At::Block(index))?;
     }
     Ok(())
 }
 
-fn validate_block(block: &Value, at: &str) -> Result<(), String> {
+fn validate_block(block: &Value, at: At<'_>) -> Result<(), String> {
     let Some(object) = block.as_object() else {
         return Err(format!("{at} must be an object"));
     };
@@ -43,7 +67,7 @@ fn validate_block(block: &Value, at: &str) -> Result<(), String> {
         }
         "image" => {
             only_keys(object, &["type", "attachment"], at)?;
-            let at = format!("{at}.attachment");
+            let at = At::Attachment(&at);
             let Some(attachment) = object.get("attachment").and_then(Value::as_object) else {
                 return Err(format!("{at} must be an object"));
             };
@@ -57,9 +81,9 @@ fn validate_block(block: &Value, at: &str) -> Result<(), String> {
                     "height",
                     "name",
                 ],
-                &at,
+                at,
             )?;
-            string(attachment, "attachmentId", &at, true)?;
+            string(attachment, "attachmentId", at, true)?;
             match attachment.get("mediaType").and_then(Value::as_str) {
                 Some(media) if IMAGE_MEDIA_TYPES.contains(&media) => {}
                 _ => {
@@ -69,11 +93,11 @@ fn validate_block(block: &Value, at: &str) -> Result<(), String> {
                     ));
                 }
             }
-            integer(attachment, "bytes", 0, &at)?;
-            integer(attachment, "width", 1, &at)?;
-            integer(attachment, "height", 1, &at)?;
+            integer(attachment, "bytes", 0, at)?;
+            integer(attachment, "width", 1, at)?;
+            integer(attachment, "height", 1, at)?;
             if attachment.contains_key("name") {
-                string(attachment, "name", &at, false)?;
+                string(attachment, "name", at, false)?;
             }
             Ok(())
         }
@@ -90,7 +114,7 @@ fn validate_block(block: &Value, at: &str) -> Result<(), String> {
                 return Err(format!("{at}.content must be an array"));
             };
             for (index, block) in inner.iter().enumerate() {
-                validate_block(block, &format!("{at}.content[{index}]"))?;
+                validate_block(block, At::Inner(&at, index))?;
             }
             match object.get("isError") {
                 None | Some(Value::Bool(_)) => Ok(()),
@@ -102,14 +126,19 @@ fn validate_block(block: &Value, at: &str) -> Result<(), String> {
     }
 }
 
-fn only_keys(object: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), String> {
+fn only_keys(object: &Map<String, Value>, allowed: &[&str], at: At<'_>) -> Result<(), String> {
     match object.keys().find(|key| !allowed.contains(&key.as_str())) {
         Some(key) => Err(format!("{at} has unknown key {key:?}")),
         None => Ok(()),
     }
 }
 
-fn string(object: &Map<String, Value>, key: &str, at: &str, non_empty: bool) -> Result<(), String> {
+fn string(
+    object: &Map<String, Value>,
+    key: &str,
+    at: At<'_>,
+    non_empty: bool,
+) -> Result<(), String> {
     match object.get(key) {
         Some(Value::String(value)) if !(non_empty && value.is_empty()) => Ok(()),
         _ if non_empty => Err(format!("{at}.{key} must be a non-empty string")),
@@ -117,7 +146,7 @@ fn string(object: &Map<String, Value>, key: &str, at: &str, non_empty: bool) -> 
     }
 }
 
-fn integer(object: &Map<String, Value>, key: &str, min: u64, at: &str) -> Result<(), String> {
+fn integer(object: &Map<String, Value>, key: &str, min: u64, at: At<'_>) -> Result<(), String> {
     match object.get(key).and_then(Value::as_u64) {
         Some(value) if value >= min && value <= MAX_SAFE_INTEGER => Ok(()),
         _ => Err(format!("{at}.{key} must be an integer >= {min}")),

@@ -163,12 +163,21 @@ impl TaskId {
     /// [`TaskIdError`] saying which rule was broken.
     pub fn parse(value: impl Into<String>) -> Result<Self, TaskIdError> {
         let value = value.into();
+        Self::check(&value)?;
+        Ok(Self(value))
+    }
+
+    /// Whether [`TaskId::parse`] accepts `value` (without allocating).
+    ///
+    /// # Errors
+    /// As [`TaskId::parse`].
+    pub fn check(value: &str) -> Result<(), TaskIdError> {
         if value.is_empty() {
             return Err(TaskIdError::Empty);
         }
-        match numeric_suffix(&value) {
+        match numeric_suffix(value) {
             Some(None) => Err(TaskIdError::UnsafeNumber),
-            _ => Ok(Self(value)),
+            _ => Ok(()),
         }
     }
 
@@ -197,6 +206,11 @@ impl TaskId {
     }
 }
 
+/// The number `n` of a `task-<n>` id given as a string (see [`TaskId::number`]).
+pub(crate) fn task_number(value: &str) -> Option<u64> {
+    numeric_suffix(value).flatten()
+}
+
 /// `None` when `value` is not `task-<digits>`; `Some(None)` when it is but the number is not
 /// a safe integer; `Some(Some(n))` otherwise.
 fn numeric_suffix(value: &str) -> Option<Option<u64>> {
@@ -216,6 +230,12 @@ fn numeric_suffix(value: &str) -> Option<Option<u64>> {
 /// the newtype are those of its string).
 impl std::borrow::Borrow<str> for TaskId {
     fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for TaskId {
+    fn as_ref(&self) -> &str {
         &self.0
     }
 }

@@ -10,8 +10,10 @@
 //!   [`MessageSnapshot`], [`decode`]) — the four `team/…` types of REFERENCE c.3 with exact
 //!   field names and `version: 1`, decoded strictly.
 //! - **Fold** ([`TeamState`]) — REFERENCE c.4: [`TeamState::apply`] takes one event at a time
-//!   and keeps indexes so no read re-folds the log; [`TeamState::check_candidate`] is the
-//!   invariant companion of REFERENCE c.5 (`INVARIANT`).
+//!   and keeps indexes so no read re-folds the log; [`TeamState::apply_line`] applies an
+//!   unparsed Lead-log line in one decoding pass and [`StreamFold`] folds a log streamed by a
+//!   selective journal scan (the fast path of `troupe team show/verify` and Team attach);
+//!   [`TeamState::check_candidate`] is the invariant companion of REFERENCE c.5 (`INVARIANT`).
 //! - **Decisions** — given state, caller and command, a typed [`TeamError`] or the exact event
 //!   to append: [`TeamState::decide_create_task`], [`TeamState::decide_update_task`] (c.11),
 //!   [`TeamState::decide_provision`], [`TeamState::decide_settle_provisioning`] (c.8–c.9),
@@ -28,7 +30,9 @@ mod content;
 mod error;
 mod graph;
 mod ids;
+mod index;
 mod limits;
+mod line;
 mod mailbox;
 mod record;
 mod roster;
@@ -58,7 +62,7 @@ pub use roster::{
     ProvisionTeammate, ProvisioningOutcome, RECOVERY_CHILD_MISMATCH,
     RECOVERY_INSPECT_FAILED_PREFIX, RECOVERY_NO_RESUMABLE_CHILD, SettleDecision,
 };
-pub use state::{Caller, Role, TeamState};
+pub use state::{Caller, LineApplied, Role, StreamFold, TeamState};
 pub use text::{
     SHORT_TEXT_MAX, TASK_DESCRIPTION_MAX, js_trim, normalize_write_scope, normalize_write_scopes,
     required_text, scopes_overlap, utf16_len,

@@ -1,15 +1,19 @@
 //! The folded Team state and its incremental fold (REFERENCE c.4) and invariant companion
 //! (REFERENCE c.5).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use foldhash::{HashMap, HashSet};
 
 use serde::Serialize;
 use serde_json::Value;
-use troupe_protocol::{Event, MessageId, SessionId};
+use troupe_protocol::{Event, MessageId, SessionId, event_types};
 
 use crate::error::{FoldError, InvariantError, ReplayError};
 use crate::graph::{GraphViolation, GraphViolationKind};
-use crate::ids::{LEAD_NAME, MAX_SAFE_INTEGER, MemberName, TaskId, TeamId};
+use crate::ids::{LEAD_NAME, MAX_SAFE_INTEGER, MemberName, Revision, TaskId, TeamId, task_number};
+use crate::index::IdIndex;
+use crate::line::{LineRecord, StrList, TaskText, Text, decode_line};
 use crate::record::{
     Decoded, MemberPhase, MemberSnapshot, MessageSnapshot, TaskSnapshot, TaskStatus, TeamEvent,
     TeamRecord, decode,
@@ -84,7 +88,8 @@ pub struct TeamState {
     member_index: HashMap<SessionId, usize>,
     member_by_name: HashMap<MemberName, usize>,
     tasks: Vec<TaskSnapshot>,
-    task_index: HashMap<TaskId, usize>,
+    /// Task id → position in `tasks`.
+    task_index: IdIndex,
     /// Non-deleted tasks, by creation index.
     live_tasks: BTreeSet<usize>,
     /// `in_progress` tasks, by creation index.
@@ -93,7 +98,8 @@ pub struct TeamState {
     dependents: HashMap<usize, BTreeSet<usize>>,
     messages: Vec<MessageSnapshot>,
     delivered: Vec<bool>,
-    message_index: HashMap<MessageId, usize>,
+    /// Message id → position in `messages`.
+    message_index: IdIndex,
     /// Queued but not delivered, by queue index.
     pending: BTreeSet<usize>,
     pending_by_target: HashMap<SessionId, usize>,
@@ -124,8 +130,113 @@ enum Prepared {
         index: Option<usize>,
         snapshot: TaskSnapshot,
     },
+    /// A new snapshot of the existing task `index`, as the changes to its current one.
+    TaskUpdate {
+        index: usize,
+        update: TaskUpdate,
+    },
     Queued(MessageSnapshot),
     Delivered(usize),
+}
+
+/// A task's next snapshot as changes to its current one (the fast path's way of keeping the
+/// strings that did not change). `None` fields are unchanged.
+struct TaskUpdate {
+    revision: Revision,
+    status: TaskStatus,
+    subject: Option<String>,
+    description: Option<String>,
+    owner_id: Option<Option<SessionId>>,
+    blocked_by: Option<Vec<TaskId>>,
+    write_scopes: Option<Vec<String>>,
+}
+
+/// What [`TeamState::apply_line`] did with a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineApplied {
+    /// The line was applied (or, not being a valid record of this Team, skipped as
+    /// [`TeamState::apply`] skips it). The state is what `apply` of the parsed event gives.
+    Applied,
+    /// The fast path cannot decide: the state is unchanged; apply the line's parsed
+    /// [`Event`] with [`TeamState::apply`] (which also gives the error, if any).
+    NeedEvent,
+}
+
+/// A Team fold of a streamed Lead log, for a selective journal scan
+/// (`troupe_journal::scan_selected_each` or `Journal::read_selected_each`, with
+/// [`StreamFold::reads`] as the selection): hand it every selected line with
+/// [`StreamFold::line`] (answering the scan with its result) and every selected parsed event
+/// with [`StreamFold::event`]. It keeps the first refusal and ignores everything after it.
+///
+/// The result is [`TeamState::fold`] of the log's events; the cost per Team event does not
+/// depend on the log's length (see [`TeamState`]).
+#[derive(Debug, Clone)]
+pub struct StreamFold {
+    state: TeamState,
+    refused: Option<ReplayError>,
+}
+
+impl StreamFold {
+    /// An empty fold of the Team led by `id`.
+    pub fn new(id: TeamId) -> Self {
+        Self {
+            state: TeamState::new(id),
+            refused: None,
+        }
+    }
+
+    /// The event types the fold reads: the four `team/…` types.
+    pub fn reads(kind: &str) -> bool {
+        event_types::is_team(kind)
+    }
+
+    /// Applies an unparsed line of type `kind` ([`TeamState::apply_line`]): `true`
+    /// when done (applied, skipped, or ignored after a refusal), `false` when the scan must
+    /// hand out the parsed event instead (then pass it to [`StreamFold::event`]).
+    pub fn line(&mut self, kind: &str, text: &str) -> bool {
+        self.refused.is_some() || self.state.apply_line(kind, text) == LineApplied::Applied
+    }
+
+    /// Applies a parsed event ([`TeamState::apply`]); the first refusal is kept. Returns
+    /// whether the event was applied (`false` after a refusal).
+    pub fn event(&mut self, event: &Event) -> bool {
+        if self.refused.is_some() {
+            return false;
+        }
+        match self.state.apply(event) {
+            Ok(()) => true,
+            Err(source) => {
+                self.refused = Some(ReplayError {
+                    seq: event.seq,
+                    event_type: event.kind.clone(),
+                    source,
+                });
+                false
+            }
+        }
+    }
+
+    /// Whether an event was refused (everything after it is ignored).
+    pub fn is_refused(&self) -> bool {
+        self.refused.is_some()
+    }
+
+    /// The state folded so far (up to the first refusal).
+    pub fn state(&self) -> &TeamState {
+        &self.state
+    }
+
+    /// The folded state, or the first refusal.
+    ///
+    /// # Errors
+    /// [`ReplayError`] (`TEAM_LOG_INVALID`) naming the seq and type of the first event the
+    /// fold refused.
+    pub fn finish(self) -> Result<TeamState, ReplayError> {
+        match self.refused {
+            None => Ok(self.state),
+            Some(e) => Err(e),
+        }
+    }
 }
 
 impl TeamState {
@@ -134,18 +245,18 @@ impl TeamState {
         Self {
             id,
             members: Vec::new(),
-            member_index: HashMap::new(),
-            member_by_name: HashMap::new(),
+            member_index: HashMap::default(),
+            member_by_name: HashMap::default(),
             tasks: Vec::new(),
-            task_index: HashMap::new(),
+            task_index: IdIndex::default(),
             live_tasks: BTreeSet::new(),
             in_progress: BTreeSet::new(),
-            dependents: HashMap::new(),
+            dependents: HashMap::default(),
             messages: Vec::new(),
             delivered: Vec::new(),
-            message_index: HashMap::new(),
+            message_index: IdIndex::default(),
             pending: BTreeSet::new(),
-            pending_by_target: HashMap::new(),
+            pending_by_target: HashMap::default(),
             next_task_number: 1,
         }
     }
@@ -188,6 +299,53 @@ impl TeamState {
         let prepared = self.prepare(kind, data)?;
         self.commit(prepared);
         Ok(())
+    }
+
+    /// [`TeamState::apply`] for an unparsed Lead-log line of type `kind` (a whole line, e.g.
+    /// a `troupe_journal::EventLine`), decoding envelope and payload in one pass: a non-Team
+    /// type is [`LineApplied::Applied`] at once (nothing to do); a `team/…` line that is a
+    /// valid event holding a valid `version: 1` record which this state accepts is applied with
+    /// exactly the result `apply` of the parsed event gives; for anything else (another
+    /// version, any refusal, a line that is not a valid event) the state is unchanged and the
+    /// answer is [`LineApplied::NeedEvent`], so that every refusal keeps its one definition in
+    /// [`TeamState::apply`].
+    ///
+    /// Strings that did not change are not copied again (a task update keeps its unchanged
+    /// subject, description, owner, blockers and scopes).
+    pub fn apply_line(&mut self, kind: &str, line: &str) -> LineApplied {
+        if !event_types::is_team(kind) {
+            return LineApplied::Applied;
+        }
+        let Some((team_id, record)) = decode_line(kind, line) else {
+            return LineApplied::NeedEvent;
+        };
+        if team_id.0 != self.id.as_str() {
+            // Another Team's record: skipped, as `apply` skips it, once its decoding rules
+            // (which `apply` checks for every v1 record) are checked too.
+            return if record.is_valid() {
+                LineApplied::Applied
+            } else {
+                LineApplied::NeedEvent
+            };
+        }
+        let prepared = match record {
+            LineRecord::Member(snapshot) => self.prepare_member(snapshot).ok(),
+            LineRecord::Task(task) => self.prepare_task_text(task),
+            LineRecord::MessageQueued(snapshot) => self
+                .prepare_record(TeamRecord::MessageQueued(snapshot))
+                .ok(),
+            LineRecord::MessageDelivered {
+                message_id,
+                target_id,
+            } => self.prepare_delivered_text(&message_id, &target_id),
+        };
+        match prepared {
+            Some(prepared) => {
+                self.commit(prepared);
+                LineApplied::Applied
+            }
+            None => LineApplied::NeedEvent,
+        }
     }
 
     /// The invariant companion (REFERENCE c.5): whether appending an event of type `kind` with
@@ -241,7 +399,7 @@ impl TeamState {
             TeamRecord::Member(snapshot) => self.prepare_member(snapshot),
             TeamRecord::Task(snapshot) => self.prepare_task(snapshot),
             TeamRecord::MessageQueued(snapshot) => {
-                if self.message_index.contains_key(&snapshot.id) {
+                if self.message_position(snapshot.id.as_str()).is_some() {
                     return Err(FoldError::MessageQueuedTwice {
                         id: snapshot.id.to_string(),
                     });
@@ -252,7 +410,7 @@ impl TeamState {
                 message_id,
                 target_id,
             } => {
-                let Some(&index) = self.message_index.get(&message_id) else {
+                let Some(index) = self.message_position(message_id.as_str()) else {
                     return Err(FoldError::MessageDeliveredBeforeQueueing {
                         id: message_id.to_string(),
                     });
@@ -321,7 +479,7 @@ impl TeamState {
     }
 
     fn prepare_task(&self, snapshot: TaskSnapshot) -> Result<Prepared, FoldError> {
-        let index = self.task_index.get(&snapshot.id).copied();
+        let index = self.task_position(snapshot.id.as_str());
         match index {
             None if snapshot.revision.get() != 1 => {
                 return Err(FoldError::TaskMustBeginAtRevisionOne {
@@ -346,6 +504,93 @@ impl TeamState {
         Ok(Prepared::Task { index, snapshot })
     }
 
+    /// [`TeamState::prepare_task`] for a task snapshot still in its line's text: the same
+    /// checks (first the id, revision and owner rules of [`TaskSnapshot`]'s decoding), `None`
+    /// on any refusal. An update of an existing task copies only the strings that changed.
+    fn prepare_task_text(&self, task: TaskText<'_>) -> Option<Prepared> {
+        let id = task.id.as_ref();
+        let revision = Revision::new(task.revision)?;
+        let index = self.task_position(id);
+        let current = index.map(|i| &self.tasks[i]);
+        let expected = current.map_or(1, |c| c.revision.get() + 1);
+        if revision.get() != expected {
+            return None;
+        }
+        // Values equal to the current snapshot's are valid and need no copy.
+        let same_owner = match (current.and_then(|c| c.owner_id.as_ref()), &task.owner_id) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.as_str() == b.as_ref(),
+            _ => false,
+        };
+        let same_blockers = current.is_some_and(|c| same_list(&c.blocked_by, task.blocked_by));
+        let same_scopes = current.is_some_and(|c| same_list(&c.write_scopes, task.write_scopes));
+        let owner_id = if same_owner {
+            None
+        } else {
+            Some(match task.owner_id {
+                Some(text) => Some(SessionId::new(text.into_owned()).ok()?),
+                None => None,
+            })
+        };
+        let blocked_by = if same_blockers {
+            None
+        } else {
+            let ids: Option<Vec<TaskId>> = task
+                .blocked_by
+                .iter()
+                .map(|t| TaskId::parse(t.into_owned()).ok())
+                .collect();
+            Some(ids?)
+        };
+        match (index, current) {
+            (Some(index), Some(current)) => {
+                let blockers = blocked_by.as_deref().unwrap_or(&current.blocked_by);
+                self.check_graph_of(Some(index), id, task.status, blockers)
+                    .ok()?;
+                let update = TaskUpdate {
+                    revision,
+                    status: task.status,
+                    subject: (current.subject != task.subject.as_ref())
+                        .then(|| task.subject.into_owned()),
+                    description: (current.description != task.description.as_ref())
+                        .then(|| task.description.into_owned()),
+                    owner_id,
+                    blocked_by,
+                    write_scopes: (!same_scopes)
+                        .then(|| task.write_scopes.iter().map(Text::into_owned).collect()),
+                };
+                Some(Prepared::TaskUpdate { index, update })
+            }
+            _ => {
+                let snapshot = TaskSnapshot {
+                    id: TaskId::parse(task.id.into_owned()).ok()?,
+                    revision,
+                    subject: task.subject.into_owned(),
+                    description: task.description.into_owned(),
+                    status: task.status,
+                    owner_id: owner_id.flatten(),
+                    blocked_by: blocked_by.unwrap_or_default(),
+                    write_scopes: task.write_scopes.iter().map(Text::into_owned).collect(),
+                };
+                self.prepare_task(snapshot).ok()
+            }
+        }
+    }
+
+    /// The `team/message/delivered` rules of [`TeamState::prepare_record`] for ids still in
+    /// their line's text; `None` on any refusal. (Both ids equal stored, valid ids on success,
+    /// so they are valid too.)
+    fn prepare_delivered_text(
+        &self,
+        message_id: &Text<'_>,
+        target_id: &Text<'_>,
+    ) -> Option<Prepared> {
+        let index = self.pending_position(message_id.as_ref())?;
+        let accepted =
+            self.messages[index].target_id.as_str() == target_id.as_ref() && !self.delivered[index];
+        accepted.then_some(Prepared::Delivered(index))
+    }
+
     /// The whole-graph check of REFERENCE c.11.5 on "all tasks with `candidate` replaced",
     /// done incrementally: the committed graph is always valid, so only the candidate's own
     /// edges, the edges into it (when it becomes deleted) and cycles through it can break.
@@ -355,7 +600,23 @@ impl TeamState {
         index: Option<usize>,
         candidate: &TaskSnapshot,
     ) -> Result<(), GraphViolation> {
-        if candidate.status == TaskStatus::Deleted {
+        self.check_graph_of(
+            index,
+            candidate.id.as_str(),
+            candidate.status,
+            &candidate.blocked_by,
+        )
+    }
+
+    /// [`TeamState::check_graph`] for a candidate given by its id, status and blockers.
+    fn check_graph_of<B: AsRef<str>>(
+        &self,
+        index: Option<usize>,
+        id: &str,
+        status: TaskStatus,
+        blocked_by: &[B],
+    ) -> Result<(), GraphViolation> {
+        if status == TaskStatus::Deleted {
             // A tombstone has no edges of its own; any non-deleted task still blocked by it
             // now has a missing blocker. The first such task in creation order is reported.
             if let Some(first) = index
@@ -365,35 +626,35 @@ impl TeamState {
                 return Err(GraphViolation {
                     kind: GraphViolationKind::MissingBlocker,
                     task: self.tasks[*first].id.to_string(),
-                    blocker: candidate.id.to_string(),
+                    blocker: id.to_owned(),
                 });
             }
             return Ok(());
         }
-        let violation = |kind, blocker: &TaskId| GraphViolation {
+        let violation = |kind, blocker: &str| GraphViolation {
             kind,
-            task: candidate.id.to_string(),
-            blocker: blocker.to_string(),
+            task: id.to_owned(),
+            blocker: blocker.to_owned(),
         };
         // Long lists use a set so a hostile log cannot make the duplicate check quadratic.
-        let mut seen: HashSet<&TaskId> = HashSet::new();
-        let use_set = candidate.blocked_by.len() > 8;
-        for (position, blocker) in candidate.blocked_by.iter().enumerate() {
-            if *blocker == candidate.id {
+        let mut seen: HashSet<&str> = HashSet::default();
+        let use_set = blocked_by.len() > 8;
+        for (position, blocker) in blocked_by.iter().enumerate() {
+            let blocker = blocker.as_ref();
+            if blocker == id {
                 return Err(violation(GraphViolationKind::SelfBlock, blocker));
             }
             let repeated = if use_set {
                 !seen.insert(blocker)
             } else {
-                candidate.blocked_by[..position].contains(blocker)
+                blocked_by[..position].iter().any(|b| b.as_ref() == blocker)
             };
             if repeated {
                 return Err(violation(GraphViolationKind::DuplicateBlocker, blocker));
             }
             let live = self
-                .task_index
-                .get(blocker)
-                .is_some_and(|&i| self.tasks[i].status != TaskStatus::Deleted);
+                .task_position(blocker)
+                .is_some_and(|i| self.tasks[i].status != TaskStatus::Deleted);
             if !live {
                 return Err(violation(GraphViolationKind::MissingBlocker, blocker));
             }
@@ -409,12 +670,13 @@ impl TeamState {
             .is_some_and(|dependents| !dependents.is_empty());
         let prior = &self.tasks[index];
         let edges_changed =
-            prior.status == TaskStatus::Deleted || prior.blocked_by != candidate.blocked_by;
+            prior.status == TaskStatus::Deleted || !same_ids(&prior.blocked_by, blocked_by);
         if !has_dependents || !edges_changed {
             return Ok(());
         }
-        for blocker in &candidate.blocked_by {
-            if let Some(&start) = self.task_index.get(blocker)
+        for blocker in blocked_by {
+            let blocker = blocker.as_ref();
+            if let Some(start) = self.task_position(blocker)
                 && self.reaches(start, index)
             {
                 return Err(violation(GraphViolationKind::Cycle, blocker));
@@ -426,7 +688,7 @@ impl TeamState {
     /// Whether following committed `blockedBy` edges from task `from` reaches task `target`.
     fn reaches(&self, from: usize, target: usize) -> bool {
         let mut stack = vec![from];
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         while let Some(node) = stack.pop() {
             if node == target {
                 return true;
@@ -441,7 +703,7 @@ impl TeamState {
             stack.extend(
                 task.blocked_by
                     .iter()
-                    .filter_map(|blocker| self.task_index.get(blocker).copied()),
+                    .filter_map(|blocker| self.task_position(blocker.as_str())),
             );
         }
         false
@@ -460,9 +722,10 @@ impl TeamState {
                 }
             },
             Prepared::Task { index, snapshot } => self.commit_task(index, snapshot),
+            Prepared::TaskUpdate { index, update } => self.commit_task_update(index, update),
             Prepared::Queued(snapshot) => {
                 let index = self.messages.len();
-                self.message_index.insert(snapshot.id.clone(), index);
+                self.message_index.insert(snapshot.id.as_str(), index);
                 self.pending.insert(index);
                 match self.pending_by_target.get_mut(&snapshot.target_id) {
                     Some(count) => *count += 1,
@@ -520,12 +783,50 @@ impl TeamState {
             }
             None => {
                 let index = self.tasks.len();
-                self.task_index.insert(snapshot.id.clone(), index);
+                self.task_index.insert(snapshot.id.as_str(), index);
                 self.tasks.push(snapshot);
                 index
             }
         };
         self.link_task(index);
+    }
+
+    /// [`TeamState::commit_task`] of an existing task's next snapshot given as changes.
+    fn commit_task_update(&mut self, index: usize, update: TaskUpdate) {
+        let prior = &self.tasks[index];
+        let edges_kept = update.blocked_by.is_none()
+            && (prior.status == TaskStatus::Deleted) == (update.status == TaskStatus::Deleted);
+        if edges_kept {
+            if prior.status == TaskStatus::InProgress {
+                self.in_progress.remove(&index);
+            }
+            if update.status == TaskStatus::InProgress {
+                self.in_progress.insert(index);
+            }
+        } else {
+            self.unlink_task(index);
+        }
+        let task = &mut self.tasks[index];
+        task.revision = update.revision;
+        task.status = update.status;
+        if let Some(subject) = update.subject {
+            task.subject = subject;
+        }
+        if let Some(description) = update.description {
+            task.description = description;
+        }
+        if let Some(owner_id) = update.owner_id {
+            task.owner_id = owner_id;
+        }
+        if let Some(blocked_by) = update.blocked_by {
+            task.blocked_by = blocked_by;
+        }
+        if let Some(write_scopes) = update.write_scopes {
+            task.write_scopes = write_scopes;
+        }
+        if !edges_kept {
+            self.link_task(index);
+        }
     }
 
     /// Removes task `index` from the derived indexes (before its snapshot is replaced).
@@ -539,12 +840,12 @@ impl TeamState {
         }
         self.live_tasks.remove(&index);
         for blocker in &task.blocked_by {
-            if let Some(blocker) = self.task_index.get(blocker)
-                && let Some(dependents) = self.dependents.get_mut(blocker)
+            if let Some(blocker) = self.task_position(blocker.as_str())
+                && let Some(dependents) = self.dependents.get_mut(&blocker)
             {
                 dependents.remove(&index);
                 if dependents.is_empty() {
-                    self.dependents.remove(blocker);
+                    self.dependents.remove(&blocker);
                 }
             }
         }
@@ -561,7 +862,7 @@ impl TeamState {
         }
         self.live_tasks.insert(index);
         for blocker in &task.blocked_by {
-            if let Some(&blocker) = self.task_index.get(blocker) {
+            if let Some(blocker) = self.task_position(blocker.as_str()) {
                 self.dependents.entry(blocker).or_default().insert(index);
             }
         }
@@ -583,13 +884,13 @@ impl TeamState {
             fresh.member_by_name.insert(member.name.clone(), index);
         }
         for (index, task) in fresh.tasks.iter().enumerate() {
-            fresh.task_index.insert(task.id.clone(), index);
+            fresh.task_index.insert(task.id.as_str(), index);
         }
         for index in 0..fresh.tasks.len() {
             fresh.link_task(index);
         }
         for (index, message) in fresh.messages.iter().enumerate() {
-            fresh.message_index.insert(message.id.clone(), index);
+            fresh.message_index.insert(message.id.as_str(), index);
             if !fresh.delivered[index] {
                 fresh.pending.insert(index);
                 *fresh
@@ -604,11 +905,21 @@ impl TeamState {
                 "member_by_name",
                 fresh.member_by_name == self.member_by_name,
             ),
-            ("task_index", fresh.task_index == self.task_index),
+            (
+                "task_index",
+                self.task_index.len() == self.tasks.len()
+                    && (0..self.tasks.len())
+                        .all(|i| self.task_position(self.tasks[i].id.as_str()) == Some(i)),
+            ),
             ("live_tasks", fresh.live_tasks == self.live_tasks),
             ("in_progress", fresh.in_progress == self.in_progress),
             ("dependents", fresh.dependents == self.dependents),
-            ("message_index", fresh.message_index == self.message_index),
+            (
+                "message_index",
+                self.message_index.len() == self.messages.len()
+                    && (0..self.messages.len())
+                        .all(|i| self.message_position(self.messages[i].id.as_str()) == Some(i)),
+            ),
             ("pending", fresh.pending == self.pending),
             (
                 "pending_by_target",
@@ -702,23 +1013,51 @@ impl TeamState {
 
     /// The task with id `id` (tombstones included).
     pub fn task(&self, id: &str) -> Option<&TaskSnapshot> {
-        self.task_index.get(id).map(|&i| &self.tasks[i])
+        self.task_position(id).map(|i| &self.tasks[i])
     }
 
     /// The task with id `id` (tombstones included).
     pub fn task_by_id(&self, id: &TaskId) -> Option<&TaskSnapshot> {
-        self.task_index.get(id).map(|&i| &self.tasks[i])
+        self.task_position(id.as_str()).map(|i| &self.tasks[i])
+    }
+
+    /// The position of task `id` in [`TeamState::tasks`]. Troupe numbers its tasks in
+    /// creation order, so `task-<n>` is usually at position `n − 1`: that position is tried
+    /// first (and checked), which spares a long log's index a random access.
+    fn task_position(&self, id: &str) -> Option<usize> {
+        let guess = task_number(id)
+            .and_then(|n| usize::try_from(n).ok())
+            .and_then(|n| n.checked_sub(1))
+            .filter(|&i| self.tasks.get(i).is_some_and(|task| task.id.as_str() == id));
+        guess.or_else(|| self.task_index.get(id, |i| self.tasks[i].id.as_str()))
+    }
+
+    /// The position of message `id` in [`TeamState::messages`].
+    fn message_position(&self, id: &str) -> Option<usize> {
+        self.message_index.get(id, |i| self.messages[i].id.as_str())
+    }
+
+    /// [`TeamState::message_position`] for a message about to be delivered: deliveries follow
+    /// queue order closely, so the oldest pending messages are tried first (and checked).
+    fn pending_position(&self, id: &str) -> Option<usize> {
+        /// How many of the oldest pending messages are compared before the index is asked.
+        const OLDEST: usize = 16;
+        self.pending
+            .iter()
+            .take(OLDEST)
+            .copied()
+            .find(|&i| self.messages[i].id.as_str() == id)
+            .or_else(|| self.message_position(id))
     }
 
     pub(crate) fn task_index_of(&self, id: &TaskId) -> Option<usize> {
-        self.task_index.get(id).copied()
+        self.task_position(id.as_str())
     }
 
     /// The non-deleted tasks that list `id` in `blockedBy`, in creation order.
     pub fn dependents_of(&self, id: &TaskId) -> impl Iterator<Item = &TaskSnapshot> + '_ {
-        self.task_index
-            .get(id)
-            .and_then(|i| self.dependents.get(i))
+        self.task_position(id.as_str())
+            .and_then(|i| self.dependents.get(&i))
             .into_iter()
             .flatten()
             .map(|&i| &self.tasks[i])
@@ -753,14 +1092,14 @@ impl TeamState {
     /// The queued message with id `id` (with empty `content` once delivered, see
     /// [`TeamState::messages`]).
     pub fn message(&self, id: &MessageId) -> Option<&MessageSnapshot> {
-        self.message_index.get(id).map(|&i| &self.messages[i])
+        self.message_position(id.as_str())
+            .map(|i| &self.messages[i])
     }
 
     /// Whether message `id` has a delivery record.
     pub fn is_delivered(&self, id: &MessageId) -> bool {
-        self.message_index
-            .get(id)
-            .is_some_and(|&i| self.delivered[i])
+        self.message_position(id.as_str())
+            .is_some_and(|i| self.delivered[i])
     }
 
     /// The pending mailbox (queued − delivered), in queue order.
@@ -786,9 +1125,25 @@ impl TeamState {
     /// Whether `a` was queued before `b` (both must be queued; `false` otherwise). The
     /// dispatcher's quiet-bypass rule compares queue positions (REFERENCE c.10.3).
     pub fn queued_before(&self, a: &MessageId, b: &MessageId) -> bool {
-        match (self.message_index.get(a), self.message_index.get(b)) {
+        match (
+            self.message_position(a.as_str()),
+            self.message_position(b.as_str()),
+        ) {
             (Some(a), Some(b)) => a < b,
             _ => false,
         }
     }
+}
+
+/// Whether two lists of ids or strings hold the same strings in the same order.
+fn same_ids<A: AsRef<str>, B: AsRef<str>>(a: &[A], b: &[B]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.as_ref() == b.as_ref())
+}
+
+/// [`same_ids`] of a stored list and one still in a line's text.
+fn same_list<A: AsRef<str>>(a: &[A], b: StrList<'_>) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b.iter())
+            .all(|(a, b)| a.as_ref() == b.as_ref())
 }

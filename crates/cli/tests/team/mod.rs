@@ -950,6 +950,37 @@ fn verify_checks_every_active_teammates_session() {
     );
 }
 
+/// `team verify` checks every line of the Lead log as a replay does; `team show` (like a Team
+/// attach) reads only the envelope of non-Team lines, so damage inside one is its blind spot.
+#[test]
+fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines() {
+    let home = tempfile::tempdir().unwrap();
+    write_lead(home.path(), &[task("task-1", 1, "pending", &[])]);
+    let path = home.path().join(format!("sessions/{LEAD}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    // The payload of the `turn/start` line (seq 1) is broken; a completed turn follows.
+    let damaged = text.replacen(r#""data":{"turn":1}}"#, r#""data":{"turn":1,}}"#, 1);
+    assert_ne!(damaged, text);
+    std::fs::write(&path, damaged).unwrap();
+    let out = troupe(home.path())
+        .args(["team", "verify", LEAD])
+        .assert()
+        .code(2)
+        .stdout("");
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("line 3") && err.contains("completed turn follows"),
+        "{err}"
+    );
+    let out = troupe(home.path())
+        .args(["team", "show", LEAD, "--json"])
+        .assert()
+        .success();
+    let view: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(view["tasks"][0]["id"], "task-1");
+}
+
 #[test]
 fn show_reads_a_lead_log_another_process_is_writing() {
     let home = tempfile::tempdir().unwrap();

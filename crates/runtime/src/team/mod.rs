@@ -26,12 +26,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use troupe_journal::{LineCheck, LineUse, Selected};
 use troupe_protocol::{ErrorCode, MessageId, SessionId};
 use troupe_team::{
     Caller, CreateTask, Delivery, LiveAgent, LiveStatus, MemberContext, MemberPhase,
     MemberSnapshot, MemberView, MessageSnapshot, ProvisionTeammate, ProvisioningOutcome,
-    SendMessage, SettleDecision, TaskListQuery, TaskPage, TaskView, TeamError, TeamEvent, TeamId,
-    TeamLimits, TeamRecord, TeamState, UpdateTask, delivered_user_message, team_message_id,
+    SendMessage, SettleDecision, StreamFold, TaskListQuery, TaskPage, TaskView, TeamError,
+    TeamEvent, TeamId, TeamLimits, TeamRecord, TeamState, UpdateTask, delivered_user_message,
+    team_message_id,
 };
 
 use crate::agent::{Agent, AgentStatus, Progress};
@@ -465,9 +467,30 @@ impl Runtime {
     /// Attaches the Team of a Team-profile root: folds its log, registers it, and forwards
     /// status edges of the Lead and its teammates to waiters.
     pub(crate) async fn attach_team(&self, lead: &Agent) -> Result<Arc<Team>, TeamOpError> {
-        let replay = self.journal().read(lead.id())?;
-        let team_id = TeamId::new(lead.id().clone());
-        let state = TeamState::fold(team_id, &replay.events).map_err(|e| TeamOpError::Log {
+        // A selective read: only `team/…` lines are decoded. The other lines' envelope prefix
+        // is enough here: the resume that precedes an attach replayed and checked every line
+        // (and a new root's log holds only what this process wrote). A damaged log is reported
+        // before a fold refusal, as when the whole log was read first.
+        let mut fold = StreamFold::new(TeamId::new(lead.id().clone()));
+        self.journal().read_selected_each(
+            lead.id(),
+            LineCheck::Prefix,
+            &StreamFold::reads,
+            &mut |selected| match selected {
+                Selected::Line(line) => {
+                    if fold.line(line.kind, line.text) {
+                        LineUse::Used
+                    } else {
+                        LineUse::NeedEvent
+                    }
+                }
+                Selected::Event(event) => {
+                    fold.event(&event);
+                    LineUse::Used
+                }
+            },
+        )?;
+        let state = fold.finish().map_err(|e| TeamOpError::Log {
             code: "TEAM_LOG_INVALID",
             message: e.to_string(),
         })?;

@@ -4,6 +4,7 @@ mod board;
 mod fold;
 mod generator;
 mod invariants;
+mod line;
 mod prop_graph;
 mod prop_ops;
 mod roster_mailbox;

@@ -4,8 +4,9 @@
 use serde_json::{Value, json};
 use troupe_protocol::{ErrorCode, Event, EventDraft, Seq, SessionId};
 use troupe_team::{
-    Caller, CreateTask, MemberContext, ProvisionTeammate, ProvisioningOutcome, SettleDecision,
-    TaskAction, TaskView, TeamError, TeamEvent, TeamId, TeamLimits, TeamState, UpdateTask,
+    Caller, CreateTask, LineApplied, MemberContext, ProvisionTeammate, ProvisioningOutcome,
+    SettleDecision, TaskAction, TaskView, TeamError, TeamEvent, TeamId, TeamLimits, TeamState,
+    UpdateTask,
 };
 
 /// The root (Lead) session id of hand-written logs.
@@ -103,6 +104,8 @@ pub struct Board {
     pub state: TeamState,
     pub log: Vec<Event>,
     pub limits: TeamLimits,
+    /// The same log folded through its lines (the fast path of `team show` and attach).
+    fast: TeamState,
 }
 
 impl Board {
@@ -115,6 +118,7 @@ impl Board {
             state: TeamState::new(team()),
             log: Vec::new(),
             limits,
+            fast: TeamState::new(team()),
         }
     }
 
@@ -131,6 +135,11 @@ impl Board {
     pub fn append_raw(&mut self, (kind, data): (&str, Value)) {
         let event = EventDraft::new(kind, data).into_event(Seq(self.log.len() as u64), 7);
         self.state.apply(&event).unwrap();
+        let line = serde_json::to_string(&event).unwrap();
+        if self.fast.apply_line(kind, &line) == LineApplied::NeedEvent {
+            self.fast.apply(&event).unwrap();
+        }
+        assert_eq!(self.fast, self.state, "the fast path differs: {line}");
         self.log.push(event);
     }
 
@@ -150,6 +159,16 @@ impl Board {
             "incremental state differs from a full fold"
         );
         self.state.verify_indexes().unwrap();
+        // A line Troupe writes always takes the fast path, with the same result.
+        let line = serde_json::to_string(self.log.last().unwrap()).unwrap();
+        let kind = &self.log.last().unwrap().kind;
+        assert_eq!(
+            self.fast.apply_line(kind, &line),
+            LineApplied::Applied,
+            "{line}"
+        );
+        assert_eq!(self.fast, self.state, "the fast path differs: {line}");
+        self.fast.verify_indexes().unwrap();
     }
 
     /// Provisions and activates a teammate named `name` (child id `child-<name>`).
