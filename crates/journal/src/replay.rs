@@ -483,9 +483,8 @@ impl Cursor<'_> {
     }
 }
 
-/// The scanner behind [`scan_each`] and [`scan_selected_each`]: the REFERENCE a.9 rules.
-/// Lines are read straight from the reader's buffer when they lie whole in it, and copied
-/// only when they straddle a refill.
+/// The scanner behind [`scan_each`] and [`scan_selected_each`]: reads the header line, then
+/// hands the event lines to [`scan_body`].
 fn scan_lines(path: &Path, mut reader: impl BufRead, sink: Sink<'_>) -> Result<ScanSummary> {
     let mut buf = Vec::new();
     let header_len = {
