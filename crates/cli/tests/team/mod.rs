@@ -965,7 +965,7 @@ fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines()
     let out = troupe(home.path())
         .args(["team", "verify", LEAD])
         .assert()
-        .code(2)
+        .code(1)
         .stdout("");
     let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
