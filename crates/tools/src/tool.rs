@@ -111,6 +111,15 @@ pub trait Tool: Send + Sync {
         Box::pin(async move { self.call(ctx, args).await.map(|value| value.to_string()) })
     }
 
+    /// Gives an error the registry raises for this tool *before* calling it (arguments that
+    /// are not a JSON object, a call whose context is already cancelled) the tool's own form,
+    /// so every failure of the tool reads alike to the model. The default returns `error`
+    /// unchanged; the Team tools prefix `Error: ` as they do for their own failures
+    /// (REFERENCE d.2). Keep the code: only the message may change.
+    fn shape_error(&self, error: ToolError) -> ToolError {
+        error
+    }
+
     /// The spec sent to the model: name, description, parameters and output schema.
     fn spec(&self) -> ToolSpec {
         ToolSpec {
