@@ -188,7 +188,7 @@ async fn malformed_arguments_are_invalid_arguments_naming_the_field() {
     let ws = Workspace::new();
     ws.put("a.txt", "x");
     let ctx = ws.ctx("alpha");
-    let cases: [(&str, ToolArguments, &str); 8] = [
+    let cases: [(&str, ToolArguments, &str); 10] = [
         ("read", r#"{"path": "a.txt""#.into(), "not valid JSON"),
         (
             "read",
@@ -217,12 +217,24 @@ async fn malformed_arguments_are_invalid_arguments_naming_the_field() {
             json!({"path": "a.txt", "old_string": "x"}).into(),
             "missing field `new_string`",
         ),
+        // Names and values the model sent stay on one line, escaped.
+        (
+            "read",
+            json!({"path": "a.txt", "two\nlines": 1}).into(),
+            "invalid arguments: unknown field `two\\nlines`, expected one of",
+        ),
+        (
+            "edit",
+            json!({"path": "a.txt", "old_string": "x", "new_string": "y", "replace_all": "a\u{2028}b"}).into(),
+            "field `replace_all`: invalid type: string \"a\\u{2028}b\", expected a boolean",
+        ),
     ];
     for (tool, arguments, fragment) in cases {
         let shown = format!("{arguments:?}");
         let error = err(ws.registry.dispatch(&ctx, tool, arguments).await);
         assert_eq!(error.code(), "INVALID_ARGUMENTS", "{shown}");
         assert!(error.to_string().contains(fragment), "{shown}: {error}");
+        assert!(!error.to_string().contains(['\n', '\u{2028}']), "{error}");
     }
 }
 
@@ -330,7 +342,10 @@ async fn refusals_before_a_known_tool_runs_take_its_shape() {
     assert!(error.to_string().starts_with("Error: "), "{error}");
     // Other tools keep the plain form; an unknown tool has no shape to take.
     let plain = err(registry.dispatch(&ctx, "read", "[]").await);
-    assert!(plain.to_string().starts_with("invalid arguments: "), "{plain}");
+    assert!(
+        plain.to_string().starts_with("invalid arguments: "),
+        "{plain}"
+    );
     let unknown = err(registry.dispatch(&ctx, "nope", "[]").await);
     assert_eq!(unknown.to_string(), "unknown tool \"nope\"");
 }
