@@ -503,6 +503,12 @@ fn lead_value_matrix() -> Vec<Bad> {
             format!("not {revision}"),
         ));
     }
+    cases.push(bad(
+        "team_task_update",
+        update("task-1", json!(3), "delete"),
+        "TEAM_TASK_STALE_REVISION",
+        "stale team task revision",
+    ));
     // A tombstone: a stale revision is reported before the deletion (REFERENCE c.11.4).
     cases.push(bad(
         "team_task_update",
