@@ -410,7 +410,7 @@ impl TeamState {
             }
             if raw[..position].contains(blocker) {
                 return Err(TeamError::invalid_argument(format!(
-                    "blocked_by repeats task {blocker}"
+                    "blocked_by repeats task {blocker:?}"
                 )));
             }
             let found = self

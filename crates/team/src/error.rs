@@ -135,10 +135,10 @@ pub enum TeamError {
         /// The name as given.
         name: String,
     },
-    /// A wait timeout outside `[10000, 3600000]` ms or not an integer (REFERENCE c.12).
-    /// Code `TEAM_INVALID_TIMEOUT`.
+    /// A wait timeout outside `[10000, 3600000]` ms or not an integer (REFERENCE c.12). The
+    /// message names `wait_agent`'s argument, `timeout_ms`. Code `TEAM_INVALID_TIMEOUT`.
     #[error(
-        "wait timeout must be an integer number of milliseconds in [10000, 3600000], got {value}"
+        "timeout_ms must be an integer number of milliseconds in [10000, 3600000], got {value}"
     )]
     InvalidTimeout {
         /// The refused value as JSON text.

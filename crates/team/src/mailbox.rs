@@ -181,15 +181,25 @@ pub const WAIT_TIMEOUT_MAX_MS: u64 = 3_600_000;
 /// The `wait_agent` timeout when none is given (REFERENCE d.4.1).
 pub const WAIT_TIMEOUT_DEFAULT_MS: u64 = 30_000;
 
-/// Validates a `waitForChange` timeout (REFERENCE c.12 step 2): a JSON integer in
+/// Validates a `waitForChange` timeout (REFERENCE c.12 step 2): a JSON number without a
+/// fractional part (`10000` or `10000.0`, as JavaScript's safe integers are) in
 /// `[10000, 3600000]` milliseconds.
 ///
 /// # Errors
-/// [`TeamError::InvalidTimeout`] (`TEAM_INVALID_TIMEOUT`) otherwise.
+/// [`TeamError::InvalidTimeout`] (`TEAM_INVALID_TIMEOUT`) for anything else: another JSON
+/// type (`null` included), a fraction, or a number out of range.
 pub fn validate_wait_timeout(value: &Value) -> Result<u64, TeamError> {
+    let range = WAIT_TIMEOUT_MIN_MS..=WAIT_TIMEOUT_MAX_MS;
     value
         .as_u64()
-        .filter(|ms| (WAIT_TIMEOUT_MIN_MS..=WAIT_TIMEOUT_MAX_MS).contains(ms))
+        .or_else(|| {
+            value
+                .as_f64()
+                .filter(|f| f.fract() == 0.0 && (0.0..=WAIT_TIMEOUT_MAX_MS as f64).contains(f))
+                // Integral and in range, so the conversion is exact.
+                .map(|f| f as u64)
+        })
+        .filter(|ms| range.contains(ms))
         .ok_or_else(|| TeamError::InvalidTimeout {
             value: value.to_string(),
         })

@@ -168,7 +168,9 @@ impl ToolRegistry {
     /// # Errors
     /// `UNKNOWN_TOOL` (message `unknown tool "<name>"`), `INVALID_ARGUMENTS` (not JSON, not an
     /// object, or refused by the tool's typed arguments), `TOOL_CANCELED` when the context is
-    /// already canceled (the tool does not run), and whatever the tool returns.
+    /// already canceled (the tool does not run), and whatever the tool returns. The two
+    /// refusals raised for a known tool before it runs pass through its
+    /// [`Tool::shape_error`].
     pub async fn dispatch(
         &self,
         ctx: &ToolContext,
@@ -178,9 +180,12 @@ impl ToolRegistry {
         let tool = self.get(name).ok_or_else(|| ToolError::UnknownTool {
             name: name.to_owned(),
         })?;
-        let arguments = arguments.into().into_object()?;
+        let arguments = arguments
+            .into()
+            .into_object()
+            .map_err(|e| tool.shape_error(e))?;
         if ctx.cancellation().is_cancelled() {
-            return Err(ToolError::Canceled);
+            return Err(tool.shape_error(ToolError::Canceled));
         }
         tool.call(ctx, arguments).await
     }
@@ -199,9 +204,12 @@ impl ToolRegistry {
         let tool = self.get(name).ok_or_else(|| ToolError::UnknownTool {
             name: name.to_owned(),
         })?;
-        let arguments = arguments.into().into_object()?;
+        let arguments = arguments
+            .into()
+            .into_object()
+            .map_err(|e| tool.shape_error(e))?;
         if ctx.cancellation().is_cancelled() {
-            return Err(ToolError::Canceled);
+            return Err(tool.shape_error(ToolError::Canceled));
         }
         tool.call_text(ctx, arguments).await
     }

@@ -111,6 +111,15 @@ pub trait Tool: Send + Sync {
         Box::pin(async move { self.call(ctx, args).await.map(|value| value.to_string()) })
     }
 
+    /// Gives an error the registry raises for this tool *before* calling it (arguments that
+    /// are not a JSON object, a call whose context is already cancelled) the tool's own form,
+    /// so every failure of the tool reads alike to the model. The default returns `error`
+    /// unchanged; the Team tools prefix `Error: ` as they do for their own failures
+    /// (REFERENCE d.2). Keep the code: only the message may change.
+    fn shape_error(&self, error: ToolError) -> ToolError {
+        error
+    }
+
     /// The spec sent to the model: name, description, parameters and output schema.
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -140,9 +149,12 @@ pub struct ToolSpec {
 }
 
 /// Deserializes tool arguments into a typed struct, mapping failures to
-/// [`ToolError::InvalidArguments`] with a message that names the offending field, e.g.
-/// ``invalid arguments: missing field `path` `` or
-/// ``invalid arguments: field `offset`: invalid type: string "3", expected u64``.
+/// [`ToolError::InvalidArguments`] with a one-line message that names the offending field,
+/// e.g. ``invalid arguments: missing field `path` ``,
+/// ``invalid arguments: field `offset`: invalid type: string "3", expected u64`` or
+/// ``invalid arguments: unknown field `lines`, expected one of `path`, `offset`, `limit` ``.
+/// Line breaks and other control characters of a name or value the model sent are escaped
+/// (`\n`), so the message stays on one line.
 ///
 /// Use `#[serde(deny_unknown_fields)]` on `T` so unknown fields are refused too.
 ///
@@ -158,13 +170,30 @@ pub fn parse_arguments<T: DeserializeOwned>(args: Value) -> Result<T, ToolError>
     }
     serde_path_to_error::deserialize(args).map_err(|error| {
         let path = error.path().to_string();
-        let inner = error.into_inner();
-        if path == "." || path.is_empty() {
-            ToolError::invalid_arguments(inner.to_string())
+        let inner = error.into_inner().to_string();
+        // An unknown top-level field already names itself (its path is its own name).
+        let names_itself = inner.starts_with(&format!("unknown field `{path}`"));
+        let message = if path == "." || path.is_empty() || names_itself {
+            inner
         } else {
-            ToolError::invalid_arguments(format!("field `{path}`: {inner}"))
-        }
+            format!("field `{path}`: {inner}")
+        };
+        ToolError::invalid_arguments(one_line(&message))
     })
+}
+
+/// `text` with every control character and line or paragraph separator escaped as Rust
+/// escapes it (`\n`, `\u{2028}`), so it is one line.
+fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The model-facing text of a rendered outcome: the result's text, or the compact JSON of

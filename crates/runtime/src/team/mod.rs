@@ -33,7 +33,7 @@ use troupe_team::{
     MemberSnapshot, MemberView, MessageSnapshot, ProvisionTeammate, ProvisioningOutcome,
     SendMessage, SettleDecision, StreamFold, TaskListQuery, TaskPage, TaskView, TeamError,
     TeamEvent, TeamId, TeamLimits, TeamRecord, TeamState, UpdateTask, delivered_user_message,
-    team_message_id,
+    js_trim, team_message_id,
 };
 
 use crate::agent::{Agent, AgentStatus, Progress};
@@ -579,10 +579,15 @@ impl Runtime {
     /// reserved id (its initial prompt is durable in the child log before this returns), then
     /// records `active` — or `failed` with the error, draining the child.
     ///
+    /// Checks, in order: the Lead role, the name, the description, the name's availability
+    /// and the member limit (REFERENCE c.8), then the prompt, which must not be empty or
+    /// whitespace (a Troupe rule, like empty messages: a teammate needs an assignment);
+    /// nothing is appended before every check passed.
+    ///
     /// # Errors
-    /// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_MEMBER_NAME`, `TEAM_INVALID_ARGUMENT`,
-    /// `TEAM_MEMBER_NAME_TAKEN`, `TEAM_MEMBER_LIMIT`, `TEAM_PROVISIONING_CONFLICT`, the child
-    /// start's own error (the member is then `failed`).
+    /// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_MEMBER_NAME`, `TEAM_INVALID_ARGUMENT` (description,
+    /// prompt), `TEAM_MEMBER_NAME_TAKEN`, `TEAM_MEMBER_LIMIT`, `TEAM_PROVISIONING_CONFLICT`,
+    /// the child start's own error (the member is then `failed`).
     pub async fn team_spawn(
         &self,
         agent: &Agent,
@@ -665,6 +670,13 @@ impl Runtime {
             };
             let event =
                 state.decide_provision(&caller, &request, child_id.clone(), &team.limits)?;
+            if js_trim(prompt).is_empty() {
+                return Err(TeamError::InvalidArgument {
+                    message: "prompt must not be empty: give the teammate its assignment"
+                        .to_owned(),
+                }
+                .into());
+            }
             team.commit(&mut state, &event).await?;
             match event.record {
                 TeamRecord::Member(m) => m,
@@ -757,9 +769,10 @@ impl Runtime {
         delivery: Delivery,
     ) -> Result<(MessageId, bool), TeamOpError> {
         let team = self.resolve(agent)?;
-        if text.trim().is_empty() {
+        // Whitespace as JavaScript's `trim` sees it, like every other Team text (c.11.6).
+        if js_trim(text).is_empty() {
             return Err(TeamError::InvalidArgument {
-                message: "the message must not be empty".to_owned(),
+                message: "message must not be empty".to_owned(),
             }
             .into());
         }

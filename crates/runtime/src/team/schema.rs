@@ -2,6 +2,7 @@
 //! snake_case argument schemas and declared output schemas (`additionalProperties: false`).
 
 use serde_json::{Value, json};
+use troupe_team::MAX_SAFE_INTEGER;
 
 /// The ten tool names, in the order they are registered.
 pub const TEAM_TOOL_NAMES: [&str; 10] = [
@@ -182,7 +183,7 @@ pub fn definition(name: &str) -> Option<(&'static str, Value, Value)> {
                     "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
                     "owner": {"type": "string", "description": "A member name, or `unowned`."},
                     "ready": {"type": "boolean"},
-                    "cursor": {"type": "integer", "minimum": 0, "description": "Zero-based offset, default 0."},
+                    "cursor": {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": "Zero-based offset, default 0."},
                     "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "1-100, default 50."}
                 }),
                 &[],
@@ -208,7 +209,7 @@ pub fn definition(name: &str) -> Option<(&'static str, Value, Value)> {
             object(
                 json!({
                     "task_id": {"type": "string"},
-                    "expected_revision": {"type": "integer"},
+                    "expected_revision": {"type": "integer", "minimum": 1, "maximum": MAX_SAFE_INTEGER, "description": "The task's current revision, from get or list."},
                     "action": {"type": "string", "enum": ["claim", "release", "edit", "set_dependencies", "complete", "reopen", "reassign", "delete"]},
                     "subject": {"type": "string"},
                     "description": {"type": "string"},

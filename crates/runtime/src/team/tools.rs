@@ -4,14 +4,25 @@
 //! the service, which enforces authority. Success is the compact JSON of the declared output;
 //! a failure is `{"code": "<TEAM_…>", "message": "Error: <message>"}` (REFERENCE d.2 in the
 //! shape of DESIGN §4).
+//!
+//! Arguments follow the declared schemas exactly: a value a schema refuses — a wrong JSON
+//! type (`null` included: no argument is nullable), a missing required field, an unknown
+//! field (`additionalProperties: false`), an integer outside the declared bounds, an unknown
+//! enum value, arguments that are not an object — is `INVALID_ARGUMENTS` naming the field,
+//! before the service is asked, so nothing is appended. Integers are JSON Schema integers: a
+//! number without a fractional part, in any spelling (`3`, `3.0`, `3e0`). The one exception
+//! is `wait_agent`'s `timeout_ms`, which goes to the service as given for its authoritative
+//! `TEAM_INVALID_TIMEOUT` (REFERENCE d.4.1). Values the schemas accept are judged by the
+//! service (the REFERENCE c.16 codes).
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Number, Value, json};
 use troupe_protocol::ErrorCode;
 use troupe_team::{
-    CreateTask, Delivery, MemberContext, TaskAction, TaskListQuery, TaskStatus, UpdateTask,
+    CreateTask, Delivery, MAX_SAFE_INTEGER, MemberContext, TaskAction, TaskListQuery, TaskStatus,
+    UpdateTask,
 };
 use troupe_tools::{TextFuture, Tool, ToolContext, ToolError, ToolFuture, parse_arguments};
 
@@ -47,6 +58,47 @@ struct TeamTool {
 
 fn op_error(e: &TeamOpError) -> ToolError {
     ToolError::other(e.code(), format!("Error: {e}"))
+}
+
+/// `error` in the Team tools' form: its message starts `Error: ` (REFERENCE d.2), code kept.
+fn prefixed(error: ToolError) -> ToolError {
+    let message = error.to_string();
+    if message.starts_with("Error: ") {
+        error
+    } else {
+        ToolError::other(error.code(), format!("Error: {message}"))
+    }
+}
+
+/// Deserializes an optional argument that is present. `null` is refused like any other value
+/// of the wrong type (no declared schema allows it); an absent field stays `None` through
+/// `#[serde(default)]`, which never calls this.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
+/// Argument `field` as a JSON Schema integer in `min..=max`: any JSON number without a
+/// fractional part (`3`, `3.0`, `3e0`), as the original's JavaScript numbers are.
+///
+/// # Errors
+/// `INVALID_ARGUMENTS` naming the field, the bounds and the value given.
+fn integer_in(field: &str, value: &Number, min: u64, max: u64) -> Result<u64, ToolError> {
+    let integral = value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..=MAX_SAFE_INTEGER as f64).contains(f))
+            // In range and integral, so the conversion is exact.
+            .map(|f| f as u64)
+    });
+    integral.filter(|v| (min..=max).contains(v)).ok_or_else(|| {
+        ToolError::invalid_arguments(format!(
+            "field `{field}`: expected an integer from {min} through {max}, got {value}"
+        ))
+    })
 }
 
 /// The compact JSON text of a typed result: keys in the order the types declare them, which is
@@ -98,7 +150,7 @@ struct SpawnArgs {
     name: String,
     description: String,
     prompt: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     context: Option<MemberContext>,
 }
 
@@ -116,8 +168,9 @@ struct NoArgs {}
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WaitArgs {
-    /// Kept raw so the service gives the authoritative `TEAM_INVALID_TIMEOUT` (d.4.1).
-    #[serde(default)]
+    /// Kept raw (`null` included) so the service gives the authoritative
+    /// `TEAM_INVALID_TIMEOUT` for anything but an integer in range (d.4.1).
+    #[serde(default, deserialize_with = "present")]
     timeout_ms: Option<Value>,
 }
 
@@ -141,16 +194,36 @@ struct CreateArgs {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ListArgs {
-    #[serde(default)]
-    status: Option<TaskStatus>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
+    status: Option<ListStatus>,
+    #[serde(default, deserialize_with = "present")]
     owner: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     ready: Option<bool>,
-    #[serde(default)]
-    cursor: Option<i64>,
-    #[serde(default)]
-    limit: Option<i64>,
+    #[serde(default, deserialize_with = "present")]
+    cursor: Option<Number>,
+    #[serde(default, deserialize_with = "present")]
+    limit: Option<Number>,
+}
+
+/// `team_task_list`'s `status` filter: the statuses a listed task can have (deleted tasks are
+/// never listed, so `deleted` is not a filter, REFERENCE d.4).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ListStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+impl From<ListStatus> for TaskStatus {
+    fn from(status: ListStatus) -> Self {
+        match status {
+            ListStatus::Pending => TaskStatus::Pending,
+            ListStatus::InProgress => TaskStatus::InProgress,
+            ListStatus::Completed => TaskStatus::Completed,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -163,17 +236,17 @@ struct GetArgs {
 #[serde(deny_unknown_fields)]
 struct UpdateArgs {
     task_id: String,
-    expected_revision: u64,
+    expected_revision: Number,
     action: TaskAction,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     subject: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     description: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     blocked_by: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     write_scopes: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     owner: Option<String>,
 }
 
@@ -274,24 +347,21 @@ impl TeamTool {
             }
             "team_task_list" => {
                 let a: ListArgs = parse_arguments(args)?;
-                let cursor = a.cursor.unwrap_or(0);
-                let limit = a.limit.unwrap_or(50);
-                if cursor < 0 {
-                    return Err(ToolError::invalid_arguments(
-                        "cursor must be an integer >= 0",
-                    ));
-                }
-                if !(1..=100).contains(&limit) {
-                    return Err(ToolError::invalid_arguments(
-                        "limit must be an integer from 1 through 100",
-                    ));
-                }
+                // REFERENCE d.4.2 step 3: plain (argument) errors, before the service.
+                let cursor = match &a.cursor {
+                    Some(n) => integer_in("cursor", n, 0, MAX_SAFE_INTEGER)?,
+                    None => 0,
+                };
+                let limit = match &a.limit {
+                    Some(n) => integer_in("limit", n, 1, 100)?,
+                    None => 50,
+                };
                 let query = TaskListQuery {
-                    status: a.status,
+                    status: a.status.map(TaskStatus::from),
                     owner: a.owner,
                     ready: a.ready,
-                    cursor: cursor.unsigned_abs(),
-                    limit: limit.unsigned_abs(),
+                    cursor,
+                    limit,
                 };
                 let page = rt
                     .team_list_tasks(caller, &query)
@@ -309,7 +379,15 @@ impl TeamTool {
             }
             "team_task_update" => {
                 let a: UpdateArgs = parse_arguments(args)?;
-                let mut request = UpdateTask::new(a.task_id, a.expected_revision, a.action);
+                // A revision is a positive safe integer (REFERENCE c.3); anything else can
+                // never be a compare-and-set token, so it is malformed, not stale.
+                let revision = integer_in(
+                    "expected_revision",
+                    &a.expected_revision,
+                    1,
+                    MAX_SAFE_INTEGER,
+                )?;
+                let mut request = UpdateTask::new(a.task_id, revision, a.action);
                 request.subject = a.subject;
                 request.description = a.description;
                 request.blocked_by = a.blocked_by;
@@ -356,18 +434,15 @@ impl Tool for TeamTool {
     /// The typed result serialized directly, so its keys keep the declared schema order
     /// (REFERENCE d.2–d.3: one compact JSON text).
     fn call_text<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> TextFuture<'a> {
-        Box::pin(async move {
-            self.call_inner(ctx, args).await.map_err(|e| {
-                // Every Team tool failure reads `Error: <message>` (REFERENCE d.2), including
-                // argument errors raised before the service is reached.
-                let message = e.to_string();
-                if message.starts_with("Error: ") {
-                    e
-                } else {
-                    ToolError::other(e.code(), format!("Error: {message}"))
-                }
-            })
-        })
+        // Every Team tool failure reads `Error: <message>` (REFERENCE d.2), including
+        // argument errors raised before the service is reached.
+        Box::pin(async move { self.call_inner(ctx, args).await.map_err(prefixed) })
+    }
+
+    /// The registry's own refusals (arguments that are not an object, a call cancelled before
+    /// it started) read `Error: <message>` too.
+    fn shape_error(&self, error: ToolError) -> ToolError {
+        prefixed(error)
     }
 }
 

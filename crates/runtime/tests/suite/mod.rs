@@ -4,5 +4,6 @@ mod inbox;
 mod resume;
 mod support;
 mod team;
+mod team_bad_input;
 mod team_cases;
 mod turns;

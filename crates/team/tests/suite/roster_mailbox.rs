@@ -539,13 +539,29 @@ fn c113_wait_timeouts() {
         (json!(30_000.5), false),
         (json!("30000"), false),
         (Value::Null, false),
+        // Integral numbers in any spelling are integers, as JavaScript's are.
+        (json!(10_000.0), true),
+        (json!(3.6e6), true),
+        (json!(3_600_001.0), false),
+        (json!(-10_000), false),
+        (json!(1e300), false),
+        (json!(u64::MAX), false),
     ] {
         let result = validate_wait_timeout(&value);
         match result {
-            Ok(ms) => assert!(ok, "{value} accepted as {ms}"),
+            Ok(ms) => {
+                assert!(ok, "{value} accepted as {ms}");
+                assert_eq!(ms as f64, value.as_f64().unwrap());
+            }
             Err(e) => {
                 assert!(!ok, "{value} refused");
                 assert_eq!(e.code(), "TEAM_INVALID_TIMEOUT");
+                assert_eq!(
+                    e.to_string(),
+                    format!(
+                        "timeout_ms must be an integer number of milliseconds in [10000, 3600000], got {value}"
+                    )
+                );
             }
         }
     }

@@ -188,7 +188,7 @@ async fn malformed_arguments_are_invalid_arguments_naming_the_field() {
     let ws = Workspace::new();
     ws.put("a.txt", "x");
     let ctx = ws.ctx("alpha");
-    let cases: [(&str, ToolArguments, &str); 8] = [
+    let cases: [(&str, ToolArguments, &str); 10] = [
         ("read", r#"{"path": "a.txt""#.into(), "not valid JSON"),
         (
             "read",
@@ -217,12 +217,24 @@ async fn malformed_arguments_are_invalid_arguments_naming_the_field() {
             json!({"path": "a.txt", "old_string": "x"}).into(),
             "missing field `new_string`",
         ),
+        // Names and values the model sent stay on one line, escaped.
+        (
+            "read",
+            json!({"path": "a.txt", "two\nlines": 1}).into(),
+            "invalid arguments: unknown field `two\\nlines`, expected one of",
+        ),
+        (
+            "edit",
+            json!({"path": "a.txt", "old_string": "x", "new_string": "y", "replace_all": "a\u{2028}b"}).into(),
+            "field `replace_all`: invalid type: string \"a\\u{2028}b\", expected a boolean",
+        ),
     ];
     for (tool, arguments, fragment) in cases {
         let shown = format!("{arguments:?}");
         let error = err(ws.registry.dispatch(&ctx, tool, arguments).await);
         assert_eq!(error.code(), "INVALID_ARGUMENTS", "{shown}");
         assert!(error.to_string().contains(fragment), "{shown}: {error}");
+        assert!(!error.to_string().contains(['\n', '\u{2028}']), "{error}");
     }
 }
 
@@ -266,6 +278,76 @@ async fn raw_string_arguments_and_custom_tools_dispatch() {
     assert_eq!(counter.calls.load(Ordering::SeqCst), 1);
     // The per-agent registry is independent of the one it was cloned from.
     assert!(ws.registry.get("counter").is_none());
+}
+
+/// A tool whose failures all read `Error: …` (as the Team tools' do, REFERENCE d.2).
+struct Prefixed;
+
+impl Tool for Prefixed {
+    fn name(&self) -> &str {
+        "prefixed"
+    }
+    fn description(&self) -> &str {
+        "Fails in its own form."
+    }
+    fn parameters(&self) -> Value {
+        json!({"type": "object", "properties": {}, "additionalProperties": false})
+    }
+    fn call<'a>(&'a self, _ctx: &'a ToolContext, _args: Value) -> ToolFuture<'a> {
+        Box::pin(async { Err(ToolError::other("PREFIXED_RAN", "Error: it ran")) })
+    }
+    fn shape_error(&self, error: ToolError) -> ToolError {
+        ToolError::other(error.code(), format!("Error: {error}"))
+    }
+}
+
+#[tokio::test]
+async fn refusals_before_a_known_tool_runs_take_its_shape() {
+    let ws = Workspace::new();
+    let ctx = ws.ctx("alpha");
+    let mut registry = ws.registry.clone();
+    registry.register(Arc::new(Prefixed)).expect("register");
+    for (arguments, message) in [
+        (
+            ToolArguments::from("[]"),
+            "Error: invalid arguments: arguments must be a JSON object, got an array",
+        ),
+        (
+            ToolArguments::from(json!(null)),
+            "Error: invalid arguments: arguments must be a JSON object, got null",
+        ),
+        (
+            ToolArguments::from("{"),
+            "Error: invalid arguments: arguments are not valid JSON: EOF while parsing an object at line 1 column 1",
+        ),
+    ] {
+        for text in [false, true] {
+            let error = if text {
+                registry
+                    .dispatch_text(&ctx, "prefixed", arguments.clone())
+                    .await
+                    .expect_err("refused")
+            } else {
+                err(registry.dispatch(&ctx, "prefixed", arguments.clone()).await)
+            };
+            assert_eq!(error.code(), "INVALID_ARGUMENTS");
+            assert_eq!(error.to_string(), message);
+        }
+    }
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let canceled = ctx.clone().with_cancellation(cancel);
+    let error = err(registry.dispatch(&canceled, "prefixed", json!({})).await);
+    assert_eq!(error.code(), "TOOL_CANCELED");
+    assert!(error.to_string().starts_with("Error: "), "{error}");
+    // Other tools keep the plain form; an unknown tool has no shape to take.
+    let plain = err(registry.dispatch(&ctx, "read", "[]").await);
+    assert!(
+        plain.to_string().starts_with("invalid arguments: "),
+        "{plain}"
+    );
+    let unknown = err(registry.dispatch(&ctx, "nope", "[]").await);
+    assert_eq!(unknown.to_string(), "unknown tool \"nope\"");
 }
 
 #[test]
