@@ -962,15 +962,19 @@ fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines()
     let damaged = text.replacen(r#""data":{"turn":1}}"#, r#""data":{"turn":1,}}"#, 1);
     assert_ne!(damaged, text);
     std::fs::write(&path, damaged).unwrap();
+    // A Lead log damaged at the journal level is a failed check (exit 1, README "Inspecting a
+    // Team"), named by the seq where the damage starts.
     let out = troupe(home.path())
         .args(["team", "verify", LEAD])
         .assert()
-        .code(2)
+        .code(1)
         .stdout("");
     let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("line 3") && err.contains("completed turn follows"),
+        err.contains("invalid at seq 1:")
+            && err.contains("line 3")
+            && err.contains("completed turn follows"),
         "{err}"
     );
     let out = troupe(home.path())
