@@ -985,6 +985,42 @@ fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines()
     assert_eq!(view["tasks"][0]["id"], "task-1");
 }
 
+/// A non-Team line whose envelope and JSON are fine but whose payload a resume cannot decode:
+/// `troupe resume` refuses the log, so `team verify` fails on it too (exit 1, naming the
+/// event), while `team show`, which decodes only the Team lines, still shows the board.
+#[test]
+fn verify_fails_on_a_line_a_resume_could_not_replay() {
+    let home = tempfile::tempdir().unwrap();
+    write_lead(
+        home.path(),
+        &[
+            task("task-1", 1, "pending", &[]),
+            ("tool/result", json!({"bogus": true})),
+            task("task-1", 2, "deleted", &[]),
+        ],
+    );
+    let out = troupe(home.path())
+        .args(["team", "verify", LEAD])
+        .assert()
+        .code(1)
+        .stdout("");
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "troupe: team verify {LEAD}: FAILED at seq 3 (tool/result): the event cannot be \
+             replayed by a resume: missing field"
+        )),
+        "{err}"
+    );
+    let out = troupe(home.path())
+        .args(["team", "show", LEAD, "--json", "--all"])
+        .assert()
+        .success();
+    let view: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(view["tasks"][0]["status"], "deleted");
+}
+
 #[test]
 fn show_reads_a_lead_log_another_process_is_writing() {
     let home = tempfile::tempdir().unwrap();
