@@ -31,7 +31,15 @@
 //! - quiet mail (`send_message`) never adds a turn or a step that matters: a text step or a
 //!   next step claims it, whenever it arrives;
 //! - the `wait_agent` calls return at whatever Team change comes first (or at once when nobody
-//!   else runs); their results never change what happens next.
+//!   else runs); their results never change what happens next;
+//! - every `edit` that needs a fresh read is in the same step as that `read` (one model reply
+//!   with both calls, run in order). File observations live in memory only, so a member resumed
+//!   after a Ctrl-C or a crash has read nothing (`FS_NOT_OBSERVED`); a real model reads again,
+//!   a script cannot. A stop between steps therefore never separates an edit from its read:
+//!   the step is either taken whole after the resume or was taken whole before. (beta's
+//!   deliberately stale first edit relies on its read of turn 1; after a resume in between it
+//!   is refused as `FS_NOT_OBSERVED` instead, and the read + edit step that follows repairs
+//!   it the same way.)
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -36,7 +36,11 @@ pub(crate) enum TeamCommand {
     /// Show a Team's roster, task board and pending messages, folded from the Lead's log.
     ///
     /// Works offline and while the Team runs (the log is read without locking it). Offline, a
-    /// teammate's status is `inactive`, `provisioning` or `failed`.
+    /// teammate's status is `inactive`, `provisioning` or `failed`. Only the Team lines are
+    /// decoded; of the other lines just the envelope (seq, time, type) is checked, so damage
+    /// inside them is found by `team verify` only. Exit 1 naming the first bad event (`seq N
+    /// (type): reason`) when the log breaks a Team rule or is damaged; exit 2 for an unknown
+    /// session, a teammate's session or a session without a Team.
     Show {
         /// The Lead's session id (see `troupe sessions`).
         session: String,
@@ -49,8 +53,10 @@ pub(crate) enum TeamCommand {
     },
     /// Replay the Lead's log with every Team invariant and check each teammate's session.
     ///
-    /// Exit 0 with a one-line summary, or exit 1 naming the first violation (`seq N (type):
-    /// reason`).
+    /// Checks every line of the Lead's log (as `troupe log` does), replays it as `troupe resume`
+    /// would, then checks each active teammate's session. Exit 0 with a one-line summary, or
+    /// exit 1 naming the first violation (`seq N (type): reason`); exit 2 for an unknown
+    /// session, a teammate's session or a session without a Team.
     Verify {
         /// The Lead's session id (see `troupe sessions`).
         session: String,
@@ -443,7 +449,11 @@ fn with_notes(rows: Vec<String>, notes: &[(usize, Vec<String>)]) -> Vec<String> 
 /// `troupe team verify SESSION`.
 fn verify(journal: &Journal, session: &str) -> Result<(), Failure> {
     let lead = load_team(journal, session, "verify", LineCheck::Full)?;
-    if let Some(violation) = check_teammates(journal, &lead) {
+    let violation = match replay_lead(journal, &lead) {
+        Some(violation) => Some(violation),
+        None => check_teammates(journal, &lead),
+    };
+    if let Some(violation) = violation {
         return Err(Failure::work(anyhow!(
             "team verify {}: FAILED at {violation}",
             lead.id
@@ -487,6 +497,47 @@ fn verify(journal: &Journal, session: &str) -> Result<(), Failure> {
     writeln!(out, "{line}").context("writing output")?;
     out.flush().context("writing output")?;
     Ok(())
+}
+
+/// Replays the Lead's own log as `troupe resume` does (every runtime event's payload decoded
+/// into the model history, the inbox and the turns), so a log that `verify` passes can be
+/// resumed. Returns the first event that does not replay, as `seq N (type): reason`.
+///
+/// The log is read a second time, streamed; a journal error here (the file changed under us)
+/// is reported the same way, at the seq the first pass ended.
+fn replay_lead(journal: &Journal, lead: &LeadLog) -> Option<String> {
+    let mut transcript = Transcript::new(lead.summary.header.seed_len());
+    let mut problem: Option<String> = None;
+    let read = journal.read_each(&lead.id, &mut |event| {
+        if problem.is_some() || event.seq.0 >= lead.summary.next_seq.0 {
+            return;
+        }
+        if let Err(e) = transcript.apply(&event) {
+            problem = Some(match e {
+                troupe_runtime::RuntimeError::InvalidEvent { seq, kind, reason } => format!(
+                    "seq {seq} ({}): the event cannot be replayed by a resume: {}",
+                    escape_controls(&kind),
+                    escape_controls(&reason)
+                ),
+                other => format!(
+                    "seq {} ({}): the event cannot be replayed by a resume: {}",
+                    event.seq,
+                    escape_controls(&event.kind),
+                    escape_controls(&other.to_string())
+                ),
+            });
+        }
+    });
+    match read {
+        Ok(_) => problem,
+        Err(e) => problem.or_else(|| {
+            Some(format!(
+                "seq {}: the Lead's log cannot be read again: {}",
+                lead.summary.next_seq,
+                escape_controls(&e.to_string())
+            ))
+        }),
+    }
 }
 
 /// Checks every `active` teammate's child session: it exists, names the Lead as its

@@ -187,10 +187,11 @@ impl TeamProjection {
     }
 
     /// Records whether a process holds the session file of `id` (the Lead or a member).
+    ///
+    /// Unlike the log's events, this is still recorded after a failure: a damaged log frozen
+    /// inside an open turn is `running` only while a process holds the file, so a finished or
+    /// crashed session with a damaged log shows its members `inactive`, not `running`.
     pub fn set_resident(&mut self, id: &SessionId, resident: Option<bool>) {
-        if self.failure.is_some() {
-            return;
-        }
         let activity = if id == self.state.id().lead_id() {
             &mut self.lead
         } else {

@@ -595,6 +595,86 @@ fn a_paced_demo_stopped_by_ctrl_c_names_the_resume_command_once() {
     assert!(unittest(&workspace).0);
 }
 
+/// The session file of the member named `name` in `home` (by its own `agent/config`).
+fn member_file(home: &Path, name: &str) -> Option<PathBuf> {
+    let dir = std::fs::read_dir(home.join("sessions")).ok()?;
+    dir.flatten().map(|e| e.path()).find(|path| {
+        path.extension().is_some_and(|e| e == "jsonl")
+            && read_events(path)
+                .iter()
+                .any(|e| e["type"] == "agent/config" && e["data"]["name"] == name)
+    })
+}
+
+/// File observations live in memory (a resumed member has read nothing yet: `FS_NOT_OBSERVED`
+/// until it reads again), and a script cannot re-read on its own, so every scripted `edit` is
+/// in the same step as the `read` it relies on. A Ctrl-C while alpha waits for its next model
+/// reply after reading `counting.py` therefore leaves nothing half done: the resume (without a
+/// pace) finishes the work and the project's tests pass. (With the read and the edit in two
+/// steps, the resumed alpha's edit was refused and the tests still failed after the resume.)
+#[test]
+fn a_demo_stopped_by_ctrl_c_after_a_teammates_read_is_finished_by_resume() {
+    let root = Root::new();
+    let home = root.home();
+    let workspace = root.path("demo");
+    let mut child: Child = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(&home)
+        .env_remove("TROUPE_HOME")
+        .args(["demo", "--pace", "400", "--workspace"])
+        .arg(&workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
+        text
+    });
+    // alpha has read counting.py and waits out the pace of its next model reply.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let waiting = member_file(&home, "alpha").is_some_and(|path| {
+            let events = read_events(&path);
+            let read = events
+                .iter()
+                .position(|e| e["type"] == "tool/result" && e["data"]["name"] == "read");
+            read.is_some_and(|at| events[at..].iter().any(|e| e["type"] == "request/header"))
+        });
+        if waiting {
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("troupe demo exited ({status}) before alpha read counting.py");
+        }
+        assert!(Instant::now() < deadline, "alpha never read counting.py");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let status = child.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let id = session_of(&err);
+    assert!(!unittest(&workspace).0, "stopped before the work was done");
+    let out = root.troupe().args(["resume", &id]).assert().success();
+    let (passed, output) = unittest(&workspace);
+    assert!(passed, "{output}\n{}", stderr(&out));
+    let alpha = member_id(&root, &id, "alpha");
+    let codes: Vec<String> = tool_results(&root.log(&alpha))
+        .into_iter()
+        .filter_map(|(_, _, code, _)| code)
+        .collect();
+    assert!(
+        !codes.iter().any(|c| c == "FS_NOT_OBSERVED"),
+        "alpha's edit relied on a read from before the resume: {codes:?}"
+    );
+    assert!(root.verify(&id).contains(": OK: "));
+}
+
 #[test]
 fn a_bad_pace_is_refused_before_anything_is_written() {
     let root = Root::new();

@@ -962,6 +962,8 @@ fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines()
     let damaged = text.replacen(r#""data":{"turn":1}}"#, r#""data":{"turn":1,}}"#, 1);
     assert_ne!(damaged, text);
     std::fs::write(&path, damaged).unwrap();
+    // A Lead log damaged at the journal level is a failed check (exit 1, README "Inspecting a
+    // Team"), named by the seq where the damage starts.
     let out = troupe(home.path())
         .args(["team", "verify", LEAD])
         .assert()
@@ -970,7 +972,9 @@ fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines()
     let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("line 3") && err.contains("completed turn follows"),
+        err.contains("invalid at seq 1:")
+            && err.contains("line 3")
+            && err.contains("completed turn follows"),
         "{err}"
     );
     let out = troupe(home.path())
@@ -979,6 +983,42 @@ fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines()
         .success();
     let view: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(view["tasks"][0]["id"], "task-1");
+}
+
+/// A non-Team line whose envelope and JSON are fine but whose payload a resume cannot decode:
+/// `troupe resume` refuses the log, so `team verify` fails on it too (exit 1, naming the
+/// event), while `team show`, which decodes only the Team lines, still shows the board.
+#[test]
+fn verify_fails_on_a_line_a_resume_could_not_replay() {
+    let home = tempfile::tempdir().unwrap();
+    write_lead(
+        home.path(),
+        &[
+            task("task-1", 1, "pending", &[]),
+            ("tool/result", json!({"bogus": true})),
+            task("task-1", 2, "deleted", &[]),
+        ],
+    );
+    let out = troupe(home.path())
+        .args(["team", "verify", LEAD])
+        .assert()
+        .code(1)
+        .stdout("");
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "troupe: team verify {LEAD}: FAILED at seq 3 (tool/result): the event cannot be \
+             replayed by a resume: missing field"
+        )),
+        "{err}"
+    );
+    let out = troupe(home.path())
+        .args(["team", "show", LEAD, "--json", "--all"])
+        .assert()
+        .success();
+    let view: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(view["tasks"][0]["status"], "deleted");
 }
 
 #[test]

@@ -74,3 +74,22 @@ fn a_turn_left_open_by_a_process_that_is_gone_is_not_running() {
     projection.set_resident(&sid(ALPHA), Some(true));
     assert_eq!(status(&projection), "idle");
 }
+
+#[test]
+fn a_log_that_stops_folding_inside_an_open_turn_is_running_only_while_a_process_holds_it() {
+    let mut projection = TeamProjection::new(sid(LEAD));
+    projection.apply_lead(&stored(0, turn_start(1)));
+    projection.apply_lead(&stored(1, task("task-1", 2, "pending", None, &[], &[])));
+    assert!(projection.failure().is_some());
+    let lead =
+        |p: &TeamProjection| serde_json::to_value(&p.view().members[0]).unwrap()["status"].clone();
+    // The turn the damage froze is open; nobody holds the file (a finished or crashed run).
+    projection.set_resident(&sid(LEAD), Some(false));
+    assert_eq!(lead(&projection), "inactive");
+    assert!(
+        projection.take_view().is_some(),
+        "the status change is shown"
+    );
+    projection.set_resident(&sid(LEAD), Some(true));
+    assert_eq!(lead(&projection), "running");
+}

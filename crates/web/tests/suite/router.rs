@@ -289,6 +289,35 @@ async fn a_log_that_stops_folding_shows_the_failure_beside_the_last_valid_state(
     );
 }
 
+/// A finished session whose Lead log breaks a Team rule inside a turn: the fold stops there,
+/// with the turn open, but no process holds the file, so the Lead is not `running`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_that_stops_folding_inside_a_turn_nobody_runs_shows_the_lead_inactive() {
+    let home = Home::new();
+    let lead = home.lead(LEAD);
+    append(
+        &lead,
+        vec![
+            turn_start(1),
+            task("task-1", 1, "pending", None, &[], &[]),
+            task("task-1", 3, "completed", None, &[], &[]),
+            turn_end(1),
+        ],
+    );
+    drop(lead);
+    let (status, body) = get(&home.router(), "/api/sessions/lead-1/team").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body["failure"]
+            .as_str()
+            .unwrap()
+            .starts_with("seq 3 (team/task)")
+    );
+    if std::fs::read_to_string("/proc/locks").is_ok() {
+        assert_eq!(body["members"][0]["status"], "inactive", "{body}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_file_shows_the_failure_beside_the_last_valid_state() {
     let home = Home::new();
