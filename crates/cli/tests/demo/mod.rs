@@ -797,7 +797,7 @@ fn sleep_then_mark(seconds: u32, name: &str) -> Value {
 /// so every member keeps its turns):
 /// - the Lead spawns `scout` first (a teammate nothing depends on: a kill right after its
 ///   provisioning record may leave it `active` or `failed`, depending on whether its prompt was
-///   durable), then sleeps 1 s, so the kill lands before beta's provisioning;
+///   durable), then sleeps 3 s (margin for a loaded machine), so the kill lands before beta's provisioning;
 /// - the Lead's second turn starts with a 1 s sleep, so a kill right after beta's first queued
 ///   message lands before alpha's provisioning;
 /// - alpha starts with a 2 s sleep, during which the Lead waits (`wait_agent`);
@@ -849,7 +849,7 @@ fn crash_script(dir: &Path) -> PathBuf {
                 "spawn_teammate",
                 json!({"name": "scout", "description": "Says hello", "prompt": "Say hello."}),
             ),
-            sleep(1),
+            sleep(3),
         ],
     );
     insert(
