@@ -98,7 +98,7 @@ function drawSessions() {
   const wanted = state.lead;
   select.replaceChildren(
     ...roots.map((s) => {
-      const team = s.teamSize ? `team of ${s.teamSize + 1}` : "no team";
+      const team = s.teamSize ? `lead + ${s.teamSize} teammate${s.teamSize === 1 ? "" : "s"}` : "no team";
       return el("option", { value: s.id, text: `${s.id.slice(0, 8)} · ${team} · ${ago(s.lastActivity)} · ${s.cwd || ""}` });
     }),
   );
