@@ -195,6 +195,7 @@ impl OpenAiClient {
                         finish_reason: outcome.finish_reason,
                         model: outcome.model,
                         attempts,
+                        truncated_calls: outcome.truncated_calls,
                     });
                 }
                 Err(AttemptFailure { status, error }) => {

@@ -126,9 +126,12 @@ pub enum LlmError {
         message: String,
     },
 
-    /// `LLM_TRUNCATED_TOOL_CALL`: a tool call's argument string is not valid JSON (typically cut
-    /// by the output token limit). The call is never dispatched with made-up arguments.
-    /// Returned by the HTTP client. Never retried.
+    /// `LLM_TRUNCATED_TOOL_CALL`: a tool call's argument string is not valid JSON. The call is
+    /// never dispatched with made-up arguments. Returned by the HTTP client when the answer was
+    /// *not* cut by the output token limit (a call cut by `finish_reason: length` is returned as
+    /// a [`TruncatedCall`](crate::TruncatedCall) instead), and built by callers that give up on
+    /// repeatedly truncated answers ([`TruncatedCall::to_error`](crate::TruncatedCall::to_error)).
+    /// Never retried.
     #[error(
         "the model's call of tool `{name}` (id {id}) has truncated or invalid JSON arguments ({arguments_len} bytes{finish}): {reason}",
         finish = finish_reason.as_deref().map(|reason| format!(", finish_reason {reason}")).unwrap_or_default()

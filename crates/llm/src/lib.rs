@@ -21,9 +21,13 @@
 //! # Invariants
 //! - An API key appears only in the `Authorization` header: [`ApiKey`] prints `***`, and no
 //!   serializable type holds one.
-//! - A tool call whose arguments are not valid JSON is never returned: the call fails with
-//!   [`LlmError::TruncatedToolCall`]. An *empty* argument string is read as `{}` only when the
-//!   stream finished normally (`[DONE]` or a finish reason) and not with `finish_reason: length`.
+//! - A tool call whose arguments are not valid JSON is never returned as a [`ToolCall`]. When the
+//!   output token limit cut it (`finish_reason: length`), the call is returned in
+//!   [`ModelResponse::truncated_calls`] (a [`TruncatedCall`]: raw text, never to be run) and the
+//!   rest of the answer is returned as usual; any other invalid argument string fails the call
+//!   with [`LlmError::TruncatedToolCall`]. An *empty* argument string is read as `{}` only when
+//!   the stream finished normally (`[DONE]` or a finish reason) and not with
+//!   `finish_reason: length`.
 //! - Stream parsing does not depend on how the bytes were split into chunks.
 
 mod classify;
@@ -49,7 +53,7 @@ pub use provider::{BoxFuture, EventLog, ModelProvider, NoopObserver, StreamObser
 pub use script::{ScriptedAgent, ScriptedProvider};
 pub use types::{
     AssistantMessage, Attempt, AttemptError, ChatMessage, ChatRequest, FinishReason, ModelResponse,
-    StreamEvent, ToolCall, ToolSpec, Usage,
+    StreamEvent, ToolCall, ToolSpec, TruncatedCall, Usage,
 };
 
 /// Gives each agent its model provider, from one resolved configuration.

@@ -363,6 +363,7 @@ impl ModelProvider for ScriptedAgent {
                     error: None,
                     retry_delay_ms: None,
                 }],
+                truncated_calls: Vec::new(),
             })
         })
     }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::classify::classify_error_object;
 use crate::error::LlmError;
 use crate::provider::StreamObserver;
-use crate::types::{AssistantMessage, FinishReason, StreamEvent, ToolCall, Usage};
+use crate::types::{AssistantMessage, FinishReason, StreamEvent, ToolCall, TruncatedCall, Usage};
 
 /// One dispatched server-sent event: its `event` name (if any) and its `data` lines joined by
 /// `\n`.
@@ -135,6 +135,9 @@ pub struct StreamOutcome {
     pub finish_reason: Option<FinishReason>,
     /// The model name the server reported.
     pub model: Option<String>,
+    /// Tool calls cut by the output token limit, not in `message` (see
+    /// [`ModelResponse::truncated_calls`](crate::ModelResponse::truncated_calls)).
+    pub truncated_calls: Vec<TruncatedCall>,
 }
 
 /// An incremental parser of a streamed chat completion (`stream: true`).
@@ -189,10 +192,11 @@ impl ChatStreamParser {
     /// Ends the stream (the connection closed, or `[DONE]` arrived) and builds the outcome.
     ///
     /// Fails with [`LlmError::StreamDropped`] when neither `[DONE]` nor a `finish_reason` was
-    /// seen. A tool call whose argument string is not valid JSON fails with
-    /// [`LlmError::TruncatedToolCall`]; an empty argument string reads as `{}` only when the
-    /// stream finished normally and not because of the output token limit
-    /// (`finish_reason: length`). A tool call without a name fails with [`LlmError::Protocol`].
+    /// seen. A tool call whose argument string is not valid JSON is a
+    /// [`TruncatedCall`] of the outcome when the finish reason is `length` (the output token
+    /// limit cut it), and fails with [`LlmError::TruncatedToolCall`] otherwise; an empty
+    /// argument string reads as `{}` only when the stream finished normally and not because of
+    /// the output token limit. A tool call without a name fails with [`LlmError::Protocol`].
     pub fn finish(mut self, observer: &mut dyn StreamObserver) -> Result<StreamOutcome, LlmError> {
         if !self.done {
             self.sse.finish(&mut self.events);
@@ -472,6 +476,7 @@ impl Accumulator {
     fn build(self) -> Result<StreamOutcome, LlmError> {
         let cut_by_length = self.finish_reason == Some(FinishReason::Length);
         let mut tool_calls = Vec::with_capacity(self.calls.len());
+        let mut truncated_calls = Vec::new();
         for (position, partial) in self.calls.into_iter().enumerate() {
             let id = if partial.id.is_empty() {
                 format!("call_{position}")
@@ -489,20 +494,38 @@ impl Accumulator {
                 // arguments": some servers send nothing for argument-less tools.
                 Value::Object(Default::default())
             } else {
-                serde_json::from_str::<Value>(raw).map_err(|error| LlmError::TruncatedToolCall {
-                    id: id.clone(),
-                    name: partial.name.clone(),
-                    arguments_len: partial.arguments.len(),
-                    finish_reason: self
-                        .finish_reason
-                        .as_ref()
-                        .map(|reason| reason.as_str().to_owned()),
-                    reason: if raw.is_empty() {
-                        "the argument string is empty".to_owned()
-                    } else {
-                        error.to_string()
-                    },
-                })?
+                match serde_json::from_str::<Value>(raw) {
+                    Ok(arguments) => arguments,
+                    Err(error) => {
+                        let reason = if raw.is_empty() {
+                            "the argument string is empty".to_owned()
+                        } else {
+                            error.to_string()
+                        };
+                        if cut_by_length {
+                            // The output limit cut this call: the caller decides what to do
+                            // with it; it is never returned as a runnable call.
+                            truncated_calls.push(TruncatedCall {
+                                position,
+                                id,
+                                name: partial.name,
+                                arguments: partial.arguments,
+                                reason,
+                            });
+                            continue;
+                        }
+                        return Err(LlmError::TruncatedToolCall {
+                            id,
+                            name: partial.name,
+                            arguments_len: partial.arguments.len(),
+                            finish_reason: self
+                                .finish_reason
+                                .as_ref()
+                                .map(|reason| reason.as_str().to_owned()),
+                            reason,
+                        });
+                    }
+                }
             };
             tool_calls.push(ToolCall {
                 id,
@@ -519,6 +542,7 @@ impl Accumulator {
             usage: self.usage,
             finish_reason: self.finish_reason,
             model: self.model,
+            truncated_calls,
         })
     }
 }

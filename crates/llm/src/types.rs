@@ -106,8 +106,10 @@ impl AssistantMessage {
 /// Wire shape: `{"id":"…","type":"function","function":{"name":"…","arguments":"<compact JSON>"}}`.
 /// Deserializing accepts `arguments` as a JSON string (the standard) or as an inline JSON value
 /// (some servers); an empty string reads as `{}`. A string that is not valid JSON fails to
-/// deserialize: a recorded call always has valid arguments, because the client refuses truncated
-/// ones ([`LlmError::TruncatedToolCall`](crate::LlmError::TruncatedToolCall)).
+/// deserialize: a recorded call always has valid arguments, because the client never returns
+/// a call with invalid ones as a `ToolCall` (a call cut by the output token limit is a
+/// [`TruncatedCall`]; other invalid arguments are
+/// [`LlmError::TruncatedToolCall`](crate::LlmError::TruncatedToolCall)).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "WireToolCall", into = "WireToolCall")]
 pub struct ToolCall {
@@ -422,6 +424,49 @@ pub struct ModelResponse {
     pub model: Option<String>,
     /// Every attempt of this call, the successful last one included.
     pub attempts: Vec<Attempt>,
+    /// The tool calls the output token limit cut (`finish_reason: length`) while their
+    /// arguments were being written, in stream order; empty otherwise. They are *not* in
+    /// [`ModelResponse::message`]'s `tool_calls` (which only ever holds calls with valid
+    /// arguments); see [`TruncatedCall`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub truncated_calls: Vec<TruncatedCall>,
+}
+
+/// A tool call the model started but could not finish: the answer was cut by the output token
+/// limit (`finish_reason: length`) while the call's argument string was being written, so it
+/// is not valid JSON (or is empty). Such a call must never run.
+///
+/// The runtime records it and answers it with a tool error (`TOOL_ARGUMENTS_TRUNCATED`), so the
+/// model can retry with smaller arguments. Serialized in camelCase:
+/// `{"position","id","name","arguments","reason"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TruncatedCall {
+    /// Index of the call among all the calls of the answer, in stream order (complete and
+    /// truncated ones counted together, from 0).
+    pub position: usize,
+    /// The call id (`call_<position>` when the server sent none).
+    pub id: String,
+    /// The tool name.
+    pub name: String,
+    /// The argument text exactly as it arrived (not valid JSON; possibly empty).
+    pub arguments: String,
+    /// The JSON parser's complaint, or `the argument string is empty`.
+    pub reason: String,
+}
+
+impl TruncatedCall {
+    /// The call as [`LlmError::TruncatedToolCall`](crate::LlmError::TruncatedToolCall)
+    /// (`LLM_TRUNCATED_TOOL_CALL`), with finish reason `length`: what a caller reports when it
+    /// gives up on truncated answers.
+    pub fn to_error(&self) -> crate::LlmError {
+        crate::LlmError::TruncatedToolCall {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            arguments_len: self.arguments.len(),
+            finish_reason: Some(FinishReason::Length.as_str().to_owned()),
+            reason: self.reason.clone(),
+        }
+    }
 }
 
 /// A progress notification of a model call, delivered to a

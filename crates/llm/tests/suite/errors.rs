@@ -260,23 +260,22 @@ async fn an_already_cancelled_call_sends_nothing() {
     assert_eq!(server.request_count(), 0);
 }
 
+fn cut(finish: &str, arguments: &str) -> FakeResponse {
+    FakeResponse::sse(vec![
+        chunks::delta(
+            json!({"tool_calls": [{"index": 0, "id": "call_x", "type": "function",
+                             "function": {"name": "write", "arguments": arguments}}]}),
+        ),
+        chunks::finish(finish),
+    ])
+}
+
 #[tokio::test]
-async fn truncated_or_invalid_tool_call_arguments_are_typed_errors() {
-    let cut = |finish: &str, arguments: &str| {
-        FakeResponse::sse(vec![
-            chunks::delta(
-                json!({"tool_calls": [{"index": 0, "id": "call_x", "type": "function",
-                                 "function": {"name": "write", "arguments": arguments}}]}),
-            ),
-            chunks::finish(finish),
-        ])
-    };
+async fn invalid_tool_call_arguments_not_cut_by_the_output_limit_are_typed_errors() {
     let cases = [
-        cut("length", r#"{"path":"src/lib.rs","content":"fn ma"#),
         cut("tool_calls", r#"{"path":"src/lib.rs""#),
         cut("tool_calls", "not json"),
-        // Empty arguments are `{}` only when the stream was not cut by the token limit.
-        cut("length", ""),
+        cut("stop", r#"{"path":"#),
     ];
     for response in cases {
         let (error, requests) = error_of(response).await;
@@ -290,6 +289,71 @@ async fn truncated_or_invalid_tool_call_arguments_are_typed_errors() {
         assert!(error.to_string().contains("`write`"), "{error}");
         assert_eq!(requests, 1);
     }
+}
+
+#[tokio::test]
+async fn calls_cut_by_the_output_limit_are_returned_apart_with_their_raw_arguments() {
+    // Alone, with unparseable or empty arguments (empty is `{}` only when not cut by `length`).
+    for arguments in [r#"{"path":"src/lib.rs","content":"fn ma"#, ""] {
+        let server = FakeOpenAi::start().unwrap();
+        server.push(cut("length", arguments));
+        let (result, _) = call(&client(&server), &simple_request()).await;
+        let response = result.unwrap();
+        assert!(response.message.tool_calls.is_empty());
+        assert_eq!(
+            response.finish_reason,
+            Some(troupe_llm::FinishReason::Length)
+        );
+        assert_eq!(
+            response.truncated_calls,
+            vec![troupe_llm::TruncatedCall {
+                position: 0,
+                id: "call_x".to_owned(),
+                name: "write".to_owned(),
+                arguments: arguments.to_owned(),
+                reason: response.truncated_calls[0].reason.clone(),
+            }]
+        );
+        assert!(!response.truncated_calls[0].reason.is_empty());
+        let error = response.truncated_calls[0].to_error();
+        assert_eq!(error.code(), "LLM_TRUNCATED_TOOL_CALL");
+        assert!(
+            error.to_string().contains("finish_reason length"),
+            "{error}"
+        );
+        assert_eq!(server.request_count(), 1);
+    }
+    // After a complete call: the complete one is returned as usual, in its place.
+    let server = FakeOpenAi::start().unwrap();
+    server.push(FakeResponse::sse(vec![
+        chunks::delta(json!({"content": "writing both"})),
+        chunks::delta(json!({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                            "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}}]})),
+        chunks::delta(json!({"tool_calls": [{"index": 1, "id": "c2", "type": "function",
+                            "function": {"name": "write", "arguments": "{\"path\":\"b\",\"content\":\"x"}}]})),
+        chunks::finish("length"),
+    ]));
+    let (result, _) = call(&client(&server), &simple_request()).await;
+    let response = result.unwrap();
+    assert_eq!(response.message.content.as_deref(), Some("writing both"));
+    assert_eq!(
+        response.message.tool_calls,
+        vec![troupe_llm::ToolCall::new(
+            "c1",
+            "read",
+            json!({"path": "a"})
+        )]
+    );
+    assert_eq!(response.truncated_calls.len(), 1);
+    let cut_call = &response.truncated_calls[0];
+    assert_eq!(
+        (
+            cut_call.position,
+            cut_call.id.as_str(),
+            cut_call.arguments.as_str()
+        ),
+        (1, "c2", r#"{"path":"b","content":"x"#)
+    );
 }
 
 #[tokio::test]

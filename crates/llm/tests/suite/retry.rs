@@ -322,7 +322,10 @@ async fn truncated_tool_call_is_not_retried() {
     server.push(FakeResponse::sse(stream));
     server.push(FakeResponse::text("never requested"));
     let (result, _) = call(&client(&server), &simple_request()).await;
-    let error = result.unwrap_err();
-    assert_eq!(error.code(), "LLM_TRUNCATED_TOOL_CALL");
+    // Returned as a truncated call (the caller decides), not retried.
+    let response = result.unwrap();
+    assert!(response.message.tool_calls.is_empty());
+    assert_eq!(response.truncated_calls.len(), 1);
+    assert_eq!(response.truncated_calls[0].id, "c1");
     assert_eq!(server.request_count(), 1);
 }

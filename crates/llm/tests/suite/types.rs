@@ -4,7 +4,7 @@
 use serde_json::json;
 use troupe_llm::{
     AssistantMessage, Attempt, AttemptError, ChatMessage, ChatRequest, FinishReason, ModelResponse,
-    StreamEvent, ToolCall, ToolSpec, Usage,
+    StreamEvent, ToolCall, ToolSpec, TruncatedCall, Usage,
 };
 
 fn round_trip<T>(value: &T, expected: serde_json::Value)
@@ -117,6 +117,13 @@ fn responses_events_and_finish_reasons() {
                     retry_delay_ms: None,
                 },
             ],
+            truncated_calls: vec![TruncatedCall {
+                position: 1,
+                id: "c2".to_owned(),
+                name: "write".to_owned(),
+                arguments: "{\"path\":".to_owned(),
+                reason: "EOF while parsing".to_owned(),
+            }],
         },
         json!({
             "message": {"content": "ok"},
@@ -126,6 +133,9 @@ fn responses_events_and_finish_reasons() {
             "attempts": [
                 {"number": 1, "status": 429, "error": {"code": "LLM_RATE_LIMITED", "message": "slow down"}, "retryDelayMs": 1000},
                 {"number": 2, "status": 200}
+            ],
+            "truncatedCalls": [
+                {"position": 1, "id": "c2", "name": "write", "arguments": "{\"path\":", "reason": "EOF while parsing"}
             ]
         }),
     );
