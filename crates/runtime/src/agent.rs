@@ -20,8 +20,8 @@ use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use troupe_journal::SessionWriter;
 use troupe_llm::{
-    ChatMessage, ChatRequest, LlmError, ModelProvider, ModelResponse, StreamEvent, StreamObserver,
-    ToolSpec,
+    AssistantMessage, ChatMessage, ChatRequest, LlmError, ModelProvider, ModelResponse,
+    StreamEvent, StreamObserver, ToolCall, ToolSpec, TruncatedCall,
 };
 use troupe_protocol::{
     ErrorCode, Event, EventDraft, MessageId, SessionId, UserMessage, event_types as ty,
@@ -722,15 +722,25 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
             Err(_) if cancel.is_cancelled() => break Outcome::Aborted,
             Err(e) => break Outcome::Failed(e),
         };
-        let calls = response.message.tool_calls.clone();
+        if let Some(first) = response.truncated_calls.first() {
+            let streak = lock(&inner.state).transcript.truncated_replies_in_a_row();
+            if streak + 1 >= MAX_TRUNCATED_REPLIES_IN_A_ROW {
+                // The model keeps running out of output: stop as a failed model call (the
+                // answer is not recorded, as for any failed call).
+                break Outcome::Failed(first.to_error());
+            }
+        }
+        let (message, cut) = with_truncated_calls(response.message, &response.truncated_calls);
+        let calls = message.tool_calls.clone();
         {
             let mut st = lock(&inner.state);
             let rec = AssistantRecord {
                 turn,
                 step,
-                message: response.message,
+                message,
                 usage: response.usage,
                 finish_reason: response.finish_reason,
+                truncated_calls: response.truncated_calls,
             };
             inner.record(
                 &mut st,
@@ -745,9 +755,33 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
         if calls.is_empty() {
             break Outcome::Completed;
         }
-        for call in &calls {
+        for (call, cut) in calls.iter().zip(&cut) {
             if cancel.is_cancelled() {
                 break;
+            }
+            if let Some(cut) = cut {
+                // Cut by the output limit: never run; the model is told why (no `tool/call`,
+                // which means "about to run").
+                inner.progress(Progress::ToolStarted {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    summary: format!("(arguments cut after {} bytes)", cut.arguments.len()),
+                });
+                let rec = truncated_call_result(turn, step, cut);
+                {
+                    let mut st = lock(&inner.state);
+                    inner.record(
+                        &mut st,
+                        vec![EventDraft::new(ty::TOOL_RESULT, to_value(&rec))],
+                    )?;
+                }
+                inner.progress(Progress::ToolFinished {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    is_error: true,
+                    code: rec.code,
+                });
+                continue;
             }
             {
                 let mut st = lock(&inner.state);
@@ -926,6 +960,60 @@ fn claim(st: &mut State, opening: bool) -> Vec<EventDraft> {
         drafts.push(EventDraft::new(ty::USER_MESSAGE, to_value(&msg)));
     }
     drafts
+}
+
+/// How many model answers in a row within one turn may have tool calls cut by the output token
+/// limit. Each of the first `MAX − 1` is recorded and its cut calls are answered with
+/// `TOOL_ARGUMENTS_TRUNCATED` tool errors (the turn goes on); the `MAX`-th fails the turn with
+/// `LLM_TRUNCATED_TOOL_CALL` (the answer is not recorded), so a model that cannot shorten its
+/// output cannot loop forever. An answer without cut calls resets the count, as does a new turn.
+pub const MAX_TRUNCATED_REPLIES_IN_A_ROW: usize = 3;
+
+/// The tool-result code of a call cut by the output token limit.
+pub const TOOL_ARGUMENTS_TRUNCATED: &str = "TOOL_ARGUMENTS_TRUNCATED";
+
+/// The message as recorded and sent back: the complete calls of `message` with each cut call
+/// put back at its position, with `{}` as arguments (a valid placeholder: some servers parse
+/// the arguments of earlier calls, and re-sending the cut text would only cost context). The
+/// second list tells, call by call, which ones were cut.
+fn with_truncated_calls(
+    mut message: AssistantMessage,
+    truncated: &[TruncatedCall],
+) -> (AssistantMessage, Vec<Option<TruncatedCall>>) {
+    let mut cut: Vec<Option<TruncatedCall>> = vec![None; message.tool_calls.len()];
+    let mut ordered: Vec<&TruncatedCall> = truncated.iter().collect();
+    ordered.sort_by_key(|t| t.position);
+    for t in ordered {
+        let at = t.position.min(message.tool_calls.len());
+        message
+            .tool_calls
+            .insert(at, ToolCall::new(t.id.clone(), t.name.clone(), json!({})));
+        cut.insert(at, Some(t.clone()));
+    }
+    (message, cut)
+}
+
+/// The tool error answering a call cut by the output token limit (`TOOL_ARGUMENTS_TRUNCATED`).
+fn truncated_call_result(turn: u64, step: u64, cut: &TruncatedCall) -> ToolResultRecord {
+    let message = format!(
+        "Error: your reply reached the output token limit while writing the arguments of this \
+         \"{}\" call ({} bytes arrived, cut off before the end), so the call was not run. Retry \
+         with smaller arguments: split the work into several calls, e.g. write a large file in \
+         parts (a first part, then the rest in further calls).",
+        cut.name,
+        cut.arguments.len()
+    );
+    ToolResultRecord {
+        turn,
+        step,
+        call_id: cut.id.clone(),
+        name: cut.name.clone(),
+        is_error: true,
+        code: Some(TOOL_ARGUMENTS_TRUNCATED.to_owned()),
+        content: json!({"code": TOOL_ARGUMENTS_TRUNCATED, "message": message}).to_string(),
+        message_id: None,
+        source_event_seqs: Vec::new(),
+    }
 }
 
 fn build_request(inner: &Inner, transcript: &Transcript) -> ChatRequest {

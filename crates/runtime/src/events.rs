@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use troupe_llm::{AssistantMessage, Attempt, FinishReason, ModelSpec, Usage};
+use troupe_llm::{AssistantMessage, Attempt, FinishReason, ModelSpec, TruncatedCall, Usage};
 use troupe_protocol::UserMessage;
 
 /// `turn/start {turn}`: turn numbers increase by one per turn within a log.
@@ -110,6 +110,13 @@ pub struct AssistantRecord {
     /// Why the model stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<FinishReason>,
+    /// The tool calls the output token limit cut while their arguments were being written
+    /// (`finish_reason: length`), with their argument text exactly as it arrived. Each one is
+    /// also in `message.tool_calls`, at its `position`, with `{}` as its arguments (what later
+    /// requests send: servers may refuse invalid JSON there), is answered by a
+    /// `TOOL_ARGUMENTS_TRUNCATED` tool result and never runs. Absent (empty) otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub truncated_calls: Vec<TruncatedCall>,
 }
 
 /// `model/attempt`: one failed attempt of a model call.

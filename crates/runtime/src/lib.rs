@@ -30,7 +30,10 @@ mod subagent;
 pub mod team;
 mod transcript;
 
-pub use agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, Progress};
+pub use agent::{
+    Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW,
+    Progress, TOOL_ARGUMENTS_TRUNCATED,
+};
 pub use error::RuntimeError;
 pub use events::{Profile, TurnEndReason};
 pub use prompt::{TeamRole, default_system_prompt, team_policy};

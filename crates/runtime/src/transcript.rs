@@ -59,6 +59,8 @@ pub struct Transcript {
     last_answer: Option<String>,
     accepted: HashSet<MessageId>,
     accepted_user: bool,
+    /// Consecutive `assistant/message`s of the open turn with truncated tool calls.
+    truncated_streak: usize,
     stats: TranscriptStats,
 }
 
@@ -136,6 +138,11 @@ impl Transcript {
                         self.stats.tokens_out += u.completion_tokens;
                     }
                 }
+                self.truncated_streak = if rec.truncated_calls.is_empty() {
+                    0
+                } else {
+                    self.truncated_streak + 1
+                };
                 self.step_calls.clone_from(&rec.message.tool_calls);
                 if let Some(text) = rec.message.content.as_ref().filter(|t| !t.is_empty()) {
                     self.last_text = Some(text.clone());
@@ -174,6 +181,7 @@ impl Transcript {
                 self.open_turn = Some(rec.turn);
                 self.open_step = None;
                 self.last_text = None;
+                self.truncated_streak = 0;
                 if own {
                     self.stats.turns += 1;
                 }
@@ -294,6 +302,15 @@ impl Transcript {
     /// its effect or may have had it, so its step counts as taken.
     pub fn spent_model_calls(&self) -> usize {
         self.model_calls - self.void_model_calls
+    }
+
+    /// How many model answers in a row, ending with the latest one of the current (or last)
+    /// turn, had tool calls cut by the output token limit (`truncatedCalls` of
+    /// `assistant/message`); 0 when the latest answer had none or no answer followed the last
+    /// `turn/start`. The turn loop fails the turn instead of recording one more such answer
+    /// when this would reach [`crate::MAX_TRUNCATED_REPLIES_IN_A_ROW`].
+    pub fn truncated_replies_in_a_row(&self) -> usize {
+        self.truncated_streak
     }
 
     /// The agent's recorded configuration (the latest `agent/config` of the own suffix).
@@ -480,6 +497,7 @@ mod tests {
                         },
                         usage: None,
                         finish_reason: None,
+                        truncated_calls: Vec::new(),
                     })
                     .unwrap(),
                 ),

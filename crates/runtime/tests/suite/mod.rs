@@ -6,4 +6,5 @@ mod support;
 mod team;
 mod team_bad_input;
 mod team_cases;
+mod truncation;
 mod turns;

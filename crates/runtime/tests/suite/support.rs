@@ -123,6 +123,7 @@ impl ModelProvider for TestModel {
                 finish_reason: Some(finish),
                 model: None,
                 attempts: Vec::new(),
+                truncated_calls: Vec::new(),
             })
         })
     }

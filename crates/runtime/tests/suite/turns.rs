@@ -500,6 +500,7 @@ impl ModelProvider for InterleavedCalls {
                     finish_reason: Some(FinishReason::Stop),
                     model: None,
                     attempts: Vec::new(),
+                    truncated_calls: Vec::new(),
                 });
             }
             for (index, part) in [
@@ -528,6 +529,7 @@ impl ModelProvider for InterleavedCalls {
                 finish_reason: Some(FinishReason::ToolCalls),
                 model: None,
                 attempts: Vec::new(),
+                truncated_calls: Vec::new(),
             })
         })
     }
