@@ -4,6 +4,8 @@
 //! model answers without tool calls. Every inbox mutation, claim, request, coalesced stream
 //! chunk, answer, tool call and tool result is appended to the log, so the agent's state is
 //! always the fold of its log ([`Transcript`]) and a crash loses at most what was not flushed.
+//! A tool call cut by the output token limit is answered with a `TOOL_ARGUMENTS_TRUNCATED`
+//! tool error instead of running, up to [`MAX_TRUNCATED_REPLIES_IN_A_ROW`] answers in a row.
 //!
 //! Inbox semantics follow REFERENCE b.2: `followup` → next turn (waking), `steer` → next step
 //! (waking), `inject` → next step (non-waking); at each step the whole next-step list is
