@@ -513,27 +513,20 @@ fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> 
     };
     let workspace = check_workspace(&workspace)?;
     let spec = absolute_script(ModelSpec::from_flags(&flags.model.flags())?)?;
-    let pace = flags.model.pace.for_model(&spec)?;
-    let ModelSetup {
-        factory: models,
-        secret_env,
-        secrets,
-    } = provider_factory(&spec, pace)?;
-    home.prepare()?;
-    Ok(WorkConfig {
-        home: home.dir,
-        home_flag: home.flag.map(Path::to_path_buf),
+    work_config(
+        home,
+        true,
         workspace,
         spec,
-        models,
-        secret_env,
-        secrets,
-        mode: output_mode(flags.json),
-        team: flags.team,
-        team_limits,
-        start: Start::New { prompt },
-        framing: Framing::default(),
-    })
+        &flags.model.pace,
+        RunShape {
+            json: flags.json,
+            team: flags.team,
+            team_limits,
+            start: Start::New { prompt },
+            framing: Framing::default(),
+        },
+    )
 }
 
 fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Failure> {
@@ -571,32 +564,25 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
     // The same order as `run`: the workspace, then the model, then the home.
     let workspace = check_workspace(Path::new(&recorded.workspace))?;
     let spec = absolute_script(recorded.model.with_overrides(&flags.model.flags())?)?;
-    let pace = flags.model.pace.for_model(&spec)?;
-    let ModelSetup {
-        factory: models,
-        secret_env,
-        secrets,
-    } = provider_factory(&spec, pace)?;
-    home.prepare()?;
     let stored = read_stored(&transcript, &replay.events);
-    Ok(WorkConfig {
-        home: home.dir,
-        home_flag: home.flag.map(Path::to_path_buf),
+    work_config(
+        home,
+        true,
         workspace,
         spec,
-        models,
-        secret_env,
-        secrets,
-        mode: output_mode(flags.json),
-        team,
-        team_limits,
-        start: Start::Resume {
-            id,
-            prompt,
-            stored: Box::new(stored),
+        &flags.model.pace,
+        RunShape {
+            json: flags.json,
+            team,
+            team_limits,
+            start: Start::Resume {
+                id,
+                prompt,
+                stored: Box::new(stored),
+            },
+            framing: Framing::default(),
         },
-        framing: Framing::default(),
-    })
+    )
 }
 
 /// `troupe demo`: a Team run of the script file `script` on `workspace`, exactly as
@@ -617,13 +603,55 @@ pub(crate) fn run_scripted_team(
         base_url: None,
         api_key_env: None,
     })?)?;
-    let pace = run.pace.for_model(&spec)?;
+    // The demo has prepared the home before writing its project.
+    let config = work_config(
+        home,
+        false,
+        workspace,
+        spec,
+        &run.pace,
+        RunShape {
+            json: run.json,
+            team: true,
+            team_limits: TeamLimits::default(),
+            start: Start::New { prompt },
+            framing,
+        },
+    )?;
+    execute(config)
+}
+
+/// How a validated run goes: what [`work_config`] takes besides the home, the workspace and
+/// the model.
+struct RunShape {
+    json: bool,
+    team: bool,
+    team_limits: TeamLimits,
+    start: Start,
+    framing: Framing,
+}
+
+/// The end of every validation (`run`, `resume`, the demo), in the documented order: the pace
+/// checked against the model, the model built (API key read, or script loaded and checked),
+/// then — when `prepare` — the home's directories created.
+fn work_config(
+    home: Home<'_>,
+    prepare: bool,
+    workspace: PathBuf,
+    spec: ModelSpec,
+    pace: &PaceArgs,
+    shape: RunShape,
+) -> Result<WorkConfig, Failure> {
+    let pace = pace.for_model(&spec)?;
     let ModelSetup {
         factory: models,
         secret_env,
         secrets,
     } = provider_factory(&spec, pace)?;
-    execute(WorkConfig {
+    if prepare {
+        home.prepare()?;
+    }
+    Ok(WorkConfig {
         home: home.dir,
         home_flag: home.flag.map(Path::to_path_buf),
         workspace,
@@ -631,11 +659,11 @@ pub(crate) fn run_scripted_team(
         models,
         secret_env,
         secrets,
-        mode: output_mode(run.json),
-        team: true,
-        team_limits: TeamLimits::default(),
-        start: Start::New { prompt },
-        framing,
+        mode: output_mode(shape.json),
+        team: shape.team,
+        team_limits: shape.team_limits,
+        start: shape.start,
+        framing: shape.framing,
     })
 }
 

@@ -6,6 +6,7 @@ use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use troupe_protocol::json_scan::{read_u64, skip_ws};
 use troupe_protocol::{Event, FORMAT_VERSION, HEADER_TYPE, Seq, SessionHeader, event_types};
 
 use crate::error::{JournalError, Result};
@@ -281,14 +282,6 @@ fn read_prefix(line: &[u8]) -> Option<Prefix> {
     }
 }
 
-/// The index of the first byte at or after `at` that is not JSON whitespace.
-fn skip_ws(line: &[u8], mut at: usize) -> usize {
-    while matches!(line.get(at), Some(b' ' | b'\t' | b'\r' | b'\n')) {
-        at += 1;
-    }
-    at
-}
-
 /// The bytes of a JSON string at `at` that has no escapes (its first backslash or quote is
 /// its closing quote), and the index after its closing quote. The caller compares the bytes
 /// with plain ASCII names only, so control characters and UTF-8 need no check here.
@@ -302,30 +295,6 @@ fn read_plain_string(line: &[u8], at: usize) -> Option<(&[u8], usize)> {
         return None;
     }
     Some((&line[start..start + len], start + len + 1))
-}
-
-/// A JSON integer at `at` in `0..=u64::MAX` written plainly (no sign, fraction, exponent or
-/// leading zero): its value and the index after it.
-fn read_u64(line: &[u8], at: usize) -> Option<(u64, usize)> {
-    let rest = line.get(at..)?;
-    let digits = digit_run(rest);
-    // Up to 19 digits cannot overflow; 20 may; more always do.
-    if digits == 0 || digits > 20 || (digits > 1 && rest[0] == b'0') {
-        return None;
-    }
-    if matches!(rest.get(digits), Some(b'.' | b'e' | b'E')) {
-        return None;
-    }
-    let value = if digits < 20 {
-        rest[..digits]
-            .iter()
-            .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'))
-    } else {
-        rest[..digits].iter().try_fold(0u64, |n, &d| {
-            n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-        })?
-    };
-    Some((value, at + digits))
 }
 
 /// Scans a session file from `reader`, handing each valid event to `on_event` in seq order
@@ -735,27 +704,4 @@ pub fn read_header(path: &Path) -> Result<SessionHeader> {
         return Err(corrupt(path, 1, 0, reason));
     }
     parse_header(path, &line[..len - 1])
-}
-
-/// The number of ASCII digits `bytes` starts with, eight at a time.
-fn digit_run(bytes: &[u8]) -> usize {
-    const ONES: u64 = u64::from_le_bytes([1; 8]);
-    let mut n = 0;
-    while let Some(chunk) = bytes.get(n..n + 8) {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        // Per byte: below `0` borrows, above `9` carries into the high bit; a borrow or carry
-        // can only reach bytes above the first non-digit, so the lowest flagged byte is exact.
-        let flagged = (word.wrapping_sub(ONES * u64::from(b'0')) | word.wrapping_add(ONES * 0x46))
-            & (ONES << 7);
-        if flagged != 0 {
-            return n + (flagged.trailing_zeros() / 8) as usize;
-        }
-        n += 8;
-    }
-    while bytes.get(n).is_some_and(u8::is_ascii_digit) {
-        n += 1;
-    }
-    n
 }

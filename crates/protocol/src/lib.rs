@@ -5,6 +5,7 @@
 //! - the session file header ([`SessionHeader`]) and the event envelope ([`Event`]) of
 //!   DESIGN §3 / REFERENCE (a.1)–(a.2);
 //! - the list of event types this build understands ([`event_types`]);
+//! - byte-level readers for hand-written JSON fast paths ([`json_scan`]);
 //! - the [`Clock`] seam, so time is injected rather than read;
 //! - the [`ErrorCode`] trait every library error enum implements to expose a stable
 //!   `SCREAMING_SNAKE` code.
@@ -15,6 +16,7 @@ mod event;
 pub mod event_types;
 mod header;
 mod id;
+pub mod json_scan;
 mod message;
 
 pub use clock::{Clock, FixedClock, SystemClock};

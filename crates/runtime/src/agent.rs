@@ -542,6 +542,24 @@ impl Inner {
         Ok(events)
     }
 
+    /// Records a tool call's `tool/result` and reports it finished.
+    fn finish_call(&self, rec: ToolResultRecord) -> Result<(), RuntimeError> {
+        {
+            let mut st = lock(&self.state);
+            self.record(
+                &mut st,
+                vec![EventDraft::new(ty::TOOL_RESULT, to_value(&rec))],
+            )?;
+        }
+        self.progress(Progress::ToolFinished {
+            call_id: rec.call_id,
+            name: rec.name,
+            is_error: rec.is_error,
+            code: rec.code,
+        });
+        Ok(())
+    }
+
     fn progress(&self, progress: Progress) {
         let progress = if self.secrets.is_empty() {
             progress
@@ -769,20 +787,7 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                     name: call.name.clone(),
                     summary: format!("(arguments cut after {} bytes)", cut.arguments.len()),
                 });
-                let rec = truncated_call_result(turn, step, cut);
-                {
-                    let mut st = lock(&inner.state);
-                    inner.record(
-                        &mut st,
-                        vec![EventDraft::new(ty::TOOL_RESULT, to_value(&rec))],
-                    )?;
-                }
-                inner.progress(Progress::ToolFinished {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    is_error: true,
-                    code: rec.code,
-                });
+                inner.finish_call(truncated_call_result(turn, step, cut))?;
                 continue;
             }
             {
@@ -835,24 +840,12 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 is_error: outcome.is_err(),
-                code: code.clone(),
+                code,
                 content: render_text_outcome(&outcome),
                 message_id: None,
                 source_event_seqs: Vec::new(),
             };
-            {
-                let mut st = lock(&inner.state);
-                inner.record(
-                    &mut st,
-                    vec![EventDraft::new(ty::TOOL_RESULT, to_value(&rec))],
-                )?;
-            }
-            inner.progress(Progress::ToolFinished {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                is_error: rec.is_error,
-                code,
-            });
+            inner.finish_call(rec)?;
         }
         if cancel.is_cancelled() {
             break Outcome::Aborted;

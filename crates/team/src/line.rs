@@ -23,6 +23,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::Value;
+use troupe_protocol::json_scan::{read_u64, skip_ws};
 use troupe_protocol::{MessageId, SessionId, event_types};
 
 use crate::content::validate_content;
@@ -335,12 +336,7 @@ impl<'a> Reader<'a> {
     }
 
     fn ws(&mut self) {
-        while matches!(
-            self.bytes().get(self.at),
-            Some(b' ' | b'\t' | b'\r' | b'\n')
-        ) {
-            self.at += 1;
-        }
+        self.at = skip_ws(self.bytes(), self.at);
     }
 
     fn peek(&self) -> Option<u8> {
@@ -468,25 +464,8 @@ impl<'a> Reader<'a> {
     /// zero).
     fn u64(&mut self) -> Option<u64> {
         self.ws();
-        let rest = self.bytes().get(self.at..)?;
-        let digits = digit_run(rest);
-        // Up to 19 digits cannot overflow; 20 may; more always do.
-        if digits == 0 || digits > 20 || (digits > 1 && rest[0] == b'0') {
-            return None;
-        }
-        if matches!(rest.get(digits), Some(b'.' | b'e' | b'E')) {
-            return None;
-        }
-        let value = if digits < 20 {
-            rest[..digits]
-                .iter()
-                .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'))
-        } else {
-            rest[..digits].iter().try_fold(0u64, |n, &d| {
-                n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-            })?
-        };
-        self.at += digits;
+        let (value, after) = read_u64(self.bytes(), self.at)?;
+        self.at = after;
         Some(value)
     }
 
@@ -618,27 +597,4 @@ fn find_special(bytes: &[u8], mut at: usize) -> Option<usize> {
         return skipped.iter().position(|&b| b < 0x20).map(|i| at + i);
     }
     Some(end)
-}
-
-/// The number of ASCII digits `bytes` starts with, eight at a time.
-fn digit_run(bytes: &[u8]) -> usize {
-    const ONES: u64 = u64::from_le_bytes([1; 8]);
-    let mut n = 0;
-    while let Some(chunk) = bytes.get(n..n + 8) {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        // Per byte: below `0` borrows, above `9` carries into the high bit; a borrow or carry
-        // can only reach bytes above the first non-digit, so the lowest flagged byte is exact.
-        let flagged = (word.wrapping_sub(ONES * u64::from(b'0')) | word.wrapping_add(ONES * 0x46))
-            & (ONES << 7);
-        if flagged != 0 {
-            return n + (flagged.trailing_zeros() / 8) as usize;
-        }
-        n += 8;
-    }
-    while bytes.get(n).is_some_and(u8::is_ascii_digit) {
-        n += 1;
-    }
-    n
 }

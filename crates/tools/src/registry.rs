@@ -177,16 +177,7 @@ impl ToolRegistry {
         name: &str,
         arguments: impl Into<ToolArguments>,
     ) -> ToolOutcome {
-        let tool = self.get(name).ok_or_else(|| ToolError::UnknownTool {
-            name: name.to_owned(),
-        })?;
-        let arguments = arguments
-            .into()
-            .into_object()
-            .map_err(|e| tool.shape_error(e))?;
-        if ctx.cancellation().is_cancelled() {
-            return Err(tool.shape_error(ToolError::Canceled));
-        }
+        let (tool, arguments) = self.admit(ctx, name, arguments.into())?;
         tool.call(ctx, arguments).await
     }
 
@@ -201,16 +192,26 @@ impl ToolRegistry {
         name: &str,
         arguments: impl Into<ToolArguments>,
     ) -> TextOutcome {
+        let (tool, arguments) = self.admit(ctx, name, arguments.into())?;
+        tool.call_text(ctx, arguments).await
+    }
+
+    /// The checks before a tool runs, shared by both dispatches: the tool by name, the
+    /// arguments as an object, and a context not yet canceled (the last two refusals pass
+    /// through the tool's [`Tool::shape_error`]).
+    fn admit(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        arguments: ToolArguments,
+    ) -> Result<(&Arc<dyn Tool>, Value), ToolError> {
         let tool = self.get(name).ok_or_else(|| ToolError::UnknownTool {
             name: name.to_owned(),
         })?;
-        let arguments = arguments
-            .into()
-            .into_object()
-            .map_err(|e| tool.shape_error(e))?;
+        let arguments = arguments.into_object().map_err(|e| tool.shape_error(e))?;
         if ctx.cancellation().is_cancelled() {
             return Err(tool.shape_error(ToolError::Canceled));
         }
-        tool.call_text(ctx, arguments).await
+        Ok((tool, arguments))
     }
 }
