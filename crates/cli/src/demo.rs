@@ -137,7 +137,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
             let project_dir = workspace.clone();
             move || test_outcome(&project_dir)
         })),
-        continue_hint: false,
+        run_hints: false,
     };
     work::run_scripted_team(
         &script,

@@ -354,8 +354,9 @@ pub(crate) struct Framing {
     /// The command's own check of the result, run once after the agents stopped (`troupe
     /// demo`: the project's tests). A failed check makes a run that completed exit 1.
     pub(crate) check: Option<Check>,
-    /// Whether a completed run ends with the `continue: troupe resume ID "…"` hint.
-    pub(crate) continue_hint: bool,
+    /// Whether the run prints its own hints: the `inspect:` line after the summary and, when
+    /// it completed, `continue: troupe resume ID "…"` (`troupe demo` lists its own commands).
+    pub(crate) run_hints: bool,
 }
 
 impl Default for Framing {
@@ -364,7 +365,7 @@ impl Default for Framing {
             prologue: Vec::new(),
             epilogue: None,
             check: None,
-            continue_hint: true,
+            run_hints: true,
         }
     }
 }
@@ -1116,7 +1117,9 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
         for line in &summary {
             printer.note(line);
         }
-        printer.note(&hints.inspect());
+        if config.framing.run_hints {
+            printer.note(&hints.inspect());
+        }
         if let Some(epilogue) = &config.framing.epilogue {
             let ending = Ending {
                 id,
@@ -1186,12 +1189,12 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
         print_summary(printer, true);
         if let Some((_, message)) = problem {
             printer.note(&format!("troupe: {message}"));
-            if config.framing.continue_hint {
+            if config.framing.run_hints {
                 printer.note(&hints.continue_with());
             }
             return Err(Failure::reported(WORK_FAILED));
         }
-        if config.framing.continue_hint {
+        if config.framing.run_hints {
             printer.note(&hints.continue_with());
         }
         return Ok(());
