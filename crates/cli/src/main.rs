@@ -444,7 +444,7 @@ fn log(journal: &Journal, session: &str, json: bool, from: u64) -> Result<(), Fa
     Ok(())
 }
 
-/// A log damaged at the journal level (a corrupt line before a completed turn, or a
+/// A log damaged at the journal level (any damaged line but an unfinished final write, or a
 /// corrupt header; REFERENCE a.9) is a failure of the work (exit 1), as for `troupe team
 /// show/verify`: one line saying where the shown events stop, then the journal's file, line,
 /// byte offset and reason. Every other read error keeps its code (an unknown session, an

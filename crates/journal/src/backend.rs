@@ -18,12 +18,18 @@ pub trait SessionSink: Send {
     /// The seq the next durable append must start at.
     fn next_seq(&self) -> Seq;
 
-    /// Durably appends a contiguous batch: returns only once every event of `events` survives
-    /// a power loss. `expected` must equal [`SessionSink::next_seq`] and `events[i].seq` must be
-    /// `expected + i`.
+    /// Durably appends a contiguous run of events (one group-commit round: one or more whole
+    /// batches, see [`crate::SessionWriter::append_batch`]): returns only once every event of
+    /// `events` survives a power loss. `expected` must equal [`SessionSink::next_seq`] and
+    /// `events[i].seq` must be `expected + i`. Each event is stored as given, `batchLast`
+    /// included, so that replay can tell a batch a crash cut short (DESIGN decision 9).
+    ///
+    /// The **first** append of a new session (header included) must become visible whole or
+    /// not at all: a fork's seed is written there without batch framing.
     ///
     /// On failure nothing of the batch is considered written: the backend rolls back to its last
-    /// durable state where it can, and the caller must stop using this sink.
+    /// durable state where it can (what it cannot roll back is an unfinished final write, which
+    /// replay treats as the torn tail), and the caller must stop using this sink.
     ///
     /// # Errors
     /// `JOURNAL_SEQ_CONFLICT` when `expected` is not the stored next seq;

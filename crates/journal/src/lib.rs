@@ -10,10 +10,12 @@
 //! - **Single writer**: an OS advisory lock per session file (`JOURNAL_LOCKED` for a second
 //!   writer); readers take no lock and can read a file another process is writing.
 //! - **Replay** ([`scan`]; streaming: [`scan_each`], and the selective [`scan_selected_each`]
-//!   that parses only the lines of the types its reader wants): torn tails are ignored (and
-//!   truncated only when opening for writing); damage before a completed turn is
-//!   `JOURNAL_CORRUPT` with file, line and byte offset; unknown format versions and unknown
-//!   required event types are `JOURNAL_UNSUPPORTED`.
+//!   that parses only the lines of the types its reader wants): batches are used whole or not
+//!   at all (DESIGN decision 9: the first event of a batch names its last, `batchLast`); an
+//!   unfinished final write — a last line without newline, or a last batch the file ends inside
+//!   — is a torn tail, ignored (and truncated only when opening for writing); any other damage
+//!   is `JOURNAL_CORRUPT` with file, line and byte offset, never repaired; unknown format
+//!   versions and unknown required event types are `JOURNAL_UNSUPPORTED`.
 //! - **Fork** ([`Journal::fork`]): a new session seeded with a completed prefix of another.
 //! - **Backend seam** ([`LogBackend`], [`SessionSink`]): append takes the expected next seq.
 //!
@@ -37,8 +39,9 @@ pub use jsonl::{
     read_path_selected_each,
 };
 pub use replay::{
-    EventLine, LineCheck, LineUse, MAX_HEADER_LEN, Replay, ScanPosition, ScanSummary, ScanTail,
-    Selected, TornTail, read_header, scan, scan_each, scan_events, scan_selected_each,
+    EventLine, LineCheck, LineUse, MAX_BATCH_EVENTS, MAX_HEADER_LEN, Replay, ScanPosition,
+    ScanSummary, ScanTail, Selected, TornTail, read_header, scan, scan_each, scan_events,
+    scan_selected_each,
 };
 pub use validate::{MAX_DATA_DEPTH, MAX_TYPE_LEN};
 pub use writer::{SessionWriter, WriterStats};
@@ -127,6 +130,13 @@ impl Journal {
             });
         }
         header.seed_length = (!seed.is_empty()).then_some(seed.len() as u64);
+        // The seed is the new session's first write, which every backend publishes whole (the
+        // JSONL file appears only once header and seed are durable), so it needs no batch
+        // framing; the source's framing is dropped, since a batch of the source may reach past
+        // the seed's end.
+        for event in &mut seed {
+            event.batch_last = None;
+        }
         if seed
             .last()
             .is_some_and(|e| e.kind != event_types::SESSION_END_SEED)

@@ -13,8 +13,9 @@ use crate::error::{JournalError, Result};
 
 /// Where the valid part of a session file ends and why the rest was not used.
 ///
-/// A torn tail is a crash artefact: a final line without its newline, or a bad or
-/// out-of-sequence line that no later completed turn follows (REFERENCE a.9 rules 2–3).
+/// A torn tail is the artefact of a write a crash cut short (DESIGN decision 9): a final line
+/// without its newline, or a final batch the file ends inside (see [`scan_each`]). Nothing
+/// else is ever a torn tail: damage anywhere else is `JOURNAL_CORRUPT`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TornTail {
     /// Byte offset where the valid prefix ends (the safe truncation length).
@@ -66,13 +67,6 @@ impl Replay {
             .min(self.events.len());
         &self.events[start..]
     }
-}
-
-/// Only the `type` of a line, for the lenient "is there a completed turn later" scan.
-#[derive(Deserialize)]
-struct TypeOnly<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
 }
 
 /// Reads the header's raw shape first, so a version mismatch is reported before any
@@ -207,30 +201,37 @@ fn decode_event(line: &[u8]) -> std::result::Result<Event, String> {
 }
 
 /// What the envelope prefix of a line says (see [`read_prefix`]).
+#[derive(Debug, Clone, Copy)]
 struct Prefix {
     seq: u64,
     /// A known type ([`event_types::KNOWN`]).
     kind: &'static str,
+    /// The line's `batchLast`, when the prefix holds one.
+    batch_last: Option<u64>,
 }
 
 /// Reads the envelope prefix of an event line: its first top-level members, each `seq`,
-/// `time`, `type` or `ignorable`, up to the point where `seq`, `time` and `type` have all
-/// been read and a `,` follows. Any member order is fine (Troupe writes
-/// `{"seq":…,"time":…,"type":…,"data":…}`; other writers put `type` first).
+/// `time`, `type`, `batchLast` or `ignorable`, up to the point where `seq`, `time` and `type`
+/// have all been read and a `,` follows — and one member further when that member is
+/// `batchLast`, which Troupe writes right after `type`. Any member order is fine (Troupe writes
+/// `{"seq":…,"time":…,"type":…,"batchLast"?:…,"data":…}`; other writers put `type` first).
 ///
 /// `None` ("the full parse decides") for anything unusual: not an object, a key with an
-/// escape, another member before `seq`, `time` and `type` are read, a repeated member, a `seq` or
-/// `time` that is not a plain non-negative integer fitting `u64` (no sign, fraction, exponent
-/// or leading zero), a `type` that is not one of [`event_types::KNOWN`] written plainly (no
-/// escapes), an `ignorable` that is not `true`/`false`, or the object ending within the
-/// prefix. When it answers, the values are the ones [`Event`] would read for those members.
+/// escape, another member before `seq`, `time` and `type` are read, a repeated member, a `seq`,
+/// `time` or `batchLast` that is not a plain non-negative integer fitting `u64` (no sign,
+/// fraction, exponent or leading zero), a `type` that is not one of [`event_types::KNOWN`]
+/// written plainly (no escapes), an `ignorable` that is not `true`/`false`, or the object
+/// ending within the prefix. When it answers, the values are the ones [`Event`] would read for
+/// those members. (A `batchLast` written after `data` is not seen here; Troupe never writes it
+/// there, and the full parse of [`scan_each`] reads it wherever it is.)
 fn read_prefix(line: &[u8]) -> Option<Prefix> {
     let mut at = skip_ws(line, 0);
     if line.get(at) != Some(&b'{') {
         return None;
     }
     at += 1;
-    let (mut seq, mut kind, mut time, mut ignorable) = (None, None, false, false);
+    let (mut seq, mut kind, mut time, mut ignorable, mut batch_last) =
+        (None, None, false, false, None);
     loop {
         at = skip_ws(line, at);
         let (key, after) = read_plain_string(line, at)?;
@@ -258,6 +259,11 @@ fn read_prefix(line: &[u8]) -> Option<Prefix> {
                 );
                 after
             }
+            b"batchLast" if batch_last.is_none() => {
+                let (value, after) = read_u64(line, at)?;
+                batch_last = Some(value);
+                after
+            }
             b"ignorable" if !ignorable => {
                 ignorable = true;
                 let rest = &line[at..];
@@ -277,7 +283,41 @@ fn read_prefix(line: &[u8]) -> Option<Prefix> {
         }
         at += 1;
         if let (Some(seq), Some(kind), true) = (seq, kind, time) {
-            return Some(Prefix { seq, kind });
+            let next = skip_ws(line, at);
+            if batch_last.is_none() && line[next..].starts_with(b"\"batchLast\"") {
+                continue;
+            }
+            return Some(Prefix {
+                seq,
+                kind,
+                batch_last,
+            });
+        }
+    }
+}
+
+/// A line read as far as the scan needed: its envelope prefix (the selective scan's fast
+/// path) or the whole event (or why it is not one).
+enum Parsed {
+    Prefix(Prefix),
+    Full(std::result::Result<Event, String>),
+}
+
+impl Parsed {
+    /// Reads `line`: the prefix only when `fast` and the prefix is a usual one.
+    fn of(line: &[u8], fast: bool) -> Self {
+        if fast && let Some(prefix) = read_prefix(line) {
+            return Self::Prefix(prefix);
+        }
+        Self::Full(decode_event(line))
+    }
+
+    /// The line's seq and `batchLast` (its batch framing), or why it has none.
+    fn frame(&self) -> std::result::Result<(u64, Option<u64>), &str> {
+        match self {
+            Self::Prefix(p) => Ok((p.seq, p.batch_last)),
+            Self::Full(Ok(e)) => Ok((e.seq.0, e.batch_last.map(|s| s.0))),
+            Self::Full(Err(reason)) => Err(reason),
         }
     }
 }
@@ -300,13 +340,18 @@ fn read_plain_string(line: &[u8], at: usize) -> Option<(&[u8], usize)> {
 /// Scans a session file from `reader`, handing each valid event to `on_event` in seq order
 /// without keeping them (memory stays bounded by the longest line). `path` only names the file.
 ///
-/// Rules (REFERENCE a.9): a final line without newline is a torn tail; a bad or
-/// out-of-sequence line is a torn tail unless a later line is a `turn/end` (or it is itself a
-/// `turn/end` with the wrong seq), which is committed corruption.
+/// Rules (REFERENCE a.9 as DESIGN decision 9 tightens it): events are used a whole batch at a
+/// time (a batch is the events `seq..=batchLast` of a line that has a `batchLast`, else that
+/// line alone), so the valid prefix always ends on a batch boundary. Only an unfinished final
+/// write is a torn tail: a final line without its newline, or a final batch the file ends
+/// inside (its complete lines included). Any complete line that is not a valid event with the
+/// next seq — unparseable, out of sequence, a `batchLast` before its own seq, past
+/// [`MAX_BATCH_EVENTS`], or inside another batch — is committed corruption, wherever it is.
 ///
 /// # Errors
 /// - `JOURNAL_CORRUPT`: no complete header line (or one over [`MAX_HEADER_LEN`] bytes), a
-///   header that is not a JSON `session` object, or committed corruption as above.
+///   header that is not a JSON `session` object, or committed corruption as above (with the
+///   file, the 1-based line number and the byte offset of the line).
 /// - `JOURNAL_UNSUPPORTED`: header `format` ≠ [`FORMAT_VERSION`], or a valid event of an
 ///   unknown type not marked `ignorable`.
 /// - `JOURNAL_IO`: the reader failed.
@@ -366,7 +411,8 @@ pub fn scan_selected_each(
 enum Step {
     /// A valid event, handed out.
     Event,
-    /// A bad or out-of-sequence line: a torn tail, or corruption if a completed turn follows.
+    /// A bad or out-of-sequence line. On a complete line this is committed corruption
+    /// (DESIGN decision 9): only an unfinished final write may be cut.
     Defect(String),
     /// The load is refused.
     Refused(JournalError),
@@ -384,43 +430,47 @@ struct Cursor<'p> {
 }
 
 impl Cursor<'_> {
-    /// Applies the rules to one complete line (`line` without its newline).
-    fn step(&mut self, line: &[u8], sink: &mut Sink<'_>) -> Step {
-        if let Sink::Selected {
-            check,
-            select,
-            on_selected,
-        } = sink
-            && let Some(prefix) = read_prefix(line)
-            && prefix.seq == self.next_seq
-        {
-            if select(prefix.kind) {
-                if let Ok(text) = simdutf8::basic::from_utf8(line) {
-                    let line = EventLine {
-                        seq: Seq(prefix.seq),
-                        kind: prefix.kind,
-                        text,
-                    };
-                    if on_selected(Selected::Line(line)) == LineUse::Used {
+    /// Applies the rules to one complete line (`line` without its newline, read as `parsed`).
+    fn step(&mut self, line: &[u8], parsed: Parsed, sink: &mut Sink<'_>) -> Step {
+        let parsed = match parsed {
+            Parsed::Prefix(prefix) => {
+                if let Sink::Selected {
+                    check,
+                    select,
+                    on_selected,
+                } = sink
+                    && prefix.seq == self.next_seq
+                {
+                    if select(prefix.kind) {
+                        if let Ok(text) = simdutf8::basic::from_utf8(line) {
+                            let line = EventLine {
+                                seq: Seq(prefix.seq),
+                                kind: prefix.kind,
+                                text,
+                            };
+                            if on_selected(Selected::Line(line)) == LineUse::Used {
+                                self.next_seq += 1;
+                                return Step::Event;
+                            }
+                        }
+                    } else if *check == LineCheck::Prefix {
                         self.next_seq += 1;
                         return Step::Event;
                     }
                 }
-            } else if *check == LineCheck::Prefix {
-                self.next_seq += 1;
-                return Step::Event;
+                decode_event(line)
             }
-        }
-        let event = match decode_event(line) {
+            Parsed::Full(parsed) => parsed,
+        };
+        let event = match parsed {
             Ok(event) => event,
             Err(reason) => return Step::Defect(reason),
         };
         if event.seq.0 != self.next_seq {
-            let reason = format!("seq {} where {} was expected", event.seq, self.next_seq);
-            if event.kind == event_types::TURN_END {
-                return Step::Refused(corrupt(self.path, self.line_no, self.pos, reason));
-            }
-            return Step::Defect(reason);
+            return Step::Defect(format!(
+                "seq {} where {} was expected",
+                event.seq, self.next_seq
+            ));
         }
         if !event.is_known() {
             if event.ignorable {
@@ -449,6 +499,50 @@ impl Cursor<'_> {
             }
         }
         Step::Event
+    }
+
+    /// Applies [`Cursor::step`] and moves past the line (`len` bytes with its newline), or
+    /// turns its defect into committed corruption.
+    fn accept(&mut self, line: &[u8], len: u64, parsed: Parsed, sink: &mut Sink<'_>) -> Result<()> {
+        match self.step(line, parsed, sink) {
+            Step::Event => {
+                self.pos += len;
+                Ok(())
+            }
+            Step::Defect(reason) => Err(corrupt(self.path, self.line_no, self.pos, reason)),
+            Step::Refused(e) => Err(e),
+        }
+    }
+}
+
+/// The most events one batch may hold (DESIGN decision 9). A larger `batchLast` is a defect,
+/// so a damaged one cannot make the rest of a log look like one unfinished batch.
+pub const MAX_BATCH_EVENTS: u64 = 65_536;
+
+/// A batch whose lines are being collected: its events are used only once all are there.
+struct OpenBatch {
+    /// Seq of its last event (the first line's `batchLast`).
+    last: u64,
+    /// The seq the next line of the batch must have.
+    next: u64,
+    /// Line number (1-based, in the whole file) of its first line.
+    first_line: u64,
+    /// Its lines so far, each with its newline.
+    bytes: Vec<u8>,
+    /// End offsets (in `bytes`) of each line, and how it was read.
+    lines: Vec<(usize, Parsed)>,
+}
+
+impl OpenBatch {
+    /// Why the batch collected so far is a torn tail (the file ends inside it).
+    fn incomplete(&self) -> String {
+        let first = self.next - self.lines.len() as u64;
+        format!(
+            "unfinished batch: events {first}..={} were appended together and only {} are in \
+             the file",
+            self.last,
+            self.lines.len()
+        )
     }
 }
 
@@ -548,6 +642,7 @@ fn scan_body(
     start: ScanPosition,
     mut sink: Sink<'_>,
 ) -> Result<ScanTail> {
+    let fast = matches!(sink, Sink::Selected { .. });
     let mut buf = Vec::new();
     let mut cursor = Cursor {
         path,
@@ -556,6 +651,8 @@ fn scan_body(
         next_seq: start.next_seq.0,
         skipped: Vec::new(),
     };
+    // The batch whose lines are being collected; `cursor` stays at its first line meanwhile.
+    let mut open: Option<OpenBatch> = None;
     let mut torn_tail = None;
     loop {
         let available = match reader.fill_buf() {
@@ -566,66 +663,134 @@ fn scan_body(
         if available.is_empty() {
             break;
         }
-        cursor.line_no += 1;
-        let (step, len) = match memchr::memchr(b'\n', available) {
-            Some(end) => {
-                let step = cursor.step(&available[..end], &mut sink);
-                reader.consume(end + 1);
-                (step, end + 1)
-            }
+        let line_no = open
+            .as_ref()
+            .map_or(cursor.line_no + 1, |b| b.first_line + b.lines.len() as u64);
+        // The line, from the reader's buffer when it lies whole in it.
+        let (line, len, whole) = match memchr::memchr(b'\n', available) {
+            Some(end) => (&available[..end], end + 1, true),
             None => {
                 // The line straddles the buffer's end (or is the unterminated last line).
                 let len = next_line(&mut reader, &mut buf, path)?;
                 if buf.last() != Some(&b'\n') {
+                    let (offset, line, reason, bytes) = match &open {
+                        Some(batch) => (
+                            cursor.pos,
+                            batch.first_line,
+                            batch.incomplete(),
+                            (batch.bytes.len() + len) as u64,
+                        ),
+                        None => (
+                            cursor.pos,
+                            line_no,
+                            "final line has no terminating newline".to_owned(),
+                            len as u64,
+                        ),
+                    };
                     torn_tail = Some(TornTail {
-                        offset: cursor.pos,
-                        line: cursor.line_no,
-                        bytes: len as u64,
-                        reason: "final line has no terminating newline".to_owned(),
+                        offset,
+                        line,
+                        bytes,
+                        reason,
                     });
+                    open = None;
                     break;
                 }
-                (cursor.step(&buf[..len - 1], &mut sink), len)
+                (&buf[..len - 1], len, false)
             }
         };
-        let defect = match step {
-            Step::Event => {
-                cursor.pos += len as u64;
-                continue;
+        let parsed = Parsed::of(line, fast);
+        match open.as_mut() {
+            None => {
+                cursor.line_no = line_no;
+                match parsed.frame() {
+                    Ok((seq, Some(last))) if seq == cursor.next_seq && last > seq => {
+                        if last - seq >= MAX_BATCH_EVENTS {
+                            return Err(corrupt(
+                                path,
+                                line_no,
+                                cursor.pos,
+                                format!(
+                                    "batchLast {last} opens a batch of more than \
+                                     {MAX_BATCH_EVENTS} events"
+                                ),
+                            ));
+                        }
+                        let mut batch = OpenBatch {
+                            last,
+                            next: seq + 1,
+                            first_line: line_no,
+                            bytes: Vec::new(),
+                            lines: Vec::new(),
+                        };
+                        batch.bytes.extend_from_slice(line);
+                        batch.bytes.push(b'\n');
+                        batch.lines.push((batch.bytes.len(), parsed));
+                        open = Some(batch);
+                    }
+                    Ok((seq, Some(last))) if seq == cursor.next_seq && last < seq => {
+                        return Err(corrupt(
+                            path,
+                            line_no,
+                            cursor.pos,
+                            format!("batchLast {last} is before the event's own seq {seq}"),
+                        ));
+                    }
+                    _ => cursor.accept(line, len as u64, parsed, &mut sink)?,
+                }
             }
-            Step::Refused(e) => return Err(e),
-            Step::Defect(reason) => reason,
-        };
-        // A defect: corruption if a completed turn follows, otherwise a torn tail.
-        let defect_line = cursor.line_no;
-        let mut rest = len as u64;
-        let mut later = cursor.line_no;
-        loop {
-            let n = next_line(&mut reader, &mut buf, path)?;
-            if n == 0 {
-                break;
-            }
-            later += 1;
-            rest += n as u64;
-            if buf.last() == Some(&b'\n')
-                && let Ok(t) = serde_json::from_slice::<TypeOnly<'_>>(&buf[..n - 1])
-                && t.kind == event_types::TURN_END
-            {
-                return Err(corrupt(
-                    path,
-                    defect_line,
-                    cursor.pos,
-                    format!("{defect}; a completed turn follows at line {later}"),
-                ));
+            Some(batch) => {
+                let at = cursor.pos + batch.bytes.len() as u64;
+                match parsed.frame() {
+                    Ok((seq, None)) if seq == batch.next => {}
+                    Ok((seq, Some(_))) if seq == batch.next => {
+                        return Err(corrupt(
+                            path,
+                            line_no,
+                            at,
+                            format!(
+                                "event {seq} opens a batch inside the batch that ends at seq {}",
+                                batch.last
+                            ),
+                        ));
+                    }
+                    Ok((seq, _)) => {
+                        return Err(corrupt(
+                            path,
+                            line_no,
+                            at,
+                            format!("seq {seq} where {} was expected", batch.next),
+                        ));
+                    }
+                    Err(reason) => return Err(corrupt(path, line_no, at, reason.to_owned())),
+                }
+                batch.bytes.extend_from_slice(line);
+                batch.bytes.push(b'\n');
+                batch.lines.push((batch.bytes.len(), parsed));
+                batch.next += 1;
+                if let Some(batch) = open.take_if(|b| b.next > b.last) {
+                    // Whole: its events are used now, in order.
+                    let mut from = 0;
+                    for (i, (end, parsed)) in batch.lines.into_iter().enumerate() {
+                        cursor.line_no = batch.first_line + i as u64;
+                        let line = &batch.bytes[from..end - 1];
+                        cursor.accept(line, (end - from) as u64, parsed, &mut sink)?;
+                        from = end;
+                    }
+                }
             }
         }
+        if whole {
+            reader.consume(len);
+        }
+    }
+    if let Some(batch) = open {
         torn_tail = Some(TornTail {
             offset: cursor.pos,
-            line: defect_line,
-            bytes: rest,
-            reason: defect,
+            line: batch.first_line,
+            bytes: batch.bytes.len() as u64,
+            reason: batch.incomplete(),
         });
-        break;
     }
     Ok(ScanTail {
         next: ScanPosition {

@@ -193,10 +193,16 @@ impl SessionWriter {
         })
     }
 
-    /// Appends several events with consecutive seqs, atomically with respect to other appends.
+    /// Appends several events with consecutive seqs as one **batch** (DESIGN decision 9): no
+    /// other append comes between them, and replay uses them all or none — a crash or power
+    /// loss in the middle of writing them leaves no part of the batch in the log (the first
+    /// event of a batch of two or more carries `batchLast`, see [`Event`]). Anything that must
+    /// be atomic on replay (a turn's start with its claim, a claim's removal and its message)
+    /// must be appended with one call.
     ///
     /// # Errors
-    /// As [`SessionWriter::append`].
+    /// As [`SessionWriter::append`]; `JOURNAL_INVALID_BATCH` for more than
+    /// [`crate::MAX_BATCH_EVENTS`] drafts (nothing is appended).
     pub fn append_batch(&self, drafts: Vec<EventDraft>) -> Result<Vec<Event>> {
         self.append_batch_inner(drafts, None)
     }
@@ -219,13 +225,29 @@ impl SessionWriter {
                 reason,
             });
         }
+        if drafts.len() as u64 > crate::MAX_BATCH_EVENTS {
+            return Err(JournalError::InvalidBatch {
+                id: self.id().clone(),
+                reason: format!(
+                    "{} events in one batch (at most {} are allowed)",
+                    drafts.len(),
+                    crate::MAX_BATCH_EVENTS
+                ),
+            });
+        }
         let shared = &self.handle.shared;
         let mut st = lock(&shared.state);
         self.check_open(&st)?;
         let time = at.unwrap_or_else(|| shared.clock.now_ms());
         let mut out = Vec::with_capacity(drafts.len());
-        for draft in drafts {
-            let event = draft.into_event(Seq(st.next_seq), time);
+        // DESIGN decision 9: the first event of a batch of several names the seq of its last,
+        // so replay uses the batch whole or not at all.
+        let batch_last = (drafts.len() > 1).then(|| Seq(st.next_seq + drafts.len() as u64 - 1));
+        for (i, draft) in drafts.into_iter().enumerate() {
+            let mut event = draft.into_event(Seq(st.next_seq), time);
+            if i == 0 {
+                event.batch_last = batch_last;
+            }
             st.next_seq += 1;
             st.pending.push(event.clone());
             out.push(event);

@@ -112,17 +112,17 @@ fn corrupt_line_before_a_completed_turn_is_refused_with_position() {
         msg.contains("line 7") && msg.contains("byte offset 567"),
         "{msg}"
     );
-    assert!(msg.contains("completed turn follows at line 9"), "{msg}");
 }
 
 #[test]
-fn corrupt_line_inside_the_final_unfinished_turn_is_a_torn_tail() {
+fn corrupt_line_inside_the_final_unfinished_turn_is_refused_too() {
+    // DESIGN decision 9: only an unfinished final write is torn. A complete bad line with valid
+    // lines after it is damage, even after the last completed turn.
     check(
         "corrupt_in_final_turn.jsonl",
-        Outcome::Loaded {
-            events: 5,
-            skipped: vec![],
-            torn: Some((567, 7)),
+        Outcome::Refused {
+            code: "JOURNAL_CORRUPT",
+            at: Some((7, 567)),
         },
     );
 }
@@ -150,13 +150,98 @@ fn out_of_sequence_turn_end_itself_is_refused() {
 }
 
 #[test]
-fn out_of_sequence_seq_inside_the_final_turn_is_a_torn_tail() {
+fn out_of_sequence_seq_inside_the_final_turn_is_refused_too() {
     check(
         "out_of_sequence_in_final_turn.jsonl",
+        Outcome::Refused {
+            code: "JOURNAL_CORRUPT",
+            at: Some((7, 567)),
+        },
+    );
+}
+
+#[test]
+fn a_seq_gap_before_valid_lines_is_refused() {
+    check(
+        "seq_gap_before_valid_lines.jsonl",
+        Outcome::Refused {
+            code: "JOURNAL_CORRUPT",
+            at: Some((7, 581)),
+        },
+    );
+    let msg = read_path(&fixture("seq_gap_before_valid_lines.jsonl"))
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("seq 6 where 5 was expected"), "{msg}");
+}
+
+#[test]
+fn a_complete_bad_final_line_is_refused() {
+    // Terminated by its newline, so not a write a crash cut short.
+    check(
+        "bad_final_line.jsonl",
+        Outcome::Refused {
+            code: "JOURNAL_CORRUPT",
+            at: Some((7, 581)),
+        },
+    );
+}
+
+#[test]
+fn whole_batches_load() {
+    check(
+        "whole_batches.jsonl",
         Outcome::Loaded {
-            events: 5,
+            events: 7,
             skipped: vec![],
-            torn: Some((567, 7)),
+            torn: None,
+        },
+    );
+    let replay = read_path(&fixture("whole_batches.jsonl")).unwrap();
+    assert_eq!(replay.events[4].batch_last, Some(Seq(6)));
+    assert_eq!(replay.events[5].batch_last, None);
+}
+
+#[test]
+fn an_unfinished_final_batch_is_the_torn_tail_from_its_first_line() {
+    // Seqs 4..=6 were appended together; the file holds 4 and 5 as complete lines.
+    for name in ["unfinished_batch.jsonl", "unfinished_batch_torn_line.jsonl"] {
+        check(
+            name,
+            Outcome::Loaded {
+                events: 4,
+                skipped: vec![],
+                torn: Some((512, 6)),
+            },
+        );
+        let torn = read_path(&fixture(name)).unwrap().torn_tail.unwrap();
+        assert!(
+            torn.reason
+                .contains("events 4..=6 were appended together and only 2 are in the file"),
+            "{name}: {}",
+            torn.reason
+        );
+    }
+}
+
+#[test]
+fn a_batch_opened_inside_another_is_refused() {
+    check(
+        "batch_inside_batch.jsonl",
+        Outcome::Refused {
+            code: "JOURNAL_CORRUPT",
+            at: Some((7, 595)),
+        },
+    );
+}
+
+#[test]
+fn a_batch_longer_than_the_limit_is_refused() {
+    check(
+        "batch_too_long.jsonl",
+        Outcome::Refused {
+            code: "JOURNAL_CORRUPT",
+            at: Some((6, 512)),
         },
     );
 }
@@ -247,8 +332,8 @@ fn journal_with(name: &str) -> (tempfile::TempDir, Journal, PathBuf) {
 fn opening_for_writing_repairs_a_torn_tail_and_continues_the_sequence() {
     for (name, valid_len, events) in [
         ("torn_tail.jsonl", 498, 4),
-        ("corrupt_in_final_turn.jsonl", 567, 5),
-        ("out_of_sequence_in_final_turn.jsonl", 567, 5),
+        ("unfinished_batch.jsonl", 512, 4),
+        ("unfinished_batch_torn_line.jsonl", 512, 4),
     ] {
         let (_dir, journal, path) = journal_with(name);
         let id = SessionId::new("fixture").unwrap();
@@ -274,13 +359,22 @@ fn opening_for_writing_repairs_a_torn_tail_and_continues_the_sequence() {
 
 #[test]
 fn opening_a_corrupt_log_for_writing_changes_nothing() {
-    let (_dir, journal, path) = journal_with("corrupt_before_completed_turn.jsonl");
-    let before = std::fs::read(&path).unwrap();
-    let err = journal
-        .open(&SessionId::new("fixture").unwrap())
-        .unwrap_err();
-    assert_eq!(err.code(), "JOURNAL_CORRUPT");
-    assert_eq!(std::fs::read(&path).unwrap(), before);
+    for name in [
+        "corrupt_before_completed_turn.jsonl",
+        "corrupt_in_final_turn.jsonl",
+        "out_of_sequence_in_final_turn.jsonl",
+        "seq_gap_before_valid_lines.jsonl",
+        "bad_final_line.jsonl",
+        "batch_inside_batch.jsonl",
+    ] {
+        let (_dir, journal, path) = journal_with(name);
+        let before = std::fs::read(&path).unwrap();
+        let err = journal
+            .open(&SessionId::new("fixture").unwrap())
+            .unwrap_err();
+        assert_eq!(err.code(), "JOURNAL_CORRUPT", "{name}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{name}");
+    }
 }
 
 #[test]

@@ -8,8 +8,8 @@
 pub const SESSION_END_SEED: &str = "session/end-seed";
 /// A turn begins.
 pub const TURN_START: &str = "turn/start";
-/// A turn ends; a completed turn is what makes earlier damage "committed corruption"
-/// (REFERENCE a.9).
+/// A turn ends. (Under REFERENCE a.9 a completed turn made earlier damage "committed
+/// corruption"; DESIGN decision 9 makes all damage but an unfinished final write corruption.)
 pub const TURN_END: &str = "turn/end";
 /// A model step begins.
 pub const STEP_START: &str = "step/start";

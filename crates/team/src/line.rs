@@ -10,7 +10,7 @@
 //! ([`crate::record::decode`]), which decides. So the fast path never refuses by itself, and
 //! what it accepts is what the `Value` path accepts, with the same values:
 //! - its envelope is [`troupe_protocol::Event`]'s (`seq`, `time`, `type`, `data`, optional
-//!   `ignorable`, each once, no other member), so the line is a valid event;
+//!   `batchLast` and `ignorable`, each once, no other member), so the line is a valid event;
 //! - its payload is an object with exactly the strict shape's keys of REFERENCE c.3, `version`
 //!   the integer 1 and `teamId` a non-empty string (the loose selector passes);
 //! - strings accept what a JSON string accepts (no control characters; escapes decoded by
@@ -153,7 +153,8 @@ impl LineRecord<'_> {
 pub(crate) fn decode_line<'a>(kind: &str, line: &'a str) -> Option<(Text<'a>, LineRecord<'a>)> {
     let mut reader = Reader { text: line, at: 0 };
     let mut payload = None;
-    let (mut seq, mut time, mut ty, mut ignorable) = (false, false, false, false);
+    let (mut seq, mut time, mut ty, mut ignorable, mut batch_last) =
+        (false, false, false, false, false);
     reader.object(|reader, key| {
         match key {
             b"seq" if !seq => {
@@ -171,6 +172,11 @@ pub(crate) fn decode_line<'a>(kind: &str, line: &'a str) -> Option<(Text<'a>, Li
             b"ignorable" if !ignorable => {
                 ignorable = true;
                 reader.bool()?;
+            }
+            // Batch framing (DESIGN decision 9) is the journal's: the scan has checked it.
+            b"batchLast" if !batch_last => {
+                batch_last = true;
+                reader.u64()?;
             }
             b"data" if payload.is_none() => payload = Some(decode_payload(reader, kind)?),
             _ => return None,

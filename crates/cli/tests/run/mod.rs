@@ -1021,3 +1021,66 @@ fn a_signal_while_only_teammates_run_is_an_interruption() {
     s.troupe().args(["resume", &id]).assert().success();
     s.troupe().args(["team", "verify", &id]).assert().success();
 }
+
+/// Issue 10 defect 1 (DESIGN decision 9): a turn's start and its claim of the prompt (the
+/// inbox removal, then the `user/message`) are one batch. A log cut anywhere inside that batch
+/// — here inside the `user/message` line, as a crash between pages of the write would leave
+/// it — replays without any of it, so the prompt is still waiting and `troupe resume` runs it:
+/// the model is asked with the prompt.
+#[test]
+fn a_log_cut_inside_a_claim_loses_no_prompt() {
+    for cut_at in [
+        "\"type\":\"user/message\"",
+        "\"type\":\"agent/inbox/spliced\",\"data\":{\"inserted\":[],",
+    ] {
+        let s = Setup::new();
+        let server = FakeOpenAi::start().unwrap();
+        server.push(FakeResponse::text("First answer."));
+        let args = [
+            "--model",
+            "compatible:test-model",
+            "--base-url",
+            &server.base_url(),
+            "count the words in notes.txt",
+        ];
+        let out = s.run(&args).assert().success();
+        let id = session_id(&stderr(&out));
+        let path = s.home.join(format!("sessions/{id}.jsonl"));
+        let bytes = std::fs::read(&path).unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        // The claim's lines (after the prompt's arrival in the inbox).
+        let at = text
+            .find(cut_at)
+            .unwrap_or_else(|| panic!("{cut_at} in {text}"))
+            + 3;
+        std::fs::write(&path, &bytes[..at]).unwrap();
+
+        server.push(FakeResponse::text("Counted after the crash."));
+        let out = s.troupe().args(["resume", &id]).assert().success();
+        assert_eq!(
+            stdout(&out),
+            "Counted after the crash.\n",
+            "cut at {cut_at}"
+        );
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "cut at {cut_at}");
+        let asked: Vec<String> = requests[1]
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].to_string())
+            .collect();
+        assert_eq!(asked.len(), 1, "cut at {cut_at}: {asked:?}");
+        assert!(
+            asked[0].contains("count the words in notes.txt"),
+            "{asked:?}"
+        );
+        // The resumed log is whole: one claim of the prompt, no torn bytes left.
+        let events = s.log(&id);
+        let prompts = events
+            .iter()
+            .filter(|e| e["type"] == "user/message")
+            .count();
+        assert_eq!(prompts, 1, "cut at {cut_at}");
+    }
+}

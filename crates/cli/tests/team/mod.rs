@@ -958,7 +958,7 @@ fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines()
     write_lead(home.path(), &[task("task-1", 1, "pending", &[])]);
     let path = home.path().join(format!("sessions/{LEAD}.jsonl"));
     let text = std::fs::read_to_string(&path).unwrap();
-    // The payload of the `turn/start` line (seq 1) is broken; a completed turn follows.
+    // The payload of the `turn/start` line (seq 1) is broken; valid lines follow.
     let damaged = text.replacen(r#""data":{"turn":1}}"#, r#""data":{"turn":1,}}"#, 1);
     assert_ne!(damaged, text);
     std::fs::write(&path, damaged).unwrap();
@@ -974,7 +974,7 @@ fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines()
     assert!(
         err.contains("invalid at seq 1:")
             && err.contains("line 3")
-            && err.contains("completed turn follows"),
+            && err.contains("unparseable event line"),
         "{err}"
     );
     let out = troupe(home.path())

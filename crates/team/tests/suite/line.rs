@@ -250,6 +250,15 @@ fn line_texts_a_value_cannot_tell_apart() {
             format!(r#"{{"data":{data},"ignorable":false,"time":9,"type":"team/task","seq":7}}"#),
             true,
         ),
+        // The journal's batch framing (DESIGN decision 9), where Troupe writes it and after `data`.
+        (
+            format!(r#"{{"seq":7,"time":9,"type":"team/task","batchLast":9,"data":{data}}}"#),
+            true,
+        ),
+        (
+            format!(r#"{{"seq":7,"time":9,"type":"team/task","data":{data},"batchLast":8}}"#),
+            true,
+        ),
         (
             format!(
                 " {{ \"seq\" : 7 ,\t\"time\":9,\r\"type\" : \"team/task\" , \"data\" : {data} }}  "
