@@ -503,6 +503,336 @@ fn line_texts_a_value_cannot_tell_apart() {
     }
 }
 
+/// What serde derive reads differently from the `Value` path (`Event`, then the payload's
+/// `Value`), or reads at all where the `Value` path does not: repeated keys, escaped keys,
+/// `null` for optional members, other number forms, deep nesting, trailing bytes, arrays
+/// for structs, enum spellings — in each part of the line (envelope, payload, snapshot,
+/// content) and for each Team type. The fast path applies a line only as the `Value` path
+/// does (`apply_both`), and hands over what derive would read differently.
+#[test]
+fn shapes_serde_derive_reads_differently() {
+    let base = base_state();
+    let event =
+        |kind: &str, data: &str| format!(r#"{{"seq":7,"time":9,"type":"{kind}","data":{data}}}"#);
+    let task = |body: &str| {
+        event(
+            "team/task",
+            &format!(r#"{{"version":1,"teamId":"{ROOT}","task":{{{body}}}}}"#),
+        )
+    };
+    let task3 = r#""id":"task-3","revision":1,"subject":"s","description":"d","status":"pending","blockedBy":["task-1"],"writeScopes":[]"#;
+    let member = |body: &str| {
+        event(
+            "team/member",
+            &format!(r#"{{"version":1,"teamId":"{ROOT}","member":{{{body}}}}}"#),
+        )
+    };
+    let w3 = r#""id":"w3","name":"worker-c","description":"d","provider":"spawn","context":"fresh","phase":"provisioning""#;
+    let message = |body: &str| {
+        event(
+            "team/message/queued",
+            &format!(r#"{{"version":1,"teamId":"{ROOT}","message":{body}}}"#),
+        )
+    };
+    let m2 = |content: &str| {
+        format!(
+            r#"{{"id":"m2","senderId":"{ROOT}","senderName":"lead","targetId":"w1","delivery":"quiet","content":{content}}}"#
+        )
+    };
+    let queued = |content: &str| message(&m2(content));
+    let text = r#"[{"type":"text","text":"hi"}]"#;
+    let delivered = event(
+        "team/message/delivered",
+        &format!(r#"{{"version":1,"teamId":"{ROOT}","messageId":"m1","targetId":"w1"}}"#),
+    );
+    let nested = |depth: usize| {
+        queued(&format!(
+            r#"[{{"type":"plugin/x","v":{}1{}}}]"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        ))
+    };
+    let blocks = |n: usize| {
+        queued(&format!(
+            "[{}]",
+            vec![r#"{"type":"text","text":"t"}"#; n].join(",")
+        ))
+    };
+    // (type, line, whether the fast path applies it, whether the `Value` path accepts it)
+    let cases: Vec<(&str, String, bool, bool)> = vec![
+        // The plain lines.
+        ("team/task", task(task3), true, true),
+        ("team/member", member(w3), true, true),
+        ("team/message/queued", queued(text), true, true),
+        ("team/message/delivered", delivered.clone(), true, true),
+        // Repeated keys: derive refuses them (handed over), a `Value` keeps the last one …
+        (
+            "team/task",
+            task(&format!(r#"{task3},"status":"pending""#)),
+            false,
+            true,
+        ),
+        (
+            "team/member",
+            member(&format!(r#"{w3},"phase":"provisioning""#)),
+            false,
+            true,
+        ),
+        (
+            "team/message/queued",
+            queued(text).replace(
+                r#""delivery":"quiet""#,
+                r#""delivery":"wakeup","delivery":"quiet""#,
+            ),
+            false,
+            true,
+        ),
+        // … `Event` refuses them too …
+        (
+            "team/task",
+            task(task3).replace(r#""data":"#, r#""data":{},"data":"#),
+            false,
+            false,
+        ),
+        // … and inside content, both paths build the same `Value`.
+        (
+            "team/message/queued",
+            queued(r#"[{"type":"plugin/x","v":1,"v":2}]"#),
+            true,
+            true,
+        ),
+        // Escaped keys: derive decodes them as the `Value` path does; handed over all the same.
+        (
+            "team/task",
+            task(&task3.replace(r#""subject""#, r#""\u0073ubject""#)),
+            false,
+            true,
+        ),
+        (
+            "team/member",
+            member(&w3.replace(r#""name""#, r#""n\u0061me""#)),
+            false,
+            true,
+        ),
+        (
+            "team/message/queued",
+            queued(r#"[{"\u0074ype":"text","text":"hi"}]"#),
+            false,
+            true,
+        ),
+        (
+            "team/task",
+            task(task3).replace(r#""data""#, r#""d\u0061ta""#),
+            false,
+            true,
+        ),
+        // Escaped values are decoded, enums and the envelope's type included.
+        (
+            "team/task",
+            task(&task3.replace(r#""pending""#, r#""pend\u0069ng""#)),
+            true,
+            true,
+        ),
+        (
+            "team/member",
+            member(&w3.replace(r#""fresh""#, r#""\u0066resh""#)),
+            true,
+            true,
+        ),
+        (
+            "team/task",
+            task(task3).replace(r#""team/task""#, r#""team\/task""#),
+            true,
+            true,
+        ),
+        // An enum's map form: both paths read it.
+        (
+            "team/task",
+            task(&task3.replace(r#""pending""#, r#"{"pending":null}"#)),
+            true,
+            true,
+        ),
+        // `null` for optional members: `ownerId` and `error` refuse it in both paths; `Event`
+        // reads a `null` `batchLast` as its absence, but not a `null` `ignorable` or `data`.
+        (
+            "team/task",
+            task(&format!(r#"{task3},"ownerId":null"#)),
+            false,
+            false,
+        ),
+        (
+            "team/member",
+            member(&format!(r#"{w3},"error":null"#)),
+            false,
+            false,
+        ),
+        (
+            "team/task",
+            task(task3).replace(r#""data""#, r#""batchLast":null,"data""#),
+            true,
+            true,
+        ),
+        (
+            "team/task",
+            task(task3).replace(r#""data""#, r#""ignorable":null,"data""#),
+            false,
+            false,
+        ),
+        ("team/task", event("team/task", "null"), false, false),
+        (
+            "team/task",
+            task(&task3.replace(r#""s""#, "null")),
+            false,
+            false,
+        ),
+        (
+            "team/message/queued",
+            queued(r#"[{"type":"text","text":null}]"#),
+            false,
+            false,
+        ),
+        // Numbers: only integers where the wire has integers, in both paths; content keeps
+        // every form as the `Value` path parses it.
+        (
+            "team/task",
+            task(&task3.replace(r#""revision":1"#, r#""revision":1.0"#)),
+            false,
+            false,
+        ),
+        (
+            "team/task",
+            task(&task3.replace(r#""revision":1"#, r#""revision":1e0"#)),
+            false,
+            false,
+        ),
+        (
+            "team/task",
+            task(&task3.replace(r#""revision":1"#, r#""revision":-0"#)),
+            false,
+            false,
+        ),
+        (
+            "team/task",
+            task(task3).replace(r#""seq":7"#, r#""seq":7.0"#),
+            false,
+            false,
+        ),
+        (
+            "team/task",
+            task(task3).replace(r#""time":9"#, r#""time":9E0"#),
+            false,
+            false,
+        ),
+        (
+            "team/task",
+            task(task3).replace(r#""data""#, r#""batchLast":9.0,"data""#),
+            false,
+            false,
+        ),
+        (
+            "team/task",
+            task(task3).replace(r#"{"version":1,"#, r#"{"version":1E0,"#),
+            false,
+            false,
+        ),
+        (
+            "team/message/queued",
+            queued(r#"[{"type":"plugin/x","v":[1.0,1e0,-0,10E-1,-5,18446744073709551616]}]"#),
+            true,
+            true,
+        ),
+        // Deep nesting: serde_json's recursion limit counts from the line's start in both
+        // paths (the 127th level is the last it reads); content with more than 100 brackets
+        // is handed over before that.
+        ("team/message/queued", nested(122), false, true),
+        ("team/message/queued", nested(123), false, false),
+        ("team/message/queued", blocks(90), true, true),
+        ("team/message/queued", blocks(120), false, true),
+        (
+            "team/task",
+            task(&task3.replace(r#""writeScopes":[]"#, r#""writeScopes":[[["src"]]]"#)),
+            false,
+            false,
+        ),
+        // Trailing bytes: only whitespace may follow the event.
+        ("team/task", format!("{} \t\r\n", task(task3)), true, true),
+        (
+            "team/task",
+            format!("{}{}", task(task3), task(task3)),
+            false,
+            false,
+        ),
+        ("team/task", format!("{},", task(task3)), false, false),
+        ("team/task", format!("{}\u{0}", task(task3)), false, false),
+        (
+            "team/message/delivered",
+            format!("{delivered}]"),
+            false,
+            false,
+        ),
+        // Arrays for structs: derive reads them as the members in order; handed over, whether
+        // the `Value` path takes them (the envelope, snapshots) or not (the payload).
+        (
+            "team/task",
+            format!(
+                r#"[7,9,"team/task",null,{{"version":1,"teamId":"{ROOT}","task":{{{task3}}}}},false]"#
+            ),
+            false,
+            true,
+        ),
+        (
+            "team/member",
+            event(
+                "team/member",
+                &format!(
+                    r#"{{"version":1,"teamId":"{ROOT}","member":["w3","worker-c","d","spawn","fresh","provisioning"]}}"#
+                ),
+            ),
+            false,
+            true,
+        ),
+        (
+            "team/message/queued",
+            message(&format!(
+                r#"["m2","{ROOT}","lead","w1","quiet",[{{"type":"text","text":"hi"}}]]"#
+            )),
+            false,
+            true,
+        ),
+        (
+            "team/task",
+            task(task3)
+                .replace(r#""task":{"#, r#""task":["#)
+                .replace(r#"[]}}"#, r#"[]]}"#),
+            false,
+            false,
+        ),
+        (
+            "team/message/delivered",
+            event(
+                "team/message/delivered",
+                &format!(r#"[1,"{ROOT}","m1","w1"]"#),
+            ),
+            false,
+            false,
+        ),
+    ];
+    for (kind, line, fast, accepted) in &cases {
+        let (applied, reference) = apply_both(&base, kind, line);
+        assert_eq!(
+            applied == LineApplied::Applied,
+            *fast,
+            "fast path expected {fast}: {line}"
+        );
+        assert_eq!(
+            matches!(reference, Some(Ok(_))),
+            *accepted,
+            "`Value` path expected to accept: {accepted} ({:?}): {line}",
+            reference.map(|r| r.map(drop))
+        );
+    }
+}
+
 #[test]
 fn non_team_lines_are_not_read() {
     let mut state = TeamState::new(team());
