@@ -215,7 +215,7 @@ pub(crate) fn decode_line<'a>(kind: &str, line: &'a str) -> Option<(Text<'a>, Li
             (data.version, data.team_id, LineRecord::Member(data.member))
         }
         event_types::TEAM_MESSAGE_QUEUED => {
-            if brackets(line) > MAX_PLAIN_BRACKETS {
+            if more_brackets(line, MAX_PLAIN_BRACKETS) {
                 return None;
             }
             let data: QueuedData = event_data(kind, line)?;
@@ -308,9 +308,11 @@ fn has_escaped_key(line: &[u8]) -> bool {
     false
 }
 
-/// The number of `{` and `[` bytes in `line`.
-fn brackets(line: &str) -> usize {
-    line.bytes().filter(|&b| b == b'{' || b == b'[').count()
+/// Whether `line` holds more than `max` `{` and `[` bytes.
+fn more_brackets(line: &str, max: usize) -> bool {
+    memchr::memchr2_iter(b'{', b'[', line.as_bytes())
+        .nth(max)
+        .is_some()
 }
 
 #[cfg(test)]
