@@ -134,21 +134,8 @@ fn event_fold(root: &TeamId, text: &str) -> TeamState {
     state
 }
 
-/// The line decoder of the fold's fast path: the serde derive one (`StreamFold::line`) or,
-/// with the bench-only feature `hand-decoder`, the former hand-written one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Decoder {
-    Derive,
-    #[cfg(feature = "hand-decoder")]
-    Hand,
-}
-
 /// `troupe team show`'s fold (`LineCheck::Prefix`) or `troupe team verify`'s (`Full`).
 fn fold(root: &TeamId, bytes: &[u8], check: LineCheck) -> TeamState {
-    fold_with(root, bytes, check, Decoder::Derive)
-}
-
-fn fold_with(root: &TeamId, bytes: &[u8], check: LineCheck, decoder: Decoder) -> TeamState {
     let mut fold = StreamFold::new(root.clone());
     let summary = scan_selected_each(
         Path::new("lead.jsonl"),
@@ -157,12 +144,7 @@ fn fold_with(root: &TeamId, bytes: &[u8], check: LineCheck, decoder: Decoder) ->
         &StreamFold::reads,
         &mut |selected| match selected {
             Selected::Line(line) => {
-                let done = match decoder {
-                    Decoder::Derive => fold.line(line.kind, line.text),
-                    #[cfg(feature = "hand-decoder")]
-                    Decoder::Hand => fold.line_hand(line.kind, line.text),
-                };
-                if done {
+                if fold.line(line.kind, line.text) {
                     LineUse::Used
                 } else {
                     LineUse::NeedEvent
@@ -246,18 +228,6 @@ fn fold_benches(c: &mut Criterion) {
                     b.iter_with_large_drop(|| fold(&log.root, &log.bytes, LineCheck::Prefix));
                 });
             }
-            #[cfg(feature = "hand-decoder")]
-            if selected("fold_hand") {
-                group.bench_with_input(BenchmarkId::new("fold_hand", n), &log, |b, log| {
-                    b.iter_with_large_drop(|| {
-                        fold_with(&log.root, &log.bytes, LineCheck::Prefix, Decoder::Hand)
-                    });
-                });
-            }
-            #[cfg(feature = "hand-decoder")]
-            if selected("fold_abab") {
-                abab(&log, profile, n);
-            }
             if selected("fold_and_drop") {
                 group.bench_with_input(BenchmarkId::new("fold_and_drop", n), &log, |b, log| {
                     b.iter(|| drop(fold(&log.root, &log.bytes, LineCheck::Prefix)));
@@ -291,97 +261,6 @@ fn fold_benches(c: &mut Criterion) {
             group.finish();
         }
     }
-}
-
-/// The two line decoders alternated in one process (bench-only feature `hand-decoder`):
-/// `TEAM_BENCH_ABAB_ROUNDS` rounds (default 30 / 20 / 10 for 10k / 100k / 1M), each timing one
-/// sample of either fold, in the order hand, derive in even rounds and derive, hand in odd
-/// ones; a sample is the mean of `reps` folds (10 / 2 / 1), the drop of each state not timed.
-/// Prints each side's median and the per-round ratio derive ÷ hand (median, min, max), and
-/// appends them as one JSON line to `abab.jsonl` under the Cargo target tmp dir.
-#[cfg(feature = "hand-decoder")]
-fn abab(log: &LeadLog, profile: &str, n: u64) {
-    use std::time::Instant;
-    let hand = fold_with(&log.root, &log.bytes, LineCheck::Prefix, Decoder::Hand);
-    assert!(
-        hand == fold_with(&log.root, &log.bytes, LineCheck::Prefix, Decoder::Derive),
-        "the two decoders fold differently"
-    );
-    drop(hand);
-    let (default_rounds, reps) = match n {
-        0..100_000 => (30, 10),
-        100_000..1_000_000 => (20, 2),
-        _ => (10, 1),
-    };
-    let rounds: usize = std::env::var("TEAM_BENCH_ABAB_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(default_rounds);
-    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load_before = load();
-    let sample = |decoder: Decoder| {
-        let mut total = Duration::ZERO;
-        for _ in 0..reps {
-            let start = Instant::now();
-            let state = fold_with(&log.root, &log.bytes, LineCheck::Prefix, decoder);
-            total += start.elapsed();
-            drop(state);
-        }
-        total.as_secs_f64() / f64::from(reps)
-    };
-    let (mut hands, mut derives, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let (h, d) = if round % 2 == 0 {
-            let h = sample(Decoder::Hand);
-            (h, sample(Decoder::Derive))
-        } else {
-            let d = sample(Decoder::Derive);
-            (sample(Decoder::Hand), d)
-        };
-        hands.push(h);
-        derives.push(d);
-        ratios.push(d / h);
-    }
-    let load_after = load();
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        let m = v.len() / 2;
-        if v.len().is_multiple_of(2) {
-            (v[m - 1] + v[m]) / 2.0
-        } else {
-            v[m]
-        }
-    };
-    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
-    let events = log.team_events as f64;
-    let record = serde_json::json!({
-        "profile": profile,
-        "n": n,
-        "rounds": rounds,
-        "reps": reps,
-        "hand_median_s": median(&hands),
-        "derive_median_s": median(&derives),
-        "hand_eps": events / median(&hands),
-        "derive_eps": events / median(&derives),
-        "ratio_median": median(&ratios),
-        "ratio_min": min(&ratios),
-        "ratio_max": max(&ratios),
-        "hand_min_s": min(&hands),
-        "derive_min_s": min(&derives),
-        "load_before": load_before.trim(),
-        "load_after": load_after.trim(),
-    });
-    eprintln!("abab {record}");
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("abab.jsonl");
-    let mut out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap();
-    use std::io::Write;
-    writeln!(out, "{record}").unwrap();
 }
 
 criterion_group!(benches, fold_benches);

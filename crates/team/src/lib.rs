@@ -33,8 +33,6 @@ mod ids;
 mod index;
 mod limits;
 mod line;
-#[cfg(feature = "hand-decoder")]
-mod line_hand;
 mod mailbox;
 mod record;
 mod roster;

@@ -1,56 +1,47 @@
 //! The fold's fast path: a whole `team/…` Lead-log line decoded in one pass, without building
 //! a `serde_json::Value` (REFERENCE c.4 is unchanged; only the decoding is faster).
 //!
-//! The line is decoded by `serde_json` straight into `#[derive(Deserialize)]` structs of the
-//! envelope and the payload, strings borrowed from the line (`Cow<str>`: owned only when they
-//! had escapes). The decoder answers `None` whenever the line is not read exactly as written
-//! below, and the caller then takes the `Value` path ([`crate::record::decode`]), which decides.
-//! So the fast path never refuses by itself, and what it accepts is what the `Value` path
-//! accepts, with the same values:
+//! A small strict reader walks the line's envelope and the record's structure itself; strings
+//! are borrowed from the line (escaped ones are decoded by `serde_json`); a member, and message
+//! content other than plain text blocks, are handed to `serde_json` in place. The
+//! reader answers `None` for anything it does not read plainly — an escaped key, a repeated
+//! or unknown member, a number that is not a plain integer, `null` where a value is optional,
+//! another version, trailing bytes — and the caller then takes the `Value` path
+//! ([`crate::record::decode`]), which decides. So the fast path never refuses by itself, and
+//! what it accepts is what the `Value` path accepts, with the same values:
 //! - its envelope is [`troupe_protocol::Event`]'s (`seq`, `time`, `type`, `data`, optional
-//!   `batchLast` and `ignorable`, same types, same `default`s; no other member), so the line is
-//!   a valid event; nothing but whitespace may follow it;
+//!   `batchLast` and `ignorable`, each once, no other member), so the line is a valid event;
 //! - its payload is an object with exactly the strict shape's keys of REFERENCE c.3, `version`
 //!   the integer 1 and `teamId` a non-empty string (the loose selector passes);
-//! - members and messages are decoded by the same `Deserialize` impls as in the `Value` path
-//!   (message content validated by the same [`validate_content`]); task and delivery ids are
-//!   kept as borrowed strings and checked by the caller with the same constructors;
-//! - strings, integers, `null` and enum spellings are `serde_json`'s, as in the `Value` path.
-//!
-//! Where serde derive reads more than the `Value` path, or reads it differently, the line is
-//! handed over instead:
-//! - a repeated key (a `Value` keeps the last one; derive refuses `duplicate field`);
-//! - an array where a struct is expected (derive would read it as the struct's members in
-//!   order; the `Value` path refuses a payload that is not an object): every struct of the
-//!   strict shape must be a JSON object ([`object`]);
-//! - an unknown member anywhere, the envelope included (`Event` ignores unknown envelope
-//!   members: `deny_unknown_fields` hands such a line over rather than skipping its value).
-//!
-//! Two more shapes are handed over although derive reads them exactly as the `Value` path
-//! does, keeping the former hand reader's rule (the line tests pin it): a line with an escape
-//! in a key ([`has_escaped_key`]), and a `team/message/queued` line with more than
-//! [`MAX_PLAIN_BRACKETS`] `{`/`[` bytes. (Nesting needs no rule of its own: both paths parse
-//! from the start of the line, so `serde_json`'s recursion limit of 128 refuses the same lines.)
+//! - strings accept what a JSON string accepts (no control characters; escapes decoded by
+//!   `serde_json`), integers only the plain form of a `u64`;
+//! - members are decoded by the same `Deserialize` impl as in the `Value` path; messages
+//!   member by member with the same checks (ids through the same constructors), their content
+//!   into the same `Value`s (text blocks built directly, other blocks by `serde_json`).
 
 use std::borrow::Cow;
 
-use serde::de::Visitor;
-use serde::{Deserialize, Deserializer};
-use troupe_protocol::json_scan::skip_ws;
+use serde::Deserialize;
+use serde_json::Value;
+use troupe_protocol::json_scan::{read_u64, skip_ws};
 use troupe_protocol::{MessageId, SessionId, event_types};
 
 use crate::content::validate_content;
 use crate::ids::{Revision, TaskId};
-use crate::record::{MemberSnapshot, MessageSnapshot, TEAM_EVENT_VERSION, TaskStatus, present};
+use crate::record::{Delivery, MemberSnapshot, MessageSnapshot, TEAM_EVENT_VERSION, TaskStatus};
 
-/// The most `{`/`[` bytes (counting any in strings too) a `team/message/queued` line may hold
-/// on the fast path.
+/// The most `{`/`[` bytes a value handed to `serde_json` in place may hold (see
+/// `Reader::serde`): far below its recursion limit (128) minus the at most three levels above
+/// the value in the line.
 const MAX_PLAIN_BRACKETS: usize = 100;
 
+/// How many bytes of a string [`find_special`] scans eight at a time before it switches to
+/// memchr.
+const SWAR_BYTES: usize = 64;
+
 /// A string of a line: borrowed, or owned when it had escapes.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub(crate) struct Text<'a>(#[serde(borrow)] pub(crate) Cow<'a, str>);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Text<'a>(pub(crate) Cow<'a, str>);
 
 impl AsRef<str> for Text<'_> {
     fn as_ref(&self) -> &str {
@@ -65,26 +56,54 @@ impl<'a> Text<'a> {
     }
 }
 
-/// A `team/task` snapshot as its line holds it: [`crate::TaskSnapshot`]'s members (same names,
-/// order, `ownerId` optional but not `null`), with the strings borrowed and the id, revision
-/// and owner rules not yet checked (the fold checks them).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+/// A JSON array of strings, kept as its text (no allocation); [`StrList::iter`] reads the
+/// strings again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StrList<'a> {
+    /// From `[` to `]`.
+    text: &'a str,
+    len: usize,
+}
+
+impl<'a> StrList<'a> {
+    /// The number of strings.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The strings, in order (read again from the text the reader already checked).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Text<'a>> + 'a {
+        let mut reader = Reader {
+            text: self.text,
+            at: 1,
+        };
+        let mut left = self.len;
+        std::iter::from_fn(move || {
+            if left == 0 {
+                return None;
+            }
+            left -= 1;
+            reader.ws();
+            if reader.peek() == Some(b',') {
+                reader.at += 1;
+            }
+            reader.string()
+        })
+    }
+}
+
+/// A `team/task` snapshot as its line holds it: [`crate::TaskSnapshot`]'s members, with the
+/// strings borrowed and the id rules not yet checked (the fold checks them).
+#[derive(Debug)]
 pub(crate) struct TaskText<'a> {
-    #[serde(borrow)]
     pub(crate) id: Text<'a>,
     pub(crate) revision: u64,
-    #[serde(borrow)]
     pub(crate) subject: Text<'a>,
-    #[serde(borrow)]
     pub(crate) description: Text<'a>,
     pub(crate) status: TaskStatus,
-    #[serde(borrow, default, deserialize_with = "present")]
     pub(crate) owner_id: Option<Text<'a>>,
-    #[serde(borrow)]
-    pub(crate) blocked_by: Vec<Text<'a>>,
-    #[serde(borrow)]
-    pub(crate) write_scopes: Vec<Text<'a>>,
+    pub(crate) blocked_by: StrList<'a>,
+    pub(crate) write_scopes: StrList<'a>,
 }
 
 /// The record of a `team/…` line decoded by [`decode_line`].
@@ -127,230 +146,461 @@ impl LineRecord<'_> {
     }
 }
 
-/// An event line: [`troupe_protocol::Event`]'s members, with the payload `P` decoded in the
-/// same pass.
-#[derive(Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    bound(deserialize = "P: Deserialize<'de>, 'de: 'a")
-)]
-struct EventLine<'a, P> {
-    #[serde(rename = "seq")]
-    _seq: u64,
-    #[serde(rename = "time")]
-    _time: u64,
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    // Batch framing (DESIGN decision 9) is the journal's: the scan has checked it. As in
-    // `Event`, `null` is its absence.
-    #[serde(rename = "batchLast", default)]
-    _batch_last: Option<u64>,
-    #[serde(deserialize_with = "object")]
-    data: P,
-    #[serde(rename = "ignorable", default)]
-    _ignorable: bool,
-}
-
-/// `team/member {version, teamId, member}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct MemberData<'a> {
-    version: u64,
-    #[serde(borrow)]
-    team_id: Text<'a>,
-    #[serde(deserialize_with = "object")]
-    member: MemberSnapshot,
-}
-
-/// `team/task {version, teamId, task}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct TaskData<'a> {
-    version: u64,
-    #[serde(borrow)]
-    team_id: Text<'a>,
-    #[serde(borrow, deserialize_with = "object")]
-    task: TaskText<'a>,
-}
-
-/// `team/message/queued {version, teamId, message}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct QueuedData<'a> {
-    version: u64,
-    #[serde(borrow)]
-    team_id: Text<'a>,
-    #[serde(deserialize_with = "object")]
-    message: MessageSnapshot,
-}
-
-/// `team/message/delivered {version, teamId, messageId, targetId}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct DeliveredData<'a> {
-    version: u64,
-    #[serde(borrow)]
-    team_id: Text<'a>,
-    #[serde(borrow)]
-    message_id: Text<'a>,
-    #[serde(borrow)]
-    target_id: Text<'a>,
-}
-
 /// Decodes a whole Lead-log line of the Team type `kind`: `Some((teamId, record))` when the
 /// line is a valid event of type `kind` whose payload is a valid `version: 1` record read
-/// as the module docs say (task and delivery ids are checked by the caller), `None` whenever
-/// the `Value` path must decide.
+/// plainly (see the module docs; task and message ids are checked by the caller), `None`
+/// whenever the `Value` path must decide.
 pub(crate) fn decode_line<'a>(kind: &str, line: &'a str) -> Option<(Text<'a>, LineRecord<'a>)> {
-    if has_escaped_key(line.as_bytes()) {
+    let mut reader = Reader { text: line, at: 0 };
+    let mut payload = None;
+    let (mut seq, mut time, mut ty, mut ignorable, mut batch_last) =
+        (false, false, false, false, false);
+    reader.object(|reader, key| {
+        match key {
+            b"seq" if !seq => {
+                seq = true;
+                reader.u64()?;
+            }
+            b"time" if !time => {
+                time = true;
+                reader.u64()?;
+            }
+            b"type" if !ty => {
+                ty = true;
+                (reader.string()?.as_ref() == kind).then_some(())?;
+            }
+            b"ignorable" if !ignorable => {
+                ignorable = true;
+                reader.bool()?;
+            }
+            // Batch framing (DESIGN decision 9) is the journal's: the scan has checked it.
+            b"batchLast" if !batch_last => {
+                batch_last = true;
+                reader.u64()?;
+            }
+            b"data" if payload.is_none() => payload = Some(decode_payload(reader, kind)?),
+            _ => return None,
+        }
+        Some(())
+    })?;
+    reader.ws();
+    if !(seq && time && ty) || reader.at != line.len() {
         return None;
     }
-    let (version, team_id, record) = match kind {
-        event_types::TEAM_TASK => {
-            let data: TaskData = event_data(kind, line)?;
-            (data.version, data.team_id, LineRecord::Task(data.task))
-        }
-        event_types::TEAM_MEMBER => {
-            let data: MemberData = event_data(kind, line)?;
-            (data.version, data.team_id, LineRecord::Member(data.member))
-        }
-        event_types::TEAM_MESSAGE_QUEUED => {
-            if more_brackets(line, MAX_PLAIN_BRACKETS) {
-                return None;
+    payload
+}
+
+/// The payload of a `kind` line: `{version: 1, teamId, <body>}` with exactly its keys.
+fn decode_payload<'a>(reader: &mut Reader<'a>, kind: &str) -> Option<(Text<'a>, LineRecord<'a>)> {
+    let mut version = None;
+    let mut team_id = None;
+    let mut record = None;
+    let (mut message_id, mut target_id) = (None, None);
+    reader.object(|reader, key| {
+        match (kind, key) {
+            (_, b"version") if version.is_none() => version = Some(reader.u64()?),
+            (_, b"teamId") if team_id.is_none() => team_id = Some(reader.string()?),
+            (event_types::TEAM_TASK, b"task") if record.is_none() => {
+                record = Some(LineRecord::Task(decode_task(reader)?));
             }
-            let data: QueuedData = event_data(kind, line)?;
-            validate_content(&data.message.content).ok()?;
-            let record = LineRecord::MessageQueued(data.message);
-            (data.version, data.team_id, record)
+            (event_types::TEAM_MEMBER, b"member") if record.is_none() => {
+                record = Some(LineRecord::Member(reader.serde()?));
+            }
+            (event_types::TEAM_MESSAGE_QUEUED, b"message") if record.is_none() => {
+                record = Some(LineRecord::MessageQueued(decode_message(reader)?));
+            }
+            (event_types::TEAM_MESSAGE_DELIVERED, b"messageId") if message_id.is_none() => {
+                message_id = Some(reader.string()?);
+            }
+            (event_types::TEAM_MESSAGE_DELIVERED, b"targetId") if target_id.is_none() => {
+                target_id = Some(reader.string()?);
+            }
+            _ => return None,
         }
-        event_types::TEAM_MESSAGE_DELIVERED => {
-            let data: DeliveredData = event_data(kind, line)?;
-            let record = LineRecord::MessageDelivered {
-                message_id: data.message_id,
-                target_id: data.target_id,
-            };
-            (data.version, data.team_id, record)
+        Some(())
+    })?;
+    if kind == event_types::TEAM_MESSAGE_DELIVERED {
+        record = Some(LineRecord::MessageDelivered {
+            message_id: message_id?,
+            target_id: target_id?,
+        });
+    }
+    let team_id = team_id.filter(|id| !id.0.is_empty())?;
+    (version? == TEAM_EVENT_VERSION).then_some((team_id, record?))
+}
+
+/// A task snapshot object with exactly [`crate::TaskSnapshot`]'s keys (`ownerId` optional).
+fn decode_task<'a>(reader: &mut Reader<'a>) -> Option<TaskText<'a>> {
+    let mut id = None;
+    let mut revision = None;
+    let mut subject = None;
+    let mut description = None;
+    let mut status = None;
+    let mut owner_id = None;
+    let mut blocked_by = None;
+    let mut write_scopes = None;
+    reader.object(|reader, key| {
+        match key {
+            b"id" if id.is_none() => id = Some(reader.string()?),
+            b"revision" if revision.is_none() => revision = Some(reader.u64()?),
+            b"subject" if subject.is_none() => subject = Some(reader.string()?),
+            b"description" if description.is_none() => description = Some(reader.string()?),
+            b"status" if status.is_none() => {
+                status = Some(match reader.string()?.as_ref() {
+                    "pending" => TaskStatus::Pending,
+                    "in_progress" => TaskStatus::InProgress,
+                    "completed" => TaskStatus::Completed,
+                    "deleted" => TaskStatus::Deleted,
+                    _ => return None,
+                });
+            }
+            b"ownerId" if owner_id.is_none() => owner_id = Some(reader.string()?),
+            b"blockedBy" if blocked_by.is_none() => blocked_by = Some(reader.strings()?),
+            b"writeScopes" if write_scopes.is_none() => write_scopes = Some(reader.strings()?),
+            _ => return None,
         }
-        _ => return None,
-    };
-    (version == TEAM_EVENT_VERSION && !team_id.0.is_empty()).then_some((team_id, record))
+        Some(())
+    })?;
+    Some(TaskText {
+        id: id?,
+        revision: revision?,
+        subject: subject?,
+        description: description?,
+        status: status?,
+        owner_id,
+        blocked_by: blocked_by?,
+        write_scopes: write_scopes?,
+    })
 }
 
-/// The payload of `line` when it is a whole event of type `kind` with a payload `P`.
-fn event_data<'a, P: Deserialize<'a>>(kind: &str, line: &'a str) -> Option<P> {
-    let mut deserializer = serde_json::Deserializer::from_str(line);
-    let event = object::<_, EventLine<'a, P>>(&mut deserializer).ok()?;
-    // Only whitespace may follow.
-    deserializer.end().ok()?;
-    (event.kind == kind).then_some(event.data)
+/// A queued message object with exactly [`MessageSnapshot`]'s keys, checked as its decoding
+/// checks them, and with valid content blocks.
+fn decode_message(reader: &mut Reader<'_>) -> Option<MessageSnapshot> {
+    let mut id = None;
+    let mut sender_id = None;
+    let mut sender_name = None;
+    let mut target_id = None;
+    let mut delivery = None;
+    let mut content = None;
+    let session = |text: Text<'_>| SessionId::new(text.into_owned()).ok();
+    reader.object(|reader, key| {
+        match key {
+            b"id" if id.is_none() => id = Some(MessageId::new(reader.string()?.into_owned()).ok()?),
+            b"senderId" if sender_id.is_none() => sender_id = Some(session(reader.string()?)?),
+            b"senderName" if sender_name.is_none() => {
+                sender_name = Some(reader.string()?.into_owned());
+            }
+            b"targetId" if target_id.is_none() => target_id = Some(session(reader.string()?)?),
+            b"delivery" if delivery.is_none() => {
+                delivery = Some(match reader.string()?.as_ref() {
+                    "quiet" => Delivery::Quiet,
+                    "wakeup" => Delivery::Wakeup,
+                    _ => return None,
+                });
+            }
+            b"content" if content.is_none() => {
+                let mut plain = reader.clone();
+                content = Some(match plain.text_blocks() {
+                    Some(blocks) => {
+                        *reader = plain;
+                        blocks
+                    }
+                    None => {
+                        let blocks: Vec<Value> = reader.serde()?;
+                        validate_content(&blocks).ok()?;
+                        blocks
+                    }
+                });
+            }
+            _ => return None,
+        }
+        Some(())
+    })?;
+    Some(MessageSnapshot {
+        id: id?,
+        sender_id: sender_id?,
+        sender_name: sender_name?,
+        target_id: target_id?,
+        delivery: delivery?,
+        content: content?,
+    })
 }
 
-/// A struct `T` read only from a JSON object: serde derive would also read an array as the
-/// struct's members in order, which the `Value` path does not accept everywhere.
-fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<T, D::Error> {
-    T::deserialize(ObjectOnly(deserializer))
+/// A strict reader of one line's JSON. Every method skips leading whitespace and answers
+/// `None` for anything it does not read plainly.
+#[derive(Clone)]
+struct Reader<'a> {
+    text: &'a str,
+    /// The byte offset of the next unread byte (always at an ASCII byte or the end, so a
+    /// char boundary).
+    at: usize,
 }
 
-/// A deserializer that reads a struct as a map (`serde_json` then refuses anything but an
-/// object); everything else goes to the inner deserializer as it is.
-struct ObjectOnly<D>(D);
-
-impl<'de, D: Deserializer<'de>> Deserializer<'de> for ObjectOnly<D> {
-    type Error = D::Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        self.0.deserialize_any(visitor)
+impl<'a> Reader<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
     }
 
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        _fields: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_map(visitor)
+    fn ws(&mut self) {
+        self.at = skip_ws(self.bytes(), self.at);
     }
 
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
-        ignored_any
+    fn peek(&self) -> Option<u8> {
+        self.bytes().get(self.at).copied()
     }
-}
 
-/// Whether the JSON text `line` has a key with an escape (`"\u0074ype":…`). Linear: from
-/// each string's first backslash to its closing quote, then on after it. (A backslash outside
-/// a string is not JSON; the decode refuses it.)
-fn has_escaped_key(line: &[u8]) -> bool {
-    let mut at = 0;
-    while let Some(found) = line.get(at..).and_then(|rest| memchr::memchr(b'\\', rest)) {
-        let mut end = at + found;
-        // At a backslash: skip the escape's two bytes (a `\u`'s hex digits are plain), up to
-        // the next quote or backslash.
+    /// Skips whitespace and the byte `byte`.
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        self.ws();
+        (self.peek() == Some(byte)).then(|| self.at += 1)
+    }
+
+    /// An object: calls `member` with each key (its bytes; a key with an escape is not read
+    /// plainly), positioned before its value.
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &[u8]) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Some(());
+        }
         loop {
-            end += 2;
-            let Some(next) = line
-                .get(end..)
-                .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
-            else {
-                return false;
-            };
-            end += next;
-            if line[end] == b'"' {
+            self.ws();
+            let key = self.key()?;
+            self.eat(b':')?;
+            self.ws();
+            member(self, key)?;
+            self.ws();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A key: a string without escapes or control characters, as bytes. (The caller compares
+    /// it with ASCII names, so its UTF-8 needs no check.)
+    fn key(&mut self) -> Option<&'a [u8]> {
+        let bytes = self.bytes();
+        if bytes.get(self.at) != Some(&b'"') {
+            return None;
+        }
+        let start = self.at + 1;
+        let end = find_special(bytes, start)?;
+        if bytes[end] != b'"' {
+            return None;
+        }
+        self.at = end + 1;
+        Some(&bytes[start..end])
+    }
+
+    /// A JSON string. Without escapes it is borrowed (after the control-character check a
+    /// JSON string needs); with escapes the token is decoded by `serde_json`.
+    fn string(&mut self) -> Option<Text<'a>> {
+        self.ws();
+        let bytes = self.bytes();
+        if bytes.get(self.at) != Some(&b'"') {
+            return None;
+        }
+        let open = self.at;
+        let start = open + 1;
+        let end = find_special(bytes, start)?;
+        match bytes[end] {
+            b'"' => {
+                self.at = end + 1;
+                Some(Text(Cow::Borrowed(self.text.get(start..end)?)))
+            }
+            b'\\' => self.escaped_string(open, end),
+            // A control character.
+            _ => None,
+        }
+    }
+
+    /// The rest of a string opened at `open` whose first escape is at `backslash`: the token
+    /// decoded by `serde_json` (which checks escapes and control characters).
+    fn escaped_string(&mut self, open: usize, backslash: usize) -> Option<Text<'a>> {
+        let bytes = self.bytes();
+        // Skip each escape's backslash and escaped byte (a `\u`'s hex digits are plain).
+        let mut at = backslash + 2;
+        loop {
+            at += memchr::memchr2(b'"', b'\\', bytes.get(at..)?)?;
+            if bytes[at] == b'"' {
                 break;
             }
+            at += 2;
         }
-        if line.get(skip_ws(line, end + 1)) == Some(&b':') {
-            return true;
-        }
-        at = end + 1;
+        self.at = at + 1;
+        let token = self.text.get(open..=at)?;
+        serde_json::from_str::<String>(token)
+            .ok()
+            .map(|s| Text(Cow::Owned(s)))
     }
-    false
+
+    /// An array of strings.
+    fn strings(&mut self) -> Option<StrList<'a>> {
+        self.ws();
+        let open = self.at;
+        self.eat(b'[')?;
+        self.ws();
+        let mut len = 0;
+        if self.peek() != Some(b']') {
+            loop {
+                self.string()?;
+                len += 1;
+                self.ws();
+                match self.peek()? {
+                    b',' => self.at += 1,
+                    b']' => break,
+                    _ => return None,
+                }
+            }
+        }
+        self.at += 1;
+        Some(StrList {
+            text: self.text.get(open..self.at)?,
+            len,
+        })
+    }
+
+    /// A plain non-negative integer fitting `u64` (no sign, fraction, exponent or leading
+    /// zero).
+    fn u64(&mut self) -> Option<u64> {
+        self.ws();
+        let (value, after) = read_u64(self.bytes(), self.at)?;
+        self.at = after;
+        Some(value)
+    }
+
+    fn bool(&mut self) -> Option<bool> {
+        self.ws();
+        let rest = self.bytes().get(self.at..)?;
+        let (value, len) = if rest.starts_with(b"true") {
+            (true, 4)
+        } else if rest.starts_with(b"false") {
+            (false, 5)
+        } else {
+            return None;
+        };
+        // A literal must end here (`trueish` is not JSON).
+        if rest.get(len).is_some_and(u8::is_ascii_alphanumeric) {
+            return None;
+        }
+        self.at += len;
+        Some(value)
+    }
+
+    /// Content made of plain text blocks only — `[{"type":"text"|"reasoning","text":"…"}, …]`,
+    /// each with exactly those two keys — as the `Value`s `serde_json` builds for them (keys
+    /// inserted in text order). Such blocks are valid content (REFERENCE c.3), so they need no
+    /// further check. `None` for anything else: the caller lets `serde_json` read it.
+    fn text_blocks(&mut self) -> Option<Vec<Value>> {
+        self.eat(b'[')?;
+        let mut blocks = Vec::new();
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            return Some(blocks);
+        }
+        loop {
+            let mut block = serde_json::Map::new();
+            self.object(|reader, key| {
+                let key = match key {
+                    b"type" => "type",
+                    b"text" => "text",
+                    _ => return None,
+                };
+                if block.contains_key(key) {
+                    return None;
+                }
+                let value = reader.string()?;
+                if key == "type" && !matches!(value.as_ref(), "text" | "reasoning") {
+                    return None;
+                }
+                block.insert(key.to_owned(), Value::String(value.into_owned()));
+                Some(())
+            })?;
+            if block.len() != 2 {
+                return None;
+            }
+            blocks.push(Value::Object(block));
+            self.ws();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => {
+                    self.at += 1;
+                    return Some(blocks);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// One object or array, decoded in place by `serde_json` as a `T`.
+    ///
+    /// `serde_json` refuses values nested deeper than its recursion limit (128) counted from
+    /// the start of what it parses; the `Value` path starts at the line, this one a few levels
+    /// deeper. So a value with more than [`MAX_PLAIN_BRACKETS`] brackets (counting any in
+    /// strings too, an over-estimate of its depth) is left to the `Value` path.
+    fn serde<T: Deserialize<'a>>(&mut self) -> Option<T> {
+        self.ws();
+        if !matches!(self.peek(), Some(b'{' | b'[')) {
+            return None;
+        }
+        let rest = self.text.get(self.at..)?;
+        let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<T>();
+        let value = stream.next()?.ok()?;
+        let len = stream.byte_offset();
+        let brackets = rest.as_bytes()[..len]
+            .iter()
+            .fold(0usize, |n, &b| n + usize::from(b == b'{' || b == b'['));
+        if brackets > MAX_PLAIN_BRACKETS {
+            return None;
+        }
+        self.at += len;
+        Some(value)
+    }
 }
 
-/// Whether `line` holds more than `max` `{` and `[` bytes.
-fn more_brackets(line: &str, max: usize) -> bool {
-    memchr::memchr2_iter(b'{', b'[', line.as_bytes())
-        .nth(max)
-        .is_some()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escaped_keys_are_found_and_escaped_values_are_not() {
-        for (line, escaped) in [
-            (r#"{"a":"b"}"#, false),
-            (r#"{"a":"\"b\\"}"#, false),
-            (r#"{"a":"x\\","b":"\n"}"#, false),
-            (r#"{"a":["\"", "\\"] , "c" : "\u0041"}"#, false),
-            (r#"{"\u0061":"b"}"#, true),
-            (r#"{"a":"\\", "b\"" : 1}"#, true),
-            (r#"{"a":"\\","b":{"c\\d"  :1}}"#, true),
-            (r#"{"a":"\\":}"#, true),
-            // Not JSON (the decode refuses it): no answer is wrong, none may panic.
-            (r#"{"a":"\"#, false),
-            (r#"{"a":"\\"#, false),
-            ("\\", false),
-        ] {
-            assert_eq!(has_escaped_key(line.as_bytes()), escaped, "{line}");
+/// The index of the first byte at or after `at` that ends the plain part of a JSON string: a
+/// `"`, a `\\` or a control character (below 0x20). Eight bytes at a time for the first
+/// [`SWAR_BYTES`] (most strings are short), then memchr for a quote or backslash and one
+/// pass for control characters over what it skipped.
+fn find_special(bytes: &[u8], mut at: usize) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    let limit = at + SWAR_BYTES;
+    while let Some(chunk) = bytes.get(at..at + 8)
+        && at < limit
+    {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let quote = word ^ (ONES * u64::from(b'"'));
+        let backslash = word ^ (ONES * u64::from(b'\\'));
+        // Per byte: zero (or below 0x20) sets its high bit; a borrow can only set bits above
+        // the first such byte, so the lowest set bit is exact.
+        let found = (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (word.wrapping_sub(ONES * 0x20) & !word);
+        let found = found & HIGH;
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
         }
+        at += 8;
     }
-
-    #[test]
-    fn structs_are_read_from_objects_only() {
-        let task = r#"{"id":"task-1","revision":1,"subject":"s","description":"d","status":"pending","blockedBy":[],"writeScopes":[]}"#;
-        let mut deserializer = serde_json::Deserializer::from_str(task);
-        let read: TaskText = object(&mut deserializer).unwrap();
-        assert_eq!(read.id.as_ref(), "task-1");
-        assert!(matches!(read.id.0, Cow::Borrowed(_)));
-        let array = r#"["task-1",1,"s","d","pending","w1",["task-2"],[]]"#;
-        // serde derive alone reads the array form …
-        assert!(serde_json::from_str::<TaskText>(array).is_ok());
-        // … `object` does not.
-        let mut deserializer = serde_json::Deserializer::from_str(array);
-        assert!(object::<_, TaskText>(&mut deserializer).is_err());
+    if at < limit {
+        // Fewer than eight bytes left.
+        return (at..bytes.len()).find(|&i| matches!(bytes[i], b'"' | b'\\' | 0..0x20));
     }
+    let end = at + memchr::memchr2(b'"', b'\\', bytes.get(at..)?)?;
+    let skipped = &bytes[at..end];
+    // A minimum is a vectorized pass; the position is only looked for when it is needed.
+    if skipped.iter().copied().min().is_some_and(|b| b < 0x20) {
+        return skipped.iter().position(|&b| b < 0x20).map(|i| at + i);
+    }
+    Some(end)
 }

@@ -123,7 +123,7 @@ impl Delivery {
 
 /// Deserializes a present optional field, refusing `null` (the original's schemas have
 /// optional keys, not nullable ones).
-pub(crate) fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+fn present<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de>,

@@ -13,14 +13,11 @@ use crate::error::{FoldError, InvariantError, ReplayError};
 use crate::graph::{GraphViolation, GraphViolationKind};
 use crate::ids::{LEAD_NAME, MAX_SAFE_INTEGER, MemberName, Revision, TaskId, TeamId, task_number};
 use crate::index::IdIndex;
-use crate::line::{LineRecord, TaskText, Text, decode_line};
+use crate::line::{LineRecord, StrList, TaskText, Text, decode_line};
 use crate::record::{
     Decoded, MemberPhase, MemberSnapshot, MessageSnapshot, TaskSnapshot, TaskStatus, TeamEvent,
     TeamRecord, decode,
 };
-
-#[cfg(feature = "hand-decoder")]
-mod hand;
 
 /// A Team role (REFERENCE c.2). Wire: `"lead"` | `"teammate"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -525,8 +522,8 @@ impl TeamState {
             (Some(a), Some(b)) => a.as_str() == b.as_ref(),
             _ => false,
         };
-        let same_blockers = current.is_some_and(|c| same_ids(&c.blocked_by, &task.blocked_by));
-        let same_scopes = current.is_some_and(|c| same_ids(&c.write_scopes, &task.write_scopes));
+        let same_blockers = current.is_some_and(|c| same_list(&c.blocked_by, task.blocked_by));
+        let same_scopes = current.is_some_and(|c| same_list(&c.write_scopes, task.write_scopes));
         let owner_id = if same_owner {
             None
         } else {
@@ -540,7 +537,7 @@ impl TeamState {
         } else {
             let ids: Option<Vec<TaskId>> = task
                 .blocked_by
-                .into_iter()
+                .iter()
                 .map(|t| TaskId::parse(t.into_owned()).ok())
                 .collect();
             Some(ids?)
@@ -559,12 +556,8 @@ impl TeamState {
                         .then(|| task.description.into_owned()),
                     owner_id,
                     blocked_by,
-                    write_scopes: (!same_scopes).then(|| {
-                        task.write_scopes
-                            .into_iter()
-                            .map(Text::into_owned)
-                            .collect()
-                    }),
+                    write_scopes: (!same_scopes)
+                        .then(|| task.write_scopes.iter().map(Text::into_owned).collect()),
                 };
                 Some(Prepared::TaskUpdate { index, update })
             }
@@ -577,11 +570,7 @@ impl TeamState {
                     status: task.status,
                     owner_id: owner_id.flatten(),
                     blocked_by: blocked_by.unwrap_or_default(),
-                    write_scopes: task
-                        .write_scopes
-                        .into_iter()
-                        .map(Text::into_owned)
-                        .collect(),
+                    write_scopes: task.write_scopes.iter().map(Text::into_owned).collect(),
                 };
                 self.prepare_task(snapshot).ok()
             }
@@ -1149,4 +1138,12 @@ impl TeamState {
 /// Whether two lists of ids or strings hold the same strings in the same order.
 fn same_ids<A: AsRef<str>, B: AsRef<str>>(a: &[A], b: &[B]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.as_ref() == b.as_ref())
+}
+
+/// [`same_ids`] of a stored list and one still in a line's text.
+fn same_list<A: AsRef<str>>(a: &[A], b: StrList<'_>) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b.iter())
+            .all(|(a, b)| a.as_ref() == b.as_ref())
 }
