@@ -1025,6 +1025,17 @@ mod tests {
                         .sum();
                     assert!(width < columns, "{columns}: {line:?} is {width} wide");
                 }
+                if step == 4 {
+                    // What the area looks like (the elapsed seconds vary).
+                    let area: Vec<String> = live
+                        .iter()
+                        .map(|l| match l.find("s] ") {
+                            Some(at) if l.starts_with('[') => format!("[T{}", &l[at..]),
+                            _ => (*l).clone(),
+                        })
+                        .collect();
+                    insta::assert_snapshot!(format!("live_area_{columns}"), area.join("\n"));
+                }
             }
             printer.note("the end");
             let shown = screen(printer.recorded.as_ref().unwrap(), size);
