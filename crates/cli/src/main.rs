@@ -303,7 +303,9 @@ pub(crate) fn whole_number(raw: &str) -> Result<u64, String> {
         && !digits.is_empty()
         && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.')
     {
-        return Err(format!("{raw} is negative: give a whole number of 0 or more"));
+        return Err(format!(
+            "{raw} is negative: give a whole number of 0 or more"
+        ));
     }
     raw.parse::<u64>().map_err(|e| match e.kind() {
         std::num::IntErrorKind::PosOverflow => format!("{raw} is too large (at most {})", u64::MAX),

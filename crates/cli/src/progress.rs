@@ -1040,7 +1040,9 @@ mod tests {
             printer.note("the end");
             let shown = screen(printer.recorded.as_ref().unwrap(), size);
             assert!(
-                !shown.iter().any(|l| l.starts_with('[') || l.starts_with("  ")),
+                !shown
+                    .iter()
+                    .any(|l| l.starts_with('[') || l.starts_with("  ")),
                 "{columns}: stale live lines in {shown:#?}"
             );
             assert_eq!(shown.last().map(String::as_str), Some(""), "{shown:#?}");

@@ -368,9 +368,17 @@ fn human_show(
         crate::work::count(view.members.len().saturating_sub(1) as u64, "teammate")
     ));
     let mut rows = vec![
-        ["NAME", "ROLE", "PHASE", "STATUS", "CONTEXT", "ID", "DESCRIPTION"]
-            .map(str::to_owned)
-            .to_vec(),
+        [
+            "NAME",
+            "ROLE",
+            "PHASE",
+            "STATUS",
+            "CONTEXT",
+            "ID",
+            "DESCRIPTION",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
     ];
     let mut notes: Vec<(usize, Vec<String>)> = Vec::new();
     for row in &view.members {
@@ -507,7 +515,14 @@ fn with_notes(rows: Vec<String>, notes: &[(usize, Vec<String>)]) -> Vec<String> 
 
 /// `troupe team verify SESSION`.
 fn verify(journal: &Journal, session: &str, home: &str) -> Result<(), Failure> {
-    let lead = load_team(journal, session, "verify", LineCheck::Full, QueueTimes::Skip, home)?;
+    let lead = load_team(
+        journal,
+        session,
+        "verify",
+        LineCheck::Full,
+        QueueTimes::Skip,
+        home,
+    )?;
     let violation = match replay_lead(journal, &lead) {
         Some(violation) => Some(violation),
         None => check_teammates(journal, &lead),
@@ -876,7 +891,14 @@ mod tests {
             .unwrap();
         writer.flush_blocking().unwrap();
         drop(writer);
-        let Err(failure) = load_team(&journal, "lead-x", "show", LineCheck::Prefix, QueueTimes::Skip, "") else {
+        let Err(failure) = load_team(
+            &journal,
+            "lead-x",
+            "show",
+            LineCheck::Prefix,
+            QueueTimes::Skip,
+            "",
+        ) else {
             panic!("the fold must refuse the log");
         };
         assert_eq!(failure.code, crate::exit::WORK_FAILED);

@@ -42,6 +42,8 @@ impl Tmux {
 
     fn run(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
+            // A test run from inside tmux must not talk to (or nest in) the user's server.
+            .env_remove("TMUX")
             .args(["-L", &self.socket, "-f", "/dev/null"])
             .args(args)
             .output()
@@ -59,7 +61,15 @@ impl Tmux {
     fn start_pane(&self, columns: u16, rows: u16, command: &str) {
         let (columns, rows) = (columns.to_string(), rows.to_string());
         self.run(&[
-            "new-session", "-d", "-s", "t", "-x", &columns, "-y", &rows, "sleep 600",
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            &columns,
+            "-y",
+            &rows,
+            "sleep 600",
         ]);
         self.run(&["set-option", "-g", "history-limit", "50000"]);
         self.run(&["set-option", "-g", "remain-on-exit", "on"]);
@@ -100,6 +110,7 @@ impl Tmux {
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
+            .env_remove("TMUX")
             .args(["-L", &self.socket, "kill-server"])
             .output();
     }
@@ -153,7 +164,10 @@ fn live_area(screen: &[String]) -> Option<&[String]> {
     let top = screen
         .iter()
         .rposition(|l| l.starts_with('[') && is_live_line(l))?;
-    let end = screen.iter().rposition(|r| !r.is_empty()).map_or(top, |e| e + 1);
+    let end = screen
+        .iter()
+        .rposition(|r| !r.is_empty())
+        .map_or(top, |e| e + 1);
     Some(&screen[top..end.max(top + 1)])
 }
 
@@ -174,7 +188,11 @@ fn watch(tmux: &Tmux, mut on_screen: impl FnMut(&Tmux, &[String])) -> Watched {
         let columns: usize = tmux.display("#{window_width}").parse().unwrap();
         let screen = tmux.screen();
         let statuses = screen.iter().filter(|l| l.starts_with('[')).count();
-        assert!(statuses <= 1, "two status lines on one screen:\n{}", screen.join("\n"));
+        assert!(
+            statuses <= 1,
+            "two status lines on one screen:\n{}",
+            screen.join("\n")
+        );
         if let Some(area) = live_area(&screen) {
             watched.screens_with_live_area += 1;
             for row in area {
@@ -206,16 +224,24 @@ fn assert_no_stale_lines(history: &[String], columns: usize) {
         stale.is_empty(),
         "{} stale live lines at {columns} columns:\n{}\n--- the whole scrollback:\n{}",
         stale.len(),
-        stale.iter().map(|l| l.as_str()).collect::<Vec<_>>().join("\n"),
+        stale
+            .iter()
+            .map(|l| l.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
         history.join("\n")
     );
     assert!(
-        history.iter().any(|l| l.starts_with("demo done: the project is in")),
+        history
+            .iter()
+            .any(|l| l.starts_with("demo done: the project is in")),
         "{}",
         history.join("\n")
     );
     assert!(
-        history.iter().any(|l| l.starts_with("board: task-1 completed (alpha)")),
+        history
+            .iter()
+            .any(|l| l.starts_with("board: task-1 completed (alpha)")),
         "the permanent board lines are there:\n{}",
         history.join("\n")
     );
@@ -237,7 +263,13 @@ fn the_demos_live_area_fits_80_and_40_columns_and_leaves_no_stale_line() {
             watched.screens_with_live_area > 0,
             "the live area was never seen at {columns} columns"
         );
-        for needle in ["  lead ", "  beta ", "  alpha ", "  board: ", "  messages: "] {
+        for needle in [
+            "  lead ",
+            "  beta ",
+            "  alpha ",
+            "  board: ",
+            "  messages: ",
+        ] {
             assert!(
                 watched.live_rows.iter().any(|r| r.starts_with(needle)),
                 "{needle:?} never shown at {columns} columns: {:#?}",
@@ -293,7 +325,10 @@ fn a_narrowed_terminal_is_followed_and_leaves_no_stale_line() {
             std::thread::sleep(Duration::from_millis(50));
         }
     });
-    assert!(resized, "the demo ended before the window could be narrowed");
+    assert!(
+        resized,
+        "the demo ended before the window could be narrowed"
+    );
     assert_eq!(tmux.display("#{window_width}"), "40");
     assert_no_stale_lines(&watched.history, 40);
 }

@@ -366,10 +366,15 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
     let workspace = root.path().join("workspace");
     std::fs::create_dir_all(&workspace).unwrap();
     let run = |script: &str, team: bool, prompt: &str| -> String {
-        let path = root.path().join(format!("{}.json", prompt.replace(' ', "-")));
+        let path = root
+            .path()
+            .join(format!("{}.json", prompt.replace(' ', "-")));
         std::fs::write(&path, script).unwrap();
         let mut cmd = troupe();
-        cmd.args(["run", "--home"]).arg(&home).arg("--workspace").arg(&workspace);
+        cmd.args(["run", "--home"])
+            .arg(&home)
+            .arg("--workspace")
+            .arg(&workspace);
         if team {
             cmd.arg("--team");
         }
@@ -381,9 +386,19 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "{err}");
-        err.lines().next().unwrap().split_whitespace().nth(1).unwrap().to_owned()
+        err.lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .to_owned()
     };
-    run(r#"{"agents": {"lead": [{"text": "hello"}]}}"#, false, "no team here");
+    run(
+        r#"{"agents": {"lead": [{"text": "hello"}]}}"#,
+        false,
+        "no team here",
+    );
     let lead = run(
         r#"{"agents": {"lead": [
           {"tool_calls": [{"name": "team_task_create", "arguments": {"subject": "Fix counting", "description": "d", "write_scopes": ["wordstats/counting.py"]}}]},
@@ -418,10 +433,15 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
         .map(|o| o.as_str().unwrap())
         .collect();
     assert!(
-        options.iter().any(|o| o.starts_with(&lead[..8]) && o.contains(" · lead, no teammates yet · ")),
+        options
+            .iter()
+            .any(|o| o.starts_with(&lead[..8]) && o.contains(" · lead, no teammates yet · ")),
         "{options:?}"
     );
-    assert!(options.iter().any(|o| o.contains(" · no team · ")), "{options:?}");
+    assert!(
+        options.iter().any(|o| o.contains(" · no team · ")),
+        "{options:?}"
+    );
     let task = |id: &str| {
         seen["tasks"]
             .as_array()
@@ -432,7 +452,10 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
             .clone()
     };
     let (t1, t2, t3) = (task("task-1"), task("task-2"), task("task-3"));
-    assert_eq!((t2["state"].as_str(), t2["icon"].as_str()), (Some("blocked"), Some("⊘")));
+    assert_eq!(
+        (t2["state"].as_str(), t2["icon"].as_str()),
+        (Some("blocked"), Some("⊘"))
+    );
     assert_eq!(t3["icon"], "○");
     assert_eq!(
         t1["warns"],
@@ -445,7 +468,9 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
     assert_eq!(t3["warns"], json!([]));
     assert_ne!(t2["icon"], "⚠", "blocked has its own mark");
     let model = &seen["model"];
-    assert!(model["text"].as_str().unwrap().starts_with("script:/"), "{model}");
+    assert!(
+        model["text"].as_str().unwrap().starts_with("script:/"),
+        "{model}"
+    );
     assert!(model["breaks"].as_u64().unwrap() >= 3, "{model}");
 }
-

@@ -195,7 +195,11 @@ impl JournalError {
 /// characters)`.
 fn ambiguous_message(prefix: &str, candidates: &[SessionId]) -> String {
     let listed = crate::MAX_LISTED_CANDIDATES;
-    let mut shown: Vec<&str> = candidates.iter().take(listed).map(SessionId::as_str).collect();
+    let mut shown: Vec<&str> = candidates
+        .iter()
+        .take(listed)
+        .map(SessionId::as_str)
+        .collect();
     let more = candidates.len().saturating_sub(listed);
     let more = if more > 0 {
         format!(" and {more} more")

@@ -283,7 +283,7 @@ impl Journal {
             .into_iter()
             .filter(|c| c.as_str().starts_with(raw))
             .collect();
-        if candidates.iter().any(|c| *c == id) {
+        if candidates.contains(&id) {
             return Ok(id);
         }
         candidates.sort();

@@ -13,7 +13,10 @@ fn home_with(ids: &[&str]) -> (tempfile::TempDir, Journal) {
             .create(SessionHeader::new(SessionId::new(*id).unwrap(), 1))
             .unwrap();
         writer
-            .append(EventDraft::new("user/message", serde_json::json!({"text": "hi"})))
+            .append(EventDraft::new(
+                "user/message",
+                serde_json::json!({"text": "hi"}),
+            ))
             .unwrap();
         writer.flush_blocking().unwrap();
     }
@@ -24,7 +27,10 @@ fn home_with(ids: &[&str]) -> (tempfile::TempDir, Journal) {
 fn a_unique_prefix_names_its_session_and_an_exact_id_wins() {
     let (_dir, journal) = home_with(&["6f1c2a-one", "6f1c2b-two", "abc", "abcd"]);
     assert_eq!(journal.resolve("6f1c2a").unwrap().as_str(), "6f1c2a-one");
-    assert_eq!(journal.resolve("6f1c2b-two").unwrap().as_str(), "6f1c2b-two");
+    assert_eq!(
+        journal.resolve("6f1c2b-two").unwrap().as_str(),
+        "6f1c2b-two"
+    );
     // `abc` is a whole id and a prefix of `abcd`: the exact id wins.
     assert_eq!(journal.resolve("abc").unwrap().as_str(), "abc");
     assert_eq!(journal.resolve("abcd").unwrap().as_str(), "abcd");
@@ -66,7 +72,10 @@ fn at_most_ten_candidates_are_named() {
         panic!("ambiguous")
     };
     let text = error.to_string();
-    assert!(text.contains("it matches 12 sessions: s-00, s-01"), "{text}");
+    assert!(
+        text.contains("it matches 12 sessions: s-00, s-01"),
+        "{text}"
+    );
     assert!(text.contains("s-09 and 2 more (give more"), "{text}");
     assert!(!text.contains("s-10"), "{text}");
 }

@@ -319,7 +319,9 @@ impl OpenAiClient {
             .headers()
             .get(CONTENT_TYPE)
             .map(|value| String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase());
-        let is_json = content_type.as_deref().is_some_and(|ct| ct.contains("json"));
+        let is_json = content_type
+            .as_deref()
+            .is_some_and(|ct| ct.contains("json"));
 
         if !response.status().is_success() {
             let retry_after = retry_after_ms(response.headers());

@@ -1092,10 +1092,7 @@ fn summarize(arguments: &Value) -> String {
             }
             format!("{{{}}}", parts.join(","))
         }
-        Value::String(value) => format!(
-            "\"{}…\"",
-            escaped_prefix(value, SUMMARY_MAX_CHARS - 3)
-        ),
+        Value::String(value) => format!("\"{}…\"", escaped_prefix(value, SUMMARY_MAX_CHARS - 3)),
         _ => text.chars().take(SUMMARY_MAX_CHARS - 1).collect::<String>() + "…",
     }
 }

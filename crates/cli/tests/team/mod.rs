@@ -1072,10 +1072,7 @@ fn show_reads_a_lead_log_another_process_is_writing() {
         .success();
     let table = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     // A person reads when and from whom, not the internal id (that is in --json).
-    assert!(
-        !table.contains("team-message-1"),
-        "{table}"
-    );
+    assert!(!table.contains("team-message-1"), "{table}");
     assert!(
         table
             .lines()
@@ -1154,7 +1151,10 @@ fn bad_input_is_one_line_exit_2_and_writes_nothing() {
     // `troupe team` alone: its short help on stderr, exit 2, nothing written.
     let out = s.troupe().arg("team").assert().code(2).stdout("");
     let help = stderr(&out);
-    assert!(help.contains("Usage: troupe team [OPTIONS] <COMMAND>"), "{help}");
+    assert!(
+        help.contains("Usage: troupe team [OPTIONS] <COMMAND>"),
+        "{help}"
+    );
     assert!(help.contains("show "), "{help}");
     assert_bad_input(
         home,

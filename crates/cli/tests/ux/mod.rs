@@ -11,8 +11,8 @@ use troupe_protocol::{EventDraft, SessionHeader, SessionId};
 use troupe_test_support::fake_openai::chunks;
 use troupe_test_support::{FakeOpenAi, FakeResponse};
 
-use super::run::{Setup, session_id, stderr, stdout};
 use super::assert_bad_input;
+use super::run::{Setup, session_id, stderr, stdout};
 
 /// `text` with every `(needle, placeholder)` replaced, for a stable snapshot.
 fn redact(text: &str, replacements: &[(&str, &str)]) -> String {
@@ -29,7 +29,10 @@ fn redact(text: &str, replacements: &[(&str, &str)]) -> String {
 fn stored_session(home: &Path, id: &str) {
     let journal = Journal::open_home(home);
     let writer = journal
-        .create(SessionHeader::new(SessionId::new(id).unwrap(), 1_764_000_000_000))
+        .create(SessionHeader::new(
+            SessionId::new(id).unwrap(),
+            1_764_000_000_000,
+        ))
         .unwrap();
     writer
         .append(EventDraft::new("user/message", json!({"text": "hello"})))
@@ -64,14 +67,33 @@ fn a_negative_number_is_named_as_negative_for_every_numeric_flag() {
         &["log", "x", "--from", "-1"][..],
         &["run", "--workspace", &ws, "--pace", "-5", "go"],
         &["demo", "--pace", "-400"],
-        &["run", "--team", "--workspace", &ws, "--max-members", "-1", "go"],
-        &["run", "--team", "--workspace", &ws, "--disposal-timeout-ms", "-5000", "go"],
+        &[
+            "run",
+            "--team",
+            "--workspace",
+            &ws,
+            "--max-members",
+            "-1",
+            "go",
+        ],
+        &[
+            "run",
+            "--team",
+            "--workspace",
+            &ws,
+            "--disposal-timeout-ms",
+            "-5000",
+            "go",
+        ],
         &["web", "--port", "-1"],
     ] {
         let out = s.troupe().args(args).assert().code(2).stdout("");
         let line = stderr(&out);
         assert_eq!(line.lines().count(), 1, "{args:?}: {line}");
-        assert!(line.contains(" is negative: give a whole number of 0 or more"), "{line}");
+        assert!(
+            line.contains(" is negative: give a whole number of 0 or more"),
+            "{line}"
+        );
         assert!(!line.contains("-- -"), "{line}");
         lines.push(line);
     }
@@ -95,18 +117,52 @@ fn a_unique_id_prefix_names_a_session_everywhere_and_an_ambiguous_one_lists_cand
         }),
     );
     let model = format!("script:{}", script.display());
-    let out = s.run(&["--team", "--model", &model, "plan"]).assert().success();
+    let out = s
+        .run(&["--team", "--model", &model, "plan"])
+        .assert()
+        .success();
     let id = session_id(&stderr(&out));
     let prefix = &id[..8];
     // log, team show, team verify, resume: all with the 8-character prefix.
-    let out = s.troupe().args(["log", prefix, "--json"]).assert().success();
-    assert_eq!(stdout(&out), s.troupe().args(["log", &id, "--json"]).output().map(|o| String::from_utf8(o.stdout).unwrap()).unwrap());
+    let out = s
+        .troupe()
+        .args(["log", prefix, "--json"])
+        .assert()
+        .success();
+    assert_eq!(
+        stdout(&out),
+        s.troupe()
+            .args(["log", &id, "--json"])
+            .output()
+            .map(|o| String::from_utf8(o.stdout).unwrap())
+            .unwrap()
+    );
     let out = s.troupe().args(["team", "show", prefix]).assert().success();
-    assert!(stdout(&out).starts_with(&format!("team {id} (Lead log:")), "{}", stdout(&out));
-    let out = s.troupe().args(["team", "verify", prefix]).assert().success();
-    assert!(stdout(&out).starts_with(&format!("team {id}: OK:")), "{}", stdout(&out));
-    let out = s.troupe().args(["resume", prefix, "once more"]).assert().success();
-    assert!(stderr(&out).starts_with(&format!("session {id} (resumed")), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with(&format!("team {id} (Lead log:")),
+        "{}",
+        stdout(&out)
+    );
+    let out = s
+        .troupe()
+        .args(["team", "verify", prefix])
+        .assert()
+        .success();
+    assert!(
+        stdout(&out).starts_with(&format!("team {id}: OK:")),
+        "{}",
+        stdout(&out)
+    );
+    let out = s
+        .troupe()
+        .args(["resume", prefix, "once more"])
+        .assert()
+        .success();
+    assert!(
+        stderr(&out).starts_with(&format!("session {id} (resumed")),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(stdout(&out), "again\n");
 
     // Two sessions sharing a prefix: every command refuses it and names both.
@@ -142,7 +198,11 @@ fn a_unique_id_prefix_names_a_session_everywhere_and_an_ambiguous_one_lists_cand
     s.troupe().args(["log", "cafe-1"]).assert().success();
     s.troupe().args(["log", "cab"]).assert().success();
     let out = s.troupe().args(["log", "nosuch"]).assert().code(2);
-    assert!(stderr(&out).contains("session nosuch not found"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("session nosuch not found"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `troupe run -` and `troupe run` with a piped stdin read the prompt from stdin; `troupe
@@ -197,13 +257,23 @@ fn the_prompt_is_read_from_stdin_with_a_dash_or_a_pipe() {
         .success();
     assert_eq!(stdout(&out), "second\n");
     assert_eq!(
-        s.log(&id).iter().filter(|e| e["type"] == "user/message").count(),
+        s.log(&id)
+            .iter()
+            .filter(|e| e["type"] == "user/message")
+            .count(),
         2
     );
     // An empty stdin is an empty prompt: bad input, nothing written.
     assert_bad_input(
         &s.home,
-        &["run", "--workspace", &s.workspace.display().to_string(), "--model", &model, "-"],
+        &[
+            "run",
+            "--workspace",
+            &s.workspace.display().to_string(),
+            "--model",
+            &model,
+            "-",
+        ],
         "the prompt read from stdin is empty: say what the agent should do",
     );
 }
@@ -220,15 +290,26 @@ fn a_scripted_session_without_steps_left_takes_no_new_instruction_and_offers_non
     let out = s.run(&["--model", &model, "do it"]).assert().success();
     let err = stderr(&out);
     let id = session_id(&err);
-    assert!(!err.contains("continue:"), "no hint that cannot work:\n{err}");
+    assert!(
+        !err.contains("continue:"),
+        "no hint that cannot work:\n{err}"
+    );
     let events = s.log(&id).len();
 
-    let out = s.troupe().args(["resume", &id, "and more"]).assert().code(2).stdout("");
+    let out = s
+        .troupe()
+        .args(["resume", &id, "and more"])
+        .assert()
+        .code(2)
+        .stdout("");
     let line = stderr(&out);
     assert_eq!(line.lines().count(), 1, "{line}");
     insta::assert_snapshot!(
         "scripted_no_new_instruction",
-        redact(&line, &[(&id, "<ID>"), (&one.display().to_string(), "<SCRIPT>")])
+        redact(
+            &line,
+            &[(&id, "<ID>"), (&one.display().to_string(), "<SCRIPT>")]
+        )
     );
     assert_eq!(s.log(&id).len(), events, "nothing appended");
     // The plain resume still works (the last answer), says why no PROMPT helps, offers none.
@@ -240,12 +321,18 @@ fn a_scripted_session_without_steps_left_takes_no_new_instruction_and_offers_non
     assert_eq!(s.log(&id).len(), events, "nothing appended");
 
     // With steps left, the hint is printed and the instruction is taken.
-    let two = s.script_agents("two.json", json!({"lead": [{"text": "one"}, {"text": "two"}]}));
+    let two = s.script_agents(
+        "two.json",
+        json!({"lead": [{"text": "one"}, {"text": "two"}]}),
+    );
     let model = format!("script:{}", two.display());
     let out = s.run(&["--model", &model, "do it"]).assert().success();
     let err = stderr(&out);
     let id = session_id(&err);
-    assert!(err.contains(&format!("continue: troupe resume {id}")), "{err}");
+    assert!(
+        err.contains(&format!("continue: troupe resume {id}")),
+        "{err}"
+    );
     let out = s.troupe().args(["resume", &id, "next"]).assert().success();
     assert_eq!(stdout(&out), "two\n");
     assert!(!stderr(&out).contains("continue:"), "{}", stderr(&out));
@@ -265,7 +352,13 @@ fn an_html_base_url_fails_at_once_naming_the_content_type_and_the_url() {
     ));
     server.push(FakeResponse::text("a retry must not happen"));
     let out = s
-        .run(&["--model", "compatible:m", "--base-url", &server.base_url(), "hello"])
+        .run(&[
+            "--model",
+            "compatible:m",
+            "--base-url",
+            &server.base_url(),
+            "hello",
+        ])
         .assert()
         .code(1)
         .stdout("");
@@ -275,7 +368,14 @@ fn an_html_base_url_fails_at_once_naming_the_content_type_and_the_url() {
     let id = session_id(&err);
     insta::assert_snapshot!(
         "html_base_url",
-        redact(line, &[(&id, "<ID>"), (&server.base_url(), "<BASE_URL>"), (&s.home.display().to_string(), "<HOME>")])
+        redact(
+            line,
+            &[
+                (&id, "<ID>"),
+                (&server.base_url(), "<BASE_URL>"),
+                (&s.home.display().to_string(), "<HOME>")
+            ]
+        )
     );
 }
 
@@ -287,7 +387,14 @@ fn refusals_use_one_wording_and_name_the_exact_command() {
     let ws = s.workspace.display().to_string();
     let out = s
         .troupe()
-        .args(["run", "--workspace", &ws, "--model", "anthropic:claude", "go"])
+        .args([
+            "run",
+            "--workspace",
+            &ws,
+            "--model",
+            "anthropic:claude",
+            "go",
+        ])
         .assert()
         .code(2);
     insta::assert_snapshot!("unknown_provider", stderr(&out));
@@ -304,18 +411,32 @@ fn refusals_use_one_wording_and_name_the_exact_command() {
         }),
     );
     let model = format!("script:{}", script.display());
-    let out = s.run(&["--team", "--model", &model, "go"]).assert().success();
+    let out = s
+        .run(&["--team", "--model", &model, "go"])
+        .assert()
+        .success();
     let id = session_id(&stderr(&out));
     let view: Value = serde_json::from_slice(
-        &s.troupe().args(["team", "show", &id, "--json"]).output().unwrap().stdout,
+        &s.troupe()
+            .args(["team", "show", &id, "--json"])
+            .output()
+            .unwrap()
+            .stdout,
     )
     .unwrap();
     let alpha = view["members"][1]["id"].as_str().unwrap().to_owned();
     let home = s.home.display().to_string();
     let mut refusals = Vec::new();
-    for args in [&["resume", &alpha][..], &["team", "show", &alpha], &["team", "verify", &alpha]] {
+    for args in [
+        &["resume", &alpha][..],
+        &["team", "show", &alpha],
+        &["team", "verify", &alpha],
+    ] {
         let out = s.troupe().args(args).assert().code(2).stdout("");
-        refusals.push(redact(&stderr(&out), &[(&alpha, "<ALPHA>"), (&id, "<LEAD>"), (&home, "<HOME>")]));
+        refusals.push(redact(
+            &stderr(&out),
+            &[(&alpha, "<ALPHA>"), (&id, "<LEAD>"), (&home, "<HOME>")],
+        ));
     }
     insta::assert_snapshot!("teammate_refusals", refusals.concat());
 }
@@ -338,10 +459,17 @@ fn team_show_and_verify_name_phase_and_status() {
         }),
     );
     let model = format!("script:{}", script.display());
-    let out = s.run(&["--team", "--model", &model, "go"]).assert().success();
+    let out = s
+        .run(&["--team", "--model", &model, "go"])
+        .assert()
+        .success();
     let id = session_id(&stderr(&out));
     let view: Value = serde_json::from_slice(
-        &s.troupe().args(["team", "show", &id, "--json"]).output().unwrap().stdout,
+        &s.troupe()
+            .args(["team", "show", &id, "--json"])
+            .output()
+            .unwrap()
+            .stdout,
     )
     .unwrap();
     let alpha = view["members"][1]["id"].as_str().unwrap().to_owned();
@@ -355,7 +483,10 @@ fn team_show_and_verify_name_phase_and_status() {
         .map(|l| {
             if let Some(rest) = l.strip_prefix(&format!("team {id} (Lead log: ")) {
                 // The count of the Lead's events is not what this pins.
-                format!("team {id} (Lead log: <N>{}", &rest[rest.find(' ').unwrap()..])
+                format!(
+                    "team {id} (Lead log: <N>{}",
+                    &rest[rest.find(' ').unwrap()..]
+                )
             } else if l.starts_with("  20") && l.contains("Z  ") {
                 format!("  <QUEUED>{}", &l[l.find("Z  ").unwrap() + 1..])
             } else {
@@ -366,7 +497,14 @@ fn team_show_and_verify_name_phase_and_status() {
         .join("\n");
     insta::assert_snapshot!(
         "team_show_phase_and_status",
-        redact(&table, &[(&alpha, "<ALPHA>"), (&id, "<LEAD>"), (&model["script:".len()..], "<SCRIPT>")])
+        redact(
+            &table,
+            &[
+                (&alpha, "<ALPHA>"),
+                (&id, "<LEAD>"),
+                (&model["script:".len()..], "<SCRIPT>")
+            ]
+        )
     );
     let out = s.troupe().args(["team", "verify", &id]).assert().success();
     let line = stdout(&out);
@@ -392,7 +530,10 @@ fn the_demo_names_the_panel_port_as_the_default_one() {
         .unwrap_or_else(|| panic!("{err}"));
     insta::assert_snapshot!(
         "demo_panel_line",
-        redact(line, &[(&id, "<ID>"), (&s.home.display().to_string(), "<HOME>")])
+        redact(
+            line,
+            &[(&id, "<ID>"), (&s.home.display().to_string(), "<HOME>")]
+        )
     );
 }
 
@@ -405,15 +546,23 @@ fn a_failed_turns_line_and_the_summary_count_the_same_tool_calls() {
     let cut = |id: &str| {
         FakeResponse::sse(vec![
             chunks::delta(json!({"role": "assistant", "content": null})),
-            chunks::delta(json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
-                "function": {"name": "write", "arguments": "{\"path\":\"big.py\",\"content\":\"def"}}]})),
+            chunks::delta(
+                json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
+                "function": {"name": "write", "arguments": "{\"path\":\"big.py\",\"content\":\"def"}}]}),
+            ),
             chunks::finish("length"),
             chunks::usage(10, 4096),
         ])
     };
     server.push_all([cut("c1"), cut("c2"), cut("c3")]);
     let out = s
-        .run(&["--model", "compatible:m", "--base-url", &server.base_url(), "write big.py"])
+        .run(&[
+            "--model",
+            "compatible:m",
+            "--base-url",
+            &server.base_url(),
+            "write big.py",
+        ])
         .assert()
         .code(1);
     let err = stderr(&out);
@@ -426,10 +575,15 @@ fn a_failed_turns_line_and_the_summary_count_the_same_tool_calls() {
         .find(|l| l.starts_with("lead: 1 turn,"))
         .unwrap_or_else(|| panic!("{err}"));
     assert!(turn.contains("(0 tool calls,"), "{turn}\n{err}");
-    assert!(summary.starts_with("lead: 1 turn, 0 tool calls,"), "{summary}");
+    assert!(
+        summary.starts_with("lead: 1 turn, 0 tool calls,"),
+        "{summary}"
+    );
     // Both cut calls are still shown as they were attempted.
     assert_eq!(
-        err.lines().filter(|l| l.starts_with("lead: write (arguments cut after")).count(),
+        err.lines()
+            .filter(|l| l.starts_with("lead: write (arguments cut after"))
+            .count(),
         2,
         "{err}"
     );
@@ -449,7 +603,10 @@ fn json_tool_summaries_are_cut_at_a_value_boundary() {
         ]}),
     );
     let model = format!("script:{}", script.display());
-    let out = s.run(&["--model", &model, "--json", "write"]).assert().success();
+    let out = s
+        .run(&["--model", &model, "--json", "write"])
+        .assert()
+        .success();
     let started: Value = stdout(&out)
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -462,7 +619,10 @@ fn json_tool_summaries_are_cut_at_a_value_boundary() {
     assert_eq!(parsed["path"], "big.py");
     let shown = parsed["content"].as_str().unwrap();
     assert!(shown.ends_with('…'), "{summary}");
-    assert!(content.starts_with(shown.trim_end_matches('…')), "{summary}");
+    assert!(
+        content.starts_with(shown.trim_end_matches('…')),
+        "{summary}"
+    );
 }
 
 /// `team show` puts a write-scope overlap on every task it concerns — the task in progress and
@@ -489,7 +649,10 @@ fn team_show_puts_an_overlap_on_every_task_it_concerns() {
         ]}),
     );
     let model = format!("script:{}", script.display());
-    let out = s.run(&["--team", "--model", &model, "plan"]).assert().success();
+    let out = s
+        .run(&["--team", "--model", &model, "plan"])
+        .assert()
+        .success();
     let id = session_id(&stderr(&out));
     let out = s.troupe().args(["team", "show", &id]).assert().success();
     let table = stdout(&out);
@@ -501,7 +664,11 @@ fn team_show_puts_an_overlap_on_every_task_it_concerns() {
         .collect();
     insta::assert_snapshot!("team_show_overlaps", tasks);
     let view: Value = serde_json::from_slice(
-        &s.troupe().args(["team", "show", &id, "--json"]).output().unwrap().stdout,
+        &s.troupe()
+            .args(["team", "show", &id, "--json"])
+            .output()
+            .unwrap()
+            .stdout,
     )
     .unwrap();
     let warnings: Vec<&Value> = view["tasks"]

@@ -469,7 +469,9 @@ fn c97_overlap_warnings_only_against_other_in_progress_tasks() {
 fn scope_overlaps_sit_on_the_task_in_progress_and_the_pending_one() {
     let mut board = Board::new();
     let lead = board.lead();
-    board.create(&lead, &[], &["wordstats/counting.py"]).unwrap();
+    board
+        .create(&lead, &[], &["wordstats/counting.py"])
+        .unwrap();
     board.create(&lead, &[], &["wordstats"]).unwrap();
     board.create(&lead, &[], &["docs"]).unwrap();
     let overlaps = |board: &Board, id: &str| -> Vec<String> {
@@ -503,7 +505,9 @@ fn scope_overlaps_sit_on_the_task_in_progress_and_the_pending_one() {
         ["write scopes overlap with task-2"]
     );
     // Two tasks in progress: both see each other.
-    board.create(&lead, &[], &["wordstats/__init__.py"]).unwrap();
+    board
+        .create(&lead, &[], &["wordstats/__init__.py"])
+        .unwrap();
     board.act(&lead, "task-4", TaskAction::Claim).unwrap();
     assert_eq!(overlaps(&board, "task-2"), ["task-4 in_progress"]);
     assert_eq!(overlaps(&board, "task-4"), ["task-2 in_progress"]);

@@ -104,11 +104,12 @@ async fn the_session_list_puts_roots_first_with_team_size_and_last_activity() {
     // A root without a Team (`troupe run` without --team).
     let plain = home
         .journal
-        .create(troupe_protocol::SessionHeader::new(sid("plain-root"), T0 - 1))
+        .create(troupe_protocol::SessionHeader::new(
+            sid("plain-root"),
+            T0 - 1,
+        ))
         .unwrap();
-    plain
-        .append(profile_config("lead", 0, "default"))
-        .unwrap();
+    plain.append(profile_config("lead", 0, "default")).unwrap();
     flush(&plain);
     drop(plain);
     let (status, body) = get(&home.router(), "/api/sessions").await;
