@@ -92,6 +92,22 @@ async fn an_html_page_is_a_protocol_error_at_once_naming_the_content_type_and_ur
     assert_eq!(second.unwrap().message.content.as_deref(), Some("as json"));
 }
 
+/// A stream that ends before the answer says how many chunks came, in English: `1 chunk`.
+#[tokio::test]
+async fn a_dropped_stream_counts_its_chunks_in_words_that_agree() {
+    for (sent, words) in [(1, "1 chunk received"), (2, "2 chunks received")] {
+        let server = FakeOpenAi::start().unwrap();
+        let chunk = chunks::delta(json!({"role": "assistant", "content": "Hel"}));
+        for _ in 0..3 {
+            server.push(FakeResponse::sse_without_done(vec![chunk.clone(); sent]));
+        }
+        let (result, _) = call(&client(&server), &simple_request()).await;
+        let error = result.unwrap_err();
+        assert_eq!(error.code(), "LLM_STREAM_DROPPED");
+        assert!(error.to_string().contains(words), "{error}");
+    }
+}
+
 #[tokio::test]
 async fn a_server_echoing_the_key_gets_it_redacted_in_every_error_and_attempt() {
     let key = "sk-echoed-0123456789abcdef";
