@@ -181,8 +181,11 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
     }
     rows.push((
         "watch it in a browser".to_owned(),
+        // `troupe web` prints the URL it serves (another `--port` serves another one), so
+        // this names the default port as such rather than claiming to know it.
         format!(
-            "troupe web{home}  (then open http://127.0.0.1:{}/#{id})",
+            "troupe web{home}  (then open its URL + #{id}; at the default port: \
+             http://127.0.0.1:{}/#{id})",
             crate::web::DEFAULT_PORT
         ),
     ));

@@ -128,6 +128,7 @@ pub(crate) fn exit_code(code: &str) -> u8 {
         // The named session cannot be used.
         "INVALID_SESSION_ID"
         | "SESSION_NOT_FOUND"
+        | "SESSION_ID_AMBIGUOUS"
         | "JOURNAL_NOT_A_FILE"
         | "JOURNAL_CORRUPT"
         | "JOURNAL_UNSUPPORTED"

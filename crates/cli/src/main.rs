@@ -19,7 +19,7 @@ mod work;
 
 use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
-use troupe_journal::{Journal, JournalError};
+use troupe_journal::{Journal, JournalError, ResolveError};
 use troupe_protocol::{Event, SessionId};
 use troupe_runtime::{RoleProbe, SessionRole};
 
@@ -69,9 +69,11 @@ enum Command {
     /// recorded model, provider, base URL and workspace are used unless a flag overrides them
     /// (API keys come from the environment and are never recorded).
     Resume(work::ResumeFlags),
-    /// List stored sessions, oldest first (id, parent, created, role, cwd). Roles: `lead` (a
-    /// root session), `teammate` (a Team member's session), `child` (another subagent child),
-    /// `fork` (a fork).
+    /// List stored sessions, oldest first (id, parent, created, role, cwd).
+    ///
+    /// Roles: `lead` (a root session), `teammate` (a Team member's session), `child` (another
+    /// subagent child), `fork` (a fork). With no session, stdout stays empty and stderr says
+    /// so (exit 0).
     Sessions {
         /// Print a JSON array instead of a table.
         #[arg(long)]
@@ -79,7 +81,7 @@ enum Command {
     },
     /// Print a session's events.
     Log {
-        /// The session id (see `troupe sessions`).
+        /// The session id, or a unique prefix of it (see `troupe sessions`).
         session: String,
         /// Print each event as one line of compact JSON, in the stored shape (pipe into `jq`).
         ///
@@ -88,7 +90,8 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Start at this seq (0-based).
-        #[arg(long, value_name = "SEQ", default_value_t = 0)]
+        #[arg(long, value_name = "SEQ", default_value_t = 0, allow_negative_numbers = true,
+              value_parser = whole_number)]
         from: u64,
     },
     /// Inspect a Team offline from its Lead's log: `team show`, `team verify`.
@@ -113,6 +116,15 @@ fn main() -> ExitCode {
             let _ = e.print();
             return ExitCode::SUCCESS;
         }
+        Err(e) if missing_command(&e) => {
+            // `troupe` (or `troupe team`) alone: the short help of that command, on stderr.
+            let mut help = parsed_command(&args).1;
+            let text = help.render_help().to_string();
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "{}", text.trim_end());
+            let _ = writeln!(err);
+            return ExitCode::from(exit::BAD_INPUT);
+        }
         Err(e) => {
             eprint_line!("troupe: {}", usage_error_line(&e, &args));
             return ExitCode::from(exit::BAD_INPUT);
@@ -131,27 +143,20 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether clap stopped because no (sub)command was named.
+fn missing_command(error: &clap::Error) -> bool {
+    matches!(
+        error.kind(),
+        clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            | clap::error::ErrorKind::MissingSubcommand
+    )
+}
+
 /// A clap usage error as one line: the message, its details and tips, and where to get help,
 /// e.g. `the following required arguments were not provided: <SESSION> (see 'troupe log
 /// --help')`.
 fn usage_error_line(error: &clap::Error, args: &[OsString]) -> String {
     let hint = help_hint(args);
-    if matches!(
-        error.kind(),
-        clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-            | clap::error::ErrorKind::MissingSubcommand
-    ) {
-        let commands: Vec<String> = parsed_command(args)
-            .1
-            .get_subcommands()
-            .map(|c| c.get_name().to_owned())
-            .filter(|name| name != "help")
-            .collect();
-        return format!(
-            "a command is required: {} (see '{hint}')",
-            commands.join(", ")
-        );
-    }
     // clap renders `error: MESSAGE`, indented details and `tip:` lines, then `Usage: …` and
     // `For more information, …`; keep everything before those.
     let rendered = error.render().to_string();
@@ -199,6 +204,8 @@ fn help_hint(args: &[OsString]) -> String {
 /// clap definition.
 fn parsed_command(args: &[OsString]) -> (Vec<String>, clap::Command) {
     let mut command = Cli::command();
+    // Built, so that a subcommand's usage names its full path (`troupe team <COMMAND>`).
+    command.build();
     let mut path = vec!["troupe".to_owned()];
     let mut rest = args.iter().skip(1);
     while let Some(arg) = rest.next() {
@@ -246,7 +253,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             json,
             from,
         } => log(&journal, &session, json, from),
-        Command::Team { command } => team::run(&journal, command),
+        Command::Team { command } => team::run(&journal, command, &work::home_arg(home.flag)),
         Command::Web(flags) => web::run(flags, &home.dir),
     }
 }
@@ -289,8 +296,31 @@ fn check_home(home: &Path, named: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-fn parse_session_id(raw: &str) -> Result<SessionId, Failure> {
-    SessionId::new(raw).map_err(Failure::bad_input)
+/// A whole number of 0 or more, as a flag's value: a negative number is named as such (clap's
+/// own parser would call it an unknown flag, or "invalid digit", and suggest `-- -1`).
+pub(crate) fn whole_number(raw: &str) -> Result<u64, String> {
+    if let Some(digits) = raw.strip_prefix('-')
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+    {
+        return Err(format!(
+            "{raw} is negative: give a whole number of 0 or more"
+        ));
+    }
+    raw.parse::<u64>().map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => format!("{raw} is too large (at most {})", u64::MAX),
+        _ => format!("{raw} is not a whole number"),
+    })
+}
+
+/// The session `raw` names: its full id or a unique prefix of it ([`Journal::resolve`]). An
+/// invalid or ambiguous id is bad input (exit 2, one line listing the candidates).
+pub(crate) fn resolve_session(journal: &Journal, raw: &str) -> Result<SessionId, Failure> {
+    journal.resolve(raw).map_err(|e| match e {
+        ResolveError::InvalidId(e) => Failure::bad_input(e),
+        ResolveError::Journal(e @ JournalError::Ambiguous { .. }) => Failure::bad_input(e),
+        ResolveError::Journal(e) => e.into(),
+    })
 }
 
 /// RFC 3339 UTC with milliseconds; a time humantime cannot show (year 10000 or later) as the
@@ -353,8 +383,9 @@ fn sessions(journal: &Journal, home: &Path, json: bool) -> Result<(), Failure> {
         return finish(out);
     }
     if listed.is_empty() {
+        // A note, not output: stdout stays empty, so `troupe sessions | wc -l` counts sessions.
         let dir = home.join("sessions").display().to_string();
-        writeln!(out, "no sessions in {}", escape_controls(&dir)).context("writing output")?;
+        eprint_line!("troupe: no sessions in {}", escape_controls(&dir));
         return finish(out);
     }
     let rows: Vec<[String; 5]> = listed
@@ -402,7 +433,7 @@ fn finish(mut out: Stdout) -> Result<(), Failure> {
 }
 
 fn log(journal: &Journal, session: &str, json: bool, from: u64) -> Result<(), Failure> {
-    let id = parse_session_id(session)?;
+    let id = resolve_session(journal, session)?;
     let mut out = Stdout::lock();
     let mut shown = 0u64;
     let mut write_error: Option<anyhow::Error> = None;

@@ -38,8 +38,52 @@ pub(crate) enum OutputMode {
     Plain,
 }
 
-/// Longest live status line when `COLUMNS` is unknown.
-const DEFAULT_WIDTH: usize = 100;
+/// The terminal size assumed when neither the terminal nor `$COLUMNS`/`$LINES` tell it.
+const DEFAULT_SIZE: TermSize = TermSize {
+    columns: 80,
+    rows: 24,
+};
+
+/// A terminal's size in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TermSize {
+    pub(crate) columns: usize,
+    pub(crate) rows: usize,
+}
+
+impl TermSize {
+    /// The size of the terminal stderr is on, as the kernel reports it (`TIOCGWINSZ`, read
+    /// fresh on every call, so a resize is seen at the next redraw); where it reports nothing
+    /// (not a terminal, or 0), `$COLUMNS` and `$LINES`; else 80×24.
+    pub(crate) fn of_stderr() -> Self {
+        let from_tty = rustix::termios::tcgetwinsize(std::io::stderr()).ok();
+        let env = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .filter(|n| *n > 0)
+        };
+        let columns = from_tty
+            .map(|w| usize::from(w.ws_col))
+            .filter(|c| *c > 0)
+            .or_else(|| env("COLUMNS"))
+            .unwrap_or(DEFAULT_SIZE.columns);
+        let rows = from_tty
+            .map(|w| usize::from(w.ws_row))
+            .filter(|r| *r > 0)
+            .or_else(|| env("LINES"))
+            .unwrap_or(DEFAULT_SIZE.rows);
+        Self { columns, rows }
+    }
+}
+
+/// Where the printer learns the terminal's size: the real terminal, or a fixed size (tests).
+#[derive(Debug, Clone, Copy)]
+enum SizeSource {
+    Terminal,
+    #[cfg(test)]
+    Fixed(TermSize),
+}
 
 /// What one agent of the run is doing, for the live line and its turn-end lines.
 struct AgentActivity {
@@ -75,9 +119,14 @@ pub(crate) struct Printer {
     tool_calls: u64,
     tokens_in: u64,
     tokens_out: u64,
-    /// How many lines of the live area are on screen (cleared before other output).
-    live_lines: usize,
-    width: usize,
+    /// The display width of each line of the live area on screen, top first (empty: none).
+    /// Cleared before other output; how many rows the lines take is worked out at the width
+    /// the terminal has *then*, so a resize since the last redraw is accounted for.
+    live: Vec<usize>,
+    size: SizeSource,
+    /// Every byte the printer wrote to stderr, when recording (tests).
+    #[cfg(test)]
+    recorded: Option<Vec<u8>>,
     /// The Team's board as last reported (Team runs only).
     board: Option<Board>,
     /// Looks up an agent's inherited turns when it is first seen (none: 0).
@@ -181,11 +230,6 @@ pub(crate) enum DoneStatus<'a> {
 
 impl Printer {
     pub(crate) fn new(mode: OutputMode) -> Self {
-        let width = std::env::var("COLUMNS")
-            .ok()
-            .and_then(|c| c.parse::<usize>().ok())
-            .filter(|w| *w >= 20)
-            .unwrap_or(DEFAULT_WIDTH);
         Self {
             mode,
             started: Instant::now(),
@@ -194,11 +238,43 @@ impl Printer {
             tool_calls: 0,
             tokens_in: 0,
             tokens_out: 0,
-            live_lines: 0,
-            width,
+            live: Vec::new(),
+            size: SizeSource::Terminal,
+            #[cfg(test)]
+            recorded: None,
             board: None,
             inherited_turns: None,
         }
+    }
+
+    /// A printer for a terminal of a fixed size that records what it writes (tests).
+    #[cfg(test)]
+    fn recording(mode: OutputMode, size: TermSize) -> Self {
+        Self {
+            size: SizeSource::Fixed(size),
+            recorded: Some(Vec::new()),
+            ..Self::new(mode)
+        }
+    }
+
+    fn term_size(&self) -> TermSize {
+        match self.size {
+            SizeSource::Terminal => TermSize::of_stderr(),
+            #[cfg(test)]
+            SizeSource::Fixed(size) => size,
+        }
+    }
+
+    /// Writes `text` to stderr as is (the live area's own bytes).
+    fn write_raw(&mut self, text: &str) {
+        #[cfg(test)]
+        if let Some(recorded) = self.recorded.as_mut() {
+            recorded.extend_from_slice(text.as_bytes());
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(text.as_bytes());
+        let _ = err.flush();
     }
 
     /// Sets how the printer learns each agent's inherited turns, so that the turn numbers it
@@ -239,6 +315,11 @@ impl Printer {
     /// One stderr line (clearing the live line first).
     pub(crate) fn note(&mut self, line: &str) {
         self.clear_live();
+        #[cfg(test)]
+        if self.recorded.is_some() {
+            self.write_raw(&format!("{line}\n"));
+            return;
+        }
         crate::output::eprint_line!("{line}");
     }
 
@@ -289,35 +370,56 @@ impl Printer {
 
     /// Redraws the live area (TTY mode only): one status line, or for a Team one line per
     /// member, the board and the message counts.
+    ///
+    /// No line is wider than the terminal less one column (display width: wide characters
+    /// count two), so none wraps and the cursor never waits at a line's last cell; a longer
+    /// one is cut and ends with `…`. The area is at most the terminal's height less one row
+    /// (member rows beyond that are summed up in one line), so all of it can be erased again.
     pub(crate) fn redraw(&mut self) {
         if self.mode != OutputMode::Tty {
             return;
         }
-        let lines = match &self.board {
+        let size = self.term_size();
+        let mut lines = match &self.board {
             Some(board) => self.team_area(board),
             None => vec![self.status_line()],
         };
-        let max = self.width.saturating_sub(1);
-        let text = lines
-            .iter()
-            .map(|line| truncate(line, max))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "{}{text}", clear_sequence(self.live_lines));
-        let _ = err.flush();
-        self.live_lines = lines.len();
+        let max_lines = size.rows.saturating_sub(1).max(1);
+        if lines.len() > max_lines {
+            // Only a Team's area grows: [header, member rows…, board, messages]. Keep the
+            // header, the board and the messages, and sum up the member rows that do not fit.
+            if max_lines >= 4 && lines.len() >= 3 {
+                let tail = lines.split_off(lines.len() - 2);
+                let keep = max_lines - 4;
+                let hidden = lines.len() - 1 - keep;
+                lines.truncate(1 + keep);
+                let noun = if hidden == 1 { "member" } else { "members" };
+                lines.push(format!("  … {hidden} more {noun}"));
+                lines.extend(tail);
+            }
+            lines.truncate(max_lines);
+        }
+        let max = size.columns.saturating_sub(1);
+        let fitted: Vec<(String, usize)> = lines.iter().map(|line| fit(line, max)).collect();
+        let mut text = clear_sequence(&self.live, size.columns);
+        for (i, (line, _)) in fitted.iter().enumerate() {
+            if i > 0 {
+                text.push('\n');
+            }
+            text.push_str(line);
+        }
+        self.write_raw(&text);
+        self.live = fitted.into_iter().map(|(_, width)| width).collect();
     }
 
     /// The live area of a Team run.
     fn team_area(&self, board: &Board) -> Vec<String> {
         let elapsed = self.started.elapsed().as_secs();
         let mut lines = vec![format!(
-            "[{elapsed}s] {} | tokens {} in / {} out | messages: {}",
+            "[{elapsed}s] {} | tokens {} in / {} out",
             crate::work::count(self.tool_calls, "tool call"),
             self.tokens_in,
             self.tokens_out,
-            board.messages_text()
         )];
         // The Lead and every agent seen so far, then roster members that never ran here.
         let mut rows: Vec<[String; 3]> = self
@@ -351,6 +453,7 @@ impl Printer {
             );
         }
         lines.push(format!("  board: {}", board.tasks_text(" · ")));
+        lines.push(format!("  messages: {}", board.messages_text()));
         lines
     }
 
@@ -377,11 +480,10 @@ impl Printer {
 
     /// Removes the live area (before other output and at the end).
     pub(crate) fn clear_live(&mut self) {
-        if self.live_lines > 0 {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "{}", clear_sequence(self.live_lines));
-            let _ = err.flush();
-            self.live_lines = 0;
+        if !self.live.is_empty() {
+            let text = clear_sequence(&self.live, self.term_size().columns);
+            self.write_raw(&text);
+            self.live.clear();
         }
     }
 
@@ -477,9 +579,14 @@ impl Printer {
                 entry.doing.clone_from(name);
                 entry.tool = Some(name.clone());
             }
-            Progress::ToolFinished { .. } => {
+            Progress::ToolFinished { code, .. } => {
                 entry.doing = "thinking".to_owned();
                 entry.tool = None;
+                // A call cut by the output limit was never run: like the summary (which counts
+                // `tool/call` records), the turn's line does not count it.
+                if is_cut_call(code.as_deref()) {
+                    entry.tool_calls = entry.tool_calls.saturating_sub(1);
+                }
             }
             Progress::TurnEnded { reason, .. } => {
                 entry.running = false;
@@ -525,6 +632,9 @@ impl Printer {
                 code,
                 ..
             } => {
+                if is_cut_call(code.as_deref()) {
+                    self.tool_calls = self.tool_calls.saturating_sub(1);
+                }
                 self.activity = if *is_error {
                     let code = code.as_deref().unwrap_or("no code");
                     format!("{who}: {name} returned an error ({code})")
@@ -538,6 +648,11 @@ impl Printer {
             }
         }
     }
+}
+
+/// Whether a tool result's code says the call was cut by the output limit and never ran.
+fn is_cut_call(code: Option<&str>) -> bool {
+    code == Some(troupe_runtime::TOOL_ARGUMENTS_TRUNCATED)
 }
 
 /// A progress event as one JSON object: the event's own fields (tagged by `event`,
@@ -608,24 +723,51 @@ fn turn_end_text(reason: &TurnEndReason) -> String {
     }
 }
 
-/// Clears a live area of `lines` lines and leaves the cursor at the start of its first line.
-fn clear_sequence(lines: usize) -> String {
-    if lines == 0 {
+/// Erases a live area whose lines have these display widths, with the cursor at the end of
+/// its last line, and leaves the cursor at the start of its first line: back to the first
+/// column, up as many rows as the lines take now less one, then erase to the end of the
+/// screen. The lines were drawn narrower than the terminal, but a terminal made narrower since
+/// re-wraps them (tmux, VTE, kitty, iTerm2 and most others reflow), so each takes
+/// `ceil(width / columns)` rows at the current width.
+fn clear_sequence(widths: &[usize], columns: usize) -> String {
+    if widths.is_empty() {
         return String::new();
     }
-    let mut text = "\r\x1b[2K".to_owned();
-    for _ in 1..lines {
-        text.push_str("\x1b[1A\x1b[2K");
+    let columns = columns.max(1);
+    let rows: usize = widths.iter().map(|w| w.div_ceil(columns).max(1)).sum();
+    let mut text = "\r".to_owned();
+    if rows > 1 {
+        text.push_str(&format!("\x1b[{}A", rows - 1));
     }
+    text.push_str("\x1b[J");
     text
 }
 
-fn truncate(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_owned()
-    } else {
-        text.chars().take(max.saturating_sub(1)).collect::<String>() + "…"
+/// `text` with control characters escaped, cut to at most `max` display columns (ending with
+/// `…` when cut), and its display width.
+fn fit(text: &str, max: usize) -> (String, usize) {
+    use unicode_width::UnicodeWidthChar;
+    let text = crate::output::escape_controls(text);
+    let width_of = |c: char| c.width().unwrap_or(0);
+    let full: usize = text.chars().map(width_of).sum();
+    if full <= max {
+        return (text.into_owned(), full);
     }
+    if max == 0 {
+        return (String::new(), 0);
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = width_of(c);
+        if used + w > max - 1 {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    (out, used + 1)
 }
 
 #[cfg(test)]
@@ -652,10 +794,12 @@ mod tests {
     }
 
     #[test]
-    fn the_live_area_is_cleared_line_by_line() {
-        assert_eq!(clear_sequence(0), "");
-        assert_eq!(clear_sequence(1), "\r\x1b[2K");
-        assert_eq!(clear_sequence(3), "\r\x1b[2K\x1b[1A\x1b[2K\x1b[1A\x1b[2K");
+    fn the_live_area_is_erased_by_the_rows_it_takes_at_the_current_width() {
+        assert_eq!(clear_sequence(&[], 80), "");
+        assert_eq!(clear_sequence(&[30], 80), "\r\x1b[J");
+        assert_eq!(clear_sequence(&[30, 0, 79], 80), "\r\x1b[2A\x1b[J");
+        // Drawn at 80 columns, the terminal now 40 wide: the 79-wide line takes two rows.
+        assert_eq!(clear_sequence(&[30, 79], 40), "\r\x1b[2A\x1b[J");
     }
 
     #[test]
@@ -765,8 +909,199 @@ mod tests {
     }
 
     #[test]
-    fn truncate_counts_characters() {
-        assert_eq!(truncate("héllo", 10), "héllo");
-        assert_eq!(truncate("héllo wörld", 6), "héllo…");
+    fn fit_counts_display_columns() {
+        assert_eq!(fit("héllo", 10), ("héllo".to_owned(), 5));
+        assert_eq!(fit("héllo wörld", 6), ("héllo…".to_owned(), 6));
+        // Wide characters take two columns; a cut never splits one.
+        assert_eq!(fit("日本語のテキスト", 7), ("日本語…".to_owned(), 7));
+        assert_eq!(fit("日本語", 6), ("日本語".to_owned(), 6));
+        // Control characters are escaped first (they cannot move the cursor).
+        assert_eq!(fit("a\nb", 10), ("a\\nb".to_owned(), 4));
+        assert_eq!(fit("abc", 0), (String::new(), 0));
+    }
+
+    /// What a terminal of `size` shows after `bytes` (the live area's escapes interpreted: CR,
+    /// LF, cursor up, erase to the end of the screen), as the rows that were ever written,
+    /// scrollback included. Lines wider than the terminal wrap, as a terminal does.
+    fn screen(bytes: &[u8], size: TermSize) -> Vec<String> {
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        let mut rows: Vec<Vec<char>> = vec![Vec::new()];
+        let (mut row, mut col) = (0usize, 0usize);
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\r' => col = 0,
+                '\n' => {
+                    row += 1;
+                    col = 0;
+                    if row == rows.len() {
+                        rows.push(Vec::new());
+                    }
+                }
+                '\x1b' => {
+                    assert_eq!(chars.next(), Some('['));
+                    let mut n = String::new();
+                    let command = loop {
+                        let c = chars.next().unwrap();
+                        if c.is_ascii_digit() {
+                            n.push(c);
+                        } else {
+                            break c;
+                        }
+                    };
+                    match command {
+                        'A' => row = row.saturating_sub(n.parse().unwrap_or(1)),
+                        'J' => {
+                            rows[row].truncate(col);
+                            rows.truncate(row + 1);
+                        }
+                        other => panic!("unexpected escape {other}"),
+                    }
+                }
+                c => {
+                    if col == size.columns {
+                        row += 1;
+                        col = 0;
+                        if row == rows.len() {
+                            rows.push(Vec::new());
+                        }
+                    }
+                    let line = &mut rows[row];
+                    line.truncate(col);
+                    line.push(c);
+                    col += 1;
+                }
+            }
+        }
+        rows.into_iter()
+            .map(|r| r.into_iter().collect::<String>())
+            .collect()
+    }
+
+    /// A Team at work on a small terminal: every live line fits, and once the run reports
+    /// its last line no line of the live area is left anywhere (it used to wrap at 80
+    /// columns and leave a copy per redraw).
+    #[test]
+    fn the_live_area_fits_narrow_terminals_and_leaves_nothing_behind() {
+        for columns in [80, 40, 12] {
+            let size = TermSize { columns, rows: 24 };
+            let mut printer = Printer::recording(OutputMode::Tty, size);
+            let board = Board {
+                members: vec![
+                    ("alpha".to_owned(), "active"),
+                    ("beta-with-a-long-name".to_owned(), "active"),
+                ],
+                tasks: (1..=3)
+                    .map(|n| BoardTask {
+                        id: format!("task-{n}"),
+                        status: "in_progress",
+                        owner: Some("beta-with-a-long-name".to_owned()),
+                    })
+                    .collect(),
+                sent: 12,
+                delivered: 11,
+                pending: 1,
+            };
+            printer.team(board);
+            for step in 0..5 {
+                printer.progress(&event(
+                    "alpha",
+                    Progress::ToolStarted {
+                        call_id: format!("c{step}"),
+                        name: "edit".to_owned(),
+                        summary: "{\"path\":\"wordstats/counting.py\",\"old_text\":\"日本語\"}"
+                            .to_owned(),
+                    },
+                ));
+                printer.redraw();
+                let shown = screen(printer.recorded.as_ref().unwrap(), size);
+                let live: Vec<&String> = shown.iter().skip_while(|l| !l.starts_with('[')).collect();
+                // The header, two member rows, the board and the message counts.
+                assert_eq!(live.len(), 5, "{columns}: {shown:#?}");
+                for line in &live {
+                    let width: usize = line
+                        .chars()
+                        .map(|c| unicode_width::UnicodeWidthChar::width(c).unwrap_or(0))
+                        .sum();
+                    assert!(width < columns, "{columns}: {line:?} is {width} wide");
+                }
+                if step == 4 {
+                    // What the area looks like (the elapsed seconds vary).
+                    let area: Vec<String> = live
+                        .iter()
+                        .map(|l| match l.find("s] ") {
+                            Some(at) if l.starts_with('[') => format!("[T{}", &l[at..]),
+                            _ => (*l).clone(),
+                        })
+                        .collect();
+                    insta::assert_snapshot!(format!("live_area_{columns}"), area.join("\n"));
+                }
+            }
+            printer.note("the end");
+            let shown = screen(printer.recorded.as_ref().unwrap(), size);
+            assert!(
+                !shown
+                    .iter()
+                    .any(|l| l.starts_with('[') || l.starts_with("  ")),
+                "{columns}: stale live lines in {shown:#?}"
+            );
+            assert_eq!(shown.last().map(String::as_str), Some(""), "{shown:#?}");
+        }
+    }
+
+    /// A resize between two redraws: the area drawn at 80 columns is erased at 40, where its
+    /// lines take two rows each.
+    #[test]
+    fn a_narrower_terminal_is_followed() {
+        let wide = TermSize {
+            columns: 80,
+            rows: 24,
+        };
+        let narrow = TermSize {
+            columns: 40,
+            rows: 24,
+        };
+        let mut printer = Printer::recording(OutputMode::Tty, wide);
+        printer.progress(&event(
+            "lead",
+            Progress::ToolStarted {
+                call_id: "c1".to_owned(),
+                name: "bash".to_owned(),
+                summary: format!("{{\"command\":\"{}\"}}", "x".repeat(100)),
+            },
+        ));
+        printer.size = SizeSource::Fixed(narrow);
+        printer.redraw();
+        printer.note("done");
+        // The terminal re-wrapped what was drawn at 80 columns: replay it at 40.
+        let shown = screen(printer.recorded.as_ref().unwrap(), narrow);
+        assert!(
+            !shown.iter().any(|l| l.starts_with('[')),
+            "stale live lines in {shown:#?}"
+        );
+    }
+
+    /// A terminal too short for every member row: the area keeps its header, board and
+    /// message lines and sums up the rest, so it never scrolls out of reach.
+    #[test]
+    fn the_live_area_is_never_taller_than_the_terminal() {
+        let size = TermSize {
+            columns: 80,
+            rows: 6,
+        };
+        let mut printer = Printer::recording(OutputMode::Tty, size);
+        printer.team(Board {
+            members: (0..8).map(|n| (format!("m{n}"), "active")).collect(),
+            tasks: Vec::new(),
+            sent: 0,
+            delivered: 0,
+            pending: 0,
+        });
+        let shown = screen(printer.recorded.as_ref().unwrap(), size);
+        assert_eq!(shown.len(), 5, "{shown:#?}");
+        assert!(shown[0].starts_with("[0s]"), "{shown:#?}");
+        assert!(shown[2].contains("more members"), "{shown:#?}");
+        assert_eq!(shown[3], "  board: no tasks");
+        assert!(shown[4].starts_with("  messages:"), "{shown:#?}");
     }
 }

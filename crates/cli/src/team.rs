@@ -19,7 +19,7 @@ use std::io::Write;
 use anyhow::{Context, anyhow};
 use serde_json::{Value, json};
 use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Selected};
-use troupe_protocol::{Seq, SessionId, event_types};
+use troupe_protocol::{MessageId, Seq, SessionId, event_types};
 use troupe_runtime::events::{AgentConfigRecord, Profile, TurnEndReason};
 use troupe_runtime::{SessionRole, Transcript, TranscriptStats};
 use troupe_team::{
@@ -42,7 +42,7 @@ pub(crate) enum TeamCommand {
     /// (type): reason`) when the log breaks a Team rule or is damaged; exit 2 for an unknown
     /// session, a teammate's session or a session without a Team.
     Show {
-        /// The Lead's session id (see `troupe sessions`).
+        /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
         session: String,
         /// Print one JSON object: {"teamId","members","tasks","pendingMessages"}.
         #[arg(long)]
@@ -58,16 +58,19 @@ pub(crate) enum TeamCommand {
     /// exit 1 naming the first violation (`seq N (type): reason`); exit 2 for an unknown
     /// session, a teammate's session or a session without a Team.
     Verify {
-        /// The Lead's session id (see `troupe sessions`).
+        /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
         session: String,
     },
 }
 
 /// Runs a `troupe team …` command.
-pub(crate) fn run(journal: &Journal, command: TeamCommand) -> Result<(), Failure> {
+///
+/// `home` is ` --home DIR` when the command was given one (repeated in the commands it
+/// prints), else empty.
+pub(crate) fn run(journal: &Journal, command: TeamCommand, home: &str) -> Result<(), Failure> {
     match command {
-        TeamCommand::Show { session, json, all } => show(journal, &session, json, all),
-        TeamCommand::Verify { session } => verify(journal, &session),
+        TeamCommand::Show { session, json, all } => show(journal, &session, json, all, home),
+        TeamCommand::Verify { session } => verify(journal, &session, home),
     }
 }
 
@@ -79,6 +82,8 @@ struct LeadLog {
     config: Option<AgentConfigRecord>,
     /// The seq of the last `team/member` record of each member (where a member's checks point).
     member_seqs: HashMap<SessionId, Seq>,
+    /// When each message was queued (the event's time, epoch ms), if [`fold_lead`] was asked.
+    queued_at: HashMap<MessageId, u64>,
     summary: ScanSummary,
 }
 
@@ -113,17 +118,21 @@ fn fold_lead(
     journal: &Journal,
     id: &SessionId,
     check: LineCheck,
+    times: QueueTimes,
 ) -> Result<Result<LeadLog, FoldFailure>, Failure> {
     let mut fold = StreamFold::new(TeamId::new(id.clone()));
     let mut configs: Vec<(Seq, Value)> = Vec::new();
     let mut member_seqs = HashMap::new();
+    let mut queued_at = HashMap::new();
+    let want_times = times == QueueTimes::Read;
     let select = |kind: &str| StreamFold::reads(kind) || kind == event_types::AGENT_CONFIG;
     let summary = journal.read_selected_each(id, check, &select, &mut |selected| {
         let event = match selected {
             // A member record names where the member's checks point: read it parsed.
             Selected::Line(line)
                 if line.kind == event_types::AGENT_CONFIG
-                    || line.kind == event_types::TEAM_MEMBER =>
+                    || line.kind == event_types::TEAM_MEMBER
+                    || (want_times && line.kind == event_types::TEAM_MESSAGE_QUEUED) =>
             {
                 return LineUse::NeedEvent;
             }
@@ -142,6 +151,13 @@ fn fold_lead(
         if event.kind == event_types::AGENT_CONFIG {
             configs.push((event.seq, event.data));
             return LineUse::Used;
+        }
+        if want_times
+            && event.kind == event_types::TEAM_MESSAGE_QUEUED
+            && let Some(message) = event.data["message"]["id"].as_str()
+            && let Ok(message) = MessageId::new(message)
+        {
+            queued_at.insert(message, event.time);
         }
         if fold.event(&event)
             && event.kind == event_types::TEAM_MEMBER
@@ -173,8 +189,17 @@ fn fold_lead(
         state,
         config,
         member_seqs,
+        queued_at,
         summary,
     }))
+}
+
+/// Whether [`fold_lead`] reads when each message was queued (parsing those lines in full:
+/// only the table of `troupe team show` needs it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QueueTimes {
+    Read,
+    Skip,
 }
 
 /// Folds the Lead log of the session named `raw` for `show`/`verify`: bad input for an unknown
@@ -184,9 +209,11 @@ fn load_team(
     raw: &str,
     verb: &str,
     check: LineCheck,
+    times: QueueTimes,
+    home: &str,
 ) -> Result<LeadLog, Failure> {
-    let id = SessionId::new(raw).map_err(Failure::bad_input)?;
-    let lead = match fold_lead(journal, &id, check).map_err(|f| damaged_log(f, &id))? {
+    let id = crate::resolve_session(journal, raw)?;
+    let lead = match fold_lead(journal, &id, check, times).map_err(|f| damaged_log(f, &id))? {
         Ok(lead) => lead,
         Err(failure) => {
             return Err(Failure::work(anyhow!(
@@ -199,14 +226,8 @@ fn load_team(
     if role.is_child()
         && let Some(parent) = &header.parent_session
     {
-        let what = if role == SessionRole::Teammate {
-            "a teammate"
-        } else {
-            "a child session"
-        };
-        return Err(Failure::bad_input(anyhow!(
-            "session {id} is {what} of {parent}, not a Team Lead: run troupe team {verb} {parent}"
-        )));
+        let command = format!("troupe team {verb} {parent}{home}");
+        return Err(crate::work::not_a_root(&id, role, parent, &command));
     }
     let is_team = lead
         .config
@@ -276,15 +297,26 @@ fn show_of(lead: &LeadLog, include_deleted: bool) -> TeamShow {
 }
 
 /// `troupe team show SESSION [--json] [--all]`.
-fn show(journal: &Journal, session: &str, json: bool, all: bool) -> Result<(), Failure> {
-    let lead = load_team(journal, session, "show", LineCheck::Prefix)?;
+fn show(
+    journal: &Journal,
+    session: &str,
+    json: bool,
+    all: bool,
+    home: &str,
+) -> Result<(), Failure> {
+    let times = if json {
+        QueueTimes::Skip
+    } else {
+        QueueTimes::Read
+    };
+    let lead = load_team(journal, session, "show", LineCheck::Prefix, times, home)?;
     let view = show_of(&lead, all);
     let mut out = Stdout::lock();
     if json {
         let text = serde_json::to_string(&view).context("encoding the Team view")?;
         writeln!(out, "{text}").context("writing output")?;
     } else {
-        for line in human_show(&view, lead.summary.next_seq.0) {
+        for line in human_show(&view, &lead.state, &lead.queued_at, lead.summary.next_seq.0) {
             if out.is_closed() {
                 break;
             }
@@ -317,8 +349,14 @@ fn status_text(status: MemberStatus) -> &'static str {
     }
 }
 
-/// The readable form of `troupe team show`: roster, tasks, pending messages.
-fn human_show(view: &TeamShow, events: u64) -> Vec<String> {
+/// The readable form of `troupe team show`: roster (phase and status), tasks (with every
+/// write-scope overlap on each task it concerns), pending messages (when each was queued).
+fn human_show(
+    view: &TeamShow,
+    state: &TeamState,
+    queued_at: &HashMap<MessageId, u64>,
+    events: u64,
+) -> Vec<String> {
     let mut lines = vec![format!(
         "team {} (Lead log: {})",
         escape_controls(view.team_id.as_str()),
@@ -330,18 +368,28 @@ fn human_show(view: &TeamShow, events: u64) -> Vec<String> {
         crate::work::count(view.members.len().saturating_sub(1) as u64, "teammate")
     ));
     let mut rows = vec![
-        ["NAME", "ROLE", "STATUS", "CONTEXT", "ID", "DESCRIPTION"]
-            .map(str::to_owned)
-            .to_vec(),
+        [
+            "NAME",
+            "ROLE",
+            "PHASE",
+            "STATUS",
+            "CONTEXT",
+            "ID",
+            "DESCRIPTION",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
     ];
     let mut notes: Vec<(usize, Vec<String>)> = Vec::new();
-    for member in &view.members {
+    for row in &view.members {
+        let member = &row.member;
         rows.push(vec![
             cell(&member.name),
             match member.role {
                 troupe_team::Role::Lead => "lead".to_owned(),
                 troupe_team::Role::Teammate => "teammate".to_owned(),
             },
+            row.phase.as_str().to_owned(),
             status_text(member.status).to_owned(),
             member
                 .context
@@ -400,12 +448,24 @@ fn human_show(view: &TeamShow, events: u64) -> Vec<String> {
                 task.revision.to_string(),
                 cell(&task.subject),
             ]);
-            if !task.write_scope_warnings.is_empty() {
+            // Every overlap on each task it concerns (the task in progress and the pending one
+            // that would collide with it), not the REFERENCE field's placement.
+            let overlaps = state
+                .task(task.id.as_str())
+                .map(|t| state.scope_overlaps(t))
+                .unwrap_or_default();
+            if !overlaps.is_empty() {
                 notes.push((
                     rows.len() - 1,
-                    task.write_scope_warnings
+                    overlaps
                         .iter()
-                        .map(|w| format!("    ! {}", escape_controls(w)))
+                        .map(|o| {
+                            format!(
+                                "    ⚠ write scopes overlap with {} ({})",
+                                escape_controls(o.task_id.as_str()),
+                                o.status.as_str()
+                            )
+                        })
                         .collect(),
                 ));
             }
@@ -420,10 +480,17 @@ fn human_show(view: &TeamShow, events: u64) -> Vec<String> {
             "pending messages ({}):",
             view.pending_messages.len()
         ));
-        let mut rows = vec![["ID", "FROM", "TO", "DELIVERY"].map(str::to_owned).to_vec()];
+        // Who sent what to whom and when; the internal message id is in `--json`.
+        let mut rows = vec![
+            ["QUEUED", "FROM", "TO", "DELIVERY"]
+                .map(str::to_owned)
+                .to_vec(),
+        ];
         for message in &view.pending_messages {
             rows.push(vec![
-                escape_controls(message.id.as_str()).into_owned(),
+                queued_at
+                    .get(&message.id)
+                    .map_or_else(|| "-".to_owned(), |ms| crate::format_time(*ms)),
                 cell(&message.sender_name),
                 cell(&message.target_name),
                 message.delivery.as_str().to_owned(),
@@ -447,8 +514,15 @@ fn with_notes(rows: Vec<String>, notes: &[(usize, Vec<String>)]) -> Vec<String> 
 }
 
 /// `troupe team verify SESSION`.
-fn verify(journal: &Journal, session: &str) -> Result<(), Failure> {
-    let lead = load_team(journal, session, "verify", LineCheck::Full)?;
+fn verify(journal: &Journal, session: &str, home: &str) -> Result<(), Failure> {
+    let lead = load_team(
+        journal,
+        session,
+        "verify",
+        LineCheck::Full,
+        QueueTimes::Skip,
+        home,
+    )?;
     let violation = match replay_lead(journal, &lead) {
         Some(violation) => Some(violation),
         None => check_teammates(journal, &lead),
@@ -461,7 +535,9 @@ fn verify(journal: &Journal, session: &str) -> Result<(), Failure> {
     }
     let state = &lead.state;
     let by_phase = |phase: MemberPhase| state.members().iter().filter(|m| m.phase == phase).count();
-    let mut roster = vec![format!("{} active", by_phase(MemberPhase::Active))];
+    // The roster's word is the phase (what `team show` lists under PHASE); every active
+    // teammate's session is checked below.
+    let mut roster = vec![format!("phase: {} active", by_phase(MemberPhase::Active))];
     for (phase, word) in [
         (MemberPhase::Provisioning, "provisioning"),
         (MemberPhase::Failed, "failed"),
@@ -648,7 +724,7 @@ impl TeamSummary {
             pending: 0,
             problem: None,
         };
-        let folded = match fold_lead(journal, lead, LineCheck::Prefix) {
+        let folded = match fold_lead(journal, lead, LineCheck::Prefix, QueueTimes::Skip) {
             Ok(Ok(folded)) => folded,
             Ok(Err(failure)) => {
                 summary.problem = Some(format!("the Team log is invalid at {failure}"));
@@ -660,7 +736,7 @@ impl TeamSummary {
             }
         };
         let view = show_of(&folded, false);
-        for member in view.members {
+        for member in view.members.into_iter().map(|row| row.member) {
             let stats = if member.id == *lead {
                 Some(lead_stats)
             } else {
@@ -815,7 +891,14 @@ mod tests {
             .unwrap();
         writer.flush_blocking().unwrap();
         drop(writer);
-        let Err(failure) = load_team(&journal, "lead-x", "show", LineCheck::Prefix) else {
+        let Err(failure) = load_team(
+            &journal,
+            "lead-x",
+            "show",
+            LineCheck::Prefix,
+            QueueTimes::Skip,
+            "",
+        ) else {
             panic!("the fold must refuse the log");
         };
         assert_eq!(failure.code, crate::exit::WORK_FAILED);

@@ -16,7 +16,8 @@ pub(crate) const DEFAULT_PORT: u16 = 7420;
 #[derive(Debug, clap::Args)]
 pub(crate) struct WebFlags {
     /// The port to listen on (0: any free port; the URL printed names the real one).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_PORT)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PORT,
+          allow_negative_numbers = true, value_parser = parse_port)]
     port: u16,
     /// The address to listen on: an IP address, or `localhost` (127.0.0.1). Anything but a
     /// loopback address also needs --allow-remote.
@@ -27,6 +28,12 @@ pub(crate) struct WebFlags {
     /// and required on every API request (the page itself carries no data).
     #[arg(long)]
     allow_remote: bool,
+}
+
+/// `--port N`: 0 to 65535 (a negative number is named as such).
+fn parse_port(raw: &str) -> Result<u16, String> {
+    let port = crate::whole_number(raw)?;
+    u16::try_from(port).map_err(|_| format!("{port} is not a port (0 to 65535)"))
 }
 
 /// `--host`: an IP address, or `localhost` for 127.0.0.1 (no name lookup: the panel binds to

@@ -63,9 +63,18 @@ pub(crate) struct PaceArgs {
         value_name = "MS",
         // `--pace -5` is a bad value (named as such), not an unknown flag.
         allow_negative_numbers = true,
-        value_parser = clap::value_parser!(u64).range(0..=MAX_PACE_MS)
+        value_parser = pace_ms
     )]
     pace: Option<u64>,
+}
+
+/// `--pace MS`: a whole number from 0 to [`MAX_PACE_MS`].
+fn pace_ms(raw: &str) -> Result<u64, String> {
+    let ms = crate::whole_number(raw)?;
+    if ms > MAX_PACE_MS {
+        return Err(format!("{ms} is not in 0..={MAX_PACE_MS}"));
+    }
+    Ok(ms)
 }
 
 impl PaceArgs {
@@ -118,19 +127,24 @@ impl ModelArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct TeamLimitArgs {
     /// Team only: most teammates the Lead may ever create, failed ones included (default 8).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = crate::whole_number)]
     max_members: Option<u64>,
     /// Team only: most tasks on the board that are not deleted (default 256).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = crate::whole_number)]
     max_tasks: Option<u64>,
     /// Team only: most undelivered messages waiting for one member (default 64).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = crate::whole_number)]
     max_pending_messages: Option<u64>,
     /// Team only: largest message, in UTF-8 bytes of its JSON content (default 65536).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = crate::whole_number)]
     max_message_bytes: Option<u64>,
     /// Team only: how long each step of shutting a teammate down may take, in ms (default 5000).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = crate::whole_number)]
     disposal_timeout_ms: Option<u64>,
 }
 
@@ -208,15 +222,16 @@ pub(crate) struct RunFlags {
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     json: bool,
-    /// What the Lead should do (several words are joined by spaces).
-    #[arg(value_name = "PROMPT", required = true, num_args = 1..)]
+    /// What the Lead should do (several words are joined by spaces). `-`, or no PROMPT while
+    /// stdin is not a terminal, reads it from stdin (to its end).
+    #[arg(value_name = "PROMPT", num_args = 0..)]
     prompt: Vec<String>,
 }
 
 /// `troupe resume` as typed.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ResumeFlags {
-    /// The session to resume (see `troupe sessions`).
+    /// The session to resume: its id, or a unique prefix of it (see `troupe sessions`).
     session: String,
     #[command(flatten)]
     model: ModelArgs,
@@ -225,8 +240,9 @@ pub(crate) struct ResumeFlags {
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     json: bool,
-    /// A new instruction for the Lead. Without it, an interrupted turn is continued and waiting
-    /// messages are run; if there is nothing to do, the last answer is printed.
+    /// A new instruction for the Lead (`-` reads it from stdin). Without it, an interrupted
+    /// turn is continued and waiting messages are run; if there is nothing to do, the last
+    /// answer is printed (stdin is not read).
     #[arg(value_name = "PROMPT", num_args = 0..)]
     prompt: Vec<String>,
 }
@@ -411,6 +427,9 @@ struct Stored {
     unfinished: Option<String>,
     /// A continuation is already waiting in the Lead's inbox (an earlier resume queued it).
     continued: bool,
+    /// The Lead's model calls that count as taken ([`Transcript::spent_model_calls`]): where
+    /// a scripted Lead's script continues.
+    spent_model_calls: usize,
 }
 
 /// Why the last turn of the log `events` (folded into `t`) did not finish, if it did not.
@@ -459,6 +478,7 @@ fn read_stored(lead: &Transcript, events: &[Event]) -> Stored {
         last_turn: lead.last_turn(),
         unfinished: unfinished(lead, events),
         continued: continuation_waiting(lead),
+        spent_model_calls: lead.spent_model_calls(),
     }
 }
 
@@ -486,6 +506,11 @@ fn output_mode(json: bool) -> OutputMode {
 }
 
 fn validate_prompt(words: &[String]) -> Result<String, Failure> {
+    if let [only] = words
+        && only == "-"
+    {
+        return prompt_from_stdin();
+    }
     let prompt = words.join(" ");
     if prompt.trim().is_empty() {
         return Err(Failure::bad_input(anyhow!(
@@ -495,10 +520,47 @@ fn validate_prompt(words: &[String]) -> Result<String, Failure> {
     Ok(prompt)
 }
 
+/// The prompt of `troupe run`: the words given, else — when stdin is not a terminal (a pipe,
+/// a file, `< /dev/null`) — stdin. On a terminal, no PROMPT is bad input (nothing would ever
+/// end the read).
+fn run_prompt(words: &[String]) -> Result<String, Failure> {
+    use std::io::IsTerminal;
+    if words.is_empty() {
+        if std::io::stdin().is_terminal() {
+            return Err(Failure::bad_input(anyhow!(
+                "a prompt is required: troupe run \"what the Lead should do\" (or - to read it \
+                 from stdin)"
+            )));
+        }
+        return prompt_from_stdin();
+    }
+    validate_prompt(words)
+}
+
+/// Reads the prompt from stdin to its end, without the trailing newlines. Empty (only
+/// whitespace) or not UTF-8 is bad input.
+fn prompt_from_stdin() -> Result<String, Failure> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut bytes)
+        .map_err(|e| Failure::bad_input(anyhow!("cannot read the prompt from stdin: {e}")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| Failure::bad_input(anyhow!("the prompt on stdin is not UTF-8 text: {e}")))?;
+    let prompt = text.trim_end_matches(['\n', '\r']);
+    if prompt.trim().is_empty() {
+        return Err(Failure::bad_input(anyhow!(
+            "the prompt read from stdin is empty: say what the agent should do"
+        )));
+    }
+    Ok(prompt.to_owned())
+}
+
 fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> {
     // The command line itself first, then what the user points at, in the order they would
     // fix it: the workspace, then the model (provider, API key, script, pace), then the home.
-    let prompt = validate_prompt(&flags.prompt)?;
+    let prompt = run_prompt(&flags.prompt)?;
     if !flags.team
         && let Some(flag) = flags.limits.first_given()
     {
@@ -531,22 +593,26 @@ fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> 
 }
 
 fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Failure> {
-    let id = SessionId::new(flags.session.as_str()).map_err(Failure::bad_input)?;
+    let journal = Journal::open_home(&home.dir);
+    let id = crate::resolve_session(&journal, &flags.session)?;
     let prompt = if flags.prompt.is_empty() {
         None
     } else {
         Some(validate_prompt(&flags.prompt)?)
     };
     // Read-only: nothing is locked or written until the flags are known to be usable.
-    let replay = Journal::open_home(&home.dir).read(&id)?;
+    let replay = journal.read(&id)?;
     if replay.header.origin.as_deref() == Some("subagent") {
-        let parent = replay
-            .header
-            .parent_session
-            .as_ref()
-            .map_or_else(|| "its parent".to_owned(), SessionId::to_string);
+        let mut probe = troupe_runtime::RoleProbe::new(&replay.header);
+        for event in &replay.events {
+            probe.observe(event);
+        }
+        if let Some(parent) = &replay.header.parent_session {
+            let command = format!("troupe resume {parent}{}", home_arg(home.flag));
+            return Err(not_a_root(&id, probe.role(), parent, &command));
+        }
         return Err(Failure::bad_input(anyhow!(
-            "session {id} is a subagent child of {parent}: resume the root session instead"
+            "session {id} is a subagent child without a parent session: it cannot be resumed"
         )));
     }
     let transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
@@ -649,6 +715,19 @@ fn work_config(
         secret_env,
         secrets,
     } = provider_factory(&spec, pace)?;
+    if let Start::Resume {
+        id,
+        prompt: Some(_),
+        stored,
+    } = &shape.start
+        && !takes_instruction(&models, stored.spent_model_calls)
+    {
+        return Err(Failure::bad_input(anyhow!(
+            "session {id} runs the scripted model {spec}, and its script has no step left for \
+             the Lead, so it cannot take a new instruction (nothing was written): resume it \
+             without a PROMPT, or add --model to answer with another model"
+        )));
+    }
     if prepare {
         home.prepare()?;
     }
@@ -666,6 +745,15 @@ fn work_config(
         start: shape.start,
         framing: shape.framing,
     })
+}
+
+/// Whether the Lead of a session can answer a new instruction, after `spent` model calls of
+/// its own: always with a real model; with a script, while the script has a Lead step left.
+fn takes_instruction(models: &ProviderFactory, spent: usize) -> bool {
+    match models {
+        ProviderFactory::Http(_) => true,
+        ProviderFactory::Scripted(script) => script.steps(LEAD).is_ok_and(|steps| spent < steps),
+    }
 }
 
 /// How `troupe demo` runs its script: `--json`, `--pace`.
@@ -1017,6 +1105,12 @@ async fn wait(
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let live_line = printer.mode() == OutputMode::Tty;
+    // A resized terminal (SIGWINCH) gets the live area redrawn at once, at its new size.
+    let mut resized = if live_line {
+        tokio::signal::unix::signal(SignalKind::window_change()).ok()
+    } else {
+        None
+    };
     let mut interrupt = Interrupt::None;
     let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
     let mut events_open = true;
@@ -1077,6 +1171,12 @@ async fn wait(
                 show_board(runtime, agent, printer).await;
                 printer.redraw();
             }
+            Some(()) = async {
+                match resized.as_mut() {
+                    Some(signal) => signal.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => printer.redraw(),
         }
     }
     interrupt
@@ -1102,6 +1202,10 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
     });
     let id = &driven.id;
     let hints = Hints::new(id, config.home_flag.as_deref(), config.team);
+    // `continue: troupe resume ID "…"` only when a new instruction can be answered (a script
+    // whose Lead steps are used up cannot: that resume would be refused).
+    let spent = driven.agent.with_transcript(Transcript::spent_model_calls);
+    let can_continue = takes_instruction(&config.models, spent);
     // A Team run also reports every teammate's work, the board and the mail, folded from the
     // logs the runtime has just flushed.
     let team = config
@@ -1179,22 +1283,25 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
             let _ = out.flush();
         }
         if driven.nothing_to_do && !ran {
-            printer.note(
+            printer.note(if can_continue {
                 "nothing to resume: the last turn completed and no messages are waiting \
-                 (pass a PROMPT to continue the conversation)",
-            );
+                 (pass a PROMPT to continue the conversation)"
+            } else {
+                "nothing to resume: the last turn completed and no messages are waiting (the \
+                 session's scripted model has no step left for a new instruction)"
+            });
         } else if answer.is_none() {
             printer.note("(the Lead finished without a text answer)");
         }
         print_summary(printer, true);
         if let Some((_, message)) = problem {
             printer.note(&format!("troupe: {message}"));
-            if config.framing.run_hints {
+            if config.framing.run_hints && can_continue {
                 printer.note(&hints.continue_with());
             }
             return Err(Failure::reported(WORK_FAILED));
         }
-        if config.framing.run_hints {
+        if config.framing.run_hints && can_continue {
             printer.note(&hints.continue_with());
         }
         return Ok(());
@@ -1279,11 +1386,7 @@ impl Hints {
     fn new(id: &SessionId, home_flag: Option<&Path>, team: bool) -> Self {
         Self {
             id: id.to_string(),
-            // Absolute, so the printed commands work from any directory.
-            home: home_flag.map_or_else(String::new, |dir| {
-                let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-                format!(" --home {}", shell_quote(&dir.display().to_string()))
-            }),
+            home: home_arg(home_flag),
             team,
         }
     }
@@ -1307,6 +1410,39 @@ impl Hints {
     fn continue_with(&self) -> String {
         format!("continue: {} \"<next instruction>\"", self.resume())
     }
+}
+
+/// ` --home DIR` (absolute and quoted, so a printed command works from any directory) when the
+/// command was given `--home`, else empty.
+pub(crate) fn home_arg(home_flag: Option<&Path>) -> String {
+    home_flag.map_or_else(String::new, |dir| {
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        format!(" --home {}", shell_quote(&dir.display().to_string()))
+    })
+}
+
+/// The refusal of a child session where a root is needed (`troupe resume`, `troupe team
+/// show/verify`), worded the same everywhere and naming the exact command to run instead:
+/// `session X is a teammate of L, not a Team Lead: run troupe resume L`.
+pub(crate) fn not_a_root(
+    id: &SessionId,
+    role: troupe_runtime::SessionRole,
+    parent: &SessionId,
+    command: &str,
+) -> Failure {
+    let what = if role == troupe_runtime::SessionRole::Teammate {
+        "a teammate of"
+    } else {
+        "a child session of"
+    };
+    let not = if role == troupe_runtime::SessionRole::Teammate {
+        "a Team Lead"
+    } else {
+        "a root session"
+    };
+    Failure::bad_input(anyhow!(
+        "session {id} is {what} {parent}, not {not}: run {command}"
+    ))
 }
 
 /// `2 turns, 5 tool calls, tokens 120 in / 30 out`.

@@ -124,6 +124,21 @@ pub trait LogBackend: Send + Sync {
         })
     }
 
+    /// The ids of every stored session, in no particular order (for resolving an id prefix,
+    /// [`crate::Journal::resolve`]). The default lists the sessions with
+    /// [`LogBackend::list`] (sessions whose header cannot be read are left out); backends
+    /// override it to list ids without reading any session.
+    ///
+    /// # Errors
+    /// As [`LogBackend::list`].
+    fn ids(&self) -> Result<Vec<SessionId>> {
+        Ok(self
+            .list(&mut |_| {})?
+            .into_iter()
+            .map(|listing| listing.header.id)
+            .collect())
+    }
+
     /// A selective read of a session (see [`crate::scan_selected_each`]): the lines of the
     /// types `select` picks go to `on_selected`, other lines are checked as `check` says.
     /// Same rules and errors as [`LogBackend::read_each`]. The default reads every event

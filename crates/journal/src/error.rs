@@ -55,6 +55,16 @@ pub enum JournalError {
         /// Where it was expected.
         path: PathBuf,
     },
+    /// A session id prefix (see [`crate::Journal::resolve`]) matches more than one stored
+    /// session. Code `SESSION_ID_AMBIGUOUS`. The message lists the candidates (at most
+    /// [`crate::MAX_LISTED_CANDIDATES`], then how many more).
+    #[error("{}", ambiguous_message(prefix, candidates))]
+    Ambiguous {
+        /// The prefix as given.
+        prefix: String,
+        /// Every stored session id that starts with it, sorted.
+        candidates: Vec<SessionId>,
+    },
     /// A session with this id already exists; creation never overwrites.
     /// Code `SESSION_ALREADY_EXISTS`.
     #[error("session {id} already exists at {}", path.display())]
@@ -149,6 +159,7 @@ impl ErrorCode for JournalError {
             JournalError::Corrupt { .. } => "JOURNAL_CORRUPT",
             JournalError::Unsupported { .. } => "JOURNAL_UNSUPPORTED",
             JournalError::NotFound { .. } => "SESSION_NOT_FOUND",
+            JournalError::Ambiguous { .. } => "SESSION_ID_AMBIGUOUS",
             JournalError::AlreadyExists { .. } => "SESSION_ALREADY_EXISTS",
             JournalError::NotAFile { .. } => "JOURNAL_NOT_A_FILE",
             JournalError::SeqConflict { .. } => "JOURNAL_SEQ_CONFLICT",
@@ -178,6 +189,31 @@ impl JournalError {
             _ => None,
         }
     }
+}
+
+/// `session id prefix `ab` is ambiguous: it matches 3 sessions: ab1…, ab2…, ab3… (give more
+/// characters)`.
+fn ambiguous_message(prefix: &str, candidates: &[SessionId]) -> String {
+    let listed = crate::MAX_LISTED_CANDIDATES;
+    let mut shown: Vec<&str> = candidates
+        .iter()
+        .take(listed)
+        .map(SessionId::as_str)
+        .collect();
+    let more = candidates.len().saturating_sub(listed);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    if shown.is_empty() {
+        shown.push("-");
+    }
+    format!(
+        "session id prefix {prefix} is ambiguous: it matches {} sessions: {}{more} (give more characters of the id)",
+        candidates.len(),
+        shown.join(", ")
+    )
 }
 
 /// Shorthand for journal results.

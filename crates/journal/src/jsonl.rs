@@ -300,6 +300,30 @@ impl LogBackend for JsonlBackend {
         read_path_selected_each(&path, check, select, on_selected)
     }
 
+    /// The stems of the `<id>.jsonl` files in the sessions directory that are valid ids; no
+    /// file is opened. A missing directory holds no session.
+    fn ids(&self) -> Result<Vec<SessionId>> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(JournalError::io("list", &self.dir, e)),
+        };
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| JournalError::io("list", &self.dir, e))?;
+            let name = entry.file_name();
+            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            if let Ok(id) = SessionId::new(stem)
+                && !stem.starts_with('.')
+            {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
+    }
+
     fn list(&self, on_error: &mut dyn FnMut(JournalError)) -> Result<Vec<SessionListing>> {
         let entries = match fs::read_dir(&self.dir) {
             Ok(entries) => entries,

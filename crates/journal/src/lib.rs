@@ -50,6 +50,29 @@ use troupe_protocol::{
     Clock, Event, EventDraft, Seq, SessionHeader, SessionId, SystemClock, event_types,
 };
 
+/// At most this many candidates are named by a [`JournalError::Ambiguous`] message.
+pub const MAX_LISTED_CANDIDATES: usize = 10;
+
+/// Why [`Journal::resolve`] could not name a session.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// `INVALID_SESSION_ID`: the text cannot be (the start of) a session id.
+    #[error(transparent)]
+    InvalidId(#[from] troupe_protocol::IdError),
+    /// `SESSION_ID_AMBIGUOUS` or `JOURNAL_IO` (see [`Journal::resolve`]).
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+impl troupe_protocol::ErrorCode for ResolveError {
+    fn code(&self) -> &'static str {
+        match self {
+            ResolveError::InvalidId(e) => e.code(),
+            ResolveError::Journal(e) => e.code(),
+        }
+    }
+}
+
 /// The environment variable naming the Troupe home.
 pub const HOME_ENV: &str = "TROUPE_HOME";
 
@@ -251,6 +274,38 @@ impl Journal {
     ) -> Result<ScanSummary> {
         self.backend
             .read_selected_each(id, check, select, on_selected)
+    }
+
+    /// The stored session that `raw` names: the session whose id is `raw`, else the only one
+    /// whose id starts with `raw` (a prefix, as git takes a commit's; `troupe web` shows 8
+    /// characters). When nothing matches, the id `raw` itself is returned, so the read that
+    /// follows reports `SESSION_NOT_FOUND` with the path it looked for. Nothing is opened.
+    ///
+    /// # Errors
+    /// `INVALID_SESSION_ID` when `raw` cannot be (the start of) an id; `SESSION_ID_AMBIGUOUS`
+    /// ([`JournalError::Ambiguous`], listing the candidates) when several ids start with
+    /// `raw` and none equals it; `JOURNAL_IO` when the sessions cannot be listed.
+    pub fn resolve(&self, raw: &str) -> Result<SessionId, ResolveError> {
+        let id = SessionId::new(raw)?;
+        let mut candidates: Vec<SessionId> = self
+            .backend
+            .ids()?
+            .into_iter()
+            .filter(|c| c.as_str().starts_with(raw))
+            .collect();
+        if candidates.contains(&id) {
+            return Ok(id);
+        }
+        candidates.sort();
+        match candidates.len() {
+            0 => Ok(id),
+            1 => Ok(candidates.remove(0)),
+            _ => Err(JournalError::Ambiguous {
+                prefix: raw.to_owned(),
+                candidates,
+            }
+            .into()),
+        }
     }
 
     /// Lists stored sessions, oldest first; unreadable ones go to `on_error`.

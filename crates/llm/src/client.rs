@@ -315,11 +315,13 @@ impl OpenAiClient {
             },
         };
         let status = response.status().as_u16();
-        let is_json = response
+        let content_type = response
             .headers()
             .get(CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.to_ascii_lowercase().contains("json"));
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).to_ascii_lowercase());
+        let is_json = content_type
+            .as_deref()
+            .is_some_and(|ct| ct.contains("json"));
 
         if !response.status().is_success() {
             let retry_after = retry_after_ms(response.headers());
@@ -334,6 +336,28 @@ impl OpenAiClient {
             let error =
                 classify_http_error(status, retry_after, &body, self.endpoint.as_str(), &hint);
             return Err(AttemptFailure::new(Some(status), error));
+        }
+
+        // A success that is neither an event stream nor JSON (an HTML page: a wrong port, a
+        // proxy's login page) is not a chat completion, and asking again will not make it one:
+        // `LLM_PROTOCOL` at once, naming what came back and from where. (No content type at all
+        // is read as the mode asks for.)
+        if let Some(ct) = content_type.as_deref()
+            && !is_json
+            && !ct.starts_with("text/event-stream")
+        {
+            let ct = ct.split(';').next().unwrap_or(ct).trim();
+            return Err(AttemptFailure::new(
+                Some(status),
+                LlmError::Protocol {
+                    message: format!(
+                        "the model server at {} answered HTTP {status} with content type {ct}, \
+                         not an event stream or JSON: is --base-url the address of an \
+                         OpenAI-compatible API (usually ending in /v1)?",
+                        self.endpoint
+                    ),
+                },
+            ));
         }
 
         if is_json || !self.options.stream {

@@ -198,7 +198,7 @@ impl ModelSpec {
                 }
                 if let Some((prefix, _)) = model.split_once(':') {
                     return Err(LlmError::config(format!(
-                        "unknown model provider `{prefix}` in --model {model} (known: deepseek, openai, script; for another OpenAI-compatible server pass --base-url URL)"
+                        "unknown model provider `{prefix}` in --model {model} (known: deepseek, openai, compatible (with --base-url URL), script)"
                     )));
                 }
                 match infer_provider(model) {

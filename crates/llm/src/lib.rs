@@ -99,3 +99,12 @@ impl ProviderFactory {
         }
     }
 }
+
+/// `1 chunk`, `2 chunks`: a count with its noun, for messages.
+pub(crate) fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}

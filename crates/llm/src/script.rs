@@ -162,6 +162,12 @@ impl ScriptedProvider {
         })
     }
 
+    /// How many steps the script gives `agent` in all. Fails with [`LlmError::Script`] when
+    /// the script has no such member.
+    pub fn steps(&self, agent: &str) -> Result<usize, LlmError> {
+        Ok(self.script_of(agent)?.steps.len())
+    }
+
     /// How many steps `agent` has taken so far.
     pub fn calls_made(&self, agent: &str) -> Result<usize, LlmError> {
         Ok(*self.script_of(agent)?.cursor())
@@ -299,10 +305,13 @@ impl ScriptedAgent {
         let mut cursor = script.cursor();
         let Some(step) = script.steps.get(*cursor) else {
             return Err(LlmError::script(format!(
-                "script {}: agent `{}` has no step left (its {} steps are used up; this is model call {})",
+                "script {}: agent `{}` has no step left ({} used up; this is model call {})",
                 self.inner.origin,
                 self.agent,
-                script.steps.len(),
+                match script.steps.len() {
+                    1 => "its only step is".to_owned(),
+                    n => format!("its {n} steps are"),
+                },
                 *cursor + 1
             )));
         };

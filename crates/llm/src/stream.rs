@@ -207,8 +207,8 @@ impl ChatStreamParser {
         if !self.done && self.accumulator.finish_reason.is_none() {
             return Err(LlmError::StreamDropped {
                 message: format!(
-                    "the model stream ended before the answer was complete (no [DONE] and no finish_reason; {} chunks received)",
-                    self.accumulator.chunks
+                    "the model stream ended before the answer was complete (no [DONE] and no finish_reason; {} received)",
+                    crate::plural(self.accumulator.chunks as u64, "chunk")
                 ),
             });
         }

@@ -101,7 +101,12 @@ pub enum Progress {
         call_id: String,
         /// The tool.
         name: String,
-        /// A short rendering of its arguments (at most 120 chars).
+        /// A short rendering of its arguments, at most [`SUMMARY_MAX_CHARS`] characters: their
+        /// compact JSON when it fits, else cut at a value boundary — entries are kept whole
+        /// while they fit, a string value that does not fit is shortened and ends with `…`
+        /// inside its quotes (never in the middle of an escape), and a `…` in place of an
+        /// entry marks the entries left out: `{"path":"a.py","content":"def main():\n…"}`,
+        /// `{"path":"a.py",…}`.
         summary: String,
     },
     /// A tool call finished.
@@ -1025,13 +1030,89 @@ fn build_request(inner: &Inner, transcript: &Transcript) -> ChatRequest {
     ChatRequest::new(messages, tools)
 }
 
+/// The longest [`Progress::ToolStarted::summary`], in characters.
+pub const SUMMARY_MAX_CHARS: usize = 120;
+
+/// The shortest part of a string value worth showing in a cut summary, in characters.
+const SUMMARY_MIN_STRING: usize = 8;
+
+/// A tool call's arguments for progress (see [`Progress::ToolStarted::summary`]): the compact
+/// JSON, else the longest string values shortened first (each to no less than
+/// [`SUMMARY_MIN_STRING`] characters), else the last entries left out.
 fn summarize(arguments: &Value) -> String {
     let text = arguments.to_string();
-    if text.chars().count() > 120 {
-        text.chars().take(119).collect::<String>() + "…"
-    } else {
-        text
+    if text.chars().count() <= SUMMARY_MAX_CHARS {
+        return text;
     }
+    match arguments {
+        Value::Object(map) => {
+            let len = |text: &str| text.chars().count();
+            // (`"key":`, the value as shown)
+            let mut entries: Vec<(String, String)> = map
+                .iter()
+                .map(|(k, v)| (format!("{}:", Value::String(k.clone())), v.to_string()))
+                .collect();
+            let total = |entries: &[(String, String)]| -> usize {
+                2 + entries.len().saturating_sub(1)
+                    + entries.iter().map(|(k, v)| len(k) + len(v)).sum::<usize>()
+            };
+            // The longest string values first, each cut just enough (or to the minimum).
+            let mut strings: Vec<usize> = (0..entries.len())
+                .filter(|&i| map.values().nth(i).is_some_and(Value::is_string))
+                .collect();
+            strings.sort_by_key(|&i| std::cmp::Reverse(len(&entries[i].1)));
+            for i in strings {
+                let excess = total(&entries).saturating_sub(SUMMARY_MAX_CHARS);
+                if excess == 0 {
+                    break;
+                }
+                let Some(Value::String(value)) = map.values().nth(i) else {
+                    continue;
+                };
+                // `"` + prefix + `…"`: the prefix may use what the value had, less the excess.
+                let room = len(&entries[i].1)
+                    .saturating_sub(excess + 3)
+                    .max(SUMMARY_MIN_STRING);
+                let shortened = format!("\"{}…\"", escaped_prefix(value, room));
+                if len(&shortened) < len(&entries[i].1) {
+                    entries[i].1 = shortened;
+                }
+            }
+            // Still too long: leave out the last entries, marked by one `…` entry.
+            let mut cut = false;
+            while total(&entries) + if cut { 2 } else { 0 } > SUMMARY_MAX_CHARS {
+                if entries.pop().is_none() {
+                    break;
+                }
+                cut = true;
+            }
+            let mut parts: Vec<String> = entries.into_iter().map(|(k, v)| k + &v).collect();
+            if cut {
+                parts.push("…".to_owned());
+            }
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::String(value) => format!("\"{}…\"", escaped_prefix(value, SUMMARY_MAX_CHARS - 3)),
+        _ => text.chars().take(SUMMARY_MAX_CHARS - 1).collect::<String>() + "…",
+    }
+}
+
+/// The longest start of `value`, JSON-escaped, that is at most `room` characters long; an
+/// escape (`\n`, `\u0000`) is never split.
+fn escaped_prefix(value: &str, room: usize) -> String {
+    let mut out = String::new();
+    let mut used = 0;
+    for c in value.chars() {
+        let quoted = Value::String(c.to_string()).to_string();
+        let escaped = &quoted[1..quoted.len() - 1];
+        let len = escaped.chars().count();
+        if used + len > room {
+            break;
+        }
+        out.push_str(escaped);
+        used += len;
+    }
+    out
 }
 
 /// One coalescing buffer: a block (`text`, `reasoning`, or `toolCall` with the call's index).
@@ -1244,5 +1325,52 @@ fn redact_progress(progress: Progress, secrets: &[String]) -> Progress {
             },
         },
         other => other,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_summary_is_the_arguments_json() {
+        let arguments = json!({"path": "notes.txt"});
+        assert_eq!(summarize(&arguments), r#"{"path":"notes.txt"}"#);
+    }
+
+    /// A long summary is cut at a value boundary and marked: the longest string is shortened
+    /// first, keeps its quotes and never loses half an escape; entries left out are one `…`.
+    #[test]
+    fn a_long_summary_is_cut_at_a_value_boundary_and_marked() {
+        let content = "def main():\n    print('hello')\n".repeat(20);
+        let write = summarize(&json!({"path": "big.py", "content": content}));
+        assert!(write.chars().count() <= SUMMARY_MAX_CHARS, "{write}");
+        assert!(
+            write.starts_with(r#"{"content":"def main():\n    print('hello')\n"#),
+            "{write}"
+        );
+        // The short value is whole, and the result is still JSON.
+        assert!(write.ends_with(r#"…","path":"big.py"}"#), "{write}");
+        let parsed: Value = serde_json::from_str(&write).unwrap();
+        assert_eq!(parsed["path"], "big.py");
+        assert!(!parsed["content"].as_str().unwrap().contains('\\'));
+        // Escapes are never split: with the cut falling anywhere, the result stays JSON.
+        for n in 0..40 {
+            let text = format!("{}{}", "x".repeat(n), "\"\n\u{1}é".repeat(40));
+            let cut = summarize(&json!({"path": "p", "text": text}));
+            assert!(cut.chars().count() <= SUMMARY_MAX_CHARS, "{cut}");
+            serde_json::from_str::<Value>(&cut).unwrap_or_else(|e| panic!("{cut}: {e}"));
+        }
+        // A value that is not a string is never cut: it is left out, marked.
+        let nested = summarize(&json!({"a": "x", "z": {"list": vec!["item"; 60]}}));
+        assert_eq!(nested, r#"{"a":"x",…}"#);
+        // Many short entries: whole ones while they fit, then the mark.
+        let many: serde_json::Map<String, Value> =
+            (0..40).map(|n| (format!("k{n:02}"), json!(n))).collect();
+        let many = summarize(&Value::Object(many));
+        assert!(many.chars().count() <= SUMMARY_MAX_CHARS, "{many}");
+        assert!(many.ends_with(",…}"), "{many}");
+        assert!(many.starts_with(r#"{"k00":0,"k01":1,"#), "{many}");
     }
 }

@@ -32,7 +32,7 @@ mod transcript;
 
 pub use agent::{
     Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW,
-    Progress, TOOL_ARGUMENTS_TRUNCATED,
+    Progress, SUMMARY_MAX_CHARS, TOOL_ARGUMENTS_TRUNCATED,
 };
 pub use error::RuntimeError;
 pub use events::{Profile, TurnEndReason};

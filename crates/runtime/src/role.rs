@@ -112,6 +112,11 @@ impl RoleProbe {
         self.own_profile.is_some()
     }
 
+    /// The profile of the session's own first `agent/config`, once seen and readable.
+    pub fn profile(&self) -> Option<Profile> {
+        self.own_profile.flatten()
+    }
+
     /// The role from the header and the events fed so far ([`SessionRole::of`]).
     pub fn role(&self) -> SessionRole {
         SessionRole::of(&self.header, self.own_profile.flatten())

@@ -68,6 +68,6 @@ pub use text::{
     required_text, scopes_overlap, utf16_len,
 };
 pub use view::{
-    LiveAgent, LiveStatus, MemberStatus, MemberView, PendingMessageView, ShowOptions,
-    TaskListQuery, TaskPage, TaskView, TeamShow,
+    LiveAgent, LiveStatus, MemberStatus, MemberView, PendingMessageView, RosterRow, ScopeOverlap,
+    ShowOptions, TaskListQuery, TaskPage, TaskView, TeamShow,
 };

@@ -178,6 +178,40 @@ pub struct TaskView {
     pub write_scope_warnings: Vec<String>,
 }
 
+/// A write-scope overlap between two tasks that may write the same files at the same time
+/// (for people: `troupe team show`'s table and the web panel). Unlike
+/// [`TaskView::write_scope_warnings`] (REFERENCE c.11.1: on a task in any status, naming the
+/// *other* tasks in progress), an overlap is shown on **every task it concerns**, and only
+/// while it matters: between a task in progress and another task in progress or still
+/// pending. A completed task's writes are over, so it has none; a pending task sees the tasks
+/// in progress it would collide with, and a task in progress sees every task in progress or
+/// pending that overlaps it. Advisory only.
+///
+/// Wire shape: `{"taskId","status"}` (the other task and its status).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeOverlap {
+    /// The other task.
+    pub task_id: TaskId,
+    /// Its status now (`in_progress` or `pending`).
+    pub status: TaskStatus,
+}
+
+/// One roster row of `troupe team show` (DESIGN §6): a [`MemberView`] with the member's
+/// durable roster `phase` (the Lead row is `active`). `phase` is what the roster records
+/// (`provisioning` → `active` | `failed`); `status` is what the member is doing now, which
+/// offline is `inactive` for every active member.
+///
+/// Wire shape: the [`MemberView`] fields, then `phase`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RosterRow {
+    /// The roster view.
+    #[serde(flatten)]
+    pub member: MemberView,
+    /// The durable phase.
+    pub phase: MemberPhase,
+}
+
 /// One pending message in `troupe team show` (DESIGN §6).
 ///
 /// Wire shape: `{"id","senderName","targetName","delivery"}`.
@@ -196,15 +230,15 @@ pub struct PendingMessageView {
 
 /// The offline view of a Team (DESIGN §6 `troupe team show --json`).
 ///
-/// Wire shape: `{"teamId","members":[MemberView…],"tasks":[TaskView…],
+/// Wire shape: `{"teamId","members":[RosterRow…],"tasks":[TaskView…],
 /// "pendingMessages":[PendingMessageView…]}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TeamShow {
     /// The Team id.
     pub team_id: TeamId,
-    /// The Lead row, then every member in first-provisioning order.
-    pub members: Vec<MemberView>,
+    /// The Lead row, then every member in first-provisioning order, each with its phase.
+    pub members: Vec<RosterRow>,
     /// Non-deleted tasks in creation order (all tasks with [`ShowOptions::include_deleted`]).
     pub tasks: Vec<TaskView>,
     /// Queued − delivered, in queue order.
@@ -317,6 +351,33 @@ impl TeamState {
             .collect()
     }
 
+    /// The write-scope overlaps `task` is concerned by (see [`ScopeOverlap`]): none for a
+    /// task that is not `pending` or `in_progress`; for a pending task, every task in progress
+    /// with an overlapping scope; for a task in progress, every other task in progress or
+    /// pending with one. In creation order.
+    pub fn scope_overlaps(&self, task: &TaskSnapshot) -> Vec<ScopeOverlap> {
+        let others_with = |statuses: &[TaskStatus]| -> Vec<ScopeOverlap> {
+            self.live_tasks()
+                .filter(|other| other.id != task.id && statuses.contains(&other.status))
+                .filter(|other| {
+                    task.write_scopes
+                        .iter()
+                        .any(|a| other.write_scopes.iter().any(|b| scopes_overlap(a, b)))
+                })
+                .map(|other| ScopeOverlap {
+                    task_id: other.id.clone(),
+                    status: other.status,
+                })
+                .collect()
+        };
+        match task.status {
+            _ if task.write_scopes.is_empty() => Vec::new(),
+            TaskStatus::Pending => others_with(&[TaskStatus::InProgress]),
+            TaskStatus::InProgress => others_with(&[TaskStatus::InProgress, TaskStatus::Pending]),
+            _ => Vec::new(),
+        }
+    }
+
     /// The view of stored task `id` (tombstones included), or `None`.
     pub fn task_view(&self, id: &str) -> Option<TaskView> {
         self.task(id).map(|task| self.task_view_of(task))
@@ -390,22 +451,21 @@ impl TeamState {
         })
     }
 
-    /// The offline view of `troupe team show` (DESIGN §6): the Lead row (status `inactive`)
-    /// and every member with status `inactive`, `provisioning` or `failed`; tasks (deleted
+    /// The offline view of `troupe team show` (DESIGN §6): the Lead row (status `inactive`,
+    /// phase `active`) and every member with its phase and a status of `inactive`,
+    /// `provisioning` or `failed`; tasks (deleted
     /// ones only with [`ShowOptions::include_deleted`]); pending messages in queue order.
     pub fn show(&self, options: &ShowOptions) -> TeamShow {
         let lead_model = options.lead_model.as_deref();
         let mut members = Vec::with_capacity(self.members().len() + 1);
-        members.push(MemberView::lead(
-            self.id(),
-            MemberStatus::Inactive,
-            lead_model,
-        ));
-        members.extend(
-            self.members()
-                .iter()
-                .map(|member| MemberView::teammate(member, None, lead_model)),
-        );
+        members.push(RosterRow {
+            member: MemberView::lead(self.id(), MemberStatus::Inactive, lead_model),
+            phase: MemberPhase::Active,
+        });
+        members.extend(self.members().iter().map(|member| RosterRow {
+            member: MemberView::teammate(member, None, lead_model),
+            phase: member.phase,
+        }));
         let pending_messages = self
             .pending_messages()
             .map(|message| PendingMessageView {

@@ -6,7 +6,8 @@
 //! `troupe` binary run by `assert_cmd`) that is pointed at [`FakeOpenAi::base_url`].
 //!
 //! The test scripts a queue of [`FakeResponse`]s, one popped per request: streamed SSE chunks
-//! (optionally re-split into arbitrary byte pieces with delays), plain JSON, HTTP errors with
+//! (optionally re-split into arbitrary byte pieces with delays), plain JSON, any body with any
+//! content type ([`FakeResponse::body`], e.g. an HTML page), HTTP errors with
 //! headers, a stream that ends without `[DONE]`, a connection aborted mid-stream, or a stream
 //! that stalls. Every request is recorded ([`RecordedRequest`]: path, headers, parsed JSON body)
 //! so tests can assert what the model was told. A request that finds the queue empty gets HTTP
@@ -121,6 +122,12 @@ impl FakeResponse {
     /// A 200 `application/json` answer with this body (a non-streaming completion).
     pub fn json(body: Value) -> Self {
         Self::new(200, "application/json", vec![body.to_string().into_bytes()])
+    }
+
+    /// Any answer: `status` with this `content_type` and body, in one piece (e.g. the HTML
+    /// page a wrong port or a proxy serves: `FakeResponse::body(200, "text/html", "<html>…")`).
+    pub fn body(status: u16, content_type: &str, body: impl Into<String>) -> Self {
+        Self::new(status, content_type, vec![body.into().into_bytes()])
     }
 
     /// An error answer: `status` with this body (`application/json` when it parses as JSON,

@@ -11,6 +11,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use troupe_journal::{Journal, JournalError, JsonlBackend};
 use troupe_protocol::{Event, SessionId};
+use troupe_runtime::events::Profile;
 use troupe_runtime::{RoleProbe, SessionRole};
 use troupe_team::{TeamId, TeamState};
 
@@ -153,10 +154,12 @@ struct ListingEntry {
 /// One row of `GET /api/sessions`.
 ///
 /// Wire shape: `{"id","role","parent"?,"createdAt","cwd"?,"lastActivity","events",
-/// "teamSize"?}`: `role` is `lead`, `teammate`, `child` or `fork` (as `troupe sessions`
+/// "teamSize"?,"team"}`: `role` is `lead`, `teammate`, `child` or `fork` (as `troupe sessions`
 /// says), `lastActivity` the time of the last event (epoch ms; `createdAt` for an empty log),
 /// `teamSize` the number of roster members of a root session's Team (absent for teammates,
-/// children and forks), `events` the number of valid events.
+/// children and forks), `events` the number of valid events, `team` whether the session leads
+/// a Team (its own first `agent/config` has the Team profile, or its log holds Team records):
+/// a Team with no teammate yet is `"team": true, "teamSize": 0`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionRow {
@@ -180,6 +183,8 @@ pub struct SessionRow {
     /// Roster members of a root session's Team (0 for a root without a Team).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub team_size: Option<usize>,
+    /// Whether the session leads a Team (even one with no teammate yet).
+    pub team: bool,
 }
 
 /// Shared by every request: the journal, the caches and the timing settings.
@@ -365,6 +370,13 @@ impl Hub {
                 last_activity: last_time.unwrap_or(header.created_at),
                 events: *events,
                 team_size: team.as_ref().map(|t| t.members().len()),
+                team: role.role() == SessionRole::Lead
+                    && (role.profile() == Some(Profile::Team)
+                        || team.as_ref().is_some_and(|t| {
+                            !t.members().is_empty()
+                                || !t.tasks().is_empty()
+                                || !t.messages().is_empty()
+                        })),
             });
         }
         rows.sort_by(|a, b| {

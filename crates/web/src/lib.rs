@@ -48,7 +48,7 @@ mod server;
 pub use conversation::{Item, TOOL_RESULT_MAX_CHARS, item_of};
 pub use error::WebError;
 pub use hub::{SessionRow, TeamFrame};
-pub use projection::{MailCounts, MemberRow, TeamProjection, TeamView};
+pub use projection::{MailCounts, MemberRow, TaskRow, TeamProjection, TeamView};
 pub use server::{
     Access, DEFAULT_HEARTBEAT, DEFAULT_POLL_INTERVAL, WebConfig, access_for, panel_url, router,
     serve,

@@ -10,7 +10,8 @@ use serde::Serialize;
 use troupe_protocol::{Event, Seq, SessionId, event_types};
 use troupe_runtime::events::AgentConfigRecord;
 use troupe_team::{
-    LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, TaskView, TeamId, TeamState,
+    LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, ScopeOverlap, TaskView, TeamId,
+    TeamState,
 };
 
 /// One roster row of the panel: a [`MemberView`] (REFERENCE c.7, d.3) with the member's durable
@@ -31,12 +32,27 @@ pub struct MemberRow {
     pub phase: MemberPhase,
 }
 
+/// One task of the panel: its [`TaskView`] (REFERENCE c.11.1) and the write-scope overlaps
+/// it is concerned by ([`ScopeOverlap`]: on the task in progress *and* on the pending task
+/// that would collide with it, never on a completed one), which the panel shows instead of
+/// `writeScopeWarnings`.
+///
+/// Wire shape: the `TaskView` fields, then `overlaps: [{"taskId","status"}…]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskRow {
+    /// The task view.
+    #[serde(flatten)]
+    pub task: TaskView,
+    /// Every overlap this task is concerned by, in creation order.
+    pub overlaps: Vec<ScopeOverlap>,
+}
+
 /// What the panel shows of a Team (REFERENCE f's wire view, widened with live status and the
 /// full task views). Compared by value: a frame is published only when it changes.
 ///
-/// Wire shape: `{"teamId","members":[MemberRow…],"tasks":[TaskView…],"failure"?}`; the Lead
+/// Wire shape: `{"teamId","members":[MemberRow…],"tasks":[TaskRow…],"failure"?}`; the Lead
 /// pseudo-row is first, tasks are the non-deleted ones in creation order (REFERENCE c.11.1:
-/// readiness, blockers, owner, write-scope warnings).
+/// readiness, blockers, owner, write-scope warnings; plus each task's overlaps).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TeamView {
@@ -45,7 +61,7 @@ pub struct TeamView {
     /// The Lead pseudo-row, then every member in first-provisioning order.
     pub members: Vec<MemberRow>,
     /// Non-deleted tasks in creation order.
-    pub tasks: Vec<TaskView>,
+    pub tasks: Vec<TaskRow>,
     /// Set once the Lead log cannot be folded (a fold rule broken: `seq N (type): reason`, or a
     /// damaged file): the rest of the view is the last valid state, and stays so.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -248,7 +264,14 @@ impl TeamProjection {
         TeamView {
             team_id: team.clone(),
             members,
-            tasks: self.state.task_views(false),
+            tasks: self
+                .state
+                .live_tasks()
+                .map(|task| TaskRow {
+                    task: self.state.task_view_of(task),
+                    overlaps: self.state.scope_overlaps(task),
+                })
+                .collect(),
             failure: self.failure.clone(),
         }
     }

@@ -288,7 +288,7 @@ fn the_demo_fixes_a_real_project_and_leaves_a_team_that_verifies() {
     let verified = root.verify(&id);
     assert!(
         verified.contains(
-            "OK: 2 teammates (2 active), 3 tasks (3 completed, 0 deleted), 5 messages \
+            "OK: 2 teammates (phase: 2 active), 3 tasks (3 completed, 0 deleted), 5 messages \
              (5 delivered, 0 pending)"
         ),
         "{verified}"
@@ -388,7 +388,10 @@ fn the_demo_fixes_a_real_project_and_leaves_a_team_that_verifies() {
         &format!("troupe log {id} --home {h}"),
         &format!("troupe log {beta} --home {h}"),
         &format!("troupe resume {id} --home {h}"),
-        &format!("troupe web --home {h}  (then open http://127.0.0.1:7420/#{id})"),
+        &format!(
+            "troupe web --home {h}  (then open its URL + #{id}; at the default port: \
+             http://127.0.0.1:7420/#{id})"
+        ),
     ] {
         assert!(err.contains(needle), "{needle:?} missing from\n{err}");
     }

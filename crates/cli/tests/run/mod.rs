@@ -538,7 +538,8 @@ fn bad_input_is_one_line_exit_2_and_creates_nothing() {
     assert_bad_input(
         home,
         &["run", "--workspace", &ws],
-        "the following required arguments were not provided: <PROMPT>... (see 'troupe run --help')",
+        // No PROMPT and a stdin that is not a terminal (empty here): the prompt is read from it.
+        "the prompt read from stdin is empty: say what the agent should do",
     );
     assert_bad_input(
         home,

@@ -120,7 +120,7 @@ fn teammate_row(id: &str, name: &str, description: &str, model: &str) -> Value {
     json!({
         "id": id, "name": name, "role": "teammate", "status": "inactive",
         "description": description, "provider": "spawn", "context": "fresh",
-        "model": model, "diagnostics": []
+        "model": model, "diagnostics": [], "phase": "active"
     })
 }
 
@@ -266,7 +266,7 @@ fn a_scripted_team_works_through_dependent_tasks_and_the_lead_answers() {
         json!({
             "teamId": id,
             "members": [
-                {"id": id, "name": "lead", "role": "lead", "status": "inactive", "model": model, "diagnostics": []},
+                {"id": id, "name": "lead", "role": "lead", "status": "inactive", "model": model, "diagnostics": [], "phase": "active"},
                 teammate_row(beta, "beta", "Reviews the notes", &model),
                 teammate_row(alpha, "alpha", "Writes the notes", &model),
             ],
@@ -291,7 +291,7 @@ fn a_scripted_team_works_through_dependent_tasks_and_the_lead_answers() {
     assert_eq!(
         stdout(&out),
         format!(
-            "team {id}: OK: 2 teammates (2 active), 2 tasks (2 completed, 0 deleted), 4 messages \
+            "team {id}: OK: 2 teammates (phase: 2 active), 2 tasks (2 completed, 0 deleted), 4 messages \
              (4 delivered, 0 pending); {} checked\n",
             {
                 let n = s.log(&id).len();
@@ -945,7 +945,7 @@ fn verify_checks_every_active_teammates_session() {
     let out = troupe(h).args(["team", "verify", LEAD]).assert().success();
     let line = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     assert!(
-        line.contains("OK: 3 teammates (2 active, 1 failed)"),
+        line.contains("OK: 3 teammates (phase: 2 active, 1 failed)"),
         "{line}"
     );
 }
@@ -1071,8 +1071,12 @@ fn show_reads_a_lead_log_another_process_is_writing() {
         .assert()
         .success();
     let table = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    // A person reads when and from whom, not the internal id (that is in --json).
+    assert!(!table.contains("team-message-1"), "{table}");
     assert!(
-        table.contains("team-message-1  lead  lead  wakeup"),
+        table
+            .lines()
+            .any(|l| l.trim_start().starts_with("20") && l.ends_with("Z  lead  lead  wakeup")),
         "{table}"
     );
     drop(writer);
@@ -1141,13 +1145,17 @@ fn bad_input_is_one_line_exit_2_and_writes_nothing() {
     assert_bad_input(
         home,
         &["run", "--team", "--workspace", &ws, "--model", &model],
-        "the following required arguments were not provided: <PROMPT>... (see 'troupe run --help')",
+        // No PROMPT and a stdin that is not a terminal (empty here): the prompt is read from it.
+        "the prompt read from stdin is empty: say what the agent should do",
     );
-    assert_bad_input(
-        home,
-        &["team"],
-        "a command is required: show, verify (see 'troupe team --help')",
+    // `troupe team` alone: its short help on stderr, exit 2, nothing written.
+    let out = s.troupe().arg("team").assert().code(2).stdout("");
+    let help = stderr(&out);
+    assert!(
+        help.contains("Usage: troupe team [OPTIONS] <COMMAND>"),
+        "{help}"
     );
+    assert!(help.contains("show "), "{help}");
     assert_bad_input(
         home,
         &["team", "show"],

@@ -44,6 +44,70 @@ async fn unauthorized_is_not_retried_and_says_to_check_the_key() {
     }
 }
 
+/// A 200 that is neither an event stream nor JSON (a wrong port, a proxy page) is
+/// `LLM_PROTOCOL` after one request, naming the content type and the URL; it was taken for a
+/// dropped stream and retried for seconds before.
+#[tokio::test]
+async fn an_html_page_is_a_protocol_error_at_once_naming_the_content_type_and_url() {
+    for content_type in ["text/html; charset=utf-8", "text/plain"] {
+        let server = FakeOpenAi::start().unwrap();
+        server.push(FakeResponse::body(
+            200,
+            content_type,
+            "<!doctype html><html><body>Welcome to nginx!</body></html>",
+        ));
+        server.push(FakeResponse::text("a retry must not happen"));
+        let started = Instant::now();
+        let (result, events) = call(&client(&server), &simple_request()).await;
+        let error = result.unwrap_err();
+        assert_eq!(error.code(), "LLM_PROTOCOL", "{error}");
+        assert_eq!(server.request_count(), 1, "no retry");
+        let message = error.to_string();
+        let bare = content_type.split(';').next().unwrap();
+        assert!(
+            message.contains(&format!("with content type {bare},")),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!("{}/chat/completions", server.base_url())),
+            "{message}"
+        );
+        assert!(message.contains("--base-url"), "{message}");
+        let attempts = events
+            .events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::AttemptFailed { .. }))
+            .count();
+        assert_eq!(attempts, 1, "one attempt, reported once");
+        // Whatever the load, far from the ~13 s of backoff it took before.
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+    // Both accepted shapes still work: an event stream, and JSON for a streaming request.
+    let server = FakeOpenAi::start().unwrap();
+    server.push(FakeResponse::text("streamed"));
+    server.push(FakeResponse::json(chunks::text_completion("as json")));
+    let (first, _) = call(&client(&server), &simple_request()).await;
+    assert_eq!(first.unwrap().message.content.as_deref(), Some("streamed"));
+    let (second, _) = call(&client(&server), &simple_request()).await;
+    assert_eq!(second.unwrap().message.content.as_deref(), Some("as json"));
+}
+
+/// A stream that ends before the answer says how many chunks came, in English: `1 chunk`.
+#[tokio::test]
+async fn a_dropped_stream_counts_its_chunks_in_words_that_agree() {
+    for (sent, words) in [(1, "1 chunk received"), (2, "2 chunks received")] {
+        let server = FakeOpenAi::start().unwrap();
+        let chunk = chunks::delta(json!({"role": "assistant", "content": "Hel"}));
+        for _ in 0..3 {
+            server.push(FakeResponse::sse_without_done(vec![chunk.clone(); sent]));
+        }
+        let (result, _) = call(&client(&server), &simple_request()).await;
+        let error = result.unwrap_err();
+        assert_eq!(error.code(), "LLM_STREAM_DROPPED");
+        assert!(error.to_string().contains(words), "{error}");
+    }
+}
+
 #[tokio::test]
 async fn a_server_echoing_the_key_gets_it_redacted_in_every_error_and_attempt() {
     let key = "sk-echoed-0123456789abcdef";

@@ -120,6 +120,9 @@ async fn an_exhausted_script_names_the_agent() {
     let message = error.to_string();
     assert!(message.contains("`solo`"), "{message}");
     assert!(message.contains("no step left"), "{message}");
+    // One step is "its only step", not "its 1 steps".
+    assert!(message.contains("(its only step is used up;"), "{message}");
+    assert_eq!(script.steps("solo").unwrap(), 1);
     assert!(
         message.contains(&file.path().display().to_string()),
         "{message}"

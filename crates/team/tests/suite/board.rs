@@ -461,6 +461,58 @@ fn c97_overlap_warnings_only_against_other_in_progress_tasks() {
     );
 }
 
+/// For people (`troupe team show`, the panel), an overlap sits on every task it concerns:
+/// the task in progress and the pending one that would collide with it, never on a completed
+/// task. (The c.11.1 field puts it on the pending task only, and after the hand-over on the
+/// completed one.)
+#[test]
+fn scope_overlaps_sit_on_the_task_in_progress_and_the_pending_one() {
+    let mut board = Board::new();
+    let lead = board.lead();
+    board
+        .create(&lead, &[], &["wordstats/counting.py"])
+        .unwrap();
+    board.create(&lead, &[], &["wordstats"]).unwrap();
+    board.create(&lead, &[], &["docs"]).unwrap();
+    let overlaps = |board: &Board, id: &str| -> Vec<String> {
+        let task = board.state.task(id).unwrap();
+        board
+            .state
+            .scope_overlaps(task)
+            .iter()
+            .map(|o| format!("{} {}", o.task_id, o.status.as_str()))
+            .collect()
+    };
+    // Nothing in progress: nothing collides yet.
+    assert!(overlaps(&board, "task-1").is_empty());
+    assert!(overlaps(&board, "task-2").is_empty());
+    board.act(&lead, "task-1", TaskAction::Claim).unwrap();
+    assert_eq!(overlaps(&board, "task-1"), ["task-2 pending"]);
+    assert_eq!(overlaps(&board, "task-2"), ["task-1 in_progress"]);
+    assert!(overlaps(&board, "task-3").is_empty());
+    // The REFERENCE field only warns the pending task.
+    let view = board.state.get_task(&lead, "task-1").unwrap();
+    assert!(view.write_scope_warnings.is_empty());
+    // task-1 done, task-2 in progress: no overlap is left (the c.11.1 field now warns the
+    // completed task-1 about task-2).
+    board.act(&lead, "task-1", TaskAction::Complete).unwrap();
+    board.act(&lead, "task-2", TaskAction::Claim).unwrap();
+    assert!(overlaps(&board, "task-1").is_empty());
+    assert!(overlaps(&board, "task-2").is_empty());
+    let view = board.state.get_task(&lead, "task-1").unwrap();
+    assert_eq!(
+        view.write_scope_warnings,
+        ["write scopes overlap with task-2"]
+    );
+    // Two tasks in progress: both see each other.
+    board
+        .create(&lead, &[], &["wordstats/__init__.py"])
+        .unwrap();
+    board.act(&lead, "task-4", TaskAction::Claim).unwrap();
+    assert_eq!(overlaps(&board, "task-2"), ["task-4 in_progress"]);
+    assert_eq!(overlaps(&board, "task-4"), ["task-2 in_progress"]);
+}
+
 #[test]
 fn task_view_wire_shape() {
     let mut board = Board::new();

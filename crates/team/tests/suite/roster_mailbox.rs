@@ -589,18 +589,25 @@ fn offline_show_view() {
     let show = board.state.show(&ShowOptions::default());
     let wire = serde_json::to_value(&show).unwrap();
     assert_eq!(wire["teamId"], ROOT);
-    let statuses: Vec<(&str, &str)> = wire["members"]
+    // Both words for each member: its durable phase and what it is doing (offline: nothing).
+    let statuses: Vec<(&str, &str, &str)> = wire["members"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["name"].as_str().unwrap(), m["status"].as_str().unwrap()))
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap(),
+                m["phase"].as_str().unwrap(),
+                m["status"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         statuses,
         [
-            ("lead", "inactive"),
-            ("worker", "inactive"),
-            ("slow-worker", "provisioning")
+            ("lead", "active", "inactive"),
+            ("worker", "active", "inactive"),
+            ("slow-worker", "provisioning", "provisioning")
         ]
     );
     let tasks: Vec<&str> = wire["tasks"]
@@ -619,8 +626,8 @@ fn offline_show_view() {
         lead_model: Some("m".to_owned()),
     });
     assert_eq!(all.tasks.len(), 2);
-    assert_eq!(all.members[0].model.as_deref(), Some("m"));
-    assert_eq!(all.members[1].model.as_deref(), Some("m"));
+    assert_eq!(all.members[0].member.model.as_deref(), Some("m"));
+    assert_eq!(all.members[1].member.model.as_deref(), Some("m"));
     let keys: Vec<String> = serde_json::to_value(&all)
         .unwrap()
         .as_object()

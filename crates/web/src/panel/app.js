@@ -98,7 +98,7 @@ function drawSessions() {
   const wanted = state.lead;
   select.replaceChildren(
     ...roots.map((s) => {
-      const team = s.teamSize ? `lead + ${s.teamSize} teammate${s.teamSize === 1 ? "" : "s"}` : "no team";
+      const team = !s.team ? "no team" : s.teamSize ? `lead + ${s.teamSize} teammate${s.teamSize === 1 ? "" : "s"}` : "lead, no teammates yet";
       return el("option", { value: s.id, text: `${s.id.slice(0, 8)} · ${team} · ${ago(s.lastActivity)} · ${s.cwd || ""}` });
     }),
   );
@@ -176,11 +176,24 @@ const COLUMNS = [
   { title: "Completed", statuses: ["completed"] },
 ];
 
+// One mark per meaning: ⊘ blocked (waiting for its blockers) is not ⚠ (a write-scope overlap).
+const OVERLAP_MARK = "⚠";
+
 function taskState(task) {
   if (task.status === "completed") return { key: "done", icon: "✓", label: "completed" };
   if (task.status === "in_progress") return { key: "ongoing", icon: "◐", label: "in progress" };
   if (task.ready) return { key: "ready", icon: "○", label: "ready" };
-  return { key: "blocked", icon: "⚠", label: "blocked" };
+  return { key: "blocked", icon: "⊘", label: "blocked" };
+}
+
+// Text with a line-break chance after each `/`, `:`, `-`, `_` and `.`, so a long path (a
+// script model, a workspace) wraps between its parts instead of in the middle of a word.
+function breakable(text) {
+  const node = document.createDocumentFragment();
+  for (const part of String(text).split(/(?<=[/:_.-])/)) {
+    node.append(document.createTextNode(part), document.createElement("wbr"));
+  }
+  return node;
 }
 
 function drawTeam() {
@@ -205,7 +218,7 @@ function drawTeam() {
           m.role === "teammate" && m.phase !== "active" ? el("span", { class: "pill", text: m.phase }) : null,
           pending ? el("span", { class: "pill", text: `${pending} mail` }) : null),
         m.description ? el("span", { class: "desc", text: m.description }) : null,
-        m.model ? el("span", { class: "meta", text: m.model }) : null,
+        m.model ? el("span", { class: "meta model", title: m.model }, breakable(m.model)) : null,
         ...(m.diagnostics || []).map((d) => el("span", { class: "meta", text: `! ${d}` })),
       );
       return el("li", {}, button);
@@ -236,7 +249,8 @@ function drawTask(task, open) {
       el("span", { class: "id", text: task.id }),
       el("span", { class: "subject", text: task.subject })),
     el("span", { class: "meta", text: meta.join(" · ") }),
-    ...task.writeScopeWarnings.map((w) => el("span", { class: "warn", text: `⚠ ${w}` })),
+    // Every overlap on each task it concerns (the one in progress and the pending one).
+    ...(task.overlaps || []).map((o) => el("span", { class: "warn", "data-overlap": o.taskId, text: `${OVERLAP_MARK} write scopes overlap with ${o.taskId} (${o.status === "in_progress" ? "in progress" : o.status})` })),
     task.description ? details : null);
 }
 

@@ -101,9 +101,43 @@ async fn the_session_list_puts_roots_first_with_team_size_and_last_activity() {
     drop(solo);
     // A subagent of the solo root (the default profile): a child, not a teammate.
     drop(home.subagent("sub-1", "solo-root", profile_config("helper", 1, "default")));
+    // A root without a Team (`troupe run` without --team).
+    let plain = home
+        .journal
+        .create(troupe_protocol::SessionHeader::new(
+            sid("plain-root"),
+            T0 - 1,
+        ))
+        .unwrap();
+    plain.append(profile_config("lead", 0, "default")).unwrap();
+    flush(&plain);
+    drop(plain);
     let (status, body) = get(&home.router(), "/api/sessions").await;
     assert_eq!(status, StatusCode::OK);
     insta::assert_json_snapshot!("session_list", body);
+    // `team` tells a Team without teammates yet (solo-root: "lead, no teammates yet" in the
+    // picker) from a root that has no Team ("no team").
+    let teams: Vec<(&str, bool, Option<u64>)> = body["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["role"] == "lead")
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap(),
+                s["team"].as_bool().unwrap(),
+                s["teamSize"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        teams,
+        [
+            (LEAD, true, Some(4)),
+            ("plain-root", false, Some(0)),
+            ("solo-root", true, Some(0))
+        ]
+    );
     let roles: Vec<(&str, &str)> = body["sessions"]
         .as_array()
         .unwrap()
@@ -115,6 +149,7 @@ async fn the_session_list_puts_roots_first_with_team_size_and_last_activity() {
         roles,
         [
             (LEAD, "lead"),
+            ("plain-root", "lead"),
             ("solo-root", "lead"),
             (ALPHA, "teammate"),
             (BETA, "teammate"),
