@@ -116,11 +116,13 @@ pub fn run_watched(
 ) -> Watched {
     let stderr_file = tempfile::NamedTempFile::new().expect("stderr file");
     let mut watcher = Watcher::new(sessions);
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(stderr_file.reopen().expect("reopen the stderr file"))
-        .spawn()
-        .expect("spawn troupe");
+    let mut guard = watch::KillOnDrop(
+        cmd.stdout(Stdio::null())
+            .stderr(stderr_file.reopen().expect("reopen the stderr file"))
+            .spawn()
+            .expect("spawn troupe"),
+    );
+    let child = &mut guard.0;
     let deadline = Instant::now() + PROCESS_LIMIT;
     let mut appends = Vec::new();
     let mut killed_after = None;

@@ -267,3 +267,14 @@ pub fn describe(event: &Value) -> String {
         None => kind.to_owned(),
     }
 }
+
+/// A child process that is SIGKILLed and reaped when the guard is dropped — also when a test
+/// panics while the child runs, or while it is stopped (SIGSTOP).
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
