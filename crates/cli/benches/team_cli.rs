@@ -19,7 +19,10 @@
 //! log is put behind a session header in a home under the target tmp dir. The generator's
 //! non-Team payloads are not Troupe's runtime shapes, so `verify` reports the first one it
 //! cannot replay (exit 1) — after checking every line and folding the whole Team, which is what
-//! is timed; the bench prints the exit code and first line of each command once.
+//! is timed; the bench prints the exit code and first line of each command once. For a log
+//! that replays to the end, rewrite one with `benches/replayable-lead-log.py` into a directory
+//! as `lead-replayable-<N>-seed1.jsonl` (+ the `.meta.json`) and run with `TEAM_BENCH_LOGS=DIR
+//! TEAM_BENCH_PROFILES=replayable`.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
