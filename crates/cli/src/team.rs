@@ -106,18 +106,144 @@ impl std::fmt::Display for FoldFailure {
     }
 }
 
+/// How much of the Lead log [`fold_lead`] reads besides its Team.
+enum LeadRead<'r> {
+    /// Only the `team/…` and `agent/config` lines are decoded (Team lines in one pass, see
+    /// [`StreamFold`]); of every other line just the envelope prefix is checked
+    /// ([`LineCheck::Prefix`]): `troupe team show`, the run's summary.
+    TeamOnly,
+    /// Every line is checked in full and every non-Team event is also replayed into `replay`
+    /// as `troupe resume` would, in the same single pass: `troupe team verify`.
+    Replay(&'r mut LeadReplay),
+}
+
+/// The Lead's own log replayed as a resume does ([`Transcript::apply`]), alongside the Team
+/// fold: the first event that does not replay, as `seq N (type): reason`.
+struct LeadReplay {
+    transcript: Transcript,
+    problem: Option<String>,
+}
+
+impl LeadReplay {
+    /// A replay of a log without a seeded prefix (`seedLength` 0: every root session, so every
+    /// Lead; a log with a seed is replayed again by [`replay_lead`]).
+    fn new() -> Self {
+        Self {
+            transcript: Transcript::new(0),
+            problem: None,
+        }
+    }
+
+    /// Replays one event (after the first problem, nothing more: the first one is reported).
+    fn apply(&mut self, event: &troupe_protocol::Event) {
+        if self.problem.is_some() {
+            return;
+        }
+        if let Err(e) = self.transcript.apply(event) {
+            self.problem = Some(match e {
+                troupe_runtime::RuntimeError::InvalidEvent { seq, kind, reason } => format!(
+                    "seq {seq} ({}): the event cannot be replayed by a resume: {}",
+                    escape_controls(&kind),
+                    escape_controls(&reason)
+                ),
+                other => format!(
+                    "seq {} ({}): the event cannot be replayed by a resume: {}",
+                    event.seq,
+                    escape_controls(&event.kind),
+                    escape_controls(&other.to_string())
+                ),
+            });
+        }
+    }
+}
+
+/// Whether `line` is a valid [`troupe_protocol::Event`] — exactly what `serde_json` accepts as
+/// one (same members, same duplicate and type rules, every value checked as a
+/// `serde_json::Value` would be, the same recursion limit) — without building its payload.
+/// The selective scan's contract for [`LineUse::Used`]: accept nothing `Event` refuses.
+fn is_valid_event(line: &str) -> bool {
+    /// Any JSON value, checked through `deserialize_any` as `serde_json::Value` is, and kept
+    /// nowhere.
+    #[derive(Default)]
+    struct AnyValue;
+
+    impl<'de> serde::Deserialize<'de> for AnyValue {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(AnyVisitor)
+        }
+    }
+
+    struct AnyVisitor;
+
+    impl<'de> serde::de::Visitor<'de> for AnyVisitor {
+        type Value = AnyValue;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any valid JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_unit<E>(self) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_none<E>(self) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<AnyValue, D::Error> {
+            serde::Deserialize::deserialize(d)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<AnyValue, A::Error> {
+            while seq.next_element::<AnyValue>()?.is_some() {}
+            Ok(AnyValue)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<AnyValue, A::Error> {
+            while map.next_entry::<AnyValue, AnyValue>()?.is_some() {}
+            Ok(AnyValue)
+        }
+    }
+
+    /// `Event`'s members with `Event`'s types, the payload checked but not kept.
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)] // Only its acceptance matters.
+    struct EventShape<'a> {
+        seq: Seq,
+        time: u64,
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+        #[serde(default)]
+        data: AnyValue,
+        #[serde(default)]
+        ignorable: bool,
+    }
+
+    serde_json::from_str::<EventShape<'_>>(line).is_ok()
+}
+
 /// Reads and folds the Lead log of `id`: `Ok(Err(…))` when the fold refuses an event.
 ///
-/// The log is read selectively: only `team/…` and `agent/config` lines are decoded (Team
-/// lines in one pass, see [`StreamFold`]); `check` says how much of the other lines is
-/// checked (`show` trusts their envelope prefix, `verify` checks every line as a replay does).
+/// The log is read once, selectively: `team/…` lines are decoded in one pass by the fold,
+/// `agent/config` lines are parsed; what else is read and checked is `read`'s choice (`show`
+/// trusts the envelope prefix of the other lines, `verify` parses and replays every line).
 ///
 /// # Errors
 /// Journal errors (unknown session, unreadable or damaged file), as bad input.
 fn fold_lead(
     journal: &Journal,
     id: &SessionId,
-    check: LineCheck,
+    mut read: LeadRead<'_>,
     times: QueueTimes,
 ) -> Result<Result<LeadLog, FoldFailure>, Failure> {
     let mut fold = StreamFold::new(TeamId::new(id.clone()));
@@ -125,7 +251,12 @@ fn fold_lead(
     let mut member_seqs = HashMap::new();
     let mut queued_at = HashMap::new();
     let want_times = times == QueueTimes::Read;
-    let select = |kind: &str| StreamFold::reads(kind) || kind == event_types::AGENT_CONFIG;
+    let (check, everything) = match read {
+        LeadRead::TeamOnly => (LineCheck::Prefix, false),
+        LeadRead::Replay(_) => (LineCheck::Full, true),
+    };
+    let select =
+        |kind: &str| everything || StreamFold::reads(kind) || kind == event_types::AGENT_CONFIG;
     let summary = journal.read_selected_each(id, check, &select, &mut |selected| {
         let event = match selected {
             // A member record names where the member's checks point: read it parsed.
@@ -136,8 +267,23 @@ fn fold_lead(
             {
                 return LineUse::NeedEvent;
             }
-            Selected::Line(line) => {
+            Selected::Line(line) if StreamFold::reads(line.kind) => {
                 return if fold.line(line.kind, line.text) {
+                    LineUse::Used
+                } else {
+                    LineUse::NeedEvent
+                };
+            }
+            // Any other line is selected only to be replayed: parsed when the replay can
+            // refuse it, else only checked as the scan would check it.
+            Selected::Line(line) => {
+                let needed = match &read {
+                    LeadRead::Replay(replay) => {
+                        replay.problem.is_none() && Transcript::can_refuse(line.kind)
+                    }
+                    LeadRead::TeamOnly => true,
+                };
+                return if !needed && is_valid_event(line.text) {
                     LineUse::Used
                 } else {
                     LineUse::NeedEvent
@@ -145,6 +291,11 @@ fn fold_lead(
             }
             Selected::Event(event) => event,
         };
+        if let LeadRead::Replay(replay) = &mut read
+            && !StreamFold::reads(&event.kind)
+        {
+            replay.apply(&event);
+        }
         if fold.is_refused() {
             return LineUse::Used;
         }
@@ -158,6 +309,9 @@ fn fold_lead(
             && let Ok(message) = MessageId::new(message)
         {
             queued_at.insert(message, event.time);
+        }
+        if !StreamFold::reads(&event.kind) {
+            return LineUse::Used;
         }
         if fold.event(&event)
             && event.kind == event_types::TEAM_MEMBER
@@ -208,12 +362,12 @@ fn load_team(
     journal: &Journal,
     raw: &str,
     verb: &str,
-    check: LineCheck,
+    read: LeadRead<'_>,
     times: QueueTimes,
     home: &str,
 ) -> Result<LeadLog, Failure> {
     let id = crate::resolve_session(journal, raw)?;
-    let lead = match fold_lead(journal, &id, check, times).map_err(|f| damaged_log(f, &id))? {
+    let lead = match fold_lead(journal, &id, read, times).map_err(|f| damaged_log(f, &id))? {
         Ok(lead) => lead,
         Err(failure) => {
             return Err(Failure::work(anyhow!(
@@ -309,7 +463,7 @@ fn show(
     } else {
         QueueTimes::Read
     };
-    let lead = load_team(journal, session, "show", LineCheck::Prefix, times, home)?;
+    let lead = load_team(journal, session, "show", LeadRead::TeamOnly, times, home)?;
     let view = show_of(&lead, all);
     let mut out = Stdout::lock();
     if json {
@@ -515,15 +669,24 @@ fn with_notes(rows: Vec<String>, notes: &[(usize, Vec<String>)]) -> Vec<String> 
 
 /// `troupe team verify SESSION`.
 fn verify(journal: &Journal, session: &str, home: &str) -> Result<(), Failure> {
+    // One pass: every line checked in full, the Team folded and the Lead's own log replayed
+    // as a resume would, together. A log with a seeded prefix (not a Lead's: those are forks,
+    // refused above as child sessions) is replayed again with its seed length.
+    let mut replay = LeadReplay::new();
     let lead = load_team(
         journal,
         session,
         "verify",
-        LineCheck::Full,
+        LeadRead::Replay(&mut replay),
         QueueTimes::Skip,
         home,
     )?;
-    let violation = match replay_lead(journal, &lead) {
+    let replayed = if lead.summary.header.seed_len() == 0 {
+        replay.problem
+    } else {
+        replay_lead(journal, &lead)
+    };
+    let violation = match replayed {
         Some(violation) => Some(violation),
         None => check_teammates(journal, &lead),
     };
@@ -579,8 +742,9 @@ fn verify(journal: &Journal, session: &str, home: &str) -> Result<(), Failure> {
 /// into the model history, the inbox and the turns), so a log that `verify` passes can be
 /// resumed. Returns the first event that does not replay, as `seq N (type): reason`.
 ///
-/// The log is read a second time, streamed; a journal error here (the file changed under us)
-/// is reported the same way, at the seq the first pass ended.
+/// A second, streamed read of the log, for a log with a seeded prefix only (`verify` replays
+/// every other log in its one pass, see [`LeadRead::Replay`]); a journal error here (the file
+/// changed under us) is reported the same way, at the seq the first pass ended.
 fn replay_lead(journal: &Journal, lead: &LeadLog) -> Option<String> {
     let mut transcript = Transcript::new(lead.summary.header.seed_len());
     let mut problem: Option<String> = None;
@@ -724,7 +888,7 @@ impl TeamSummary {
             pending: 0,
             problem: None,
         };
-        let folded = match fold_lead(journal, lead, LineCheck::Prefix, QueueTimes::Skip) {
+        let folded = match fold_lead(journal, lead, LeadRead::TeamOnly, QueueTimes::Skip) {
             Ok(Ok(folded)) => folded,
             Ok(Err(failure)) => {
                 summary.problem = Some(format!("the Team log is invalid at {failure}"));
@@ -875,6 +1039,77 @@ mod tests {
     use super::*;
     use troupe_protocol::{EventDraft, SessionHeader};
 
+    /// `is_valid_event` agrees with `serde_json::from_str::<Event>`: on hand-picked edge
+    /// cases, and on every line made by replacing, inserting or deleting one byte of real
+    /// lines (with each of a set of JSON-significant bytes).
+    #[test]
+    fn is_valid_event_accepts_exactly_what_event_accepts() {
+        let same = |line: &str| {
+            let event = serde_json::from_str::<troupe_protocol::Event>(line).is_ok();
+            assert_eq!(is_valid_event(line), event, "{line:?}");
+        };
+        let deep = format!(
+            r#"{{"seq":1,"time":2,"type":"x","data":{}1{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for line in [
+            r#"{"seq":1,"time":2,"type":"turn/start","data":{"turn":1}}"#,
+            r#"{"seq":1,"time":2,"type":"turn/start"}"#,
+            r#"{"seq":1,"time":2,"type":"turn/start","data":null,"ignorable":true}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\ud800"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\ud83d\ude00"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\udc00\ud800"}"#,
+            r#"{"seq":1,"time":2,"type":"t","extra":"\ud800"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":1e400}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":-1e-400}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":123456789012345678901234567890}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":{"a":1,"a":2}}"#,
+            r#"{"seq":1,"seq":1,"time":2,"type":"t"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":{},"data":{}}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\x"}"#,
+            "{\"seq\":1,\"time\":2,\"type\":\"t\",\"data\":\"a\tb\"}",
+            r#"{"seq":-1,"time":2,"type":"t"}"#,
+            r#"{"seq":1.0,"time":2,"type":"t"}"#,
+            r#"{"seq":1,"time":2,"type":"t\u0000"}"#,
+            r#"{"seq":1,"time":2,"type":7}"#,
+            r#"{"seq":1,"time":2,"type":"t","ignorable":"yes"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":[1,2,]}"#,
+            r#"{"seq":1,"time":2,"type":"t"} x"#,
+            r#"[1,2,"t",{}]"#,
+            &deep,
+        ] {
+            same(line);
+        }
+        let real = [
+            r#"{"seq":9,"time":1796118561321,"type":"assistant/message","data":{"finishReason":"tool_calls","message":{"content":null,"tool_calls":[{"function":{"arguments":"{\"path\":\"wordstats/counting.py\"}","name":"read"},"id":"call_beta_1","type":"function"}]},"step":1,"turn":1}}"#,
+            r#"{"seq":3,"time":1,"type":"request/header","data":{"n":-0.5e3,"ok":true,"none":null,"s":"caf\u00e9 \ud83d\ude00"},"ignorable":false}"#,
+        ];
+        let bytes_to_try = *br#""\{}[],:1e-un "#;
+        for line in real {
+            let bytes = line.as_bytes();
+            for at in 0..bytes.len() {
+                let mut candidates = Vec::new();
+                for b in bytes_to_try {
+                    let mut replaced = bytes.to_vec();
+                    replaced[at] = b;
+                    candidates.push(replaced);
+                    let mut inserted = bytes.to_vec();
+                    inserted.insert(at, b);
+                    candidates.push(inserted);
+                }
+                let mut deleted = bytes.to_vec();
+                deleted.remove(at);
+                candidates.push(deleted);
+                for candidate in candidates {
+                    if let Ok(text) = std::str::from_utf8(&candidate) {
+                        same(text);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_task_that_starts_at_revision_2_is_reported_with_its_seq() {
         let home = tempfile::tempdir().unwrap();
@@ -895,7 +1130,7 @@ mod tests {
             &journal,
             "lead-x",
             "show",
-            LineCheck::Prefix,
+            LeadRead::TeamOnly,
             QueueTimes::Skip,
             "",
         ) else {

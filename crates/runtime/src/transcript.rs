@@ -74,7 +74,8 @@ const VOID_CODES: [&str; 4] = [
 ];
 
 fn decode<T: DeserializeOwned>(event: &Event) -> Result<T, RuntimeError> {
-    serde_json::from_value(event.data.clone()).map_err(|e| RuntimeError::InvalidEvent {
+    // Deserialized from the borrowed payload: no copy of the `Value` tree.
+    T::deserialize(&event.data).map_err(|e| RuntimeError::InvalidEvent {
         seq: event.seq.0,
         kind: event.kind.clone(),
         reason: e.to_string(),
@@ -106,6 +107,27 @@ impl Transcript {
             t.apply(e)?;
         }
         Ok(t)
+    }
+
+    /// Whether [`Transcript::apply`] can refuse an event of type `kind`: it decodes the
+    /// payload of these types (and checks an inbox splice's range); an event of any other
+    /// type never makes `apply` fail, so a reader that only wants the first event a resume
+    /// would refuse (`troupe team verify`) may skip those.
+    pub fn can_refuse(kind: &str) -> bool {
+        matches!(
+            kind,
+            ty::USER_MESSAGE
+                | ty::ASSISTANT_MESSAGE
+                | ty::TOOL_CALL
+                | ty::TOOL_PROCESS
+                | ty::TOOL_RESULT
+                | ty::TURN_START
+                | ty::STEP_START
+                | ty::TURN_END
+                | ty::AGENT_INBOX_SPLICED
+                | ty::AGENT_CONFIG
+                | ty::SUBAGENT_DESCRIPTOR
+        )
     }
 
     /// Applies one event (events must come in seq order).
@@ -466,6 +488,26 @@ mod tests {
     use super::*;
     use serde_json::Value;
     use troupe_llm::AssistantMessage;
+
+    /// Every known type that `can_refuse` says is never refused is applied without error
+    /// whatever its payload, own or seeded, and every type it names is refused for a payload
+    /// of the wrong shape (an own event: config, descriptor and splices are only read there).
+    #[test]
+    fn can_refuse_names_exactly_the_types_apply_can_refuse() {
+        for kind in troupe_protocol::event_types::KNOWN {
+            for seed_len in [0, 1] {
+                let mut t = Transcript::new(seed_len);
+                let event = troupe_protocol::EventDraft::new(*kind, json!(["not", "a", "payload"]))
+                    .into_event(troupe_protocol::Seq(0), 1);
+                let refused = t.apply(&event).is_err();
+                if seed_len == 0 {
+                    assert_eq!(refused, Transcript::can_refuse(kind), "{kind}");
+                } else {
+                    assert!(!refused || Transcript::can_refuse(kind), "{kind}");
+                }
+            }
+        }
+    }
 
     /// A log of assistant messages (each with the given call ids) and tool results
     /// `(call id, code)`, in order.

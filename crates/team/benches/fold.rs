@@ -26,6 +26,10 @@
 //! but not counted). Goals (issue 4): fold ≥ 1M Team events/s and ≥ 50 % of the bare parse's
 //! throughput; `growing` must stay linear (per-event cost independent of tasks ever created).
 //! `TEAM_BENCH_ONLY` (comma-separated measurement names) runs a subset.
+//!
+//! The whole `troupe team show` / `troupe team verify` processes, interleaved with this
+//! in-memory fold in the same run, are measured by `crates/cli/benches/team_cli.rs` (the
+//! binary is only at hand in its own crate's benches).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
