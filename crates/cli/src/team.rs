@@ -223,6 +223,8 @@ fn is_valid_event(line: &str) -> bool {
         time: u64,
         #[serde(rename = "type", borrow)]
         kind: std::borrow::Cow<'a, str>,
+        #[serde(rename = "batchLast", default)]
+        batch_last: Option<Seq>,
         #[serde(default)]
         data: AnyValue,
         #[serde(default)]
