@@ -6,6 +6,10 @@
 //! panics with that advice, unless `TROUPE_SKIP_NATS=1`, which makes the starters return `None`
 //! so the test prints why and passes (for machines where NATS cannot be installed).
 //!
+//! The servers write with `sync_interval: always` (each acknowledged write is on disk), the
+//! setting under which "acknowledged ⇒ survives kill -9 of a quorum" holds; without it a server
+//! keeps recent writes in memory for a moment.
+//!
 //! Every wait is on a condition (the monitoring endpoint's health, a JetStream meta leader)
 //! with a generous deadline, so a loaded machine only makes the tests slower.
 
@@ -131,7 +135,7 @@ impl NatsServer {
             );
             if jetstream {
                 config.push_str(&format!(
-                    "jetstream {{\n  store_dir: {:?}\n  max_memory_store: 256MB\n  max_file_store: 4GB\n}}\n",
+                    "jetstream {{\n  store_dir: {:?}\n  max_memory_store: 256MB\n  max_file_store: 4GB\n  sync_interval: always\n}}\n",
                     store.display().to_string()
                 ));
             }

@@ -73,7 +73,7 @@ impl Fixture {
             .unwrap();
         let url = server.url();
         let js = rt.block_on(async {
-            jetstream::new(async_nats::connect(url.replace("nats://", "")).await.unwrap())
+            jetstream::new(async_nats::connect(troupe_store_nats::parse_url(&url).unwrap()).await.unwrap())
         });
         let shared: Arc<dyn LogBackend> = Arc::new(backend.clone());
         Self {
