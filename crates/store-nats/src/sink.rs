@@ -20,6 +20,10 @@ use crate::read::{self, SubjectState};
 /// The JetStream error code of a failed `Nats-Expected-Last-Subject-Sequence` check.
 const WRONG_LAST_SEQUENCE: u64 = 10071;
 
+/// JetStream errors that refuse an atomic batch for good: batches disabled on the stream,
+/// an unsupported header, an invalid batch id, more messages than the server allows.
+const BATCH_REFUSALS: [u64; 4] = [10174, 10177, 10179, 10199];
+
 /// One message of a round.
 #[derive(Clone)]
 struct Outgoing {
@@ -731,6 +735,11 @@ fn first_seq(chunk: &[Outgoing]) -> Seq {
 fn api_failure(e: &ApiError) -> Failed {
     if e.err_code == WRONG_LAST_SEQUENCE {
         Failed::Fenced
+    } else if BATCH_REFUSALS.contains(&e.err_code) {
+        Failed::Refused(format!(
+            "{} (error {}; a server limiting batches below max_batch needs a smaller one)",
+            e.description, e.err_code
+        ))
     } else {
         // Batch errors, "no suitable peers", "temporarily unavailable": the batch was not
         // committed; a retry after the outcome check may succeed.

@@ -392,3 +392,35 @@ fn a_stale_writer_is_fenced_by_the_expected_sequence() {
     fresh.append(chunk(2)).unwrap();
     fresh.flush_blocking().unwrap();
 }
+
+#[test]
+fn the_backend_is_used_and_dropped_inside_a_tokio_runtime() {
+    let Some(server) = NatsServer::single() else {
+        return;
+    };
+    let url = server.url();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        // Connecting, writing, reading and dropping from async code: the backend's calls
+        // block only the calling task's thread, and its runtime is never nested.
+        let journal = troupe_journal::Journal::with_backend(
+            std::sync::Arc::new(NatsBackend::connect(&url, test_options()).unwrap()),
+            std::sync::Arc::new(troupe_protocol::FixedClock::new(3)),
+        );
+        let writer = journal.create(SessionHeader::new(id("async"), 0)).unwrap();
+        writer.append(chunk(0)).unwrap();
+        writer.flush().await.unwrap();
+        let reader = journal.clone();
+        let events = tokio::spawn(async move { reader.read(&id("async")).unwrap().events.len() })
+            .await
+            .unwrap();
+        assert_eq!(events, 1);
+        writer.close().await.unwrap();
+        drop(journal);
+    });
+    drop(server);
+}

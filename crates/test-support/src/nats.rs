@@ -106,21 +106,33 @@ impl NatsServer {
     /// One server with JetStream. `None` only when the binary is missing and
     /// `TROUPE_SKIP_NATS=1`.
     pub fn single() -> Option<Self> {
-        Self::start(1, true)
+        Self::start(1, true, true)
+    }
+
+    /// One server with JetStream at the server's default `sync_interval` (writes reach the
+    /// disk within minutes, not before each acknowledgement): for benchmarks that load much
+    /// data or compare client overheads. `None` as for [`NatsServer::single`].
+    pub fn single_relaxed() -> Option<Self> {
+        Self::start(1, true, false)
+    }
+
+    /// [`NatsServer::cluster`] at the server's default `sync_interval`, for benchmarks.
+    pub fn cluster_relaxed() -> Option<Self> {
+        Self::start(3, true, false)
     }
 
     /// A cluster of three servers with JetStream, routes on loopback, ready once a JetStream
     /// meta leader is elected. `None` as for [`NatsServer::single`].
     pub fn cluster() -> Option<Self> {
-        Self::start(3, true)
+        Self::start(3, true, true)
     }
 
     /// One server *without* JetStream (for the error a store gives there).
     pub fn without_jetstream() -> Option<Self> {
-        Self::start(1, false)
+        Self::start(1, false, false)
     }
 
-    fn start(count: usize, jetstream: bool) -> Option<Self> {
+    fn start(count: usize, jetstream: bool, sync_always: bool) -> Option<Self> {
         let binary = binary_or_skip()?;
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let ports = free_ports(3 * count);
@@ -134,8 +146,9 @@ impl NatsServer {
                 "server_name: {name}\nlisten: 127.0.0.1:{port}\nhttp: 127.0.0.1:{monitor_port}\n"
             );
             if jetstream {
+                let sync = if sync_always { "  sync_interval: always\n" } else { "" };
                 config.push_str(&format!(
-                    "jetstream {{\n  store_dir: {:?}\n  max_memory_store: 256MB\n  max_file_store: 4GB\n  sync_interval: always\n}}\n",
+                    "jetstream {{\n  store_dir: {:?}\n  max_memory_store: 256MB\n  max_file_store: 8GB\n{sync}}}\n",
                     store.display().to_string()
                 ));
             }
