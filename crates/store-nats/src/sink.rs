@@ -516,6 +516,8 @@ impl Writer {
                         });
                     }
                     Err(e) if Instant::now() < deadline => {
+                        // Without the lease this writer must not go on, whatever the outcome.
+                        self.check_lease()?;
                         tracing::debug!(session = %self.id, error = %e, "publish outcome unknown yet");
                         tokio::time::sleep(pause).await;
                         pause = (pause * 2).min(Duration::from_secs(1));

@@ -424,3 +424,26 @@ fn the_backend_is_used_and_dropped_inside_a_tokio_runtime() {
     });
     drop(server);
 }
+
+#[test]
+fn a_writer_that_cannot_renew_within_the_ttl_is_poisoned_with_lease_lost() {
+    let options = NatsOptions {
+        lease_ttl: Duration::from_millis(900),
+        append_timeout: Duration::from_secs(60),
+        ..test_options()
+    };
+    let Some(mut f) = Fixture::nats_with(options) else {
+        return;
+    };
+    let w = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
+    w.append(chunk(0)).unwrap();
+    w.flush_blocking().unwrap();
+    // The server goes away: no renewal can succeed, and once the TTL has passed the writer
+    // must stop rather than keep retrying its publish.
+    f.server().unwrap().kill(0);
+    w.append(chunk(1)).unwrap();
+    let err = w.flush_blocking().unwrap_err();
+    assert_eq!(err.code(), "JOURNAL_LEASE_LOST", "{err}");
+    assert!(err.to_string().contains("TTL"), "{err}");
+    assert_eq!(w.append(chunk(2)).unwrap_err().code(), "JOURNAL_LEASE_LOST");
+}
