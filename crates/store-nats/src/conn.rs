@@ -21,13 +21,10 @@ pub(crate) struct Inner {
     /// async context does not panic.
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     pub(crate) handle: tokio::runtime::Handle,
-    pub(crate) client: async_nats::Client,
     pub(crate) js: jetstream::Context,
     pub(crate) leases: kv::Store,
     /// The lease bucket's `max_age`.
     pub(crate) lease_ttl: Duration,
-    /// Whether the stream takes atomic batches.
-    pub(crate) atomic: bool,
     /// For followers: the stream sequence of the last valid message behind each position a
     /// read returned, so `read_each_from` starts its consumer right after it.
     positions: Mutex<HashMap<(SessionId, ScanPosition), u64>>,
@@ -137,11 +134,9 @@ impl Inner {
             options,
             runtime: Mutex::new(Some(runtime)),
             handle,
-            client: setup.client,
             js: setup.js,
             leases: setup.leases,
             lease_ttl: setup.lease_ttl,
-            atomic: setup.atomic,
             positions: Mutex::new(HashMap::new()),
         })
     }
@@ -212,11 +207,9 @@ impl Inner {
 }
 
 struct Setup {
-    client: async_nats::Client,
     js: jetstream::Context,
     leases: kv::Store,
     lease_ttl: Duration,
-    atomic: bool,
 }
 
 async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Result<Setup> {
@@ -272,7 +265,6 @@ async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Resu
                     subjects: vec![SESSION_SUBJECTS.to_owned()],
                     storage: stream::StorageType::File,
                     num_replicas: options.replicas,
-                    allow_atomic_publish: true,
                     allow_direct: true,
                     ..Default::default()
                 };
@@ -301,7 +293,6 @@ async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Resu
             options.stream, info.config.subjects
         )));
     }
-    let atomic = info.config.allow_atomic_publish;
 
     // The lease bucket, likewise.
     let leases = match js.get_key_value(&options.lease_bucket).await {
@@ -339,11 +330,9 @@ async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Resu
         )));
     }
     Ok(Setup {
-        client,
         js,
         leases,
         lease_ttl,
-        atomic,
     })
 }
 

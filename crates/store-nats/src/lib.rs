@@ -109,7 +109,8 @@ pub struct NatsOptions {
     /// How long an append keeps retrying transient failures (lost connection, leader
     /// election) before it fails and poisons the writer (default 30 s).
     pub append_timeout: Duration,
-    /// The most messages one atomic batch holds (default 1000, the server's default limit).
+    /// The most messages one pipelined send keeps in flight (default 1000); a longer round is
+    /// sent in several.
     pub max_batch: usize,
 }
 
@@ -173,11 +174,6 @@ impl NatsBackend {
     /// The lease TTL in force: the lease bucket's `max_age`.
     pub fn lease_ttl(&self) -> Duration {
         self.inner.lease_ttl
-    }
-
-    /// Whether appends use atomic batches (the stream has `allow_atomic`).
-    pub fn atomic_batches(&self) -> bool {
-        self.inner.atomic
     }
 
     /// The subject of session `id`: `troupe.session.<id>`.

@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMessage};
-use async_nats::{HeaderMap, StatusCode, Subscriber};
+use async_nats::HeaderMap;
 use bytes::Bytes;
-use futures_util::StreamExt;
 use serde::Deserialize;
 use troupe_journal::{JournalError, Replay, Result, SessionSink};
 use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
@@ -16,13 +15,6 @@ use crate::FIRST_EVENTS_HEADER;
 use crate::conn::Inner;
 use crate::lease::{AcquireError, Holder, Lease};
 use crate::read::{self, SubjectState};
-
-/// The JetStream error code of a failed `Nats-Expected-Last-Subject-Sequence` check.
-const WRONG_LAST_SEQUENCE: u64 = 10071;
-
-/// JetStream errors that refuse an atomic batch for good: batches disabled on the stream,
-/// an unsupported header, an invalid batch id, more messages than the server allows.
-const BATCH_REFUSALS: [u64; 4] = [10174, 10177, 10179, 10199];
 
 /// One message of a round.
 #[derive(Clone)]
@@ -46,7 +38,6 @@ pub(crate) struct NatsSink {
 /// The state the publishing futures need.
 struct Writer {
     js: jetstream::Context,
-    client: async_nats::Client,
     stream: String,
     url: String,
     id: SessionId,
@@ -60,12 +51,9 @@ struct Writer {
     last: u64,
     /// Whether the first append (the header) is still to be published.
     new: bool,
-    atomic: bool,
+    /// The most messages one send keeps in flight.
     max_batch: usize,
-    request_timeout: Duration,
     append_timeout: Duration,
-    /// Replies to atomic batches: `<inbox>.<batch>.<first|commit>`.
-    replies: Option<(String, Subscriber)>,
 }
 
 impl NatsSink {
@@ -217,49 +205,6 @@ mod erased {
     }
 }
 
-/// The groups a round is published in: the whole first append as one, else each journal
-/// batch (`seq..=batchLast`) or single event; then packed into chunks of at most `max`
-/// messages (a larger group is cut), each chunk one atomic batch (or, on a stream without
-/// atomic batches, one message per chunk).
-fn chunks(events: &[Event], header: bool, atomic: bool, max: usize) -> Vec<std::ops::Range<usize>> {
-    let total = events.len() + usize::from(header);
-    if !atomic {
-        return (0..total).map(|i| i..i + 1).collect();
-    }
-    let mut groups = Vec::new();
-    if header {
-        groups.push(0..total);
-    } else {
-        let mut i = 0;
-        while i < events.len() {
-            let len = match events[i].batch_last {
-                Some(last) if last.0 > events[i].seq.0 => {
-                    usize::try_from(last.0 - events[i].seq.0 + 1).unwrap_or(usize::MAX)
-                }
-                _ => 1,
-            };
-            let end = (i + len).min(events.len());
-            groups.push(i..end);
-            i = end;
-        }
-    }
-    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
-    for group in groups {
-        let mut start = group.start;
-        while start < group.end {
-            let end = (start + max).min(group.end);
-            match out.last_mut() {
-                // Groups share a chunk while they fit: a chunk boundary is always a group
-                // boundary unless a group alone exceeds `max`.
-                Some(last) if end - last.start <= max => last.end = end,
-                _ => out.push(start..end),
-            }
-            start = end;
-        }
-    }
-    out
-}
-
 impl SessionSink for NatsSink {
     fn header(&self) -> &SessionHeader {
         &self.header
@@ -297,10 +242,9 @@ impl SessionSink for NatsSink {
         };
         let messages = self.messages(events, &writer.holder.owner.clone())?;
         let header = writer.new;
-        let plan = chunks(events, header, writer.atomic, writer.max_batch);
         let mut writer = self.writer.take().ok_or_else(|| self.inner.io("append", "no writer"))?;
         let (writer, result) = self.inner.call(async move {
-            let result = writer.publish(messages, plan, header).await;
+            let result = writer.publish(messages, header).await;
             (writer, result)
         })?;
         self.writer = Some(writer);
@@ -318,28 +262,10 @@ impl Drop for NatsSink {
     }
 }
 
-/// A JetStream API reply: a publish acknowledgement or an error.
-#[derive(Debug, Default, Deserialize)]
-struct Reply {
-    #[serde(default)]
-    error: Option<ApiError>,
-    #[serde(default)]
-    seq: u64,
-    #[serde(default)]
-    duplicate: bool,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ApiError {
-    #[serde(default)]
-    err_code: u64,
-    #[serde(default)]
-    description: String,
-}
-
-/// How one attempt to publish a chunk ended, when it did not succeed.
+/// Why a message of a chain was not acknowledged.
 enum Failed {
-    /// The fence refused it: the subject's last message is not the one this writer knows.
+    /// A check refused it: the subject's (or the stream's) last message is not the one this
+    /// writer expected.
     Fenced,
     /// It may or may not have been stored (timeout, lost connection, leader election).
     Unknown(String),
@@ -347,10 +273,10 @@ enum Failed {
     Refused(String),
 }
 
-/// What the subject's last message says about a chunk whose outcome is unknown.
+/// What the subject's last message says about messages whose outcome is unknown.
 enum Outcome {
-    /// The chunk is stored; its last message has this stream sequence.
-    Stored(u64),
+    /// The first `count` messages are stored; the last of them has stream sequence `last`.
+    Stored { count: usize, last: u64 },
     /// Nothing new on the subject: the chunk is not stored.
     Absent,
     /// Another writer's message is last: the log's next seq (from its line), if readable.
@@ -368,7 +294,6 @@ impl Writer {
     ) -> Self {
         Self {
             js: inner.js.clone(),
-            client: inner.client.clone(),
             stream: inner.options.stream.clone(),
             url: inner.url.clone(),
             id,
@@ -379,11 +304,8 @@ impl Writer {
             lease,
             last,
             new,
-            atomic: inner.atomic,
             max_batch: inner.options.max_batch,
-            request_timeout: inner.options.request_timeout,
             append_timeout: inner.options.append_timeout,
-            replies: None,
         }
     }
 
@@ -405,42 +327,31 @@ impl Writer {
         }
     }
 
-    /// Publishes one round (`plan` cuts `messages` into chunks).
-    async fn publish(
-        &mut self,
-        messages: Vec<Outgoing>,
-        plan: Vec<std::ops::Range<usize>>,
-        header: bool,
-    ) -> Result<()> {
+    /// Publishes one round, creating the session first when `header` (see the crate docs).
+    async fn publish(&mut self, messages: Vec<Outgoing>, header: bool) -> Result<()> {
         if header {
             self.take_lease_for_creation().await?;
         }
-        let mut purged = false;
-        for (n, range) in plan.into_iter().enumerate() {
-            let chunk = &messages[range];
-            match self.publish_chunk(chunk).await {
-                Err(JournalError::SeqConflict { .. }) if header && n == 0 => {
-                    // The subject is not empty: a session, or a dead creator's leftovers.
-                    let state = read::subject_state(&self.js, &self.stream, &self.subject)
-                        .await
-                        .map_err(|e| self.io("look up the session", e))?;
-                    match state {
-                        SubjectState::Unfinished | SubjectState::Empty if !purged => {
-                            purged = true;
-                            self.purge().await?;
-                            self.publish_chunk(chunk).await?;
-                        }
-                        _ => {
-                            return Err(JournalError::AlreadyExists {
-                                id: self.id.clone(),
-                                path: format!("{}/{}/{}", self.url, self.stream, self.subject)
-                                    .into(),
-                            });
-                        }
+        match self.publish_chain(&messages).await {
+            // The header's fence failed: a session, or a dead creator's leftovers.
+            Err(JournalError::SeqConflict { .. }) if header => {
+                let state = read::subject_state(&self.js, &self.stream, &self.subject)
+                    .await
+                    .map_err(|e| self.io("look up the session", e))?;
+                match state {
+                    SubjectState::Unfinished | SubjectState::Empty => {
+                        self.purge().await?;
+                        self.publish_chain(&messages).await?;
+                    }
+                    SubjectState::Session => {
+                        return Err(JournalError::AlreadyExists {
+                            id: self.id.clone(),
+                            path: format!("{}/{}/{}", self.url, self.stream, self.subject).into(),
+                        });
                     }
                 }
-                other => other?,
             }
+            other => other?,
         }
         self.new = false;
         Ok(())
@@ -479,39 +390,45 @@ impl Writer {
         Ok(())
     }
 
-    /// Publishes one chunk, retrying an unknown outcome until it is known or
-    /// `append_timeout` passes.
-    async fn publish_chunk(&mut self, chunk: &[Outgoing]) -> Result<()> {
+    /// Publishes `messages` as a fenced chain, pipelined: the first carries
+    /// `Nats-Expected-Last-Subject-Sequence` (the subject's last message is the one this writer
+    /// knows), each later one `Nats-Expected-Last-Msg-Id` = the message before it. So what the
+    /// stream stores of one send is always a prefix of it (a lost or refused message makes
+    /// every later one fail its check: no gap), and nothing of it lands behind another writer's
+    /// message. All acknowledgements are awaited together. A chain cut short by another
+    /// session's message landing in between is sent on from where it stopped; a failure whose
+    /// outcome is unknown is resolved from the subject's last message and retried until
+    /// `append_timeout`.
+    async fn publish_chain(&mut self, messages: &[Outgoing]) -> Result<()> {
         let deadline = Instant::now() + self.append_timeout;
         let mut pause = Duration::from_millis(50);
-        loop {
+        let mut done = 0;
+        while done < messages.len() {
             self.check_lease()?;
-            let attempt = if chunk.len() == 1 {
-                self.publish_one(&chunk[0]).await
-            } else {
-                self.publish_batch(chunk).await
+            let rest = &messages[done..];
+            let (stored, failure) = self.send_chain(rest).await;
+            done += stored;
+            let why = match failure {
+                None => continue,
+                Some(Failed::Refused(why)) => return Err(self.io("publish", why)),
+                // Our chain was cut by a message of another session: go on from there.
+                Some(Failed::Fenced) if stored > 0 => continue,
+                Some(Failed::Fenced) => "the expected last subject sequence did not match".to_owned(),
+                Some(Failed::Unknown(why)) => why,
             };
-            let why = match attempt {
-                Ok(seq) => {
-                    self.last = seq;
-                    return Ok(());
-                }
-                Err(Failed::Refused(why)) => return Err(self.io("publish", why)),
-                Err(Failed::Fenced) => "the expected last subject sequence did not match".to_owned(),
-                Err(Failed::Unknown(why)) => why,
-            };
-            // Find out whether it was stored before trying again.
+            // Find out how much of `rest` was stored before sending again.
             loop {
-                match self.outcome(chunk).await {
-                    Ok(Outcome::Stored(seq)) => {
-                        self.last = seq;
-                        return Ok(());
+                match self.outcome(&messages[done..]).await {
+                    Ok(Outcome::Stored { count, last }) => {
+                        done += count;
+                        self.last = last;
+                        break;
                     }
                     Ok(Outcome::Absent) => break,
                     Ok(Outcome::Other(next)) => {
                         return Err(JournalError::SeqConflict {
                             id: self.id.clone(),
-                            expected: first_seq(chunk),
+                            expected: first_seq(&messages[done..]),
                             actual: Seq(next.unwrap_or(u64::MAX)),
                         });
                     }
@@ -530,20 +447,68 @@ impl Writer {
                     }
                 }
             }
-            if Instant::now() >= deadline {
+            if done < messages.len() && Instant::now() >= deadline {
                 return Err(self.io(
                     "publish",
                     format!("gave up after {} ms: {why}", self.append_timeout.as_millis()),
                 ));
             }
-            tracing::debug!(session = %self.id, reason = %why, "retrying a publish");
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(1));
+            if done < messages.len() {
+                tracing::debug!(session = %self.id, reason = %why, "publishing again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
         }
+        Ok(())
     }
 
-    /// The subject's last message, compared with the chunk.
-    async fn outcome(&self, chunk: &[Outgoing]) -> std::result::Result<Outcome, String> {
+    /// One pipelined send of `chain` (at most `max_batch` messages in flight): how many of its
+    /// first messages were acknowledged, and why the next one was not.
+    async fn send_chain(&mut self, chain: &[Outgoing]) -> (usize, Option<Failed>) {
+        let chain = &chain[..chain.len().min(self.max_batch)];
+        let mut acks = Vec::with_capacity(chain.len());
+        let mut failure = None;
+        for (i, message) in chain.iter().enumerate() {
+            let publish = PublishMessage::build()
+                .payload(message.payload.clone())
+                .headers(self.headers(message));
+            let publish = match i {
+                0 => publish.expected_last_subject_sequence(self.last),
+                _ => publish.expected_last_message_id(&chain[i - 1].msg_id),
+            };
+            match self.js.send_publish(self.subject.clone(), publish).await {
+                Ok(ack) => acks.push(ack),
+                Err(e) => {
+                    failure = Some(classify(e.kind(), e.to_string()));
+                    break;
+                }
+            }
+        }
+        let mut stored = 0;
+        let mut broken = false;
+        for ack in acks {
+            match ack.await {
+                // (A duplicate of this writer's own message id: an earlier send stored it.)
+                Ok(ack) if !broken => {
+                    self.last = ack.sequence;
+                    stored += 1;
+                }
+                // Stored after a message that was not: impossible with the chain's checks;
+                // leave it to the outcome check.
+                Ok(_) => failure = Some(Failed::Unknown("acknowledgements out of order".into())),
+                Err(e) => {
+                    broken = true;
+                    if failure.is_none() || stored > 0 {
+                        failure.get_or_insert(classify(e.kind(), e.to_string()));
+                    }
+                }
+            }
+        }
+        (stored, failure)
+    }
+
+    /// The subject's last message, compared with the messages not yet known to be stored.
+    async fn outcome(&self, rest: &[Outgoing]) -> std::result::Result<Outcome, String> {
         let stream = self
             .js
             .get_stream_no_info(&self.stream)
@@ -565,12 +530,15 @@ impl Writer {
         if last.sequence == self.last {
             return Ok(Outcome::Absent);
         }
-        let ours = last
+        let id = last
             .headers
             .get(async_nats::header::NATS_MESSAGE_ID)
             .map(|v| v.as_str());
-        if chunk.last().is_some_and(|m| Some(m.msg_id.as_str()) == ours) {
-            return Ok(Outcome::Stored(last.sequence));
+        if let Some(i) = rest.iter().position(|m| Some(m.msg_id.as_str()) == id) {
+            return Ok(Outcome::Stored {
+                count: i + 1,
+                last: last.sequence,
+            });
         }
         #[derive(Deserialize)]
         struct SeqOnly {
@@ -590,136 +558,6 @@ impl Writer {
         }
         headers
     }
-
-    async fn publish_one(&self, message: &Outgoing) -> std::result::Result<u64, Failed> {
-        let publish = PublishMessage::build()
-            .payload(message.payload.clone())
-            .headers(self.headers(message))
-            .expected_last_subject_sequence(self.last);
-        let ack = self
-            .js
-            .send_publish(self.subject.clone(), publish)
-            .await
-            .map_err(|e| classify(e.kind(), e.to_string()))?;
-        match ack.await {
-            // A duplicate of this writer's own message id: an earlier attempt was stored.
-            Ok(ack) => Ok(ack.sequence),
-            Err(e) => Err(classify(e.kind(), e.to_string())),
-        }
-    }
-
-    async fn reply_inbox(&mut self) -> std::result::Result<(), Failed> {
-        if self.replies.is_none() {
-            let inbox = self.client.new_inbox();
-            let subscriber = self
-                .client
-                .subscribe(format!("{inbox}.>"))
-                .await
-                .map_err(|e| Failed::Unknown(e.to_string()))?;
-            self.replies = Some((inbox, subscriber));
-        }
-        Ok(())
-    }
-
-    /// One atomic batch: pipelined, the first message fenced, the last one committing; the
-    /// server stores all or nothing and acknowledges the commit.
-    async fn publish_batch(&mut self, chunk: &[Outgoing]) -> std::result::Result<u64, Failed> {
-        self.reply_inbox().await?;
-        let inbox = self.replies.as_ref().map(|(i, _)| i.clone()).unwrap_or_default();
-        let batch = uuid::Uuid::new_v4().simple().to_string();
-        let last_index = chunk.len() - 1;
-        for (i, message) in chunk.iter().enumerate() {
-            let mut headers = self.headers(message);
-            headers.insert("Nats-Batch-Id", batch.as_str());
-            headers.insert("Nats-Batch-Sequence", (i + 1).to_string().as_str());
-            if i == 0 {
-                headers.insert(
-                    "Nats-Expected-Last-Subject-Sequence",
-                    self.last.to_string().as_str(),
-                );
-            }
-            if i == last_index {
-                headers.insert("Nats-Batch-Commit", "1");
-            }
-            let reply = match i {
-                0 => Some(format!("{inbox}.{batch}.first")),
-                _ if i == last_index => Some(format!("{inbox}.{batch}.commit")),
-                _ => None,
-            };
-            let sent = match reply {
-                Some(reply) => {
-                    self.client
-                        .publish_with_reply_and_headers(
-                            self.subject.clone(),
-                            reply,
-                            headers,
-                            message.payload.clone(),
-                        )
-                        .await
-                }
-                None => {
-                    self.client
-                        .publish_with_headers(self.subject.clone(), headers, message.payload.clone())
-                        .await
-                }
-            };
-            sent.map_err(|e| match e.kind() {
-                async_nats::client::PublishErrorKind::MaxPayloadExceeded => {
-                    Failed::Refused(e.to_string())
-                }
-                _ => Failed::Unknown(e.to_string()),
-            })?;
-        }
-        let first_subject = format!("{inbox}.{batch}.first");
-        let commit_subject = format!("{inbox}.{batch}.commit");
-        let deadline = tokio::time::Instant::now() + self.request_timeout;
-        let mut first_error = None;
-        let Some((_, replies)) = self.replies.as_mut() else {
-            return Err(Failed::Unknown("no reply subscription".to_owned()));
-        };
-        loop {
-            let reply = match tokio::time::timeout_at(deadline, replies.next()).await {
-                Ok(Some(reply)) => reply,
-                Ok(None) => {
-                    self.replies = None;
-                    return Err(Failed::Unknown("the reply subscription ended".to_owned()));
-                }
-                Err(_) => {
-                    return Err(first_error.unwrap_or_else(|| {
-                        Failed::Unknown(format!(
-                            "no acknowledgement within {} ms",
-                            self.request_timeout.as_millis()
-                        ))
-                    }));
-                }
-            };
-            let subject = reply.subject.as_str();
-            if subject != first_subject && subject != commit_subject {
-                continue; // A late reply to an earlier attempt.
-            }
-            if reply.status == Some(StatusCode::NO_RESPONDERS) {
-                return Err(Failed::Unknown("no responders (no stream leader)".to_owned()));
-            }
-            if subject == first_subject {
-                if !reply.payload.is_empty()
-                    && let Ok(Reply { error: Some(e), .. }) = serde_json::from_slice(&reply.payload)
-                {
-                    first_error = Some(api_failure(&e));
-                }
-                continue;
-            }
-            let parsed: Reply = serde_json::from_slice(&reply.payload)
-                .map_err(|e| Failed::Unknown(format!("unreadable acknowledgement: {e}")))?;
-            return match parsed.error {
-                Some(e) => Err(api_failure(&e)),
-                None if parsed.seq == 0 => Err(Failed::Unknown("acknowledgement without a sequence".to_owned())),
-                None => {
-                    let _ = parsed.duplicate;
-                    Ok(parsed.seq)
-                }
-            };
-        }
-    }
 }
 
 fn first_seq(chunk: &[Outgoing]) -> Seq {
@@ -734,24 +572,9 @@ fn first_seq(chunk: &[Outgoing]) -> Seq {
         .map_or(Seq::ZERO, Seq)
 }
 
-fn api_failure(e: &ApiError) -> Failed {
-    if e.err_code == WRONG_LAST_SEQUENCE {
-        Failed::Fenced
-    } else if BATCH_REFUSALS.contains(&e.err_code) {
-        Failed::Refused(format!(
-            "{} (error {}; a server limiting batches below max_batch needs a smaller one)",
-            e.description, e.err_code
-        ))
-    } else {
-        // Batch errors, "no suitable peers", "temporarily unavailable": the batch was not
-        // committed; a retry after the outcome check may succeed.
-        Failed::Unknown(format!("{} (error {})", e.description, e.err_code))
-    }
-}
-
 fn classify(kind: PublishErrorKind, text: String) -> Failed {
     match kind {
-        PublishErrorKind::WrongLastSequence => Failed::Fenced,
+        PublishErrorKind::WrongLastSequence | PublishErrorKind::WrongLastMessageId => Failed::Fenced,
         PublishErrorKind::MaxPayloadExceeded => Failed::Refused(text),
         _ => Failed::Unknown(text),
     }

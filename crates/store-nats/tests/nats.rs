@@ -98,7 +98,7 @@ fn a_stream_with_other_subjects_is_refused_and_nothing_is_changed() {
 }
 
 #[test]
-fn an_existing_stream_without_atomic_batches_is_used_as_it_is() {
+fn an_existing_stream_with_other_settings_is_used_as_it_is() {
     let Some(server) = NatsServer::single() else {
         return;
     };
@@ -114,8 +114,6 @@ fn an_existing_stream_without_atomic_batches_is_used_as_it_is() {
         .await
         .unwrap();
     });
-    let backend = NatsBackend::connect(&server.url(), test_options()).unwrap();
-    assert!(!backend.atomic_batches());
     let f = Fixture::on(server, test_options());
     let w = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
     w.append_batch(vec![chunk(0), chunk(1), chunk(2)]).unwrap();
@@ -137,15 +135,20 @@ fn an_existing_stream_without_atomic_batches_is_used_as_it_is() {
 }
 
 #[test]
-fn a_new_store_is_created_with_atomic_batches_and_the_lease_ttl() {
+fn a_new_store_is_created_with_file_storage_and_the_lease_ttl() {
     let Some(f) = Fixture::nats() else {
         return;
     };
-    let Kind::Nats { backend, .. } = &f.kind else {
+    let Kind::Nats { backend, rt, js, .. } = &f.kind else {
         unreachable!()
     };
-    assert!(backend.atomic_batches());
     assert_eq!(backend.lease_ttl(), test_options().lease_ttl);
+    let config = rt.block_on(async {
+        let mut stream = js.get_stream("TROUPE").await.unwrap();
+        stream.info().await.unwrap().config.clone()
+    });
+    assert_eq!(config.storage, jetstream::stream::StorageType::File);
+    assert_eq!(config.subjects, vec!["troupe.session.>".to_owned()]);
 }
 
 #[test]
@@ -446,4 +449,38 @@ fn a_writer_that_cannot_renew_within_the_ttl_is_poisoned_with_lease_lost() {
     assert_eq!(err.code(), "JOURNAL_LEASE_LOST", "{err}");
     assert!(err.to_string().contains("TTL"), "{err}");
     assert_eq!(w.append(chunk(2)).unwrap_err().code(), "JOURNAL_LEASE_LOST");
+}
+
+#[test]
+fn chains_cut_by_other_sessions_are_sent_on_and_stay_whole() {
+    let Some(f) = Fixture::nats() else {
+        return;
+    };
+    // Two sessions written at once on one stream: a pipelined chain of one is cut whenever a
+    // message of the other lands in between, and must go on from where it was cut.
+    let writers: Vec<_> = ["left", "right"]
+        .iter()
+        .map(|name| f.journal.create(SessionHeader::new(id(name), 0)).unwrap())
+        .collect();
+    std::thread::scope(|s| {
+        for w in &writers {
+            s.spawn(move || {
+                for round in 0..20u64 {
+                    let drafts = (0..50).map(|i| chunk(round * 100 + i)).collect();
+                    w.append_batch(drafts).unwrap();
+                    w.flush_blocking().unwrap();
+                }
+            });
+        }
+    });
+    for (name, w) in ["left", "right"].iter().zip(&writers) {
+        assert_eq!(w.durable_seq(), Seq(1000));
+        let replay = f.journal.read(&id(name)).unwrap();
+        assert_eq!(replay.events.len(), 1000, "{name}");
+        assert!(replay.torn_tail.is_none());
+        for (i, e) in replay.events.iter().enumerate() {
+            let round = i as u64 / 50;
+            assert_eq!(e.data, json!({"n": round * 100 + i as u64 % 50}), "{name} {i}");
+        }
+    }
 }
