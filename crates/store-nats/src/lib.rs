@@ -12,30 +12,32 @@
 //! the session file the JSONL store would hold.
 //!
 //! **Appends** ([`troupe_journal::SessionSink::append`], one group-commit round of the writer
-//! actor): every message carries `Nats-Msg-Id: <id>/<seq>/<owner>` (a retried publish is
-//! de-duplicated; `owner` is the writer's lease token, so a message of another writer is
-//! never mistaken for a retried one of this writer) and the first message of each publish
-//! carries `Nats-Expected-Last-Subject-Sequence` (the stream sequence of the subject's last
-//! message): a mismatch is `JOURNAL_SEQ_CONFLICT`, the fence against a writer that lost its
-//! lease. On a stream with `allow_atomic` (created so by this crate; server 2.12+) a round is
-//! sent as atomic batches of at most [`NatsOptions::max_batch`] messages, pipelined, one
-//! acknowledgement awaited per batch, cut only at the journal's batch boundaries where one
-//! fits: a journal batch is then stored whole or not at all. On a stream without it each
-//! message is published with its own fence and awaited before the next (a pipeline of unfenced
-//! messages would let a stale writer's tail land behind another writer's head).
+//! actor) are a *fenced chain*, pipelined: every message carries
+//! `Nats-Msg-Id: <id>/<seq>/<owner>` (a retried publish is de-duplicated; `owner` is the
+//! writer's lease token, so another writer's message is never mistaken for a retry of this
+//! one's); the first message of a send carries `Nats-Expected-Last-Subject-Sequence` (the
+//! stream sequence of the subject's last message as this writer knows it: a mismatch is
+//! `JOURNAL_SEQ_CONFLICT`, the fence against a writer that lost its lease) and each later one
+//! `Nats-Expected-Last-Msg-Id` = the message before it. All acknowledgements are awaited
+//! together (group commit). The checks make what the stream stores of one send a *prefix* of
+//! it — a lost or refused message makes every later one fail, so there is never a gap — and
+//! keep every message of a stale writer from landing behind another writer's. When another
+//! session's message lands inside a chain, the rest fails its check and is sent again from
+//! where it stopped. (JetStream's atomic batches would give all-or-nothing rounds too, but on
+//! a file stream each costs 10–30 ms on this project's machine: see BENCHMARKS.md.)
 //!
 //! **What survives a crash** (of the writer, its connection, or servers below quorum), at each
-//! point of an append: before the first acknowledgement, nothing of the round; between the
-//! batches of a round larger than one atomic batch (or between the messages of a round on a
-//! stream without `allow_atomic`), the acknowledged messages stay, and a journal batch cut
-//! there is an incomplete final batch, which no reader ever uses (the journal's `batchLast`
-//! rule) and which the next [`troupe_journal::LogBackend::open`] deletes, last message first,
-//! before appending; after the last acknowledgement, the whole round (an acknowledgement
-//! means stored on a quorum of the stream's replicas; written to disk at once only with the
-//! server's `sync_interval: always`). A publish that fails transiently (timeout, lost
-//! connection, leader election) is resolved by reading the subject's last message — ours and
-//! complete, nothing new, or another writer's — and retried until
-//! [`NatsOptions::append_timeout`]; a flush never reports success for a round not wholly
+//! point of an append: before the first acknowledgement, nothing of the round; part-way, an
+//! acknowledged prefix of it: its whole journal batches are valid events (not yet reported to
+//! the caller), and a journal batch cut there is an incomplete final batch, which no reader
+//! ever uses (the journal's `batchLast` rule) and which the next
+//! [`troupe_journal::LogBackend::open`] deletes, last message first, before appending; after
+//! the last acknowledgement, the whole round (an acknowledgement means stored on a quorum of
+//! the stream's replicas; written to disk at once only with the server's
+//! `sync_interval: always`). A publish that fails transiently (timeout, lost connection,
+//! leader election) is resolved by reading the subject's last message — one of ours (that
+//! far it is stored), unchanged, or another writer's (`JOURNAL_SEQ_CONFLICT`) — and sent again
+//! until [`NatsOptions::append_timeout`]; a flush never reports success for a round not wholly
 //! acknowledged.
 //!
 //! **The first append of a new session** (header + first batch, or a fork seed without
@@ -43,8 +45,9 @@
 //! `Troupe-First-Events: N` (the number of events published with it) and readers treat a
 //! subject holding fewer than `N` events after its header as a session not created yet
 //! (`SESSION_NOT_FOUND`; left out of listings). The header is fenced on an empty subject
-//! (`SESSION_ALREADY_EXISTS` otherwise); the leftovers of a creator that died half-way are
-//! purged by the next creator of the same id, which holds the lease.
+//! and the rest of the first append is chained to it (`SESSION_ALREADY_EXISTS` when the id is
+//! taken); the leftovers of a creator that died half-way are purged by the next creator of the
+//! same id, which holds the lease.
 //!
 //! **Leases** (KV bucket `TROUPE_LEASES`, key = session id, value
 //! `{"owner","host","pid","since"}`, TTL [`NatsOptions::lease_ttl`], the bucket's `max_age`):
