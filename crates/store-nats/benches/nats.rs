@@ -116,7 +116,9 @@ fn append_latency(c: &mut Criterion) {
     w.append(event_250()).unwrap();
     w.flush_blocking().unwrap();
     let mut group = c.benchmark_group("append_latency");
-    group.sample_size(200).measurement_time(Duration::from_secs(8));
+    group
+        .sample_size(200)
+        .measurement_time(Duration::from_secs(8));
     for round in 1..=2 {
         group.bench_function(BenchmarkId::new("bare_publish_ack", round), |b| {
             b.iter(|| bare.publish_ack(&line));
@@ -146,12 +148,17 @@ fn group_commit(c: &mut Criterion) {
     w.append(event_250()).unwrap();
     w.flush_blocking().unwrap();
     let mut group = c.benchmark_group("group_commit");
-    group.sample_size(20).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
     const FLUSHERS: u64 = 16;
     for round in 1..=2 {
-        group.bench_function(BenchmarkId::new("serial_publish_ack_per_event", round), |b| {
-            b.iter(|| bare.publish_ack(&line));
-        });
+        group.bench_function(
+            BenchmarkId::new("serial_publish_ack_per_event", round),
+            |b| {
+                b.iter(|| bare.publish_ack(&line));
+            },
+        );
         group.bench_function(BenchmarkId::new("flushers_16_per_event", round), |b| {
             b.iter_custom(|iters| {
                 let per = iters.div_ceil(FLUSHERS);
@@ -168,7 +175,9 @@ fn group_commit(c: &mut Criterion) {
                     }
                 });
                 // Time per event, for the events actually written.
-                start.elapsed().mul_f64(iters as f64 / (per * FLUSHERS) as f64)
+                start
+                    .elapsed()
+                    .mul_f64(iters as f64 / (per * FLUSHERS) as f64)
             });
         });
     }
@@ -201,7 +210,15 @@ fn lead_log() -> Result<(TeamId, Vec<u8>), String> {
         if !PathBuf::from(format!("{}.meta.json", out.display())).is_file() {
             let status = Command::new("node")
                 .arg(&script)
-                .args(["--team-events", "100000", "--profile", "growing", "--seed", "1", "--out"])
+                .args([
+                    "--team-events",
+                    "100000",
+                    "--profile",
+                    "growing",
+                    "--seed",
+                    "1",
+                    "--out",
+                ])
                 .arg(&out)
                 .status()
                 .map_err(|e| format!("node: {e}"))?;
@@ -212,7 +229,8 @@ fn lead_log() -> Result<(TeamId, Vec<u8>), String> {
         out
     };
     let meta: Value = serde_json::from_str(
-        &std::fs::read_to_string(format!("{}.meta.json", out.display())).map_err(|e| e.to_string())?,
+        &std::fs::read_to_string(format!("{}.meta.json", out.display()))
+            .map_err(|e| e.to_string())?,
     )
     .map_err(|e| e.to_string())?;
     let root = TeamId::new(SessionId::new(meta["rootId"].as_str().unwrap()).unwrap());
@@ -262,7 +280,10 @@ fn cold_read(c: &mut Criterion) {
             return;
         }
     };
-    let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&[u8]> = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
     eprintln!("cold_read: {} lines, {} bytes", lines.len(), bytes.len());
     // The file store.
     let dir = tempfile::tempdir_in({
@@ -294,9 +315,15 @@ fn cold_read(c: &mut Criterion) {
         }
     });
     let tasks = fold(&files, &root);
-    assert_eq!(fold(&nats, &root), tasks, "the stores fold to different states");
+    assert_eq!(
+        fold(&nats, &root),
+        tasks,
+        "the stores fold to different states"
+    );
     let mut group = c.benchmark_group("cold_read_100k");
-    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
     for round in 1..=2 {
         group.bench_function(BenchmarkId::new("files", round), |b| {
             b.iter(|| fold(&files, &root));
@@ -334,9 +361,14 @@ fn replicas(c: &mut Criterion) {
         })
         .collect();
     let mut group = c.benchmark_group("replicas");
-    group.sample_size(200).measurement_time(Duration::from_secs(8));
+    group
+        .sample_size(200)
+        .measurement_time(Duration::from_secs(8));
     for round in 1..=2 {
-        for (name, w) in [("r1_append_flush", &writers[0]), ("r3_append_flush", &writers[1])] {
+        for (name, w) in [
+            ("r1_append_flush", &writers[0]),
+            ("r3_append_flush", &writers[1]),
+        ] {
             group.bench_function(BenchmarkId::new(name, round), |b| {
                 b.iter(|| {
                     w.append(event_250()).unwrap();

@@ -154,7 +154,8 @@ impl Inner {
         self.handle.spawn(async move {
             let _ = tx.send(future.await);
         });
-        rx.recv().map_err(|_| self.io("wait for the NATS client", "its runtime stopped"))
+        rx.recv()
+            .map_err(|_| self.io("wait for the NATS client", "its runtime stopped"))
     }
 
     pub(crate) fn io(&self, op: &'static str, reason: impl std::fmt::Display) -> JournalError {
@@ -345,14 +346,23 @@ mod tests {
         for filter in [">", "troupe.>", "troupe.session.>", "*.session.>", "*.*.>"] {
             assert!(covers_sessions(filter), "{filter}");
         }
-        for filter in ["troupe.session.*", "troupe.session", "troupe", "other.>", "troupe.x.>"] {
+        for filter in [
+            "troupe.session.*",
+            "troupe.session",
+            "troupe",
+            "other.>",
+            "troupe.x.>",
+        ] {
             assert!(!covers_sessions(filter), "{filter}");
         }
     }
 
     #[test]
     fn urls_list_servers_and_bad_ones_are_refused() {
-        assert_eq!(parse_url("nats://127.0.0.1:4222").map(|a| a.len()).ok(), Some(1));
+        assert_eq!(
+            parse_url("nats://127.0.0.1:4222").map(|a| a.len()).ok(),
+            Some(1)
+        );
         assert_eq!(
             parse_url("nats://127.0.0.1:1,127.0.0.1:2,nats://127.0.0.1:3")
                 .map(|a| a.len())
@@ -361,7 +371,9 @@ mod tests {
         );
         assert_eq!(parse_url("127.0.0.1:4222").map(|a| a.len()).ok(), Some(1));
         for bad in ["", "nats://", "nats://a:1,", "nats://:notaport"] {
-            let err = parse_url(bad).err().map(|e| troupe_protocol::ErrorCode::code(&e));
+            let err = parse_url(bad)
+                .err()
+                .map(|e| troupe_protocol::ErrorCode::code(&e));
             assert_eq!(err, Some("STORE_INVALID_URL"), "{bad:?}");
         }
     }

@@ -91,9 +91,8 @@ impl Lease {
         holder: &Holder,
         ttl: Duration,
     ) -> Result<Lease, AcquireError> {
-        let value = Bytes::from(
-            serde_json::to_vec(holder).map_err(|e| AcquireError::Io(e.to_string()))?,
-        );
+        let value =
+            Bytes::from(serde_json::to_vec(holder).map_err(|e| AcquireError::Io(e.to_string()))?);
         let mut attempts = 0;
         let revision = loop {
             let sent = Instant::now();
@@ -102,15 +101,16 @@ impl Lease {
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                     match kv.entry(key).await {
                         Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
-                            let holder = serde_json::from_slice::<Holder>(&entry.value).map_or_else(
-                                |_| {
-                                    format!(
-                                        "an unknown holder ({})",
-                                        String::from_utf8_lossy(&entry.value)
-                                    )
-                                },
-                                |h| h.describe(),
-                            );
+                            let holder = serde_json::from_slice::<Holder>(&entry.value)
+                                .map_or_else(
+                                    |_| {
+                                        format!(
+                                            "an unknown holder ({})",
+                                            String::from_utf8_lossy(&entry.value)
+                                        )
+                                    },
+                                    |h| h.describe(),
+                                );
                             return Err(AcquireError::Held(holder));
                         }
                         // Expired or released meanwhile: try again.

@@ -52,7 +52,11 @@ enum Start {
 
 /// Why the reader stopped early.
 enum Stop {
-    Bad { line: u64, offset: u64, stream_seq: u64 },
+    Bad {
+        line: u64,
+        offset: u64,
+        stream_seq: u64,
+    },
     Missing(String),
     Failed(JournalError),
 }
@@ -145,7 +149,13 @@ impl MessageReader {
     /// Combines the scan's result with how the feed ended: a failed or missing feed wins (the
     /// scan saw only part of the subject), then the scan's own error, then a message with a
     /// newline (a complete bad line: corruption).
-    fn finish<T>(&mut self, inner: &Inner, id: &SessionId, path: &Path, scanned: Result<T>) -> Result<T> {
+    fn finish<T>(
+        &mut self,
+        inner: &Inner,
+        id: &SessionId,
+        path: &Path,
+        scanned: Result<T>,
+    ) -> Result<T> {
         match self.stop.take() {
             Some(Stop::Failed(JournalError::StoreIo { op, reason, .. })) => {
                 Err(JournalError::StoreIo {
@@ -315,11 +325,7 @@ async fn produce(
         }
         if bad || pending == 0 || bytes.len() >= CHUNK_BYTES {
             if !seqs.is_empty() {
-                permits
-                    .acquire()
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .forget();
+                permits.acquire().await.map_err(|e| e.to_string())?.forget();
                 let full = std::mem::replace(&mut bytes, Vec::with_capacity(CHUNK_BYTES + 4096));
                 if tx
                     .send(Piece::Lines {
@@ -374,9 +380,9 @@ fn read_from_header(
     let scanned = scan(&path, &mut reader);
     let summary = reader.finish(inner, id, &path, scanned)?;
     let mut seqs = reader.seqs_from(summary.next_seq.0).into_iter();
-    let last_valid = seqs.next().ok_or_else(|| {
-        inner.io("read", "the end of the valid prefix was not remembered")
-    })?;
+    let last_valid = seqs
+        .next()
+        .ok_or_else(|| inner.io("read", "the end of the valid prefix was not remembered"))?;
     inner.remember(id, summary.position(), last_valid);
     Ok((
         summary,
@@ -392,7 +398,9 @@ pub(crate) fn read_each(
     id: &SessionId,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<(ScanSummary, Ends)> {
-    read_from_header(inner, id, &mut |path, reader| scan_each(path, reader, &mut *on_event))
+    read_from_header(inner, id, &mut |path, reader| {
+        scan_each(path, reader, &mut *on_event)
+    })
 }
 
 pub(crate) fn read_selected_each(

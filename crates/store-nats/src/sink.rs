@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMessage};
 use async_nats::HeaderMap;
+use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMessage};
 use bytes::Bytes;
 use serde::Deserialize;
 use troupe_journal::{JournalError, Replay, Result, SessionSink};
@@ -126,7 +126,10 @@ impl NatsSink {
             let stream = inner.options.stream.clone();
             let tail = ends.tail.clone();
             let deleted = inner.call(async move {
-                let stream = js.get_stream_no_info(&stream).await.map_err(|e| e.to_string())?;
+                let stream = js
+                    .get_stream_no_info(&stream)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 for seq in tail.iter().rev() {
                     stream
                         .delete_message(*seq)
@@ -135,10 +138,7 @@ impl NatsSink {
                 }
                 Ok::<_, String>(())
             });
-            if let Err(e) = deleted
-                .map_err(|e| e.to_string())
-                .and_then(|r| r)
-            {
+            if let Err(e) = deleted.map_err(|e| e.to_string()).and_then(|r| r) {
                 release(&inner, lease);
                 return Err(inner.io("delete an unfinished batch", e));
             }
@@ -151,7 +151,14 @@ impl NatsSink {
             torn_tail: summary.torn_tail,
             valid_len: summary.valid_len,
         };
-        let mut writer = Writer::new(&inner, id.clone(), subject, Some(lease), ends.last_valid, false);
+        let mut writer = Writer::new(
+            &inner,
+            id.clone(),
+            subject,
+            Some(lease),
+            ends.last_valid,
+            false,
+        );
         writer.holder = holder;
         Ok((
             Self {
@@ -173,9 +180,7 @@ impl NatsSink {
                 .map_err(|e| self.inner.io("encode an event", e))
         };
         let mut out = Vec::with_capacity(events.len() + 1);
-        if self.next_seq == Seq::ZERO
-            && self.writer.as_ref().is_some_and(|w| w.new)
-        {
+        if self.next_seq == Seq::ZERO && self.writer.as_ref().is_some_and(|w| w.new) {
             out.push(Outgoing {
                 payload: encode(&self.header)?,
                 msg_id: format!("{id}/header/{owner}"),
@@ -242,7 +247,10 @@ impl SessionSink for NatsSink {
         };
         let messages = self.messages(events, &writer.holder.owner.clone())?;
         let header = writer.new;
-        let mut writer = self.writer.take().ok_or_else(|| self.inner.io("append", "no writer"))?;
+        let mut writer = self
+            .writer
+            .take()
+            .ok_or_else(|| self.inner.io("append", "no writer"))?;
         let (writer, result) = self.inner.call(async move {
             let result = writer.publish(messages, header).await;
             (writer, result)
@@ -413,7 +421,9 @@ impl Writer {
                 Some(Failed::Refused(why)) => return Err(self.io("publish", why)),
                 // Our chain was cut by a message of another session: go on from there.
                 Some(Failed::Fenced) if stored > 0 => continue,
-                Some(Failed::Fenced) => "the expected last subject sequence did not match".to_owned(),
+                Some(Failed::Fenced) => {
+                    "the expected last subject sequence did not match".to_owned()
+                }
                 Some(Failed::Unknown(why)) => why,
             };
             // Find out how much of `rest` was stored before sending again.
@@ -442,7 +452,10 @@ impl Writer {
                     Err(e) => {
                         return Err(self.io(
                             "publish",
-                            format!("gave up after {} ms: {why}; {e}", self.append_timeout.as_millis()),
+                            format!(
+                                "gave up after {} ms: {why}; {e}",
+                                self.append_timeout.as_millis()
+                            ),
                         ));
                     }
                 }
@@ -450,7 +463,10 @@ impl Writer {
             if done < messages.len() && Instant::now() >= deadline {
                 return Err(self.io(
                     "publish",
-                    format!("gave up after {} ms: {why}", self.append_timeout.as_millis()),
+                    format!(
+                        "gave up after {} ms: {why}",
+                        self.append_timeout.as_millis()
+                    ),
                 ));
             }
             if done < messages.len() {
@@ -516,9 +532,7 @@ impl Writer {
             .map_err(|e| e.to_string())?;
         let last = match stream.get_last_raw_message_by_subject(&self.subject).await {
             Ok(message) => message,
-            Err(e)
-                if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
-            {
+            Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => {
                 return Ok(if self.last == 0 {
                     Outcome::Absent
                 } else {
@@ -574,7 +588,9 @@ fn first_seq(chunk: &[Outgoing]) -> Seq {
 
 fn classify(kind: PublishErrorKind, text: String) -> Failed {
     match kind {
-        PublishErrorKind::WrongLastSequence | PublishErrorKind::WrongLastMessageId => Failed::Fenced,
+        PublishErrorKind::WrongLastSequence | PublishErrorKind::WrongLastMessageId => {
+            Failed::Fenced
+        }
         PublishErrorKind::MaxPayloadExceeded => Failed::Refused(text),
         _ => Failed::Unknown(text),
     }

@@ -64,7 +64,11 @@ impl Appender {
                 None
             }
         });
-        Self { acked, stop, thread }
+        Self {
+            acked,
+            stop,
+            thread,
+        }
     }
 
     fn count(&self) -> usize {
@@ -75,7 +79,11 @@ impl Appender {
         let end = Instant::now() + deadline;
         while self.count() < n {
             assert!(!self.thread.is_finished(), "the appender stopped early");
-            assert!(Instant::now() < end, "only {} flushes within {deadline:?}", self.count());
+            assert!(
+                Instant::now() < end,
+                "only {} flushes within {deadline:?}",
+                self.count()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -95,7 +103,11 @@ fn stream_leader(f: &Fixture) -> usize {
     rt.block_on(async {
         let mut stream = js.get_stream("TROUPE").await.unwrap();
         let info = stream.info().await.unwrap();
-        let leader = info.cluster.as_ref().and_then(|c| c.leader.clone()).unwrap();
+        let leader = info
+            .cluster
+            .as_ref()
+            .and_then(|c| c.leader.clone())
+            .unwrap();
         leader.trim_start_matches('n').parse::<usize>().unwrap() - 1
     })
 }
@@ -104,7 +116,10 @@ fn check_log(f: &Fixture, acked: &[u64]) -> Seq {
     let replay = eventually_read(f);
     let len = replay.events.len() as u64;
     for seq in acked {
-        assert!(*seq < len, "acknowledged seq {seq} lost (log has {len} events)");
+        assert!(
+            *seq < len,
+            "acknowledged seq {seq} lost (log has {len} events)"
+        );
     }
     assert!(replay.torn_tail.is_none() || replay.events.len() as u64 > *acked.last().unwrap_or(&0));
     replay.next_seq()
@@ -160,14 +175,20 @@ fn with_two_of_three_killed_appends_fail_clearly_and_a_reopen_goes_on_after_they
     // No quorum: the next flush fails once its retries run out, and the writer is poisoned.
     let end = Instant::now() + Duration::from_secs(120);
     while !appender.thread.is_finished() {
-        assert!(Instant::now() < end, "appends did not fail without a quorum");
+        assert!(
+            Instant::now() < end,
+            "appends did not fail without a quorum"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let (acked, error) = appender.stop();
     let error = error.expect("a flush failed");
     assert_eq!(error.code(), "JOURNAL_POISONED", "{error}");
     let text = error.to_string();
-    assert!(text.contains("gave up after 8000 ms") && text.contains("nats://"), "{text}");
+    assert!(
+        text.contains("gave up after 8000 ms") && text.contains("nats://"),
+        "{text}"
+    );
     // The servers return: nothing acknowledged is lost, and a reopen goes on from there.
     f.server().unwrap().restart(leader);
     f.server().unwrap().restart(other);

@@ -71,7 +71,10 @@ fn append_is_in_memory_and_flush_makes_it_durable(f: Fixture) {
 }
 
 fn a_never_appended_session_leaves_nothing(f: Fixture) {
-    let w = f.journal.create(SessionHeader::new(id("empty"), 0)).unwrap();
+    let w = f
+        .journal
+        .create(SessionHeader::new(id("empty"), 0))
+        .unwrap();
     assert_eq!(w.flush_blocking().unwrap(), Seq(0));
     drop(w);
     assert!(f.journal.list(&mut |e| panic!("{e}")).unwrap().is_empty());
@@ -109,7 +112,10 @@ fn creating_an_existing_session_is_refused(f: Fixture) {
     let w = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
     w.append(chunk(0)).unwrap();
     w.flush_blocking().unwrap();
-    let err = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap_err();
+    let err = f
+        .journal
+        .create(SessionHeader::new(id("s"), 0))
+        .unwrap_err();
     assert_eq!(err.code(), "SESSION_ALREADY_EXISTS");
 }
 
@@ -221,7 +227,10 @@ fn two_turns(f: &Fixture, name: &str) -> Vec<Event> {
 
 fn fork_seeds_a_completed_prefix_and_marks_its_end(f: Fixture) {
     let source = two_turns(&f, "src");
-    let fork = f.journal.fork(&id("src"), Some(Seq(2)), id("child")).unwrap();
+    let fork = f
+        .journal
+        .fork(&id("src"), Some(Seq(2)), id("child"))
+        .unwrap();
     assert_eq!(fork.next_seq(), Seq(4));
     fork.flush_blocking().unwrap();
     let replay = f.journal.read(&id("child")).unwrap();
@@ -242,7 +251,10 @@ fn fork_seeds_a_completed_prefix_and_marks_its_end(f: Fixture) {
         assert_eq!(err.code(), code);
     }
     assert_eq!(
-        f.journal.fork(&id("nope"), None, id("c2")).unwrap_err().code(),
+        f.journal
+            .fork(&id("nope"), None, id("c2"))
+            .unwrap_err()
+            .code(),
         "SESSION_NOT_FOUND"
     );
     assert_eq!(
@@ -370,7 +382,10 @@ fn every_fixture_reads_as_its_file_does(f: Fixture) {
             header["id"] = json!(header_id);
             lines[0] = serde_json::to_vec(&header).unwrap();
         }
-        let joined: Vec<u8> = lines.iter().flat_map(|l| [&l[..], b"\n"].concat()).collect();
+        let joined: Vec<u8> = lines
+            .iter()
+            .flat_map(|l| [&l[..], b"\n"].concat())
+            .collect();
         let expected = outcome(scan(Path::new(name), &joined));
         let sid = id(&header_id);
         f.put_raw(&header_id, &lines);
@@ -400,7 +415,11 @@ fn written_lines() -> Vec<Vec<u8>> {
         let drafts = (0..size)
             .map(|i| {
                 n += 1;
-                let kind = if i % 2 == 0 { "team/task" } else { "user/message" };
+                let kind = if i % 2 == 0 {
+                    "team/task"
+                } else {
+                    "user/message"
+                };
                 EventDraft::new(kind, json!({"n": n, "text": "x".repeat(n * 7)}))
             })
             .collect();
@@ -434,7 +453,11 @@ fn every_cut_of_a_real_log_replays_as_a_whole_batch_prefix(f: Fixture) {
         cut[0] = serde_json::to_vec(&header).unwrap();
         f.put_raw(&name, &cut);
         let replay = f.journal.read(&id(&name)).unwrap();
-        assert_eq!(replay.events.len(), whole_batch_events(k), "cut after {k} events");
+        assert_eq!(
+            replay.events.len(),
+            whole_batch_events(k),
+            "cut after {k} events"
+        );
         assert_eq!(
             replay.torn_tail.is_some(),
             replay.events.len() < k,
@@ -457,7 +480,11 @@ fn every_cut_of_a_real_log_replays_as_a_whole_batch_prefix(f: Fixture) {
         assert_eq!(summary.next_seq, replay.next_seq());
         assert_eq!(
             selected,
-            replay.events.iter().filter(|e| e.kind.starts_with("team/")).count()
+            replay
+                .events
+                .iter()
+                .filter(|e| e.kind.starts_with("team/"))
+                .count()
         );
     }
 }
@@ -502,9 +529,18 @@ fn committed_corruption_is_refused_with_the_files_line_and_offset(f: Fixture) {
     let lines = written_lines();
     let mut damaged = lines[..6].to_vec();
     damaged[3] = b"{\"seq\":2,\"time\":1,\"type\":\"team/task\",\"data\":".to_vec();
-    let joined: Vec<u8> = damaged.iter().flat_map(|l| [&l[..], b"\n"].concat()).collect();
+    let joined: Vec<u8> = damaged
+        .iter()
+        .flat_map(|l| [&l[..], b"\n"].concat())
+        .collect();
     let expected = outcome(scan(Path::new("x"), &joined));
-    assert!(matches!(expected, Outcome::Refused { code: "JOURNAL_CORRUPT", at: Some((4, _)) }));
+    assert!(matches!(
+        expected,
+        Outcome::Refused {
+            code: "JOURNAL_CORRUPT",
+            at: Some((4, _))
+        }
+    ));
     f.put_raw("cut", &damaged);
     assert_eq!(outcome(f.journal.read(&id("cut"))), expected);
     let err = f.journal.open(&id("cut")).unwrap_err();
@@ -520,7 +556,10 @@ fn a_follower_reads_only_what_was_appended_and_never_part_of_a_batch(f: Fixture)
         .unwrap();
     writer.flush_blocking().unwrap();
     let follower = f.reconnect();
-    let mut at = follower.read_each(&id("s"), &mut |_| {}).unwrap().position();
+    let mut at = follower
+        .read_each(&id("s"), &mut |_| {})
+        .unwrap()
+        .position();
     assert_eq!(at.next_seq, Seq(1));
     let read = |at: &mut ScanPosition| {
         let mut seqs = Vec::new();
@@ -543,7 +582,8 @@ fn a_follower_reads_only_what_was_appended_and_never_part_of_a_batch(f: Fixture)
     }
     drop(writer);
     // A batch being written by another writer: its first line alone is not read...
-    let batch_first = json!({"seq": 7, "time": 9, "type": "step/start", "batchLast": 8, "data": {}});
+    let batch_first =
+        json!({"seq": 7, "time": 9, "type": "step/start", "batchLast": 8, "data": {}});
     f.append_raw("s", &[serde_json::to_vec(&batch_first).unwrap()]);
     assert_eq!(read(&mut at), (vec![], true));
     assert_eq!(at.next_seq, Seq(7));
@@ -557,7 +597,9 @@ fn a_follower_reads_only_what_was_appended_and_never_part_of_a_batch(f: Fixture)
     assert_eq!(at.next_seq, whole.next_seq());
     // Committed corruption after the position is an error naming the whole log's line.
     f.append_raw("s", &[b"not json".to_vec(), b"{}".to_vec()]);
-    let err = follower.read_each_from(&id("s"), at, &mut |_| {}).unwrap_err();
+    let err = follower
+        .read_each_from(&id("s"), at, &mut |_| {})
+        .unwrap_err();
     assert_eq!(err.code(), "JOURNAL_CORRUPT", "{err}");
     assert!(err.to_string().contains("line 11"), "{err}");
 }

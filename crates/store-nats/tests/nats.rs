@@ -35,7 +35,10 @@ fn eventually<T>(deadline: Duration, mut check: impl FnMut() -> Option<T>) -> T 
         if let Some(value) = check() {
             return value;
         }
-        assert!(Instant::now() < end, "condition not met within {deadline:?}");
+        assert!(
+            Instant::now() < end,
+            "condition not met within {deadline:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -76,7 +79,11 @@ fn a_stream_with_other_subjects_is_refused_and_nothing_is_changed() {
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let js = rt.block_on(async {
-        let js = jetstream::new(async_nats::connect(server.url().replace("nats://", "")).await.unwrap());
+        let js = jetstream::new(
+            async_nats::connect(server.url().replace("nats://", ""))
+                .await
+                .unwrap(),
+        );
         js.create_stream(jetstream::stream::Config {
             name: "TROUPE".into(),
             subjects: vec!["elsewhere.>".into()],
@@ -89,7 +96,10 @@ fn a_stream_with_other_subjects_is_refused_and_nothing_is_changed() {
     let err = NatsBackend::connect(&server.url(), test_options()).unwrap_err();
     assert_eq!(err.code(), "STORE_MISCONFIGURED");
     let text = one_line(&err);
-    assert!(text.contains(&server.url()) && text.contains("elsewhere.>"), "{text}");
+    assert!(
+        text.contains(&server.url()) && text.contains("elsewhere.>"),
+        "{text}"
+    );
     let subjects = rt.block_on(async {
         let mut stream = js.get_stream("TROUPE").await.unwrap();
         stream.info().await.unwrap().config.subjects.clone()
@@ -104,7 +114,11 @@ fn an_existing_stream_with_other_settings_is_used_as_it_is() {
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let js = jetstream::new(async_nats::connect(server.url().replace("nats://", "")).await.unwrap());
+        let js = jetstream::new(
+            async_nats::connect(server.url().replace("nats://", ""))
+                .await
+                .unwrap(),
+        );
         js.create_stream(jetstream::stream::Config {
             name: "TROUPE".into(),
             subjects: vec!["troupe.>".into()],
@@ -139,7 +153,10 @@ fn a_new_store_is_created_with_file_storage_and_the_lease_ttl() {
     let Some(f) = Fixture::nats() else {
         return;
     };
-    let Kind::Nats { backend, rt, js, .. } = &f.kind else {
+    let Kind::Nats {
+        backend, rt, js, ..
+    } = &f.kind
+    else {
         unreachable!()
     };
     assert_eq!(backend.lease_ttl(), test_options().lease_ttl);
@@ -179,7 +196,10 @@ fn an_unfinished_creation_is_no_session_and_the_next_creator_replaces_it() {
     let err = f.journal.read(&id("half")).unwrap_err();
     assert_eq!(err.code(), "SESSION_NOT_FOUND");
     assert!(err.to_string().contains("unfinished"), "{err}");
-    assert_eq!(f.journal.open(&id("half")).unwrap_err().code(), "SESSION_NOT_FOUND");
+    assert_eq!(
+        f.journal.open(&id("half")).unwrap_err().code(),
+        "SESSION_NOT_FOUND"
+    );
     assert!(f.journal.list(&mut |e| panic!("{e}")).unwrap().is_empty());
     // Creating the id again purges the leftovers and publishes a whole first append.
     let w = f.journal.create(SessionHeader::new(id("half"), 2)).unwrap();
@@ -214,7 +234,11 @@ fn a_follower_position_from_another_process_is_honoured() {
     let w = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
     w.append_batch(vec![chunk(0), chunk(1)]).unwrap();
     w.flush_blocking().unwrap();
-    let at = f.journal.read_each(&id("s"), &mut |_| {}).unwrap().position();
+    let at = f
+        .journal
+        .read_each(&id("s"), &mut |_| {})
+        .unwrap()
+        .position();
     w.append(chunk(2)).unwrap();
     w.flush_blocking().unwrap();
     // A backend that never handed out `at` reads the whole session and skips what was read.
@@ -229,7 +253,9 @@ fn a_follower_position_from_another_process_is_honoured() {
         offset: tail.next.offset + 10,
         next_seq: Seq(9),
     };
-    let err = other.read_each_from(&id("s"), beyond, &mut |_| {}).unwrap_err();
+    let err = other
+        .read_each_from(&id("s"), beyond, &mut |_| {})
+        .unwrap_err();
     assert_eq!(err.code(), "JOURNAL_CORRUPT");
 }
 
@@ -287,7 +313,8 @@ fn a_killed_holders_lease_expires_and_every_acknowledged_event_survives() {
                 _ => {
                     // The previous child's lease has not expired yet: JOURNAL_LOCKED.
                     let mut stderr = String::new();
-                    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+                    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr)
+                        .unwrap();
                     assert!(stderr.contains("locked by host"), "{stderr}");
                     let _ = child.wait();
                     None
@@ -303,17 +330,25 @@ fn a_killed_holders_lease_expires_and_every_acknowledged_event_survives() {
         // The lease names the dead holder until its TTL passes.
         let err = f.journal.open(&id("crashy")).unwrap_err();
         assert_eq!(err.code(), "JOURNAL_LOCKED");
-        assert!(err.to_string().contains(&format!("pid {}", child.0.id())), "{err}");
+        assert!(
+            err.to_string().contains(&format!("pid {}", child.0.id())),
+            "{err}"
+        );
         let replay = f.journal.read(&id("crashy")).unwrap();
         for seq in &acked {
-            assert!(*seq < replay.events.len() as u64, "acknowledged seq {seq} lost");
+            assert!(
+                *seq < replay.events.len() as u64,
+                "acknowledged seq {seq} lost"
+            );
         }
         for (i, e) in replay.events.iter().enumerate() {
             assert_eq!(e.seq, Seq(i as u64));
         }
     }
     // After the TTL, this process takes the session over.
-    let (w, replay) = eventually(Duration::from_secs(30), || f.journal.open(&id("crashy")).ok());
+    let (w, replay) = eventually(Duration::from_secs(30), || {
+        f.journal.open(&id("crashy")).ok()
+    });
     assert!(replay.next_seq() > Seq(*acked.last().unwrap()));
     w.append(chunk(99)).unwrap();
     w.flush_blocking().unwrap();
@@ -480,7 +515,11 @@ fn chains_cut_by_other_sessions_are_sent_on_and_stay_whole() {
         assert!(replay.torn_tail.is_none());
         for (i, e) in replay.events.iter().enumerate() {
             let round = i as u64 / 50;
-            assert_eq!(e.data, json!({"n": round * 100 + i as u64 % 50}), "{name} {i}");
+            assert_eq!(
+                e.data,
+                json!({"n": round * 100 + i as u64 % 50}),
+                "{name} {i}"
+            );
         }
     }
 }

@@ -140,13 +140,18 @@ impl NatsServer {
         let mut nodes = Vec::new();
         for i in 0..count {
             let name = format!("n{}", i + 1);
-            let (port, monitor_port, cluster_port) = (ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]);
+            let (port, monitor_port, cluster_port) =
+                (ports[3 * i], ports[3 * i + 1], ports[3 * i + 2]);
             let store = dir.path().join(&name);
             let mut config = format!(
                 "server_name: {name}\nlisten: 127.0.0.1:{port}\nhttp: 127.0.0.1:{monitor_port}\n"
             );
             if jetstream {
-                let sync = if sync_always { "  sync_interval: always\n" } else { "" };
+                let sync = if sync_always {
+                    "  sync_interval: always\n"
+                } else {
+                    ""
+                };
                 config.push_str(&format!(
                     "jetstream {{\n  store_dir: {:?}\n  max_memory_store: 256MB\n  max_file_store: 8GB\n{sync}}}\n",
                     store.display().to_string()
@@ -237,7 +242,15 @@ impl NatsServer {
             .iter()
             .map(|n| {
                 let log = std::fs::read_to_string(&n.log).unwrap_or_default();
-                let tail: String = log.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+                let tail: String = log
+                    .lines()
+                    .rev()
+                    .take(30)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 format!("--- {} ---\n{tail}", n.name)
             })
             .collect::<Vec<_>>()

@@ -73,7 +73,11 @@ impl Fixture {
             .unwrap();
         let url = server.url();
         let js = rt.block_on(async {
-            jetstream::new(async_nats::connect(troupe_store_nats::parse_url(&url).unwrap()).await.unwrap())
+            jetstream::new(
+                async_nats::connect(troupe_store_nats::parse_url(&url).unwrap())
+                    .await
+                    .unwrap(),
+            )
         });
         let shared: Arc<dyn LogBackend> = Arc::new(backend.clone());
         Self {
@@ -165,7 +169,10 @@ impl Fixture {
                 let subject = format!("troupe.session.{id}");
                 let mut out = Vec::new();
                 let mut seq = 0;
-                while let Ok(message) = stream.get_first_raw_message_by_subject(&subject, seq + 1).await {
+                while let Ok(message) = stream
+                    .get_first_raw_message_by_subject(&subject, seq + 1)
+                    .await
+                {
                     seq = message.sequence;
                     out.push(message.payload.to_vec());
                 }
