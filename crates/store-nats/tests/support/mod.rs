@@ -21,6 +21,7 @@ pub struct Fixture {
     pub kind: Kind,
 }
 
+#[allow(clippy::large_enum_variant)] // One per test.
 pub enum Kind {
     Files {
         dir: tempfile::TempDir,
