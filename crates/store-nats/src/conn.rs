@@ -158,6 +158,24 @@ impl Inner {
             .map_err(|_| self.io("wait for the NATS client", "its runtime stopped"))
     }
 
+    /// Like [`Inner::call`], but outside any tokio context (the journal's writer thread) the
+    /// future runs on the calling thread itself (`Handle::block_on`; the runtime's worker
+    /// drives the connection), which saves two thread hand-offs per append. Inside a tokio
+    /// context it is [`Inner::call`].
+    ///
+    /// # Errors
+    /// As [`Inner::call`].
+    pub(crate) fn run<T: Send + 'static>(
+        &self,
+        future: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            Ok(self.handle.block_on(future))
+        } else {
+            self.call(future)
+        }
+    }
+
     pub(crate) fn io(&self, op: &'static str, reason: impl std::fmt::Display) -> JournalError {
         JournalError::StoreIo {
             op,

@@ -251,7 +251,7 @@ impl SessionSink for NatsSink {
             .writer
             .take()
             .ok_or_else(|| self.inner.io("append", "no writer"))?;
-        let (writer, result) = self.inner.call(async move {
+        let (writer, result) = self.inner.run(async move {
             let result = writer.publish(messages, header).await;
             (writer, result)
         })?;
