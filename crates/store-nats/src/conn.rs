@@ -104,8 +104,9 @@ impl Inner {
                 reason: "replicas and max_batch must be at least 1".to_owned(),
             });
         }
+        // Two workers: the connection's reader and a read's consumer run side by side.
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            .worker_threads(2)
             .thread_name("troupe-nats")
             .enable_all()
             .build()

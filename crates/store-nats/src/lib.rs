@@ -60,9 +60,11 @@
 //! expires after the TTL, and then another process may take the session over.
 //!
 //! **Bridging.** The seam is synchronous (the writer actor is an OS thread; reads come from
-//! sync code and from inside tokio tasks). The backend owns a small tokio runtime; a call
-//! spawns its future there and waits on a std channel, so a caller inside another runtime only
-//! blocks its own thread and never nests a runtime.
+//! sync code and from inside tokio tasks). The backend owns a small tokio runtime. Outside
+//! any tokio context (the writer thread) an append runs its future on the calling thread with
+//! `Handle::block_on`; otherwise a call spawns its future on the backend's runtime and waits on
+//! a std channel, so a caller inside another runtime only blocks its own thread and never nests
+//! a runtime.
 
 mod conn;
 mod lease;
