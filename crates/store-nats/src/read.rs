@@ -273,8 +273,11 @@ async fn produce(
             start_sequence: seq + 1,
         },
     };
+    // A push consumer: the server sends without waiting for pull requests (flow controlled);
+    // ordered: gaps and lost heartbeats recreate it from the last sequence seen.
     let consumer = stream
-        .create_consumer(consumer::pull::OrderedConfig {
+        .create_consumer(consumer::push::OrderedConfig {
+            deliver_subject: js.client().new_inbox(),
             filter_subject: subject,
             deliver_policy,
             ..Default::default()
