@@ -262,7 +262,7 @@ fn a_follower_position_from_another_process_is_honoured() {
 #[test]
 fn a_renewed_lease_outlives_its_ttl_and_a_released_one_is_free_at_once() {
     let options = NatsOptions {
-        lease_ttl: Duration::from_millis(600),
+        lease_ttl: Duration::from_millis(1_500),
         ..test_options()
     };
     let Some(f) = Fixture::nats_with(options.clone()) else {
@@ -272,7 +272,7 @@ fn a_renewed_lease_outlives_its_ttl_and_a_released_one_is_free_at_once() {
     w.append(chunk(0)).unwrap();
     w.flush_blocking().unwrap();
     // Several TTLs later the lease is still held: renewals keep it.
-    std::thread::sleep(Duration::from_millis(2_000));
+    std::thread::sleep(Duration::from_millis(4_500));
     let other = f.reconnect();
     assert_eq!(other.open(&id("s")).unwrap_err().code(), "JOURNAL_LOCKED");
     w.append(chunk(1)).unwrap();
