@@ -1,9 +1,11 @@
 //! The log backend seam (DESIGN decision 8): what a storage engine for session logs must do.
 //!
-//! [`crate::SessionWriter`] (group commit, poisoning) runs on top of a [`SessionSink`]; the
-//! JSONL files of [`crate::JsonlBackend`] are the only backend today. A distributed backend
-//! (NATS JetStream is planned) implements the same two traits: its `append` maps to a publish
-//! with an expected last sequence.
+//! [`crate::SessionWriter`] (group commit, poisoning) runs on top of a [`SessionSink`]. Two
+//! backends implement these traits: the JSONL files of [`crate::JsonlBackend`] (the default),
+//! and the NATS JetStream store of the `troupe-store-nats` crate, whose `append` is a publish
+//! fenced by the subject's expected last sequence and whose single-writer rule is a lease
+//! (`JOURNAL_LOCKED` naming the holder; `JOURNAL_LEASE_LOST` when it is lost, which poisons the
+//! writer with that code).
 
 use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 

@@ -137,6 +137,79 @@ pub enum JournalError {
         /// The session.
         id: SessionId,
     },
+    /// Another live writer holds the session's lease on a shared store (the NATS store's
+    /// replacement for the file lock, DESIGN §7). Returned by opening a session for writing, or
+    /// by the first append of a new session whose id another writer is creating. Never retried
+    /// automatically; the lease frees itself when its holder stops renewing it.
+    /// Code `JOURNAL_LOCKED`.
+    #[error("session {id} is locked by {holder} (lease on {store})")]
+    Leased {
+        /// The session.
+        id: SessionId,
+        /// Who holds the lease, e.g. `host build-1 pid 4242 since 1764000000000`.
+        holder: String,
+        /// The store, e.g. `nats://127.0.0.1:4222`.
+        store: String,
+    },
+    /// This writer's lease on a shared store could not be renewed in time or was taken by
+    /// another writer: the writer is poisoned and refuses every later append and flush (another
+    /// process may now write the session). Code `JOURNAL_LEASE_LOST`.
+    #[error("journal writer for session {id} lost its lease: {reason}")]
+    LeaseLost {
+        /// The session.
+        id: SessionId,
+        /// Why, e.g. "not renewed within its 10 s TTL".
+        reason: String,
+    },
+    /// A store URL that cannot be parsed (for example `nats://` without a host).
+    /// Code `STORE_INVALID_URL`.
+    #[error("invalid store URL {url:?}: {reason}")]
+    StoreInvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A shared store could not be reached when connecting (no server answers at the URL).
+    /// Code `STORE_UNREACHABLE`.
+    #[error("cannot reach the store at {url}: {reason}")]
+    StoreUnreachable {
+        /// The store URL.
+        url: String,
+        /// The client's error.
+        reason: String,
+    },
+    /// The server at the URL lacks what the store needs (JetStream disabled, a server too old).
+    /// Code `STORE_UNSUPPORTED`.
+    #[error("the store at {url} is unusable: {reason}")]
+    StoreUnsupported {
+        /// The store URL.
+        url: String,
+        /// What is missing.
+        reason: String,
+    },
+    /// The store's existing configuration cannot hold session logs (a stream whose subjects do
+    /// not cover the session subjects, a lease bucket without a TTL, a session id that is not a
+    /// valid subject). Code `STORE_MISCONFIGURED`.
+    #[error("the store at {url} is misconfigured: {reason}")]
+    StoreMisconfigured {
+        /// The store URL.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A request to a connected store failed or timed out (connection lost, no stream leader,
+    /// no quorum). Nothing the request would have written is considered written.
+    /// Code `STORE_IO`.
+    #[error("{op} on {url} failed: {reason}")]
+    StoreIo {
+        /// What was being done (e.g. "publish").
+        op: &'static str,
+        /// The store URL.
+        url: String,
+        /// The client's error.
+        reason: String,
+    },
     /// An operating-system error while reading or writing a session file or directory.
     /// Code `JOURNAL_IO`.
     #[error("{op} {}: {error}", path.display())]
@@ -168,6 +241,13 @@ impl ErrorCode for JournalError {
             JournalError::InvalidBoundary { .. } => "INVALID_BOUNDARY",
             JournalError::InvalidEvent { .. } => "JOURNAL_INVALID_EVENT",
             JournalError::Closed { .. } => "JOURNAL_CLOSED",
+            JournalError::Leased { .. } => "JOURNAL_LOCKED",
+            JournalError::LeaseLost { .. } => "JOURNAL_LEASE_LOST",
+            JournalError::StoreInvalidUrl { .. } => "STORE_INVALID_URL",
+            JournalError::StoreUnreachable { .. } => "STORE_UNREACHABLE",
+            JournalError::StoreUnsupported { .. } => "STORE_UNSUPPORTED",
+            JournalError::StoreMisconfigured { .. } => "STORE_MISCONFIGURED",
+            JournalError::StoreIo { .. } => "STORE_IO",
             JournalError::Io { .. } => "JOURNAL_IO",
         }
     }

@@ -8,7 +8,8 @@
 //!
 //! A failed sink append poisons the writer: pending events are dropped (they were never
 //! acknowledged), the sink has rolled the file back to its last durable length, and every later
-//! append or flush fails with `JOURNAL_POISONED`.
+//! append or flush fails with `JOURNAL_POISONED` (`JOURNAL_LEASE_LOST` when the sink reported
+//! the loss of its lease on a shared store).
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -52,7 +53,7 @@ struct State {
     waiters: Vec<Waiter>,
     flush_requested: bool,
     /// The failure that poisoned the writer.
-    failure: Option<String>,
+    failure: Option<Failure>,
     closing: bool,
     /// Set by [`SessionWriter::abandon`]: stop without writing pending events.
     abandoned: bool,
@@ -70,6 +71,43 @@ pub struct WriterStats {
     pub waiting_flushes: usize,
     /// Events appended but not yet handed to the sink.
     pub pending_events: usize,
+}
+
+/// What poisoned a writer: the sink's error as text, and whether it was the loss of the
+/// session's lease (reported as `JOURNAL_LEASE_LOST` instead of `JOURNAL_POISONED`).
+#[derive(Debug, Clone)]
+struct Failure {
+    cause: String,
+    lease_lost: bool,
+}
+
+impl Failure {
+    fn of(error: &JournalError) -> Self {
+        match error {
+            JournalError::LeaseLost { reason, .. } => Failure {
+                cause: reason.clone(),
+                lease_lost: true,
+            },
+            other => Failure {
+                cause: other.to_string(),
+                lease_lost: false,
+            },
+        }
+    }
+
+    fn error(&self, id: &SessionId) -> JournalError {
+        if self.lease_lost {
+            JournalError::LeaseLost {
+                id: id.clone(),
+                reason: self.cause.clone(),
+            }
+        } else {
+            JournalError::Poisoned {
+                id: id.clone(),
+                cause: self.cause.clone(),
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -184,7 +222,8 @@ impl SessionWriter {
     /// # Errors
     /// `JOURNAL_INVALID_EVENT` for an unknown required type, a malformed type or a payload
     /// nested deeper than [`crate::MAX_DATA_DEPTH`] (nothing is appended);
-    /// `JOURNAL_POISONED` after a failed flush; `JOURNAL_CLOSED` after
+    /// `JOURNAL_POISONED` after a failed flush (`JOURNAL_LEASE_LOST` when it failed because the
+    /// lease was lost); `JOURNAL_CLOSED` after
     /// [`SessionWriter::close`] or [`SessionWriter::abandon`].
     pub fn append(&self, draft: EventDraft) -> Result<Event> {
         let mut events = self.append_batch(vec![draft])?;
@@ -256,11 +295,8 @@ impl SessionWriter {
     }
 
     fn check_open(&self, st: &State) -> Result<()> {
-        if let Some(cause) = &st.failure {
-            return Err(JournalError::Poisoned {
-                id: self.id().clone(),
-                cause: cause.clone(),
-            });
+        if let Some(failure) = &st.failure {
+            return Err(failure.error(self.id()));
         }
         if st.closing {
             return Err(JournalError::Closed {
@@ -290,7 +326,8 @@ impl SessionWriter {
     /// docs for group commit). Returns the durable seq reached.
     ///
     /// # Errors
-    /// `JOURNAL_POISONED` when this or an earlier flush failed (the failure's cause is in the
+    /// `JOURNAL_POISONED` (or `JOURNAL_LEASE_LOST`, see [`SessionWriter::append`]) when this or
+    /// an earlier flush failed (the failure's cause is in the
     /// message); `JOURNAL_CLOSED` when the writer stopped first.
     pub async fn flush(&self) -> Result<Seq> {
         match self.request_flush()? {
@@ -410,7 +447,7 @@ fn run(shared: &Shared, mut sink: Box<dyn SessionSink>) {
             }
             Err(e) => {
                 tracing::error!(session = %shared.header.id, error = %e, "journal writer poisoned");
-                st.failure = Some(e.to_string());
+                st.failure = Some(Failure::of(&e));
                 st.pending.clear();
                 fail_waiters(&mut st, &shared.header.id);
                 return;
@@ -426,10 +463,7 @@ fn run(shared: &Shared, mut sink: Box<dyn SessionSink>) {
 fn fail_waiters(st: &mut State, id: &SessionId) {
     for waiter in std::mem::take(&mut st.waiters) {
         let err = match &st.failure {
-            Some(cause) => JournalError::Poisoned {
-                id: id.clone(),
-                cause: cause.clone(),
-            },
+            Some(failure) => failure.error(id),
             None => JournalError::Closed { id: id.clone() },
         };
         let _ = waiter.tx.send(Err(err));

@@ -1,0 +1,399 @@
+//! The connection: the backend's runtime, the client, the stream and the lease bucket.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv, stream};
+use async_nats::{ConnectOptions, ServerAddr};
+use troupe_journal::{JournalError, Result, ScanPosition};
+use troupe_protocol::SessionId;
+
+use crate::{NatsOptions, SESSION_SUBJECT_PREFIX, SESSION_SUBJECTS};
+
+/// What every sink and read of one backend shares.
+pub(crate) struct Inner {
+    pub(crate) url: String,
+    pub(crate) options: NatsOptions,
+    /// `None` once dropped. Shut down in the background, so dropping the backend inside an
+    /// async context does not panic.
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    pub(crate) handle: tokio::runtime::Handle,
+    pub(crate) js: jetstream::Context,
+    pub(crate) leases: kv::Store,
+    /// The lease bucket's `max_age`.
+    pub(crate) lease_ttl: Duration,
+    /// For followers: the stream sequence of the last valid message behind each position a
+    /// read returned, so `read_each_from` starts its consumer right after it.
+    positions: Mutex<HashMap<(SessionId, ScanPosition), u64>>,
+}
+
+/// At most this many remembered follow positions (then the cache starts over).
+const MAX_POSITIONS: usize = 4096;
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let runtime = self
+            .runtime
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(runtime) = runtime {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Parses a store URL `nats://HOST:PORT[,HOST:PORT…]` (the scheme may be left out, and may be
+/// repeated per server) into the server addresses to connect to.
+///
+/// # Errors
+/// `STORE_INVALID_URL` for an empty list or an address that does not parse.
+pub fn parse_url(url: &str) -> Result<Vec<ServerAddr>> {
+    let invalid = |reason: String| JournalError::StoreInvalidUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let rest = url.strip_prefix("nats://").unwrap_or(url);
+    let mut out = Vec::new();
+    for part in rest.split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err(invalid("an empty server address".to_owned()));
+        }
+        let full = if part.contains("://") {
+            part.to_owned()
+        } else {
+            format!("nats://{part}")
+        };
+        let addr: ServerAddr = full
+            .parse()
+            .map_err(|e| invalid(format!("{part:?}: {e}")))?;
+        if addr.host().is_empty() {
+            return Err(invalid(format!("{part:?} has no host")));
+        }
+        out.push(addr);
+    }
+    Ok(out)
+}
+
+/// Whether the stream subject filter `filter` matches every subject `troupe.session.<id>`.
+fn covers_sessions(filter: &str) -> bool {
+    let want = ["troupe", "session", ">"];
+    for (i, token) in filter.split('.').enumerate() {
+        if token == ">" {
+            return true;
+        }
+        match want.get(i) {
+            Some(&">") | None => return false,
+            Some(w) if token == "*" || token == *w => {}
+            Some(_) => return false,
+        }
+    }
+    false
+}
+
+impl Inner {
+    pub(crate) fn connect(url: &str, options: NatsOptions) -> Result<Self> {
+        let addrs = parse_url(url)?;
+        if options.replicas == 0 || options.max_batch == 0 {
+            return Err(JournalError::StoreInvalidUrl {
+                url: url.to_owned(),
+                reason: "replicas and max_batch must be at least 1".to_owned(),
+            });
+        }
+        // Two workers: the connection's reader and a read's consumer run side by side.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("troupe-nats")
+            .enable_all()
+            .build()
+            .map_err(|e| JournalError::StoreIo {
+                op: "start the NATS client runtime",
+                url: url.to_owned(),
+                reason: e.to_string(),
+            })?;
+        let handle = runtime.handle().clone();
+        let setup = {
+            let url = url.to_owned();
+            let options = options.clone();
+            async move { setup(&url, addrs, &options).await }
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        handle.spawn(async move {
+            let _ = tx.send(setup.await);
+        });
+        let setup = rx.recv().map_err(|_| JournalError::StoreIo {
+            op: "connect",
+            url: url.to_owned(),
+            reason: "the NATS client runtime stopped".to_owned(),
+        })??;
+        Ok(Self {
+            url: url.to_owned(),
+            options,
+            runtime: Mutex::new(Some(runtime)),
+            handle,
+            js: setup.js,
+            leases: setup.leases,
+            lease_ttl: setup.lease_ttl,
+            positions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Runs `future` on the backend's runtime and waits for it on this thread (a std channel:
+    /// fine inside another runtime's task, which it only blocks).
+    ///
+    /// # Errors
+    /// `STORE_IO` when the runtime is gone.
+    pub(crate) fn call<T: Send + 'static>(
+        &self,
+        future: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.handle.spawn(async move {
+            let _ = tx.send(future.await);
+        });
+        rx.recv()
+            .map_err(|_| self.io("wait for the NATS client", "its runtime stopped"))
+    }
+
+    /// Like [`Inner::call`], but outside any tokio context (the journal's writer thread) the
+    /// future runs on the calling thread itself (`Handle::block_on`; the runtime's worker
+    /// drives the connection), which saves two thread hand-offs per append. Inside a tokio
+    /// context it is [`Inner::call`].
+    ///
+    /// # Errors
+    /// As [`Inner::call`].
+    pub(crate) fn run<T: Send + 'static>(
+        &self,
+        future: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            Ok(self.handle.block_on(future))
+        } else {
+            self.call(future)
+        }
+    }
+
+    pub(crate) fn io(&self, op: &'static str, reason: impl std::fmt::Display) -> JournalError {
+        JournalError::StoreIo {
+            op,
+            url: self.url.clone(),
+            reason: reason.to_string(),
+        }
+    }
+
+    pub(crate) fn location(&self, id: &SessionId) -> PathBuf {
+        PathBuf::from(format!(
+            "{}/{}/{SESSION_SUBJECT_PREFIX}{id}",
+            self.url, self.options.stream
+        ))
+    }
+
+    /// The subject of `id`, refusing ids that are not a valid subject (an empty token: `..`
+    /// or a trailing `.`).
+    pub(crate) fn subject(&self, id: &SessionId) -> Result<String> {
+        if id.as_str().split('.').any(str::is_empty) {
+            return Err(JournalError::StoreMisconfigured {
+                url: self.url.clone(),
+                reason: format!(
+                    "session id {id:?} cannot be a NATS subject (an empty token between dots)"
+                ),
+            });
+        }
+        Ok(format!("{SESSION_SUBJECT_PREFIX}{id}"))
+    }
+
+    pub(crate) fn remember(&self, id: &SessionId, position: ScanPosition, stream_seq: u64) {
+        let mut positions = self
+            .positions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if positions.len() >= MAX_POSITIONS {
+            positions.clear();
+        }
+        positions.insert((id.clone(), position), stream_seq);
+    }
+
+    pub(crate) fn recall(&self, id: &SessionId, position: ScanPosition) -> Option<u64> {
+        self.positions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(id.clone(), position))
+            .copied()
+    }
+}
+
+struct Setup {
+    js: jetstream::Context,
+    leases: kv::Store,
+    lease_ttl: Duration,
+}
+
+async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Result<Setup> {
+    let misconfigured = |reason: String| JournalError::StoreMisconfigured {
+        url: url.to_owned(),
+        reason,
+    };
+    let io = |op: &'static str, e: &dyn std::fmt::Display| JournalError::StoreIo {
+        op,
+        url: url.to_owned(),
+        reason: e.to_string(),
+    };
+    let client = ConnectOptions::new()
+        .connection_timeout(options.request_timeout)
+        .request_timeout(Some(options.request_timeout))
+        .connect(addrs)
+        .await
+        .map_err(|e| JournalError::StoreUnreachable {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })?;
+    let js = jetstream::ContextBuilder::new()
+        .timeout(options.request_timeout)
+        .build(client.clone());
+    js.query_account()
+        .await
+        .map_err(|e| JournalError::StoreUnsupported {
+            url: url.to_owned(),
+            reason: format!("JetStream is not available ({e}); start the server with -js"),
+        })?;
+
+    // The stream: used as it is when it exists, created when missing.
+    let mut created = false;
+    let info = loop {
+        match js.get_stream(&options.stream).await {
+            Ok(mut stream) => {
+                break stream
+                    .info()
+                    .await
+                    .map_err(|e| io("read the stream info", &e))?
+                    .clone();
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    jetstream::context::GetStreamErrorKind::JetStream(ref j)
+                        if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+                ) && !created =>
+            {
+                created = true;
+                let config = stream::Config {
+                    name: options.stream.clone(),
+                    subjects: vec![SESSION_SUBJECTS.to_owned()],
+                    storage: stream::StorageType::File,
+                    num_replicas: options.replicas,
+                    allow_direct: true,
+                    ..Default::default()
+                };
+                match js.create_stream(config).await {
+                    Ok(_) => {}
+                    Err(e) => match e.kind() {
+                        // Another process created it meanwhile: read it.
+                        jetstream::context::CreateStreamErrorKind::JetStream(j)
+                            if j.error_code() == jetstream::ErrorCode::STREAM_NAME_EXIST => {}
+                        jetstream::context::CreateStreamErrorKind::JetStream(j) => {
+                            return Err(misconfigured(format!(
+                                "cannot create stream {}: {j}",
+                                options.stream
+                            )));
+                        }
+                        _ => return Err(io("create the stream", &e)),
+                    },
+                }
+            }
+            Err(e) => return Err(io("look up the stream", &e)),
+        }
+    };
+    if !info.config.subjects.iter().any(|s| covers_sessions(s)) {
+        return Err(misconfigured(format!(
+            "stream {} takes subjects {:?}, not {SESSION_SUBJECTS}",
+            options.stream, info.config.subjects
+        )));
+    }
+
+    // The lease bucket, likewise.
+    let leases = match js.get_key_value(&options.lease_bucket).await {
+        Ok(store) => store,
+        Err(_) => {
+            let config = kv::Config {
+                bucket: options.lease_bucket.clone(),
+                history: 1,
+                max_age: options.lease_ttl,
+                storage: stream::StorageType::File,
+                num_replicas: options.replicas,
+                ..Default::default()
+            };
+            match js.create_key_value(config).await {
+                Ok(store) => store,
+                // Created by another process meanwhile?
+                Err(create_error) => js
+                    .get_key_value(&options.lease_bucket)
+                    .await
+                    .map_err(|_| io("create the lease bucket", &create_error))?,
+            }
+        }
+    };
+    let lease_ttl = leases
+        .status()
+        .await
+        .map_err(|e| io("read the lease bucket", &e))?
+        .info
+        .config
+        .max_age;
+    if lease_ttl.is_zero() {
+        return Err(misconfigured(format!(
+            "lease bucket {} has no max_age, so a dead writer's lease would never expire",
+            options.lease_bucket
+        )));
+    }
+    Ok(Setup {
+        js,
+        leases,
+        lease_ttl,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_subjects_are_covered_only_by_filters_matching_every_id() {
+        for filter in [">", "troupe.>", "troupe.session.>", "*.session.>", "*.*.>"] {
+            assert!(covers_sessions(filter), "{filter}");
+        }
+        for filter in [
+            "troupe.session.*",
+            "troupe.session",
+            "troupe",
+            "other.>",
+            "troupe.x.>",
+        ] {
+            assert!(!covers_sessions(filter), "{filter}");
+        }
+    }
+
+    #[test]
+    fn urls_list_servers_and_bad_ones_are_refused() {
+        assert_eq!(
+            parse_url("nats://127.0.0.1:4222").map(|a| a.len()).ok(),
+            Some(1)
+        );
+        assert_eq!(
+            parse_url("nats://127.0.0.1:1,127.0.0.1:2,nats://127.0.0.1:3")
+                .map(|a| a.len())
+                .ok(),
+            Some(3)
+        );
+        assert_eq!(parse_url("127.0.0.1:4222").map(|a| a.len()).ok(), Some(1));
+        for bad in ["", "nats://", "nats://a:1,", "nats://:notaport"] {
+            let err = parse_url(bad)
+                .err()
+                .map(|e| troupe_protocol::ErrorCode::code(&e));
+            assert_eq!(err, Some("STORE_INVALID_URL"), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The NATS JetStream store (DESIGN §7, decisions 8–9): Troupe's session logs on a replicated
+//! stream, behind the journal's backend seam ([`troupe_journal::LogBackend`]).
+//!
+//! **Layout.** One stream (default `TROUPE`, file storage, [`NatsOptions::replicas`] replicas)
+//! holding the subjects `troupe.session.>`; session `<id>` is the subject
+//! `troupe.session.<id>`. Its first message is the header line, then one message per event
+//! whose payload is exactly the JSONL line the file store writes (no newline). Reads join the
+//! payloads with `'\n'` and hand them to the journal's own scans ([`troupe_journal::scan_each`],
+//! [`troupe_journal::scan_selected_each`], [`troupe_journal::scan_events`]), so replay, batch
+//! atomicity (`batchLast`), torn-tail and corruption rules and their errors are the file
+//! store's; a line's "byte offset" is its offset in that joined image, which is byte for byte
+//! the session file the JSONL store would hold.
+//!
+//! **Appends** ([`troupe_journal::SessionSink::append`], one group-commit round of the writer
+//! actor) are a *fenced chain*, pipelined: every message carries
+//! `Nats-Msg-Id: <id>/<seq>/<owner>` (a retried publish is de-duplicated; `owner` is the
+//! writer's lease token, so another writer's message is never mistaken for a retry of this
+//! one's); the first message of a send carries `Nats-Expected-Last-Subject-Sequence` (the
+//! stream sequence of the subject's last message as this writer knows it: a mismatch is
+//! `JOURNAL_SEQ_CONFLICT`, the fence against a writer that lost its lease) and each later one
+//! `Nats-Expected-Last-Msg-Id` = the message before it. All acknowledgements are awaited
+//! together (group commit). The checks make what the stream stores of one send a *prefix* of
+//! it — a lost or refused message makes every later one fail, so there is never a gap — and
+//! keep every message of a stale writer from landing behind another writer's. When another
+//! session's message lands inside a chain, the rest fails its check and is sent again from
+//! where it stopped. (JetStream's atomic batches would give all-or-nothing rounds too, but on
+//! a file stream each costs 10–30 ms on this project's machine: see BENCHMARKS.md.)
+//!
+//! **What survives a crash** (of the writer, its connection, or servers below quorum), at each
+//! point of an append: before the first acknowledgement, nothing of the round; part-way, an
+//! acknowledged prefix of it: its whole journal batches are valid events (not yet reported to
+//! the caller), and a journal batch cut there is an incomplete final batch, which no reader
+//! ever uses (the journal's `batchLast` rule) and which the next
+//! [`troupe_journal::LogBackend::open`] deletes, last message first, before appending; after
+//! the last acknowledgement, the whole round (an acknowledgement means stored on a quorum of
+//! the stream's replicas; written to disk at once only with the server's
+//! `sync_interval: always`). A publish that fails transiently (timeout, lost connection,
+//! leader election) is resolved by reading the subject's last message — one of ours (that
+//! far it is stored), unchanged, or another writer's (`JOURNAL_SEQ_CONFLICT`) — and sent again
+//! until [`NatsOptions::append_timeout`]; a flush never reports success for a round not wholly
+//! acknowledged.
+//!
+//! **The first append of a new session** (header + first batch, or a fork seed without
+//! framing) is visible whole or not at all: the header message carries the NATS header
+//! `Troupe-First-Events: N` (the number of events published with it) and readers treat a
+//! subject holding fewer than `N` events after its header as a session not created yet
+//! (`SESSION_NOT_FOUND`; left out of listings). The header is fenced on an empty subject
+//! and the rest of the first append is chained to it (`SESSION_ALREADY_EXISTS` when the id is
+//! taken); the leftovers of a creator that died half-way are purged by the next creator of the
+//! same id, which holds the lease.
+//!
+//! **Leases** (KV bucket `TROUPE_LEASES`, key = session id, value
+//! `{"owner","host","pid","since"}`, TTL [`NatsOptions::lease_ttl`], the bucket's `max_age`):
+//! one writer per session. Opening a session takes the lease with `create` (a held one is
+//! `JOURNAL_LOCKED` naming its host and pid); a new session takes it at its first append. The
+//! writer renews it with `update(revision)` every TTL/3; when the key was taken over, or no
+//! renewal succeeded within the TTL, the writer is poisoned with `JOURNAL_LEASE_LOST` and makes
+//! no further publish (and any publish it still had in flight is refused by the fence once
+//! another writer appended). Closing the writer deletes the key; a crashed holder's key
+//! expires after the TTL, and then another process may take the session over.
+//!
+//! **Bridging.** The seam is synchronous (the writer actor is an OS thread; reads come from
+//! sync code and from inside tokio tasks). The backend owns a small tokio runtime. Outside
+//! any tokio context (the writer thread) an append runs its future on the calling thread with
+//! `Handle::block_on`; otherwise a call spawns its future on the backend's runtime and waits on
+//! a std channel, so a caller inside another runtime only blocks its own thread and never nests
+//! a runtime.
+
+mod conn;
+mod lease;
+mod read;
+mod sink;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use troupe_journal::{
+    JournalError, LineCheck, LineUse, LogBackend, Replay, Result, ScanPosition, ScanSummary,
+    ScanTail, Selected, SessionListing, SessionSink,
+};
+use troupe_protocol::{Event, SessionHeader, SessionId};
+
+pub use conn::parse_url;
+
+/// The default stream name.
+pub const DEFAULT_STREAM: &str = "TROUPE";
+/// The default lease bucket.
+pub const DEFAULT_LEASE_BUCKET: &str = "TROUPE_LEASES";
+/// The subjects of the session logs: `troupe.session.<id>`.
+pub const SESSION_SUBJECTS: &str = "troupe.session.>";
+/// The prefix of a session's subject.
+pub const SESSION_SUBJECT_PREFIX: &str = "troupe.session.";
+/// The NATS header of a session's header message naming how many events its first append
+/// published with it.
+pub const FIRST_EVENTS_HEADER: &str = "Troupe-First-Events";
+
+/// How the backend uses a NATS server. [`Default`] gives the documented defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsOptions {
+    /// The stream holding the session logs (default [`DEFAULT_STREAM`]). Created on first use
+    /// when missing; an existing stream is used with its own settings.
+    pub stream: String,
+    /// Replicas of the stream and the lease bucket when this backend creates them (default 1;
+    /// 3 for production on a cluster of three or more servers).
+    pub replicas: usize,
+    /// The KV bucket of the leases (default [`DEFAULT_LEASE_BUCKET`]). Created on first use
+    /// with `max_age = lease_ttl` when missing; an existing bucket's `max_age` is the TTL.
+    pub lease_bucket: String,
+    /// The lease TTL used when this backend creates the lease bucket (default 10 s).
+    pub lease_ttl: Duration,
+    /// How long one request to the server may take before it counts as failed (default 5 s).
+    pub request_timeout: Duration,
+    /// How long an append keeps retrying transient failures (lost connection, leader
+    /// election) before it fails and poisons the writer (default 30 s).
+    pub append_timeout: Duration,
+    /// The most messages one pipelined send keeps in flight (default 1000); a longer round is
+    /// sent in several.
+    pub max_batch: usize,
+}
+
+impl Default for NatsOptions {
+    fn default() -> Self {
+        Self {
+            stream: DEFAULT_STREAM.to_owned(),
+            replicas: 1,
+            lease_bucket: DEFAULT_LEASE_BUCKET.to_owned(),
+            lease_ttl: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(5),
+            append_timeout: Duration::from_secs(30),
+            max_batch: 1000,
+        }
+    }
+}
+
+/// Session logs on NATS JetStream (see the crate docs for layout, appends, leases and what
+/// survives a crash). Cheap to clone: clones share the connection and its runtime.
+#[derive(Clone)]
+pub struct NatsBackend {
+    inner: Arc<conn::Inner>,
+}
+
+impl std::fmt::Debug for NatsBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsBackend")
+            .field("url", &self.inner.url)
+            .field("stream", &self.inner.options.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NatsBackend {
+    /// Connects to the server(s) at `url` (`nats://HOST:PORT[,HOST:PORT…]`; a bare
+    /// `HOST:PORT` works too), checks JetStream, and makes sure the stream and the lease
+    /// bucket exist (creating them with `options` when missing).
+    ///
+    /// # Errors
+    /// `STORE_INVALID_URL` for a URL that does not parse; `STORE_UNREACHABLE` when no server
+    /// answers; `STORE_UNSUPPORTED` when JetStream is not enabled; `STORE_MISCONFIGURED` when
+    /// the existing stream does not take `troupe.session.>` (or another stream holds those
+    /// subjects) or the lease bucket has no `max_age`; `STORE_IO` when a request fails.
+    /// Every message names the URL.
+    pub fn connect(url: &str, options: NatsOptions) -> Result<Self> {
+        Ok(Self {
+            inner: Arc::new(conn::Inner::connect(url, options)?),
+        })
+    }
+
+    /// The store URL as given to [`NatsBackend::connect`].
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &NatsOptions {
+        &self.inner.options
+    }
+
+    /// The lease TTL in force: the lease bucket's `max_age`.
+    pub fn lease_ttl(&self) -> Duration {
+        self.inner.lease_ttl
+    }
+
+    /// The subject of session `id`: `troupe.session.<id>`.
+    pub fn subject(id: &SessionId) -> String {
+        format!("{SESSION_SUBJECT_PREFIX}{id}")
+    }
+
+    /// Where session `id` lives, as shown in errors and listings:
+    /// `<url>/<stream>/troupe.session.<id>`.
+    pub fn location(&self, id: &SessionId) -> PathBuf {
+        self.inner.location(id)
+    }
+}
+
+impl LogBackend for NatsBackend {
+    fn create(&self, header: SessionHeader) -> Result<Box<dyn SessionSink>> {
+        Ok(Box::new(sink::NatsSink::create(
+            Arc::clone(&self.inner),
+            header,
+        )?))
+    }
+
+    fn open(&self, id: &SessionId) -> Result<(Box<dyn SessionSink>, Replay)> {
+        let (sink, replay) = sink::NatsSink::open(Arc::clone(&self.inner), id)?;
+        Ok((Box::new(sink), replay))
+    }
+
+    fn read(&self, id: &SessionId) -> Result<Replay> {
+        let mut events = Vec::new();
+        let summary = self.read_each(id, &mut |e| events.push(e))?;
+        Ok(Replay {
+            path: self.inner.location(id),
+            header: summary.header,
+            events,
+            skipped: summary.skipped,
+            torn_tail: summary.torn_tail,
+            valid_len: summary.valid_len,
+        })
+    }
+
+    fn read_each(&self, id: &SessionId, on_event: &mut dyn FnMut(Event)) -> Result<ScanSummary> {
+        read::read_each(&self.inner, id, on_event).map(|(summary, _)| summary)
+    }
+
+    fn read_each_from(
+        &self,
+        id: &SessionId,
+        from: ScanPosition,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<ScanTail> {
+        read::read_each_from(&self.inner, id, from, on_event)
+    }
+
+    fn read_selected_each(
+        &self,
+        id: &SessionId,
+        check: LineCheck,
+        select: &dyn Fn(&str) -> bool,
+        on_selected: &mut dyn FnMut(Selected<'_>) -> LineUse,
+    ) -> Result<ScanSummary> {
+        read::read_selected_each(&self.inner, id, check, select, on_selected)
+    }
+
+    fn list(&self, on_error: &mut dyn FnMut(JournalError)) -> Result<Vec<SessionListing>> {
+        read::list(&self.inner, on_error)
+    }
+}

@@ -1,0 +1,624 @@
+//! Reading session subjects: an ordered consumer on the backend's runtime feeds the payloads,
+//! joined with `'\n'`, to the journal's scans on the caller's thread (bounded memory: a few
+//! chunks in flight).
+
+use std::collections::VecDeque;
+use std::io::{BufRead, Read};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender};
+
+use async_nats::jetstream::{self, consumer};
+use futures_util::StreamExt;
+use troupe_journal::{
+    JournalError, LineCheck, LineUse, MAX_BATCH_EVENTS, Result, ScanPosition, ScanSummary,
+    ScanTail, Selected, SessionListing, scan_each, scan_events, scan_selected_each,
+};
+use troupe_protocol::{Event, SessionId};
+
+use crate::conn::Inner;
+use crate::{FIRST_EVENTS_HEADER, SESSION_SUBJECT_PREFIX, SESSION_SUBJECTS};
+
+/// A chunk is sent once it holds this many bytes (it holds whole lines only).
+const CHUNK_BYTES: usize = 256 * 1024;
+/// Chunks the producer may have in flight before the reader consumed them.
+const CHUNKS_IN_FLIGHT: usize = 8;
+/// Stream sequences remembered for the end of a read: enough for the last valid message and
+/// an unfinished batch after it (at most `MAX_BATCH_EVENTS - 1` messages).
+const SEQS_KEPT: usize = MAX_BATCH_EVENTS as usize + 2;
+
+/// What the producer sends to the reader.
+enum Piece {
+    /// Whole lines (each payload followed by `'\n'`) and each line's stream sequence.
+    Lines { bytes: Vec<u8>, seqs: Vec<u64> },
+    /// The next message's payload holds a newline, so it is no single line.
+    BadMessage { stream_seq: u64 },
+    /// The subject holds no session: empty, or its first append is unfinished.
+    Missing(String),
+    /// The read failed.
+    Failed(JournalError),
+    /// Everything the subject held when the read reached it.
+    End,
+}
+
+/// Where a read starts.
+#[derive(Clone, Copy)]
+enum Start {
+    /// At the header: checks that the session exists and its first append is whole.
+    Header,
+    /// After the message with this stream sequence.
+    After(u64),
+}
+
+/// Why the reader stopped early.
+enum Stop {
+    Bad {
+        line: u64,
+        offset: u64,
+        stream_seq: u64,
+    },
+    Missing(String),
+    Failed(JournalError),
+}
+
+/// A [`BufRead`] over the producer's chunks.
+pub(crate) struct MessageReader {
+    rx: Receiver<Piece>,
+    permits: Arc<tokio::sync::Semaphore>,
+    chunk: Vec<u8>,
+    at: usize,
+    done: bool,
+    stop: Option<Stop>,
+    /// Lines handed out so far, and their bytes.
+    lines: u64,
+    bytes: u64,
+    /// Stream sequences of the last [`SEQS_KEPT`] lines.
+    seqs: VecDeque<u64>,
+}
+
+impl MessageReader {
+    fn next_piece(&mut self) {
+        match self.rx.recv() {
+            Ok(Piece::Lines { bytes, seqs }) => {
+                self.permits.add_permits(1);
+                self.lines += seqs.len() as u64;
+                self.bytes += bytes.len() as u64;
+                for seq in seqs {
+                    if self.seqs.len() == SEQS_KEPT {
+                        self.seqs.pop_front();
+                    }
+                    self.seqs.push_back(seq);
+                }
+                self.chunk = bytes;
+                self.at = 0;
+            }
+            Ok(Piece::BadMessage { stream_seq }) => {
+                self.stop = Some(Stop::Bad {
+                    line: self.lines,
+                    offset: self.bytes,
+                    stream_seq,
+                });
+                self.done = true;
+            }
+            Ok(Piece::Missing(why)) => {
+                self.stop = Some(Stop::Missing(why));
+                self.done = true;
+            }
+            Ok(Piece::Failed(e)) => {
+                self.stop = Some(Stop::Failed(e));
+                self.done = true;
+            }
+            Ok(Piece::End) => self.done = true,
+            Err(_) => {
+                self.stop = Some(Stop::Failed(JournalError::StoreIo {
+                    op: "read",
+                    url: String::new(),
+                    reason: "the reading task stopped".to_owned(),
+                }));
+                self.done = true;
+            }
+        }
+    }
+
+    /// The stream sequence of the `index`-th line handed out (0-based), if still remembered.
+    fn seq_of(&self, index: u64) -> Option<u64> {
+        let first = self.lines - self.seqs.len() as u64;
+        index
+            .checked_sub(first)
+            .and_then(|i| self.seqs.get(usize::try_from(i).ok()?).copied())
+    }
+
+    /// The stream sequences of the lines from `index` on (0-based).
+    fn seqs_from(&self, index: u64) -> Vec<u64> {
+        (index..self.lines).filter_map(|i| self.seq_of(i)).collect()
+    }
+
+    /// The `id` of the header line, when the first line is a JSON object with one.
+    fn header_id(&mut self) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct IdOnly {
+            id: String,
+        }
+        let available = self.fill_buf().ok()?;
+        let end = memchr_newline(available)?;
+        serde_json::from_slice::<IdOnly>(&available[..end])
+            .ok()
+            .map(|h| h.id)
+    }
+
+    /// Combines the scan's result with how the feed ended: a failed or missing feed wins (the
+    /// scan saw only part of the subject), then the scan's own error, then a message with a
+    /// newline (a complete bad line: corruption).
+    fn finish<T>(
+        &mut self,
+        inner: &Inner,
+        id: &SessionId,
+        path: &Path,
+        scanned: Result<T>,
+    ) -> Result<T> {
+        match self.stop.take() {
+            Some(Stop::Failed(JournalError::StoreIo { op, reason, .. })) => {
+                Err(JournalError::StoreIo {
+                    op,
+                    url: inner.url.clone(),
+                    reason,
+                })
+            }
+            Some(Stop::Failed(e)) => Err(e),
+            Some(Stop::Missing(why)) => Err(JournalError::NotFound {
+                id: format!("{id} ({why})"),
+                path: path.to_path_buf(),
+            }),
+            Some(Stop::Bad {
+                line,
+                offset,
+                stream_seq,
+            }) => {
+                scanned?;
+                Err(JournalError::Corrupt {
+                    path: path.to_path_buf(),
+                    line: line + 1,
+                    offset,
+                    reason: format!(
+                        "message {stream_seq} of the stream holds a newline, so it is not one line"
+                    ),
+                })
+            }
+            None => scanned,
+        }
+    }
+}
+
+fn memchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|b| *b == b'\n')
+}
+
+impl Read for MessageReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for MessageReader {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        while self.at == self.chunk.len() && !self.done {
+            self.next_piece();
+        }
+        Ok(&self.chunk[self.at..])
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.at = (self.at + amount).min(self.chunk.len());
+    }
+}
+
+impl Drop for MessageReader {
+    fn drop(&mut self) {
+        // Unblock a producer waiting for room, so it sees the closed channel and stops.
+        self.permits.add_permits(CHUNKS_IN_FLIGHT);
+    }
+}
+
+/// Starts the producer for `subject` and returns the reader of its lines.
+fn feed(inner: &Inner, subject: String, start: Start) -> MessageReader {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let permits = Arc::new(tokio::sync::Semaphore::new(CHUNKS_IN_FLIGHT));
+    let js = inner.js.clone();
+    let stream = inner.options.stream.clone();
+    let timeout = inner.options.request_timeout;
+    let url = inner.url.clone();
+    let task_permits = Arc::clone(&permits);
+    inner.handle.spawn(async move {
+        if let Err(e) = produce(&js, &stream, subject, start, &tx, &task_permits, timeout).await {
+            let _ = tx.send(Piece::Failed(JournalError::StoreIo {
+                op: "read",
+                url,
+                reason: e,
+            }));
+        }
+    });
+    MessageReader {
+        rx,
+        permits,
+        chunk: Vec::new(),
+        at: 0,
+        done: false,
+        stop: None,
+        lines: 0,
+        bytes: 0,
+        seqs: VecDeque::with_capacity(1024),
+    }
+}
+
+async fn produce(
+    js: &jetstream::Context,
+    stream: &str,
+    subject: String,
+    start: Start,
+    tx: &Sender<Piece>,
+    permits: &tokio::sync::Semaphore,
+    timeout: std::time::Duration,
+) -> std::result::Result<(), String> {
+    let stream = js
+        .get_stream_no_info(stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    let deliver_policy = match start {
+        Start::Header => consumer::DeliverPolicy::All,
+        Start::After(seq) => consumer::DeliverPolicy::ByStartSequence {
+            start_sequence: seq + 1,
+        },
+    };
+    // A push consumer: the server sends without waiting for pull requests (flow controlled);
+    // ordered: gaps and lost heartbeats recreate it from the last sequence seen.
+    let consumer = stream
+        .create_consumer(consumer::push::OrderedConfig {
+            deliver_subject: js.client().new_inbox(),
+            filter_subject: subject,
+            deliver_policy,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("cannot create a consumer: {e}"))?;
+    if consumer.cached_info().num_pending == 0 {
+        let _ = tx.send(match start {
+            Start::Header => Piece::Missing("no such session on this store".to_owned()),
+            Start::After(_) => Piece::End,
+        });
+        return Ok(());
+    }
+    let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+    let mut bytes = Vec::with_capacity(CHUNK_BYTES + 4096);
+    let mut seqs = Vec::new();
+    let mut first = matches!(start, Start::Header);
+    loop {
+        let message = match tokio::time::timeout(timeout, messages.next()).await {
+            Ok(Some(Ok(message))) => message,
+            Ok(Some(Err(e))) => return Err(e.to_string()),
+            Ok(None) => return Err("the consumer ended".to_owned()),
+            Err(_) => return Err(format!("no message within {} ms", timeout.as_millis())),
+        };
+        let info = message.info().map_err(|e| e.to_string())?;
+        let (stream_seq, pending) = (info.stream_sequence, info.pending);
+        if first {
+            first = false;
+            let declared = message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(FIRST_EVENTS_HEADER))
+                .and_then(|v| v.as_str().parse::<u64>().ok())
+                .unwrap_or(0);
+            if declared > pending {
+                let _ = tx.send(Piece::Missing(format!(
+                    "its creation is unfinished: {pending} of its first {declared} events are stored"
+                )));
+                return Ok(());
+            }
+        }
+        let payload = &message.payload;
+        let bad = payload.contains(&b'\n');
+        if !bad {
+            bytes.extend_from_slice(payload);
+            bytes.push(b'\n');
+            seqs.push(stream_seq);
+        }
+        if bad || pending == 0 || bytes.len() >= CHUNK_BYTES {
+            if !seqs.is_empty() {
+                permits.acquire().await.map_err(|e| e.to_string())?.forget();
+                let full = std::mem::replace(&mut bytes, Vec::with_capacity(CHUNK_BYTES + 4096));
+                if tx
+                    .send(Piece::Lines {
+                        bytes: full,
+                        seqs: std::mem::take(&mut seqs),
+                    })
+                    .is_err()
+                {
+                    return Ok(()); // The reader is gone.
+                }
+            }
+            if bad {
+                let _ = tx.send(Piece::BadMessage { stream_seq });
+                return Ok(());
+            }
+            if pending == 0 {
+                let _ = tx.send(Piece::End);
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// What a read from the header found besides its summary: the stream sequences of the last
+/// valid message and of every message after it (the unfinished tail).
+pub(crate) struct Ends {
+    /// Stream sequence of the last valid message (the header when there are no events).
+    pub(crate) last_valid: u64,
+    /// Stream sequences of the messages after it.
+    pub(crate) tail: Vec<u64>,
+}
+
+/// Reads session `id` from its header with `scan` and remembers where it ended.
+fn read_from_header(
+    inner: &Inner,
+    id: &SessionId,
+    scan: &mut dyn FnMut(&Path, &mut MessageReader) -> Result<ScanSummary>,
+) -> Result<(ScanSummary, Ends)> {
+    let subject = inner.subject(id)?;
+    let path = inner.location(id);
+    let mut reader = feed(inner, subject, Start::Header);
+    if let Some(header_id) = reader.header_id()
+        && header_id != id.as_str()
+    {
+        return Err(JournalError::Corrupt {
+            path,
+            line: 1,
+            offset: 0,
+            reason: format!("header names session {header_id} but the subject is {id}'s"),
+        });
+    }
+    let scanned = scan(&path, &mut reader);
+    let summary = reader.finish(inner, id, &path, scanned)?;
+    let mut seqs = reader.seqs_from(summary.next_seq.0).into_iter();
+    let last_valid = seqs
+        .next()
+        .ok_or_else(|| inner.io("read", "the end of the valid prefix was not remembered"))?;
+    inner.remember(id, summary.position(), last_valid);
+    Ok((
+        summary,
+        Ends {
+            last_valid,
+            tail: seqs.collect(),
+        },
+    ))
+}
+
+pub(crate) fn read_each(
+    inner: &Inner,
+    id: &SessionId,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<(ScanSummary, Ends)> {
+    read_from_header(inner, id, &mut |path, reader| {
+        scan_each(path, reader, &mut *on_event)
+    })
+}
+
+pub(crate) fn read_selected_each(
+    inner: &Inner,
+    id: &SessionId,
+    check: LineCheck,
+    select: &dyn Fn(&str) -> bool,
+    on_selected: &mut dyn FnMut(Selected<'_>) -> LineUse,
+) -> Result<ScanSummary> {
+    read_from_header(inner, id, &mut |path, reader| {
+        scan_selected_each(path, reader, check, select, &mut *on_selected)
+    })
+    .map(|(summary, _)| summary)
+}
+
+pub(crate) fn read_each_from(
+    inner: &Inner,
+    id: &SessionId,
+    from: ScanPosition,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<ScanTail> {
+    let Some(after) = inner.recall(id, from) else {
+        // A position this backend did not hand out (or forgot): read the whole session and
+        // skip what was read before.
+        let mut skipped = Vec::new();
+        let (summary, _) = read_each(inner, id, &mut |e| {
+            if e.seq >= from.next_seq {
+                if !e.is_known() {
+                    skipped.push(e.seq);
+                }
+                on_event(e);
+            }
+        })?;
+        if summary.next_seq < from.next_seq || summary.valid_len < from.offset {
+            return Err(JournalError::Corrupt {
+                path: inner.location(id),
+                line: summary.next_seq.0 + 2,
+                offset: summary.valid_len,
+                reason: format!(
+                    "the session now holds {} events ({} bytes), fewer than the {} already read \
+                     (was it replaced?)",
+                    summary.next_seq, summary.valid_len, from.next_seq
+                ),
+            });
+        }
+        return Ok(ScanTail {
+            next: summary.position(),
+            skipped,
+            torn_tail: summary.torn_tail,
+        });
+    };
+    let subject = inner.subject(id)?;
+    let path = inner.location(id);
+    let mut reader = feed(inner, subject, Start::After(after));
+    let scanned = scan_events(&path, &mut reader, from, on_event);
+    let tail = reader.finish(inner, id, &path, scanned)?;
+    let new = tail.next.next_seq.0 - from.next_seq.0;
+    let last_valid = match new {
+        0 => after,
+        n => reader
+            .seq_of(n - 1)
+            .ok_or_else(|| inner.io("read", "the end of the valid prefix was not remembered"))?,
+    };
+    inner.remember(id, tail.next, last_valid);
+    Ok(tail)
+}
+
+/// One subject's state, for creation.
+pub(crate) enum SubjectState {
+    /// No message.
+    Empty,
+    /// A header whose first append is not wholly stored (a creator died half-way).
+    Unfinished,
+    /// A session.
+    Session,
+}
+
+/// The messages stored on `subject` and the first one's declared first-append size.
+async fn subject_count(
+    stream: &jetstream::stream::Stream<()>,
+    subject: &str,
+) -> std::result::Result<u64, String> {
+    let mut info = stream
+        .info_with_subjects(subject)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut count = 0;
+    while let Some(entry) = info.next().await {
+        let (s, n) = entry.map_err(|e| e.to_string())?;
+        if s == subject {
+            count = n as u64;
+        }
+    }
+    Ok(count)
+}
+
+fn declared_first_events(message: &jetstream::message::StreamMessage) -> u64 {
+    message
+        .headers
+        .get(FIRST_EVENTS_HEADER)
+        .and_then(|v| v.as_str().parse().ok())
+        .unwrap_or(0)
+}
+
+pub(crate) async fn subject_state(
+    js: &jetstream::Context,
+    stream: &str,
+    subject: &str,
+) -> std::result::Result<SubjectState, String> {
+    let stream = js
+        .get_stream_no_info(stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    let count = subject_count(&stream, subject).await?;
+    if count == 0 {
+        return Ok(SubjectState::Empty);
+    }
+    let first = stream
+        .get_first_raw_message_by_subject(subject, 0)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(if count - 1 < declared_first_events(&first) {
+        SubjectState::Unfinished
+    } else {
+        SubjectState::Session
+    })
+}
+
+pub(crate) fn list(
+    inner: &Inner,
+    on_error: &mut dyn FnMut(JournalError),
+) -> Result<Vec<SessionListing>> {
+    let js = inner.js.clone();
+    let stream = inner.options.stream.clone();
+    let firsts = inner.call(async move {
+        let stream = js
+            .get_stream_no_info(&stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut info = stream
+            .info_with_subjects(SESSION_SUBJECTS)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut subjects = Vec::new();
+        while let Some(entry) = info.next().await {
+            subjects.push(entry.map_err(|e| e.to_string())?);
+        }
+        let stream = &stream;
+        let firsts: Vec<_> = futures_util::stream::iter(subjects)
+            .map(|(subject, count)| async move {
+                let first = stream.get_first_raw_message_by_subject(&subject, 0).await;
+                (subject, count as u64, first.map_err(|e| e.to_string()))
+            })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        Ok::<_, String>(firsts)
+    })?;
+    let firsts = firsts.map_err(|e| inner.io("list the sessions", e))?;
+    let mut out = Vec::new();
+    for (subject, count, first) in firsts {
+        let name = subject
+            .strip_prefix(SESSION_SUBJECT_PREFIX)
+            .unwrap_or(&subject);
+        let id = match SessionId::new(name) {
+            Ok(id) => id,
+            Err(e) => {
+                on_error(JournalError::Corrupt {
+                    path: format!("{}/{}/{subject}", inner.url, inner.options.stream).into(),
+                    line: 1,
+                    offset: 0,
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+        };
+        let path = inner.location(&id);
+        let first = match first {
+            Ok(first) => first,
+            Err(e) => {
+                on_error(inner.io("read a session header", e));
+                continue;
+            }
+        };
+        if count - 1 < declared_first_events(&first) {
+            continue; // Being created, or its creator died half-way: not a session yet.
+        }
+        let mut line = first.payload.to_vec();
+        line.push(b'\n');
+        let header = scan_each(&path, &line[..], &mut |_| {}).and_then(|summary| {
+            if summary.header.id == id {
+                Ok(summary.header)
+            } else {
+                Err(JournalError::Corrupt {
+                    path: path.clone(),
+                    line: 1,
+                    offset: 0,
+                    reason: format!(
+                        "header names session {} but the subject is {id}'s",
+                        summary.header.id
+                    ),
+                })
+            }
+        });
+        match header {
+            Ok(header) => out.push(SessionListing {
+                header,
+                location: path,
+            }),
+            Err(e) => on_error(e),
+        }
+    }
+    out.sort_by(|a, b| {
+        (a.header.created_at, a.header.id.as_str())
+            .cmp(&(b.header.created_at, b.header.id.as_str()))
+    });
+    Ok(out)
+}

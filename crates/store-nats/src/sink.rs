@@ -1,0 +1,597 @@
+//! The writer's side: [`NatsSink`], one session opened for writing (see the crate docs for the
+//! publish rules and what survives a crash at each point).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMessage};
+use bytes::Bytes;
+use serde::Deserialize;
+use troupe_journal::{JournalError, Replay, Result, SessionSink};
+use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
+
+use crate::FIRST_EVENTS_HEADER;
+use crate::conn::Inner;
+use crate::lease::{AcquireError, Holder, Lease};
+use crate::read::{self, SubjectState};
+
+/// One message of a round.
+#[derive(Clone)]
+struct Outgoing {
+    payload: Bytes,
+    /// `<id>/<seq>/<owner>` (`<id>/header/<owner>` for the header).
+    msg_id: String,
+    /// On the header message: the number of events published with it.
+    first_events: Option<u64>,
+}
+
+/// A session opened for writing on NATS.
+pub(crate) struct NatsSink {
+    inner: Arc<Inner>,
+    header: SessionHeader,
+    next_seq: Seq,
+    /// The async side, moved into each call and back; `None` after a call was lost.
+    writer: Option<Writer>,
+}
+
+/// The state the publishing futures need.
+struct Writer {
+    js: jetstream::Context,
+    stream: String,
+    url: String,
+    id: SessionId,
+    subject: String,
+    holder: Holder,
+    leases: jetstream::kv::Store,
+    lease_ttl: Duration,
+    /// `None` for a new session until its first append.
+    lease: Option<Lease>,
+    /// Stream sequence of the subject's last message (0: the subject is empty).
+    last: u64,
+    /// Whether the first append (the header) is still to be published.
+    new: bool,
+    /// The most messages one send keeps in flight.
+    max_batch: usize,
+    append_timeout: Duration,
+}
+
+impl NatsSink {
+    pub(crate) fn create(inner: Arc<Inner>, header: SessionHeader) -> Result<Self> {
+        let subject = inner.subject(&header.id)?;
+        let state = {
+            let js = inner.js.clone();
+            let stream = inner.options.stream.clone();
+            let subject = subject.clone();
+            inner.call(async move { read::subject_state(&js, &stream, &subject).await })?
+        };
+        match state.map_err(|e| inner.io("look up the session", e))? {
+            SubjectState::Session => {
+                return Err(JournalError::AlreadyExists {
+                    id: header.id.clone(),
+                    path: inner.location(&header.id),
+                });
+            }
+            // An unfinished creation is purged by the first append, under the lease.
+            SubjectState::Empty | SubjectState::Unfinished => {}
+        }
+        let writer = Writer::new(&inner, header.id.clone(), subject, None, 0, true);
+        Ok(Self {
+            inner,
+            header,
+            next_seq: Seq::ZERO,
+            writer: Some(writer),
+        })
+    }
+
+    pub(crate) fn open(inner: Arc<Inner>, id: &SessionId) -> Result<(Self, Replay)> {
+        let subject = inner.subject(id)?;
+        let holder = Holder::this_process();
+        let lease = {
+            let kv = inner.leases.clone();
+            let key = id.to_string();
+            let holder = holder.clone();
+            let ttl = inner.lease_ttl;
+            inner.call(async move { Lease::acquire(&kv, &key, &holder, ttl).await })?
+        };
+        let lease = lease.map_err(|e| match e {
+            AcquireError::Held(holder) => JournalError::Leased {
+                id: id.clone(),
+                holder,
+                store: inner.url.clone(),
+            },
+            AcquireError::Io(why) => inner.io("take the session's lease", why),
+        })?;
+        let release = |inner: &Inner, lease: Lease| {
+            let _ = inner.call(lease.release());
+        };
+        let mut events = Vec::new();
+        let (summary, ends) = match read::read_each(&inner, id, &mut |e| events.push(e)) {
+            Ok(read) => read,
+            Err(e) => {
+                release(&inner, lease);
+                return Err(e);
+            }
+        };
+        if let Some(torn) = &summary.torn_tail {
+            tracing::warn!(
+                session = %id,
+                messages = ends.tail.len(),
+                reason = %torn.reason,
+                "deleting the unfinished final batch of a session on NATS"
+            );
+            // Last message first: a crash half-way leaves a shorter unfinished batch, which
+            // the next open deletes in turn.
+            let js = inner.js.clone();
+            let stream = inner.options.stream.clone();
+            let tail = ends.tail.clone();
+            let deleted = inner.call(async move {
+                let stream = js
+                    .get_stream_no_info(&stream)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                for seq in tail.iter().rev() {
+                    stream
+                        .delete_message(*seq)
+                        .await
+                        .map_err(|e| format!("message {seq}: {e}"))?;
+                }
+                Ok::<_, String>(())
+            });
+            if let Err(e) = deleted.map_err(|e| e.to_string()).and_then(|r| r) {
+                release(&inner, lease);
+                return Err(inner.io("delete an unfinished batch", e));
+            }
+        }
+        let replay = Replay {
+            path: inner.location(id),
+            header: summary.header.clone(),
+            events,
+            skipped: summary.skipped,
+            torn_tail: summary.torn_tail,
+            valid_len: summary.valid_len,
+        };
+        let mut writer = Writer::new(
+            &inner,
+            id.clone(),
+            subject,
+            Some(lease),
+            ends.last_valid,
+            false,
+        );
+        writer.holder = holder;
+        Ok((
+            Self {
+                inner,
+                header: summary.header,
+                next_seq: summary.next_seq,
+                writer: Some(writer),
+            },
+            replay,
+        ))
+    }
+
+    fn messages(&self, events: &[Event], owner: &str) -> Result<Vec<Outgoing>> {
+        let id = &self.header.id;
+        let encode = |value: &dyn erased::Encode| {
+            value
+                .encode()
+                .map(Bytes::from)
+                .map_err(|e| self.inner.io("encode an event", e))
+        };
+        let mut out = Vec::with_capacity(events.len() + 1);
+        if self.next_seq == Seq::ZERO && self.writer.as_ref().is_some_and(|w| w.new) {
+            out.push(Outgoing {
+                payload: encode(&self.header)?,
+                msg_id: format!("{id}/header/{owner}"),
+                first_events: Some(events.len() as u64),
+            });
+        }
+        for event in events {
+            out.push(Outgoing {
+                payload: encode(event)?,
+                msg_id: format!("{id}/{}/{owner}", event.seq),
+                first_events: None,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Serialising the header and events through one closure.
+mod erased {
+    pub(super) trait Encode {
+        fn encode(&self) -> serde_json::Result<Vec<u8>>;
+    }
+    impl<T: serde::Serialize> Encode for T {
+        fn encode(&self) -> serde_json::Result<Vec<u8>> {
+            serde_json::to_vec(self)
+        }
+    }
+}
+
+impl SessionSink for NatsSink {
+    fn header(&self) -> &SessionHeader {
+        &self.header
+    }
+
+    fn next_seq(&self) -> Seq {
+        self.next_seq
+    }
+
+    fn append(&mut self, expected: Seq, events: &[Event]) -> Result<()> {
+        if expected != self.next_seq {
+            return Err(JournalError::SeqConflict {
+                id: self.header.id.clone(),
+                expected,
+                actual: self.next_seq,
+            });
+        }
+        if events.is_empty() {
+            return Ok(());
+        }
+        for (i, event) in events.iter().enumerate() {
+            if event.seq.0 != expected.0 + i as u64 {
+                return Err(JournalError::InvalidBatch {
+                    id: self.header.id.clone(),
+                    reason: format!(
+                        "event {i} has seq {} where {} was expected",
+                        event.seq,
+                        expected.0 + i as u64
+                    ),
+                });
+            }
+        }
+        let Some(writer) = self.writer.as_ref() else {
+            return Err(self.inner.io("append", "an earlier call was lost"));
+        };
+        let messages = self.messages(events, &writer.holder.owner.clone())?;
+        let header = writer.new;
+        let mut writer = self
+            .writer
+            .take()
+            .ok_or_else(|| self.inner.io("append", "no writer"))?;
+        let (writer, result) = self.inner.run(async move {
+            let result = writer.publish(messages, header).await;
+            (writer, result)
+        })?;
+        self.writer = Some(writer);
+        result?;
+        self.next_seq = Seq(expected.0 + events.len() as u64);
+        Ok(())
+    }
+}
+
+impl Drop for NatsSink {
+    fn drop(&mut self) {
+        if let Some(lease) = self.writer.as_mut().and_then(|w| w.lease.take()) {
+            let _ = self.inner.call(lease.release());
+        }
+    }
+}
+
+/// Why a message of a chain was not acknowledged.
+enum Failed {
+    /// A check refused it: the subject's (or the stream's) last message is not the one this
+    /// writer expected.
+    Fenced,
+    /// It may or may not have been stored (timeout, lost connection, leader election).
+    Unknown(String),
+    /// It was certainly not stored, and trying again will not help.
+    Refused(String),
+}
+
+/// What the subject's last message says about messages whose outcome is unknown.
+enum Outcome {
+    /// The first `count` messages are stored; the last of them has stream sequence `last`.
+    Stored { count: usize, last: u64 },
+    /// Nothing new on the subject: the chunk is not stored.
+    Absent,
+    /// Another writer's message is last: the log's next seq (from its line), if readable.
+    Other(Option<u64>),
+}
+
+impl Writer {
+    fn new(
+        inner: &Inner,
+        id: SessionId,
+        subject: String,
+        lease: Option<Lease>,
+        last: u64,
+        new: bool,
+    ) -> Self {
+        Self {
+            js: inner.js.clone(),
+            stream: inner.options.stream.clone(),
+            url: inner.url.clone(),
+            id,
+            subject,
+            holder: Holder::this_process(),
+            leases: inner.leases.clone(),
+            lease_ttl: inner.lease_ttl,
+            lease,
+            last,
+            new,
+            max_batch: inner.options.max_batch,
+            append_timeout: inner.options.append_timeout,
+        }
+    }
+
+    fn io(&self, op: &'static str, reason: impl std::fmt::Display) -> JournalError {
+        JournalError::StoreIo {
+            op,
+            url: self.url.clone(),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn check_lease(&self) -> Result<()> {
+        match &self.lease {
+            Some(lease) => lease.check().map_err(|reason| JournalError::LeaseLost {
+                id: self.id.clone(),
+                reason,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Publishes one round, creating the session first when `header` (see the crate docs).
+    async fn publish(&mut self, messages: Vec<Outgoing>, header: bool) -> Result<()> {
+        if header {
+            self.take_lease_for_creation().await?;
+        }
+        match self.publish_chain(&messages).await {
+            // The header's fence failed: a session, or a dead creator's leftovers.
+            Err(JournalError::SeqConflict { .. }) if header => {
+                let state = read::subject_state(&self.js, &self.stream, &self.subject)
+                    .await
+                    .map_err(|e| self.io("look up the session", e))?;
+                match state {
+                    SubjectState::Unfinished | SubjectState::Empty => {
+                        self.purge().await?;
+                        self.publish_chain(&messages).await?;
+                    }
+                    SubjectState::Session => {
+                        return Err(JournalError::AlreadyExists {
+                            id: self.id.clone(),
+                            path: format!("{}/{}/{}", self.url, self.stream, self.subject).into(),
+                        });
+                    }
+                }
+            }
+            other => other?,
+        }
+        self.new = false;
+        Ok(())
+    }
+
+    async fn take_lease_for_creation(&mut self) -> Result<()> {
+        if self.lease.is_some() {
+            return Ok(());
+        }
+        match Lease::acquire(&self.leases, self.id.as_str(), &self.holder, self.lease_ttl).await {
+            Ok(lease) => {
+                self.lease = Some(lease);
+                Ok(())
+            }
+            Err(AcquireError::Held(_)) => Err(JournalError::AlreadyExists {
+                id: self.id.clone(),
+                path: format!("{}/{}/{}", self.url, self.stream, self.subject).into(),
+            }),
+            Err(AcquireError::Io(why)) => Err(self.io("take the session's lease", why)),
+        }
+    }
+
+    async fn purge(&mut self) -> Result<()> {
+        let stream = self
+            .js
+            .get_stream_no_info(&self.stream)
+            .await
+            .map_err(|e| self.io("purge an unfinished creation", e))?;
+        stream
+            .purge()
+            .filter(&self.subject)
+            .await
+            .map_err(|e| self.io("purge an unfinished creation", e))?;
+        tracing::warn!(session = %self.id, "purged the leftovers of an unfinished creation");
+        self.last = 0;
+        Ok(())
+    }
+
+    /// Publishes `messages` as a fenced chain, pipelined: the first carries
+    /// `Nats-Expected-Last-Subject-Sequence` (the subject's last message is the one this writer
+    /// knows), each later one `Nats-Expected-Last-Msg-Id` = the message before it. So what the
+    /// stream stores of one send is always a prefix of it (a lost or refused message makes
+    /// every later one fail its check: no gap), and nothing of it lands behind another writer's
+    /// message. All acknowledgements are awaited together. A chain cut short by another
+    /// session's message landing in between is sent on from where it stopped; a failure whose
+    /// outcome is unknown is resolved from the subject's last message and retried until
+    /// `append_timeout`.
+    async fn publish_chain(&mut self, messages: &[Outgoing]) -> Result<()> {
+        let deadline = Instant::now() + self.append_timeout;
+        let mut pause = Duration::from_millis(50);
+        let mut done = 0;
+        while done < messages.len() {
+            self.check_lease()?;
+            let rest = &messages[done..];
+            let (stored, failure) = self.send_chain(rest).await;
+            done += stored;
+            let why = match failure {
+                None => continue,
+                Some(Failed::Refused(why)) => return Err(self.io("publish", why)),
+                // Our chain was cut by a message of another session: go on from there.
+                Some(Failed::Fenced) if stored > 0 => continue,
+                Some(Failed::Fenced) => {
+                    "the expected last subject sequence did not match".to_owned()
+                }
+                Some(Failed::Unknown(why)) => why,
+            };
+            // Find out how much of `rest` was stored before sending again.
+            loop {
+                match self.outcome(&messages[done..]).await {
+                    Ok(Outcome::Stored { count, last }) => {
+                        done += count;
+                        self.last = last;
+                        break;
+                    }
+                    Ok(Outcome::Absent) => break,
+                    Ok(Outcome::Other(next)) => {
+                        return Err(JournalError::SeqConflict {
+                            id: self.id.clone(),
+                            expected: first_seq(&messages[done..]),
+                            actual: Seq(next.unwrap_or(u64::MAX)),
+                        });
+                    }
+                    Err(e) if Instant::now() < deadline => {
+                        // Without the lease this writer must not go on, whatever the outcome.
+                        self.check_lease()?;
+                        tracing::debug!(session = %self.id, error = %e, "publish outcome unknown yet");
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(1));
+                    }
+                    Err(e) => {
+                        return Err(self.io(
+                            "publish",
+                            format!(
+                                "gave up after {} ms: {why}; {e}",
+                                self.append_timeout.as_millis()
+                            ),
+                        ));
+                    }
+                }
+            }
+            if done < messages.len() && Instant::now() >= deadline {
+                return Err(self.io(
+                    "publish",
+                    format!(
+                        "gave up after {} ms: {why}",
+                        self.append_timeout.as_millis()
+                    ),
+                ));
+            }
+            if done < messages.len() {
+                tracing::debug!(session = %self.id, reason = %why, "publishing again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+        }
+        Ok(())
+    }
+
+    /// One pipelined send of `chain` (at most `max_batch` messages in flight): how many of its
+    /// first messages were acknowledged, and why the next one was not.
+    async fn send_chain(&mut self, chain: &[Outgoing]) -> (usize, Option<Failed>) {
+        let chain = &chain[..chain.len().min(self.max_batch)];
+        let mut acks = Vec::with_capacity(chain.len());
+        let mut failure = None;
+        for (i, message) in chain.iter().enumerate() {
+            let publish = PublishMessage::build()
+                .payload(message.payload.clone())
+                .headers(self.headers(message));
+            let publish = match i {
+                0 => publish.expected_last_subject_sequence(self.last),
+                _ => publish.expected_last_message_id(&chain[i - 1].msg_id),
+            };
+            match self.js.send_publish(self.subject.clone(), publish).await {
+                Ok(ack) => acks.push(ack),
+                Err(e) => {
+                    failure = Some(classify(e.kind(), e.to_string()));
+                    break;
+                }
+            }
+        }
+        let mut stored = 0;
+        let mut broken = false;
+        for ack in acks {
+            match ack.await {
+                // (A duplicate of this writer's own message id: an earlier send stored it.)
+                Ok(ack) if !broken => {
+                    self.last = ack.sequence;
+                    stored += 1;
+                }
+                // Stored after a message that was not: impossible with the chain's checks;
+                // leave it to the outcome check.
+                Ok(_) => failure = Some(Failed::Unknown("acknowledgements out of order".into())),
+                Err(e) => {
+                    broken = true;
+                    if failure.is_none() || stored > 0 {
+                        failure.get_or_insert(classify(e.kind(), e.to_string()));
+                    }
+                }
+            }
+        }
+        (stored, failure)
+    }
+
+    /// The subject's last message, compared with the messages not yet known to be stored.
+    async fn outcome(&self, rest: &[Outgoing]) -> std::result::Result<Outcome, String> {
+        let stream = self
+            .js
+            .get_stream_no_info(&self.stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        let last = match stream.get_last_raw_message_by_subject(&self.subject).await {
+            Ok(message) => message,
+            Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => {
+                return Ok(if self.last == 0 {
+                    Outcome::Absent
+                } else {
+                    Outcome::Other(None)
+                });
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        if last.sequence == self.last {
+            return Ok(Outcome::Absent);
+        }
+        let id = last
+            .headers
+            .get(async_nats::header::NATS_MESSAGE_ID)
+            .map(|v| v.as_str());
+        if let Some(i) = rest.iter().position(|m| Some(m.msg_id.as_str()) == id) {
+            return Ok(Outcome::Stored {
+                count: i + 1,
+                last: last.sequence,
+            });
+        }
+        #[derive(Deserialize)]
+        struct SeqOnly {
+            seq: u64,
+        }
+        let next = serde_json::from_slice::<SeqOnly>(&last.payload)
+            .ok()
+            .map(|s| s.seq + 1);
+        Ok(Outcome::Other(next))
+    }
+
+    fn headers(&self, message: &Outgoing) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, message.msg_id.as_str());
+        if let Some(n) = message.first_events {
+            headers.insert(FIRST_EVENTS_HEADER, n.to_string().as_str());
+        }
+        headers
+    }
+}
+
+fn first_seq(chunk: &[Outgoing]) -> Seq {
+    // `<id>/<seq>/<owner>`: the seq is the second field from the end.
+    chunk
+        .iter()
+        .find_map(|m| {
+            let mut parts = m.msg_id.rsplitn(3, '/');
+            parts.next();
+            parts.next().and_then(|s| s.parse().ok())
+        })
+        .map_or(Seq::ZERO, Seq)
+}
+
+fn classify(kind: PublishErrorKind, text: String) -> Failed {
+    match kind {
+        PublishErrorKind::WrongLastSequence | PublishErrorKind::WrongLastMessageId => {
+            Failed::Fenced
+        }
+        PublishErrorKind::MaxPayloadExceeded => Failed::Refused(text),
+        _ => Failed::Unknown(text),
+    }
+}

@@ -1,0 +1,216 @@
+//! A three-node cluster with a stream of three replicas, under faults: kill -9 of one server
+//! during appends (they go on), of two (they fail with a clear error, nothing acknowledged is
+//! lost, and once the servers are back a reopened writer goes on).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::{Fixture, Kind};
+use troupe_journal::SessionWriter;
+use troupe_protocol::{ErrorCode, EventDraft, Seq, SessionHeader, SessionId};
+use troupe_store_nats::NatsOptions;
+use troupe_test_support::NatsServer;
+
+fn id(s: &str) -> SessionId {
+    SessionId::new(s).unwrap()
+}
+
+fn options(append_timeout: Duration) -> NatsOptions {
+    NatsOptions {
+        replicas: 3,
+        lease_ttl: Duration::from_secs(30),
+        request_timeout: Duration::from_secs(4),
+        append_timeout,
+        ..NatsOptions::default()
+    }
+}
+
+/// A thread appending batches of one to three events and flushing each, recording the last
+/// seq of every acknowledged flush, until stopped or a flush fails.
+struct Appender {
+    acked: Arc<Mutex<Vec<u64>>>,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Option<troupe_journal::JournalError>>,
+}
+
+impl Appender {
+    fn start(writer: SessionWriter) -> Self {
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::spawn({
+            let (acked, stop) = (Arc::clone(&acked), Arc::clone(&stop));
+            move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    let drafts = (0..1 + n % 3)
+                        .map(|i| EventDraft::new("assistant/chunk", json!({"n": n, "i": i})))
+                        .collect();
+                    let last = match writer.append_batch(drafts) {
+                        Ok(events) => events.last().map(|e| e.seq.0),
+                        Err(e) => return Some(e),
+                    };
+                    match writer.flush_blocking() {
+                        Ok(_) => acked.lock().unwrap().extend(last),
+                        Err(e) => return Some(e),
+                    }
+                }
+                None
+            }
+        });
+        Self {
+            acked,
+            stop,
+            thread,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.acked.lock().unwrap().len()
+    }
+
+    fn wait_for(&self, n: usize, deadline: Duration) {
+        let end = Instant::now() + deadline;
+        while self.count() < n {
+            assert!(!self.thread.is_finished(), "the appender stopped early");
+            assert!(
+                Instant::now() < end,
+                "only {} flushes within {deadline:?}",
+                self.count()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(self) -> (Vec<u64>, Option<troupe_journal::JournalError>) {
+        self.stop.store(true, Ordering::SeqCst);
+        let error = self.thread.join().unwrap();
+        (self.acked.lock().unwrap().clone(), error)
+    }
+}
+
+/// The index (0-based) of the node leading the stream's replicas.
+fn stream_leader(f: &Fixture) -> usize {
+    let Kind::Nats { rt, js, .. } = &f.kind else {
+        unreachable!()
+    };
+    rt.block_on(async {
+        let mut stream = js.get_stream("TROUPE").await.unwrap();
+        let info = stream.info().await.unwrap();
+        let leader = info
+            .cluster
+            .as_ref()
+            .and_then(|c| c.leader.clone())
+            .unwrap();
+        leader.trim_start_matches('n').parse::<usize>().unwrap() - 1
+    })
+}
+
+fn check_log(f: &Fixture, acked: &[u64]) -> Seq {
+    let replay = eventually_read(f);
+    let len = replay.events.len() as u64;
+    for seq in acked {
+        assert!(
+            *seq < len,
+            "acknowledged seq {seq} lost (log has {len} events)"
+        );
+    }
+    assert!(replay.torn_tail.is_none() || replay.events.len() as u64 > *acked.last().unwrap_or(&0));
+    replay.next_seq()
+}
+
+fn eventually_read(f: &Fixture) -> troupe_journal::Replay {
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        match f.journal.read(&id("s")) {
+            Ok(replay) => return replay,
+            Err(e) if Instant::now() < end => {
+                eprintln!("read not possible yet: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn appends_go_on_when_one_of_three_servers_is_killed() {
+    let Some(server) = NatsServer::cluster() else {
+        return;
+    };
+    let mut f = Fixture::on(server, options(Duration::from_secs(60)));
+    let writer = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
+    let appender = Appender::start(writer);
+    appender.wait_for(20, Duration::from_secs(60));
+    // The stream leader dies: the other two elect a new one and the appends go on.
+    let leader = stream_leader(&f);
+    f.server().unwrap().kill(leader);
+    let before = appender.count();
+    appender.wait_for(before + 40, Duration::from_secs(90));
+    let (acked, error) = appender.stop();
+    assert!(error.is_none(), "{error:?}");
+    check_log(&f, &acked);
+    f.server().unwrap().restart(leader);
+}
+
+#[test]
+fn with_two_of_three_killed_appends_fail_clearly_and_a_reopen_goes_on_after_they_return() {
+    let Some(server) = NatsServer::cluster() else {
+        return;
+    };
+    let mut f = Fixture::on(server, options(Duration::from_secs(8)));
+    let writer = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
+    let appender = Appender::start(writer.clone());
+    appender.wait_for(20, Duration::from_secs(60));
+    let leader = stream_leader(&f);
+    let other = (leader + 1) % 3;
+    f.server().unwrap().kill(leader);
+    f.server().unwrap().kill(other);
+    // No quorum: the next flush fails once its retries run out, and the writer is poisoned.
+    let end = Instant::now() + Duration::from_secs(120);
+    while !appender.thread.is_finished() {
+        assert!(
+            Instant::now() < end,
+            "appends did not fail without a quorum"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (acked, error) = appender.stop();
+    let error = error.expect("a flush failed");
+    assert_eq!(error.code(), "JOURNAL_POISONED", "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("gave up after 8000 ms") && text.contains("nats://"),
+        "{text}"
+    );
+    // The servers return: nothing acknowledged is lost, and a reopen goes on from there.
+    f.server().unwrap().restart(leader);
+    f.server().unwrap().restart(other);
+    drop(writer);
+    let next = check_log(&f, &acked);
+    let end = Instant::now() + Duration::from_secs(90);
+    let (writer, replay) = loop {
+        match f.journal.open(&id("s")) {
+            Ok(opened) => break opened,
+            Err(e) => {
+                assert!(Instant::now() < end, "no reopen: {e}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
+    assert!(replay.next_seq() >= next);
+    writer
+        .append(EventDraft::new("assistant/chunk", json!({"after": true})))
+        .unwrap();
+    writer.flush_blocking().unwrap();
+    drop(writer);
+    let replay = f.journal.read(&id("s")).unwrap();
+    assert_eq!(replay.events.last().unwrap().data, json!({"after": true}));
+    assert!(replay.torn_tail.is_none());
+}
