@@ -516,7 +516,9 @@ impl Agent {
         lock(&self.inner.state).disposed
     }
 
-    /// The fatal failure that stopped the agent (a journal error), if any.
+    /// The fatal failure that stopped the agent (a journal error), if any: the first failure
+    /// of its log (for a poisoned writer, the write or sync error that poisoned it, with the
+    /// file and the OS error), not the later refusals it caused.
     pub fn failure(&self) -> Option<String> {
         lock(&self.inner.state).failure.clone()
     }
@@ -638,7 +640,7 @@ async fn drive(inner: Arc<Inner>) {
             inner.set_status(AgentStatus::Running);
             if let Err(e) = run_turn(&inner).await {
                 tracing::error!(agent = %inner.id, error = %e, "agent stopped by a journal failure");
-                lock(&inner.state).failure = Some(e.to_string());
+                lock(&inner.state).failure = Some(crate::error::log_failure_text(&e));
                 inner.set_status(AgentStatus::Idle);
                 break;
             }

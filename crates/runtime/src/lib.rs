@@ -39,6 +39,7 @@ pub use events::{Profile, TurnEndReason};
 pub use prompt::{TeamRole, default_system_prompt, team_policy};
 pub use role::{RoleProbe, SessionRole};
 pub use runtime::{
-    ChildProvider, ChildSpec, ChildStart, ModelSource, Runtime, RuntimeOptions, stored_config,
+    ChildProvider, ChildSpec, ChildStart, LogFailure, ModelSource, Runtime, RuntimeOptions,
+    stored_config,
 };
 pub use transcript::{Transcript, TranscriptStats};

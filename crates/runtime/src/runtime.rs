@@ -149,6 +149,20 @@ pub struct ChildStart {
     pub message_id: MessageId,
 }
 
+/// A member whose session log failed — a write or sync error poisoned its writer (disk full,
+/// a read-only or immutable file, an I/O error): DESIGN decision 11, "every member's failure is
+/// the run's failure". Collected by the runtime as each agent stops (see
+/// [`Runtime::log_failures`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFailure {
+    /// The agent's session.
+    pub session: SessionId,
+    /// The agent's name (`lead`, a teammate's name, a child's label).
+    pub name: String,
+    /// The first failure of its log: the operation, the file and the OS error.
+    pub error: String,
+}
+
 /// A cheap-to-clone handle to the runtime.
 #[derive(Clone)]
 pub struct Runtime {
@@ -172,6 +186,8 @@ pub(crate) struct RtInner {
     changed: tokio::sync::Notify,
     /// The Team of every live Team root, by Lead id.
     teams: Mutex<HashMap<SessionId, Arc<crate::team::Team>>>,
+    /// Agents whose log failed, in the order they stopped (one entry per session).
+    log_failures: Mutex<Vec<LogFailure>>,
 }
 
 struct Live {
@@ -202,6 +218,7 @@ impl Runtime {
                 child_locks: Mutex::new(HashMap::new()),
                 changed: tokio::sync::Notify::new(),
                 teams: Mutex::new(HashMap::new()),
+                log_failures: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -243,6 +260,34 @@ impl Runtime {
             .and_then(|l| l.parent.clone())
     }
 
+    /// Every agent of this runtime whose session log failed so far, in the order they stopped
+    /// (DESIGN decision 11). An agent is checked when it is released: when it settles, is
+    /// drained, or at [`Runtime::shutdown`] — so after a shutdown the list is complete. Each
+    /// session appears once, with its first failure.
+    pub fn log_failures(&self) -> Vec<LogFailure> {
+        lock(&self.inner.log_failures).clone()
+    }
+
+    /// Records that `agent`'s log failed, when it did: the failure that stopped its driver, or
+    /// else `error` (what disposing it returned) when that is a failure of the log.
+    fn note_log_failure(&self, agent: &Agent, error: Option<&RuntimeError>) {
+        let text = agent.failure().or_else(|| {
+            error
+                .filter(|e| crate::error::is_log_failure(e))
+                .map(crate::error::log_failure_text)
+        });
+        let Some(text) = text else { return };
+        let mut failures = lock(&self.inner.log_failures);
+        if failures.iter().all(|f| f.session != *agent.id()) {
+            tracing::debug!(agent = %agent.id(), name = agent.name(), error = %text, "session log failed");
+            failures.push(LogFailure {
+                session: agent.id().clone(),
+                name: agent.name().to_owned(),
+                error: text,
+            });
+        }
+    }
+
     /// Ids of every live agent.
     pub fn live_ids(&self) -> Vec<SessionId> {
         lock(&self.inner.live).keys().cloned().collect()
@@ -258,6 +303,24 @@ impl Runtime {
         name: &str,
         profile: Profile,
     ) -> Result<Agent, RuntimeError> {
+        self.create_root_with(id, name, profile, None).await
+    }
+
+    /// [`Runtime::create_root`] with the session's first prompt: `agent/config` and the
+    /// prompt's inbox insertion are one batch, and the session file is created by that batch's
+    /// flush (the journal publishes a new file whole). So a crash leaves either no session at
+    /// all or a session whose prompt is durable — never one that `troupe resume` finds with
+    /// nothing to run. The agent then runs the prompt (once its Team, if any, is attached).
+    ///
+    /// # Errors
+    /// As [`Runtime::create_root`].
+    pub async fn create_root_with(
+        &self,
+        id: SessionId,
+        name: &str,
+        profile: Profile,
+        first: Option<UserMessage>,
+    ) -> Result<Agent, RuntimeError> {
         let workspace = self.workspace_string()?;
         let header = SessionHeader::new(id.clone(), self.inner.journal.clock().now_ms())
             .with_cwd(workspace.clone());
@@ -271,16 +334,34 @@ impl Runtime {
                 .then(|| serde_json::to_value(self.inner.options.team_limits).ok())
                 .flatten(),
         };
+        // Set up before anything is written: a refused model writes no session.
+        let setup = self.build_setup(&id, &config, None)?;
         let writer = self.inner.journal.create(header)?;
-        let events =
-            writer.append_batch(vec![EventDraft::new(ty::AGENT_CONFIG, to_value(&config))])?;
+        let mut drafts = vec![EventDraft::new(ty::AGENT_CONFIG, to_value(&config))];
+        let prompted = first.is_some();
+        if let Some(first) = first {
+            let splice = crate::events::InboxSplice {
+                target: crate::events::InboxTarget::NextTurn,
+                start: 0,
+                removed_count: 0,
+                inserted: vec![first],
+                outcome: None,
+            };
+            drafts.push(EventDraft::new(ty::AGENT_INBOX_SPLICED, to_value(&splice)));
+        }
+        let events = writer.append_batch(drafts)?;
         writer.flush().await?;
         let transcript = Transcript::fold(0, &events)?;
-        let setup = self.build_setup(&id, &config, None)?;
+        // A pending prompt starts parked; it runs once the agent is fully set up.
         let agent = Agent::start(writer, transcript, setup);
         self.register(agent.clone(), None, false);
         if profile == Profile::Team {
-            self.attach_team(&agent).await.map_err(team_setup_error)?;
+            self.attach_team(&agent)
+                .await
+                .map_err(|e| team_setup_error(&id, e))?;
+        }
+        if prompted {
+            agent.wake_parked();
         }
         Ok(agent)
     }
@@ -309,7 +390,7 @@ impl Runtime {
                 Err(e) => {
                     // A Lead whose Team does not fold must not run half-attached.
                     let _ = self.release(agent.id()).await;
-                    return Err(team_setup_error(e));
+                    return Err(team_setup_error(id, e));
                 }
             };
             self.recover_team(&team).await;
@@ -878,6 +959,7 @@ impl Runtime {
             return Ok(());
         };
         let result = agent.dispose(cause).await;
+        self.note_log_failure(&agent, result.as_ref().err());
         self.unregister(id);
         result
     }
@@ -944,7 +1026,9 @@ impl Runtime {
             .get(&id)
             .map(|l| (l.parent.clone(), l.notify_parent))
             .unwrap_or((None, false));
-        if let Err(e) = agent.dispose(json!({"kind": "parent"})).await {
+        let disposed = agent.dispose(json!({"kind": "parent"})).await;
+        self.note_log_failure(agent, disposed.as_ref().err());
+        if let Err(e) = disposed {
             tracing::warn!(child = %id, error = %e, "child disposal failed");
         }
         self.unregister(&id);
@@ -1064,12 +1148,14 @@ async fn recover_open_turn(
     Ok(true)
 }
 
-fn team_setup_error(e: crate::team::TeamOpError) -> RuntimeError {
+/// A Team that cannot be attached to Lead `id`: a lower layer's error as it is, a broken Team
+/// rule as `TEAM_LOG_INVALID` naming the session.
+fn team_setup_error(id: &SessionId, e: crate::team::TeamOpError) -> RuntimeError {
     match e {
         crate::team::TeamOpError::Runtime(e) => e,
-        other => RuntimeError::NotResumable {
-            id: String::new(),
-            reason: format!("its Team log is invalid: {other}"),
+        other => RuntimeError::TeamLog {
+            id: id.to_string(),
+            reason: other.to_string(),
         },
     }
 }
