@@ -129,7 +129,9 @@ pub(crate) fn unusable_environment(error: &anyhow::Error) -> bool {
                 e.io_kind(),
                 Some(ErrorKind::NotADirectory | ErrorKind::PermissionDenied | ErrorKind::NotFound)
             ),
-            None => cause.downcast_ref::<std::io::Error>().is_some_and(refused_path),
+            None => cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(refused_path),
         }
     })
 }

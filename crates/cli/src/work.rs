@@ -25,8 +25,8 @@ use troupe_llm::{ClientOptions, ModelFlags, ModelSpec, ProviderFactory, Provider
 use troupe_protocol::{Event, MessageSource, SessionId, UserMessage, event_types};
 use troupe_runtime::events::{Profile, TurnEndReason};
 use troupe_runtime::{
-    Agent, AgentProgress, ChunkPolicy, LogFailure, Progress, Runtime, RuntimeError,
-    RuntimeOptions, Transcript, TranscriptStats,
+    Agent, AgentProgress, ChunkPolicy, LogFailure, Progress, Runtime, RuntimeError, RuntimeOptions,
+    Transcript, TranscriptStats,
 };
 use troupe_team::{TeamError, TeamLimits};
 use troupe_tools::ToolLimits;

@@ -97,8 +97,8 @@ impl ScriptedProvider {
                 MAX_SCRIPT_BYTES >> 20
             )));
         }
-        let text = String::from_utf8(bytes)
-            .map_err(|_| cannot(&"stream did not contain valid UTF-8"))?;
+        let text =
+            String::from_utf8(bytes).map_err(|_| cannot(&"stream did not contain valid UTF-8"))?;
         Self::from_json_str(&text, &path.display().to_string())
     }
 

@@ -24,6 +24,7 @@ mod agent;
 mod error;
 pub mod events;
 mod prompt;
+mod recovery;
 mod role;
 mod runtime;
 mod subagent;
@@ -42,4 +43,6 @@ pub use runtime::{
     ChildProvider, ChildSpec, ChildStart, LogFailure, ModelSource, Runtime, RuntimeOptions,
     stored_config,
 };
-pub use transcript::{Transcript, TranscriptStats};
+pub use transcript::{
+    CallResolution, READ_ONLY_TOOLS, Transcript, TranscriptStats, UnansweredCall,
+};

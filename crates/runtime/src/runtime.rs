@@ -25,6 +25,7 @@ use crate::agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy};
 use crate::error::RuntimeError;
 use crate::events::{AgentConfigRecord, Descriptor, Profile, TurnEndReason};
 use crate::prompt::{TeamRole, default_system_prompt, team_policy};
+use crate::recovery::{Resolver, TeamLinks};
 use crate::subagent::SubagentTool;
 use crate::transcript::{Transcript, to_value};
 
@@ -339,16 +340,7 @@ impl Runtime {
         let writer = self.inner.journal.create(header)?;
         let mut drafts = vec![EventDraft::new(ty::AGENT_CONFIG, to_value(&config))];
         let prompted = first.is_some();
-        if let Some(first) = first {
-            let splice = crate::events::InboxSplice {
-                target: crate::events::InboxTarget::NextTurn,
-                start: 0,
-                removed_count: 0,
-                inserted: vec![first],
-                outcome: None,
-            };
-            drafts.push(EventDraft::new(ty::AGENT_INBOX_SPLICED, to_value(&splice)));
-        }
+        drafts.extend(first.map(prompt_splice));
         let events = writer.append_batch(drafts)?;
         writer.flush().await?;
         let transcript = Transcript::fold(0, &events)?;
@@ -370,30 +362,89 @@ impl Runtime {
     /// for a turn a crash interrupted (REFERENCE a.9), then the agent starts with its inbox
     /// parked. Returns the agent and whether recovery closed an interrupted turn.
     ///
+    /// Recovery decides from the logs (DESIGN decision 10, see `recovery.rs`), in this order:
+    /// process groups the crash left running are stopped; the open turns of the root's
+    /// non-resident children are closed (their Team calls resolved from the Lead log); a Team
+    /// root's roster is reconciled (a teammate whose spawn a crash cut before its prompt was
+    /// durable is created again under its reserved id, with the prompt of the Lead's
+    /// `spawn_teammate` call); then the root's own open turn is closed (its `spawn_teammate`
+    /// results come from the reconciled roster); only then is mail delivered and are teammates
+    /// continued. Nothing can start a turn of the root before its open turn is closed: its
+    /// inbox stays parked and no teammate runs until then.
+    ///
     /// # Errors
     /// Journal errors (`SESSION_NOT_FOUND`, `JOURNAL_LOCKED`, …), `NOT_RESUMABLE` when the
-    /// session has no agent configuration.
+    /// session has no agent configuration, `TEAM_LOG_INVALID` when a Team root's log breaks a
+    /// Team rule (refused before recovery writes anything).
     pub async fn resume_root(&self, id: &SessionId) -> Result<(Agent, bool), RuntimeError> {
-        let (agent, recovered) = self.activate(id).await?;
-        self.register(agent.clone(), None, false);
-        self.close_open_child_turns(id).await;
+        let (writer, replay) = self.inner.journal.open(id)?;
+        let transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
+        let config = transcript
+            .config()
+            .cloned()
+            .ok_or_else(|| RuntimeError::NotResumable {
+                id: id.to_string(),
+                reason: "it has no agent configuration (not created by troupe run)".to_owned(),
+            })?;
         // A Team root: the Team profile and no subagent descriptor (an orphaned teammate
         // resumed by id is never re-interpreted as a Lead: REFERENCE c.2 step 3).
-        let is_team = agent.with_transcript(|t| {
-            t.config().is_some_and(|c| c.profile == Profile::Team) && t.descriptor().is_none()
-        });
-        if is_team {
-            // A Team root recovers before it runs: roster reconciliation, then mailbox
-            // recovery (REFERENCE c.9), so teammates with pending wakeup mail are resumed.
-            let team = match self.attach_team(&agent).await {
-                Ok(team) => team,
+        let is_team = config.profile == Profile::Team && transcript.descriptor().is_none();
+        let team_parent = transcript
+            .descriptor()
+            .and(replay.header.parent_session.as_ref());
+        let setup = self.build_setup(id, &config, team_parent)?;
+        // Process groups the crash left running stop first, before anything else runs.
+        let stopped = stop_leftovers(&transcript);
+        let agent = Agent::start(writer, transcript, setup);
+        self.register(agent.clone(), None, false);
+        // A Team root's Team is folded first (reading only): a log that breaks a Team rule is
+        // refused before recovery writes anything anywhere.
+        let team = if is_team {
+            match self.attach_team(&agent).await {
+                Ok(team) => Some(team),
                 Err(e) => {
                     // A Lead whose Team does not fold must not run half-attached.
                     let _ = self.release(agent.id()).await;
                     return Err(team_setup_error(id, e));
                 }
+            }
+        } else {
+            None
+        };
+        // The Lead log is in memory: its Team links are read from it when a call needs them.
+        let links = LinkSource::events(is_team.then_some(replay.events.as_slice()));
+        self.close_open_child_turns(id, &links).await;
+        if let Some(team) = &team {
+            // Roster reconciliation, before the Lead's own turn is closed (its spawn results
+            // come from the roster) and before mailbox recovery (REFERENCE c.9).
+            let requests = crate::recovery::spawn_requests(&replay.events);
+            self.reconcile_roster(team, &requests, &replay.events).await;
+        }
+        let state = match &team {
+            Some(team) => Some(team.snapshot().await),
+            None => None,
+        };
+        let recovered = agent.with_transcript(|t| t.open_turn().is_some());
+        if recovered {
+            let resolver = Resolver {
+                session: id,
+                workspace: Some(PathBuf::from(&config.workspace)),
+                links: agent
+                    .with_transcript(needs_team_links)
+                    .then(|| links.get(&self.inner.journal))
+                    .flatten(),
+                team: state.as_ref(),
             };
-            self.recover_team(&team).await;
+            let closed = agent.close_recovered_turn(&stopped, &mut |call| resolver.resolve(call));
+            if let Err(e) = closed {
+                let _ = self.release(agent.id()).await;
+                return Err(e);
+            }
+            agent.writer().flush().await?;
+        }
+        drop(replay);
+        if let Some(team) = &team {
+            self.recover_team(team).await;
         }
         Ok((agent, recovered))
     }
@@ -401,7 +452,10 @@ impl Runtime {
     async fn activate(&self, id: &SessionId) -> Result<(Agent, bool), RuntimeError> {
         let (writer, replay) = self.inner.journal.open(id)?;
         let mut transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
-        let recovered = recover_open_turn(&writer, &mut transcript).await?;
+        let links = LinkSource::lead(replay.header.parent_session.clone());
+        let recovered = self
+            .recover_open_turn(&writer, &mut transcript, id, &links)
+            .await?;
         let config = transcript
             .config()
             .cloned()
@@ -421,9 +475,10 @@ impl Runtime {
     /// Closes the turns a crash left open in the direct children of root `id` that are not
     /// resident (one-shot children are never resumed, so nothing else would ever close them):
     /// each is opened for writing, gets the same recovery as an activation (leftover process
-    /// groups stopped, synthetic closers), and is released. Best effort: a child that cannot
-    /// be opened (e.g. locked by another process) is skipped with a warning.
-    async fn close_open_child_turns(&self, id: &SessionId) {
+    /// groups stopped, synthetic closers resolved from the logs, its Team calls from `links`),
+    /// and is released. Best effort: a child that cannot be opened (e.g. locked by another
+    /// process) is skipped with a warning.
+    async fn close_open_child_turns(&self, id: &SessionId, links: &LinkSource<'_>) {
         let listing = self.inner.journal.list(&mut |e| {
             tracing::warn!(error = %e, "unreadable session skipped while closing child turns");
         });
@@ -439,14 +494,18 @@ impl Runtime {
             if child.header.parent_session.as_ref() != Some(id) || self.agent(&child_id).is_some() {
                 continue;
             }
-            if let Err(e) = self.close_open_turn(&child_id).await {
+            if let Err(e) = self.close_open_turn(&child_id, links).await {
                 tracing::warn!(child = %child_id, error = %e, "open child turn not closed");
             }
         }
     }
 
-    /// Opens `id` for writing, applies [`recover_open_turn`], and releases it.
-    async fn close_open_turn(&self, id: &SessionId) -> Result<bool, RuntimeError> {
+    /// Opens `id` for writing, applies [`Runtime::recover_open_turn`], and releases it.
+    async fn close_open_turn(
+        &self,
+        id: &SessionId,
+        links: &LinkSource<'_>,
+    ) -> Result<bool, RuntimeError> {
         let guard = self.child_lock(id);
         let _held = guard.lock().await;
         if self.agent(id).is_some() {
@@ -454,11 +513,48 @@ impl Runtime {
         }
         let (writer, replay) = self.inner.journal.open(id)?;
         let mut transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
-        let recovered = recover_open_turn(&writer, &mut transcript).await;
+        let recovered = self
+            .recover_open_turn(&writer, &mut transcript, id, links)
+            .await;
         let closed = writer.close().await;
         let recovered = recovered?;
         closed?;
         Ok(recovered)
+    }
+
+    /// Crash recovery of a log just opened for writing (REFERENCE a.9, DESIGN decision 10):
+    /// when a turn is open, the process groups its unanswered calls left running are stopped
+    /// (recognized by their recorded start time), then the synthetic closers — each started
+    /// call resolved from the logs (`recovery.rs`; Team calls from `links`, read only when a
+    /// call needs them) — are appended with the last real event's time, folded into
+    /// `transcript` and flushed. Returns whether a turn was closed.
+    async fn recover_open_turn(
+        &self,
+        writer: &troupe_journal::SessionWriter,
+        transcript: &mut Transcript,
+        id: &SessionId,
+        links: &LinkSource<'_>,
+    ) -> Result<bool, RuntimeError> {
+        if transcript.open_turn().is_none() {
+            return Ok(false);
+        }
+        let stopped = stop_leftovers(transcript);
+        let resolver = Resolver {
+            session: id,
+            workspace: transcript.config().map(|c| PathBuf::from(&c.workspace)),
+            links: needs_team_links(transcript)
+                .then(|| links.get(&self.inner.journal))
+                .flatten(),
+            team: None,
+        };
+        let closers =
+            transcript.recovery_closers_resolved(&stopped, &mut |call| resolver.resolve(call));
+        let events = writer.append_batch_at(closers, transcript.last_time())?;
+        for e in &events {
+            transcript.apply(e)?;
+        }
+        writer.flush().await?;
+        Ok(true)
     }
 
     fn workspace_string(&self) -> Result<String, RuntimeError> {
@@ -627,9 +723,6 @@ impl Runtime {
                 });
             }
         }
-        let parent_config = parent
-            .with_transcript(|t| t.config().cloned())
-            .ok_or_else(|| RuntimeError::Unauthorized("the parent has no configuration".into()))?;
         parent.writer().flush().await?;
         let parent_replay = self.inner.journal.read(parent.id())?;
         let seed = match spec.provider {
@@ -643,40 +736,8 @@ impl Runtime {
                 parent_replay.events[..end].to_vec()
             }
         };
-        let mut header = SessionHeader::new(child_id.clone(), self.inner.journal.clock().now_ms())
-            .with_parent(parent.id().clone())
-            .with_origin("subagent");
-        header.cwd = parent_replay.header.cwd.clone();
-        let writer = if seed.is_empty() {
-            self.inner.journal.create(header)?
-        } else {
-            self.inner.journal.create_seeded(header, seed)?
-        };
-        let descriptor = Descriptor {
-            version: 2,
-            mode: if spec.continuable {
-                "continuable"
-            } else {
-                "one-shot"
-            }
-            .to_owned(),
-            provider: spec.provider.as_str().to_owned(),
-            label: spec.label.clone(),
-            agent_provider: Some(parent_config.model.provider.as_str().to_owned()),
-            agent_model: Some(parent_config.model.model.clone()),
-        };
-        let config = AgentConfigRecord {
-            name: spec.label.clone(),
-            model: parent_config.model.clone(),
-            profile: spec.profile,
-            workspace: parent_config.workspace.clone(),
-            depth: parent_config.depth + 1,
-            team_limits: None,
-        };
-        writer.append_batch(vec![
-            EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),
-            EventDraft::new(ty::AGENT_CONFIG, to_value(&config)),
-        ])?;
+        let (writer, config) =
+            self.create_child_log(parent, &parent_replay.header, &child_id, &spec, seed, None)?;
         writer.flush().await?;
         let replay = self.inner.journal.read(&child_id)?;
         let transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
@@ -715,6 +776,103 @@ impl Runtime {
             child_id,
             message_id,
         })
+    }
+
+    /// Creates the log of child `child_id` of `parent` (whose stored header is
+    /// `parent_header`): header (parent, origin `subagent`, the parent's cwd), `seed` (a fork's
+    /// inherited events), then one batch of the descriptor, the config and — when `prompt` is
+    /// given — the prompt's inbox insertion. Not flushed: the first flush creates the file
+    /// whole (the journal publishes a new file with `link(2)`), so a crash leaves no child or
+    /// one with all of these.
+    fn create_child_log(
+        &self,
+        parent: &Agent,
+        parent_header: &SessionHeader,
+        child_id: &SessionId,
+        spec: &ChildSpec,
+        seed: Vec<troupe_protocol::Event>,
+        prompt: Option<UserMessage>,
+    ) -> Result<(troupe_journal::SessionWriter, AgentConfigRecord), RuntimeError> {
+        let parent_config = parent
+            .with_transcript(|t| t.config().cloned())
+            .ok_or_else(|| RuntimeError::Unauthorized("the parent has no configuration".into()))?;
+        let mut header = SessionHeader::new(child_id.clone(), self.inner.journal.clock().now_ms())
+            .with_parent(parent.id().clone())
+            .with_origin("subagent");
+        header.cwd = parent_header.cwd.clone();
+        let writer = if seed.is_empty() {
+            self.inner.journal.create(header)?
+        } else {
+            self.inner.journal.create_seeded(header, seed)?
+        };
+        let descriptor = Descriptor {
+            version: 2,
+            mode: if spec.continuable {
+                "continuable"
+            } else {
+                "one-shot"
+            }
+            .to_owned(),
+            provider: spec.provider.as_str().to_owned(),
+            label: spec.label.clone(),
+            agent_provider: Some(parent_config.model.provider.as_str().to_owned()),
+            agent_model: Some(parent_config.model.model.clone()),
+        };
+        let config = AgentConfigRecord {
+            name: spec.label.clone(),
+            model: parent_config.model.clone(),
+            profile: spec.profile,
+            workspace: parent_config.workspace.clone(),
+            depth: parent_config.depth + 1,
+            team_limits: None,
+        };
+        let mut drafts = vec![
+            EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),
+            EventDraft::new(ty::AGENT_CONFIG, to_value(&config)),
+        ];
+        drafts.extend(prompt.map(prompt_splice));
+        writer.append_batch(drafts)?;
+        Ok((writer, config))
+    }
+
+    /// Carries out a teammate creation a crash cut before the child's prompt was durable
+    /// (issue 10, defect 6: such a child has done nothing): the child `child_id` gets its log —
+    /// created whole when there is none (a fork seeded with `seed`), or, when its log holds no
+    /// prompt yet, the prompt appended to it — with `prompt` waiting in its inbox. The child
+    /// is not started: the Team recovery runs the waiting prompt once the Lead's own recovery
+    /// is done. What survives a crash here: no change, or the whole log / the prompt.
+    ///
+    /// # Errors
+    /// Journal errors (the child log could not be created or written).
+    pub(crate) async fn recreate_child(
+        &self,
+        parent: &Agent,
+        child_id: &SessionId,
+        spec: &ChildSpec,
+        seed: Vec<troupe_protocol::Event>,
+        log_exists: bool,
+    ) -> Result<(), RuntimeError> {
+        let guard = self.child_lock(child_id);
+        let _held = guard.lock().await;
+        let prompt = UserMessage::text(spec.prompt.clone(), MessageSource::kind("user"));
+        let writer = if log_exists {
+            let (writer, _) = self.inner.journal.open(child_id)?;
+            writer.append_batch(vec![prompt_splice(prompt)])?;
+            writer
+        } else {
+            let parent_header = self.inner.journal.read(parent.id())?.header;
+            let seed = match spec.provider {
+                ChildProvider::Spawn => Vec::new(),
+                ChildProvider::Fork => seed,
+            };
+            self.create_child_log(parent, &parent_header, child_id, spec, seed, Some(prompt))?
+                .0
+        };
+        let flushed = writer.flush().await;
+        let closed = writer.close().await;
+        flushed?;
+        closed?;
+        Ok(())
     }
 
     /// Sends a follow-up to a child (REFERENCE b.6): to the live child when resident, else
@@ -1117,18 +1275,26 @@ impl Runtime {
     }
 }
 
-/// Crash recovery of a log just opened for writing (REFERENCE a.9): when a turn is open, the
-/// process groups its unanswered calls left running are stopped (recognized by their recorded
-/// start time), then the synthetic closers are appended with the last real event's time,
-/// folded into `transcript` and flushed. Returns whether a turn was closed.
-async fn recover_open_turn(
-    writer: &troupe_journal::SessionWriter,
-    transcript: &mut Transcript,
-) -> Result<bool, RuntimeError> {
+/// The inbox insertion that queues `prompt` as a follow-up (next turn).
+fn prompt_splice(prompt: UserMessage) -> EventDraft {
+    let splice = crate::events::InboxSplice {
+        target: crate::events::InboxTarget::NextTurn,
+        start: 0,
+        removed_count: 0,
+        inserted: vec![prompt],
+        outcome: None,
+    };
+    EventDraft::new(ty::AGENT_INBOX_SPLICED, to_value(&splice))
+}
+
+/// Stops the process groups the open step's unanswered calls left running (only those whose
+/// leader's recorded start time still matches, so a reused pid is never signalled) and
+/// returns their call ids (their results say so).
+fn stop_leftovers(transcript: &Transcript) -> Vec<String> {
     if transcript.open_turn().is_none() {
-        return Ok(false);
+        return Vec::new();
     }
-    let stopped: Vec<String> = transcript
+    transcript
         .leftover_processes()
         .into_iter()
         .filter(|p| {
@@ -1138,14 +1304,56 @@ async fn recover_open_turn(
             })
         })
         .map(|p| p.call_id)
-        .collect();
-    let closers = transcript.recovery_closers_after(&stopped);
-    let events = writer.append_batch_at(closers, transcript.last_time())?;
-    for e in &events {
-        transcript.apply(e)?;
+        .collect()
+}
+
+/// Whether the open step of `transcript` has a started Team call whose effect would be in the
+/// Lead log (so recovery needs the Team's links to resolve it).
+fn needs_team_links(transcript: &Transcript) -> bool {
+    transcript.unanswered().iter().any(|c| {
+        c.call_seq.is_some() && crate::recovery::TEAM_WRITE_TOOLS.contains(&c.call.name.as_str())
+    })
+}
+
+/// Where recovery finds a Team's `tool/effect` links: the Lead log already in memory, or the
+/// Lead's log read from the journal — either only once, when a call first needs them.
+pub(crate) struct LinkSource<'a> {
+    events: Option<&'a [troupe_protocol::Event]>,
+    lead: Option<SessionId>,
+    links: std::sync::OnceLock<Option<TeamLinks>>,
+}
+
+impl<'a> LinkSource<'a> {
+    /// The links of the Lead log `events` (none for a session that leads no Team).
+    fn events(events: Option<&'a [troupe_protocol::Event]>) -> Self {
+        Self {
+            events,
+            lead: None,
+            links: std::sync::OnceLock::new(),
+        }
     }
-    writer.flush().await?;
-    Ok(true)
+
+    /// The links of `lead`'s log, read when needed (none without a parent).
+    fn lead(lead: Option<SessionId>) -> Self {
+        Self {
+            events: None,
+            lead,
+            links: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn get(&self, journal: &Journal) -> Option<&TeamLinks> {
+        self.links
+            .get_or_init(|| match (self.events, &self.lead) {
+                (Some(events), _) => Some(TeamLinks::collect(events)),
+                (None, Some(lead)) => journal
+                    .read(lead)
+                    .ok()
+                    .map(|replay| TeamLinks::collect(&replay.events)),
+                (None, None) => None,
+            })
+            .as_ref()
+    }
 }
 
 /// A Team that cannot be attached to Lead `id`: a lower layer's error as it is, a broken Team
