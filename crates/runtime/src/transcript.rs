@@ -627,6 +627,8 @@ mod tests {
     enum Rec<'a> {
         Asked(&'a [&'a str]),
         Result(&'a str, Option<&'a str>),
+        /// A result of the named tool: (call id, tool, code).
+        Named(&'a str, &'a str, Option<&'a str>),
     }
 
     fn fold(records: &[Rec<'_>]) -> Transcript {
@@ -656,13 +658,16 @@ mod tests {
                     })
                     .unwrap(),
                 ),
-                Rec::Result(id, code) => (
+                Rec::Result(id, code) | Rec::Named(id, _, code) => (
                     ty::TOOL_RESULT,
                     serde_json::to_value(ToolResultRecord {
                         turn: 1,
                         step: 1,
                         call_id: (*id).to_owned(),
-                        name: "bash".to_owned(),
+                        name: match rec {
+                            Rec::Named(_, name, _) => (*name).to_owned(),
+                            _ => "bash".to_owned(),
+                        },
                         is_error: code.is_some(),
                         code: code.map(str::to_owned),
                         content: "{}".to_owned(),
@@ -701,6 +706,31 @@ mod tests {
             Asked(&[]),
         ]);
         assert_eq!((t.model_calls(), t.spent_model_calls()), (3, 2));
+    }
+
+    /// A step cut short whose other calls only read is asked again whole (its reads change
+    /// nothing when run again); a step of reads that all returned is taken.
+    #[test]
+    fn a_cut_step_whose_other_calls_only_read_is_not_spent() {
+        use Rec::{Asked, Named};
+        let t = fold(&[
+            Asked(&["r", "e"]),
+            Named("r", "read", None),
+            Named("e", "edit", Some("TOOL_NOT_STARTED")),
+        ]);
+        assert_eq!(t.spent_model_calls(), 0);
+        let t = fold(&[
+            Asked(&["r", "g"]),
+            Named("r", "read", None),
+            Named("g", "grep", Some("FS_NOT_FOUND")),
+        ]);
+        assert_eq!(t.spent_model_calls(), 1, "nothing was cut");
+        let t = fold(&[
+            Asked(&["w", "e"]),
+            Named("w", "write", None),
+            Named("e", "edit", Some("TOOL_NOT_STARTED")),
+        ]);
+        assert_eq!(t.spent_model_calls(), 1, "the write took effect");
     }
 
     #[test]
