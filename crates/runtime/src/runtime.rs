@@ -360,7 +360,8 @@ impl Runtime {
 
     /// Reopens a stored session as a live root agent: lock, torn-tail repair, recovery closers
     /// for a turn a crash interrupted (REFERENCE a.9), then the agent starts with its inbox
-    /// parked. Returns the agent and whether recovery closed an interrupted turn.
+    /// parked. Returns the agent and whether recovery closed a turn as interrupted (a turn
+    /// whose final answer was already logged is closed as completed, and does not count).
     ///
     /// Recovery decides from the logs (DESIGN decision 10, see `recovery.rs`), in this order:
     /// process groups the crash left running are stopped; the open turns of the root's
@@ -424,8 +425,12 @@ impl Runtime {
             Some(team) => Some(team.snapshot().await),
             None => None,
         };
-        let recovered = agent.with_transcript(|t| t.open_turn().is_some());
-        if recovered {
+        // "Recovered" means a turn closed as interrupted; one whose answer was logged before
+        // the stop is closed as completed and needs no continuation.
+        let (open, answered) =
+            agent.with_transcript(|t| (t.open_turn().is_some(), t.answered_open_turn()));
+        let recovered = open && !answered;
+        if open {
             let resolver = Resolver {
                 session: id,
                 workspace: Some(PathBuf::from(&config.workspace)),

@@ -562,3 +562,69 @@ fn a_demo_workspace_left_before_its_session_existed_is_started_over() {
         "mine\n"
     );
 }
+
+/// Defect 3 for the Lead's own log (it used to end with a teardown message only): the log
+/// becomes immutable while the Lead works; `troupe run` exits 1 with `JOURNAL_FAILED` naming
+/// the Lead and the OS error as its last line, and once the file is writable again `troupe
+/// resume` finishes the turn.
+#[test]
+fn the_leads_log_failing_mid_run_is_journal_failed_and_resume_finishes() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "slow.json",
+        json!({"lead": [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]},
+            {"tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
+            {"text": "all done"}
+        ]}),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(&s.home)
+        .env_remove("TROUPE_HOME")
+        .args(["run", "--pace", "400", "--model"])
+        .arg(format!("script:{}", script.display()))
+        .arg("--workspace")
+        .arg(&s.workspace)
+        .arg("work slowly")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let lead = loop {
+        if let Some(path) = member_file(&s.home, "lead")
+            && read_events(&path).iter().any(|e| e["type"] == "tool/call")
+        {
+            break path;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("troupe run exited ({status}) before its first tool call");
+        }
+        assert!(Instant::now() < deadline, "the Lead never called a tool");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    immutable(&lead, true);
+    let guard = Immutable(lead.clone());
+    let status = child.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("troupe: JOURNAL_FAILED: "), "{err}");
+    assert!(last.contains("lead (the Lead, session "), "{last}");
+    assert!(last.contains("Operation not permitted"), "{last}");
+    assert!(!err.contains("shutting the agents down"), "{err}");
+    let id = session_id(&err);
+    immutable(&lead, false);
+    drop(guard);
+    let out = s.troupe().args(["resume", &id]).assert();
+    assert_eq!(out.get_output().status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "all done\n");
+}
