@@ -415,22 +415,25 @@ impl Runtime {
         // The Lead log is in memory: its Team links are read from it when a call needs them.
         let links = LinkSource::events(is_team.then_some(replay.events.as_slice()));
         self.close_open_child_turns(id, &links).await;
-        if let Some(team) = &team {
+        if let Some(team) = &team
+            && team.has_provisioning().await
+        {
             // Roster reconciliation, before the Lead's own turn is closed (its spawn results
             // come from the roster) and before mailbox recovery (REFERENCE c.9).
             let requests = crate::recovery::spawn_requests(&replay.events);
             self.reconcile_roster(team, &requests, &replay.events).await;
         }
-        let state = match &team {
-            Some(team) => Some(team.snapshot().await),
-            None => None,
-        };
         // "Recovered" means a turn closed as interrupted; one whose answer was logged before
         // the stop is closed as completed and needs no continuation.
         let (open, answered) =
             agent.with_transcript(|t| (t.open_turn().is_some(), t.answered_open_turn()));
         let recovered = open && !answered;
         if open {
+            // The reconciled roster, for the results of a cut `spawn_teammate`.
+            let state = match &team {
+                Some(team) => Some(team.snapshot().await),
+                None => None,
+            };
             let resolver = Resolver {
                 session: id,
                 workspace: Some(PathBuf::from(&config.workspace)),
