@@ -233,7 +233,12 @@ impl Team {
 
     /// Whether some member is still `provisioning` (a creation in flight, or one a crash cut).
     pub(crate) async fn has_provisioning(&self) -> bool {
-        self.state.lock().await.provisioning_members().next().is_some()
+        self.state
+            .lock()
+            .await
+            .provisioning_members()
+            .next()
+            .is_some()
     }
 
     /// Closes the Team (REFERENCE c.14 steps 1–2): waits return, dispatches stop.
