@@ -106,7 +106,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     // Everything is checked before anything is written.
     check_python()?;
     let target = match flags.workspace {
-        Some(dir) => Target::check(dir)?,
+        Some(dir) => Target::check(dir, &home.dir)?,
         None => Target::default_dir()?,
     };
     // The directory first (a place where nothing can be created is refused before anything is
@@ -150,6 +150,32 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
         home,
         framing,
     )
+}
+
+/// The framing of `troupe resume` for a session: a demo session (its model is the demo's
+/// script recorded under `home`, `<home>/demo/script-….json`) has its project's tests checked
+/// after the run, exactly as `troupe demo` does, so a resumed demo whose tests still fail
+/// exits 1 (`DEMO_TESTS_FAILED`). Any other session gets the plain run's framing.
+pub(crate) fn resumed_framing(home: &Path, script: Option<&Path>, workspace: &Path) -> Framing {
+    // Scripts are recorded by absolute path (`troupe resume` works from anywhere).
+    let demo_dir = std::path::absolute(home)
+        .unwrap_or_else(|_| home.to_path_buf())
+        .join("demo");
+    let is_demo = script.is_some_and(|path| {
+        path.parent() == Some(demo_dir.as_path())
+            && path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("script-") && n.ends_with(".json"))
+    });
+    if !is_demo {
+        return Framing::default();
+    }
+    let project = workspace.to_path_buf();
+    Framing {
+        check: Some(Box::new(move || test_outcome(&project))),
+        ..Framing::default()
+    }
 }
 
 /// The closing lines: where the project is, how to run its tests, how to look at the Team.
@@ -287,18 +313,84 @@ fn check_python() -> Result<(), Failure> {
 struct Target {
     /// Absolute (so every hint printed later works from any directory).
     dir: PathBuf,
-    /// Whether the directory must be created (else it exists and is empty).
+    /// Whether the directory must be created (else it exists and is empty, or holds what an
+    /// earlier `troupe demo` stopped before its session existed left of the project).
     create: bool,
+    /// The directory holds only the project's own files, unchanged or cut short (see
+    /// [`leftover_project`]): they are written again, whole.
+    start_over: bool,
+}
+
+/// Whether `dir` holds nothing but what `troupe demo` writes before its session exists: some of
+/// the project's files, each exactly as shipped or cut short (a stop while it was written), in
+/// the project's own directories. Such a directory is where a demo stopped (a crash, a kill)
+/// before anything ran in it, so starting over there loses nothing.
+fn leftover_project(dir: &Path) -> bool {
+    fn walk(root: &Path, dir: &Path) -> std::io::Result<bool> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let Ok(rel) = path.strip_prefix(root) else {
+                return Ok(false);
+            };
+            let rel = rel.to_string_lossy();
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                let prefix = format!("{rel}/");
+                if !PROJECT.iter().any(|(p, _)| p.starts_with(&prefix)) || !walk(root, &path)? {
+                    return Ok(false);
+                }
+            } else if kind.is_file() {
+                let Some((_, content)) = PROJECT.iter().find(|(p, _)| *p == rel) else {
+                    return Ok(false);
+                };
+                if !content.as_bytes().starts_with(&std::fs::read(&path)?) {
+                    return Ok(false);
+                }
+            } else {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+    walk(dir, dir).unwrap_or(false)
+}
+
+/// The root sessions of `home` whose workspace is `dir` (ids, oldest first).
+fn sessions_in(home: &Path, dir: &Path) -> Vec<String> {
+    let Ok(listing) = troupe_journal::Journal::open_home(home).list(&mut |_| {}) else {
+        return Vec::new();
+    };
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    listing
+        .into_iter()
+        .filter(|s| s.header.parent_session.is_none())
+        .filter(|s| {
+            s.header
+                .cwd
+                .as_deref()
+                .is_some_and(|cwd| Path::new(cwd) == dir)
+        })
+        .map(|s| s.header.id.to_string())
+        .collect()
 }
 
 impl Target {
-    /// `--workspace DIR`: a directory that does not exist yet, or an empty one.
-    fn check(dir: PathBuf) -> Result<Self, Failure> {
+    /// `--workspace DIR`: a directory that does not exist yet, or an empty one — or the
+    /// workspace of a demo stopped before its session existed (only the project's own files,
+    /// unchanged or cut short, and no session of `home` working in it), where the demo starts
+    /// over. A directory some session of `home` works in is refused with the command that
+    /// continues that session.
+    fn check(dir: PathBuf, home: &Path) -> Result<Self, Failure> {
         let dir = std::path::absolute(&dir)
             .map_err(|e| Failure::bad_input(anyhow!("demo workspace {}: {e}", dir.display())))?;
         let shown = dir.display().to_string();
         match std::fs::symlink_metadata(&dir) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self { dir, create: true }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self {
+                dir,
+                create: true,
+                start_over: false,
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
                 Err(Failure::bad_input(anyhow!(
                     "demo workspace {shown} cannot be created: a part of its path is a file, not \
@@ -312,7 +404,19 @@ impl Target {
             Ok(_) => {
                 let mut entries = std::fs::read_dir(&dir)
                     .map_err(|e| Failure::bad_input(anyhow!("demo workspace {shown}: {e}")))?;
-                if entries.next().is_some() {
+                let empty = entries.next().is_none();
+                if let Some(session) = sessions_in(home, &dir).last() {
+                    let home_flag = std::path::absolute(home)
+                        .map(|h| format!(" --home {}", work::shell_quote(&h.display().to_string())))
+                        .unwrap_or_default();
+                    return Err(Failure::bad_input(anyhow!(
+                        "demo workspace {shown} is the workspace of session {session}: continue \
+                         it with troupe resume {session}{home_flag}, or pass a new or empty \
+                         directory (nothing was changed)"
+                    )));
+                }
+                let start_over = !empty && leftover_project(&dir);
+                if !empty && !start_over {
                     return Err(Failure::bad_input(anyhow!(
                         "demo workspace {shown} is not empty: pass a new or empty directory \
                          (nothing was changed)"
@@ -321,7 +425,11 @@ impl Target {
                 rustix::fs::access(&dir, rustix::fs::Access::WRITE_OK).map_err(|e| {
                     Failure::bad_input(anyhow!("demo workspace {shown} is not writable: {e}"))
                 })?;
-                Ok(Self { dir, create: false })
+                Ok(Self {
+                    dir,
+                    create: false,
+                    start_over,
+                })
             }
         }
     }
@@ -343,7 +451,11 @@ impl Target {
             if std::fs::symlink_metadata(&dir)
                 .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
             {
-                return Ok(Self { dir, create: true });
+                return Ok(Self {
+                    dir,
+                    create: true,
+                    start_over: false,
+                });
             }
         }
         Err(Failure::bad_input(anyhow!(
@@ -372,7 +484,8 @@ impl Target {
     }
 
     /// Writes the project into the directory [`Target::make_dir`] made ready, never replacing
-    /// a file.
+    /// a file — except, when starting over, the project's own files left by the stopped demo
+    /// (each unchanged or a cut-short copy of the same file), which are written whole.
     fn write_project(self) -> Result<PathBuf, Failure> {
         let shown = self.dir.display().to_string();
         let bad = |e: std::io::Error| Failure::bad_input(anyhow!("demo workspace {shown}: {e}"));
@@ -383,7 +496,9 @@ impl Target {
             }
             let mut out = std::fs::OpenOptions::new()
                 .write(true)
-                .create_new(true)
+                .create_new(!self.start_over)
+                .create(self.start_over)
+                .truncate(self.start_over)
                 .open(&file)
                 .map_err(bad)?;
             out.write_all(content.as_bytes()).map_err(bad)?;

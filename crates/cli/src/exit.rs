@@ -1,5 +1,22 @@
 //! Failures and the exit codes they map to — the one place where library error codes become
 //! process exit codes (DESIGN §6): 0 success, 1 the work failed, 2 bad usage or bad input.
+//!
+//! ## The rule (the same for every command; README "Exit codes")
+//!
+//! - **2, bad input**: the command cannot be carried out *as asked*, nothing was changed, and
+//!   the fix is in what was typed or pointed at: bad usage; an invalid or unknown session id;
+//!   a session of the wrong kind for the command (a teammate's or a child's given to `resume`
+//!   or `team`, a session without an agent configuration); a session locked by another
+//!   process; an unusable model configuration; and a home, session path or workspace the
+//!   operating system refuses — missing, not a directory or not a regular file, not readable
+//!   or (for commands that write) not writable, on a read-only file system, or behind a
+//!   symbolic-link loop.
+//! - **1, the work failed**: anything that went wrong while working (a model error, a log
+//!   that failed while being written — `JOURNAL_FAILED` —, an interrupt), and a session file
+//!   whose *content* is damaged or cannot be read by this build (`JOURNAL_CORRUPT`,
+//!   `JOURNAL_UNSUPPORTED`, `TEAM_LOG_INVALID`, `RUNTIME_INVALID_EVENT`): the same for `log`,
+//!   `team show`, `team verify` and `resume`, with the file and position named, and nothing
+//!   rewritten.
 
 use std::io::ErrorKind;
 
@@ -91,9 +108,10 @@ pub(crate) fn error_code(error: &anyhow::Error) -> Option<&'static str> {
 }
 
 /// Whether `error` is the operating system refusing what the user pointed Troupe at: the home
-/// (or a path inside it) is not a directory, is not readable or writable, or is missing
-/// (`JOURNAL_IO` with `NotFound`: the journal only touches the home). These are bad input (2),
-/// not failures of the work, whatever the error's code says.
+/// (or a path inside it) is not a directory, is not readable or writable, is on a read-only
+/// file system, is behind a symbolic-link loop, or is missing (`JOURNAL_IO` with `NotFound`:
+/// the journal only touches the home). These are bad input (2), not failures of the work,
+/// whatever the error's code says (see the module docs).
 pub(crate) fn unusable_environment(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
         let journal = cause.downcast_ref::<JournalError>().or_else(|| {
@@ -104,18 +122,28 @@ pub(crate) fn unusable_environment(error: &anyhow::Error) -> bool {
             }
         });
         match journal {
+            Some(JournalError::Io { error, .. }) => {
+                refused_path(error) || error.kind() == ErrorKind::NotFound
+            }
             Some(e) => matches!(
                 e.io_kind(),
                 Some(ErrorKind::NotADirectory | ErrorKind::PermissionDenied | ErrorKind::NotFound)
             ),
-            None => cause.downcast_ref::<std::io::Error>().is_some_and(|e| {
-                matches!(
-                    e.kind(),
-                    ErrorKind::NotADirectory | ErrorKind::PermissionDenied
-                )
-            }),
+            None => cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(refused_path),
         }
     })
+}
+
+/// The operating system refusing a path as such (rather than failing while working on it):
+/// not a directory, permission denied (EACCES, EPERM — also an immutable file), a read-only
+/// file system (EROFS), a symbolic-link loop (ELOOP).
+fn refused_path(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::NotADirectory | ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem
+    ) || error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
 }
 
 /// The exit code of an error that reached the command with this stable code.
@@ -125,13 +153,12 @@ pub(crate) fn unusable_environment(error: &anyhow::Error) -> bool {
 /// it is recorded as the turn's end, and never reaches this function.
 pub(crate) fn exit_code(code: &str) -> u8 {
     match code {
-        // The named session cannot be used.
+        // The named session cannot be used for this command (its content may be fine: a
+        // damaged or unsupported file is a failure of the work, 1).
         "INVALID_SESSION_ID"
         | "SESSION_NOT_FOUND"
         | "SESSION_ID_AMBIGUOUS"
         | "JOURNAL_NOT_A_FILE"
-        | "JOURNAL_CORRUPT"
-        | "JOURNAL_UNSUPPORTED"
         | "JOURNAL_LOCKED"
         | "NOT_RESUMABLE"
         // The model configuration is unusable: unknown provider, missing key, bad base URL,
@@ -159,6 +186,10 @@ mod tests {
             ("WORKSPACE_INVALID", 2),
             ("LLM_AUTH", 1),
             ("JOURNAL_POISONED", 1),
+            ("JOURNAL_CORRUPT", 1),
+            ("JOURNAL_UNSUPPORTED", 1),
+            ("TEAM_LOG_INVALID", 1),
+            ("NOT_RESUMABLE", 2),
             ("JOURNAL_IO", 1),
             ("SOMETHING_NEW", 1),
         ] {
@@ -192,6 +223,7 @@ mod tests {
             ErrorKind::NotADirectory,
             ErrorKind::PermissionDenied,
             ErrorKind::NotFound,
+            ErrorKind::ReadOnlyFilesystem,
         ] {
             let direct = anyhow::Error::new(journal_io(kind)).context("listing sessions");
             assert_eq!(Failure::from(direct).code, BAD_INPUT, "{kind:?}");
@@ -210,6 +242,13 @@ mod tests {
             let error = anyhow::Error::new(journal_io(kind));
             assert_eq!(Failure::from(error).code, WORK_FAILED, "{kind:?}");
         }
+        // A symbolic-link loop is refused like any other unusable path.
+        let looped = JournalError::Io {
+            op: "open",
+            path: "/h/sessions/s.jsonl".into(),
+            error: std::io::Error::from_raw_os_error(rustix::io::Errno::LOOP.raw_os_error()),
+        };
+        assert_eq!(Failure::from(looped).code, BAD_INPUT);
         // A real one: the home is a regular file.
         let file = tempfile::NamedTempFile::new().unwrap();
         let listed = troupe_journal::Journal::open_home(file.path())

@@ -25,8 +25,8 @@ use troupe_llm::{ClientOptions, ModelFlags, ModelSpec, ProviderFactory, Provider
 use troupe_protocol::{Event, MessageSource, SessionId, UserMessage, event_types};
 use troupe_runtime::events::{Profile, TurnEndReason};
 use troupe_runtime::{
-    Agent, AgentProgress, ChunkPolicy, Progress, Runtime, RuntimeError, RuntimeOptions, Transcript,
-    TranscriptStats,
+    Agent, AgentProgress, ChunkPolicy, LogFailure, Progress, Runtime, RuntimeError, RuntimeOptions,
+    Transcript, TranscriptStats,
 };
 use troupe_team::{TeamError, TeamLimits};
 use troupe_tools::ToolLimits;
@@ -632,6 +632,9 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
     let workspace = check_workspace(Path::new(&recorded.workspace))?;
     let spec = absolute_script(recorded.model.with_overrides(&flags.model.flags())?)?;
     let stored = read_stored(&transcript, &replay.events);
+    // A resumed demo checks its project's tests as `troupe demo` does.
+    let script = (spec.provider == ProviderKind::Script).then(|| Path::new(&spec.model));
+    let framing = crate::demo::resumed_framing(&home.dir, script, &workspace);
     work_config(
         home,
         true,
@@ -647,7 +650,7 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
                 prompt,
                 stored: Box::new(stored),
             },
-            framing: Framing::default(),
+            framing,
         },
     )
 }
@@ -927,24 +930,27 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
         printer.progress(&event);
     }
     printer.clear_live();
+    // Complete once the shutdown released every agent (DESIGN decision 11).
+    let log_failures = runtime.log_failures();
     let driven = driven?;
-    match shutdown {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            return Err(Failure::work(
-                anyhow::Error::new(e).context("shutting the agents down"),
-            ));
-        }
-        Err(_) => {
-            return Err(Failure::work(anyhow!(
-                "shutting the agents down took longer than {}s; the session log is still \
-                 consistent: continue with troupe resume {}",
-                SHUTDOWN_LIMIT.as_secs(),
-                driven.id
-            )));
-        }
+    let teardown = match shutdown {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(anyhow::Error::new(e).context("shutting the agents down")),
+        Err(_) => Some(anyhow!(
+            "shutting the agents down took longer than {}s; the session log is still \
+             consistent: continue with troupe resume {}",
+            SHUTDOWN_LIMIT.as_secs(),
+            driven.id
+        )),
+    };
+    // A failed log is the run's failure, reported after the summary; the teardown error it
+    // caused (the poisoned writer refusing its final flush) says the same thing less clearly.
+    if let Some(teardown) = teardown
+        && log_failures.is_empty()
+    {
+        return Err(Failure::work(teardown));
     }
-    report(&driven, &config, &mut printer)
+    report(&driven, &config, &mut printer, &log_failures)
 }
 
 async fn drive(
@@ -963,25 +969,23 @@ async fn drive(
             } else {
                 Profile::Default
             };
-            let agent = runtime.create_root(id.clone(), LEAD, profile).await?;
+            // The prompt is recorded with the session's configuration, in the batch that
+            // creates the file: a crash leaves no session or one whose prompt is waiting.
+            let first = UserMessage::text(prompt.clone(), MessageSource::kind("user"));
+            let agent = runtime
+                .create_root_with(id.clone(), LEAD, profile, Some(first))
+                .await?;
             printer.session_started(&id, false, &model);
             for line in &config.framing.prologue {
                 printer.note(line);
             }
-            let turn_before = agent.with_transcript(Transcript::last_turn);
-            agent
-                .followup(UserMessage::text(
-                    prompt.clone(),
-                    MessageSource::kind("user"),
-                ))
-                .await?;
-            (agent, id, turn_before, false)
+            (agent, id, 0, false)
         }
         Start::Resume { id, prompt, stored } => {
             let (agent, recovered) = runtime
                 .resume_root(id)
                 .await
-                .map_err(|e| resume_error(id, e))?;
+                .map_err(|e| resume_error(id, &config.home, e))?;
             printer.session_started(id, true, &model);
             record_model_override(&agent, &config.spec).await?;
             if recovered {
@@ -990,8 +994,10 @@ async fn drive(
                      as interrupted (see troupe log)",
                 );
             }
-            let pending =
-                agent.with_transcript(|t| !t.next_turn().is_empty() || !t.next_step().is_empty());
+            // Only waking items (follow-ups, wakeup mail) are work to run now. Quiet mail
+            // waits in the next-step list for the Lead's next turn, whatever starts it
+            // (REFERENCE c.10: `send_message` never wakes its target).
+            let pending = agent.with_transcript(|t| !t.next_turn().is_empty());
             let unfinished = stored.unfinished.clone().filter(|_| !stored.continued);
             let nothing_to_do = if let Some(prompt) = prompt {
                 let msg = UserMessage::text(prompt.clone(), MessageSource::kind("user"));
@@ -1047,13 +1053,21 @@ fn continuation(why: &str) -> UserMessage {
     )
 }
 
-/// A lock held by another process is bad input with its own words.
-fn resume_error(id: &SessionId, error: RuntimeError) -> Failure {
+/// A lock held by another process is bad input with its own words; a Lead log that breaks a
+/// Team rule is a damaged log (exit 1) and names its file.
+fn resume_error(id: &SessionId, home: &Path, error: RuntimeError) -> Failure {
     match error {
         RuntimeError::Journal(JournalError::Locked { .. }) => Failure::bad_input(anyhow!(
             "session is locked by another process: a troupe run or troupe resume of {id} is \
              still running"
         )),
+        team @ RuntimeError::TeamLog { .. } => {
+            let file = home.join("sessions").join(format!("{id}.jsonl"));
+            Failure::work(anyhow!(
+                "TEAM_LOG_INVALID: {team} (file {}; nothing was written to it)",
+                file.display()
+            ))
+        }
         other => other.into(),
     }
 }
@@ -1190,8 +1204,41 @@ async fn show_board(runtime: &Runtime, lead: &Agent, printer: &mut Printer) {
     }
 }
 
+/// The `JOURNAL_FAILED` message for the members whose session log failed (DESIGN decision
+/// 11): each member by name, role and session id with its first failure (the operation, the
+/// file and the OS error).
+fn log_failure_message(lead: &SessionId, failures: &[LogFailure]) -> String {
+    let each: Vec<String> = failures
+        .iter()
+        .map(|f| {
+            let role = if f.session == *lead {
+                "the Lead"
+            } else {
+                "teammate"
+            };
+            format!("{} ({role}, session {}): {}", f.name, f.session, f.error)
+        })
+        .collect();
+    let whose = if failures.len() == 1 {
+        "a session log failed"
+    } else {
+        "session logs failed"
+    };
+    crate::output::escape_controls(&format!("{whose}: {}", each.join("; "))).into_owned()
+}
+
 /// Prints the outcome (answer on stdout, summary on stderr) and picks the exit code.
-fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result<(), Failure> {
+///
+/// A run in which any member's session log failed (`log_failures`, DESIGN decision 11) exits
+/// 1 with `JOURNAL_FAILED` naming each of them and its OS error — on the last line, after the
+/// summary and the resume hint — whatever the Lead answered: work that could not be recorded
+/// was not done durably.
+fn report(
+    driven: &Driven,
+    config: &WorkConfig,
+    printer: &mut Printer,
+    log_failures: &[LogFailure],
+) -> Result<(), Failure> {
     let (last_turn, last_end, answer, stats) = driven.agent.with_transcript(|t| {
         (
             t.last_turn(),
@@ -1238,8 +1285,21 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
         }
     };
 
-    if let Some(failure) = driven.agent.failure() {
-        let message = format!("the session log failed: {failure}");
+    let mut log_failures = log_failures.to_vec();
+    if let Some(failure) = driven.agent.failure()
+        && log_failures.iter().all(|f| f.session != *id)
+    {
+        log_failures.insert(
+            0,
+            LogFailure {
+                session: id.clone(),
+                name: LEAD.to_owned(),
+                error: failure,
+            },
+        );
+    }
+    if !log_failures.is_empty() {
+        let message = log_failure_message(id, &log_failures);
         printer.done_json(
             id,
             &DoneStatus::Failed {
@@ -1251,11 +1311,12 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
             team_json.as_ref(),
         );
         print_summary(printer, false);
-        // The session stays resumable: the log holds everything up to its last flush.
-        return Err(Failure::work(anyhow!(
-            "{message}; once that is fixed, continue with: {}",
+        // Every log holds everything up to its last flush, so the session stays resumable.
+        printer.note(&format!(
+            "once the cause is fixed (free space, a writable home), continue with: {}",
             hints.resume()
-        )));
+        ));
+        return Err(Failure::work(anyhow!("JOURNAL_FAILED: {message}")));
     }
 
     let ran = last_turn > driven.turn_before;
@@ -1283,13 +1344,28 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
             let _ = out.flush();
         }
         if driven.nothing_to_do && !ran {
-            printer.note(if can_continue {
-                "nothing to resume: the last turn completed and no messages are waiting \
-                 (pass a PROMPT to continue the conversation)"
+            let quiet = driven.agent.with_transcript(|t| t.next_step().len());
+            let waiting = match quiet {
+                0 => String::new(),
+                1 => "; 1 quiet message waits for the Lead's next turn".to_owned(),
+                n => format!("; {n} quiet messages wait for the Lead's next turn"),
+            };
+            let next = if can_continue {
+                "pass a PROMPT to continue the conversation"
             } else {
-                "nothing to resume: the last turn completed and no messages are waiting (the \
-                 session's scripted model has no step left for a new instruction)"
-            });
+                "the session's scripted model has no step left for a new instruction"
+            };
+            if last_turn == 0 {
+                printer.note(&format!(
+                    "nothing to resume: no turn ever ran and no prompt was recorded (the run \
+                     stopped before its prompt was durable){waiting}; pass a PROMPT to start it"
+                ));
+            } else {
+                printer.note(&format!(
+                    "nothing to resume: the last turn completed and no messages are waiting to \
+                     run{waiting} ({next})"
+                ));
+            }
         } else if answer.is_none() {
             printer.note("(the Lead finished without a text answer)");
         }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 
 mod demo;
+mod recovery;
 mod run;
 mod team;
 mod ux;
@@ -325,7 +326,16 @@ fn bad_input_is_one_line_exit_2_and_writes_nothing() {
         "{\"type\":\"session\",\"format\":7,\"id\":\"future\",\"createdAt\":0}\n",
     )
     .unwrap();
-    assert_bad_input(home.path(), &["log", "future"], "format version 7");
+    // A file this build cannot read is a failure of the work (the one exit-code rule: its
+    // content, not what was typed, is the problem), one line, nothing changed.
+    let out = troupe(home.path())
+        .args(["log", "future"])
+        .assert()
+        .code(1)
+        .stdout("");
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(stderr.contains("format version 7"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 
 /// A session log damaged before a completed turn: seq 0 and 1 are valid, the line of seq 2 is
@@ -783,7 +793,7 @@ fn stored_control_characters_are_shown_escaped() {
         "req",
         &[header("req", 0), event(0, 0, "x\n\u{1b}[2J", json!({}))],
     );
-    let out = troupe(home.path()).args(["log", "req"]).assert().code(2);
+    let out = troupe(home.path()).args(["log", "req"]).assert().code(1);
     let stderr = text(&out.get_output().stderr);
     assert!(!raw(&stderr), "{stderr:?}");
     assert_eq!(stderr.lines().count(), 1, "{stderr:?}");

@@ -212,6 +212,9 @@ impl LogBackend for JsonlBackend {
 
     fn open(&self, id: &SessionId) -> Result<(Box<dyn SessionSink>, Replay)> {
         let path = self.check_file(id)?;
+        // Opening for writing is where a restart begins: staging files of creations a crash
+        // cut (of any session) go first.
+        sweep_stale_temps(&self.dir);
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -426,7 +429,7 @@ impl JsonlSink {
     /// overwriting), fsync the directory.
     fn publish(&mut self, batch_len: u64) -> Result<()> {
         create_dir_durable(&self.dir)?;
-        sweep_stale_temps(&self.dir, &self.header.id);
+        sweep_stale_temps(&self.dir);
         let tmp = self.dir.join(format!(
             ".{}.{}.{}.tmp",
             self.header.id,
@@ -512,28 +515,34 @@ fn create_dir_durable(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Removes staging files `.<id>.<pid>.<suffix>.tmp` left by processes that died while
-/// creating session `id` (their pid no longer exists). Best effort: errors are ignored, and
-/// nothing is removed where process liveness cannot be checked (no `/proc`).
-fn sweep_stale_temps(dir: &Path, id: &SessionId) {
+/// Removes the staging files `.<id>.<pid>.<suffix>.tmp` (of any session) left by processes
+/// that died while creating a session (their pid no longer exists). Run before a session is
+/// created or opened for writing, so a crash during a creation leaves its staging file only
+/// until the home is next written. Best effort: errors are ignored, and nothing is removed
+/// where process liveness cannot be checked (no `/proc`).
+fn sweep_stale_temps(dir: &Path) {
     let proc_root = Path::new("/proc");
     if !proc_root.join("self").exists() {
         return;
     }
-    let prefix = format!(".{id}.");
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
+        // Ids may contain dots, so the name is read from the right: `<id>.<pid>.<suffix>`.
         let Some(rest) = name
-            .strip_prefix(&prefix)
+            .strip_prefix('.')
             .and_then(|r| r.strip_suffix(".tmp"))
+            .and_then(|r| r.rsplit_once('.'))
+            .and_then(|(r, _suffix)| r.rsplit_once('.'))
+            .filter(|(id, _)| SessionId::new(*id).is_ok())
+            .map(|(_, pid)| pid)
         else {
             continue;
         };
-        let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else {
+        let Ok(pid) = rest.parse::<u32>() else {
             continue;
         };
         if pid != std::process::id() && !proc_root.join(pid.to_string()).exists() {

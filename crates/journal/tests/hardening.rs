@@ -148,8 +148,36 @@ fn staging_files_of_dead_creators_are_swept() {
     assert!(!dead.exists(), "a dead creator's staging file is removed");
     assert!(ours.exists(), "a live process's staging file is kept");
     assert!(
-        other_session.exists(),
-        "only the created id's staging files are considered"
+        !other_session.exists(),
+        "a dead creator's staging file of another session is removed too"
+    );
+}
+
+/// Issue 10 (defect 6): a crash during a creation leaves its staging file; the next process
+/// that opens a session of the home for writing (a resume) removes it, whichever session it
+/// was for (ids with dots included).
+#[test]
+fn opening_a_session_for_writing_sweeps_staging_files_a_crash_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = journal_at(dir.path());
+    let w = journal.create(SessionHeader::new(id("s"), 0)).unwrap();
+    w.append(EventDraft::new("turn/start", json!({}))).unwrap();
+    w.flush_blocking().unwrap();
+    drop(w);
+    let dead = dir.path().join(".child.v2.4000000000.1a2b3c.tmp");
+    let live = dir
+        .path()
+        .join(format!(".other.{}.9.tmp", std::process::id()));
+    let unrelated = dir.path().join(".notes.tmp");
+    for p in [&dead, &live, &unrelated] {
+        std::fs::write(p, "partial").unwrap();
+    }
+    let (_writer, _) = journal.open(&id("s")).unwrap();
+    assert!(!dead.exists(), "the crash's staging file is removed");
+    assert!(live.exists(), "a live creator's staging file is kept");
+    assert!(
+        unrelated.exists(),
+        "a file of another form is never touched"
     );
 }
 

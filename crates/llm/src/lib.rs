@@ -50,7 +50,7 @@ pub use config::{
 };
 pub use error::LlmError;
 pub use provider::{BoxFuture, EventLog, ModelProvider, NoopObserver, StreamObserver};
-pub use script::{ScriptedAgent, ScriptedProvider};
+pub use script::{MAX_SCRIPT_BYTES, ScriptedAgent, ScriptedProvider};
 pub use types::{
     AssistantMessage, Attempt, AttemptError, ChatMessage, ChatRequest, FinishReason, ModelResponse,
     StreamEvent, ToolCall, ToolSpec, TruncatedCall, Usage,

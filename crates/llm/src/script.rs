@@ -30,6 +30,11 @@ use crate::types::{
     AssistantMessage, Attempt, ChatRequest, FinishReason, ModelResponse, StreamEvent, ToolCall,
 };
 
+/// The largest script file [`ScriptedProvider::load`] reads (16 MiB): far above any real
+/// script (the demo's is under 10 KiB), small enough that a wrong path such as `/dev/zero` or
+/// a huge file is refused at once instead of filling memory.
+pub const MAX_SCRIPT_BYTES: u64 = 16 << 20;
+
 /// A loaded script, shared by the providers of every member it scripts. Cheap to clone (the
 /// cursors are shared).
 #[derive(Clone, Debug)]
@@ -62,13 +67,38 @@ impl AgentScript {
 
 impl ScriptedProvider {
     /// Reads and validates a script file. Fails with [`LlmError::Script`] naming the path and
-    /// what is wrong (unreadable file, invalid JSON with line and column, an agent with an
-    /// empty step list, a malformed step).
+    /// what is wrong (unreadable file, not a regular file — a device such as `/dev/zero`, a
+    /// FIFO or a directory —, larger than [`MAX_SCRIPT_BYTES`], not UTF-8, invalid JSON with
+    /// line and column, an agent with an empty step list, a malformed step). At most
+    /// `MAX_SCRIPT_BYTES + 1` bytes are ever read, so the refusal is immediate whatever the
+    /// file holds.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, LlmError> {
+        use std::io::Read;
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|error| {
+        let cannot = |error: &dyn std::fmt::Display| {
             LlmError::script(format!("cannot read script {}: {error}", path.display()))
-        })?;
+        };
+        let file = std::fs::File::open(path).map_err(|e| cannot(&e))?;
+        let metadata = file.metadata().map_err(|e| cannot(&e))?;
+        if !metadata.is_file() {
+            return Err(LlmError::script(format!(
+                "script {} is not a regular file: give the path of a JSON file",
+                path.display()
+            )));
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_SCRIPT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| cannot(&e))?;
+        if bytes.len() as u64 > MAX_SCRIPT_BYTES {
+            return Err(LlmError::script(format!(
+                "script {} is larger than {} MiB: a script is a small JSON file",
+                path.display(),
+                MAX_SCRIPT_BYTES >> 20
+            )));
+        }
+        let text =
+            String::from_utf8(bytes).map_err(|_| cannot(&"stream did not contain valid UTF-8"))?;
         Self::from_json_str(&text, &path.display().to_string())
     }
 

@@ -36,6 +36,10 @@ pub const TOOL_RESULT: &str = "tool/result";
 /// restarted runtime can stop it if a crash left it running. Written as `ignorable`: builds
 /// that do not know it lose nothing by skipping it.
 pub const TOOL_PROCESS: &str = "tool/process";
+/// The Team record appended with it (same batch) is the effect of a member's tool call
+/// (`{sessionId, callId, tool, result?}`), so recovery can resolve that call from the Lead log
+/// (DESIGN decision 10). Written as `ignorable`: builds that do not know it lose only that.
+pub const TOOL_EFFECT: &str = "tool/effect";
 /// An inbox mutation (REFERENCE a.11).
 pub const AGENT_INBOX_SPLICED: &str = "agent/inbox/spliced";
 /// A continuable child's descriptor (REFERENCE b.5).
@@ -65,6 +69,7 @@ pub const KNOWN: &[&str] = &[
     TOOL_CALL,
     TOOL_RESULT,
     TOOL_PROCESS,
+    TOOL_EFFECT,
     AGENT_INBOX_SPLICED,
     SUBAGENT_DESCRIPTOR,
     TEAM_MEMBER,

@@ -327,6 +327,32 @@ impl Agent {
         self.inner.record(&mut st, drafts)
     }
 
+    /// Closes the turn a crash left open in this agent's log (REFERENCE a.9): the synthetic
+    /// closers of [`Transcript::recovery_closers_resolved`] — `stopped` naming the calls whose
+    /// leftover process groups recovery stopped, `resolve` deciding each started call from the
+    /// logs — are computed and appended under the agent's lock, stamped with the time of the
+    /// log's last event. Not flushed: call `writer().flush()`. Returns whether a turn was open.
+    ///
+    /// # Errors
+    /// The journal's append errors.
+    pub(crate) fn close_recovered_turn(
+        &self,
+        stopped: &[String],
+        resolve: &mut dyn FnMut(&crate::UnansweredCall) -> crate::CallResolution,
+    ) -> Result<bool, RuntimeError> {
+        let mut st = lock(&self.inner.state);
+        if st.transcript.open_turn().is_none() {
+            return Ok(false);
+        }
+        let closers = st.transcript.recovery_closers_resolved(stopped, resolve);
+        let time = st.transcript.last_time();
+        let events = self.inner.writer.append_batch_at(closers, time)?;
+        for e in &events {
+            st.transcript.apply(e)?;
+        }
+        Ok(true)
+    }
+
     /// The turn's cancellation cause, if the current turn was cancelled.
     pub fn abort_cause(&self) -> Option<Value> {
         lock(&self.inner.state).abort_cause.clone()
@@ -521,7 +547,9 @@ impl Agent {
         lock(&self.inner.state).disposed
     }
 
-    /// The fatal failure that stopped the agent (a journal error), if any.
+    /// The fatal failure that stopped the agent (a journal error), if any: the first failure
+    /// of its log (for a poisoned writer, the write or sync error that poisoned it, with the
+    /// file and the OS error), not the later refusals it caused.
     pub fn failure(&self) -> Option<String> {
         lock(&self.inner.state).failure.clone()
     }
@@ -643,7 +671,7 @@ async fn drive(inner: Arc<Inner>) {
             inner.set_status(AgentStatus::Running);
             if let Err(e) = run_turn(&inner).await {
                 tracing::error!(agent = %inner.id, error = %e, "agent stopped by a journal failure");
-                lock(&inner.state).failure = Some(e.to_string());
+                lock(&inner.state).failure = Some(crate::error::log_failure_text(&e));
                 inner.set_status(AgentStatus::Idle);
                 break;
             }
@@ -795,6 +823,36 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                 inner.finish_call(truncated_call_result(turn, step, cut))?;
                 continue;
             }
+            let ctx = inner
+                .setup
+                .tool_context
+                .clone()
+                .with_cancellation(cancel.child_token())
+                .with_call_id(call.id.as_str());
+            // A `write`/`edit` decides its effect on the file first (nothing is touched), so
+            // the effect is recorded with the call (DESIGN decision 10). A call refused while
+            // planning never touches anything: its result goes in the same batch as the call.
+            let (plan, refused) = match inner
+                .setup
+                .tools
+                .plan(&ctx, &call.name, &call.arguments)
+                .await
+            {
+                None => (None, None),
+                Some(Ok(plan)) => (Some(plan), None),
+                Some(Err(e)) => (None, Some(e)),
+            };
+            let refused = refused.map(|e| ToolResultRecord {
+                turn,
+                step,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                is_error: true,
+                code: Some(e.code().to_owned()),
+                content: render_text_outcome(&Err(e)),
+                message_id: None,
+                source_event_seqs: Vec::new(),
+            });
             {
                 let mut st = lock(&inner.state);
                 let rec = ToolCallRecord {
@@ -803,19 +861,30 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
                     arguments: call.arguments.clone(),
+                    effect: plan.as_ref().map(|p| p.effect().clone()),
                 };
-                inner.record(
-                    &mut st,
-                    vec![EventDraft::new(ty::TOOL_CALL, to_value(&rec))],
-                )?;
+                let mut drafts = vec![EventDraft::new(ty::TOOL_CALL, to_value(&rec))];
+                if let Some(result) = &refused {
+                    drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(result)));
+                }
+                inner.record(&mut st, drafts)?;
             }
-            // The call is durable before it can have any effect.
+            // The call (with its planned effect) is durable before it can have any effect.
             inner.writer.flush().await?;
             inner.progress(Progress::ToolStarted {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 summary: summarize(&inner.redacted(&call.arguments)),
             });
+            if let Some(result) = refused {
+                inner.progress(Progress::ToolFinished {
+                    call_id: result.call_id,
+                    name: result.name,
+                    is_error: true,
+                    code: result.code,
+                });
+                continue;
+            }
             // Process groups the call starts are recorded (and flushed) as they start, so a
             // restart after a crash can stop them (`tool/process`).
             let observer = {
@@ -827,12 +896,10 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                     }
                 })
             };
-            let ctx = inner
-                .setup
-                .tool_context
-                .clone()
-                .with_cancellation(cancel.child_token())
-                .with_process_observer(observer);
+            let mut ctx = ctx.with_process_observer(observer);
+            if let Some(plan) = plan {
+                ctx = ctx.with_file_plan(plan);
+            }
             let outcome = inner
                 .setup
                 .tools

@@ -32,6 +32,15 @@ pub enum RuntimeError {
         /// Why.
         reason: String,
     },
+    /// A Team root whose Lead log breaks a Team rule (REFERENCE c.4–c.5): it is not resumed,
+    /// and nothing is written to it. Code `TEAM_LOG_INVALID`.
+    #[error("session {id} cannot be resumed: its Team log is invalid: {reason}")]
+    TeamLog {
+        /// The Lead's session.
+        id: String,
+        /// The broken rule, naming the event.
+        reason: String,
+    },
     /// A child id already names a live agent or a stored session (REFERENCE b.3).
     /// Code `DUPLICATE_CHILD`.
     #[error("child {id} already exists")]
@@ -73,6 +82,7 @@ impl ErrorCode for RuntimeError {
             RuntimeError::Model(e) => e.code(),
             RuntimeError::InvalidEvent { .. } => "RUNTIME_INVALID_EVENT",
             RuntimeError::NotResumable { .. } => "NOT_RESUMABLE",
+            RuntimeError::TeamLog { .. } => "TEAM_LOG_INVALID",
             RuntimeError::DuplicateChild { .. } => "DUPLICATE_CHILD",
             RuntimeError::Unauthorized(_) => "UNAUTHORIZED",
             RuntimeError::UnknownProvider(_) => "UNKNOWN_PROVIDER",
@@ -82,4 +92,22 @@ impl ErrorCode for RuntimeError {
             RuntimeError::TeardownFailed(_) => "ACTIVATION_TEARDOWN_FAILED",
         }
     }
+}
+
+/// The text that says why a session log failed: for a writer poisoned by an earlier failure,
+/// that first failure (the file and the OS error), else the error itself.
+pub(crate) fn log_failure_text(error: &RuntimeError) -> String {
+    match error {
+        RuntimeError::Journal(JournalError::Poisoned { cause, .. }) => cause.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether `error` is a failure of the session log itself (a write, a sync or the file), as
+/// opposed to a refusal of the operation.
+pub(crate) fn is_log_failure(error: &RuntimeError) -> bool {
+    matches!(
+        error,
+        RuntimeError::Journal(JournalError::Poisoned { .. } | JournalError::Io { .. })
+    )
 }

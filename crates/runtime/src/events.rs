@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use troupe_llm::{AssistantMessage, Attempt, FinishReason, ModelSpec, TruncatedCall, Usage};
 use troupe_protocol::UserMessage;
+use troupe_tools::FileEffect;
 
 /// `turn/start {turn}`: turn numbers increase by one per turn within a log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,6 +133,11 @@ pub struct ModelAttemptRecord {
 
 /// `tool/call`: a tool call is about to run (flushed before it runs, so a crash during the
 /// call is known to have started it).
+///
+/// A `write`/`edit` call carries its [`FileEffect`] (DESIGN decision 10): the file's pre-image
+/// and intended post-image hashes, decided before the file is touched, so recovery can tell
+/// from the file whether the call took effect. A call whose planning already failed is
+/// recorded without one, in the same batch as its `tool/result` (it never touched the file).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallRecord {
@@ -145,6 +151,31 @@ pub struct ToolCallRecord {
     pub name: String,
     /// The arguments.
     pub arguments: Value,
+    /// What a `write`/`edit` call will do to its file (absent for other tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<FileEffect>,
+}
+
+/// `tool/effect` (ignorable), in the Lead log: the Team record appended right after it, in the
+/// same batch, is the effect of tool call `callId` of session `sessionId` (DESIGN decision 10).
+/// Recovery resolves a Team tool call a crash cut from it: with a link, the call is done and
+/// its result is rebuilt (`result`, when recorded, is the exact text the call returned); with
+/// none, the call changed nothing and is asked again.
+///
+/// Wire shape: `{"sessionId","callId","tool","result"?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolEffectRecord {
+    /// The calling member's session.
+    pub session_id: troupe_protocol::SessionId,
+    /// The model's call id.
+    pub call_id: String,
+    /// The tool (e.g. `team_task_create`).
+    pub tool: String,
+    /// The call's result text, when it is known when the record is appended (task creations
+    /// and updates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
 }
 
 /// `tool/process`: a tool call started a process group (written as soon as it started, and

@@ -4,12 +4,16 @@
 //!   the turn loop records every request, coalesced stream chunk, answer, tool call and result,
 //!   so the model history is the fold of the log ([`Transcript`]).
 //! - [`Runtime`]: the registry of live agents, root sessions (create / cold resume with
-//!   REFERENCE a.9's synthetic closers), continuable children (spawn / fork providers,
+//!   REFERENCE a.9's synthetic closers, each cut tool call decided from the logs where they
+//!   tell — DESIGN decision 10: [`CallResolution`]), continuable children (spawn / fork providers,
 //!   descriptor, exact-parent authorization, follow-ups to live or cold children, interrupt
 //!   with keep-inbox, exact-child drain, settlement notices) and shutdown.
 //! - The default profile's `subagent` / `subagent_fork` tools.
 //! - [`SessionRole`] / [`RoleProbe`]: a stored session's role (`lead`, `teammate`, `child`,
 //!   `fork`), the one rule `troupe sessions`, `troupe team` and the web panel share.
+//!
+//! - [`LogFailure`]: every agent whose session log failed, collected by the runtime (DESIGN
+//!   decision 11: every member's failure is the run's failure).
 //!
 //! Invariants: the runtime never prints (progress goes to a broadcast channel); accepted inbox
 //! items are durable before an operation returns and are never dropped by settlement or
@@ -24,6 +28,7 @@ mod agent;
 mod error;
 pub mod events;
 mod prompt;
+mod recovery;
 mod role;
 mod runtime;
 mod subagent;
@@ -39,6 +44,9 @@ pub use events::{Profile, TurnEndReason};
 pub use prompt::{TeamRole, default_system_prompt, team_policy};
 pub use role::{RoleProbe, SessionRole};
 pub use runtime::{
-    ChildProvider, ChildSpec, ChildStart, ModelSource, Runtime, RuntimeOptions, stored_config,
+    ChildProvider, ChildSpec, ChildStart, LogFailure, ModelSource, Runtime, RuntimeOptions,
+    stored_config,
 };
-pub use transcript::{Transcript, TranscriptStats};
+pub use transcript::{
+    CallResolution, READ_ONLY_TOOLS, Transcript, TranscriptStats, UnansweredCall,
+};

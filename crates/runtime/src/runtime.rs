@@ -25,6 +25,7 @@ use crate::agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy};
 use crate::error::RuntimeError;
 use crate::events::{AgentConfigRecord, Descriptor, Profile, TurnEndReason};
 use crate::prompt::{TeamRole, default_system_prompt, team_policy};
+use crate::recovery::{Resolver, TeamLinks};
 use crate::subagent::SubagentTool;
 use crate::transcript::{Transcript, to_value};
 
@@ -149,6 +150,20 @@ pub struct ChildStart {
     pub message_id: MessageId,
 }
 
+/// A member whose session log failed — a write or sync error poisoned its writer (disk full,
+/// a read-only or immutable file, an I/O error): DESIGN decision 11, "every member's failure is
+/// the run's failure". Collected by the runtime as each agent stops (see
+/// [`Runtime::log_failures`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFailure {
+    /// The agent's session.
+    pub session: SessionId,
+    /// The agent's name (`lead`, a teammate's name, a child's label).
+    pub name: String,
+    /// The first failure of its log: the operation, the file and the OS error.
+    pub error: String,
+}
+
 /// A cheap-to-clone handle to the runtime.
 #[derive(Clone)]
 pub struct Runtime {
@@ -172,6 +187,8 @@ pub(crate) struct RtInner {
     changed: tokio::sync::Notify,
     /// The Team of every live Team root, by Lead id.
     teams: Mutex<HashMap<SessionId, Arc<crate::team::Team>>>,
+    /// Agents whose log failed, in the order they stopped (one entry per session).
+    log_failures: Mutex<Vec<LogFailure>>,
 }
 
 struct Live {
@@ -202,6 +219,7 @@ impl Runtime {
                 child_locks: Mutex::new(HashMap::new()),
                 changed: tokio::sync::Notify::new(),
                 teams: Mutex::new(HashMap::new()),
+                log_failures: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -243,6 +261,34 @@ impl Runtime {
             .and_then(|l| l.parent.clone())
     }
 
+    /// Every agent of this runtime whose session log failed so far, in the order they stopped
+    /// (DESIGN decision 11). An agent is checked when it is released: when it settles, is
+    /// drained, or at [`Runtime::shutdown`] — so after a shutdown the list is complete. Each
+    /// session appears once, with its first failure.
+    pub fn log_failures(&self) -> Vec<LogFailure> {
+        lock(&self.inner.log_failures).clone()
+    }
+
+    /// Records that `agent`'s log failed, when it did: the failure that stopped its driver, or
+    /// else `error` (what disposing it returned) when that is a failure of the log.
+    fn note_log_failure(&self, agent: &Agent, error: Option<&RuntimeError>) {
+        let text = agent.failure().or_else(|| {
+            error
+                .filter(|e| crate::error::is_log_failure(e))
+                .map(crate::error::log_failure_text)
+        });
+        let Some(text) = text else { return };
+        let mut failures = lock(&self.inner.log_failures);
+        if failures.iter().all(|f| f.session != *agent.id()) {
+            tracing::debug!(agent = %agent.id(), name = agent.name(), error = %text, "session log failed");
+            failures.push(LogFailure {
+                session: agent.id().clone(),
+                name: agent.name().to_owned(),
+                error: text,
+            });
+        }
+    }
+
     /// Ids of every live agent.
     pub fn live_ids(&self) -> Vec<SessionId> {
         lock(&self.inner.live).keys().cloned().collect()
@@ -258,6 +304,24 @@ impl Runtime {
         name: &str,
         profile: Profile,
     ) -> Result<Agent, RuntimeError> {
+        self.create_root_with(id, name, profile, None).await
+    }
+
+    /// [`Runtime::create_root`] with the session's first prompt: `agent/config` and the
+    /// prompt's inbox insertion are one batch, and the session file is created by that batch's
+    /// flush (the journal publishes a new file whole). So a crash leaves either no session at
+    /// all or a session whose prompt is durable — never one that `troupe resume` finds with
+    /// nothing to run. The agent then runs the prompt (once its Team, if any, is attached).
+    ///
+    /// # Errors
+    /// As [`Runtime::create_root`].
+    pub async fn create_root_with(
+        &self,
+        id: SessionId,
+        name: &str,
+        profile: Profile,
+        first: Option<UserMessage>,
+    ) -> Result<Agent, RuntimeError> {
         let workspace = self.workspace_string()?;
         let header = SessionHeader::new(id.clone(), self.inner.journal.clock().now_ms())
             .with_cwd(workspace.clone());
@@ -271,48 +335,124 @@ impl Runtime {
                 .then(|| serde_json::to_value(self.inner.options.team_limits).ok())
                 .flatten(),
         };
+        // Set up before anything is written: a refused model writes no session.
+        let setup = self.build_setup(&id, &config, None)?;
         let writer = self.inner.journal.create(header)?;
-        let events =
-            writer.append_batch(vec![EventDraft::new(ty::AGENT_CONFIG, to_value(&config))])?;
+        let mut drafts = vec![EventDraft::new(ty::AGENT_CONFIG, to_value(&config))];
+        let prompted = first.is_some();
+        drafts.extend(first.map(prompt_splice));
+        let events = writer.append_batch(drafts)?;
         writer.flush().await?;
         let transcript = Transcript::fold(0, &events)?;
-        let setup = self.build_setup(&id, &config, None)?;
+        // A pending prompt starts parked; it runs once the agent is fully set up.
         let agent = Agent::start(writer, transcript, setup);
         self.register(agent.clone(), None, false);
         if profile == Profile::Team {
-            self.attach_team(&agent).await.map_err(team_setup_error)?;
+            self.attach_team(&agent)
+                .await
+                .map_err(|e| team_setup_error(&id, e))?;
+        }
+        if prompted {
+            agent.wake_parked();
         }
         Ok(agent)
     }
 
     /// Reopens a stored session as a live root agent: lock, torn-tail repair, recovery closers
     /// for a turn a crash interrupted (REFERENCE a.9), then the agent starts with its inbox
-    /// parked. Returns the agent and whether recovery closed an interrupted turn.
+    /// parked. Returns the agent and whether recovery closed a turn as interrupted (a turn
+    /// whose final answer was already logged is closed as completed, and does not count).
+    ///
+    /// Recovery decides from the logs (DESIGN decision 10, see `recovery.rs`), in this order:
+    /// process groups the crash left running are stopped; the open turns of the root's
+    /// non-resident children are closed (their Team calls resolved from the Lead log); a Team
+    /// root's roster is reconciled (a teammate whose spawn a crash cut before its prompt was
+    /// durable is created again under its reserved id, with the prompt of the Lead's
+    /// `spawn_teammate` call); then the root's own open turn is closed (its `spawn_teammate`
+    /// results come from the reconciled roster); only then is mail delivered and are teammates
+    /// continued. Nothing can start a turn of the root before its open turn is closed: its
+    /// inbox stays parked and no teammate runs until then.
     ///
     /// # Errors
     /// Journal errors (`SESSION_NOT_FOUND`, `JOURNAL_LOCKED`, …), `NOT_RESUMABLE` when the
-    /// session has no agent configuration.
+    /// session has no agent configuration, `TEAM_LOG_INVALID` when a Team root's log breaks a
+    /// Team rule (refused before recovery writes anything).
     pub async fn resume_root(&self, id: &SessionId) -> Result<(Agent, bool), RuntimeError> {
-        let (agent, recovered) = self.activate(id).await?;
-        self.register(agent.clone(), None, false);
-        self.close_open_child_turns(id).await;
+        let (writer, replay) = self.inner.journal.open(id)?;
+        let transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
+        let config = transcript
+            .config()
+            .cloned()
+            .ok_or_else(|| RuntimeError::NotResumable {
+                id: id.to_string(),
+                reason: "it has no agent configuration (not created by troupe run)".to_owned(),
+            })?;
         // A Team root: the Team profile and no subagent descriptor (an orphaned teammate
         // resumed by id is never re-interpreted as a Lead: REFERENCE c.2 step 3).
-        let is_team = agent.with_transcript(|t| {
-            t.config().is_some_and(|c| c.profile == Profile::Team) && t.descriptor().is_none()
-        });
-        if is_team {
-            // A Team root recovers before it runs: roster reconciliation, then mailbox
-            // recovery (REFERENCE c.9), so teammates with pending wakeup mail are resumed.
-            let team = match self.attach_team(&agent).await {
-                Ok(team) => team,
+        let is_team = config.profile == Profile::Team && transcript.descriptor().is_none();
+        let team_parent = transcript
+            .descriptor()
+            .and(replay.header.parent_session.as_ref());
+        let setup = self.build_setup(id, &config, team_parent)?;
+        // Process groups the crash left running stop first, before anything else runs.
+        let stopped = stop_leftovers(&transcript);
+        let agent = Agent::start(writer, transcript, setup);
+        self.register(agent.clone(), None, false);
+        // A Team root's Team is folded first (reading only): a log that breaks a Team rule is
+        // refused before recovery writes anything anywhere.
+        let team = if is_team {
+            match self.attach_team(&agent).await {
+                Ok(team) => Some(team),
                 Err(e) => {
                     // A Lead whose Team does not fold must not run half-attached.
                     let _ = self.release(agent.id()).await;
-                    return Err(team_setup_error(e));
+                    return Err(team_setup_error(id, e));
                 }
+            }
+        } else {
+            None
+        };
+        // The Lead log is in memory: its Team links are read from it when a call needs them.
+        let links = LinkSource::events(is_team.then_some(replay.events.as_slice()));
+        self.close_open_child_turns(id, &links).await;
+        if let Some(team) = &team
+            && team.has_provisioning().await
+        {
+            // Roster reconciliation, before the Lead's own turn is closed (its spawn results
+            // come from the roster) and before mailbox recovery (REFERENCE c.9).
+            let requests = crate::recovery::spawn_requests(&replay.events);
+            self.reconcile_roster(team, &requests, &replay.events).await;
+        }
+        // "Recovered" means a turn closed as interrupted; one whose answer was logged before
+        // the stop is closed as completed and needs no continuation.
+        let (open, answered) =
+            agent.with_transcript(|t| (t.open_turn().is_some(), t.answered_open_turn()));
+        let recovered = open && !answered;
+        if open {
+            // The reconciled roster, for the results of a cut `spawn_teammate`.
+            let state = match &team {
+                Some(team) => Some(team.snapshot().await),
+                None => None,
             };
-            self.recover_team(&team).await;
+            let resolver = Resolver {
+                session: id,
+                workspace: Some(PathBuf::from(&config.workspace)),
+                links: agent
+                    .with_transcript(needs_team_links)
+                    .then(|| links.get(&self.inner.journal))
+                    .flatten(),
+                team: state.as_ref(),
+            };
+            let closed = agent.close_recovered_turn(&stopped, &mut |call| resolver.resolve(call));
+            if let Err(e) = closed {
+                let _ = self.release(agent.id()).await;
+                return Err(e);
+            }
+            agent.writer().flush().await?;
+        }
+        drop(replay);
+        if let Some(team) = &team {
+            self.recover_team(team).await;
         }
         Ok((agent, recovered))
     }
@@ -320,7 +460,10 @@ impl Runtime {
     async fn activate(&self, id: &SessionId) -> Result<(Agent, bool), RuntimeError> {
         let (writer, replay) = self.inner.journal.open(id)?;
         let mut transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
-        let recovered = recover_open_turn(&writer, &mut transcript).await?;
+        let links = LinkSource::lead(replay.header.parent_session.clone());
+        let recovered = self
+            .recover_open_turn(&writer, &mut transcript, id, &links)
+            .await?;
         let config = transcript
             .config()
             .cloned()
@@ -340,9 +483,10 @@ impl Runtime {
     /// Closes the turns a crash left open in the direct children of root `id` that are not
     /// resident (one-shot children are never resumed, so nothing else would ever close them):
     /// each is opened for writing, gets the same recovery as an activation (leftover process
-    /// groups stopped, synthetic closers), and is released. Best effort: a child that cannot
-    /// be opened (e.g. locked by another process) is skipped with a warning.
-    async fn close_open_child_turns(&self, id: &SessionId) {
+    /// groups stopped, synthetic closers resolved from the logs, its Team calls from `links`),
+    /// and is released. Best effort: a child that cannot be opened (e.g. locked by another
+    /// process) is skipped with a warning.
+    async fn close_open_child_turns(&self, id: &SessionId, links: &LinkSource<'_>) {
         let listing = self.inner.journal.list(&mut |e| {
             tracing::warn!(error = %e, "unreadable session skipped while closing child turns");
         });
@@ -358,14 +502,18 @@ impl Runtime {
             if child.header.parent_session.as_ref() != Some(id) || self.agent(&child_id).is_some() {
                 continue;
             }
-            if let Err(e) = self.close_open_turn(&child_id).await {
+            if let Err(e) = self.close_open_turn(&child_id, links).await {
                 tracing::warn!(child = %child_id, error = %e, "open child turn not closed");
             }
         }
     }
 
-    /// Opens `id` for writing, applies [`recover_open_turn`], and releases it.
-    async fn close_open_turn(&self, id: &SessionId) -> Result<bool, RuntimeError> {
+    /// Opens `id` for writing, applies [`Runtime::recover_open_turn`], and releases it.
+    async fn close_open_turn(
+        &self,
+        id: &SessionId,
+        links: &LinkSource<'_>,
+    ) -> Result<bool, RuntimeError> {
         let guard = self.child_lock(id);
         let _held = guard.lock().await;
         if self.agent(id).is_some() {
@@ -373,11 +521,48 @@ impl Runtime {
         }
         let (writer, replay) = self.inner.journal.open(id)?;
         let mut transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
-        let recovered = recover_open_turn(&writer, &mut transcript).await;
+        let recovered = self
+            .recover_open_turn(&writer, &mut transcript, id, links)
+            .await;
         let closed = writer.close().await;
         let recovered = recovered?;
         closed?;
         Ok(recovered)
+    }
+
+    /// Crash recovery of a log just opened for writing (REFERENCE a.9, DESIGN decision 10):
+    /// when a turn is open, the process groups its unanswered calls left running are stopped
+    /// (recognized by their recorded start time), then the synthetic closers — each started
+    /// call resolved from the logs (`recovery.rs`; Team calls from `links`, read only when a
+    /// call needs them) — are appended with the last real event's time, folded into
+    /// `transcript` and flushed. Returns whether a turn was closed.
+    async fn recover_open_turn(
+        &self,
+        writer: &troupe_journal::SessionWriter,
+        transcript: &mut Transcript,
+        id: &SessionId,
+        links: &LinkSource<'_>,
+    ) -> Result<bool, RuntimeError> {
+        if transcript.open_turn().is_none() {
+            return Ok(false);
+        }
+        let stopped = stop_leftovers(transcript);
+        let resolver = Resolver {
+            session: id,
+            workspace: transcript.config().map(|c| PathBuf::from(&c.workspace)),
+            links: needs_team_links(transcript)
+                .then(|| links.get(&self.inner.journal))
+                .flatten(),
+            team: None,
+        };
+        let closers =
+            transcript.recovery_closers_resolved(&stopped, &mut |call| resolver.resolve(call));
+        let events = writer.append_batch_at(closers, transcript.last_time())?;
+        for e in &events {
+            transcript.apply(e)?;
+        }
+        writer.flush().await?;
+        Ok(true)
     }
 
     fn workspace_string(&self) -> Result<String, RuntimeError> {
@@ -546,9 +731,6 @@ impl Runtime {
                 });
             }
         }
-        let parent_config = parent
-            .with_transcript(|t| t.config().cloned())
-            .ok_or_else(|| RuntimeError::Unauthorized("the parent has no configuration".into()))?;
         parent.writer().flush().await?;
         let parent_replay = self.inner.journal.read(parent.id())?;
         let seed = match spec.provider {
@@ -562,40 +744,8 @@ impl Runtime {
                 parent_replay.events[..end].to_vec()
             }
         };
-        let mut header = SessionHeader::new(child_id.clone(), self.inner.journal.clock().now_ms())
-            .with_parent(parent.id().clone())
-            .with_origin("subagent");
-        header.cwd = parent_replay.header.cwd.clone();
-        let writer = if seed.is_empty() {
-            self.inner.journal.create(header)?
-        } else {
-            self.inner.journal.create_seeded(header, seed)?
-        };
-        let descriptor = Descriptor {
-            version: 2,
-            mode: if spec.continuable {
-                "continuable"
-            } else {
-                "one-shot"
-            }
-            .to_owned(),
-            provider: spec.provider.as_str().to_owned(),
-            label: spec.label.clone(),
-            agent_provider: Some(parent_config.model.provider.as_str().to_owned()),
-            agent_model: Some(parent_config.model.model.clone()),
-        };
-        let config = AgentConfigRecord {
-            name: spec.label.clone(),
-            model: parent_config.model.clone(),
-            profile: spec.profile,
-            workspace: parent_config.workspace.clone(),
-            depth: parent_config.depth + 1,
-            team_limits: None,
-        };
-        writer.append_batch(vec![
-            EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),
-            EventDraft::new(ty::AGENT_CONFIG, to_value(&config)),
-        ])?;
+        let (writer, config) =
+            self.create_child_log(parent, &parent_replay.header, &child_id, &spec, seed, None)?;
         writer.flush().await?;
         let replay = self.inner.journal.read(&child_id)?;
         let transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
@@ -634,6 +784,103 @@ impl Runtime {
             child_id,
             message_id,
         })
+    }
+
+    /// Creates the log of child `child_id` of `parent` (whose stored header is
+    /// `parent_header`): header (parent, origin `subagent`, the parent's cwd), `seed` (a fork's
+    /// inherited events), then one batch of the descriptor, the config and — when `prompt` is
+    /// given — the prompt's inbox insertion. Not flushed: the first flush creates the file
+    /// whole (the journal publishes a new file with `link(2)`), so a crash leaves no child or
+    /// one with all of these.
+    fn create_child_log(
+        &self,
+        parent: &Agent,
+        parent_header: &SessionHeader,
+        child_id: &SessionId,
+        spec: &ChildSpec,
+        seed: Vec<troupe_protocol::Event>,
+        prompt: Option<UserMessage>,
+    ) -> Result<(troupe_journal::SessionWriter, AgentConfigRecord), RuntimeError> {
+        let parent_config = parent
+            .with_transcript(|t| t.config().cloned())
+            .ok_or_else(|| RuntimeError::Unauthorized("the parent has no configuration".into()))?;
+        let mut header = SessionHeader::new(child_id.clone(), self.inner.journal.clock().now_ms())
+            .with_parent(parent.id().clone())
+            .with_origin("subagent");
+        header.cwd = parent_header.cwd.clone();
+        let writer = if seed.is_empty() {
+            self.inner.journal.create(header)?
+        } else {
+            self.inner.journal.create_seeded(header, seed)?
+        };
+        let descriptor = Descriptor {
+            version: 2,
+            mode: if spec.continuable {
+                "continuable"
+            } else {
+                "one-shot"
+            }
+            .to_owned(),
+            provider: spec.provider.as_str().to_owned(),
+            label: spec.label.clone(),
+            agent_provider: Some(parent_config.model.provider.as_str().to_owned()),
+            agent_model: Some(parent_config.model.model.clone()),
+        };
+        let config = AgentConfigRecord {
+            name: spec.label.clone(),
+            model: parent_config.model.clone(),
+            profile: spec.profile,
+            workspace: parent_config.workspace.clone(),
+            depth: parent_config.depth + 1,
+            team_limits: None,
+        };
+        let mut drafts = vec![
+            EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),
+            EventDraft::new(ty::AGENT_CONFIG, to_value(&config)),
+        ];
+        drafts.extend(prompt.map(prompt_splice));
+        writer.append_batch(drafts)?;
+        Ok((writer, config))
+    }
+
+    /// Carries out a teammate creation a crash cut before the child's prompt was durable
+    /// (issue 10, defect 6: such a child has done nothing): the child `child_id` gets its log —
+    /// created whole when there is none (a fork seeded with `seed`), or, when its log holds no
+    /// prompt yet, the prompt appended to it — with `prompt` waiting in its inbox. The child
+    /// is not started: the Team recovery runs the waiting prompt once the Lead's own recovery
+    /// is done. What survives a crash here: no change, or the whole log / the prompt.
+    ///
+    /// # Errors
+    /// Journal errors (the child log could not be created or written).
+    pub(crate) async fn recreate_child(
+        &self,
+        parent: &Agent,
+        child_id: &SessionId,
+        spec: &ChildSpec,
+        seed: Vec<troupe_protocol::Event>,
+        log_exists: bool,
+    ) -> Result<(), RuntimeError> {
+        let guard = self.child_lock(child_id);
+        let _held = guard.lock().await;
+        let prompt = UserMessage::text(spec.prompt.clone(), MessageSource::kind("user"));
+        let writer = if log_exists {
+            let (writer, _) = self.inner.journal.open(child_id)?;
+            writer.append_batch(vec![prompt_splice(prompt)])?;
+            writer
+        } else {
+            let parent_header = self.inner.journal.read(parent.id())?.header;
+            let seed = match spec.provider {
+                ChildProvider::Spawn => Vec::new(),
+                ChildProvider::Fork => seed,
+            };
+            self.create_child_log(parent, &parent_header, child_id, spec, seed, Some(prompt))?
+                .0
+        };
+        let flushed = writer.flush().await;
+        let closed = writer.close().await;
+        flushed?;
+        closed?;
+        Ok(())
     }
 
     /// Sends a follow-up to a child (REFERENCE b.6): to the live child when resident, else
@@ -878,6 +1125,7 @@ impl Runtime {
             return Ok(());
         };
         let result = agent.dispose(cause).await;
+        self.note_log_failure(&agent, result.as_ref().err());
         self.unregister(id);
         result
     }
@@ -944,7 +1192,9 @@ impl Runtime {
             .get(&id)
             .map(|l| (l.parent.clone(), l.notify_parent))
             .unwrap_or((None, false));
-        if let Err(e) = agent.dispose(json!({"kind": "parent"})).await {
+        let disposed = agent.dispose(json!({"kind": "parent"})).await;
+        self.note_log_failure(agent, disposed.as_ref().err());
+        if let Err(e) = disposed {
             tracing::warn!(child = %id, error = %e, "child disposal failed");
         }
         self.unregister(&id);
@@ -1033,18 +1283,26 @@ impl Runtime {
     }
 }
 
-/// Crash recovery of a log just opened for writing (REFERENCE a.9): when a turn is open, the
-/// process groups its unanswered calls left running are stopped (recognized by their recorded
-/// start time), then the synthetic closers are appended with the last real event's time,
-/// folded into `transcript` and flushed. Returns whether a turn was closed.
-async fn recover_open_turn(
-    writer: &troupe_journal::SessionWriter,
-    transcript: &mut Transcript,
-) -> Result<bool, RuntimeError> {
+/// The inbox insertion that queues `prompt` as a follow-up (next turn).
+fn prompt_splice(prompt: UserMessage) -> EventDraft {
+    let splice = crate::events::InboxSplice {
+        target: crate::events::InboxTarget::NextTurn,
+        start: 0,
+        removed_count: 0,
+        inserted: vec![prompt],
+        outcome: None,
+    };
+    EventDraft::new(ty::AGENT_INBOX_SPLICED, to_value(&splice))
+}
+
+/// Stops the process groups the open step's unanswered calls left running (only those whose
+/// leader's recorded start time still matches, so a reused pid is never signalled) and
+/// returns their call ids (their results say so).
+fn stop_leftovers(transcript: &Transcript) -> Vec<String> {
     if transcript.open_turn().is_none() {
-        return Ok(false);
+        return Vec::new();
     }
-    let stopped: Vec<String> = transcript
+    transcript
         .leftover_processes()
         .into_iter()
         .filter(|p| {
@@ -1054,22 +1312,66 @@ async fn recover_open_turn(
             })
         })
         .map(|p| p.call_id)
-        .collect();
-    let closers = transcript.recovery_closers_after(&stopped);
-    let events = writer.append_batch_at(closers, transcript.last_time())?;
-    for e in &events {
-        transcript.apply(e)?;
-    }
-    writer.flush().await?;
-    Ok(true)
+        .collect()
 }
 
-fn team_setup_error(e: crate::team::TeamOpError) -> RuntimeError {
+/// Whether the open step of `transcript` has a started Team call whose effect would be in the
+/// Lead log (so recovery needs the Team's links to resolve it).
+fn needs_team_links(transcript: &Transcript) -> bool {
+    transcript.unanswered().iter().any(|c| {
+        c.call_seq.is_some() && crate::recovery::TEAM_WRITE_TOOLS.contains(&c.call.name.as_str())
+    })
+}
+
+/// Where recovery finds a Team's `tool/effect` links: the Lead log already in memory, or the
+/// Lead's log read from the journal — either only once, when a call first needs them.
+pub(crate) struct LinkSource<'a> {
+    events: Option<&'a [troupe_protocol::Event]>,
+    lead: Option<SessionId>,
+    links: std::sync::OnceLock<Option<TeamLinks>>,
+}
+
+impl<'a> LinkSource<'a> {
+    /// The links of the Lead log `events` (none for a session that leads no Team).
+    fn events(events: Option<&'a [troupe_protocol::Event]>) -> Self {
+        Self {
+            events,
+            lead: None,
+            links: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The links of `lead`'s log, read when needed (none without a parent).
+    fn lead(lead: Option<SessionId>) -> Self {
+        Self {
+            events: None,
+            lead,
+            links: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn get(&self, journal: &Journal) -> Option<&TeamLinks> {
+        self.links
+            .get_or_init(|| match (self.events, &self.lead) {
+                (Some(events), _) => Some(TeamLinks::collect(events)),
+                (None, Some(lead)) => journal
+                    .read(lead)
+                    .ok()
+                    .map(|replay| TeamLinks::collect(&replay.events)),
+                (None, None) => None,
+            })
+            .as_ref()
+    }
+}
+
+/// A Team that cannot be attached to Lead `id`: a lower layer's error as it is, a broken Team
+/// rule as `TEAM_LOG_INVALID` naming the session.
+fn team_setup_error(id: &SessionId, e: crate::team::TeamOpError) -> RuntimeError {
     match e {
         crate::team::TeamOpError::Runtime(e) => e,
-        other => RuntimeError::NotResumable {
-            id: String::new(),
-            reason: format!("its Team log is invalid: {other}"),
+        other => RuntimeError::TeamLog {
+            id: id.to_string(),
+            reason: other.to_string(),
         },
     }
 }

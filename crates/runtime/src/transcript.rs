@@ -16,6 +16,7 @@ use crate::events::{
     AgentConfigRecord, AssistantRecord, Descriptor, InboxSplice, InboxTarget, StepMark,
     ToolCallRecord, ToolProcessRecord, ToolResultRecord, TurnEnd, TurnEndReason, TurnStart,
 };
+use troupe_tools::FileEffect;
 
 /// Per-agent counters over the own suffix (for summaries and progress).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -43,15 +44,19 @@ pub struct Transcript {
     open_turn: Option<u64>,
     open_step: Option<u64>,
     step_calls: Vec<ToolCall>,
-    call_seqs: HashMap<String, u64>,
+    /// The open step's calls that have a `tool/call`: its seq and recorded file effect.
+    started: HashMap<String, (u64, Option<FileEffect>)>,
+    /// The open turn's latest `assistant/message` asked for no tool call: its final answer is
+    /// recorded and only its `turn/end` may be missing.
+    final_answer: bool,
     call_processes: HashMap<String, ToolProcessRecord>,
     answered: HashSet<String>,
     model_calls: usize,
     /// Own model calls whose tool calls all ended without effect (see [`Transcript::spent_model_calls`]).
     void_model_calls: usize,
-    /// The latest own model call's tool calls still without a result, and whether every result
-    /// so far says the call had no effect.
-    void_candidate: Option<(HashSet<String>, bool)>,
+    /// The latest own model call's tool calls still without a result, and how the results so
+    /// far stand (see [`VoidCandidate`]).
+    void_candidate: Option<VoidCandidate>,
     config: Option<AgentConfigRecord>,
     descriptor: Option<Descriptor>,
     last_turn_end: Option<TurnEndReason>,
@@ -72,6 +77,70 @@ const VOID_CODES: [&str; 4] = [
     "TEAM_WAIT_ABORTED",
     "CANCELLED",
 ];
+
+/// Tools that change nothing (DESIGN decision 10): the core readers and the Team tools that
+/// only read or wait. Running one again has the effect of running it once — none — so after a
+/// crash such a call is resolved as not run, and a step cut short whose other calls were such
+/// reads is asked again whole (see [`Transcript::spent_model_calls`]).
+pub const READ_ONLY_TOOLS: [&str; 7] = [
+    "read",
+    "glob",
+    "grep",
+    "list_agents",
+    "team_task_get",
+    "team_task_list",
+    "wait_agent",
+];
+
+/// A call of the open step that has no `tool/result` (what recovery must resolve).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnansweredCall {
+    /// The call as the model asked for it.
+    pub call: ToolCall,
+    /// The seq of its `tool/call`, when it started (`None`: it never started).
+    pub call_seq: Option<u64>,
+    /// The file effect its `tool/call` recorded (`write`/`edit`).
+    pub effect: Option<FileEffect>,
+}
+
+/// How recovery resolves a started call a crash cut (DESIGN decision 10), and so the
+/// `tool/result` it writes for it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallResolution {
+    /// The logs show it had no effect: `TOOL_NOT_STARTED` ("it had no effect: `why`; call it
+    /// again if still needed"), so it is asked again.
+    NotRun {
+        /// Why it had no effect, e.g. "it only reads".
+        why: String,
+    },
+    /// The logs show it took effect: its result, rebuilt from them.
+    Done {
+        /// The result as the call returned it (compact JSON text).
+        content: String,
+        /// Whether that result is an error.
+        is_error: bool,
+        /// Its error code, when it is one.
+        code: Option<String>,
+    },
+    /// Nothing in the logs tells (a `bash` command, a tool outside Troupe's knowledge):
+    /// `TOOL_OUTCOME_UNKNOWN`, with `detail` added to the usual advice.
+    Unknown {
+        /// A sentence on why it is unknown, if there is more to say.
+        detail: Option<String>,
+    },
+}
+
+/// How the results of one model call's tool calls stand, while they come in (see
+/// [`Transcript::spent_model_calls`]).
+#[derive(Debug, Clone, Default)]
+struct VoidCandidate {
+    /// Calls still without a result.
+    waiting: HashSet<String>,
+    /// Every result so far is a no-effect code or a read-only tool's.
+    effect_free: bool,
+    /// Some result is a no-effect code.
+    any_void: bool,
+}
 
 fn decode<T: DeserializeOwned>(event: &Event) -> Result<T, RuntimeError> {
     // Deserialized from the borrowed payload: no copy of the `Value` tree.
@@ -151,10 +220,17 @@ impl Transcript {
                 let rec: AssistantRecord = decode(event)?;
                 if own {
                     self.model_calls += 1;
-                    self.void_candidate = (!rec.message.tool_calls.is_empty()).then(|| {
-                        let ids = rec.message.tool_calls.iter().map(|c| c.id.clone());
-                        (ids.collect(), true)
-                    });
+                    self.void_candidate =
+                        (!rec.message.tool_calls.is_empty()).then(|| VoidCandidate {
+                            waiting: rec
+                                .message
+                                .tool_calls
+                                .iter()
+                                .map(|c| c.id.clone())
+                                .collect(),
+                            effect_free: true,
+                            any_void: false,
+                        });
                     if let Some(u) = &rec.usage {
                         self.stats.tokens_in += u.prompt_tokens;
                         self.stats.tokens_out += u.completion_tokens;
@@ -166,6 +242,7 @@ impl Transcript {
                     self.truncated_streak + 1
                 };
                 self.step_calls.clone_from(&rec.message.tool_calls);
+                self.final_answer = rec.message.tool_calls.is_empty();
                 if let Some(text) = rec.message.content.as_ref().filter(|t| !t.is_empty()) {
                     self.last_text = Some(text.clone());
                 }
@@ -173,7 +250,7 @@ impl Transcript {
             }
             ty::TOOL_CALL => {
                 let rec: ToolCallRecord = decode(event)?;
-                self.call_seqs.insert(rec.call_id, event.seq.0);
+                self.started.insert(rec.call_id, (event.seq.0, rec.effect));
                 if own {
                     self.stats.tool_calls += 1;
                 }
@@ -184,12 +261,16 @@ impl Transcript {
             }
             ty::TOOL_RESULT => {
                 let rec: ToolResultRecord = decode(event)?;
-                if own && let Some((waiting, void)) = &mut self.void_candidate {
-                    if waiting.remove(&rec.call_id) {
-                        *void &= rec.code.as_deref().is_some_and(|c| VOID_CODES.contains(&c));
+                if own && let Some(candidate) = &mut self.void_candidate {
+                    if candidate.waiting.remove(&rec.call_id) {
+                        let void = rec.code.as_deref().is_some_and(|c| VOID_CODES.contains(&c));
+                        candidate.any_void |= void;
+                        candidate.effect_free &=
+                            void || READ_ONLY_TOOLS.contains(&rec.name.as_str());
                     }
-                    if waiting.is_empty() {
-                        self.void_model_calls += usize::from(*void);
+                    if candidate.waiting.is_empty() {
+                        let void = candidate.effect_free && candidate.any_void;
+                        self.void_model_calls += usize::from(void);
                         self.void_candidate = None;
                     }
                 }
@@ -202,6 +283,7 @@ impl Transcript {
                 self.last_turn = self.last_turn.max(rec.turn);
                 self.open_turn = Some(rec.turn);
                 self.open_step = None;
+                self.final_answer = false;
                 self.last_text = None;
                 self.truncated_streak = 0;
                 if own {
@@ -212,14 +294,14 @@ impl Transcript {
                 let rec: StepMark = decode(event)?;
                 self.open_step = Some(rec.step);
                 self.step_calls.clear();
-                self.call_seqs.clear();
+                self.started.clear();
                 self.call_processes.clear();
                 self.answered.clear();
             }
             ty::STEP_END => {
                 self.open_step = None;
                 self.step_calls.clear();
-                self.call_seqs.clear();
+                self.started.clear();
                 self.call_processes.clear();
                 self.answered.clear();
             }
@@ -227,6 +309,7 @@ impl Transcript {
                 let rec: TurnEnd = decode(event)?;
                 self.open_turn = None;
                 self.open_step = None;
+                self.final_answer = false;
                 if rec.reason == TurnEndReason::Completed {
                     self.last_answer = self.last_text.clone();
                 }
@@ -315,13 +398,15 @@ impl Transcript {
 
     /// Model calls of the own suffix that count as taken, for a scripted model's cursor
     /// ([`troupe_llm::ModelProvider::set_calls_made`]): every `assistant/message`, except one that
-    /// asked for tool calls of which *every* result says the call had no effect — it was
+    /// asked for tool calls of which at least one says the call had no effect — it was
     /// cancelled (`TOOL_CANCELED`: not started, or a `bash` group killed mid-run;
-    /// `TEAM_WAIT_ABORTED`; `CANCELLED`: a teammate creation stopped) or never started
-    /// (`TOOL_NOT_STARTED`, a recovery closer). Such a step is asked again, as a real model,
-    /// seeing those results, would repeat the work. A call that returned its own result
-    /// (success or error), or whose outcome a crash left unknown (`TOOL_OUTCOME_UNKNOWN`), had
-    /// its effect or may have had it, so its step counts as taken.
+    /// `TEAM_WAIT_ABORTED`; `CANCELLED`: a teammate creation stopped) or did not run
+    /// (`TOOL_NOT_STARTED`, a recovery closer) — while every other one only read
+    /// ([`READ_ONLY_TOOLS`]). Such a step is asked again whole (its reads are run again, which
+    /// changes nothing), as a real model, seeing those results, would repeat the work. A call
+    /// that changed something or may have (any other tool's own result, success or error, or
+    /// an outcome a crash left unknown, `TOOL_OUTCOME_UNKNOWN`) makes its step count as taken;
+    /// so does a step whose calls all only read and returned.
     pub fn spent_model_calls(&self) -> usize {
         self.model_calls - self.void_model_calls
     }
@@ -380,8 +465,34 @@ impl Transcript {
         self.step_calls
             .iter()
             .filter(|c| !self.answered.contains(&c.id))
-            .map(|c| (c.clone(), self.call_seqs.get(&c.id).copied()))
+            .map(|c| (c.clone(), self.started.get(&c.id).map(|(seq, _)| *seq)))
             .collect()
+    }
+
+    /// [`Transcript::unanswered_calls`] with each started call's recorded file effect.
+    pub fn unanswered(&self) -> Vec<UnansweredCall> {
+        if self.open_step.is_none() {
+            return Vec::new();
+        }
+        self.step_calls
+            .iter()
+            .filter(|c| !self.answered.contains(&c.id))
+            .map(|c| {
+                let started = self.started.get(&c.id);
+                UnansweredCall {
+                    call: c.clone(),
+                    call_seq: started.map(|(seq, _)| *seq),
+                    effect: started.and_then(|(_, effect)| effect.clone()),
+                }
+            })
+            .collect()
+    }
+
+    /// Whether the open turn already holds its final answer (an `assistant/message` without
+    /// tool calls after its last step started): a crash came between the answer and its
+    /// `turn/end`, and recovery closes the turn as completed with that answer.
+    pub fn answered_open_turn(&self) -> bool {
+        self.open_turn.is_some() && self.final_answer
     }
 
     /// The process groups (`tool/process` records) started by calls of the open step that have
@@ -401,7 +512,9 @@ impl Transcript {
     /// [`Transcript::last_time`] as their time.
     ///
     /// A turn that was interrupted before it claimed anything is closed the same way, and
-    /// nothing else is added: its inbox items stay pending.
+    /// nothing else is added: its inbox items stay pending. A turn whose final answer is
+    /// already recorded ([`Transcript::answered_open_turn`]) is closed as it would have been:
+    /// `step/end` and `turn/end {reason: completed}`, so that answer is the turn's.
     pub fn recovery_closers(&self) -> Vec<EventDraft> {
         self.recovery_closers_after(&[])
     }
@@ -410,48 +523,88 @@ impl Transcript {
     /// the calls in `stopped` (call ids): their `TOOL_OUTCOME_UNKNOWN` results say so, since
     /// the model must know that the work stopped and not where.
     pub fn recovery_closers_after(&self, stopped: &[String]) -> Vec<EventDraft> {
+        self.recovery_closers_resolved(stopped, &mut |_| CallResolution::Unknown { detail: None })
+    }
+
+    /// The closers of [`Transcript::recovery_closers_after`], with every *started* unanswered
+    /// call resolved by `resolve` (DESIGN decision 10: recovery decides from the logs); a call
+    /// that never started is `TOOL_NOT_STARTED` whatever `resolve` says. Each synthetic result
+    /// has the message id `interrupted-tool-result-<callId>-<seq>` and cites its `tool/call`.
+    pub fn recovery_closers_resolved(
+        &self,
+        stopped: &[String],
+        resolve: &mut dyn FnMut(&UnansweredCall) -> CallResolution,
+    ) -> Vec<EventDraft> {
         let Some(turn) = self.open_turn else {
             return Vec::new();
         };
         let step = self.open_step.unwrap_or(0);
         let mut drafts = Vec::new();
-        for (offset, (call, call_seq)) in self.unanswered_calls().into_iter().enumerate() {
+        for (offset, unanswered) in self.unanswered().into_iter().enumerate() {
             let seq = self.next_seq + offset as u64;
-            let (code, message) = match call_seq {
-                Some(_) => (
-                    "TOOL_OUTCOME_UNKNOWN",
-                    format!(
-                        "The process stopped while tool \"{}\" was running; its outcome is unknown.{} \
-                         Retry only read-only or idempotent operations; otherwise check the current \
-                         state (re-read files, inspect the workspace) before acting again.",
+            let call = &unanswered.call;
+            let resolution = match unanswered.call_seq {
+                None => CallResolution::NotRun { why: String::new() },
+                Some(_) => resolve(&unanswered),
+            };
+            let (is_error, code, content) = match resolution {
+                CallResolution::NotRun { why } => {
+                    let message = if unanswered.call_seq.is_none() {
+                        format!(
+                            "The process stopped before tool \"{}\" started; it did not run. \
+                             Retry it if it is still needed.",
+                            call.name
+                        )
+                    } else {
+                        format!(
+                            "The process stopped while tool \"{}\" was running, but it had no \
+                             effect: {why}. Call it again if it is still needed.",
+                            call.name
+                        )
+                    };
+                    (
+                        true,
+                        Some("TOOL_NOT_STARTED".to_owned()),
+                        json!({"code": "TOOL_NOT_STARTED", "message": message}).to_string(),
+                    )
+                }
+                CallResolution::Done {
+                    content,
+                    is_error,
+                    code,
+                } => (is_error, code, content),
+                CallResolution::Unknown { detail } => {
+                    let message = format!(
+                        "The process stopped while tool \"{}\" was running; its outcome is \
+                         unknown.{}{} Retry only read-only or idempotent operations; otherwise \
+                         check the current state (re-read files, inspect the workspace) before \
+                         acting again.",
                         call.name,
                         if stopped.contains(&call.id) {
                             " Its leftover process group was still running and has been stopped \
                              (killed) on resume, so it may have stopped part-way."
                         } else {
                             ""
-                        }
-                    ),
-                ),
-                None => (
-                    "TOOL_NOT_STARTED",
-                    format!(
-                        "The process stopped before tool \"{}\" started; it did not run. Retry it if \
-                         it is still needed.",
-                        call.name
-                    ),
-                ),
+                        },
+                        detail.map(|d| format!(" {d}")).unwrap_or_default()
+                    );
+                    (
+                        true,
+                        Some("TOOL_OUTCOME_UNKNOWN".to_owned()),
+                        json!({"code": "TOOL_OUTCOME_UNKNOWN", "message": message}).to_string(),
+                    )
+                }
             };
             let rec = ToolResultRecord {
                 turn,
                 step,
                 call_id: call.id.clone(),
                 name: call.name.clone(),
-                is_error: true,
-                code: Some(code.to_owned()),
-                content: json!({"code": code, "message": message}).to_string(),
+                is_error,
+                code,
+                content,
                 message_id: Some(format!("interrupted-tool-result-{}-{seq}", call.id)),
-                source_event_seqs: call_seq.into_iter().collect(),
+                source_event_seqs: unanswered.call_seq.into_iter().collect(),
             };
             drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(&rec)));
         }
@@ -461,12 +614,14 @@ impl Transcript {
                 to_value(&StepMark { turn, step }),
             ));
         }
+        let reason = if self.final_answer {
+            TurnEndReason::Completed
+        } else {
+            TurnEndReason::Interrupted
+        };
         drafts.push(EventDraft::new(
             ty::TURN_END,
-            to_value(&TurnEnd {
-                turn,
-                reason: TurnEndReason::Interrupted,
-            }),
+            to_value(&TurnEnd { turn, reason }),
         ));
         drafts
     }
@@ -514,6 +669,8 @@ mod tests {
     enum Rec<'a> {
         Asked(&'a [&'a str]),
         Result(&'a str, Option<&'a str>),
+        /// A result of the named tool: (call id, tool, code).
+        Named(&'a str, &'a str, Option<&'a str>),
     }
 
     fn fold(records: &[Rec<'_>]) -> Transcript {
@@ -543,13 +700,16 @@ mod tests {
                     })
                     .unwrap(),
                 ),
-                Rec::Result(id, code) => (
+                Rec::Result(id, code) | Rec::Named(id, _, code) => (
                     ty::TOOL_RESULT,
                     serde_json::to_value(ToolResultRecord {
                         turn: 1,
                         step: 1,
                         call_id: (*id).to_owned(),
-                        name: "bash".to_owned(),
+                        name: match rec {
+                            Rec::Named(_, name, _) => (*name).to_owned(),
+                            _ => "bash".to_owned(),
+                        },
                         is_error: code.is_some(),
                         code: code.map(str::to_owned),
                         content: "{}".to_owned(),
@@ -588,6 +748,31 @@ mod tests {
             Asked(&[]),
         ]);
         assert_eq!((t.model_calls(), t.spent_model_calls()), (3, 2));
+    }
+
+    /// A step cut short whose other calls only read is asked again whole (its reads change
+    /// nothing when run again); a step of reads that all returned is taken.
+    #[test]
+    fn a_cut_step_whose_other_calls_only_read_is_not_spent() {
+        use Rec::{Asked, Named};
+        let t = fold(&[
+            Asked(&["r", "e"]),
+            Named("r", "read", None),
+            Named("e", "edit", Some("TOOL_NOT_STARTED")),
+        ]);
+        assert_eq!(t.spent_model_calls(), 0);
+        let t = fold(&[
+            Asked(&["r", "g"]),
+            Named("r", "read", None),
+            Named("g", "grep", Some("FS_NOT_FOUND")),
+        ]);
+        assert_eq!(t.spent_model_calls(), 1, "nothing was cut");
+        let t = fold(&[
+            Asked(&["w", "e"]),
+            Named("w", "write", None),
+            Named("e", "edit", Some("TOOL_NOT_STARTED")),
+        ]);
+        assert_eq!(t.spent_model_calls(), 1, "the write took effect");
     }
 
     #[test]

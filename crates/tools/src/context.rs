@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::SessionId;
 
+use crate::effect::FilePlan;
 use crate::error::ToolError;
 use crate::observe::FileObservations;
 use crate::process::{ProcessInfo, ProcessObserver};
@@ -56,6 +57,8 @@ pub struct ToolContext {
     limits: ToolLimits,
     secret_env: Arc<[String]>,
     process_observer: Option<ProcessObserver>,
+    call_id: Option<Arc<str>>,
+    file_plan: Option<Arc<FilePlan>>,
 }
 
 impl ToolContext {
@@ -97,7 +100,35 @@ impl ToolContext {
             limits: ToolLimits::default(),
             secret_env: Arc::from(Vec::new()),
             process_observer: None,
+            call_id: None,
+            file_plan: None,
         })
+    }
+
+    /// The same context for the model's tool call `id` (a runtime sets it per call; tools
+    /// that record their effect elsewhere — the Team tools — name the call with it).
+    #[must_use]
+    pub fn with_call_id(mut self, id: impl Into<Arc<str>>) -> Self {
+        self.call_id = Some(id.into());
+        self
+    }
+
+    /// The model's id of the call being run, when the runtime set one.
+    pub fn call_id(&self) -> Option<&str> {
+        self.call_id.as_deref()
+    }
+
+    /// The same context carrying `plan`, the [`FilePlan`] that [`crate::Tool::plan`] made
+    /// for this very call: `write`/`edit` then carry out exactly that plan.
+    #[must_use]
+    pub fn with_file_plan(mut self, plan: FilePlan) -> Self {
+        self.file_plan = Some(Arc::new(plan));
+        self
+    }
+
+    /// The plan this call runs with, if any (see [`ToolContext::with_file_plan`]).
+    pub fn file_plan(&self) -> Option<&FilePlan> {
+        self.file_plan.as_deref()
     }
 
     /// The same context with `cancel` as its cancellation token (typically a turn's token).

@@ -8,11 +8,12 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::context::ToolContext;
+use crate::effect::{FileEffect, FilePlan, current_image, image_of};
 use crate::error::ToolError;
 use crate::fsops::{blocking, create_if_absent, io_error, metadata_if_exists, replace_atomically};
 use crate::observe::{FileVersion, Observation, target_lock};
 use crate::path::{display_relative, resolve};
-use crate::tool::{Tool, ToolFuture, ToolOutcome, parse_arguments};
+use crate::tool::{PlanFuture, Tool, ToolFuture, ToolOutcome, parse_arguments};
 
 /// Lines longer than this many bytes are cut in `read` output.
 pub const READ_MAX_LINE_BYTES: usize = 2_000;
@@ -188,10 +189,21 @@ impl Tool for WriteTool {
 
     fn call<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> ToolFuture<'a> {
         Box::pin(async move {
+            let ctx = ctx.clone();
+            if let Some(plan) = ctx.file_plan().cloned() {
+                return blocking(move || commit(&ctx, &plan)).await;
+            }
+            let args: WriteArgs = parse_arguments(args)?;
+            blocking(move || commit(&ctx, &plan_write(&ctx, &args)?)).await
+        })
+    }
+
+    fn plan<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> Option<PlanFuture<'a>> {
+        Some(Box::pin(async move {
             let args: WriteArgs = parse_arguments(args)?;
             let ctx = ctx.clone();
-            blocking(move || write_file(&ctx, &args)).await
-        })
+            blocking(move || plan_write(&ctx, &args)).await
+        }))
     }
 }
 
@@ -234,10 +246,21 @@ impl Tool for EditTool {
 
     fn call<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> ToolFuture<'a> {
         Box::pin(async move {
+            let ctx = ctx.clone();
+            if let Some(plan) = ctx.file_plan().cloned() {
+                return blocking(move || commit(&ctx, &plan)).await;
+            }
+            let args: EditArgs = parse_arguments(args)?;
+            blocking(move || commit(&ctx, &plan_edit(&ctx, &args)?)).await
+        })
+    }
+
+    fn plan<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> Option<PlanFuture<'a>> {
+        Some(Box::pin(async move {
             let args: EditArgs = parse_arguments(args)?;
             let ctx = ctx.clone();
-            blocking(move || edit_file(&ctx, &args)).await
-        })
+            blocking(move || plan_edit(&ctx, &args)).await
+        }))
     }
 }
 
@@ -345,7 +368,10 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> ToolOutcome {
     Ok(Value::Object(result))
 }
 
-fn write_file(ctx: &ToolContext, args: &WriteArgs) -> ToolOutcome {
+/// Decides what `write` does, with every check of the stale-version guard, and changes
+/// nothing: the file must be absent when the session has not seen it or last saw it absent
+/// (`FS_NOT_OBSERVED` otherwise), or still at the version the session last saw.
+fn plan_write(ctx: &ToolContext, args: &WriteArgs) -> Result<FilePlan, ToolError> {
     let resolved = resolve(ctx.workspace_root(), &args.path)?;
     let display = resolved.display.as_str();
     let target = resolved.absolute.as_path();
@@ -358,31 +384,16 @@ fn write_file(ctx: &ToolContext, args: &WriteArgs) -> ToolOutcome {
     let lock = target_lock(target);
     let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
     let observation = ctx.observations().get(ctx.owner(), target);
-    let (version, created) = match observation {
+    let content = args.content.as_bytes().to_vec();
+    let post_image = image_of(&content);
+    let (pre_image, replaces) = match observation {
         Observation::Unseen | Observation::Absent => {
-            if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent).map_err(|source| {
-                    if parent.is_dir() {
-                        io_error(display, source)
-                    } else {
-                        // Some component of the parent exists but is not a directory.
-                        ToolError::NotADirectory {
-                            path: parent
-                                .strip_prefix(ctx.workspace_root())
-                                .map(display_relative)
-                                .unwrap_or_else(|_| parent.display().to_string()),
-                        }
-                    }
-                })?;
+            if std::fs::symlink_metadata(target).is_ok() {
+                return Err(ToolError::NotObserved {
+                    path: display.to_owned(),
+                });
             }
-            match create_if_absent(target, args.content.as_bytes(), display)? {
-                Some(version) => (version, true),
-                None => {
-                    return Err(ToolError::NotObserved {
-                        path: display.to_owned(),
-                    });
-                }
-            }
+            (None, None)
         }
         Observation::Present(expected) => {
             let Some(current) = metadata_if_exists(target, display)? else {
@@ -402,16 +413,84 @@ fn write_file(ctx: &ToolContext, args: &WriteArgs) -> ToolOutcome {
                     reason: "changed",
                 });
             }
-            let version = replace_atomically(target, args.content.as_bytes(), &current, display)?;
-            (version, false)
+            (current_image(target, display)?, Some(expected))
+        }
+    };
+    let created = replaces.is_none();
+    Ok(FilePlan {
+        effect: FileEffect {
+            path: display.to_owned(),
+            pre_image,
+            post_image,
+            result: json!({"path": display, "bytes": content.len(), "created": created}),
+        },
+        absolute: resolved.absolute.clone(),
+        content,
+        replaces,
+    })
+}
+
+/// Carries out a planned `write`/`edit` under the target's lock: creates the file when the plan
+/// says it was absent (missing parent directories included; something there now is
+/// `FS_NOT_OBSERVED`), else replaces it only while it is still at the planned version and
+/// pre-image (`FS_STALE_VERSION` otherwise, nothing written). Records the new version for the
+/// calling session and returns the planned result.
+fn commit(ctx: &ToolContext, plan: &FilePlan) -> ToolOutcome {
+    let display = plan.effect.path.as_str();
+    let target = plan.absolute.as_path();
+    let lock = target_lock(target);
+    let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    let version = match &plan.replaces {
+        None => {
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).map_err(|source| {
+                    if parent.is_dir() {
+                        io_error(display, source)
+                    } else {
+                        // Some component of the parent exists but is not a directory.
+                        ToolError::NotADirectory {
+                            path: parent
+                                .strip_prefix(ctx.workspace_root())
+                                .map(display_relative)
+                                .unwrap_or_else(|_| parent.display().to_string()),
+                        }
+                    }
+                })?;
+            }
+            create_if_absent(target, &plan.content, display)?.ok_or_else(|| {
+                ToolError::NotObserved {
+                    path: display.to_owned(),
+                }
+            })?
+        }
+        Some(expected) => {
+            let stale = |reason| ToolError::StaleVersion {
+                path: display.to_owned(),
+                reason,
+            };
+            let Some(current) = metadata_if_exists(target, display)? else {
+                return Err(stale("was deleted"));
+            };
+            if current.is_dir() {
+                return Err(ToolError::IsDirectory {
+                    path: display.to_owned(),
+                });
+            }
+            if FileVersion::of(&current) != *expected
+                || current_image(target, display)? != plan.effect.pre_image
+            {
+                return Err(stale("changed"));
+            }
+            replace_atomically(target, &plan.content, &current, display)?
         }
     };
     ctx.observations()
         .record(ctx.owner(), target, Observation::Present(version));
-    Ok(json!({"path": display, "bytes": args.content.len(), "created": created}))
+    Ok(plan.effect.result.clone())
 }
 
-fn edit_file(ctx: &ToolContext, args: &EditArgs) -> ToolOutcome {
+/// Decides what `edit` does — the guard first, then literal matching — and changes nothing.
+fn plan_edit(ctx: &ToolContext, args: &EditArgs) -> Result<FilePlan, ToolError> {
     if args.old_string.is_empty() {
         return Err(ToolError::invalid_arguments(
             "field `old_string`: must not be empty",
@@ -497,10 +576,17 @@ fn edit_file(ctx: &ToolContext, args: &EditArgs) -> ToolOutcome {
     } else {
         text.replacen(args.old_string.as_str(), &args.new_string, 1)
     };
-    let version = replace_atomically(target, updated.as_bytes(), &metadata, display)?;
-    ctx.observations()
-        .record(ctx.owner(), target, Observation::Present(version));
-    Ok(json!({"path": display, "replacements": count}))
+    Ok(FilePlan {
+        effect: FileEffect {
+            path: display.to_owned(),
+            pre_image: Some(image_of(&bytes)),
+            post_image: image_of(updated.as_bytes()),
+            result: json!({"path": display, "replacements": count}),
+        },
+        absolute: resolved.absolute.clone(),
+        content: updated.into_bytes(),
+        replaces: Some(FileVersion::of(&metadata)),
+    })
 }
 
 /// Refuses FIFOs, sockets and devices before anything opens them (opening a FIFO blocks).

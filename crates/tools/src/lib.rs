@@ -49,6 +49,7 @@
 
 mod bash;
 mod context;
+mod effect;
 mod error;
 mod files;
 mod fsops;
@@ -61,6 +62,7 @@ mod tool;
 
 pub use bash::{BashTool, truncation_marker};
 pub use context::{ToolContext, ToolLimits};
+pub use effect::{FileEffect, FileEffectState, FilePlan, file_effect_state};
 pub use error::{NOT_OBSERVED_REMEDY, RegistryError, STALE_VERSION_REMEDY, ToolError};
 pub use files::{EditTool, LINE_TRUNCATED_MARKER, READ_MAX_LINE_BYTES, ReadTool, WriteTool};
 pub use observe::{FileObservations, FileVersion, Observation};
@@ -68,6 +70,6 @@ pub use process::{ProcessInfo, ProcessObserver, process_start_time, stop_leftove
 pub use registry::{ToolArguments, ToolRegistry, core_tools};
 pub use search::{GREP_MAX_LINE_BYTES, GlobTool, GrepTool};
 pub use tool::{
-    TextFuture, TextOutcome, Tool, ToolFuture, ToolOutcome, ToolSpec, parse_arguments,
+    PlanFuture, TextFuture, TextOutcome, Tool, ToolFuture, ToolOutcome, ToolSpec, parse_arguments,
     render_outcome, render_text_outcome,
 };

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::bash::BashTool;
 use crate::context::ToolContext;
+use crate::effect::FilePlan;
 use crate::error::{RegistryError, ToolError};
 use crate::files::{EditTool, ReadTool, WriteTool};
 use crate::search::{GlobTool, GrepTool};
@@ -194,6 +195,27 @@ impl ToolRegistry {
     ) -> TextOutcome {
         let (tool, arguments) = self.admit(ctx, name, arguments.into())?;
         tool.call_text(ctx, arguments).await
+    }
+
+    /// The [`FilePlan`] of a call to `name` when that tool plans its effect ([`Tool::plan`]:
+    /// `write`, `edit`), after the same admission checks as [`ToolRegistry::dispatch`]:
+    /// `None` for an unknown tool or one that does not plan, `Some(Err(…))` with the error the
+    /// call would return without any effect (arguments that are not an object, a cancelled
+    /// context, every check of the tool itself).
+    pub async fn plan(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        arguments: &Value,
+    ) -> Option<Result<FilePlan, ToolError>> {
+        let tool = self.get(name)?;
+        let planned = tool.plan(ctx, arguments.clone())?;
+        Some(
+            match self.admit(ctx, name, ToolArguments::Value(arguments.clone())) {
+                Err(e) => Err(e),
+                Ok(_) => planned.await,
+            },
+        )
     }
 
     /// The checks before a tool runs, shared by both dispatches: the tool by name, the

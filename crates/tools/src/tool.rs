@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::ToolContext;
+use crate::effect::FilePlan;
 use crate::error::ToolError;
 
 /// The result of one tool call: a compact JSON value on success, a [`ToolError`] otherwise.
@@ -25,6 +26,10 @@ pub type TextOutcome = Result<String, ToolError>;
 
 /// The boxed future [`Tool::call_text`] returns.
 pub type TextFuture<'a> = Pin<Box<dyn Future<Output = TextOutcome> + Send + 'a>>;
+
+/// The boxed future [`Tool::plan`] returns: the call's [`FilePlan`], or the error the call
+/// itself would return (it would have no effect).
+pub type PlanFuture<'a> = Pin<Box<dyn Future<Output = Result<FilePlan, ToolError>> + Send + 'a>>;
 
 /// A tool the model can call.
 ///
@@ -118,6 +123,19 @@ pub trait Tool: Send + Sync {
     /// (REFERENCE d.2). Keep the code: only the message may change.
     fn shape_error(&self, error: ToolError) -> ToolError {
         error
+    }
+
+    /// For a tool whose whole effect is one file's content (`write`, `edit`): decides that
+    /// effect without causing it (DESIGN decision 10). `Some` future for such a tool, `None`
+    /// (the default) for every other. The future resolves to the call's [`FilePlan`] — whose
+    /// [`FileEffect`](crate::FileEffect) a runtime records before the call runs — or to the
+    /// error the call would return without touching anything (the same checks in the same
+    /// order). Run the call with the plan ([`ToolContext::with_file_plan`]): it then writes
+    /// exactly the planned content, and only while the file is still at the planned
+    /// pre-image.
+    fn plan<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> Option<PlanFuture<'a>> {
+        let _ = (ctx, args);
+        None
     }
 
     /// The spec sent to the model: name, description, parameters and output schema.

@@ -814,9 +814,10 @@ fn sleep_then_mark(seconds: u32, name: &str) -> Value {
 /// from `troupe resume`, after any waiting wakeup, which keeps its own turn; a teammate's from
 /// the Team recovery — at none of these kill points does a cut teammate also hold a parked
 /// wakeup), so every member takes its script's steps in the same turns as without the kill.
-/// The call running at the kill (a spawn, a send, a sleep, a wait) is never replayed (its
-/// `assistant/message` is in the log), and its effect is either harmless or durable before the
-/// kill (a queued message is delivered by the recovery). The only tool result that differs is
+/// The call running at the kill is resolved from the logs: a spawn or a send whose record is
+/// durable is done (a queued message is delivered by the recovery), a sleep's outcome is
+/// unknown (never replayed: its `assistant/message` is in the log), and a wait is not run, so
+/// that step is asked again — it only waits, and the member's turns stay the same. The only tool result that differs is
 /// beta's first edit when the kill came after beta read `counting.py`: the new process has no
 /// record of that read, so the edit gets `FS_NOT_OBSERVED` instead of `FS_STALE_VERSION`;
 /// either way beta's next steps re-read the file and edit it again.
@@ -1118,14 +1119,28 @@ fn crash_and_resume(point: KillPoint) {
             "{point:?}: resume never succeeded: {outputs:#?}"
         );
     }
-    // The kill cut what it aimed at: the running call's outcome is unknown, and the member
-    // got a continuation (a `resume` message: the Lead's from `troupe resume`, a teammate's
-    // from the Team recovery).
+    // The kill cut what it aimed at: the running call got its result from the recovery,
+    // decided from the logs (DESIGN decision 10) — a `bash` command's outcome is unknown, a
+    // wait is not run (it only waits: asked again), a spawn whose provisioning record is
+    // durable is done (its result rebuilt) — and the member got a continuation (a `resume`
+    // message: the Lead's from `troupe resume`, a teammate's from the Team recovery).
     let first = &outputs[0];
     let cut = |member: &str, tools: &[&str]| {
         let log = root.log(&member_id(&root, &id, member));
-        let closed = tool_results(&log).into_iter().any(|(name, _, code, _)| {
-            tools.contains(&name.as_str()) && code.as_deref() == Some("TOOL_OUTCOME_UNKNOWN")
+        let closed = log.iter().any(|e| {
+            let d = &e["data"];
+            let name = d["name"].as_str().unwrap_or_default();
+            let expected = match name {
+                "bash" => Some("TOOL_OUTCOME_UNKNOWN"),
+                "wait_agent" => Some("TOOL_NOT_STARTED"),
+                _ => None,
+            };
+            e["type"] == "tool/result"
+                && tools.contains(&name)
+                && d["messageId"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("interrupted-tool-result-"))
+                && d["code"].as_str() == expected
         });
         assert!(
             closed,

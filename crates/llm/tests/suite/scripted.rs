@@ -290,6 +290,36 @@ fn malformed_scripts_are_refused_with_the_path_and_the_problem() {
     );
 }
 
+/// Issue 10 (defect 8): a script path that is not a small regular file is refused at once,
+/// naming it, without reading it whole (`/dev/zero` never ends).
+#[test]
+fn a_device_or_an_oversized_script_is_refused_at_once() {
+    let device = ScriptedProvider::load("/dev/zero").unwrap_err();
+    assert_eq!(device.code(), "LLM_SCRIPT");
+    let message = device.to_string();
+    assert!(message.contains("/dev/zero"), "{message}");
+    assert!(message.contains("not a regular file"), "{message}");
+    let dir = tempfile::tempdir().unwrap();
+    let directory = ScriptedProvider::load(dir.path()).unwrap_err();
+    assert!(
+        directory.to_string().contains("not a regular file"),
+        "{directory}"
+    );
+    // One byte over the cap (a sparse file: nothing is really written).
+    let big = dir.path().join("big.json");
+    let file = std::fs::File::create(&big).unwrap();
+    file.set_len(troupe_llm::MAX_SCRIPT_BYTES + 1).unwrap();
+    let error = ScriptedProvider::load(&big).unwrap_err();
+    assert_eq!(error.code(), "LLM_SCRIPT");
+    let message = error.to_string();
+    assert!(message.contains("larger than 16 MiB"), "{message}");
+    assert!(message.contains("big.json"), "{message}");
+    // At the cap exactly, the size is fine and the content is judged (NUL bytes are no JSON).
+    file.set_len(troupe_llm::MAX_SCRIPT_BYTES).unwrap();
+    let error = ScriptedProvider::load(&big).unwrap_err().to_string();
+    assert!(!error.contains("larger than"), "{error}");
+}
+
 #[test]
 fn an_unknown_agent_names_the_scripted_ones_or_says_there_are_none() {
     let some = ScriptedProvider::from_json_str(

@@ -38,12 +38,12 @@ use troupe_team::{
 
 use crate::agent::{Agent, AgentStatus, Progress};
 use crate::error::RuntimeError;
-use crate::events::{Profile, TurnEndReason};
+use crate::events::{Profile, ToolEffectRecord, TurnEndReason};
 use crate::runtime::{ChildProvider, ChildSpec, Runtime};
 use crate::transcript::Transcript;
 
 pub use schema::TEAM_TOOL_NAMES;
-pub(crate) use tools::team_tools;
+pub(crate) use tools::{send_result_text, spawn_result_text, team_tools};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -83,6 +83,18 @@ impl From<troupe_journal::JournalError> for TeamOpError {
     fn from(e: troupe_journal::JournalError) -> Self {
         TeamOpError::Runtime(RuntimeError::Journal(e))
     }
+}
+
+/// The member tool call a Team record is the effect of (linked by `tool/effect`, DESIGN
+/// decision 10).
+#[derive(Debug, Clone)]
+pub(crate) struct CallOrigin {
+    /// The calling member's session.
+    pub(crate) session: SessionId,
+    /// The model's call id.
+    pub(crate) call_id: String,
+    /// The tool.
+    pub(crate) tool: &'static str,
 }
 
 /// The outcome of `wait_agent` (REFERENCE c.12, d.4.1).
@@ -219,6 +231,16 @@ impl Team {
         self.state.lock().await.clone()
     }
 
+    /// Whether some member is still `provisioning` (a creation in flight, or one a crash cut).
+    pub(crate) async fn has_provisioning(&self) -> bool {
+        self.state
+            .lock()
+            .await
+            .provisioning_members()
+            .next()
+            .is_some()
+    }
+
     /// Closes the Team (REFERENCE c.14 steps 1–2): waits return, dispatches stop.
     pub(crate) fn close(&self) {
         self.closed.cancel();
@@ -262,11 +284,45 @@ impl Team {
     /// Commits `event` inside the serializer: invariant check, append to the Lead log, flush,
     /// apply to the state, then wake waiters (never before the flush).
     async fn commit(&self, state: &mut TeamState, event: &TeamEvent) -> Result<(), TeamOpError> {
+        self.commit_from(state, event, None, None).await
+    }
+
+    /// [`Team::commit`] of the record a member's tool call `origin` makes, with its
+    /// `tool/effect` link (and the call's result text, when it is known now) in the same
+    /// batch, right before the record (DESIGN decision 10). What survives a crash: the batch
+    /// whole or nothing of it (decision 9) — the link and the record, so recovery rebuilds the
+    /// call's result, or neither, so recovery asks the call again.
+    async fn commit_from(
+        &self,
+        state: &mut TeamState,
+        event: &TeamEvent,
+        origin: Option<&CallOrigin>,
+        result: Option<String>,
+    ) -> Result<(), TeamOpError> {
         state.check_event(event).map_err(|e| TeamOpError::Log {
             code: "INVARIANT",
             message: e.to_string(),
         })?;
-        let stored = self.lead.append_records(vec![event.to_draft()])?;
+        let mut drafts = Vec::with_capacity(2);
+        if let Some(origin) = origin {
+            let link = ToolEffectRecord {
+                session_id: origin.session.clone(),
+                call_id: origin.call_id.clone(),
+                tool: origin.tool.to_owned(),
+                result,
+            };
+            drafts.push(troupe_protocol::EventDraft::ignorable(
+                troupe_protocol::event_types::TOOL_EFFECT,
+                serde_json::to_value(&link).unwrap_or(Value::Null),
+            ));
+        }
+        drafts.push(event.to_draft());
+        let stored: Vec<_> = self
+            .lead
+            .append_records(drafts)?
+            .into_iter()
+            .filter(|e| e.kind != troupe_protocol::event_types::TOOL_EFFECT)
+            .collect();
         self.lead.writer().flush().await?;
         for e in &stored {
             state.apply(e).map_err(|e| TeamOpError::Log {
@@ -597,6 +653,23 @@ impl Runtime {
         context: MemberContext,
         cancel: Option<CancellationToken>,
     ) -> Result<MemberView, TeamOpError> {
+        self.team_spawn_as(agent, name, description, prompt, context, cancel, None)
+            .await
+    }
+
+    /// [`Runtime::team_spawn`] for the tool call `origin` (its `provisioning` record is
+    /// linked to the call).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn team_spawn_as(
+        &self,
+        agent: &Agent,
+        name: &str,
+        description: &str,
+        prompt: &str,
+        context: MemberContext,
+        cancel: Option<CancellationToken>,
+        origin: Option<&CallOrigin>,
+    ) -> Result<MemberView, TeamOpError> {
         let team = self.resolve(agent)?;
         // Tracked until it settles, so a shutdown waits for it (REFERENCE c.8 step 1, c.14).
         let _in_flight = team.creations.enter();
@@ -607,7 +680,18 @@ impl Runtime {
             return Err(RuntimeError::Cancelled("teammate creation was cancelled".into()).into());
         }
         let result = self
-            .spawn_tracked(&team, agent, name, description, prompt, context, cancel)
+            .spawn_tracked(
+                &team,
+                agent,
+                SpawnArgs {
+                    name,
+                    description,
+                    prompt,
+                    context,
+                },
+                cancel,
+                origin,
+            )
             .await;
         if let Err(e) = &result
             && team.closed.is_cancelled()
@@ -621,17 +705,20 @@ impl Runtime {
     }
 
     /// [`Runtime::team_spawn`] once admitted and tracked.
-    #[allow(clippy::too_many_arguments)]
     async fn spawn_tracked(
         &self,
         team: &Arc<Team>,
         agent: &Agent,
-        name: &str,
-        description: &str,
-        prompt: &str,
-        context: MemberContext,
+        args: SpawnArgs<'_>,
         cancel: Option<CancellationToken>,
+        origin: Option<&CallOrigin>,
     ) -> Result<MemberView, TeamOpError> {
+        let SpawnArgs {
+            name,
+            description,
+            prompt,
+            context,
+        } = args;
         // The caller's signal or the Team's closing stops the creation (REFERENCE c.8 step 3:
         // `any(request signal, runtime signal)`).
         let stop = CancellationToken::new();
@@ -677,7 +764,7 @@ impl Runtime {
                 }
                 .into());
             }
-            team.commit(&mut state, &event).await?;
+            team.commit_from(&mut state, &event, origin, None).await?;
             match event.record {
                 TeamRecord::Member(m) => m,
                 _ => return Err(unexpected("team/member")),
@@ -768,6 +855,19 @@ impl Runtime {
         text: &str,
         delivery: Delivery,
     ) -> Result<(MessageId, bool), TeamOpError> {
+        self.team_send_as(agent, target, text, delivery, None).await
+    }
+
+    /// [`Runtime::team_send`] for the tool call `origin` (its `queued` record is linked to the
+    /// call).
+    pub(crate) async fn team_send_as(
+        &self,
+        agent: &Agent,
+        target: &str,
+        text: &str,
+        delivery: Delivery,
+        origin: Option<&CallOrigin>,
+    ) -> Result<(MessageId, bool), TeamOpError> {
         let team = self.resolve(agent)?;
         // Whitespace as JavaScript's `trim` sees it, like every other Team text (c.11.6).
         if js_trim(text).is_empty() {
@@ -786,7 +886,7 @@ impl Runtime {
                 delivery,
             };
             let event = state.decide_send(&caller, &request, id, &team.limits)?;
-            team.commit(&mut state, &event).await?;
+            team.commit_from(&mut state, &event, origin, None).await?;
             let message = match event.record {
                 TeamRecord::MessageQueued(m) => m,
                 _ => return Err(unexpected("team/message/queued")),
@@ -1082,12 +1182,24 @@ impl Runtime {
         agent: &Agent,
         request: &CreateTask,
     ) -> Result<TaskView, TeamOpError> {
+        self.team_create_task_as(agent, request, None).await
+    }
+
+    /// [`Runtime::team_create_task`] for the tool call `origin` (its record is linked to the
+    /// call, with the result text).
+    pub(crate) async fn team_create_task_as(
+        &self,
+        agent: &Agent,
+        request: &CreateTask,
+        origin: Option<&CallOrigin>,
+    ) -> Result<TaskView, TeamOpError> {
         let team = self.resolve(agent)?;
         let mut state = team.state.lock().await;
         let caller = Self::caller_in(&team, &state, agent)?;
         let event = state.decide_create_task(&caller, request, &team.limits)?;
         let view = task_view_before(&state, &event)?;
-        team.commit(&mut state, &event).await?;
+        let result = origin.and_then(|_| serde_json::to_string(&view).ok());
+        team.commit_from(&mut state, &event, origin, result).await?;
         Ok(view)
     }
 
@@ -1100,12 +1212,24 @@ impl Runtime {
         agent: &Agent,
         request: &UpdateTask,
     ) -> Result<TaskView, TeamOpError> {
+        self.team_update_task_as(agent, request, None).await
+    }
+
+    /// [`Runtime::team_update_task`] for the tool call `origin` (its record is linked to the
+    /// call, with the result text).
+    pub(crate) async fn team_update_task_as(
+        &self,
+        agent: &Agent,
+        request: &UpdateTask,
+        origin: Option<&CallOrigin>,
+    ) -> Result<TaskView, TeamOpError> {
         let team = self.resolve(agent)?;
         let mut state = team.state.lock().await;
         let caller = Self::caller_in(&team, &state, agent)?;
         let event = state.decide_update_task(&caller, request)?;
         let view = task_view_before(&state, &event)?;
-        team.commit(&mut state, &event).await?;
+        let result = origin.and_then(|_| serde_json::to_string(&view).ok());
+        team.commit_from(&mut state, &event, origin, result).await?;
         Ok(view)
     }
 
@@ -1135,18 +1259,37 @@ impl Runtime {
         Ok(state.list_tasks(&caller, query)?)
     }
 
-    /// Recovery of a Team root (REFERENCE c.9), run when it is attached: roster reconciliation
-    /// (members left `provisioning` by a crash become `active` or `failed` from their child
-    /// logs), then mailbox recovery (pending messages in queue order; quiet mail to inactive
-    /// teammates stays queued, wakeup mail cold-resumes its target).
-    pub(crate) async fn recover_team(&self, team: &Arc<Team>) {
-        if let Err(e) = self.reconcile_provisioning(team).await {
+    /// Roster reconciliation of a Team root being resumed (REFERENCE c.9, issue 10 defect 6):
+    /// members left `provisioning` by a crash become `active` or `failed` from their child
+    /// logs. A child with no log, or a log without its prompt, has done nothing: when the
+    /// Lead's `spawn_teammate` call that reserved the name is in the Lead log (`requests`, from
+    /// `lead_events`), the child is created again under its reserved id with that prompt
+    /// waiting (the continuation of the Team recovery runs it) and the member becomes
+    /// `active`; otherwise it is `failed` as REFERENCE c.9 says. Failures are warnings,
+    /// silent once the Team is closed.
+    pub(crate) async fn reconcile_roster(
+        &self,
+        team: &Arc<Team>,
+        requests: &HashMap<String, crate::recovery::SpawnRequest>,
+        lead_events: &[troupe_protocol::Event],
+    ) {
+        if let Err(e) = self
+            .reconcile_provisioning(team, requests, lead_events)
+            .await
+        {
             // A pass the shutdown cut short is not a failure worth reporting (REFERENCE c.9:
             // warnings are suppressed after disposal).
             if !team.closed.is_cancelled() {
                 tracing::warn!(team = %team.id, error = %e, "roster reconciliation failed");
             }
         }
+    }
+
+    /// The rest of the recovery of a Team root (REFERENCE c.9), once its roster is reconciled
+    /// and its own open turn closed: mailbox recovery (pending messages in queue order; quiet
+    /// mail to inactive teammates stays queued, wakeup mail cold-resumes its target), then the
+    /// continuation of teammates a stop left with work (see `continue_teammates`).
+    pub(crate) async fn recover_team(&self, team: &Arc<Team>) {
         let pending: Vec<MessageSnapshot> = {
             let state = team.state.lock().await;
             state.pending_messages().cloned().collect()
@@ -1218,13 +1361,17 @@ impl Runtime {
             let Ok(t) = Transcript::fold(replay.header.seed_len(), &replay.events) else {
                 continue;
             };
-            // Parked wakeup mail means "run this"; parked quiet mail or an initial prompt stays
-            // parked until something wakes the teammate (REFERENCE c.9, CASES 31–32).
-            let pending = t
-                .next_turn()
-                .iter()
-                .chain(t.next_step())
-                .any(|m| wakeups.contains(&m.id));
+            // Parked wakeup mail means "run this", and so does a first prompt that never ran
+            // (a stop after the teammate's prompt was durable but before its first turn:
+            // issue 10, defect 5 — its spawn succeeded, so its work is owed). Parked quiet
+            // mail stays parked until something wakes the teammate (REFERENCE c.9, CASES 32).
+            let first_prompt =
+                t.stats().turns == 0 && t.next_turn().iter().any(|m| m.source.kind == "user");
+            let pending = first_prompt
+                || t.next_turn()
+                    .iter()
+                    .chain(t.next_step())
+                    .any(|m| wakeups.contains(&m.id));
             let cut = t.open_turn().is_some()
                 || match t.last_turn_end() {
                     Some(TurnEndReason::Interrupted) => true,
@@ -1255,7 +1402,12 @@ impl Runtime {
         }
     }
 
-    async fn reconcile_provisioning(&self, team: &Arc<Team>) -> Result<(), TeamOpError> {
+    async fn reconcile_provisioning(
+        &self,
+        team: &Arc<Team>,
+        requests: &HashMap<String, crate::recovery::SpawnRequest>,
+        lead_events: &[troupe_protocol::Event],
+    ) -> Result<(), TeamOpError> {
         let provisioning: Vec<MemberSnapshot> = {
             let state = team.state.lock().await;
             state.provisioning_members().cloned().collect()
@@ -1268,7 +1420,12 @@ impl Runtime {
             if self.agent(&member.id).is_some() {
                 continue;
             }
+            let request = requests.get(member.name.as_str());
             let outcome = match self.journal().read(&member.id) {
+                Err(troupe_journal::JournalError::NotFound { .. }) if request.is_some() => {
+                    self.recreate_member(team, &member, request, lead_events, false)
+                        .await
+                }
                 Err(e) => ProvisioningOutcome::Failed {
                     error: format!("{}{e}", troupe_team::RECOVERY_INSPECT_FAILED_PREFIX),
                 },
@@ -1280,10 +1437,12 @@ impl Runtime {
                         let matches = replay.header.parent_session.as_ref() == Some(team.lead.id())
                             && t.descriptor().is_some_and(|d| {
                                 d.mode == "continuable" && d.provider == member.provider
-                            })
-                            && t.accepted_user_message();
-                        if matches {
+                            });
+                        if matches && t.accepted_user_message() {
                             ProvisioningOutcome::Active
+                        } else if matches && request.is_some() && t.stats().turns == 0 {
+                            self.recreate_member(team, &member, request, lead_events, true)
+                                .await
                         } else {
                             ProvisioningOutcome::Failed {
                                 error: troupe_team::RECOVERY_CHILD_MISMATCH.to_owned(),
@@ -1304,6 +1463,58 @@ impl Runtime {
         }
         Ok(())
     }
+}
+
+impl Runtime {
+    /// Creates again the child of a member whose spawn a crash cut before its prompt was
+    /// durable (see [`Runtime::reconcile_roster`]): `active` once its log holds the prompt,
+    /// `failed` naming the error otherwise.
+    async fn recreate_member(
+        &self,
+        team: &Arc<Team>,
+        member: &MemberSnapshot,
+        request: Option<&crate::recovery::SpawnRequest>,
+        lead_events: &[troupe_protocol::Event],
+        log_exists: bool,
+    ) -> ProvisioningOutcome {
+        let Some(request) = request else {
+            return ProvisioningOutcome::Failed {
+                error: troupe_team::RECOVERY_CHILD_MISMATCH.to_owned(),
+            };
+        };
+        let provider = match member.context {
+            MemberContext::Fresh => ChildProvider::Spawn,
+            MemberContext::Fork => ChildProvider::Fork,
+        };
+        let spec = ChildSpec {
+            provider,
+            label: member.name.to_string(),
+            child_id: Some(member.id.clone()),
+            prompt: request.prompt.clone(),
+            continuable: true,
+            notify_parent: false,
+            profile: Profile::Team,
+            cancel: None,
+        };
+        let seed = lead_events[..request.seed_end.min(lead_events.len())].to_vec();
+        match self
+            .recreate_child(&team.lead, &member.id, &spec, seed, log_exists)
+            .await
+        {
+            Ok(()) => ProvisioningOutcome::Active,
+            Err(e) => ProvisioningOutcome::Failed {
+                error: format!("{}{e}", troupe_team::RECOVERY_INSPECT_FAILED_PREFIX),
+            },
+        }
+    }
+}
+
+/// `spawn_teammate`'s arguments, as the service takes them.
+struct SpawnArgs<'a> {
+    name: &'a str,
+    description: &'a str,
+    prompt: &'a str,
+    context: MemberContext,
 }
 
 /// The view a mutation returns: the pre-append state plus the new snapshot (REFERENCE c.11.1).

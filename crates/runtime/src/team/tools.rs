@@ -107,6 +107,21 @@ fn to_text<T: serde::Serialize>(value: &T) -> Result<String, ToolError> {
     serde_json::to_string(value).map_err(|e| ToolError::other("TOOL_INTERNAL_ERROR", e.to_string()))
 }
 
+/// The exact text `spawn_teammate` returns for `member` (recovery rebuilds it, DESIGN
+/// decision 10).
+pub(crate) fn spawn_result_text(member: &troupe_team::MemberView) -> String {
+    to_text(&SpawnOutput { member }).unwrap_or_default()
+}
+
+/// The exact text `send_message` / `followup_task` return (recovery rebuilds it).
+pub(crate) fn send_result_text(id: &troupe_protocol::MessageId, status: &'static str) -> String {
+    to_text(&SendOutput {
+        message_id: id,
+        status,
+    })
+    .unwrap_or_default()
+}
+
 /// `spawn_teammate`'s output: `{member}`.
 #[derive(Serialize)]
 struct SpawnOutput<'a> {
@@ -250,6 +265,15 @@ struct UpdateArgs {
     owner: Option<String>,
 }
 
+/// The call a Team record will be linked to (`tool/effect`), when the runtime named it.
+fn origin(tool: &'static str, caller: &Agent, ctx: &ToolContext) -> Option<super::CallOrigin> {
+    ctx.call_id().map(|call_id| super::CallOrigin {
+        session: caller.id().clone(),
+        call_id: call_id.to_owned(),
+        tool,
+    })
+}
+
 impl TeamTool {
     async fn run(
         &self,
@@ -262,13 +286,14 @@ impl TeamTool {
             "spawn_teammate" => {
                 let a: SpawnArgs = parse_arguments(args)?;
                 let member = rt
-                    .team_spawn(
+                    .team_spawn_as(
                         caller,
                         &a.name,
                         &a.description,
                         &a.prompt,
                         a.context.unwrap_or(MemberContext::Fresh),
                         Some(ctx.cancellation().clone()),
+                        origin(self.name, caller, ctx).as_ref(),
                     )
                     .await
                     .map_err(|e| op_error(&e))?;
@@ -282,7 +307,13 @@ impl TeamTool {
                     Delivery::Wakeup
                 };
                 let (id, accepted) = rt
-                    .team_send(caller, &a.target, &a.message, delivery)
+                    .team_send_as(
+                        caller,
+                        &a.target,
+                        &a.message,
+                        delivery,
+                        origin(self.name, caller, ctx).as_ref(),
+                    )
                     .await
                     .map_err(|e| op_error(&e))?;
                 to_text(&SendOutput {
@@ -340,7 +371,7 @@ impl TeamTool {
                     write_scopes: a.write_scopes,
                 };
                 let view = rt
-                    .team_create_task(caller, &request)
+                    .team_create_task_as(caller, &request, origin(self.name, caller, ctx).as_ref())
                     .await
                     .map_err(|e| op_error(&e))?;
                 to_text(&view)
@@ -394,7 +425,7 @@ impl TeamTool {
                 request.write_scopes = a.write_scopes;
                 request.owner = a.owner;
                 let view = rt
-                    .team_update_task(caller, &request)
+                    .team_update_task_as(caller, &request, origin(self.name, caller, ctx).as_ref())
                     .await
                     .map_err(|e| op_error(&e))?;
                 to_text(&view)

@@ -233,6 +233,7 @@ async fn restart_reconciles_provisioning_members_from_their_child_logs() {
     let b = SessionId::random();
     hand_append(&lead, provisioning(&lead_id, &b, "worker-b")).await;
     // C: a child created by hand that only holds its pending initial prompt (CASES 31).
+    h.models.model("worker-c").push([text("c done")]);
     let c = SessionId::random();
     hand_append(&lead, provisioning(&lead_id, &c, "worker-c")).await;
     {
@@ -276,13 +277,23 @@ async fn restart_reconciles_provisioning_members_from_their_child_logs() {
         state.member(&b)
     );
     assert_eq!(phase(&c), "active");
-    // C was not resumed: no model request, and its prompt is still pending in its log.
-    assert!(h.models.model("worker-c").requests().is_empty());
-    assert!(h.runtime.agent(&c).is_none());
+    // Issue 10 (defect 5, which overrides CASES 31's "not resumed"): C's spawn succeeded and
+    // its prompt is durable, so its work is owed — recovery runs the pending prompt, once.
+    quiet(&h, &lead).await;
+    assert_eq!(h.models.model("worker-c").requests().len(), 1);
+    assert!(
+        h.models
+            .model("worker-c")
+            .user_texts(0)
+            .iter()
+            .any(|t| t == "hand task"),
+        "{:?}",
+        h.models.model("worker-c").user_texts(0)
+    );
     let c_log = h.journal().read(&c).unwrap();
     let t = troupe_runtime::Transcript::fold(0, &c_log.events).unwrap();
-    assert_eq!(t.next_turn().len(), 1);
-    let _ = lead;
+    assert!(t.next_turn().is_empty());
+    assert_eq!(turn_end_kinds(&c_log.events), ["completed"]);
 }
 
 /// CASES 32: quiet mail to an inactive teammate stays queued across a Lead restart.
@@ -1843,9 +1854,21 @@ async fn a_team_root_with_an_invalid_team_log_is_not_resumed() {
     lead.writer().flush().await.unwrap();
     h.runtime.shutdown().await.unwrap();
     h.restart();
+    let before = std::fs::read(h.home.path().join(format!("sessions/{lead_id}.jsonl"))).unwrap();
     let err = h.runtime.resume_root(&lead_id).await.unwrap_err();
-    assert_eq!(ErrorCode::code(&err), "NOT_RESUMABLE");
+    // Issue 10 (defect 8): the broken rule is a damaged log (exit 1 in the CLI), named with
+    // the session, and nothing was written to it.
+    assert_eq!(ErrorCode::code(&err), "TEAM_LOG_INVALID");
     assert!(err.to_string().contains("begin at revision 1"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with(&format!("session {lead_id} cannot be resumed: ")),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(h.home.path().join(format!("sessions/{lead_id}.jsonl"))).unwrap(),
+        before
+    );
     assert!(
         h.runtime.agent(&lead_id).is_none(),
         "no half-attached Lead is left running"

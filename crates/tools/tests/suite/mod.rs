@@ -1,5 +1,6 @@
 mod bash;
 mod confinement;
+mod effect;
 mod glob_grep;
 mod read;
 mod registry;

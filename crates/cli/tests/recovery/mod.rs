@@ -1,0 +1,634 @@
+//! Issue 10 (defects 3, 7, 8) and issue 11 (item 2) through the real binary: a teammate's log
+//! failing mid-run (an immutable file) is `JOURNAL_FAILED` naming it, and `troupe resume`
+//! finishes once it is writable again; quiet mail starts no Lead turn on resume; a Lead turn
+//! whose answer is logged but whose `turn/end` is not is closed as completed by every resume;
+//! one exit-code rule for damaged, unreadable and read-only homes; a resumed demo checks its
+//! project's tests; a demo workspace a crash left is started over; script files are capped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::run::{Setup, session_id, stderr, stdout};
+use super::troupe;
+
+/// Every event of the session file at `path` (complete lines only).
+fn read_events(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// The session file of the member named `name` (by its own `agent/config`).
+fn member_file(home: &Path, name: &str) -> Option<PathBuf> {
+    let dir = std::fs::read_dir(home.join("sessions")).ok()?;
+    dir.flatten().map(|e| e.path()).find(|path| {
+        path.extension().is_some_and(|e| e == "jsonl")
+            && read_events(path)
+                .iter()
+                .any(|e| e["type"] == "agent/config" && e["data"]["name"] == name)
+    })
+}
+
+/// `python3 -m unittest` in `dir` passes.
+fn tests_pass(dir: &Path) -> bool {
+    Command::new("python3")
+        .args(["-m", "unittest"])
+        .current_dir(dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// `chattr ±i path` (an immutable file: even root's writes to an open descriptor fail with
+/// EPERM). Panics with a clear message when the file system does not support it.
+fn immutable(path: &Path, on: bool) {
+    let out = Command::new("chattr")
+        .arg(if on { "+i" } else { "-i" })
+        .arg(path)
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs chattr (e2fsprogs): {e}"));
+    assert!(
+        out.status.success(),
+        "this test needs a file system with immutable files (ext4, xfs): chattr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Makes a file immutable for as long as it lives (undone even when the test fails).
+struct Immutable(PathBuf);
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").arg(&self.0).output();
+    }
+}
+
+/// Defect 3 (DESIGN decision 11): beta's session file becomes immutable while beta works (a
+/// real OS refusal: `EPERM` on every later write). The demo exits 1 with `JOURNAL_FAILED`
+/// naming beta and the OS error as its last line, after the summary and the resume hint;
+/// once the file is writable again, `troupe resume` finishes the work.
+#[test]
+fn a_teammates_log_failing_mid_run_is_journal_failed_and_resume_finishes() {
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    let workspace = root.path().join("demo");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(&home)
+        .env_remove("TROUPE_HOME")
+        .args(["demo", "--pace", "300", "--workspace"])
+        .arg(&workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
+        text
+    });
+    // beta has started its first turn (and waits out the pace of its model reply).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let beta = loop {
+        if let Some(path) = member_file(&home, "beta")
+            && read_events(&path).iter().any(|e| e["type"] == "turn/start")
+        {
+            break path;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("troupe demo exited ({status}) before beta started");
+        }
+        assert!(Instant::now() < deadline, "beta never started");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    immutable(&beta, true);
+    let guard = Immutable(beta.clone());
+    let status = child.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("troupe: JOURNAL_FAILED: "), "{err}");
+    assert!(last.contains("beta (teammate, session "), "{last}");
+    assert!(last.contains("Operation not permitted"), "{last}");
+    let lines: Vec<&str> = err.lines().collect();
+    let hint = lines
+        .iter()
+        .position(|l| l.contains("continue with: troupe resume"))
+        .unwrap_or_else(|| panic!("no resume hint in {err}"));
+    let summary = lines
+        .iter()
+        .position(|l| l.starts_with("lead: "))
+        .unwrap_or_else(|| panic!("no summary in {err}"));
+    assert!(summary < hint && hint < lines.len() - 1, "{err}");
+    let id = err
+        .lines()
+        .find(|l| l.starts_with("session "))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .to_owned();
+
+    immutable(&beta, false);
+    drop(guard);
+    let out = troupe(&home).args(["resume", &id]).assert();
+    let text = stderr(&out);
+    assert_eq!(out.get_output().status.code(), Some(0), "{text}");
+    assert!(tests_pass(&workspace), "{text}");
+    let show: Value = serde_json::from_str(&stdout(
+        &troupe(&home)
+            .args(["team", "show", &id, "--json"])
+            .assert()
+            .success(),
+    ))
+    .unwrap();
+    assert!(
+        show["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "completed"),
+        "{show}"
+    );
+    troupe(&home)
+        .args(["team", "verify", &id])
+        .assert()
+        .success();
+}
+
+/// A script: the Lead spawns `scout`, which sends the Lead a quiet message and finishes; the
+/// Lead has finished before the mail arrives (a wait that returns at once, then its answer).
+fn quiet_mail_script(s: &Setup) -> PathBuf {
+    s.script_agents(
+        "quiet.json",
+        json!({
+            "lead": [
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "scout", "description": "reports", "prompt": "report to the lead"}}]},
+                {"text": "scout reports when it is done"}
+            ],
+            "scout": [
+                {"tool_calls": [{"name": "send_message", "arguments": {
+                    "target": "lead", "message": "fyi: nothing to do"}}]},
+                {"text": "reported"}
+            ]
+        }),
+    )
+}
+
+/// Defect 7 (REFERENCE c.10): quiet mail waiting for the Lead is not work to run now. A
+/// resume without a prompt leaves it for the Lead's next turn and starts none (the script has
+/// no step left: a turn would fail with `LLM_SCRIPT`), saying that a quiet message waits.
+#[test]
+fn quiet_mail_for_the_lead_starts_no_turn_on_resume() {
+    let s = Setup::new();
+    let script = quiet_mail_script(&s);
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--model", &model, "coordinate"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let events = s.log(&id);
+    let quiet_waiting = events
+        .iter()
+        .any(|e| e["type"] == "agent/inbox/spliced" && e["data"]["target"] == "next-step");
+    assert!(quiet_waiting, "the quiet mail waits in the Lead's inbox");
+    let turns = |events: &[Value]| events.iter().filter(|e| e["type"] == "turn/start").count();
+    let before = turns(&events);
+    let out = s.troupe().args(["resume", &id]).assert().success();
+    let text = stderr(&out);
+    assert!(
+        text.contains("1 quiet message waits for the Lead's next turn"),
+        "{text}"
+    );
+    assert_eq!(turns(&s.log(&id)), before, "no Lead turn was started");
+}
+
+/// Issue 11 (item 2): the log holds the Lead's final answer but not its `turn/end` (a crash
+/// between the two appends). Both the first and the second resume print that answer and exit
+/// 0 without a model call (the script has no step left).
+#[test]
+fn a_turn_whose_answer_is_logged_is_completed_by_every_resume() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "answer.json",
+        json!({"lead": [
+            {"tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
+            {"text": "notes.txt says hello world."}
+        ]}),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s.run(&["--model", &model, "read it"]).assert().success();
+    let id = session_id(&stderr(&out));
+    let file = s.home.join("sessions").join(format!("{id}.jsonl"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let n = lines.len();
+    assert!(lines[n - 1].contains("\"turn/end\"") && lines[n - 2].contains("\"step/end\""));
+    std::fs::write(&file, lines[..n - 2].join("\n") + "\n").unwrap();
+    for round in ["first", "second"] {
+        let out = s.troupe().args(["resume", &id]).assert();
+        let err = stderr(&out);
+        assert_eq!(out.get_output().status.code(), Some(0), "{round}: {err}");
+        assert_eq!(
+            stdout(&out),
+            "notes.txt says hello world.\n",
+            "{round}: {err}"
+        );
+        assert!(err.contains("nothing to resume"), "{round}: {err}");
+    }
+    let ends: Vec<Value> = s
+        .log(&id)
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| e["data"]["reason"]["kind"].clone())
+        .collect();
+    assert_eq!(ends, [json!("completed")]);
+}
+
+/// Defect 8: `--model script:/dev/zero` (a device that never ends) is refused at once as bad
+/// input naming it; so is a script larger than 16 MiB.
+#[test]
+fn a_script_that_is_not_a_small_regular_file_is_refused_at_once() {
+    let s = Setup::new();
+    let out = s
+        .run(&["--model", "script:/dev/zero", "go"])
+        .assert()
+        .code(2);
+    let err = stderr(&out);
+    assert!(err.contains("/dev/zero is not a regular file"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let big = s.scripts.join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(troupe_llm::MAX_SCRIPT_BYTES + 1)
+        .unwrap();
+    let out = s
+        .run(&["--model", &format!("script:{}", big.display()), "go"])
+        .assert()
+        .code(2);
+    assert!(
+        stderr(&out).contains("is larger than 16 MiB"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !s.home.join("sessions").exists()
+            || std::fs::read_dir(s.home.join("sessions"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+}
+
+/// A completed one-turn session of `s` (returns its id).
+fn completed_session(s: &Setup) -> String {
+    let script = s.script_agents("one.json", json!({"lead": [{"text": "done"}]}));
+    let model = format!("script:{}", script.display());
+    let out = s.run(&["--model", &model, "hi"]).assert().success();
+    session_id(&stderr(&out))
+}
+
+/// Defect 8, one exit-code rule: damaged content is a failure of the work (1) for `log`,
+/// `team show`, `team verify` and `resume` alike, naming the file; a path the OS refuses (a
+/// symbolic-link loop) is bad input (2) for all of them.
+#[test]
+fn damaged_logs_exit_1_and_refused_paths_exit_2_for_every_command() {
+    let s = Setup::new();
+    let id = completed_session(&s);
+    let file = s.home.join("sessions").join(format!("{id}.jsonl"));
+    let good = std::fs::read_to_string(&file).unwrap();
+    // A complete bad line in the middle of the log.
+    let mut lines: Vec<String> = good.lines().map(str::to_owned).collect();
+    lines[2] = "{not json".to_owned();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let damaged = std::fs::read(&file).unwrap();
+    for args in [
+        vec!["log", id.as_str()],
+        vec!["resume", id.as_str()],
+        vec!["team", "verify", id.as_str()],
+        vec!["team", "show", id.as_str()],
+    ] {
+        let out = s.troupe().args(&args).assert();
+        let err = stderr(&out);
+        assert_eq!(out.get_output().status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("{id}.jsonl")),
+            "{args:?} names the file: {err}"
+        );
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), damaged, "nothing rewritten");
+    // A symbolic-link loop where the session file should be.
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&file, &file).unwrap();
+    for args in [
+        vec!["log", id.as_str()],
+        vec!["resume", id.as_str()],
+        vec!["team", "verify", id.as_str()],
+        vec!["team", "show", id.as_str()],
+    ] {
+        let out = s.troupe().args(&args).assert();
+        let err = stderr(&out);
+        assert_eq!(out.get_output().status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+/// Mounts `dir` read-only onto itself for as long as it lives (a bind mount).
+struct ReadOnly(PathBuf);
+
+impl ReadOnly {
+    fn mount(dir: &Path) -> Self {
+        let run = |args: &[&str]| {
+            let out = Command::new("mount").args(args).arg(dir).arg(dir).output();
+            let out = out.unwrap_or_else(|e| panic!("this test needs mount(8): {e}"));
+            assert!(
+                out.status.success(),
+                "this test needs to bind-mount (root with CAP_SYS_ADMIN): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(&["--bind"]);
+        let guard = Self(dir.to_path_buf());
+        let out = Command::new("mount")
+            .args(["-o", "remount,bind,ro"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        guard
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).output();
+    }
+}
+
+/// Defect 8: on a read-only home, `resume` is bad input (2, one line, as the README says) and
+/// the reading commands work (0).
+#[test]
+fn a_read_only_home_refuses_resume_as_bad_input_and_can_still_be_read() {
+    let s = Setup::new();
+    let id = completed_session(&s);
+    let _ro = ReadOnly::mount(&s.home);
+    let out = s.troupe().args(["resume", &id]).assert();
+    let err = stderr(&out);
+    assert_eq!(out.get_output().status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("not writable") || err.contains("Read-only"),
+        "{err}"
+    );
+    s.troupe().args(["log", &id]).assert().success();
+    s.troupe().arg("sessions").assert().success();
+}
+
+/// Defect 8: a Lead log that breaks a Team rule is a damaged log for `resume` (exit 1), and
+/// the message names the session and its file (it used to read "session  cannot be
+/// resumed").
+#[test]
+fn resume_of_a_log_that_breaks_a_team_rule_names_the_session_and_file() {
+    let s = Setup::new();
+    let script = s.script_agents("team.json", json!({"lead": [{"text": "done"}]}));
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--model", &model, "hi"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let file = s.home.join("sessions").join(format!("{id}.jsonl"));
+    let events = read_events(&file);
+    let seq = events.len();
+    let bad = json!({"seq": seq, "time": 1, "type": "team/task", "data": {"version": 1,
+        "teamId": id, "task": {"id": "task-1", "revision": 2, "subject": "s",
+        "description": "d", "status": "pending", "blockedBy": [], "writeScopes": []}}});
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str(&format!("{bad}\n"));
+    std::fs::write(&file, &text).unwrap();
+    let out = s.troupe().args(["resume", &id]).assert();
+    let err = stderr(&out);
+    assert_eq!(out.get_output().status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("session {id} cannot be resumed")),
+        "{err}"
+    );
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        text,
+        "nothing written"
+    );
+}
+
+/// Defect 8: a session whose log holds a configuration but no prompt (written by an older
+/// build killed before its first prompt was durable) is not "completed": resume says that no
+/// turn ever ran and that a prompt is needed.
+#[test]
+fn a_session_without_any_prompt_says_no_turn_ever_ran() {
+    let s = Setup::new();
+    let id = completed_session(&s);
+    let file = s.home.join("sessions").join(format!("{id}.jsonl"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    // Header and `agent/config` only, as an older build wrote it (a batch of its own: no
+    // `batchLast` naming the prompt that now shares its batch).
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let mut config: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(config["type"], "agent/config");
+    config.as_object_mut().unwrap().remove("batchLast");
+    std::fs::write(&file, format!("{header}\n{config}\n")).unwrap();
+    let out = s.troupe().args(["resume", &id]).assert().success();
+    let err = stderr(&out);
+    assert!(
+        err.contains("no turn ever ran and no prompt was recorded"),
+        "{err}"
+    );
+    assert!(!err.contains("the last turn completed"), "{err}");
+}
+
+/// Defect 8: `troupe run` records its prompt in the batch that creates the session file, so
+/// the very first durable state of a session already holds the prompt.
+#[test]
+fn the_first_durable_state_of_a_run_holds_its_prompt() {
+    let s = Setup::new();
+    let script = s.script_agents("one.json", json!({"lead": [{"text": "done"}]}));
+    let model = format!("script:{}", script.display());
+    let out = s.run(&["--model", &model, "hi"]).assert().success();
+    let id = session_id(&stderr(&out));
+    let events = s.log(&id);
+    assert_eq!(events[0]["type"], "agent/config");
+    assert_eq!(events[1]["type"], "agent/inbox/spliced");
+    assert_eq!(events[1]["data"]["inserted"][0]["source"]["kind"], "user");
+    assert_eq!(events[0]["time"], events[1]["time"], "one batch");
+}
+
+/// The demo project's source of `rel`, as shipped.
+fn shipped(rel: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/demo/project")
+            .join(rel),
+    )
+    .unwrap()
+}
+
+/// Defect 8: a resumed demo checks its project's tests as `troupe demo` does: with them
+/// failing again, a plain resume (nothing left to run) exits 1 with `DEMO_TESTS_FAILED`; and a
+/// second `troupe demo` in the same workspace is refused, naming the session to resume.
+#[test]
+fn a_resumed_demo_whose_tests_fail_exits_1() {
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    let workspace = root.path().join("demo");
+    let out = troupe(&home)
+        .args(["demo", "--workspace"])
+        .arg(&workspace)
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    // Undo alpha's fix: the project's tests fail again.
+    std::fs::write(
+        workspace.join("wordstats/counting.py"),
+        shipped("wordstats/counting.py"),
+    )
+    .unwrap();
+    let out = troupe(&home)
+        .args(["resume", &id, "--json"])
+        .assert()
+        .code(1);
+    let done: Value = serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["error"]["code"], "DEMO_TESTS_FAILED", "{done}");
+    // The workspace belongs to that session now.
+    let out = troupe(&home)
+        .args(["demo", "--workspace"])
+        .arg(&workspace)
+        .assert()
+        .code(2);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "is the workspace of session {id}: continue it with troupe resume {id}"
+        )),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// Defect 8: a demo killed before its session existed leaves only the project's files (here
+/// one whole and one cut short): `troupe demo --workspace DIR` starts over there and finishes.
+/// A directory with any other content is still refused, unchanged.
+#[test]
+fn a_demo_workspace_left_before_its_session_existed_is_started_over() {
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    let workspace = root.path().join("demo");
+    std::fs::create_dir_all(workspace.join("wordstats")).unwrap();
+    std::fs::write(workspace.join("README.md"), shipped("README.md")).unwrap();
+    let init = shipped("wordstats/__init__.py");
+    std::fs::write(
+        workspace.join("wordstats/__init__.py"),
+        &init[..init.len() / 2],
+    )
+    .unwrap();
+    troupe(&home)
+        .args(["demo", "--workspace"])
+        .arg(&workspace)
+        .assert()
+        .success();
+    assert!(tests_pass(&workspace));
+    let other = root.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("README.md"), "mine\n").unwrap();
+    let out = troupe(&home)
+        .args(["demo", "--workspace"])
+        .arg(&other)
+        .assert()
+        .code(2);
+    assert!(stderr(&out).contains("is not empty"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(other.join("README.md")).unwrap(),
+        "mine\n"
+    );
+}
+
+/// Defect 3 for the Lead's own log (it used to end with a teardown message only): the log
+/// becomes immutable while the Lead works; `troupe run` exits 1 with `JOURNAL_FAILED` naming
+/// the Lead and the OS error as its last line, and once the file is writable again `troupe
+/// resume` finishes the turn.
+#[test]
+fn the_leads_log_failing_mid_run_is_journal_failed_and_resume_finishes() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "slow.json",
+        json!({"lead": [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]},
+            {"tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
+            {"text": "all done"}
+        ]}),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(&s.home)
+        .env_remove("TROUPE_HOME")
+        .args(["run", "--pace", "400", "--model"])
+        .arg(format!("script:{}", script.display()))
+        .arg("--workspace")
+        .arg(&s.workspace)
+        .arg("work slowly")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let lead = loop {
+        if let Some(path) = member_file(&s.home, "lead")
+            && read_events(&path).iter().any(|e| e["type"] == "tool/call")
+        {
+            break path;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("troupe run exited ({status}) before its first tool call");
+        }
+        assert!(Instant::now() < deadline, "the Lead never called a tool");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    immutable(&lead, true);
+    let guard = Immutable(lead.clone());
+    let status = child.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("troupe: JOURNAL_FAILED: "), "{err}");
+    assert!(last.contains("lead (the Lead, session "), "{last}");
+    assert!(last.contains("Operation not permitted"), "{last}");
+    assert!(!err.contains("shutting the agents down"), "{err}");
+    let id = session_id(&err);
+    immutable(&lead, false);
+    drop(guard);
+    let out = s.troupe().args(["resume", &id]).assert();
+    assert_eq!(out.get_output().status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "all done\n");
+}
