@@ -241,13 +241,23 @@ fn a_teammates_full_disk_fails_the_demo_and_resume_finishes_after_space_is_freed
         err.contains(&format!("troupe resume {}", run.lead)),
         "no resume hint: {err}"
     );
-    // TODAY (main 8da1739): the failure is reported only through the demo's own check of the
-    // project's tests; beta's journal failure is not named. FLIP when issue 10 defect 3 lands
-    // (branch `recovery`): replace these two assertions with
-    //     assert!(err.contains("JOURNAL_FAILED") && err.contains("beta"), "{err}");
-    // (and, for the demo, whatever order DESIGN decision 11 gives the two failures).
-    assert!(err.contains("the project's tests"), "{err}");
-    assert!(!err.contains("JOURNAL_FAILED"), "{err}");
+    // DESIGN decision 11: the member's journal failure is the run's failure, named with the
+    // OS error, after the summary and the resume hint.
+    let lines: Vec<&str> = err.lines().collect();
+    let failed = lines
+        .iter()
+        .rposition(|l| l.contains("JOURNAL_FAILED"))
+        .unwrap_or_else(|| panic!("no JOURNAL_FAILED: {err}"));
+    let failure = lines[failed];
+    assert!(
+        failure.contains("beta") && failure.contains("No space left on device"),
+        "{failure}"
+    );
+    let hint = lines
+        .iter()
+        .position(|l| l.contains(&format!("troupe resume {}", run.lead)))
+        .unwrap();
+    assert!(hint < failed, "the failure must follow the resume hint: {err}");
 
     // Space freed: one resume finishes beta's work.
     std::fs::remove_file(fs.path().join("filler")).unwrap();
