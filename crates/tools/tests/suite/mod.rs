@@ -3,6 +3,7 @@ mod confinement;
 mod glob_grep;
 mod read;
 mod registry;
+mod sandbox;
 mod stale;
 mod support;
 mod write_edit;
