@@ -6,6 +6,7 @@
 
 mod demo;
 mod run;
+mod sandbox;
 mod team;
 mod ux;
 
