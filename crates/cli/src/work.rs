@@ -865,6 +865,11 @@ fn absolute_script(mut spec: ModelSpec) -> Result<ModelSpec, Failure> {
 /// Records a `--model`/`--base-url`/`--api-key-env` override, or a stricter `--sandbox` /
 /// `--network`, of a resumed session as a new `agent/config` (the latest one wins), so a
 /// later plain `troupe resume` keeps using it.
+///
+/// Crash: the record is one append, flushed before the Lead is given any work. A crash before
+/// the flush loses only the record: that run's agents already ran under the stricter policy
+/// (it is the runtime's option), and a later plain `resume` runs with the previous record —
+/// pass the flag again. After the flush the stricter policy is the recorded one.
 async fn record_model_override(
     agent: &Agent,
     spec: &ModelSpec,
