@@ -99,11 +99,14 @@ pub(crate) struct DemoFlags {
     json: bool,
     #[command(flatten)]
     pace: work::PaceArgs,
+    #[command(flatten)]
+    sandbox: work::SandboxArgs,
 }
 
 /// `troupe demo`.
 pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     // Everything is checked before anything is written.
+    let sandbox = flags.sandbox.for_new()?;
     check_python()?;
     let target = match flags.workspace {
         Some(dir) => Target::check(dir, &home.dir)?,
@@ -146,6 +149,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
         work::ScriptedRun {
             json: flags.json,
             pace: flags.pace,
+            sandbox,
         },
         home,
         framing,

@@ -29,7 +29,7 @@ use troupe_runtime::{
     Transcript, TranscriptStats,
 };
 use troupe_team::{TeamError, TeamLimits};
-use troupe_tools::ToolLimits;
+use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy, ToolLimits};
 
 use crate::exit::{Failure, WORK_FAILED};
 use crate::progress::{Board, DoneStatus, OutputMode, Printer};
@@ -89,6 +89,68 @@ impl PaceArgs {
             Some(ms) => Ok(Duration::from_millis(ms)),
         }
     }
+}
+
+/// `--sandbox MODE`, `--network on|off` as typed (`run`, `resume`, `demo`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct SandboxArgs {
+    /// How every bash command is confined (Landlock): workspace-write (default for a new
+    /// session: read everywhere, write only in the workspace, the session's temp dir and
+    /// /dev/null-like devices), read-only (no writes but the temp dir), or off. Recorded in the
+    /// session; `resume` keeps the recorded mode and accepts only a stricter one.
+    #[arg(long, value_name = "MODE", value_parser = sandbox_mode)]
+    sandbox: Option<SandboxMode>,
+    /// Whether bash commands may open TCP connections or listen: on (default for a new
+    /// session) or off (Landlock network rules). Recorded like --sandbox; `resume` accepts off
+    /// for a session recorded with on, never the reverse.
+    #[arg(long, value_name = "on|off", value_parser = network_access)]
+    network: Option<NetworkAccess>,
+}
+
+fn sandbox_mode(raw: &str) -> Result<SandboxMode, String> {
+    SandboxMode::parse(raw).map_err(|e| e.to_string())
+}
+
+fn network_access(raw: &str) -> Result<NetworkAccess, String> {
+    NetworkAccess::parse(raw).map_err(|e| e.to_string())
+}
+
+impl SandboxArgs {
+    /// The policy of a new session: the defaults with the given flags, checked against this
+    /// kernel (see [`check_sandbox`]).
+    pub(crate) fn for_new(&self) -> Result<SandboxPolicy, Failure> {
+        let default = SandboxPolicy::default();
+        let policy = SandboxPolicy {
+            filesystem: self.sandbox.unwrap_or(default.filesystem),
+            network: self.network.unwrap_or(default.network),
+        };
+        check_sandbox(&policy)?;
+        Ok(policy)
+    }
+
+    /// The policy of a resume of a session that recorded `recorded`: the recorded one with
+    /// the given flags, which may only make it stricter (a looser one is bad input, and
+    /// nothing is written), checked against this kernel.
+    fn for_resume(&self, recorded: SandboxPolicy) -> Result<SandboxPolicy, Failure> {
+        let requested = SandboxPolicy {
+            filesystem: self.sandbox.unwrap_or(recorded.filesystem),
+            network: self.network.unwrap_or(recorded.network),
+        };
+        if !requested.is_within(&recorded) {
+            return Err(Failure::bad_input(troupe_tools::SandboxError::Looser {
+                recorded,
+                requested,
+            }));
+        }
+        check_sandbox(&requested)?;
+        Ok(requested)
+    }
+}
+
+/// A policy this kernel cannot enforce refuses the run (exit 2) in one line naming the flags
+/// that lift the missing rules (`--sandbox off`, `--network on`): never a silent downgrade.
+fn check_sandbox(policy: &SandboxPolicy) -> Result<(), Failure> {
+    troupe_tools::probe_sandbox(policy).map_err(Failure::bad_input)
 }
 
 /// `--model`, `--base-url`, `--api-key-env` as typed.
@@ -219,6 +281,8 @@ pub(crate) struct RunFlags {
     workspace: Option<PathBuf>,
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     json: bool,
@@ -237,6 +301,8 @@ pub(crate) struct ResumeFlags {
     model: ModelArgs,
     #[command(flatten)]
     limits: TeamLimitArgs,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     json: bool,
@@ -345,6 +411,8 @@ struct WorkConfig {
     team_limits: TeamLimits,
     /// Environment variables that hold API keys: removed from every `bash` tool process.
     secret_env: Vec<String>,
+    /// The sandbox of every `bash` (checked against this kernel).
+    sandbox: SandboxPolicy,
     /// API key values: redacted (`***`) from everything recorded or shown.
     secrets: Vec<String>,
     start: Start,
@@ -569,6 +637,7 @@ fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> 
         )));
     }
     let team_limits = flags.limits.limits()?;
+    let sandbox = flags.sandbox.for_new()?;
     let workspace = match flags.workspace {
         Some(dir) => dir,
         None => std::env::current_dir()
@@ -586,6 +655,7 @@ fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> 
             json: flags.json,
             team: flags.team,
             team_limits,
+            sandbox,
             start: Start::New { prompt },
             framing: Framing::default(),
         },
@@ -628,6 +698,18 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
         )));
     }
     let team_limits = flags.limits.limits()?;
+    let sandbox = flags.sandbox.for_resume(recorded.sandbox_policy())?;
+    let mut framing = Framing::default();
+    if recorded.sandbox.is_none() && flags.sandbox.sandbox.is_none() {
+        framing.prologue.push(format!(
+            "sandbox: session {id} was recorded before the sandbox existed, so its commands run              unconfined as before (--sandbox off); resume it with --sandbox workspace-write to              confine them"
+        ));
+    } else if sandbox != recorded.sandbox_policy() {
+        framing.prologue.push(format!(
+            "sandbox: {sandbox} from now on (recorded: {})",
+            recorded.sandbox_policy()
+        ));
+    }
     // The same order as `run`: the workspace, then the model, then the home.
     let workspace = check_workspace(Path::new(&recorded.workspace))?;
     let spec = absolute_script(recorded.model.with_overrides(&flags.model.flags())?)?;
@@ -645,6 +727,7 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
             json: flags.json,
             team,
             team_limits,
+            sandbox,
             start: Start::Resume {
                 id,
                 prompt,
@@ -684,6 +767,7 @@ pub(crate) fn run_scripted_team(
             json: run.json,
             team: true,
             team_limits: TeamLimits::default(),
+            sandbox: run.sandbox,
             start: Start::New { prompt },
             framing,
         },
@@ -697,6 +781,7 @@ struct RunShape {
     json: bool,
     team: bool,
     team_limits: TeamLimits,
+    sandbox: SandboxPolicy,
     start: Start,
     framing: Framing,
 }
@@ -742,6 +827,7 @@ fn work_config(
         models,
         secret_env,
         secrets,
+        sandbox: shape.sandbox,
         mode: output_mode(shape.json),
         team: shape.team,
         team_limits: shape.team_limits,
@@ -759,10 +845,11 @@ fn takes_instruction(models: &ProviderFactory, spent: usize) -> bool {
     }
 }
 
-/// How `troupe demo` runs its script: `--json`, `--pace`.
+/// How `troupe demo` runs its script: `--json`, `--pace`, the sandbox (already checked).
 pub(crate) struct ScriptedRun {
     pub(crate) json: bool,
     pub(crate) pace: PaceArgs,
+    pub(crate) sandbox: SandboxPolicy,
 }
 
 /// Records a script path as an absolute path, so `troupe resume` finds it from anywhere.
@@ -778,16 +865,29 @@ fn absolute_script(mut spec: ModelSpec) -> Result<ModelSpec, Failure> {
 /// Reads the API key and builds the client, or loads and checks the script.
 /// The model factory, plus the secrets a run must keep out of tools and logs: the variables
 /// that may hold API keys (the providers' defaults and `--api-key-env`), and the key in use.
-/// Records a `--model`/`--base-url`/`--api-key-env` override of a resumed session as a new
-/// `agent/config` (the latest one wins), so a later plain `troupe resume` keeps using it.
-async fn record_model_override(agent: &Agent, spec: &ModelSpec) -> anyhow::Result<()> {
+/// Records a `--model`/`--base-url`/`--api-key-env` override, or a stricter `--sandbox` /
+/// `--network`, of a resumed session as a new `agent/config` (the latest one wins), so a
+/// later plain `troupe resume` keeps using it.
+///
+/// Crash: the record is one append, flushed before the Lead is given any work. A crash before
+/// the flush loses only the record: that run's agents already ran under the stricter policy
+/// (it is the runtime's option), and a later plain `resume` runs with the previous record —
+/// pass the flag again. After the flush the stricter policy is the recorded one.
+async fn record_model_override(
+    agent: &Agent,
+    spec: &ModelSpec,
+    sandbox: SandboxPolicy,
+) -> anyhow::Result<()> {
     let Some(mut config) = agent.with_transcript(|t| t.config().cloned()) else {
         return Ok(());
     };
-    if config.model == *spec {
+    if config.model == *spec && config.sandbox_policy() == sandbox {
         return Ok(());
     }
     config.model = spec.clone();
+    if config.sandbox_policy() != sandbox {
+        config.sandbox = Some(sandbox);
+    }
     let data = serde_json::to_value(&config)?;
     agent.append_records(vec![troupe_protocol::EventDraft::new(
         troupe_protocol::event_types::AGENT_CONFIG,
@@ -903,6 +1003,7 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
             extra_tools: Vec::new(),
             secret_env: config.secret_env.clone(),
             secrets: config.secrets.clone(),
+            sandbox: config.sandbox,
         },
     );
     let mut printer = Printer::new(config.mode);
@@ -987,7 +1088,10 @@ async fn drive(
                 .await
                 .map_err(|e| resume_error(id, &config.home, e))?;
             printer.session_started(id, true, &model);
-            record_model_override(&agent, &config.spec).await?;
+            for line in &config.framing.prologue {
+                printer.note(line);
+            }
+            record_model_override(&agent, &config.spec, config.sandbox).await?;
             if recovered {
                 printer.note(
                     "recovered: the previous run stopped in the middle of a turn; it was closed \

@@ -7,6 +7,7 @@
 mod demo;
 mod recovery;
 mod run;
+mod sandbox;
 mod team;
 mod ux;
 

@@ -257,7 +257,10 @@ fn a_teammates_full_disk_fails_the_demo_and_resume_finishes_after_space_is_freed
         .iter()
         .position(|l| l.contains(&format!("troupe resume {}", run.lead)))
         .unwrap();
-    assert!(hint < failed, "the failure must follow the resume hint: {err}");
+    assert!(
+        hint < failed,
+        "the failure must follow the resume hint: {err}"
+    );
 
     // Space freed: one resume finishes beta's work.
     std::fs::remove_file(fs.path().join("filler")).unwrap();

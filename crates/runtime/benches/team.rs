@@ -53,6 +53,7 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),
+            sandbox: troupe_tools::SandboxPolicy::default(),
         },
     )
 }

@@ -70,6 +70,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             extra_tools: vec![Arc::new(Noop)],
             secret_env: Vec::new(),
             secrets: Vec::new(),
+            sandbox: troupe_tools::SandboxPolicy::default(),
         },
     );
     let lead = rt

@@ -11,6 +11,7 @@ use serde_json::Value;
 use troupe_llm::{AssistantMessage, Attempt, FinishReason, ModelSpec, TruncatedCall, Usage};
 use troupe_protocol::UserMessage;
 use troupe_tools::FileEffect;
+use troupe_tools::SandboxPolicy;
 
 /// `turn/start {turn}`: turn numbers increase by one per turn within a log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -284,6 +285,25 @@ pub struct AgentConfigRecord {
     /// A Team root's limits (REFERENCE c.15) as `{"maxMembers",…}`, so a resume keeps them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team_limits: Option<serde_json::Value>,
+    /// The sandbox of the agent's `bash` processes, e.g. `{"filesystem": "workspace-write",
+    /// "network": "on"}`. Absent in logs written before the sandbox existed: those agents ran
+    /// unconfined, so absent reads as [`SandboxPolicy::OFF`] ([`Self::sandbox_policy`]) and a
+    /// resume does not suddenly confine a running workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxPolicy>,
+    /// The agent's temporary directory (its `bash` gets it as `TMPDIR`; writable in every
+    /// sandbox mode). Absent in older logs: then `troupe_tools::session_temp_dir` of the
+    /// session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_dir: Option<String>,
+}
+
+impl AgentConfigRecord {
+    /// The recorded sandbox; [`SandboxPolicy::OFF`] for a config recorded before the sandbox
+    /// existed.
+    pub fn sandbox_policy(&self) -> SandboxPolicy {
+        self.sandbox.unwrap_or(SandboxPolicy::OFF)
+    }
 }
 
 /// `subagent/descriptor` (REFERENCE b.5): written in a continuable child's log before its first

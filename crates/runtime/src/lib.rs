@@ -20,7 +20,10 @@
 //! shutdown (DESIGN decision 2: inboxes are parked); a tool call is durable before it runs; a
 //! turn's start and its first claim are one append; the configured secret values
 //! ([`RuntimeOptions::secrets`]) are replaced by `***` in everything recorded or reported, and
-//! the secret variables ([`RuntimeOptions::secret_env`]) are kept from tool processes; process
+//! the secret variables ([`RuntimeOptions::secret_env`]) are kept from tool processes; every
+//! agent's `bash` runs under its recorded sandbox made at least as strict as
+//! [`RuntimeOptions::sandbox`], and a child records its parent's effective sandbox (never
+//! looser); process
 //! groups a crash left running (`tool/process`) are stopped before recovery closes their calls,
 //! also in the non-resident children of a resumed root.
 

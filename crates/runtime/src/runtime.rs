@@ -19,7 +19,9 @@ use troupe_protocol::{
     ErrorCode, EventDraft, MessageId, MessageSource, SessionHeader, SessionId, UserMessage,
     event_types as ty,
 };
-use troupe_tools::{FileObservations, ToolContext, ToolLimits, ToolRegistry};
+use troupe_tools::{
+    FileObservations, SandboxPolicy, ToolContext, ToolLimits, ToolRegistry, session_temp_dir,
+};
 
 use crate::agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy};
 use crate::error::RuntimeError;
@@ -75,6 +77,12 @@ pub struct RuntimeOptions {
     /// records or reports: tool results, model errors in `turn/end` and `model/attempt`,
     /// progress events. Empty strings are ignored. Default (empty): nothing is redacted.
     pub secrets: Vec<String>,
+    /// The sandbox of every agent's `bash` (see [`SandboxPolicy`]): recorded in the config of
+    /// roots this runtime creates, and the loosest any agent of it runs with — an agent runs
+    /// with its recorded policy made at least this strict ([`SandboxPolicy::meet`]), and a
+    /// child records and inherits its parent's effective policy, so nobody is ever looser
+    /// than the member that created it. Check it with `troupe_tools::probe_sandbox` first.
+    pub sandbox: SandboxPolicy,
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -334,6 +342,8 @@ impl Runtime {
             team_limits: (profile == Profile::Team)
                 .then(|| serde_json::to_value(self.inner.options.team_limits).ok())
                 .flatten(),
+            sandbox: Some(self.inner.options.sandbox),
+            tmp_dir: Some(session_temp_dir(&id).display().to_string()),
         };
         // Set up before anything is written: a refused model writes no session.
         let setup = self.build_setup(&id, &config, None)?;
@@ -580,6 +590,12 @@ impl Runtime {
         Ok(canonical.display().to_string())
     }
 
+    /// The sandbox an agent with `config` runs with: its recorded policy, made at least as
+    /// strict as the runtime's [`RuntimeOptions::sandbox`].
+    fn effective_sandbox(&self, config: &AgentConfigRecord) -> SandboxPolicy {
+        config.sandbox_policy().meet(self.inner.options.sandbox)
+    }
+
     fn build_setup(
         &self,
         id: &SessionId,
@@ -633,7 +649,14 @@ impl Runtime {
             reason: e.to_string(),
         })?
         .with_limits(self.inner.options.tool_limits.clone())
-        .with_secret_env(self.inner.options.secret_env.iter().cloned());
+        .with_secret_env(self.inner.options.secret_env.iter().cloned())
+        .with_sandbox(self.effective_sandbox(config))
+        .with_temp_dir(Some(
+            config
+                .tmp_dir
+                .as_ref()
+                .map_or_else(|| session_temp_dir(id), PathBuf::from),
+        ));
         let mut system_prompt = default_system_prompt(config, has_subagents);
         if let Some(policy) = policy {
             system_prompt.push('\n');
@@ -833,6 +856,9 @@ impl Runtime {
             workspace: parent_config.workspace.clone(),
             depth: parent_config.depth + 1,
             team_limits: None,
+            // A child records the policy its parent runs with: never looser.
+            sandbox: Some(self.effective_sandbox(&parent_config)),
+            tmp_dir: Some(session_temp_dir(child_id).display().to_string()),
         };
         let mut drafts = vec![
             EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),

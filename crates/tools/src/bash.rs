@@ -2,6 +2,7 @@
 //! and a group kill on timeout, cancellation or drop.
 
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -10,12 +11,13 @@ use rustix::process::{Pid, Signal, kill_process_group};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::process::{ProcessInfo, process_start_time};
+use crate::sandbox::{self, SandboxPolicy};
 use crate::tool::{Tool, ToolFuture, ToolOutcome, parse_arguments};
 
 /// How long `bash` keeps collecting output after the process group was killed (a process
@@ -34,13 +36,22 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// by the command do not outlive it (use `setsid`/`nohup` with redirected output to detach).
 /// Dropping the call's future kills the group too.
 ///
+/// The shell runs under the context's [sandbox](ToolContext::sandbox) (see
+/// [`SandboxPolicy`]; applied in a short-lived thread that spawns it, never to the calling
+/// process), with `TMPDIR` set to the session's [temporary directory](ToolContext::temp_dir),
+/// created (mode 0700) when missing.
+///
 /// Result: `{"exit_code", "stdout", "stderr"}` plus `"signal": <n>` when the shell was killed
-/// by a signal (then `exit_code` is null), `"timed_out": true` after a timeout, and
+/// by a signal (then `exit_code` is null), `"timed_out": true` after a timeout,
 /// `"truncated": true` when stdout + stderr exceeded
 /// [`ToolLimits::output_cap_bytes`](crate::ToolLimits::output_cap_bytes): each cut stream
-/// keeps its head and tail around a [`truncation_marker`]. Output is decoded as UTF-8 (lossy).
+/// keeps its head and tail around a [`truncation_marker`], and `"sandbox_note": <text>` when a
+/// confining policy was in force and the output reports a denied operation (see
+/// [`sandbox_note`](crate::sandbox_note)). Output is decoded as UTF-8 (lossy).
 ///
-/// Errors: `TOOL_CANCELED` (the group was killed), `BASH_SPAWN_FAILED`, `INVALID_ARGUMENTS`.
+/// Errors: `TOOL_CANCELED` (the group was killed), `BASH_SPAWN_FAILED`, `INVALID_ARGUMENTS`,
+/// `SANDBOX_UNSUPPORTED` (this kernel cannot enforce the policy: the command did not run),
+/// `SANDBOX_SETUP_FAILED` (a path of the rules or the temporary directory is unusable).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct BashTool;
 
@@ -65,7 +76,9 @@ impl Tool for BashTool {
         "Run a bash command in the workspace root and return its exit code, stdout and stderr. \
          The command and any background processes it starts are killed when it finishes or \
          times out (timeout_ms, default 120000, max 600000). Long output is truncated. Files \
-         changed by bash bypass the read/write version checks."
+         changed by bash bypass the read/write version checks. Commands may run in a sandbox \
+         (writes only in the workspace and $TMPDIR, possibly no network); an operation it \
+         denies fails as usual and the result gets a sandbox_note."
     }
 
     fn parameters(&self) -> Value {
@@ -89,7 +102,8 @@ impl Tool for BashTool {
                 "stdout": {"type": "string"},
                 "stderr": {"type": "string"},
                 "timed_out": {"type": "boolean"},
-                "truncated": {"type": "boolean"}
+                "truncated": {"type": "boolean"},
+                "sandbox_note": {"type": "string"}
             },
             "required": ["exit_code", "stdout", "stderr"],
             "additionalProperties": false
@@ -167,7 +181,22 @@ async fn run_bash(ctx: &ToolContext, args: BashArgs) -> ToolOutcome {
     for name in ctx.secret_env() {
         command.env_remove(name);
     }
-    let mut child = command.spawn().map_err(ToolError::BashSpawn)?;
+    if let Some(dir) = ctx.temp_dir() {
+        sandbox::prepare_temp_dir(dir).map_err(ToolError::Sandbox)?;
+        command.env("TMPDIR", dir);
+    }
+    let policy = *ctx.sandbox();
+    let mut child = if policy.confines() {
+        spawn_confined(
+            command,
+            policy,
+            ctx.workspace_root().to_path_buf(),
+            ctx.temp_dir().map(Path::to_path_buf),
+        )
+        .await?
+    } else {
+        command.spawn().map_err(ToolError::BashSpawn)?
+    };
     // With process_group(0) the group id is the child's pid.
     let pgid = child.id().and_then(|pid| i32::try_from(pid).ok());
     let killer = GroupKiller {
@@ -237,15 +266,67 @@ async fn run_bash(ctx: &ToolContext, args: BashArgs) -> ToolOutcome {
     }) {
         result.insert("signal".into(), json!(signal));
     }
-    result.insert("stdout".into(), json!(stdout.render(stdout_budget)));
-    result.insert("stderr".into(), json!(stderr.render(stderr_budget)));
+    let stdout = stdout.render(stdout_budget);
+    let stderr = stderr.render(stderr_budget);
+    let note = sandbox::sandbox_note(
+        &policy,
+        ctx.workspace_root(),
+        ctx.temp_dir(),
+        &[&stdout, &stderr],
+    );
+    result.insert("stdout".into(), json!(stdout));
+    result.insert("stderr".into(), json!(stderr));
     if matches!(ending, Ending::TimedOut) {
         result.insert("timed_out".into(), json!(true));
     }
     if truncated {
         result.insert("truncated".into(), json!(true));
     }
+    if let Some(note) = note {
+        result.insert("sandbox_note".into(), json!(note));
+    }
     Ok(Value::Object(result))
+}
+
+/// Spawns `command` confined by `policy`: a new OS thread builds the ruleset, restricts itself
+/// with it and spawns the shell, which inherits the thread's Landlock domain; then the thread
+/// ends. The calling thread and every other thread of the process stay unconfined (Landlock
+/// restricts one thread: see the [`sandbox`](crate::sandbox) module). The thread enters the
+/// caller's tokio runtime so the child is registered with its process driver.
+///
+/// If the caller's future is dropped while the thread spawns, the new process group is killed.
+async fn spawn_confined(
+    mut command: Command,
+    policy: SandboxPolicy,
+    workspace: PathBuf,
+    temp_dir: Option<PathBuf>,
+) -> Result<Child, ToolError> {
+    let runtime = tokio::runtime::Handle::current();
+    let (sender, receiver) = tokio::sync::oneshot::channel::<Result<Child, ToolError>>();
+    std::thread::Builder::new()
+        .name("troupe-sandbox".to_owned())
+        .spawn(move || {
+            let _entered = runtime.enter();
+            let spawned = sandbox::ruleset(&policy, &workspace, temp_dir.as_deref())
+                .and_then(|ruleset| sandbox::restrict_current_thread(&policy, ruleset))
+                .map_err(ToolError::Sandbox)
+                .and_then(|()| command.spawn().map_err(ToolError::BashSpawn));
+            if let Err(Ok(child)) = sender.send(spawned) {
+                // Nobody waits for this shell any more: stop its whole group at once.
+                let group = child
+                    .id()
+                    .and_then(|pid| i32::try_from(pid).ok())
+                    .and_then(Pid::from_raw);
+                drop(GroupKiller { pgid: group });
+                drop(child);
+            }
+        })
+        .map_err(ToolError::BashSpawn)?;
+    receiver.await.unwrap_or_else(|_| {
+        Err(ToolError::Internal(
+            "the sandbox thread ended without starting bash".to_owned(),
+        ))
+    })
 }
 
 fn spawn_reader<R>(mut pipe: R, capture: Arc<Mutex<Capture>>) -> JoinHandle<()>

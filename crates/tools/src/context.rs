@@ -11,6 +11,7 @@ use crate::effect::FilePlan;
 use crate::error::ToolError;
 use crate::observe::FileObservations;
 use crate::process::{ProcessInfo, ProcessObserver};
+use crate::sandbox::{SandboxPolicy, session_temp_dir};
 
 /// Bounds on what the core tools do and return.
 ///
@@ -59,13 +60,16 @@ pub struct ToolContext {
     process_observer: Option<ProcessObserver>,
     call_id: Option<Arc<str>>,
     file_plan: Option<Arc<FilePlan>>,
+    sandbox: SandboxPolicy,
+    temp_dir: Option<PathBuf>,
 }
 
 impl ToolContext {
     /// A context for the agent whose session is `owner`, working in `workspace` (canonicalized
     /// here), recording file observations in `observations` (share one store among all
     /// members of a team; it keeps observations per owner). It has a fresh, never-canceled
-    /// token and default limits.
+    /// token, default limits, the default [sandbox](SandboxPolicy) (`workspace-write`, network
+    /// on) and [`session_temp_dir(owner)`](crate::session_temp_dir) as its temporary directory.
     ///
     /// # Errors
     /// `FS_NOT_FOUND` when `workspace` does not exist, `FS_NOT_A_DIRECTORY` when it is not a
@@ -92,6 +96,7 @@ impl ToolContext {
         if !workspace_root.is_dir() {
             return Err(ToolError::NotADirectory { path: shown });
         }
+        let temp_dir = Some(session_temp_dir(&owner));
         Ok(Self {
             workspace_root,
             owner,
@@ -102,6 +107,8 @@ impl ToolContext {
             process_observer: None,
             call_id: None,
             file_plan: None,
+            sandbox: SandboxPolicy::default(),
+            temp_dir,
         })
     }
 
@@ -162,6 +169,34 @@ impl ToolContext {
     pub fn with_process_observer(mut self, observer: ProcessObserver) -> Self {
         self.process_observer = Some(observer);
         self
+    }
+
+    /// The same context with `policy` confining every process a tool starts (`bash`; see
+    /// [`SandboxPolicy`]). Replaces the earlier policy. Default: `workspace-write`, network on.
+    #[must_use]
+    pub fn with_sandbox(mut self, policy: SandboxPolicy) -> Self {
+        self.sandbox = policy;
+        self
+    }
+
+    /// The same context with `dir` as the session's temporary directory: `bash` creates it
+    /// (mode 0700) when missing, exports it as `TMPDIR`, and the sandbox lets commands write
+    /// there in every mode. `None` exports nothing and leaves no temporary directory writable
+    /// under a confining policy. Default: [`session_temp_dir(owner)`](crate::session_temp_dir).
+    #[must_use]
+    pub fn with_temp_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.temp_dir = dir;
+        self
+    }
+
+    /// The sandbox policy of the processes tools start.
+    pub fn sandbox(&self) -> &SandboxPolicy {
+        &self.sandbox
+    }
+
+    /// The session's temporary directory, if any (see [`ToolContext::with_temp_dir`]).
+    pub fn temp_dir(&self) -> Option<&Path> {
+        self.temp_dir.as_deref()
     }
 
     /// The environment variables removed from the processes tools start.

@@ -5,6 +5,8 @@ use std::io;
 use serde_json::{Value, json};
 use troupe_protocol::ErrorCode;
 
+use crate::sandbox::SandboxError;
+
 /// The remedy appended to `FS_STALE_VERSION` messages shown to the model (REFERENCE a.12).
 pub const STALE_VERSION_REMEDY: &str = " — re-read the file, then retry";
 
@@ -147,6 +149,12 @@ pub enum ToolError {
     #[error("could not start bash: {0}")]
     BashSpawn(#[source] io::Error),
 
+    /// The `bash` sandbox could not be applied, so the command did not run: this kernel cannot
+    /// enforce the policy, or a path of its rules is unusable. Code: the inner error's
+    /// (`SANDBOX_UNSUPPORTED`, `SANDBOX_SETUP_FAILED`, …).
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+
     /// The call was canceled through the context's cancellation token (a running `bash`
     /// command's process group was killed). Code `TOOL_CANCELED`.
     #[error("the tool call was canceled")]
@@ -222,6 +230,7 @@ impl ErrorCode for ToolError {
             ToolError::NotObserved { .. } => "FS_NOT_OBSERVED",
             ToolError::Io { .. } => "FS_IO",
             ToolError::BashSpawn(_) => "BASH_SPAWN_FAILED",
+            ToolError::Sandbox(error) => error.code(),
             ToolError::Canceled => "TOOL_CANCELED",
             ToolError::Internal(_) => "TOOL_INTERNAL_ERROR",
             ToolError::Other { code, .. } => code,

@@ -9,7 +9,8 @@
 //!   turns a model's tool call (name + raw JSON arguments) into a [`ToolOutcome`].
 //! - [`ToolContext`]: who is calling and where — the canonical workspace root, the owner
 //!   session, the shared [`FileObservations`] store, a cancellation token, [`ToolLimits`], the
-//!   environment variables kept from child processes and an optional [`ProcessObserver`].
+//!   environment variables kept from child processes, an optional [`ProcessObserver`], the
+//!   [`SandboxPolicy`] of `bash` and the session's temporary directory.
 //! - [`ToolError`]: every failure has a stable `SCREAMING_SNAKE` code
 //!   ([`troupe_protocol::ErrorCode`]); the model sees `{"code","message"}`
 //!   ([`ToolError::to_json`]), with the REFERENCE a.12 remedies appended to
@@ -39,8 +40,11 @@
 //!
 //! # Invariants
 //! - Every path a file tool touches resolves (symlinks followed) inside the workspace root;
-//!   anything else is `FS_PATH_OUTSIDE_WORKSPACE`. `bash` is not confined: it runs in the
-//!   workspace root with the process's permissions.
+//!   anything else is `FS_PATH_OUTSIDE_WORKSPACE`.
+//! - Every `bash` process runs under the context's [`SandboxPolicy`] (a Landlock ruleset, see
+//!   [`sandbox`]); the policy is applied in a short-lived thread that spawns the shell, never
+//!   to the calling process, and never weaker than asked: a kernel that cannot enforce it
+//!   fails the call (`SANDBOX_UNSUPPORTED`) instead of running the command unconfined.
 //! - `write` and `edit` never replace content their owner session has not seen in its current
 //!   version (REFERENCE a.12); the check and the publication happen under one in-process lock
 //!   per target. External writers (bash, other processes) bypass the lock, but are detected by
@@ -57,6 +61,7 @@ mod observe;
 mod path;
 mod process;
 mod registry;
+pub mod sandbox;
 mod search;
 mod tool;
 
@@ -68,6 +73,10 @@ pub use files::{EditTool, LINE_TRUNCATED_MARKER, READ_MAX_LINE_BYTES, ReadTool, 
 pub use observe::{FileObservations, FileVersion, Observation};
 pub use process::{ProcessInfo, ProcessObserver, process_start_time, stop_leftover_group};
 pub use registry::{ToolArguments, ToolRegistry, core_tools};
+pub use sandbox::{
+    NetworkAccess, SandboxError, SandboxMode, SandboxPolicy, probe as probe_sandbox, sandbox_note,
+    session_temp_dir,
+};
 pub use search::{GREP_MAX_LINE_BYTES, GlobTool, GrepTool};
 pub use tool::{
     PlanFuture, TextFuture, TextOutcome, Tool, ToolFuture, ToolOutcome, ToolSpec, parse_arguments,

@@ -53,6 +53,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),
+            sandbox: troupe_tools::SandboxPolicy::default(),
         },
     );
     let lead = rt

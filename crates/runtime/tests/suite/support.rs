@@ -646,6 +646,7 @@ fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> 
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),
+            sandbox: troupe_tools::SandboxPolicy::default(),
         },
     )
 }

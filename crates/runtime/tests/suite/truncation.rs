@@ -45,6 +45,7 @@ fn http_runtime(home: &Path, workspace: &Path, server: &FakeOpenAi) -> Runtime {
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),
+            sandbox: troupe_tools::SandboxPolicy::default(),
         },
     )
 }

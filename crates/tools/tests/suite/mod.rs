@@ -4,6 +4,7 @@ mod effect;
 mod glob_grep;
 mod read;
 mod registry;
+mod sandbox;
 mod stale;
 mod support;
 mod write_edit;

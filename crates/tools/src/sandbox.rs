@@ -1,0 +1,686 @@
+//! The `bash` sandbox: a Landlock ruleset every `bash` process runs under.
+//!
+//! # What is confined
+//! - [`SandboxMode::WorkspaceWrite`] (the default): every file may be read and executed; files
+//!   may be created, written, truncated, renamed or removed only beneath the workspace root, the
+//!   session's temporary directory ([`ToolContext::temp_dir`], exported as `TMPDIR`) and a few
+//!   devices that are harmless to write ([`WRITABLE_DEVICES`]: `/dev/null`, `/dev/zero`, …).
+//!   Pipes and sockets inherited or created by the command are not file paths and stay usable
+//!   (so `/dev/stdout` and `/dev/stderr`, which name the output pipes, work).
+//! - [`SandboxMode::ReadOnly`]: the same without the workspace — only the session's temporary
+//!   directory and those devices are writable.
+//! - [`SandboxMode::Off`]: no file-system rules.
+//! - [`NetworkAccess::Off`]: TCP `connect(2)` and `bind(2)` are denied on every port (Landlock
+//!   network rules, ABI ≥ 4). Landlock does not cover UDP or Unix-domain sockets on this ABI:
+//!   they stay usable.
+//!
+//! Landlock checks the object a path resolves to, not the path's spelling: a symlink in the
+//! workspace pointing elsewhere, `/proc/self/root/…`, `cd ..` or a hard link all end at the
+//! same rule. A denied operation fails with its ordinary error (`EACCES`, "Permission
+//! denied"); [`sandbox_note`] words the note `bash` adds to such a result.
+//!
+//! # How a command gets confined, and why no `unsafe`
+//! `landlock_restrict_self(2)` restricts the *calling thread* (and everything it starts later),
+//! not the whole process (ABI < 8 has no way to do otherwise, and we do not want it). `bash`
+//! therefore builds the ruleset, then starts a short-lived OS thread that restricts itself
+//! (`PR_SET_NO_NEW_PRIVS` plus the ruleset, through the `landlock` crate's safe API) and spawns
+//! the shell from there: the child inherits that thread's credentials, hence its Landlock
+//! domain, from `fork`/`clone` on. The thread exits right after the spawn, so no other thread
+//! of the process — the runtime's workers, the journal writer — is ever confined. This needs
+//! no `pre_exec` closure: nothing runs between `fork` and `exec` but the standard library's own
+//! spawn code, so there is no async-signal-safety question and no `unsafe` block.
+//!
+//! # A kernel without Landlock
+//! [`probe`] tells whether this kernel can enforce a policy; a front end calls it before
+//! starting anything and refuses to run otherwise (never a silent downgrade). Every `bash`
+//! call builds its ruleset with the same hard requirements, so even without the probe a
+//! command never runs less confined than its policy says: it fails with `SANDBOX_UNSUPPORTED`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus,
+};
+use serde::{Deserialize, Serialize};
+use troupe_protocol::{ErrorCode, SessionId};
+
+/// The environment variable that makes [`probe`] (and every confined `bash` call) behave as on
+/// a kernel whose Landlock ABI is its value (an integer; `0` = no Landlock). **For tests
+/// only**: it lets a test show the refusal on a kernel that does have Landlock. It can only
+/// make Troupe refuse a policy, never enforce less: the real kernel is still asked for every
+/// rule.
+pub const TEST_LANDLOCK_ABI_ENV: &str = "TROUPE_TEST_LANDLOCK_ABI";
+
+/// Devices a confined command may open for writing (when they exist): writing to them changes
+/// no file.
+pub const WRITABLE_DEVICES: [&str; 6] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// What the file system looks like to a `bash` command (`--sandbox MODE`).
+///
+/// Ordered from the strictest to the loosest: `read-only` < `workspace-write` < `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    /// Nothing writable but the session's temporary directory and the null-like devices.
+    ReadOnly,
+    /// Read everywhere; write only beneath the workspace, the session's temporary directory
+    /// and the null-like devices. The default.
+    WorkspaceWrite,
+    /// No file-system rules: the command has the process's own rights.
+    Off,
+}
+
+impl SandboxMode {
+    /// Every mode, strictest first.
+    pub const ALL: [SandboxMode; 3] = [Self::ReadOnly, Self::WorkspaceWrite, Self::Off];
+
+    /// Parses `read-only`, `workspace-write` or `off`.
+    ///
+    /// # Errors
+    /// `SANDBOX_UNKNOWN_MODE` for any other text.
+    pub fn parse(text: &str) -> Result<Self, SandboxError> {
+        Self::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == text)
+            .ok_or_else(|| SandboxError::UnknownMode {
+                given: text.to_owned(),
+                allowed: "read-only, workspace-write, off",
+            })
+    }
+
+    /// The mode as typed and recorded: `read-only`, `workspace-write`, `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read-only",
+            Self::WorkspaceWrite => "workspace-write",
+            Self::Off => "off",
+        }
+    }
+}
+
+impl fmt::Display for SandboxMode {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// Whether a `bash` command may open TCP connections or listen (`--network on|off`).
+///
+/// Ordered from the strictest to the loosest: `off` < `on`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkAccess {
+    /// TCP `connect` and `bind` are denied on every port.
+    Off,
+    /// No network rules. The default.
+    On,
+}
+
+impl NetworkAccess {
+    /// Parses `on` or `off`.
+    ///
+    /// # Errors
+    /// `SANDBOX_UNKNOWN_MODE` for any other text.
+    pub fn parse(text: &str) -> Result<Self, SandboxError> {
+        match text {
+            "on" => Ok(Self::On),
+            "off" => Ok(Self::Off),
+            other => Err(SandboxError::UnknownMode {
+                given: other.to_owned(),
+                allowed: "on, off",
+            }),
+        }
+    }
+
+    /// `on` or `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::On => "on",
+            Self::Off => "off",
+        }
+    }
+}
+
+impl fmt::Display for NetworkAccess {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// The confinement of every `bash` process of one agent: a file-system mode and network
+/// access. Recorded per session as `{"filesystem": "workspace-write", "network": "on"}`.
+///
+/// `Default` is `workspace-write` with the network on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxPolicy {
+    /// The file-system mode.
+    pub filesystem: SandboxMode,
+    /// Network access.
+    pub network: NetworkAccess,
+}
+
+impl Default for SandboxPolicy {
+    fn default() -> Self {
+        Self {
+            filesystem: SandboxMode::WorkspaceWrite,
+            network: NetworkAccess::On,
+        }
+    }
+}
+
+impl SandboxPolicy {
+    /// No confinement at all (`--sandbox off --network on`): what sessions recorded before
+    /// the sandbox existed ran with.
+    pub const OFF: Self = Self {
+        filesystem: SandboxMode::Off,
+        network: NetworkAccess::On,
+    };
+
+    /// Whether any rule applies (anything but [`SandboxPolicy::OFF`]).
+    pub fn confines(&self) -> bool {
+        self.filesystem != SandboxMode::Off || self.network == NetworkAccess::Off
+    }
+
+    /// Whether `self` allows nothing that `other` denies: each part is as strict or stricter.
+    pub fn is_within(&self, other: &SandboxPolicy) -> bool {
+        self.filesystem <= other.filesystem && self.network <= other.network
+    }
+
+    /// The strictest combination of both: each part the stricter of the two.
+    #[must_use]
+    pub fn meet(self, other: SandboxPolicy) -> Self {
+        Self {
+            filesystem: self.filesystem.min(other.filesystem),
+            network: self.network.min(other.network),
+        }
+    }
+
+    /// The Landlock ABI this kernel must offer: 3 for file-system rules (truncation is only
+    /// controlled from ABI 3 on), 4 for network rules, 0 when nothing is confined.
+    pub fn required_abi(&self) -> i32 {
+        if self.network == NetworkAccess::Off {
+            4
+        } else if self.filesystem != SandboxMode::Off {
+            3
+        } else {
+            0
+        }
+    }
+}
+
+impl fmt::Display for SandboxPolicy {
+    /// `workspace-write, network on`.
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{}, network {}", self.filesystem, self.network)
+    }
+}
+
+/// Why a sandbox could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// This kernel cannot enforce the policy: Landlock is missing, disabled, or its ABI is
+    /// older than [`SandboxPolicy::required_abi`]. The message names the flags that run
+    /// without the missing rules. Code `SANDBOX_UNSUPPORTED`.
+    #[error(
+        "this kernel cannot enforce the sandbox ({policy}): {reason}; to run commands without \
+         it, pass {remedy}"
+    )]
+    Unsupported {
+        /// The policy asked for.
+        policy: SandboxPolicy,
+        /// What is missing, e.g. `Landlock ABI 3 is older than the 4 network rules need`.
+        reason: String,
+        /// The flags that lift the missing rules, e.g. `--sandbox off` or `--network on`.
+        remedy: &'static str,
+    },
+
+    /// A path the rules name could not be opened or prepared (e.g. the workspace was removed,
+    /// or the temporary directory is not a directory this user owns). Code
+    /// `SANDBOX_SETUP_FAILED`.
+    #[error("setting up the sandbox failed: {0}")]
+    Setup(String),
+
+    /// `--sandbox` or `--network` got a value it does not know. Code `SANDBOX_UNKNOWN_MODE`.
+    #[error("unknown sandbox setting \"{given}\" (expected one of: {allowed})")]
+    UnknownMode {
+        /// The text given.
+        given: String,
+        /// The values allowed.
+        allowed: &'static str,
+    },
+
+    /// A policy looser than the one recorded (or inherited) was asked for: a resumed session
+    /// or a new teammate may only be confined more, never less. Code `SANDBOX_LOOSER`.
+    #[error(
+        "the sandbox ({requested}) would be looser than the recorded one ({recorded}); it can \
+         only be made stricter"
+    )]
+    Looser {
+        /// The policy in force.
+        recorded: SandboxPolicy,
+        /// The policy asked for.
+        requested: SandboxPolicy,
+    },
+}
+
+impl ErrorCode for SandboxError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Unsupported { .. } => "SANDBOX_UNSUPPORTED",
+            Self::Setup(_) => "SANDBOX_SETUP_FAILED",
+            Self::UnknownMode { .. } => "SANDBOX_UNKNOWN_MODE",
+            Self::Looser { .. } => "SANDBOX_LOOSER",
+        }
+    }
+}
+
+/// The Landlock ABI the test override ([`TEST_LANDLOCK_ABI_ENV`]) claims, if it is set to an
+/// integer.
+fn test_abi_override() -> Option<i32> {
+    std::env::var(TEST_LANDLOCK_ABI_ENV)
+        .ok()
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// The flags that run without the rules `policy` needs from an ABI below `abi`.
+fn remedy(policy: &SandboxPolicy, abi: i32) -> &'static str {
+    if policy.filesystem != SandboxMode::Off && abi < 3 {
+        if policy.network == NetworkAccess::Off {
+            "--sandbox off --network on"
+        } else {
+            "--sandbox off"
+        }
+    } else {
+        "--network on"
+    }
+}
+
+fn unsupported(policy: &SandboxPolicy, abi: i32, reason: String) -> SandboxError {
+    SandboxError::Unsupported {
+        policy: *policy,
+        reason,
+        remedy: remedy(policy, abi),
+    }
+}
+
+/// Whether this kernel can enforce `policy`: `Ok` for [`SandboxPolicy::OFF`] without asking
+/// the kernel; otherwise the exact ruleset `bash` builds is created (and dropped, nothing is
+/// restricted).
+///
+/// # Errors
+/// `SANDBOX_UNSUPPORTED` when Landlock is missing, disabled or too old for the policy (or
+/// [`TEST_LANDLOCK_ABI_ENV`] says so). The message is one line naming the flags that run
+/// without the missing rules (`--sandbox off`, `--network on`).
+pub fn probe(policy: &SandboxPolicy) -> Result<(), SandboxError> {
+    if !policy.confines() {
+        return Ok(());
+    }
+    handled_ruleset(policy).map(drop)
+}
+
+/// The ruleset handling every access `policy` restricts, created in the kernel, with no rule
+/// yet. File-system access rights of ABI 3 and network rights of ABI 4 are hard requirements;
+/// device `ioctl`s (ABI 5) are restricted where the kernel can.
+fn handled_ruleset(policy: &SandboxPolicy) -> Result<RulesetCreated, SandboxError> {
+    let required = policy.required_abi();
+    if let Some(abi) = test_abi_override()
+        && abi < required
+    {
+        return Err(unsupported(
+            policy,
+            abi,
+            format!(
+                "Landlock ABI {abi} (set by {TEST_LANDLOCK_ABI_ENV}, a test override) is older \
+                 than the {required} these rules need"
+            ),
+        ));
+    }
+    let kernel_refused = |error: RulesetError| {
+        unsupported(
+            policy,
+            0,
+            format!("Landlock is missing, disabled or older than ABI {required} ({error})"),
+        )
+    };
+    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+    if policy.filesystem != SandboxMode::Off {
+        ruleset = ruleset
+            .handle_access(AccessFs::from_all(ABI::V3))
+            .map_err(kernel_refused)?
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(AccessFs::from_all(ABI::V5))
+            .map_err(kernel_refused)?
+            .set_compatibility(CompatLevel::HardRequirement);
+    }
+    if policy.network == NetworkAccess::Off {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(ABI::V4))
+            .map_err(|error| {
+                unsupported(
+                    policy,
+                    3,
+                    format!("Landlock network rules (ABI 4) are not available ({error})"),
+                )
+            })?;
+    }
+    ruleset.create().map_err(kernel_refused)
+}
+
+/// The access rights of a writable directory: everything the file-system rules handle.
+fn writable_dir_access() -> BitFlags<AccessFs> {
+    AccessFs::from_all(ABI::V5)
+}
+
+/// The access rights of a writable device: open for reading and writing, truncate (`>` opens
+/// with `O_TRUNC`), `ioctl`.
+fn writable_device_access() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev
+}
+
+/// The complete ruleset of `policy` for a command working in `workspace` with `temp_dir` as
+/// its temporary directory: read (and execute) everywhere, write where the mode allows.
+///
+/// # Errors
+/// `SANDBOX_UNSUPPORTED` as [`probe`]; `SANDBOX_SETUP_FAILED` when a directory cannot be
+/// opened.
+pub(crate) fn ruleset(
+    policy: &SandboxPolicy,
+    workspace: &Path,
+    temp_dir: Option<&Path>,
+) -> Result<RulesetCreated, SandboxError> {
+    let ruleset = handled_ruleset(policy)?;
+    if policy.filesystem == SandboxMode::Off {
+        return Ok(ruleset);
+    }
+    let open = |path: &Path| {
+        PathFd::new(path)
+            .map_err(|error| SandboxError::Setup(format!("{}: {error}", path.display())))
+    };
+    let rule_failed = |error: RulesetError| SandboxError::Setup(error.to_string());
+    // Rights the kernel does not know were already dropped from the handled set (best effort
+    // above ABI 3), so the rules drop them too instead of failing.
+    let mut ruleset = ruleset
+        .set_compatibility(CompatLevel::BestEffort)
+        .add_rule(PathBeneath::new(
+            open(Path::new("/"))?,
+            AccessFs::from_read(ABI::V3),
+        ))
+        .map_err(rule_failed)?;
+    let mut writable: Vec<&Path> = temp_dir.into_iter().collect();
+    if policy.filesystem == SandboxMode::WorkspaceWrite {
+        writable.push(workspace);
+    }
+    for dir in writable {
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(open(dir)?, writable_dir_access()))
+            .map_err(rule_failed)?;
+    }
+    for device in WRITABLE_DEVICES {
+        // A device this system lacks (no controlling terminal support, a minimal container)
+        // simply gets no rule.
+        let Ok(fd) = PathFd::new(device) else {
+            continue;
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, writable_device_access()))
+            .map_err(rule_failed)?;
+    }
+    Ok(ruleset)
+}
+
+/// Restricts the calling thread with `ruleset` (`PR_SET_NO_NEW_PRIVS` first). Only ever called
+/// on a thread that exits right after spawning the confined process.
+///
+/// # Errors
+/// `SANDBOX_UNSUPPORTED` when the kernel did not enforce the ruleset.
+pub(crate) fn restrict_current_thread(
+    policy: &SandboxPolicy,
+    ruleset: RulesetCreated,
+) -> Result<(), SandboxError> {
+    let status = ruleset.restrict_self().map_err(|error| {
+        unsupported(policy, 0, format!("Landlock refused the ruleset ({error})"))
+    })?;
+    if status.ruleset == RulesetStatus::NotEnforced || !status.no_new_privs {
+        return Err(unsupported(
+            policy,
+            0,
+            "Landlock did not enforce the ruleset".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// The default temporary directory of session `owner`: `<system temp dir>/troupe-<owner>`
+/// (`std::env::temp_dir`, i.e. `$TMPDIR` or `/tmp`). `bash` creates it (mode 0700) before a
+/// command runs and exports it as `TMPDIR`.
+pub fn session_temp_dir(owner: &SessionId) -> PathBuf {
+    std::env::temp_dir().join(format!("troupe-{owner}"))
+}
+
+/// Creates `dir` (mode 0700, parents as needed) unless it exists, and checks that it is a real
+/// directory (not a symlink) owned by this process's user — in a shared `/tmp` another user
+/// could otherwise have prepared it.
+///
+/// # Errors
+/// `SANDBOX_SETUP_FAILED` when it cannot be created or fails the check.
+pub(crate) fn prepare_temp_dir(dir: &Path) -> Result<(), SandboxError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let setup = |what: String| SandboxError::Setup(format!("temp dir {}: {what}", dir.display()));
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| setup(e.to_string()))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(setup(e.to_string())),
+    }
+    let metadata = std::fs::symlink_metadata(dir).map_err(|e| setup(e.to_string()))?;
+    if !metadata.is_dir() {
+        return Err(setup("not a directory (a symlink?)".to_owned()));
+    }
+    if metadata.uid() != rustix::process::geteuid().as_raw() {
+        return Err(setup(format!("owned by uid {}, not by us", metadata.uid())));
+    }
+    Ok(())
+}
+
+/// The words of a denied operation in a command's output, as the C library and most tools
+/// print them: `EACCES` (what Landlock returns for a denied access or TCP port), `EPERM`, and
+/// `EXDEV` (what it returns for a link or rename across rule boundaries).
+const DENIAL_MARKERS: [&str; 3] = [
+    "Permission denied",
+    "Operation not permitted",
+    "Invalid cross-device link",
+];
+
+/// The note `bash` adds to a result when `policy` confines the command and its output shows a
+/// denied operation ("Permission denied", "Operation not permitted", "Invalid cross-device
+/// link"): which rules were in
+/// force, and how to lift them. `None` when the policy confines nothing (then the sandbox
+/// cannot be the cause) or the output shows no denial.
+pub fn sandbox_note(
+    policy: &SandboxPolicy,
+    workspace: &Path,
+    temp_dir: Option<&Path>,
+    output: &[&str],
+) -> Option<String> {
+    if !policy.confines()
+        || !output
+            .iter()
+            .any(|text| DENIAL_MARKERS.iter().any(|marker| text.contains(marker)))
+    {
+        return None;
+    }
+    let temp = temp_dir.map_or(String::new(), |dir| {
+        format!(", the session's temp dir {} ($TMPDIR)", dir.display())
+    });
+    let mut rules = Vec::new();
+    match policy.filesystem {
+        SandboxMode::WorkspaceWrite => rules.push(format!(
+            "--sandbox workspace-write allows writes only in the workspace {}{temp} and \
+             /dev/null-like devices",
+            workspace.display()
+        )),
+        SandboxMode::ReadOnly => rules.push(format!(
+            "--sandbox read-only allows no writes, not even in the workspace (only{} \
+             /dev/null-like devices)",
+            temp.trim_start_matches(',')
+        )),
+        SandboxMode::Off => {}
+    }
+    if policy.network == NetworkAccess::Off {
+        rules.push("--network off denies every TCP connect and bind".to_owned());
+    }
+    Some(format!(
+        "note: this command ran in the sandbox, which may have caused the denial: {}. Reading \
+         is allowed everywhere. If the task needs more, ask the user to run with --sandbox off \
+         (or a looser --sandbox / --network).",
+        rules.join("; ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_print_and_order_from_strict_to_loose() {
+        for mode in SandboxMode::ALL {
+            assert_eq!(SandboxMode::parse(mode.as_str()).ok(), Some(mode));
+        }
+        assert!(SandboxMode::ReadOnly < SandboxMode::WorkspaceWrite);
+        assert!(SandboxMode::WorkspaceWrite < SandboxMode::Off);
+        assert!(NetworkAccess::Off < NetworkAccess::On);
+        let error = SandboxMode::parse("strict").err();
+        assert_eq!(
+            error.as_ref().map(ErrorCode::code),
+            Some("SANDBOX_UNKNOWN_MODE")
+        );
+        assert!(NetworkAccess::parse("maybe").is_err());
+        assert_eq!(NetworkAccess::parse("off").ok(), Some(NetworkAccess::Off));
+    }
+
+    #[test]
+    fn within_and_meet_follow_each_part() {
+        let default = SandboxPolicy::default();
+        let read_only = SandboxPolicy {
+            filesystem: SandboxMode::ReadOnly,
+            network: NetworkAccess::On,
+        };
+        let offline = SandboxPolicy {
+            filesystem: SandboxMode::Off,
+            network: NetworkAccess::Off,
+        };
+        assert!(read_only.is_within(&default));
+        assert!(default.is_within(&SandboxPolicy::OFF));
+        assert!(!SandboxPolicy::OFF.is_within(&default));
+        // Neither is within the other: one is stricter on files, the other on the network.
+        assert!(!offline.is_within(&default) && !default.is_within(&offline));
+        assert_eq!(
+            default.meet(offline),
+            SandboxPolicy {
+                filesystem: SandboxMode::WorkspaceWrite,
+                network: NetworkAccess::Off,
+            }
+        );
+        assert!(!SandboxPolicy::OFF.confines());
+        assert!(offline.confines() && read_only.confines());
+        assert_eq!(
+            serde_json::to_value(default).ok(),
+            Some(serde_json::json!({"filesystem": "workspace-write", "network": "on"}))
+        );
+    }
+
+    #[test]
+    fn the_note_names_only_the_rules_in_force_and_only_on_a_denial() {
+        let ws = Path::new("/ws");
+        let tmp = Some(Path::new("/tmp/troupe-x"));
+        let denied = ["", "bash: /etc/x: Permission denied\n"];
+        assert_eq!(
+            sandbox_note(&SandboxPolicy::OFF, ws, tmp, &denied),
+            None,
+            "no rule, no note"
+        );
+        assert_eq!(
+            sandbox_note(&SandboxPolicy::default(), ws, tmp, &["ok\n", ""]),
+            None,
+            "no denial, no note"
+        );
+        let note = sandbox_note(&SandboxPolicy::default(), ws, tmp, &denied).unwrap_or_default();
+        assert!(note.contains("--sandbox workspace-write allows writes only in the workspace /ws"));
+        assert!(note.contains("/tmp/troupe-x ($TMPDIR)"), "{note}");
+        assert!(note.contains("--sandbox off"), "{note}");
+        assert!(!note.contains("--network off"), "{note}");
+        let offline = SandboxPolicy {
+            filesystem: SandboxMode::Off,
+            network: NetworkAccess::Off,
+        };
+        let note = sandbox_note(&offline, ws, tmp, &denied).unwrap_or_default();
+        assert!(
+            note.contains("--network off denies every TCP connect and bind"),
+            "{note}"
+        );
+        assert!(!note.contains("workspace-write"), "{note}");
+        let read_only = SandboxPolicy {
+            filesystem: SandboxMode::ReadOnly,
+            network: NetworkAccess::On,
+        };
+        let note = sandbox_note(&read_only, ws, tmp, &["Operation not permitted"]);
+        assert!(note.is_some_and(|n| n.contains("not even in the workspace")));
+    }
+
+    #[test]
+    fn the_remedy_names_the_flags_that_lift_the_missing_rules() {
+        let default = SandboxPolicy::default();
+        let offline = SandboxPolicy {
+            filesystem: SandboxMode::WorkspaceWrite,
+            network: NetworkAccess::Off,
+        };
+        assert_eq!(remedy(&default, 0), "--sandbox off");
+        assert_eq!(remedy(&offline, 0), "--sandbox off --network on");
+        // ABI 3 enforces the file rules; only the network rules are missing.
+        assert_eq!(remedy(&offline, 3), "--network on");
+        assert_eq!(default.required_abi(), 3);
+        assert_eq!(offline.required_abi(), 4);
+        assert_eq!(SandboxPolicy::OFF.required_abi(), 0);
+    }
+
+    #[test]
+    fn this_kernel_enforces_every_policy() {
+        // The kernel these tests run on has Landlock ABI 7 (see docs/ARCHITECTURE.md).
+        for filesystem in SandboxMode::ALL {
+            for network in [NetworkAccess::On, NetworkAccess::Off] {
+                let policy = SandboxPolicy {
+                    filesystem,
+                    network,
+                };
+                assert!(probe(&policy).is_ok(), "{policy}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_temp_dir_that_is_a_symlink_is_refused() {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let real = root.path().join("real");
+        let link = root.path().join("link");
+        std::fs::create_dir(&real).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&real, &link).unwrap_or_else(|e| panic!("{e}"));
+        assert!(prepare_temp_dir(&link).is_err());
+        let fresh = root.path().join("a/b");
+        assert!(prepare_temp_dir(&fresh).is_ok());
+        assert!(fresh.is_dir());
+        // Again: an existing directory of ours is fine.
+        assert!(prepare_temp_dir(&fresh).is_ok());
+    }
+}
