@@ -21,7 +21,9 @@ use serde_json::{Value, json};
 use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::broadcast;
 use troupe_journal::{Journal, JournalError};
-use troupe_llm::{ClientOptions, ModelFlags, ModelSpec, ProviderFactory, ProviderKind};
+use troupe_llm::{
+    ClientOptions, ModelFlags, ModelSpec, ProviderFactory, ProviderKind, ToolChoice,
+};
 use troupe_protocol::{Event, MessageSource, SessionId, UserMessage, event_types};
 use troupe_runtime::events::{Profile, TurnEndReason};
 use troupe_runtime::{
@@ -107,8 +109,19 @@ pub(crate) struct ModelArgs {
     /// for those providers, none for --base-url).
     #[arg(long, value_name = "VAR")]
     api_key_env: Option<String>,
+    /// The tool_choice sent with requests that offer tools: auto, required, none, or omit
+    /// (send none: the default). llama-cpp-python needs auto to offer the tools at all.
+    /// Recorded with the model: resume keeps it.
+    #[arg(long, value_name = "C", value_parser = tool_choice)]
+    tool_choice: Option<ToolChoice>,
     #[command(flatten)]
     pace: PaceArgs,
+}
+
+/// `--tool-choice C`: one of auto, required, none, omit.
+fn tool_choice(raw: &str) -> Result<ToolChoice, String> {
+    raw.parse()
+        .map_err(|_| "it is not one of auto, required, none, omit".to_owned())
 }
 
 impl ModelArgs {
@@ -117,6 +130,7 @@ impl ModelArgs {
             model: self.model.clone(),
             base_url: self.base_url.clone(),
             api_key_env: self.api_key_env.clone(),
+            tool_choice: self.tool_choice,
         }
     }
 }
@@ -669,6 +683,7 @@ pub(crate) fn run_scripted_team(
         model: Some(format!("script:{}", script.display())),
         base_url: None,
         api_key_env: None,
+        tool_choice: None,
     })?)?;
     // The demo has prepared the home before writing its project.
     let config = work_config(
@@ -775,8 +790,9 @@ fn absolute_script(mut spec: ModelSpec) -> Result<ModelSpec, Failure> {
 /// Reads the API key and builds the client, or loads and checks the script.
 /// The model factory, plus the secrets a run must keep out of tools and logs: the variables
 /// that may hold API keys (the providers' defaults and `--api-key-env`), and the key in use.
-/// Records a `--model`/`--base-url`/`--api-key-env` override of a resumed session as a new
-/// `agent/config` (the latest one wins), so a later plain `troupe resume` keeps using it.
+/// Records a `--model`/`--base-url`/`--api-key-env`/`--tool-choice` override of a resumed
+/// session as a new `agent/config` (the latest one wins), so a later plain `troupe resume`
+/// keeps using it.
 async fn record_model_override(agent: &Agent, spec: &ModelSpec) -> anyhow::Result<()> {
     let Some(mut config) = agent.with_transcript(|t| t.config().cloned()) else {
         return Ok(());

@@ -45,7 +45,7 @@ pub use client::OpenAiClient;
 pub use config::{
     ApiKey, ClientOptions, DEEPSEEK_API_KEY_ENV, DEEPSEEK_BASE_URL, DEEPSEEK_DEFAULT_MODEL,
     HttpProviderConfig, ModelFlags, ModelSpec, OPENAI_API_KEY_ENV, OPENAI_BASE_URL,
-    OPENAI_DEFAULT_MODEL, ProviderConfig, ProviderKind, ReasoningReplay, RetryPolicy,
+    OPENAI_DEFAULT_MODEL, ProviderConfig, ProviderKind, ReasoningReplay, RetryPolicy, ToolChoice,
     resolve_model,
 };
 pub use error::LlmError;

@@ -6,4 +6,4 @@
 
 pub mod fake_openai;
 
-pub use fake_openai::{FakeOpenAi, FakeResponse, RecordedRequest, StreamEnd};
+pub use fake_openai::{FakeOpenAi, FakeResponse, Mimic, RecordedRequest, StreamEnd, StreamedTools};
