@@ -21,9 +21,7 @@ use serde_json::{Value, json};
 use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::broadcast;
 use troupe_journal::{Journal, JournalError};
-use troupe_llm::{
-    ClientOptions, ModelFlags, ModelSpec, ProviderFactory, ProviderKind, ToolChoice,
-};
+use troupe_llm::{ClientOptions, ModelFlags, ModelSpec, ProviderFactory, ProviderKind, ToolChoice};
 use troupe_protocol::{Event, MessageSource, SessionId, UserMessage, event_types};
 use troupe_runtime::events::{Profile, TurnEndReason};
 use troupe_runtime::{
@@ -919,6 +917,7 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
         },
     );
     let mut printer = Printer::new(config.mode);
+    printer.expect_usage(config.spec.provider != ProviderKind::Script);
     // A fork child's log numbers its turns after the ones its seed inherited; progress counts
     // its own turns, as the summary does. (Its transcript's last turn minus its own turns.)
     let lookup = runtime.clone();
@@ -1208,14 +1207,18 @@ async fn show_board(runtime: &Runtime, lead: &Agent, printer: &mut Printer) {
 
 /// Prints the outcome (answer on stdout, summary on stderr) and picks the exit code.
 fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result<(), Failure> {
-    let (last_turn, last_end, answer, stats) = driven.agent.with_transcript(|t| {
+    let (last_turn, last_end, answer, stats, model_calls) = driven.agent.with_transcript(|t| {
         (
             t.last_turn(),
             t.last_turn_end().cloned(),
             t.last_answer().map(str::to_owned),
             t.stats(),
+            t.model_calls(),
         )
     });
+    // A scripted model spends no tokens: its zeros are counts, not missing usage.
+    let server = config.spec.provider != ProviderKind::Script;
+    let server_answers = if server { model_calls } else { 0 };
     let id = &driven.id;
     let hints = Hints::new(id, config.home_flag.as_deref(), config.team);
     // `continue: troupe resume ID "…"` only when a new instruction can be answered (a script
@@ -1224,12 +1227,17 @@ fn report(driven: &Driven, config: &WorkConfig, printer: &mut Printer) -> Result
     let can_continue = takes_instruction(&config.models, spent);
     // A Team run also reports every teammate's work, the board and the mail, folded from the
     // logs the runtime has just flushed.
-    let team = config
-        .team
-        .then(|| TeamSummary::read(&Journal::open_home(&config.home), id, stats));
+    let team = config.team.then(|| {
+        TeamSummary::read(
+            &Journal::open_home(&config.home),
+            id,
+            (stats, server_answers),
+            server,
+        )
+    });
     let team_json = team.as_ref().map(TeamSummary::to_json);
     let checked = config.framing.check.as_ref().map(|check| check());
-    let mut summary = vec![format!("{LEAD}: {}", stats_text(&stats))];
+    let mut summary = vec![format!("{LEAD}: {}", stats_text(&stats, server_answers))];
     if let Some(team) = &team {
         summary.extend(team.lines());
     }
@@ -1461,15 +1469,29 @@ pub(crate) fn not_a_root(
     ))
 }
 
-/// `2 turns, 5 tool calls, tokens 120 in / 30 out`.
-pub(crate) fn stats_text(stats: &TranscriptStats) -> String {
+/// `2 turns, 5 tool calls, tokens 120 in / 30 out` for a session whose log holds
+/// `server_answers` answers of a model server (see [`tokens_text`]).
+pub(crate) fn stats_text(stats: &TranscriptStats, server_answers: usize) -> String {
     format!(
-        "{}, {}, tokens {} in / {} out",
+        "{}, {}, {}",
         count(stats.turns, "turn"),
         count(stats.tool_calls, "tool call"),
-        stats.tokens_in,
-        stats.tokens_out
+        tokens_text(stats.tokens_in, stats.tokens_out, server_answers as u64)
     )
+}
+
+/// `tokens 120 in / 30 out`; `usage not reported by the server` when `server_answers` answers
+/// of a model server arrived and not one token was counted (a server that omits `usage`:
+/// llama-cpp-python ignores `stream_options`). A prompt is never empty, so a server that
+/// reports usage never reports 0 in: zero after an answer means nothing was reported. A server
+/// that reports usage for some answers only is counted for those. A scripted model's answers
+/// are not server answers: it spends no tokens, and says `tokens 0 in / 0 out`.
+pub(crate) fn tokens_text(tokens_in: u64, tokens_out: u64, server_answers: u64) -> String {
+    if server_answers > 0 && tokens_in == 0 && tokens_out == 0 {
+        "usage not reported by the server".to_owned()
+    } else {
+        format!("tokens {tokens_in} in / {tokens_out} out")
+    }
 }
 
 /// `1 turn`, `2 turns`.

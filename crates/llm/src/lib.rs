@@ -29,6 +29,11 @@
 //!   the stream finished normally (`[DONE]` or a finish reason) and not with
 //!   `finish_reason: length`.
 //! - Stream parsing does not depend on how the bytes were split into chunks.
+//! - No request carries `"content": null` (a message that only called tools is sent
+//!   `"content": ""`) or a `tool_choice` without `tools`; usage is never made up.
+//! - A streamed attempt that yields no event, or that a server refuses naming streamed tools,
+//!   is recorded as a failed [`Attempt`] and asked once more without streaming; that fallback
+//!   is not a retry ([`RetryPolicy::max_attempts`] counts the others).
 
 mod classify;
 mod client;
