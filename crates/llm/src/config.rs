@@ -86,8 +86,8 @@ impl fmt::Display for ProviderKind {
 /// model choice ([`ModelSpec::tool_choice`]) so that `troupe resume` sends the same.
 ///
 /// Serialized lowercase (`"auto"`, `"required"`, `"none"`, `"omit"`). Sent only with a request
-/// that offers tools (servers refuse a `tool_choice` without `tools`). OpenAI, DeepSeek,
-/// llama.cpp's `llama-server` and vLLM read a missing `tool_choice` as `auto` when tools are
+/// that offers tools (servers refuse a `tool_choice` without `tools`). OpenAI, DeepSeek
+/// and llama.cpp's `llama-server` read a missing `tool_choice` as `auto` when tools are
 /// offered; llama-cpp-python's `chatml-function-calling` format leaves the tools out of the
 /// prompt unless it is given, so it needs `auto`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
