@@ -100,6 +100,9 @@ struct AgentActivity {
     tool_calls: u64,
     tokens_in: u64,
     tokens_out: u64,
+    /// Answers of a model server so far (to tell "no usage reported" from "no answer yet");
+    /// not counted for a scripted model (see [`Printer::expect_usage`]).
+    answers: u64,
     /// The turns this agent's session inherited from a fork seed: its own turns are numbered
     /// after them in its log, and are shown counted from 1 (as its summary counts them).
     inherited_turns: u64,
@@ -119,6 +122,10 @@ pub(crate) struct Printer {
     tool_calls: u64,
     tokens_in: u64,
     tokens_out: u64,
+    /// Answers of a model server so far, over all agents.
+    answers: u64,
+    /// Whether answers should carry usage: the model is a server, not a script.
+    usage_expected: bool,
     /// The display width of each line of the live area on screen, top first (empty: none).
     /// Cleared before other output; how many rows the lines take is worked out at the width
     /// the terminal has *then*, so a resize since the last redraw is accounted for.
@@ -238,6 +245,8 @@ impl Printer {
             tool_calls: 0,
             tokens_in: 0,
             tokens_out: 0,
+            answers: 0,
+            usage_expected: false,
             live: Vec::new(),
             size: SizeSource::Terminal,
             #[cfg(test)]
@@ -275,6 +284,13 @@ impl Printer {
         let mut err = std::io::stderr().lock();
         let _ = err.write_all(text.as_bytes());
         let _ = err.flush();
+    }
+
+    /// Says whether the model is a server whose answers should carry usage (true) or a
+    /// script, which spends no tokens (false, the default): only a server's answers without
+    /// any token make the token counts read `usage not reported by the server`.
+    pub(crate) fn expect_usage(&mut self, expected: bool) {
+        self.usage_expected = expected;
     }
 
     /// Sets how the printer learns each agent's inherited turns, so that the turn numbers it
@@ -416,10 +432,9 @@ impl Printer {
     fn team_area(&self, board: &Board) -> Vec<String> {
         let elapsed = self.started.elapsed().as_secs();
         let mut lines = vec![format!(
-            "[{elapsed}s] {} | tokens {} in / {} out",
+            "[{elapsed}s] {} | {}",
             crate::work::count(self.tool_calls, "tool call"),
-            self.tokens_in,
-            self.tokens_out,
+            crate::work::tokens_text(self.tokens_in, self.tokens_out, self.answers),
         )];
         // The Lead and every agent seen so far, then roster members that never ran here.
         let mut rows: Vec<[String; 3]> = self
@@ -471,10 +486,9 @@ impl Printer {
             self.activity.clone()
         };
         format!(
-            "[{elapsed}s] {activity} | {} | tokens {} in / {} out",
+            "[{elapsed}s] {activity} | {} | {}",
             crate::work::count(self.tool_calls, "tool call"),
-            self.tokens_in,
-            self.tokens_out
+            crate::work::tokens_text(self.tokens_in, self.tokens_out, self.answers),
         )
     }
 
@@ -542,6 +556,7 @@ impl Printer {
                     tool_calls: 0,
                     tokens_in: 0,
                     tokens_out: 0,
+                    answers: 0,
                     inherited_turns,
                 });
                 self.agents.len() - 1
@@ -551,6 +566,7 @@ impl Printer {
     }
 
     fn track(&mut self, event: &AgentProgress) {
+        let usage_expected = self.usage_expected;
         let entry = self.agent_entry(event);
         match &event.progress {
             Progress::Status { status } => {
@@ -572,6 +588,7 @@ impl Printer {
             } => {
                 entry.tokens_in += tokens_in;
                 entry.tokens_out += tokens_out;
+                entry.answers += u64::from(usage_expected);
             }
             Progress::AttemptFailed { .. } => entry.doing = "retrying".to_owned(),
             Progress::ToolStarted { name, .. } => {
@@ -617,6 +634,7 @@ impl Printer {
             } => {
                 self.tokens_in += tokens_in;
                 self.tokens_out += tokens_out;
+                self.answers += u64::from(self.usage_expected);
                 self.activity = format!("{who}: model answered");
             }
             Progress::AttemptFailed { code, .. } => {
@@ -698,14 +716,16 @@ fn plain_line(event: &AgentProgress, printer: &Printer) -> Option<String> {
         Progress::TurnEnded { turn, reason } => {
             let how = turn_end_text(reason);
             // This agent's own counts: with a Team, each member's line says what it did.
-            let (calls, tokens_in, tokens_out) = printer
-                .agents
-                .iter()
-                .find(|a| a.id == event.agent)
-                .map_or((0, 0, 0), |a| (a.tool_calls, a.tokens_in, a.tokens_out));
+            let (calls, tokens) = printer.agents.iter().find(|a| a.id == event.agent).map_or(
+                (0, crate::work::tokens_text(0, 0, 0)),
+                |a| {
+                    let tokens = crate::work::tokens_text(a.tokens_in, a.tokens_out, a.answers);
+                    (a.tool_calls, tokens)
+                },
+            );
             let turn = printer.shown_turn(event, *turn);
             Some(format!(
-                "{who}: turn {turn} {how} ({}, tokens {tokens_in} in / {tokens_out} out so far)",
+                "{who}: turn {turn} {how} ({}, {tokens} so far)",
                 crate::work::count(calls, "tool call"),
             ))
         }
@@ -906,6 +926,55 @@ mod tests {
         printer.track(&event("beta", Progress::TurnStarted { turn: 3 }));
         let area = printer.team_area(&board);
         assert!(area.iter().any(|l| l.trim() == "beta  running"), "{area:?}");
+    }
+
+    /// A server whose answers carry no usage: the live line and the turn's line say so rather
+    /// than "tokens 0 in / 0 out"; a script's zeros stay counts; counts show once reported.
+    #[test]
+    fn answers_without_usage_say_so() {
+        let answered = |tokens_in, tokens_out| {
+            event(
+                "lead",
+                Progress::ModelAnswered {
+                    tokens_in,
+                    tokens_out,
+                    tool_calls: 0,
+                },
+            )
+        };
+        let ended = event(
+            "lead",
+            Progress::TurnEnded {
+                turn: 1,
+                reason: TurnEndReason::Completed,
+            },
+        );
+        let mut printer = Printer::new(OutputMode::Tty);
+        printer.expect_usage(true);
+        assert!(
+            printer.status_line().ends_with("| tokens 0 in / 0 out"),
+            "no answer yet"
+        );
+        printer.track(&answered(0, 0));
+        let line = printer.status_line();
+        assert!(
+            line.ends_with("| usage not reported by the server"),
+            "{line}"
+        );
+        assert_eq!(
+            plain_line(&ended, &printer).as_deref(),
+            Some("lead: turn 1 completed (0 tool calls, usage not reported by the server so far)")
+        );
+        printer.track(&answered(12, 3));
+        assert!(printer.status_line().ends_with("| tokens 12 in / 3 out"));
+
+        let mut scripted = Printer::new(OutputMode::Tty);
+        scripted.track(&answered(0, 0));
+        assert!(scripted.status_line().ends_with("| tokens 0 in / 0 out"));
+        assert_eq!(
+            plain_line(&ended, &scripted).as_deref(),
+            Some("lead: turn 1 completed (0 tool calls, tokens 0 in / 0 out so far)")
+        );
     }
 
     #[test]

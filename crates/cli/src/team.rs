@@ -865,8 +865,10 @@ fn check_teammate(
 
 /// What `troupe run --team` reports at the end: each member's work, the board and the mail.
 pub(crate) struct TeamSummary {
-    /// The Lead row first, then every teammate, with the stats of its session when readable.
-    members: Vec<(MemberView, Option<TranscriptStats>)>,
+    /// The Lead row first, then every teammate, with the stats of its session when readable
+    /// and its count of answers from a model server (0 with a scripted model, which spends no
+    /// tokens; see `work::tokens_text`).
+    members: Vec<(MemberView, Option<(TranscriptStats, usize)>)>,
     /// Teammates whose last turn failed (name, code, message), in creation order: a failure
     /// the Lead did not recover from (no later turn of that teammate completed).
     failed_turns: Vec<(String, String, String)>,
@@ -880,7 +882,14 @@ pub(crate) struct TeamSummary {
 
 impl TeamSummary {
     /// Folds the Lead log and every teammate's session (after the runtime shut down).
-    pub(crate) fn read(journal: &Journal, lead: &SessionId, lead_stats: TranscriptStats) -> Self {
+    /// `lead_stats`: the Lead's stats and server answers; `server`: whether the model is a
+    /// server (its answers should carry usage) rather than a script.
+    pub(crate) fn read(
+        journal: &Journal,
+        lead: &SessionId,
+        lead_stats: (TranscriptStats, usize),
+        server: bool,
+    ) -> Self {
         let mut summary = Self {
             members: Vec::new(),
             failed_turns: Vec::new(),
@@ -918,7 +927,7 @@ impl TeamSummary {
                         message.clone(),
                     ));
                 }
-                folded.map(|t| t.stats())
+                folded.map(|t| (t.stats(), if server { t.model_calls() } else { 0 }))
             };
             summary.members.push((member, stats));
         }
@@ -945,7 +954,7 @@ impl TeamSummary {
             .iter()
             .map(|(member, stats)| {
                 let mut row = serde_json::to_value(member).unwrap_or(Value::Null);
-                if let (Some(stats), Some(object)) = (stats, row.as_object_mut()) {
+                if let (Some((stats, _)), Some(object)) = (stats, row.as_object_mut()) {
                     object.insert("stats".to_owned(), crate::progress::stats_json(*stats));
                 }
                 if let Some((_, code, message)) =
@@ -982,7 +991,7 @@ impl TeamSummary {
             let name = escape_controls(&member.name);
             let work = stats.map_or_else(
                 || "no readable session".to_owned(),
-                |s| crate::work::stats_text(&s),
+                |(stats, model_calls)| crate::work::stats_text(&stats, model_calls),
             );
             let status = match member.status {
                 MemberStatus::Failed => format!(

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::broadcast;
 use troupe_journal::{Journal, JournalError};
-use troupe_llm::{ClientOptions, ModelFlags, ModelSpec, ProviderFactory, ProviderKind};
+use troupe_llm::{ClientOptions, ModelFlags, ModelSpec, ProviderFactory, ProviderKind, ToolChoice};
 use troupe_protocol::{Event, MessageSource, SessionId, UserMessage, event_types};
 use troupe_runtime::events::{Profile, TurnEndReason};
 use troupe_runtime::{
@@ -169,8 +169,19 @@ pub(crate) struct ModelArgs {
     /// for those providers, none for --base-url).
     #[arg(long, value_name = "VAR")]
     api_key_env: Option<String>,
+    /// The tool_choice sent with requests that offer tools: auto, required, none, or omit
+    /// (send none: the default). llama-cpp-python needs auto to offer the tools at all.
+    /// Recorded with the model: resume keeps it.
+    #[arg(long, value_name = "C", value_parser = tool_choice)]
+    tool_choice: Option<ToolChoice>,
     #[command(flatten)]
     pace: PaceArgs,
+}
+
+/// `--tool-choice C`: one of auto, required, none, omit.
+fn tool_choice(raw: &str) -> Result<ToolChoice, String> {
+    raw.parse()
+        .map_err(|_| "it is not one of auto, required, none, omit".to_owned())
 }
 
 impl ModelArgs {
@@ -179,6 +190,7 @@ impl ModelArgs {
             model: self.model.clone(),
             base_url: self.base_url.clone(),
             api_key_env: self.api_key_env.clone(),
+            tool_choice: self.tool_choice,
         }
     }
 }
@@ -755,6 +767,7 @@ pub(crate) fn run_scripted_team(
         model: Some(format!("script:{}", script.display())),
         base_url: None,
         api_key_env: None,
+        tool_choice: None,
     })?)?;
     // The demo has prepared the home before writing its project.
     let config = work_config(
@@ -862,12 +875,9 @@ fn absolute_script(mut spec: ModelSpec) -> Result<ModelSpec, Failure> {
     Ok(spec)
 }
 
-/// Reads the API key and builds the client, or loads and checks the script.
-/// The model factory, plus the secrets a run must keep out of tools and logs: the variables
-/// that may hold API keys (the providers' defaults and `--api-key-env`), and the key in use.
-/// Records a `--model`/`--base-url`/`--api-key-env` override, or a stricter `--sandbox` /
-/// `--network`, of a resumed session as a new `agent/config` (the latest one wins), so a
-/// later plain `troupe resume` keeps using it.
+/// Records a `--model`/`--base-url`/`--api-key-env`/`--tool-choice` override, or a stricter
+/// `--sandbox` / `--network`, of a resumed session as a new `agent/config` (the latest one
+/// wins), so a later plain `troupe resume` keeps using it.
 ///
 /// Crash: the record is one append, flushed before the Lead is given any work. A crash before
 /// the flush loses only the record: that run's agents already ran under the stricter policy
@@ -897,12 +907,15 @@ async fn record_model_override(
     Ok(())
 }
 
+/// The model factory, plus the secrets a run must keep out of tools and logs: the variables
+/// that may hold API keys (the providers' defaults and `--api-key-env`), and the key in use.
 struct ModelSetup {
     factory: Arc<ProviderFactory>,
     secret_env: Vec<String>,
     secrets: Vec<String>,
 }
 
+/// Reads the API key and builds the client, or loads and checks the script.
 fn provider_factory(spec: &ModelSpec, pace: Duration) -> Result<ModelSetup, Failure> {
     let config = spec.resolve(&|var| std::env::var(var).ok())?;
     let mut secret_env: Vec<String> = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
@@ -1007,6 +1020,7 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
         },
     );
     let mut printer = Printer::new(config.mode);
+    printer.expect_usage(config.spec.provider != ProviderKind::Script);
     // A fork child's log numbers its turns after the ones its seed inherited; progress counts
     // its own turns, as the summary does. (Its transcript's last turn minus its own turns.)
     let lookup = runtime.clone();
@@ -1343,14 +1357,18 @@ fn report(
     printer: &mut Printer,
     log_failures: &[LogFailure],
 ) -> Result<(), Failure> {
-    let (last_turn, last_end, answer, stats) = driven.agent.with_transcript(|t| {
+    let (last_turn, last_end, answer, stats, model_calls) = driven.agent.with_transcript(|t| {
         (
             t.last_turn(),
             t.last_turn_end().cloned(),
             t.last_answer().map(str::to_owned),
             t.stats(),
+            t.model_calls(),
         )
     });
+    // A scripted model spends no tokens: its zeros are counts, not missing usage.
+    let server = config.spec.provider != ProviderKind::Script;
+    let server_answers = if server { model_calls } else { 0 };
     let id = &driven.id;
     let hints = Hints::new(id, config.home_flag.as_deref(), config.team);
     // `continue: troupe resume ID "…"` only when a new instruction can be answered (a script
@@ -1359,12 +1377,17 @@ fn report(
     let can_continue = takes_instruction(&config.models, spent);
     // A Team run also reports every teammate's work, the board and the mail, folded from the
     // logs the runtime has just flushed.
-    let team = config
-        .team
-        .then(|| TeamSummary::read(&Journal::open_home(&config.home), id, stats));
+    let team = config.team.then(|| {
+        TeamSummary::read(
+            &Journal::open_home(&config.home),
+            id,
+            (stats, server_answers),
+            server,
+        )
+    });
     let team_json = team.as_ref().map(TeamSummary::to_json);
     let checked = config.framing.check.as_ref().map(|check| check());
-    let mut summary = vec![format!("{LEAD}: {}", stats_text(&stats))];
+    let mut summary = vec![format!("{LEAD}: {}", stats_text(&stats, server_answers))];
     if let Some(team) = &team {
         summary.extend(team.lines());
     }
@@ -1625,15 +1648,29 @@ pub(crate) fn not_a_root(
     ))
 }
 
-/// `2 turns, 5 tool calls, tokens 120 in / 30 out`.
-pub(crate) fn stats_text(stats: &TranscriptStats) -> String {
+/// `2 turns, 5 tool calls, tokens 120 in / 30 out` for a session whose log holds
+/// `server_answers` answers of a model server (see [`tokens_text`]).
+pub(crate) fn stats_text(stats: &TranscriptStats, server_answers: usize) -> String {
     format!(
-        "{}, {}, tokens {} in / {} out",
+        "{}, {}, {}",
         count(stats.turns, "turn"),
         count(stats.tool_calls, "tool call"),
-        stats.tokens_in,
-        stats.tokens_out
+        tokens_text(stats.tokens_in, stats.tokens_out, server_answers as u64)
     )
+}
+
+/// `tokens 120 in / 30 out`; `usage not reported by the server` when `server_answers` answers
+/// of a model server arrived and not one token was counted (a server that omits `usage`:
+/// llama-cpp-python ignores `stream_options`). A prompt is never empty, so a server that
+/// reports usage never reports 0 in: zero after an answer means nothing was reported. A server
+/// that reports usage for some answers only is counted for those. A scripted model's answers
+/// are not server answers: it spends no tokens, and says `tokens 0 in / 0 out`.
+pub(crate) fn tokens_text(tokens_in: u64, tokens_out: u64, server_answers: u64) -> String {
+    if server_answers > 0 && tokens_in == 0 && tokens_out == 0 {
+        "usage not reported by the server".to_owned()
+    } else {
+        format!("tokens {tokens_in} in / {tokens_out} out")
+    }
 }
 
 /// `1 turn`, `2 turns`.

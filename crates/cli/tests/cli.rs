@@ -1,10 +1,11 @@
 //! End-to-end tests of the `troupe` binary: `sessions` and `log` here, `run` and `resume` in
 //! `run/`, Team runs and `troupe team show/verify` in `team/`, `troupe demo` and the crash and
-//! resume of a scripted Team in `demo/`.
+//! resume of a scripted Team in `demo/`, local model servers (mimicked) in `local/`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 
 mod demo;
+mod local;
 mod recovery;
 mod run;
 mod sandbox;

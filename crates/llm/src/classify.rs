@@ -121,6 +121,50 @@ pub(crate) fn classify_error_object(
     }
 }
 
+/// What an error body that is not JSON says, on one line: `(empty body)`; for an HTML page
+/// (a proxy's or a web server's error page), `an HTML page titled "…"` or, without a title,
+/// the page's text; otherwise the text itself.
+fn describe_text_body(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return "(empty body)".to_owned();
+    }
+    let lower = text.to_ascii_lowercase();
+    let is_html = lower.starts_with("<!doctype html") || lower.contains("<html");
+    if !is_html {
+        return text.to_owned();
+    }
+    // ASCII lowercasing keeps byte offsets, so positions in `lower` are positions in `text`.
+    if let Some(start) = lower.find("<title>").map(|at| at + "<title>".len())
+        && let Some(length) = lower[start..].find("</title>")
+    {
+        let title = text[start..start + length].trim();
+        if !title.is_empty() {
+            return format!("an HTML page titled \"{title}\"");
+        }
+    }
+    let mut words = String::new();
+    let mut in_tag = false;
+    for character in text.chars() {
+        match character {
+            '<' => {
+                in_tag = true;
+                words.push(' ');
+            }
+            '>' => in_tag = false,
+            _ if !in_tag => words.push(character),
+            _ => {}
+        }
+    }
+    let words = words.split_whitespace().collect::<Vec<_>>().join(" ");
+    if words.is_empty() {
+        "an HTML page without text".to_owned()
+    } else {
+        format!("an HTML page: {words}")
+    }
+}
+
 /// Classifies a non-success HTTP answer.
 pub(crate) fn classify_http_error(
     status: u16,
@@ -130,8 +174,20 @@ pub(crate) fn classify_http_error(
     auth: &AuthHint,
 ) -> LlmError {
     let value = serde_json::from_slice::<Value>(body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
+        .unwrap_or_else(|_| Value::String(describe_text_body(body)));
     let parts = error_parts(&value);
+    // llama.cpp's `llama-server` started without `--jinja` answers any request with tools
+    // `HTTP 500 "tools param requires --jinja flag"`: a setup problem that asking again will not
+    // fix, so it is not retried, and the message says what to do.
+    if matches!(status, 400 | 500..=599) && parts.message.contains("--jinja") {
+        return LlmError::BadRequest {
+            status,
+            message: format!(
+                "the model server cannot take tools (HTTP {status}): restart llama-server with --jinja (it needs the chat template to offer tools); server said: {}",
+                parts.message
+            ),
+        };
+    }
     match status {
         401 | 403 => {
             let advice = match (&auth.key_env, auth.has_key) {
@@ -252,6 +308,12 @@ mod tests {
                 "LLM_CONTEXT_LENGTH",
             ),
             (413, "", "LLM_CONTEXT_LENGTH"),
+            (
+                500,
+                r#"{"error":{"code":500,"message":"tools param requires --jinja flag","type":"server_error"}}"#,
+                "LLM_BAD_REQUEST",
+            ),
+            (500, "<html><title>oops</title></html>", "LLM_SERVER"),
         ];
         for (status, body, code) in cases {
             assert_eq!(classify(status, body).code(), code, "{status} {body}");

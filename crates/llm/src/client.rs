@@ -108,10 +108,17 @@ impl OpenAiClient {
         self.endpoint.as_str()
     }
 
-    /// The JSON body this client sends for `request`: `model`, `messages` (reasoning filtered by
-    /// [`ReasoningReplay`]), `tools` when not empty, `stream` (+ `stream_options`), and the
-    /// optional sampling fields.
+    /// The JSON body this client first sends for `request`: `model`, `messages` (reasoning
+    /// filtered by [`ReasoningReplay`]; an assistant message without text has `"content": ""`),
+    /// `tools` and `tool_choice` ([`HttpProviderConfig::tool_choice`]) when tools are offered,
+    /// `stream` (+ `stream_options`), and the optional sampling fields. (A fallback attempt
+    /// without streaming sends the same body with `"stream": false` and no `stream_options`.)
     pub fn request_body(&self, request: &ChatRequest) -> Value {
+        self.request_body_for(request, self.options.stream)
+    }
+
+    /// [`OpenAiClient::request_body`] with `stream` as given.
+    fn request_body_for(&self, request: &ChatRequest, stream: bool) -> Value {
         let last_user = request
             .messages
             .iter()
@@ -134,8 +141,13 @@ impl OpenAiClient {
                         if !keep_reasoning {
                             object.remove("reasoning_content");
                         }
-                        // Servers expect the key present, `null` when the model only called tools.
-                        object.entry("content").or_insert(Value::Null);
+                        // Servers expect the key present. A message that only called tools is
+                        // sent `"content": ""`, not `null`: llama-cpp-python types the field as
+                        // a string and answers `null` with HTTP 500 (a pydantic validation
+                        // error), while every server accepts the empty string.
+                        if !object.get("content").is_some_and(Value::is_string) {
+                            object.insert("content".to_owned(), Value::String(String::new()));
+                        }
                     }
                 }
                 value
@@ -149,9 +161,13 @@ impl OpenAiClient {
                 "tools".to_owned(),
                 serde_json::to_value(&request.tools).unwrap_or(Value::Null),
             );
+            // Only beside tools: servers refuse a `tool_choice` without `tools`.
+            if let Some(choice) = self.config.tool_choice.wire_value() {
+                body.insert("tool_choice".to_owned(), Value::String(choice.to_owned()));
+            }
         }
-        body.insert("stream".to_owned(), Value::Bool(self.options.stream));
-        if self.options.stream && self.options.include_usage {
+        body.insert("stream".to_owned(), Value::Bool(stream));
+        if stream && self.options.include_usage {
             body.insert(
                 "stream_options".to_owned(),
                 json!({ "include_usage": true }),
@@ -172,16 +188,20 @@ impl OpenAiClient {
         observer: &mut dyn StreamObserver,
         cancel: &CancellationToken,
     ) -> Result<ModelResponse, LlmError> {
-        let body = bytes::Bytes::from(self.request_body(request).to_string());
+        let mut stream = self.options.stream;
+        let mut body = bytes::Bytes::from(self.request_body_for(request, stream).to_string());
         let max_attempts = self.options.retry.max_attempts.max(1);
         let mut attempts = Vec::new();
         let mut number = 1;
+        // Attempts repeated because of a retryable error: the budget of `max_attempts`. The
+        // one fallback from a stream to a plain request is not a retry and is not counted.
+        let mut retried = 0;
         loop {
             if cancel.is_cancelled() {
                 return Err(LlmError::Cancelled);
             }
             observer.on_event(StreamEvent::AttemptStarted { attempt: number });
-            match self.attempt(body.clone(), observer, cancel).await {
+            match self.attempt(body.clone(), stream, observer, cancel).await {
                 Ok((status, outcome)) => {
                     attempts.push(Attempt {
                         number,
@@ -207,8 +227,15 @@ impl OpenAiClient {
                     if error == LlmError::Cancelled {
                         return Err(error);
                     }
-                    let retry = error.is_retryable() && number < max_attempts;
-                    let delay = retry.then(|| self.retry_delay(number, &error));
+                    // A server that cannot stream this request (an empty event stream, or a
+                    // refusal naming streaming) is asked once more at once, without streaming.
+                    let fall_back = stream && needs_plain_request(&error);
+                    let retry = !fall_back && error.is_retryable() && retried + 1 < max_attempts;
+                    let delay = if fall_back {
+                        Some(Duration::ZERO)
+                    } else {
+                        retry.then(|| self.retry_delay(retried + 1, &error))
+                    };
                     let attempt = Attempt {
                         number,
                         status,
@@ -225,10 +252,17 @@ impl OpenAiClient {
                     let Some(delay) = delay else {
                         return Err(error);
                     };
-                    tokio::select! {
-                        biased;
-                        () = cancel.cancelled() => return Err(LlmError::Cancelled),
-                        () = tokio::time::sleep(delay) => {}
+                    if fall_back {
+                        stream = false;
+                        body =
+                            bytes::Bytes::from(self.request_body_for(request, false).to_string());
+                    } else {
+                        retried += 1;
+                        tokio::select! {
+                            biased;
+                            () = cancel.cancelled() => return Err(LlmError::Cancelled),
+                            () = tokio::time::sleep(delay) => {}
+                        }
                     }
                     number += 1;
                 }
@@ -261,9 +295,11 @@ impl OpenAiClient {
         state.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
+    /// One HTTP exchange: `stream` says whether `body` asks for an event stream.
     async fn attempt(
         &self,
         body: bytes::Bytes,
+        stream: bool,
         observer: &mut dyn StreamObserver,
         cancel: &CancellationToken,
     ) -> Result<(u16, StreamOutcome), AttemptFailure> {
@@ -278,7 +314,7 @@ impl OpenAiClient {
             .header(USER_AGENT, concat!("troupe/", env!("CARGO_PKG_VERSION")))
             .header(
                 ACCEPT,
-                if self.options.stream {
+                if stream {
                     "text/event-stream"
                 } else {
                     "application/json"
@@ -360,7 +396,7 @@ impl OpenAiClient {
             ));
         }
 
-        if is_json || !self.options.stream {
+        if is_json || !stream {
             let body = self.read_body(response, usize::MAX, cancel, status).await?;
             return parse_completion_body(&body, observer)
                 .map(|outcome| (status, outcome))
@@ -368,12 +404,12 @@ impl OpenAiClient {
         }
 
         let mut parser = ChatStreamParser::new();
-        let mut stream = response.bytes_stream();
+        let mut chunks = response.bytes_stream();
         loop {
             let next = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Err(AttemptFailure::new(Some(status), LlmError::Cancelled)),
-                next = tokio::time::timeout(idle, stream.next()) => next,
+                next = tokio::time::timeout(idle, chunks.next()) => next,
             };
             match next {
                 Ok(Some(Ok(bytes))) => {
@@ -388,6 +424,19 @@ impl OpenAiClient {
                 // After the finish reason only usage and `[DONE]` are missing: a connection that
                 // breaks or stalls then still delivered the whole answer.
                 Ok(Some(Err(_))) | Err(_) if parser.saw_finish_reason() => break,
+                // Broken before its first event: the server could not stream this request
+                // (uvicorn drops the connection when the app fails after the headers).
+                Ok(Some(Err(error))) if parser.frames() == 0 => {
+                    return Err(AttemptFailure::new(
+                        Some(status),
+                        LlmError::EmptyStream {
+                            message: describe_reqwest_error(
+                                "the model server answered the streamed request with an event stream that broke before its first event",
+                                &error,
+                            ),
+                        },
+                    ));
+                }
                 Ok(Some(Err(error))) => {
                     return Err(AttemptFailure::new(
                         Some(status),
@@ -456,6 +505,25 @@ impl OpenAiClient {
                 }
             }
         }
+    }
+}
+
+/// Whether a failed *streamed* attempt is repeated once without streaming: the stream ended
+/// or broke before its first event ([`LlmError::EmptyStream`]: llama-cpp-python with
+/// `tool_choice: "auto"`), or the server refused streaming with tools by name
+/// (llama-cpp-python's HTTP 500 "Automatic streaming tool choice is not supported", older
+/// `llama-server` builds' HTTP 500 "Cannot use tools with stream").
+fn needs_plain_request(error: &LlmError) -> bool {
+    match error {
+        LlmError::EmptyStream { .. } => true,
+        LlmError::Server {
+            status, message, ..
+        } if *status >= 500 => {
+            let message = message.to_ascii_lowercase();
+            message.contains("streaming tool choice is not supported")
+                || message.contains("cannot use tools with stream")
+        }
+        _ => false,
     }
 }
 

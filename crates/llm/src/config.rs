@@ -82,8 +82,82 @@ impl fmt::Display for ProviderKind {
     }
 }
 
+/// Whether and how the request's `tool_choice` is sent (`--tool-choice`), recorded with the
+/// model choice ([`ModelSpec::tool_choice`]) so that `troupe resume` sends the same.
+///
+/// Serialized lowercase (`"auto"`, `"required"`, `"none"`, `"omit"`). Sent only with a request
+/// that offers tools (servers refuse a `tool_choice` without `tools`). OpenAI, DeepSeek
+/// and llama.cpp's `llama-server` read a missing `tool_choice` as `auto` when tools are
+/// offered; llama-cpp-python's `chatml-function-calling` format leaves the tools out of the
+/// prompt unless it is given, so it needs `auto`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoice {
+    /// `"tool_choice": "auto"`: the model decides whether to call tools.
+    Auto,
+    /// `"tool_choice": "required"`: the model must call at least one tool.
+    Required,
+    /// `"tool_choice": "none"`: the model must not call tools (they are still described).
+    None,
+    /// No `tool_choice` key at all: the server's default. The default.
+    #[default]
+    Omit,
+}
+
+impl ToolChoice {
+    /// Every choice, in the order `--tool-choice` lists them.
+    pub const ALL: [Self; 4] = [Self::Auto, Self::Required, Self::None, Self::Omit];
+
+    /// The flag value: `auto`, `required`, `none` or `omit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Required => "required",
+            Self::None => "none",
+            Self::Omit => "omit",
+        }
+    }
+
+    /// Whether no `tool_choice` is sent (the default, left out of the recorded spec).
+    pub fn is_omit(&self) -> bool {
+        *self == Self::Omit
+    }
+
+    /// The wire value of `tool_choice`; `None` for [`ToolChoice::Omit`].
+    pub fn wire_value(self) -> Option<&'static str> {
+        match self {
+            Self::Omit => Option::None,
+            other => Some(other.as_str()),
+        }
+    }
+}
+
+impl fmt::Display for ToolChoice {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ToolChoice {
+    type Err = LlmError;
+
+    /// Parses `auto`, `required`, `none` or `omit` (surrounding blanks ignored, case
+    /// sensitive). Fails with [`LlmError::Config`] naming the accepted values.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let text = text.trim();
+        Self::ALL
+            .into_iter()
+            .find(|choice| choice.as_str() == text)
+            .ok_or_else(|| {
+                LlmError::config(format!(
+                    "--tool-choice `{text}` is not one of auto, required, none, omit"
+                ))
+            })
+    }
+}
+
 /// The model flags as the user gave them (`troupe run --model M --base-url URL
-/// --api-key-env VAR`); every field optional.
+/// --api-key-env VAR --tool-choice C`); every field optional.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ModelFlags {
     /// `--model`: `name`, `provider:name` or `script:FILE`.
@@ -92,14 +166,19 @@ pub struct ModelFlags {
     pub base_url: Option<String>,
     /// `--api-key-env`: the environment variable holding the API key.
     pub api_key_env: Option<String>,
+    /// `--tool-choice`: how `tool_choice` is sent; `None` keeps the default
+    /// ([`ToolChoice::Omit`], or on resume the recorded choice).
+    pub tool_choice: Option<ToolChoice>,
 }
 
 /// A validated model choice, without any secret: what a session records so that
 /// `troupe resume` calls the same model.
 ///
 /// Serialized camelCase: `{"provider":"deepseek","model":"deepseek-chat",
-/// "baseUrl":"https://api.deepseek.com","apiKeyEnv":"DEEPSEEK_API_KEY"}`; for a script,
-/// `{"provider":"script","model":"<file path>"}`.
+/// "baseUrl":"https://api.deepseek.com","apiKeyEnv":"DEEPSEEK_API_KEY"}`, plus
+/// `"toolChoice":"auto"|"required"|"none"` when `--tool-choice` asked for one (absent means
+/// [`ToolChoice::Omit`], so specs recorded before the flag existed read unchanged); for a
+/// script, `{"provider":"script","model":"<file path>"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelSpec {
@@ -114,6 +193,9 @@ pub struct ModelSpec {
     /// server without a key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// How `tool_choice` is sent ([`ToolChoice`]); always [`ToolChoice::Omit`] for a script.
+    #[serde(default, skip_serializing_if = "ToolChoice::is_omit")]
+    pub tool_choice: ToolChoice,
 }
 
 impl ModelSpec {
@@ -126,10 +208,26 @@ impl ModelSpec {
     /// - `compatible:M`, or any model with `--base-url` and no known provider prefix (so Ollama
     ///   names like `qwen2.5:7b` work): an OpenAI-compatible server; the key is optional;
     /// - a bare name: `deepseek…` → DeepSeek, `gpt-…`/`o1…`/`o3…`/`o4…`/`chatgpt…` → OpenAI,
-    ///   anything else is refused with a hint.
+    ///   anything else is refused with a hint;
+    /// - `--tool-choice C` is recorded as [`ModelSpec::tool_choice`] (absent:
+    ///   [`ToolChoice::Omit`]); it is refused with a script (which has no server to send it to).
     ///
     /// Fails with [`LlmError::Config`] and a one-line message.
     pub fn from_flags(flags: &ModelFlags) -> Result<Self, LlmError> {
+        let mut spec = Self::from_model_flags(flags)?;
+        if let Some(choice) = flags.tool_choice {
+            if spec.provider == ProviderKind::Script {
+                return Err(LlmError::config(
+                    "--tool-choice cannot be used with a script: model (it is sent to a model server)",
+                ));
+            }
+            spec.tool_choice = choice;
+        }
+        Ok(spec)
+    }
+
+    /// [`ModelSpec::from_flags`] without `--tool-choice` (the spec gets [`ToolChoice::Omit`]).
+    fn from_model_flags(flags: &ModelFlags) -> Result<Self, LlmError> {
         let base_url = flags
             .base_url
             .as_deref()
@@ -181,6 +279,7 @@ impl ModelSpec {
                     model: path.to_owned(),
                     base_url: None,
                     api_key_env: None,
+                    tool_choice: ToolChoice::Omit,
                 })
             }
             Some((ProviderKind::Compatible, name)) => {
@@ -212,13 +311,15 @@ impl ModelSpec {
     }
 
     /// Applies the flags of `troupe resume` to this recorded spec: a `--model` flag starts over
-    /// from the flags; otherwise `--base-url` / `--api-key-env` replace the recorded values.
+    /// from the flags (as `troupe run` would read them); otherwise `--base-url` /
+    /// `--api-key-env` / `--tool-choice` replace the recorded values and the others are kept.
     pub fn with_overrides(&self, flags: &ModelFlags) -> Result<Self, LlmError> {
         if flags.model.is_some() {
             // An empty `--model ""` is refused there, as for `troupe run`.
             return Self::from_flags(flags);
         }
         let model = format!("{}:{}", self.provider, self.model);
+        let recorded_choice = (!self.tool_choice.is_omit()).then_some(self.tool_choice);
         Self::from_flags(&ModelFlags {
             model: Some(model),
             base_url: flags.base_url.clone().or_else(|| self.base_url.clone()),
@@ -226,6 +327,7 @@ impl ModelSpec {
                 .api_key_env
                 .clone()
                 .or_else(|| self.api_key_env.clone()),
+            tool_choice: flags.tool_choice.or(recorded_choice),
         })
     }
 
@@ -244,6 +346,7 @@ impl ModelSpec {
             model: if name.is_empty() { default_model } else { name }.to_owned(),
             base_url: Some(validate_base_url(base_url.unwrap_or(preset_url))?),
             api_key_env: Some(api_key_env.unwrap_or(preset_env).to_owned()),
+            tool_choice: ToolChoice::Omit,
         })
     }
 
@@ -259,6 +362,7 @@ impl ModelSpec {
             model: name.to_owned(),
             base_url: Some(validate_base_url(base_url)?),
             api_key_env: api_key_env.map(str::to_owned),
+            tool_choice: ToolChoice::Omit,
         })
     }
 
@@ -312,6 +416,7 @@ impl ModelSpec {
             base_url,
             api_key,
             api_key_env: self.api_key_env.clone(),
+            tool_choice: self.tool_choice,
         }))
     }
 }
@@ -414,6 +519,8 @@ pub struct HttpProviderConfig {
     pub api_key: Option<ApiKey>,
     /// The variable the key came from, named in authentication errors.
     pub api_key_env: Option<String>,
+    /// How `tool_choice` is sent with requests that offer tools.
+    pub tool_choice: ToolChoice,
 }
 
 impl HttpProviderConfig {
@@ -425,7 +532,15 @@ impl HttpProviderConfig {
             base_url: base_url.into().trim_end_matches('/').to_owned(),
             api_key: None,
             api_key_env: None,
+            tool_choice: ToolChoice::Omit,
         }
+    }
+
+    /// The same configuration sending `tool_choice` as `choice` says.
+    #[must_use]
+    pub fn with_tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = choice;
+        self
     }
 
     /// The same configuration with a key read from `env_var` (for messages) holding `key`.
@@ -442,6 +557,7 @@ impl HttpProviderConfig {
             model: self.model.clone(),
             base_url: Some(self.base_url.clone()),
             api_key_env: self.api_key_env.clone(),
+            tool_choice: self.tool_choice,
         }
     }
 }
@@ -468,6 +584,7 @@ impl ProviderConfig {
                 model: path.display().to_string(),
                 base_url: None,
                 api_key_env: None,
+                tool_choice: ToolChoice::Omit,
             },
         }
     }

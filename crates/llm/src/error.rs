@@ -64,7 +64,9 @@ pub enum LlmError {
     },
 
     /// `LLM_BAD_REQUEST`: any other refused request (HTTP 400, 404, 422, …): wrong model name,
-    /// wrong base URL, a malformed history. Returned by the HTTP client. Never retried.
+    /// wrong base URL, a malformed history; also a server that says it cannot take tools
+    /// until restarted (`llama-server` without `--jinja`: HTTP 500 naming the flag). Returned
+    /// by the HTTP client. Never retried.
     #[error("{message}")]
     BadRequest {
         /// The HTTP status.
@@ -100,6 +102,18 @@ pub enum LlmError {
     #[error("{message}")]
     StreamDropped {
         /// What was seen before the end.
+        message: String,
+    },
+
+    /// `LLM_EMPTY_STREAM`: the server answered a streamed request with HTTP 200 but its event
+    /// stream ended, or broke, before the first event (llama-cpp-python does this for a
+    /// streamed request with `tool_choice: "auto"`). Not retried as such: the HTTP client
+    /// records it as the failed attempt's error and at once asks once more *without*
+    /// streaming, so a caller sees it only in [`Attempt`](crate::Attempt)s and
+    /// [`StreamEvent::AttemptFailed`](crate::StreamEvent::AttemptFailed), never as the result.
+    #[error("{message}")]
+    EmptyStream {
+        /// What arrived (the status) and what the client does next.
         message: String,
     },
 
@@ -239,6 +253,9 @@ impl LlmError {
             Self::StreamDropped { message } => Self::StreamDropped {
                 message: clean(message),
             },
+            Self::EmptyStream { message } => Self::EmptyStream {
+                message: clean(message),
+            },
             Self::Protocol { message } => Self::Protocol {
                 message: clean(message),
             },
@@ -293,6 +310,7 @@ impl ErrorCode for LlmError {
             Self::Server { .. } => "LLM_SERVER",
             Self::Network { .. } => "LLM_NETWORK",
             Self::StreamDropped { .. } => "LLM_STREAM_DROPPED",
+            Self::EmptyStream { .. } => "LLM_EMPTY_STREAM",
             Self::IdleTimeout { .. } => "LLM_IDLE_TIMEOUT",
             Self::Cancelled => "LLM_CANCELLED",
             Self::Protocol { .. } => "LLM_PROTOCOL",

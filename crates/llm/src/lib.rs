@@ -29,6 +29,11 @@
 //!   the stream finished normally (`[DONE]` or a finish reason) and not with
 //!   `finish_reason: length`.
 //! - Stream parsing does not depend on how the bytes were split into chunks.
+//! - No request carries `"content": null` (a message that only called tools is sent
+//!   `"content": ""`) or a `tool_choice` without `tools`; usage is never made up.
+//! - A streamed attempt that yields no event, or that a server refuses naming streamed tools,
+//!   is recorded as a failed [`Attempt`] and asked once more without streaming; that fallback
+//!   is not a retry ([`RetryPolicy::max_attempts`] counts the others).
 
 mod classify;
 mod client;
@@ -45,7 +50,7 @@ pub use client::OpenAiClient;
 pub use config::{
     ApiKey, ClientOptions, DEEPSEEK_API_KEY_ENV, DEEPSEEK_BASE_URL, DEEPSEEK_DEFAULT_MODEL,
     HttpProviderConfig, ModelFlags, ModelSpec, OPENAI_API_KEY_ENV, OPENAI_BASE_URL,
-    OPENAI_DEFAULT_MODEL, ProviderConfig, ProviderKind, ReasoningReplay, RetryPolicy,
+    OPENAI_DEFAULT_MODEL, ProviderConfig, ProviderKind, ReasoningReplay, RetryPolicy, ToolChoice,
     resolve_model,
 };
 pub use error::LlmError;

@@ -155,6 +155,8 @@ pub struct ChatStreamParser {
     events: Vec<SseEvent>,
     accumulator: Accumulator,
     done: bool,
+    /// Events with data dispatched so far (`[DONE]` included; comments are not events).
+    frames: usize,
 }
 
 impl ChatStreamParser {
@@ -183,6 +185,12 @@ impl ChatStreamParser {
         self.done
     }
 
+    /// How many events carrying data the stream has delivered so far (`data: [DONE]`
+    /// included; comment lines such as `: ping - …` and blank lines are not events).
+    pub fn frames(&self) -> usize {
+        self.frames
+    }
+
     /// Whether a non-empty `finish_reason` was seen (the answer is complete; only usage and
     /// `[DONE]` may follow).
     pub fn saw_finish_reason(&self) -> bool {
@@ -191,8 +199,9 @@ impl ChatStreamParser {
 
     /// Ends the stream (the connection closed, or `[DONE]` arrived) and builds the outcome.
     ///
-    /// Fails with [`LlmError::StreamDropped`] when neither `[DONE]` nor a `finish_reason` was
-    /// seen. A tool call whose argument string is not valid JSON is a
+    /// Fails with [`LlmError::EmptyStream`] when the stream delivered no event at all, and with
+    /// [`LlmError::StreamDropped`] when neither `[DONE]` nor a `finish_reason` was seen
+    /// otherwise. A tool call whose argument string is not valid JSON is a
     /// [`TruncatedCall`] of the outcome when the finish reason is `length` (the output token
     /// limit cut it), and fails with [`LlmError::TruncatedToolCall`] otherwise; an empty
     /// argument string reads as `{}` only when the stream finished normally and not because of
@@ -203,6 +212,11 @@ impl ChatStreamParser {
             // A last event cut by the end of the stream is not an error by itself: the missing
             // `[DONE]`/`finish_reason` check below reports the drop.
             self.drain_events(observer, false)?;
+        }
+        if self.frames == 0 {
+            return Err(LlmError::EmptyStream {
+                message: "the model server answered the streamed request with an event stream that ended before its first event".to_owned(),
+            });
         }
         if !self.done && self.accumulator.finish_reason.is_none() {
             return Err(LlmError::StreamDropped {
@@ -225,6 +239,7 @@ impl ChatStreamParser {
             if self.done {
                 break;
             }
+            self.frames += 1;
             let data = event.data.trim();
             if data.is_empty() {
                 continue;
@@ -392,7 +407,8 @@ impl Accumulator {
             });
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-            for (position, call) in calls.iter().enumerate() {
+            // A `null` element (or any non-object) is no fragment at all.
+            for (position, call) in calls.iter().filter(|call| call.is_object()).enumerate() {
                 self.apply_tool_call_delta(call, position > 0, observer);
             }
         } else if let Some(call) = delta.get("function_call").filter(|call| call.is_object()) {

@@ -76,8 +76,9 @@ impl From<AssistantMessage> for ChatMessage {
 /// What the model answered: text, reasoning and tool calls.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AssistantMessage {
-    /// The visible answer text; `None` when the model only called tools. Serialized as `null`
-    /// when absent, as OpenAI-compatible servers expect.
+    /// The visible answer text; `None` when the model only called tools. Serialized (and
+    /// recorded) as `null` when absent; the HTTP client sends such a message with
+    /// `"content": ""` instead, which every server accepts (llama-cpp-python refuses `null`).
     #[serde(default)]
     pub content: Option<String>,
     /// The reasoning text of reasoning models (DeepSeek `deepseek-reasoner`), kept for the log.

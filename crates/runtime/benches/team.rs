@@ -45,6 +45,7 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
                 model: "bench".to_owned(),
                 base_url: None,
                 api_key_env: None,
+                tool_choice: Default::default(),
             },
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),

@@ -62,6 +62,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
                 model: "bench".to_owned(),
                 base_url: None,
                 api_key_env: None,
+                tool_choice: Default::default(),
             },
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),

@@ -13,6 +13,13 @@
 //! so tests can assert what the model was told. A request that finds the queue empty gets HTTP
 //! 400 with a message saying so (the client does not retry 400).
 //!
+//! The fake can also mimic habits of real servers ([`Mimic`], set with [`FakeOpenAi::mimic`]):
+//! llama-cpp-python's HTTP 500 for `"content": null`, its tools that need `tool_choice`, its
+//! empty answer to a streamed `tool_choice: "auto"`, its streams without `usage` and
+//! sse-starlette's `: ping` comments; `llama-server`'s `timings` and its refusals without
+//! `--jinja` or (older builds) of streamed tools. Each habit is written from the servers'
+//! source and issue reports, not recorded from a running server.
+//!
 //! ```no_run
 //! use troupe_test_support::fake_openai::{FakeOpenAi, FakeResponse};
 //! let server = FakeOpenAi::start()?;
@@ -359,6 +366,100 @@ pub mod chunks {
     pub fn text_completion(text: &str) -> Value {
         completion(json!({"role": "assistant", "content": text}), "stop")
     }
+
+    /// A non-streaming tool-call completion in llama-cpp-python's shape: `content: null`, the
+    /// `tool_calls`, and for a single call also the legacy `function_call` beside them;
+    /// `finish_reason: tool_calls`, with usage.
+    pub fn tool_call_completion(calls: &[(&str, &str, Value)]) -> Value {
+        let tool_calls: Vec<Value> = calls
+            .iter()
+            .map(|(id, name, arguments)| {
+                json!({"id": id, "type": "function",
+                       "function": {"name": name, "arguments": arguments.to_string()}})
+            })
+            .collect();
+        let mut message = json!({"role": "assistant", "content": null, "tool_calls": tool_calls});
+        if let [(_, name, arguments)] = calls {
+            message["function_call"] = json!({"name": name, "arguments": arguments.to_string()});
+        }
+        completion(message, "tool_calls")
+    }
+}
+
+/// How the fake answers a *streamed* request that offers tools, as servers that cannot stream
+/// tool calls do ([`Mimic::streamed_tools`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamedTools {
+    /// With `tool_choice: "auto"`: HTTP 200, `text/event-stream`, and an empty body (what the
+    /// issue reports of llama-cpp-python).
+    EmptyBodyWhenAuto,
+    /// With `tool_choice: "auto"`: HTTP 500 `Automatic streaming tool choice is not supported`
+    /// in llama-cpp-python's error shape (what its `chatml-function-calling` handler raises and
+    /// its route error handler turns into a 500).
+    RefuseWhenAuto,
+    /// Whatever the `tool_choice`: HTTP 500 `Cannot use tools with stream` in `llama-server`'s
+    /// error shape (builds before streamed tool calls, May 2025).
+    RefuseAlways,
+}
+
+/// Habits of real servers the fake mimics; all off by default (the fake then serves its queue
+/// exactly as scripted). A mimicked refusal or substitute answer is served *instead of* the
+/// queue, which it leaves untouched; the request is recorded either way.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mimic {
+    /// llama-cpp-python: a request holding an assistant message with `"content": null` gets
+    /// HTTP 500 with a pydantic validation error in its `internal_server_error` shape (its
+    /// request type declares `content: NotRequired[str]`: absent or a string, never `null`).
+    pub reject_null_content: bool,
+    /// llama-cpp-python's `chatml-function-calling`: without `tool_choice` (or with `"none"`)
+    /// the tools are left out of the prompt, so the model cannot call them; the request is
+    /// answered with [`Mimic::TOOLS_IGNORED`] as plain text (streamed or not, as asked).
+    pub ignore_tools_without_tool_choice: bool,
+    /// How a streamed request with tools is answered; `None`: like any other.
+    pub streamed_tools: Option<StreamedTools>,
+    /// llama-cpp-python ignores `stream_options`: every streamed answer is served without
+    /// `usage` (usage-only chunks are dropped, `usage` keys removed). Plain JSON answers keep
+    /// theirs (llama-cpp-python reports usage there).
+    pub streams_without_usage: bool,
+    /// sse-starlette's keep-alive (llama-cpp-python's event streams): a comment line
+    /// `: ping - 2025-01-01 00:00:00.000000+00:00` before every piece of a streamed answer.
+    pub ping_comments: bool,
+    /// `llama-server`: its `timings` object (and `system_fingerprint`) on the last JSON chunk
+    /// of a stream, and on a plain JSON answer.
+    pub timings: bool,
+    /// `llama-server` started without `--jinja`: any request with tools gets HTTP 500
+    /// `tools param requires --jinja flag` in its error shape.
+    pub require_jinja: bool,
+}
+
+impl Mimic {
+    /// The text a request gets when [`Mimic::ignore_tools_without_tool_choice`] drops its tools.
+    pub const TOOLS_IGNORED: &'static str =
+        "(fake llama-cpp-python) No tool_choice was sent, so no tools were in my prompt.";
+
+    /// llama-cpp-python's server with `--chat_format chatml-function-calling`, as the issue
+    /// describes it: null content refused, tools ignored without `tool_choice`, an empty body
+    /// for a streamed `tool_choice: "auto"`, streams without usage, ping comments.
+    pub fn llama_cpp_python() -> Self {
+        Self {
+            reject_null_content: true,
+            ignore_tools_without_tool_choice: true,
+            streamed_tools: Some(StreamedTools::EmptyBodyWhenAuto),
+            streams_without_usage: true,
+            ping_comments: true,
+            ..Self::default()
+        }
+    }
+
+    /// llama.cpp's `llama-server --jinja` (a build that streams tool calls): OpenAI's shapes
+    /// with `timings` added; `tool_choice` and `stream_options` honoured, `null` content
+    /// accepted.
+    pub fn llama_server() -> Self {
+        Self {
+            timings: true,
+            ..Self::default()
+        }
+    }
 }
 
 /// One request the fake server received.
@@ -405,6 +506,7 @@ impl RecordedRequest {
 struct ServerState {
     queue: VecDeque<FakeResponse>,
     requests: Vec<RecordedRequest>,
+    mimic: Mimic,
 }
 
 type SharedState = Arc<Mutex<ServerState>>;
@@ -438,6 +540,7 @@ impl FakeOpenAi {
         let state: SharedState = Arc::new(Mutex::new(ServerState {
             queue: responses.into(),
             requests: Vec::new(),
+            mimic: Mimic::default(),
         }));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -478,6 +581,12 @@ impl FakeOpenAi {
     /// The base URL to give a client: `http://127.0.0.1:<port>/v1`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.address)
+    }
+
+    /// Mimics these real-server habits from the next request on (see [`Mimic`]).
+    pub fn mimic(&self, mimic: Mimic) -> &Self {
+        lock(&self.state).mimic = mimic;
+        self
     }
 
     /// Queues a response (served after those queued earlier).
@@ -541,16 +650,24 @@ async fn handle(
     let known_path = matches!(uri.path(), "/v1/chat/completions" | "/chat/completions");
     let (number, response) = {
         let mut state = lock(&state);
+        let parsed: Value = serde_json::from_str(&raw_body).unwrap_or(Value::Null);
         state.requests.push(RecordedRequest {
             method: method.to_string(),
             path: uri.path().to_owned(),
             headers: recorded_headers,
-            body: serde_json::from_str(&raw_body).unwrap_or(Value::Null),
+            body: parsed.clone(),
             raw_body,
         });
         let number = state.requests.len();
         let response = if known_path && method == Method::POST {
-            state.queue.pop_front()
+            let mimic = state.mimic.clone();
+            match mimicked_answer(&mimic, &parsed) {
+                Some(answer) => Some(answer),
+                None => state
+                    .queue
+                    .pop_front()
+                    .map(|response| mimic.reshape(response)),
+            }
         } else {
             None
         };
@@ -571,6 +688,178 @@ async fn handle(
             "fake_queue_empty",
         )),
     }
+}
+
+/// The answer a mimicked server gives `request` instead of the queue's, if any.
+fn mimicked_answer(mimic: &Mimic, request: &Value) -> Option<FakeResponse> {
+    let streamed = request["stream"] == true;
+    let has_tools = request["tools"]
+        .as_array()
+        .is_some_and(|tools| !tools.is_empty());
+    let tool_choice = request
+        .get("tool_choice")
+        .filter(|choice| !choice.is_null());
+    if mimic.require_jinja && has_tools {
+        return Some(llama_server_error("tools param requires --jinja flag"));
+    }
+    if mimic.reject_null_content {
+        let messages = request["messages"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        if let Some(position) = messages.iter().position(|message| {
+            message["role"] == "assistant" && message.get("content").is_some_and(Value::is_null)
+        }) {
+            // pydantic's message for `content: NotRequired[str]` given `None`, as FastAPI's
+            // validation error prints it; llama-cpp-python's route handler wraps any exception
+            // in a 500.
+            return Some(llama_cpp_python_error(&format!(
+                "1 validation error:\n  {{'type': 'string_type', 'loc': ('body', 'messages', {position}, 'typed-dict', 'content'), 'msg': 'Input should be a valid string', 'input': None}}\n"
+            )));
+        }
+    }
+    let auto = tool_choice.is_some_and(|choice| choice == "auto");
+    if streamed && has_tools {
+        match mimic.streamed_tools {
+            Some(StreamedTools::EmptyBodyWhenAuto) if auto => {
+                return Some(FakeResponse::sse_raw(""));
+            }
+            Some(StreamedTools::RefuseWhenAuto) if auto => {
+                return Some(llama_cpp_python_error(
+                    "Automatic streaming tool choice is not supported",
+                ));
+            }
+            Some(StreamedTools::RefuseAlways) => {
+                return Some(llama_server_error("Cannot use tools with stream"));
+            }
+            _ => {}
+        }
+    }
+    let tools_ignored = tool_choice.is_none_or(|choice| choice == "none");
+    if mimic.ignore_tools_without_tool_choice && has_tools && tools_ignored {
+        let answer = if streamed {
+            FakeResponse::text(Mimic::TOOLS_IGNORED)
+        } else {
+            FakeResponse::json(chunks::text_completion(Mimic::TOOLS_IGNORED))
+        };
+        return Some(mimic.reshape(answer));
+    }
+    None
+}
+
+/// llama-cpp-python's error answer: HTTP 500 `{"error":{"message","type":"internal_server_error","param":null,"code":null}}`.
+fn llama_cpp_python_error(message: &str) -> FakeResponse {
+    FakeResponse::error(
+        500,
+        json!({"error": {"message": message, "type": "internal_server_error", "param": null, "code": null}})
+            .to_string(),
+    )
+}
+
+/// `llama-server`'s error answer: HTTP 500 `{"error":{"code":500,"message","type":"server_error"}}`.
+fn llama_server_error(message: &str) -> FakeResponse {
+    FakeResponse::error(
+        500,
+        json!({"error": {"code": 500, "message": message, "type": "server_error"}}).to_string(),
+    )
+}
+
+impl Mimic {
+    /// A queued (or substitute) answer as this server would send it: usage removed from
+    /// streams, ping comments added, `timings` added. Pieces that are not whole `data:`
+    /// events (re-split bodies) are left as they are, apart from the ping comments.
+    fn reshape(&self, mut response: FakeResponse) -> FakeResponse {
+        let is_stream = response
+            .headers
+            .iter()
+            .any(|(name, value)| name == "content-type" && value.starts_with("text/event-stream"));
+        let is_json = response
+            .headers
+            .iter()
+            .any(|(name, value)| name == "content-type" && value.contains("json"));
+        if is_json && self.timings && response.status == 200 {
+            let body = response.body_bytes();
+            if let Ok(mut value) = serde_json::from_slice::<Value>(&body)
+                && value.is_object()
+            {
+                value["timings"] = timings_json();
+                response.pieces = vec![Piece {
+                    delay_before: Duration::ZERO,
+                    bytes: value.to_string().into_bytes(),
+                }];
+            }
+        }
+        if !is_stream {
+            return response;
+        }
+        if self.streams_without_usage {
+            response
+                .pieces
+                .retain_mut(|piece| match event_json(&piece.bytes) {
+                    Some(mut chunk) => {
+                        let usage_only = chunk.get("usage").is_some()
+                            && chunk["choices"].as_array().is_some_and(Vec::is_empty);
+                        if usage_only {
+                            return false;
+                        }
+                        if let Some(object) = chunk.as_object_mut()
+                            && object.remove("usage").is_some()
+                        {
+                            piece.bytes = format!("data: {chunk}\n\n").into_bytes();
+                        }
+                        true
+                    }
+                    None => true,
+                });
+        }
+        if self.timings
+            && let Some((position, mut chunk)) =
+                response
+                    .pieces
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .find_map(|(position, piece)| {
+                        event_json(&piece.bytes).map(|chunk| (position, chunk))
+                    })
+            && chunk.is_object()
+        {
+            chunk["timings"] = timings_json();
+            chunk["system_fingerprint"] = json!("b0000-fake");
+            response.pieces[position].bytes = format!("data: {chunk}\n\n").into_bytes();
+        }
+        if self.ping_comments {
+            // Only where an event may start: a comment inside a line would corrupt it.
+            let mut at_boundary = true;
+            for piece in &mut response.pieces {
+                let ends_event = piece.bytes.ends_with(b"\n\n");
+                if at_boundary {
+                    let mut bytes = b": ping - 2025-01-01 00:00:00.000000+00:00\n\n".to_vec();
+                    bytes.append(&mut piece.bytes);
+                    piece.bytes = bytes;
+                }
+                at_boundary = ends_event;
+            }
+        }
+        response
+    }
+}
+
+/// The JSON of a piece that is exactly one `data: {…}` event, if it is one.
+fn event_json(bytes: &[u8]) -> Option<Value> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let data = text.strip_prefix("data: ")?.strip_suffix("\n\n")?;
+    if data.contains('\n') {
+        return None;
+    }
+    serde_json::from_str(data).ok()
+}
+
+/// A `llama-server` `timings` object.
+fn timings_json() -> Value {
+    json!({
+        "prompt_n": 10, "prompt_ms": 12.5, "prompt_per_token_ms": 1.25, "prompt_per_second": 800.0,
+        "predicted_n": 3, "predicted_ms": 30.0, "predicted_per_token_ms": 10.0, "predicted_per_second": 100.0
+    })
 }
 
 fn build_response(response: FakeResponse) -> Response {

@@ -9,5 +9,5 @@
 pub mod fake_openai;
 pub mod nats;
 
-pub use fake_openai::{FakeOpenAi, FakeResponse, RecordedRequest, StreamEnd};
+pub use fake_openai::{FakeOpenAi, FakeResponse, Mimic, RecordedRequest, StreamEnd, StreamedTools};
 pub use nats::NatsServer;

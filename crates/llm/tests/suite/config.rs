@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use troupe_llm::{
     ApiKey, ClientOptions, HttpProviderConfig, LlmError, ModelFlags, ModelSpec, OpenAiClient,
-    ProviderConfig, ProviderFactory, ProviderKind, resolve_model,
+    ProviderConfig, ProviderFactory, ProviderKind, ToolChoice, resolve_model,
 };
 use troupe_protocol::ErrorCode;
 
@@ -13,6 +13,7 @@ fn flags(model: Option<&str>, base_url: Option<&str>, api_key_env: Option<&str>)
         model: model.map(str::to_owned),
         base_url: base_url.map(str::to_owned),
         api_key_env: api_key_env.map(str::to_owned),
+        tool_choice: None,
     }
 }
 
@@ -27,6 +28,7 @@ fn spec(
         model: model.to_owned(),
         base_url: base_url.map(str::to_owned),
         api_key_env: key_env.map(str::to_owned),
+        tool_choice: ToolChoice::Omit,
     }
 }
 
@@ -314,6 +316,7 @@ fn bad_deserialized_specs_fail_resolution() {
         model: "gpt-4.1".to_owned(),
         base_url: Some("nope".to_owned()),
         api_key_env: Some("OPENAI_API_KEY".to_owned()),
+        tool_choice: ToolChoice::Omit,
     };
     let error = broken.resolve(&|_| Some("k".to_owned())).unwrap_err();
     assert!(matches!(error, LlmError::Config { .. }), "{error:?}");
@@ -327,4 +330,91 @@ fn client_rejects_a_bad_base_url() {
     )
     .unwrap_err();
     assert_eq!(error.code(), "LLM_CONFIG");
+}
+
+#[test]
+fn tool_choice_parses_the_four_values_and_refuses_others() {
+    for choice in ToolChoice::ALL {
+        assert_eq!(choice.as_str().parse::<ToolChoice>().unwrap(), choice);
+    }
+    assert_eq!(" auto ".parse::<ToolChoice>().unwrap(), ToolChoice::Auto);
+    for bad in ["", "Auto", "any", "function"] {
+        let error = bad.parse::<ToolChoice>().unwrap_err();
+        assert_eq!(error.code(), "LLM_CONFIG");
+        assert!(
+            error.to_string().contains("auto, required, none, omit"),
+            "{error}"
+        );
+    }
+    assert_eq!(ToolChoice::default(), ToolChoice::Omit);
+    assert_eq!(ToolChoice::Omit.wire_value(), None);
+    assert_eq!(ToolChoice::Required.wire_value(), Some("required"));
+}
+
+/// `--tool-choice` is recorded with the model choice (omitted when `omit`), reaches the
+/// resolved config, is refused with a script, and a resume keeps it unless it is given again
+/// or `--model` starts over.
+#[test]
+fn tool_choice_is_recorded_with_the_model_and_kept_on_resume() {
+    let with_choice = |choice: Option<ToolChoice>| ModelFlags {
+        tool_choice: choice,
+        ..flags(Some("local"), Some("http://127.0.0.1:8000/v1"), None)
+    };
+    let spec = ModelSpec::from_flags(&with_choice(Some(ToolChoice::Auto))).unwrap();
+    assert_eq!(spec.tool_choice, ToolChoice::Auto);
+    let recorded = serde_json::to_value(&spec).unwrap();
+    assert_eq!(recorded["toolChoice"], "auto");
+    let reloaded: ModelSpec = serde_json::from_value(recorded).unwrap();
+    assert_eq!(reloaded, spec);
+    match reloaded.resolve(&|_| None).unwrap() {
+        ProviderConfig::Http(config) => assert_eq!(config.tool_choice, ToolChoice::Auto),
+        other => panic!("{other:?}"),
+    }
+
+    let plain = ModelSpec::from_flags(&with_choice(None)).unwrap();
+    assert_eq!(plain.tool_choice, ToolChoice::Omit);
+    let plain_json = serde_json::to_value(&plain).unwrap();
+    assert!(plain_json.get("toolChoice").is_none(), "{plain_json}");
+    // A spec recorded before the flag existed reads as `omit`.
+    let old: ModelSpec = serde_json::from_value(serde_json::json!({
+        "provider": "compatible", "model": "local", "baseUrl": "http://127.0.0.1:8000/v1"
+    }))
+    .unwrap();
+    assert_eq!(old, plain);
+
+    // Resume: kept, replaced by the flag, or started over by --model.
+    let kept = reloaded.with_overrides(&ModelFlags::default()).unwrap();
+    assert_eq!(kept.tool_choice, ToolChoice::Auto);
+    let moved = reloaded
+        .with_overrides(&flags(None, Some("http://127.0.0.1:9000/v1"), None))
+        .unwrap();
+    assert_eq!(moved.tool_choice, ToolChoice::Auto);
+    let replaced = reloaded
+        .with_overrides(&ModelFlags {
+            tool_choice: Some(ToolChoice::Required),
+            ..ModelFlags::default()
+        })
+        .unwrap();
+    assert_eq!(replaced.tool_choice, ToolChoice::Required);
+    let omitted = reloaded
+        .with_overrides(&ModelFlags {
+            tool_choice: Some(ToolChoice::Omit),
+            ..ModelFlags::default()
+        })
+        .unwrap();
+    assert_eq!(omitted.tool_choice, ToolChoice::Omit);
+    let restarted = reloaded.with_overrides(&with_choice(None)).unwrap();
+    assert_eq!(
+        restarted.tool_choice,
+        ToolChoice::Omit,
+        "--model starts over"
+    );
+
+    check(
+        ModelFlags {
+            tool_choice: Some(ToolChoice::Auto),
+            ..flags(Some("script:s.json"), None, None)
+        },
+        Err("--tool-choice cannot be used with a script: model"),
+    );
 }

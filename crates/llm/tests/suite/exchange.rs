@@ -141,7 +141,9 @@ async fn tool_using_turn_sends_the_whole_history() {
         &[
             json!({"role": "system", "content": "You are a coding agent."}),
             json!({"role": "user", "content": "Fix the tests."}),
-            json!({"role": "assistant", "content": null, "tool_calls": [
+            // `""`, not `null`, beside the calls: llama-cpp-python refuses `null` (see
+            // `interop.rs`).
+            json!({"role": "assistant", "content": "", "tool_calls": [
                 {"id": "call_1", "type": "function",
                  "function": {"name": "read", "arguments": "{\"path\":\"src/main.rs\"}"}},
                 {"id": "call_2", "type": "function",

@@ -2,6 +2,7 @@ mod common;
 mod config;
 mod errors;
 mod exchange;
+mod interop;
 mod odd_streams;
 mod retry;
 mod scripted;

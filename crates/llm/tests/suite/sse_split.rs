@@ -10,12 +10,23 @@ const OPENAI_TEXT: &str = include_str!("../fixtures/openai_text.sse");
 const OPENAI_TOOL_CALLS: &str = include_str!("../fixtures/openai_tool_calls.sse");
 const DEEPSEEK_REASONER: &str = include_str!("../fixtures/deepseek_reasoner.sse");
 const ODD_SERVER: &str = include_str!("../fixtures/odd_server.sse");
+/// llama-cpp-python's shape: `\n` line ends, sse-starlette's `: ping - …` comments between
+/// events, `logprobs: null`, a role-only first delta, no usage (it ignores `stream_options`).
+const LLAMA_CPP_PYTHON: &str = include_str!("../fixtures/llama_cpp_python.sse");
+/// Explicit `null`s wherever a delta may have a field: role, content, reasoning, tool_calls
+/// (and a `null` element of it), function, id, type, name, arguments, delta, usage.
+const EXPLICIT_NULLS: &str = include_str!("../fixtures/explicit_nulls.sse");
+/// A text answer cut by the output limit: `finish_reason: length` and no usage.
+const LENGTH_WITHOUT_USAGE: &str = include_str!("../fixtures/length_without_usage.sse");
 
-const FIXTURES: [(&str, &str); 4] = [
+const FIXTURES: [(&str, &str); 7] = [
     ("openai_text", OPENAI_TEXT),
     ("openai_tool_calls", OPENAI_TOOL_CALLS),
     ("deepseek_reasoner", DEEPSEEK_REASONER),
     ("odd_server", ODD_SERVER),
+    ("llama_cpp_python", LLAMA_CPP_PYTHON),
+    ("explicit_nulls", EXPLICIT_NULLS),
+    ("length_without_usage", LENGTH_WITHOUT_USAGE),
 ];
 
 type Parsed = (Result<StreamOutcome, LlmError>, Vec<StreamEvent>);
@@ -108,6 +119,51 @@ fn fixtures_parse_to_the_expected_answers() {
     );
     assert_eq!(odd.finish_reason, Some(FinishReason::ToolCalls));
     assert_eq!(odd.usage.unwrap().total(), 0);
+}
+
+#[test]
+fn local_server_fixtures_parse_to_the_expected_answers() {
+    let (llama, events) = parse_pieces(&[LLAMA_CPP_PYTHON.as_bytes()]);
+    let llama = llama.unwrap();
+    assert_eq!(
+        llama.message.content.as_deref(),
+        Some("Héllo from llama-cpp-python.")
+    );
+    assert_eq!(llama.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(llama.usage, None, "no usage reported, none made up");
+    assert_eq!(
+        llama.model.as_deref(),
+        Some("/models/qwen2.5-7b-instruct-q4_k_m.gguf")
+    );
+    assert_eq!(
+        events.len(),
+        5,
+        "one text delta per content chunk: {events:?}"
+    );
+
+    let (nulls, _) = parse_pieces(&[EXPLICIT_NULLS.as_bytes()]);
+    let nulls = nulls.unwrap();
+    assert_eq!(nulls.message.content.as_deref(), Some("Reading it."));
+    assert_eq!(nulls.message.reasoning_content, None);
+    assert_eq!(
+        nulls.message.tool_calls,
+        vec![
+            ToolCall::new("call_n1", "read", json!({"path": "a.txt"})),
+            ToolCall::new("call_n2", "list_tasks", json!({})),
+        ]
+    );
+    assert_eq!(nulls.finish_reason, Some(FinishReason::ToolCalls));
+    assert_eq!(nulls.usage, None);
+
+    let (cut, _) = parse_pieces(&[LENGTH_WITHOUT_USAGE.as_bytes()]);
+    let cut = cut.unwrap();
+    assert_eq!(
+        cut.message.content.as_deref(),
+        Some("The answer is long and it gets cut")
+    );
+    assert_eq!(cut.finish_reason, Some(FinishReason::Length));
+    assert_eq!(cut.usage, None);
+    assert!(cut.truncated_calls.is_empty());
 }
 
 #[test]

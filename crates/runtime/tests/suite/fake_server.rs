@@ -36,6 +36,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
         model: Some("test-model".to_owned()),
         base_url: Some(server.base_url()),
         api_key_env: None,
+        tool_choice: None,
     })
     .unwrap();
     let config = spec.resolve(&|_| None).unwrap();

@@ -638,6 +638,7 @@ fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> 
                 model: "test".to_owned(),
                 base_url: None,
                 api_key_env: None,
+                tool_choice: Default::default(),
             },
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),

@@ -28,6 +28,7 @@ fn http_runtime(home: &Path, workspace: &Path, server: &FakeOpenAi) -> Runtime {
         model: Some("test-model".to_owned()),
         base_url: Some(server.base_url()),
         api_key_env: None,
+        tool_choice: None,
     })
     .unwrap();
     let config = spec.resolve(&|_| None).unwrap();
