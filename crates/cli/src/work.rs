@@ -714,7 +714,9 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
     let mut framing = Framing::default();
     if recorded.sandbox.is_none() && flags.sandbox.sandbox.is_none() {
         framing.prologue.push(format!(
-            "sandbox: session {id} was recorded before the sandbox existed, so its commands run              unconfined as before (--sandbox off); resume it with --sandbox workspace-write to              confine them"
+            "sandbox: session {id} was recorded before the sandbox existed, so its commands run \
+             unconfined as before (--sandbox off); resume it with --sandbox workspace-write to \
+             confine them"
         ));
     } else if sandbox != recorded.sandbox_policy() {
         framing.prologue.push(format!(
@@ -728,7 +730,7 @@ fn validate_resume(flags: ResumeFlags, home: Home<'_>) -> Result<WorkConfig, Fai
     let stored = read_stored(&transcript, &replay.events);
     // A resumed demo checks its project's tests as `troupe demo` does.
     let script = (spec.provider == ProviderKind::Script).then(|| Path::new(&spec.model));
-    let framing = crate::demo::resumed_framing(&home.dir, script, &workspace);
+    framing.check = crate::demo::resumed_framing(&home.dir, script, &workspace).check;
     work_config(
         home,
         true,
