@@ -38,7 +38,8 @@ use troupe_team::{
 
 use crate::agent::{Agent, AgentStatus, Progress};
 use crate::error::RuntimeError;
-use crate::events::{Profile, ToolEffectRecord, TurnEndReason};
+use crate::events::{Profile, ToolEffectRecord};
+use crate::recovery::TeammateRecovery;
 use crate::runtime::{ChildProvider, ChildSpec, Runtime};
 use crate::transcript::Transcript;
 
@@ -1328,8 +1329,10 @@ impl Runtime {
     /// Continues the work of active teammates a stop left unfinished (REFERENCE c.9 extended;
     /// "nothing accepted is lost"): a teammate that holds parked *wakeup* mail is woken (its
     /// parked items run in order); a teammate whose last turn was cut by a crash or cancelled by
-    /// the user (Ctrl-C/SIGTERM) is asked to check the state and continue. A teammate the Lead
-    /// interrupted on purpose (`{"kind":"parent"}`) is left alone.
+    /// the user (Ctrl-C/SIGTERM) is asked to check the state and continue — once: a
+    /// continuation an earlier resume queued and never ran is run, not queued again. A teammate
+    /// the Lead interrupted on purpose (`{"kind":"parent"}`) is left alone. What each is owed
+    /// is decided from its log ([`crate::recovery::teammate_recovery`]).
     async fn continue_teammates(&self, team: &Arc<Team>) {
         let (members, wakeups): (Vec<SessionId>, HashSet<MessageId>) = {
             let state = team.state.lock().await;
@@ -1361,38 +1364,13 @@ impl Runtime {
             let Ok(t) = Transcript::fold(replay.header.seed_len(), &replay.events) else {
                 continue;
             };
-            // Parked wakeup mail means "run this", and so does a first prompt that never ran
-            // (a stop after the teammate's prompt was durable but before its first turn:
-            // issue 10, defect 5 — its spawn succeeded, so its work is owed). Parked quiet
-            // mail stays parked until something wakes the teammate (REFERENCE c.9, CASES 32).
-            let first_prompt =
-                t.stats().turns == 0 && t.next_turn().iter().any(|m| m.source.kind == "user");
-            let pending = first_prompt
-                || t.next_turn()
-                    .iter()
-                    .chain(t.next_step())
-                    .any(|m| wakeups.contains(&m.id));
-            let cut = t.open_turn().is_some()
-                || match t.last_turn_end() {
-                    Some(TurnEndReason::Interrupted) => true,
-                    Some(TurnEndReason::Aborted { reason }) => {
-                        reason["kind"] == "user" || reason["kind"] == "shutdown"
-                    }
-                    _ => false,
-                };
-            let result = if pending {
-                self.wake_child(&team.lead, &id).await.map(|_| ())
-            } else if cut {
-                let note = troupe_protocol::UserMessage::text(
-                    "Your previous turn did not finish (the Team was stopped). Any tool call that \
-                     was running then has a result saying whether it ran. Check the current \
-                     state first (re-read the files you were changing, re-list the tasks), then \
-                     continue your task from where it stopped.",
-                    troupe_protocol::MessageSource::kind("resume"),
-                );
-                self.followup_child(&team.lead, &id, note).await.map(|_| ())
-            } else {
-                Ok(())
+            let result = match crate::recovery::teammate_recovery(&t, &wakeups) {
+                TeammateRecovery::Wake => self.wake_child(&team.lead, &id).await.map(|_| ()),
+                TeammateRecovery::Continue => {
+                    let note = crate::recovery::continuation_note();
+                    self.followup_child(&team.lead, &id, note).await.map(|_| ())
+                }
+                TeammateRecovery::Nothing => Ok(()),
             };
             if let Err(e) = result
                 && !team.closed.is_cancelled()

@@ -593,3 +593,59 @@ async fn a_spawn_cut_before_the_childs_log_existed_recreates_the_child() {
     assert!(h.journal().read(&w).is_err(), "no child log");
     resume_and_check_the_worker_ran(&mut h, &lead_id, &w).await;
 }
+
+// ---------------------------------------------------------------------------------------
+// A resume that is itself stopped.
+
+/// A resume stopped after it queued a cut teammate's continuation note but before the note's
+/// turn started: the next resume runs that note (one continuation turn); it does not queue a
+/// second one, which would run a turn (and ask the model for a step) too many.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continuation_already_waiting_is_run_not_queued_again() {
+    let (mut h, _log, faults) = Harness::faulty();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    // The teammate's turn is cut right after its tool call is logged.
+    let not_lead = lead_id.clone();
+    faults.fail_when(next_append(move |s| *s != not_lead, "tool/call"), "killed");
+    let w = spawn(
+        &h,
+        &lead,
+        "worker",
+        vec![call("bash", json!({"command": "true"}))],
+    )
+    .await;
+    quiet(&h, &lead).await;
+    crash(&mut h).await;
+
+    // The first resume queues the continuation; it stops before the note's turn starts.
+    let faults = h.restart_faulty();
+    faults.fail_when(append_of(&w, "turn/start"), "killed");
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    quiet(&h, &lead).await;
+    crash(&mut h).await;
+    let waiting = |h: &Harness| {
+        troupe_runtime::Transcript::fold(0, &h.events(&w))
+            .unwrap()
+            .next_turn()
+            .iter()
+            .filter(|m| m.source.kind == "resume")
+            .count()
+    };
+    assert_eq!(waiting(&h), 1, "{:?}", h.kinds(&w));
+
+    // The second resume runs the waiting note, and only it.
+    h.models.model("worker").push([text("continued")]);
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    quiet(&h, &lead).await;
+    let events = h.events(&w);
+    let notes = events
+        .iter()
+        .filter(|e| e.kind == "user/message" && e.data["source"]["kind"] == "resume")
+        .count();
+    assert_eq!(notes, 1, "{:?}", h.kinds(&w));
+    assert_eq!(turn_end_kinds(&events), ["interrupted", "completed"]);
+    assert_eq!(waiting(&h), 0);
+    assert_eq!(h.models.model("worker").requests().len(), 2);
+    let _ = h.runtime.shutdown().await;
+}
