@@ -39,7 +39,7 @@ fn generator() -> Option<PathBuf> {
     let script = std::env::var_os("TROUPE_GEN_LEAD_LOG")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench/gen-lead-log.mjs")
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/gen-lead-log.mjs")
         });
     script.is_file().then_some(script)
 }

@@ -199,7 +199,7 @@ fn lead_log() -> Result<(TeamId, Vec<u8>), String> {
         let script = std::env::var_os("TROUPE_GEN_LEAD_LOG")
             .map(PathBuf::from)
             .unwrap_or_else(|| {
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench/gen-lead-log.mjs")
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/gen-lead-log.mjs")
             });
         if !script.is_file() {
             return Err(format!("generator {} not found", script.display()));

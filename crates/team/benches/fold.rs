@@ -1,10 +1,10 @@
 //! Team fold benchmarks; results and targets are recorded in BENCHMARKS.md.
 //!
-//! Lead logs come from `node shared/bench/gen-lead-log.mjs --team-events N --profile P
+//! Lead logs come from `node bench/gen-lead-log.mjs --team-events N --profile P
 //! --seed 1`. With `TEAM_BENCH_LOGS=DIR` they are read from `DIR/lead-<P>-<N>-seed1.jsonl`
 //! (with its `.meta.json`), generated beforehand; otherwise they are generated once into
 //! Cargo's target tmp dir (needs `node` and the script: `TROUPE_GEN_LEAD_LOG`, default
-//! `../shared/bench/gen-lead-log.mjs` next to the repository) and reused. Sizes:
+//! `bench/gen-lead-log.mjs` in the repository) and reused. Sizes:
 //! `TEAM_BENCH_SIZES` (comma-separated Team-event counts, default `10000,100000`; add
 //! `1000000` for the 1M run). Without logs the benchmark prints why and measures nothing.
 //!
@@ -56,7 +56,7 @@ fn source() -> Result<Source, String> {
     let script = std::env::var_os("TROUPE_GEN_LEAD_LOG")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench/gen-lead-log.mjs")
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/gen-lead-log.mjs")
         });
     if !script.is_file() {
         return Err(format!(
