@@ -623,8 +623,9 @@ pub enum TeamReportProblem {
 #[derive(Debug, Clone)]
 pub struct TeamReport {
     /// The Lead row first, then every teammate in first-provisioning order, each with the
-    /// statistics of its session when readable.
-    pub members: Vec<(MemberView, Option<TranscriptStats>)>,
+    /// statistics of its session when readable and its count of answers from a model server
+    /// (0 with a scripted model, which spends no tokens).
+    pub members: Vec<(MemberView, Option<(TranscriptStats, usize)>)>,
     /// Teammates whose last turn failed, in creation order: a failure the Lead did not recover
     /// from (no later turn of that teammate completed). A teammate whose creation failed is not
     /// listed here (the Lead got that error from `spawn_teammate`).
@@ -643,9 +644,16 @@ pub struct TeamReport {
 
 impl TeamReport {
     /// Folds the Lead log of `lead` ([`LeadRead::Team`]) and every teammate's session; the Lead
-    /// row gets `lead_stats`. A log that cannot be folded gives an empty report with its
-    /// [`TeamReport::problem`]; a teammate's session that cannot be read has no statistics.
-    pub fn read(journal: &Journal, lead: &SessionId, lead_stats: TranscriptStats) -> Self {
+    /// row gets `lead_stats` (its statistics and server answers). `server`: whether the model
+    /// is a server (its answers should carry usage) rather than a script. A log that cannot be
+    /// folded gives an empty report with its [`TeamReport::problem`]; a teammate's session that
+    /// cannot be read has no statistics.
+    pub fn read(
+        journal: &Journal,
+        lead: &SessionId,
+        lead_stats: (TranscriptStats, usize),
+        server: bool,
+    ) -> Self {
         let mut report = Self {
             members: Vec::new(),
             failed_turns: Vec::new(),
@@ -683,7 +691,7 @@ impl TeamReport {
                         message: message.clone(),
                     });
                 }
-                folded.map(|t| t.stats())
+                folded.map(|t| (t.stats(), if server { t.model_calls() } else { 0 }))
             };
             report.members.push((member, stats));
         }

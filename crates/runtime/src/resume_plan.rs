@@ -21,6 +21,7 @@
 use troupe_journal::Journal;
 use troupe_llm::{ModelSpec, ProviderFactory};
 use troupe_protocol::{Event, EventDraft, MessageSource, SessionHeader, SessionId, UserMessage};
+use troupe_tools::SandboxPolicy;
 
 use crate::agent::Agent;
 use crate::error::RuntimeError;
@@ -277,25 +278,34 @@ pub fn takes_instruction(models: &ProviderFactory, agent: &str, spent: usize) ->
     }
 }
 
-/// Records a `--model`/`--base-url`/`--api-key-env` override of a resumed session as a new
-/// `agent/config` holding `spec` (the latest one wins), so a later plain resume keeps using it.
-/// Nothing is written when `spec` is the model already recorded, or when the session has no
-/// configuration.
+/// Records a `--model`/`--base-url`/`--api-key-env`/`--tool-choice` override, or a stricter
+/// `--sandbox` / `--network`, of a resumed session as a new `agent/config` holding `spec` and
+/// `sandbox` (the latest one wins), so a later plain resume keeps using it. Nothing is written
+/// when both are the ones already recorded, or when the session has no configuration.
 ///
-/// Durability: one append, then a flush. A crash before the flush completes leaves the log as
-/// it was (the next resume uses the previously recorded model unless given the override
-/// again); after it, the override is the session's model.
+/// Durability: one append, then a flush, before the Lead is given any work. A crash before the
+/// flush completes loses only the record: that run's agents already ran under the stricter
+/// policy (it is the runtime's option, [`RuntimeOptions::sandbox`](crate::RuntimeOptions)),
+/// and a later plain resume runs with the previous record — pass the flag again. After the
+/// flush the override is the session's model and the stricter policy the recorded one.
 ///
 /// # Errors
 /// The append's and the flush's journal errors.
-pub async fn record_model_override(agent: &Agent, spec: &ModelSpec) -> Result<(), RuntimeError> {
+pub async fn record_model_override(
+    agent: &Agent,
+    spec: &ModelSpec,
+    sandbox: SandboxPolicy,
+) -> Result<(), RuntimeError> {
     let Some(mut config) = agent.with_transcript(|t| t.config().cloned()) else {
         return Ok(());
     };
-    if config.model == *spec {
+    if config.model == *spec && config.sandbox_policy() == sandbox {
         return Ok(());
     }
     config.model = spec.clone();
+    if config.sandbox_policy() != sandbox {
+        config.sandbox = Some(sandbox);
+    }
     agent.append_records(vec![EventDraft::new(
         troupe_protocol::event_types::AGENT_CONFIG,
         crate::transcript::to_value(&config),
