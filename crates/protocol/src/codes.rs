@@ -198,6 +198,11 @@ pub const STABLE_CODES: &[StableCode] = &[
         "The response stream ended before the model finished, after every attempt.",
     ),
     c(
+        "LLM_EMPTY_STREAM",
+        "llm",
+        "A streamed answer (HTTP 200) ended or broke before its first event; asked once more without streaming, not retried as such.",
+    ),
+    c(
         "LLM_IDLE_TIMEOUT",
         "llm",
         "No byte of the response arrived within the idle timeout, after every attempt.",
@@ -308,6 +313,26 @@ pub const STABLE_CODES: &[StableCode] = &[
         "INVALID_TOOL_NAME",
         "tools",
         "A tool name that is not 1-64 characters of [A-Za-z0-9_-].",
+    ),
+    c(
+        "SANDBOX_UNSUPPORTED",
+        "tools",
+        "This kernel cannot enforce the sandbox policy (Landlock missing, disabled or too old): the flags that lift the missing rules are named.",
+    ),
+    c(
+        "SANDBOX_SETUP_FAILED",
+        "tools",
+        "A path the sandbox rules name could not be opened or prepared (the workspace removed, a temporary directory not this user's).",
+    ),
+    c(
+        "SANDBOX_UNKNOWN_MODE",
+        "tools",
+        "A --sandbox or --network value that is not one of the known settings.",
+    ),
+    c(
+        "SANDBOX_LOOSER",
+        "tools",
+        "A sandbox looser than the recorded or inherited one: a resumed session or a new teammate may only be confined more.",
     ),
     // team
     c(

@@ -25,6 +25,7 @@ const NOT_CODES: &[&str] = &[
     "TROUPE_LEASES",
     "TROUPE_NATS_SERVER",
     "TROUPE_SKIP_NATS",
+    "TROUPE_TEST_LANDLOCK_ABI",
 ];
 
 fn workspace() -> PathBuf {
