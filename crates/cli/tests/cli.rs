@@ -39,8 +39,9 @@ fn literal(text: &str) -> String {
 }
 
 /// Insta settings for a snapshot of what a person reads: each `(text, placeholder)` replaced
-/// (exact text, in order: name the longer texts first), then every remaining RFC 3339 time by
-/// `[TIME]` and every remaining UUID by `[UUID]`.
+/// (exact text, in order: name the longer texts first), then every remaining UUID by `[UUID]`.
+/// Times stay as printed (a test's fixed times are part of what it checks); a time read from
+/// the clock is replaced with [`clock_times`].
 fn snapshot_settings(exact: &[(&str, &str)]) -> insta::Settings {
     let mut settings = insta::Settings::clone_current();
     settings.set_prepend_module_to_snapshot(true);
@@ -50,13 +51,16 @@ fn snapshot_settings(exact: &[(&str, &str)]) -> insta::Settings {
         }
     }
     settings.add_filter(
-        r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z",
-        "[TIME]",
-    );
-    settings.add_filter(
         r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
         "[UUID]",
     );
+    settings
+}
+
+/// `settings` with every RFC 3339 time (with milliseconds, as Troupe prints them) replaced by
+/// `[TIME]`: for the times a journal writer or a run took from the clock.
+fn clock_times(mut settings: insta::Settings) -> insta::Settings {
+    settings.add_filter(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z", "[TIME]");
     settings
 }
 
@@ -304,7 +308,8 @@ fn log_reads_a_session_another_writer_holds() {
     w.flush_blocking().unwrap();
     let out = troupe(home.path()).args(["log", "live"]).assert().success();
     let log = text(&out.get_output().stdout);
-    snapshot_settings(&[]).bind(|| insta::assert_snapshot!("log_of_a_held_session", log));
+    clock_times(snapshot_settings(&[]))
+        .bind(|| insta::assert_snapshot!("log_of_a_held_session", log));
     drop(w);
 }
 
@@ -414,9 +419,16 @@ fn a_damaged_log_is_exit_1_after_the_events_before_the_damage() {
         let offset = offset.to_string();
         let shown = format!("{stdout}{stderr}");
         let home_dir = home.path().display().to_string();
-        let name = if json { "log_damaged_json" } else { "log_damaged" };
-        snapshot_settings(&[(&home_dir, "[HOME]"), (&format!("offset {offset}"), "offset [OFFSET OF LINE 4]")])
-            .bind(|| insta::assert_snapshot!(name, shown));
+        let name = if json {
+            "log_damaged_json"
+        } else {
+            "log_damaged"
+        };
+        snapshot_settings(&[
+            (&home_dir, "[HOME]"),
+            (&format!("offset {offset}"), "offset [OFFSET OF LINE 4]"),
+        ])
+        .bind(|| insta::assert_snapshot!(name, shown));
     }
     // A damaged header: nothing to show, the same exit code as troupe team show.
     std::fs::write(home.path().join("sessions/garbage.jsonl"), "not json\n{}\n").unwrap();
@@ -464,8 +476,15 @@ fn sessions_lists_a_damaged_log_with_a_note() {
         let home_dir = home.path().display().to_string();
         let mut settings = snapshot_settings(&[(&home_dir, "[HOME]")]);
         settings.add_filter(r"(?m)^(fork-1\s+lead-1\s+)\S+", "$1[FORK CREATED]");
-        settings.add_filter(r#""createdAt":\d+,"cwd":([^,]*),"id":"fork-1""#, r#""createdAt":[FORK CREATED],"cwd":$1,"id":"fork-1""#);
-        let name = if json { "sessions_damaged_json" } else { "sessions_damaged" };
+        settings.add_filter(
+            r#""createdAt":\d+,"cwd":([^,]*),"id":"fork-1""#,
+            r#""createdAt":[FORK CREATED],"cwd":$1,"id":"fork-1""#,
+        );
+        let name = if json {
+            "sessions_damaged_json"
+        } else {
+            "sessions_damaged"
+        };
         let shown = format!("{stdout}--- stderr ---\n{stderr}");
         settings.bind(|| insta::assert_snapshot!(name, shown));
     }
@@ -501,7 +520,10 @@ fn troupe_home_env_is_the_default_home() {
     let listed = text(&out.get_output().stdout);
     let home_dir = home.path().display().to_string();
     let mut settings = snapshot_settings(&[(&home_dir, "[HOME]")]);
-    settings.add_filter(r#""createdAt":\d+,"cwd":([^,]*),"id":"fork-1""#, r#""createdAt":[FORK CREATED],"cwd":$1,"id":"fork-1""#);
+    settings.add_filter(
+        r#""createdAt":\d+,"cwd":([^,]*),"id":"fork-1""#,
+        r#""createdAt":[FORK CREATED],"cwd":$1,"id":"fork-1""#,
+    );
     settings.bind(|| insta::assert_snapshot!("sessions_from_troupe_home", listed));
 }
 

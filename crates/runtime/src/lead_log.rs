@@ -25,6 +25,7 @@ use troupe_team::{
 use crate::error::RuntimeError;
 use crate::events::{AgentConfigRecord, Profile, TurnEndReason};
 use crate::role::SessionRole;
+use crate::teammate::{parent_problem, teammate_problem};
 use crate::transcript::{Transcript, TranscriptStats};
 
 /// How much of the Lead log [`LeadLog::read`] reads besides its Team.
@@ -558,44 +559,16 @@ fn check_teammate(journal: &Journal, lead: &SessionId, member: &MemberSnapshot) 
         }
         Err(e) => return Some(format!("its child session cannot be read: {e}")),
     };
-    match &replay.header.parent_session {
-        Some(parent) if parent == lead => {}
-        Some(parent) => {
-            return Some(format!(
-                "its child session's parentSession is {parent}, not the Lead {lead}"
-            ));
-        }
-        None => return Some("its child session has no parentSession".to_owned()),
+    // The parent is checked before the fold (a foreign log that does not replay is named by
+    // its parent first).
+    if let Some(problem) = parent_problem(&replay.header, lead) {
+        return Some(problem.to_string());
     }
     let transcript = match Transcript::fold(replay.header.seed_len(), &replay.events) {
         Ok(t) => t,
         Err(e) => return Some(format!("its child session cannot be replayed: {e}")),
     };
-    match transcript.descriptor() {
-        None => return Some("its child session has no subagent/descriptor".to_owned()),
-        Some(d) if d.mode != "continuable" => {
-            return Some(format!(
-                "its child session's descriptor mode is {:?}, not \"continuable\"",
-                d.mode
-            ));
-        }
-        Some(d) if d.provider != member.provider => {
-            return Some(format!(
-                "its child session's descriptor provider {:?} differs from the roster's {:?}",
-                d.provider, member.provider
-            ));
-        }
-        Some(_) => {}
-    }
-    match transcript.config() {
-        None => Some("its child session has no agent/config, so it cannot be resumed".to_owned()),
-        Some(c) if c.profile != Profile::Team => Some(
-            "its child session's agent/config does not have the Team profile, so a resume \
-             would not give it the Team tools"
-                .to_owned(),
-        ),
-        Some(_) => None,
-    }
+    teammate_problem(&replay.header, &transcript, lead, &member.provider).map(|p| p.to_string())
 }
 
 /// A teammate whose last turn failed and was not recovered (no later turn of it completed).

@@ -50,6 +50,7 @@ mod role;
 mod runtime;
 mod subagent;
 pub mod team;
+mod teammate;
 mod transcript;
 
 pub use agent::{

@@ -212,7 +212,11 @@ fn run_with_a_script_edits_a_file_and_records_every_tool_call() {
     // `1 turn, 3 tool calls`, `troupe log ID`, `troupe resume ID`.
     let home = s.home.display().to_string();
     let scripts = s.scripts.display().to_string();
-    let names = [(id.as_str(), "[SESSION]"), (&home, "[HOME]"), (&scripts, "[SCRIPTS]")];
+    let names = [
+        (id.as_str(), "[SESSION]"),
+        (&home, "[HOME]"),
+        (&scripts, "[SCRIPTS]"),
+    ];
     snapshot_settings(&names).bind(|| insta::assert_snapshot!("run_script_stderr", err));
     assert_eq!(
         std::fs::read_to_string(s.workspace.join("notes.txt")).unwrap(),
@@ -394,7 +398,8 @@ fn run_against_the_fake_server_sends_the_tool_results_back() {
     // The usage is summed: tokens 30 in.
     let home = s.home.display().to_string();
     let names = [(id.as_str(), "[SESSION]"), (&home, "[HOME]")];
-    snapshot_settings(&names).bind(|| insta::assert_snapshot!("run_fake_server_summary", summary(&err)));
+    snapshot_settings(&names)
+        .bind(|| insta::assert_snapshot!("run_fake_server_summary", summary(&err)));
     assert_eq!(
         std::fs::read_to_string(s.workspace.join("notes.txt")).unwrap(),
         "hello fake server\n"
@@ -463,7 +468,8 @@ fn http_401_exits_1_and_says_check_your_api_key() {
         (&home, "[HOME]"),
         (&base_url, "[BASE URL]"),
     ];
-    snapshot_settings(&names).bind(|| insta::assert_snapshot!("run_http_401_summary", summary(&err)));
+    snapshot_settings(&names)
+        .bind(|| insta::assert_snapshot!("run_http_401_summary", summary(&err)));
     assert_eq!(server.request_count(), 1, "401 is not retried");
     let events = s.log(&id);
     let end = events.iter().rfind(|e| e["type"] == "turn/end").unwrap();
@@ -757,7 +763,11 @@ fn kill_9_during_a_tool_call_then_resume_finishes_the_work() {
     let err = stderr(&out);
     let home = s.home.display().to_string();
     let scripts = s.scripts.display().to_string();
-    let names = [(id.as_str(), "[SESSION]"), (&home, "[HOME]"), (&scripts, "[SCRIPTS]")];
+    let names = [
+        (id.as_str(), "[SESSION]"),
+        (&home, "[HOME]"),
+        (&scripts, "[SCRIPTS]"),
+    ];
     snapshot_settings(&names).bind(|| insta::assert_snapshot!("resume_after_kill_9", err));
     let events = s.log(&id);
     let call_seq = before[call]["seq"].as_u64().unwrap();
@@ -863,7 +873,8 @@ fn ctrl_c_interrupts_the_turn_and_resume_completes_it() {
     // The last line: `interrupted — continue with: troupe resume ID`.
     let home = s.home.display().to_string();
     let names = [(id.as_str(), "[SESSION]"), (&home, "[HOME]")];
-    snapshot_settings(&names).bind(|| insta::assert_snapshot!("run_interrupted_summary", summary(&err)));
+    snapshot_settings(&names)
+        .bind(|| insta::assert_snapshot!("run_interrupted_summary", summary(&err)));
     // The bash process group was killed with the turn (allowing a moment for reaping).
     let group = rustix::process::Pid::from_raw(group).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -13,7 +13,7 @@ use troupe_protocol::{EventDraft, SessionHeader, SessionId};
 use troupe_test_support::{FakeOpenAi, FakeResponse};
 
 use super::run::{Setup, session_id, stderr, stdout, summary};
-use super::{assert_bad_input, snapshot_settings, troupe};
+use super::{assert_bad_input, clock_times, snapshot_settings, troupe};
 
 /// The ten Team tools, in registration order (REFERENCE d.4).
 const TEAM_TOOLS: [&str; 10] = [
@@ -639,7 +639,8 @@ fn a_fork_teammates_progress_counts_its_own_turns_like_its_summary() {
     // The summary: `forky: 1 turn, 1 tool call`.
     let home = s.home.display().to_string();
     let names = [(id.as_str(), "[LEAD]"), (&home, "[HOME]")];
-    snapshot_settings(&names).bind(|| insta::assert_snapshot!("fork_teammate_summary", summary(&err)));
+    snapshot_settings(&names)
+        .bind(|| insta::assert_snapshot!("fork_teammate_summary", summary(&err)));
     // Its log: the Lead's turn inherited, then its own turn, numbered 2.
     let members = teammates(&s, &id);
     let fork_log = s.log(id_of(&members, "forky"));
@@ -1063,7 +1064,8 @@ fn show_reads_a_lead_log_another_process_is_writing() {
     let table = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     // A person reads when and from whom, not the internal id `team-message-1` (that is in
     // --json).
-    snapshot_settings(&[]).bind(|| insta::assert_snapshot!("team_show_pending_message", table));
+    clock_times(snapshot_settings(&[]))
+        .bind(|| insta::assert_snapshot!("team_show_pending_message", table));
     drop(writer);
 }
 
@@ -1234,7 +1236,11 @@ fn a_teammate_failure_the_lead_does_not_recover_fails_the_run() {
     // teammate's last turn failed and the Lead did not recover it: …`.
     let home = s.home.display().to_string();
     let scripts = s.scripts.display().to_string();
-    let names = [(id.as_str(), "[LEAD]"), (&home, "[HOME]"), (&scripts, "[SCRIPTS]")];
+    let names = [
+        (id.as_str(), "[LEAD]"),
+        (&home, "[HOME]"),
+        (&scripts, "[SCRIPTS]"),
+    ];
     snapshot_settings(&names)
         .bind(|| insta::assert_snapshot!("teammate_failed_resume_summary", summary(&err)));
 
