@@ -47,7 +47,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow};
 
 use crate::exit::Failure;
-use crate::work::{self, Checked, CreatedDirs, Ending, Framing, Home};
+use crate::framing::{Checked, Ending, Framing};
+use crate::hints::shell_quote;
+use crate::home::{CreatedDirs, Home, create_dirs};
+use crate::work;
 
 /// The built-in script: `{"agents": {"lead": […], "alpha": […], "beta": […]}}`.
 pub(crate) const SCRIPT: &str = include_str!("demo/script.json");
@@ -119,8 +122,8 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     home.prepare().inspect_err(|_| created.undo())?;
     let script = record_script(&home.dir).inspect_err(|_| created.undo())?;
     let workspace = target.write_project()?;
-    let shown = work::shell_quote(&workspace.display().to_string());
-    let script_shown = work::shell_quote(&script.display().to_string());
+    let shown = shell_quote(&workspace.display().to_string());
+    let script_shown = shell_quote(&script.display().to_string());
     let framing = Framing {
         prologue: vec![
             format!(
@@ -411,7 +414,7 @@ impl Target {
                 let empty = entries.next().is_none();
                 if let Some(session) = sessions_in(home, &dir).last() {
                     let home_flag = std::path::absolute(home)
-                        .map(|h| format!(" --home {}", work::shell_quote(&h.display().to_string())))
+                        .map(|h| format!(" --home {}", shell_quote(&h.display().to_string())))
                         .unwrap_or_default();
                     return Err(Failure::bad_input(anyhow!(
                         "demo workspace {shown} is the workspace of session {session}: continue \
@@ -475,7 +478,7 @@ impl Target {
         if !self.create {
             return Ok(CreatedDirs::default());
         }
-        work::create_dirs(&self.dir).map_err(|(dir, e)| {
+        create_dirs(&self.dir).map_err(|(dir, e)| {
             let within = dir
                 .parent()
                 .map_or_else(String::new, |p| format!(" in {}", p.display()));

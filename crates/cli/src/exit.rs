@@ -146,28 +146,36 @@ fn refused_path(error: &std::io::Error) -> bool {
     ) || error.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
 }
 
+/// The stable codes ([`troupe_protocol::STABLE_CODES`]) that mean "what the user named or
+/// configured is unusable": bad input (2) whatever command meets them.
+pub(crate) const BAD_INPUT_CODES: [&str; 9] = [
+    // The named session cannot be used for this command (its content may be fine: a damaged
+    // or unsupported file is a failure of the work, 1).
+    "INVALID_SESSION_ID",
+    "SESSION_NOT_FOUND",
+    "SESSION_ID_AMBIGUOUS",
+    "JOURNAL_NOT_A_FILE",
+    "JOURNAL_LOCKED",
+    "NOT_RESUMABLE",
+    // The model configuration is unusable: unknown provider, missing key, bad base URL,
+    // malformed or unreadable script, a script without steps for the agent.
+    "LLM_CONFIG",
+    "LLM_SCRIPT",
+    // The workspace does not exist, is not a directory or is not writable.
+    "WORKSPACE_INVALID",
+];
+
 /// The exit code of an error that reached the command with this stable code.
 ///
-/// Codes that mean "what the user named or configured is unusable" are bad input (2); every
-/// other code is a failure of the work (1). A model call that fails *during* a turn is always 1:
-/// it is recorded as the turn's end, and never reaches this function.
+/// Codes that mean "what the user named or configured is unusable" ([`BAD_INPUT_CODES`]) are
+/// bad input (2); every other code is a failure of the work (1). A model call that fails
+/// *during* a turn is always 1: it is recorded as the turn's end, and never reaches this
+/// function.
 pub(crate) fn exit_code(code: &str) -> u8 {
-    match code {
-        // The named session cannot be used for this command (its content may be fine: a
-        // damaged or unsupported file is a failure of the work, 1).
-        "INVALID_SESSION_ID"
-        | "SESSION_NOT_FOUND"
-        | "SESSION_ID_AMBIGUOUS"
-        | "JOURNAL_NOT_A_FILE"
-        | "JOURNAL_LOCKED"
-        | "NOT_RESUMABLE"
-        // The model configuration is unusable: unknown provider, missing key, bad base URL,
-        // malformed or unreadable script, a script without steps for the agent.
-        | "LLM_CONFIG"
-        | "LLM_SCRIPT"
-        // The workspace does not exist, is not a directory or is not writable.
-        | "WORKSPACE_INVALID" => BAD_INPUT,
-        _ => WORK_FAILED,
+    if BAD_INPUT_CODES.contains(&code) {
+        BAD_INPUT
+    } else {
+        WORK_FAILED
     }
 }
 
@@ -194,6 +202,18 @@ mod tests {
             ("SOMETHING_NEW", 1),
         ] {
             assert_eq!(exit_code(code), exit, "{code}");
+        }
+    }
+
+    /// Every code the exit rule names is a stable code (a renamed or misspelt one would
+    /// silently turn bad input into a failure of the work).
+    #[test]
+    fn the_bad_input_codes_are_stable_codes() {
+        for code in BAD_INPUT_CODES {
+            assert!(
+                troupe_protocol::stable_code(code).is_some(),
+                "{code} is not in STABLE_CODES"
+            );
         }
     }
 

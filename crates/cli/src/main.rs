@@ -6,25 +6,28 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod args;
 mod demo;
 mod exit;
+mod framing;
+mod hints;
+mod home;
+mod inspect;
 mod output;
 mod progress;
 mod team;
 mod web;
 mod work;
 
-use anyhow::Context;
 use clap::{CommandFactory, Parser, Subcommand};
-use troupe_journal::{Journal, JournalError, ResolveError};
-use troupe_protocol::{Event, SessionId};
-use troupe_runtime::{RoleProbe, SessionRole};
+use troupe_journal::Journal;
 
 use crate::exit::Failure;
-use crate::output::{Stdout, eprint_line, escape_controls};
+use crate::home::{Home, check_home, home_name};
+use crate::output::{eprint_line, escape_controls};
 
 /// Coding agents that work as a durable team: every piece of team state is replayed from the
 /// Lead's append-only session log, so a crash, a kill -9 or a restart loses nothing.
@@ -91,7 +94,7 @@ enum Command {
         json: bool,
         /// Start at this seq (0-based).
         #[arg(long, value_name = "SEQ", default_value_t = 0, allow_negative_numbers = true,
-              value_parser = whole_number)]
+              value_parser = args::whole_number)]
         from: u64,
     },
     /// Inspect a Team offline from its Lead's log: `team show`, `team verify`.
@@ -238,287 +241,22 @@ fn run(cli: Cli) -> Result<(), Failure> {
     let named = home_name(&home, cli.home.is_some());
     check_home(&home, &named)?;
     let journal = Journal::open_home(&home);
-    let home = work::Home {
+    let home = Home {
         dir: home,
         flag: cli.home.as_deref(),
         named,
     };
     match cli.command {
         Command::Run(flags) => work::run(flags, home),
-        Command::Resume(flags) => work::resume(flags, home),
+        Command::Resume(flags) => work::resume(flags, home, demo::resumed_framing),
         Command::Demo(flags) => demo::run(flags, home),
-        Command::Sessions { json } => sessions(&journal, &home.dir, json),
+        Command::Sessions { json } => inspect::sessions(&journal, &home.dir, json),
         Command::Log {
             session,
             json,
             from,
-        } => log(&journal, &session, json, from),
-        Command::Team { command } => team::run(&journal, command, &work::home_arg(home.flag)),
+        } => inspect::log(&journal, &session, json, from),
+        Command::Team { command } => team::run(&journal, command, &hints::home_arg(home.flag)),
         Command::Web(flags) => web::run(flags, &home.dir),
     }
-}
-
-/// The home as the user chose it, for messages: `--home DIR`, `TROUPE_HOME DIR` or
-/// `the Troupe home DIR`.
-fn home_name(home: &Path, from_flag: bool) -> String {
-    if from_flag {
-        format!("--home {}", home.display())
-    } else if std::env::var_os(troupe_journal::HOME_ENV).is_some_and(|v| !v.is_empty()) {
-        format!("TROUPE_HOME {}", home.display())
-    } else {
-        format!("the Troupe home {}", home.display())
-    }
-}
-
-/// The home and its `sessions` directory must be directories when they exist (a missing one is
-/// created by the first write). Anything else is bad input, reported before any work starts.
-fn check_home(home: &Path, named: &str) -> Result<(), Failure> {
-    let named = named.to_owned();
-    let sessions = home.join("sessions");
-    for (dir, shown) in [
-        (home, named.clone()),
-        (
-            sessions.as_path(),
-            format!("{} (in {named})", sessions.display()),
-        ),
-    ] {
-        match std::fs::metadata(dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(Failure::bad_input(anyhow::anyhow!(
-                    "{shown} is not a directory"
-                )));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-            Err(e) => return Err(Failure::bad_input(anyhow::anyhow!("{shown}: {e}"))),
-        }
-    }
-    Ok(())
-}
-
-/// A whole number of 0 or more, as a flag's value: a negative number is named as such (clap's
-/// own parser would call it an unknown flag, or "invalid digit", and suggest `-- -1`).
-pub(crate) fn whole_number(raw: &str) -> Result<u64, String> {
-    if let Some(digits) = raw.strip_prefix('-')
-        && !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.')
-    {
-        return Err(format!(
-            "{raw} is negative: give a whole number of 0 or more"
-        ));
-    }
-    raw.parse::<u64>().map_err(|e| match e.kind() {
-        std::num::IntErrorKind::PosOverflow => format!("{raw} is too large (at most {})", u64::MAX),
-        _ => format!("{raw} is not a whole number"),
-    })
-}
-
-/// The session `raw` names: its full id or a unique prefix of it ([`Journal::resolve`]). An
-/// invalid or ambiguous id is bad input (exit 2, one line listing the candidates).
-pub(crate) fn resolve_session(journal: &Journal, raw: &str) -> Result<SessionId, Failure> {
-    journal.resolve(raw).map_err(|e| match e {
-        ResolveError::InvalidId(e) => Failure::bad_input(e),
-        ResolveError::Journal(e @ JournalError::Ambiguous { .. }) => Failure::bad_input(e),
-        ResolveError::Journal(e) => e.into(),
-    })
-}
-
-/// RFC 3339 UTC with milliseconds; a time humantime cannot show (year 10000 or later) as the
-/// raw number, `t=<ms>ms`.
-fn format_time(ms: u64) -> String {
-    use std::fmt::Write as _;
-    let mut text = String::new();
-    let shown = std::time::UNIX_EPOCH
-        .checked_add(std::time::Duration::from_millis(ms))
-        .is_some_and(|t| write!(text, "{}", humantime::format_rfc3339_millis(t)).is_ok());
-    if shown { text } else { format!("t={ms}ms") }
-}
-
-fn sessions(journal: &Journal, home: &Path, json: bool) -> Result<(), Failure> {
-    let listed = journal
-        .list(&mut |e| {
-            let e = e.to_string();
-            eprint_line!(
-                "troupe: note: not listed, its header cannot be read: {}",
-                escape_controls(&e)
-            );
-        })
-        .context("listing sessions")?;
-    // Each log is read once (streamed, no lock): its own first `agent/config` settles the
-    // role of a subagent child, and a log damaged past its header is still listed, with a
-    // note naming the damage.
-    let roles: Vec<SessionRole> = listed
-        .iter()
-        .map(|l| {
-            let mut probe = RoleProbe::new(&l.header);
-            if let Err(e) = journal.read_each(&l.header.id, &mut |event| probe.observe(&event)) {
-                let e = e.to_string();
-                eprint_line!(
-                    "troupe: note: session {} is listed, but its log cannot be read in full: {}",
-                    escape_controls(l.header.id.as_str()),
-                    escape_controls(&e)
-                );
-            }
-            probe.role()
-        })
-        .collect();
-    let mut out = Stdout::lock();
-    if json {
-        let rows: Vec<_> = listed
-            .iter()
-            .zip(&roles)
-            .map(|(l, role)| {
-                serde_json::json!({
-                    "id": l.header.id.as_str(),
-                    "parent": l.header.parent_session.as_ref().map(SessionId::as_str),
-                    "createdAt": l.header.created_at,
-                    "cwd": l.header.cwd,
-                    "role": role.as_str(),
-                    // Lossy rather than a serialization error for a non-UTF-8 home.
-                    "path": l.location.to_string_lossy(),
-                })
-            })
-            .collect();
-        writeln!(out, "{}", serde_json::Value::Array(rows)).context("writing output")?;
-        return finish(out);
-    }
-    if listed.is_empty() {
-        // A note, not output: stdout stays empty, so `troupe sessions | wc -l` counts sessions.
-        let dir = home.join("sessions").display().to_string();
-        eprint_line!("troupe: no sessions in {}", escape_controls(&dir));
-        return finish(out);
-    }
-    let rows: Vec<[String; 5]> = listed
-        .iter()
-        .zip(&roles)
-        .map(|(l, role)| {
-            let h = &l.header;
-            [
-                escape_controls(h.id.as_str()).into_owned(),
-                escape_controls(h.parent_session.as_ref().map_or("-", SessionId::as_str))
-                    .into_owned(),
-                format_time(h.created_at),
-                role.as_str().to_owned(),
-                escape_controls(h.cwd.as_deref().unwrap_or("-")).into_owned(),
-            ]
-        })
-        .collect();
-    let header = ["ID", "PARENT", "CREATED", "ROLE", "CWD"].map(str::to_owned);
-    // Each column as wide as its widest cell, so the header and every row line up.
-    let mut widths = [0usize; 4];
-    for row in std::iter::once(&header).chain(&rows) {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    for row in std::iter::once(&header).chain(&rows) {
-        if out.is_closed() {
-            break;
-        }
-        let [id, parent, created, role, cwd] = row;
-        let [w_id, w_parent, w_created, w_role] = widths;
-        writeln!(
-            out,
-            "{id:<w_id$}  {parent:<w_parent$}  {created:<w_created$}  {role:<w_role$}  {cwd}"
-        )
-        .context("writing output")?;
-    }
-    finish(out)
-}
-
-/// Flushes command output; a reader that went away is not a failure.
-fn finish(mut out: Stdout) -> Result<(), Failure> {
-    out.flush().context("writing output")?;
-    Ok(())
-}
-
-fn log(journal: &Journal, session: &str, json: bool, from: u64) -> Result<(), Failure> {
-    let id = resolve_session(journal, session)?;
-    let mut out = Stdout::lock();
-    let mut shown = 0u64;
-    let mut write_error: Option<anyhow::Error> = None;
-    // Stream the file: memory stays bounded by the longest line, whatever the log's size.
-    let read = journal.read_each(&id, &mut |event| {
-        if event.seq.0 < from || write_error.is_some() || out.is_closed() {
-            return;
-        }
-        let line = if json {
-            serde_json::to_string(&event).map_err(anyhow::Error::from)
-        } else {
-            Ok(human_line(&event))
-        };
-        match line.and_then(|line| writeln!(out, "{line}").map_err(anyhow::Error::from)) {
-            Ok(()) => shown += 1,
-            Err(e) => write_error = Some(e.context("writing output")),
-        }
-    });
-    if let Some(e) = write_error {
-        return Err(e.into());
-    }
-    // The events before any damage are out before the line that names it.
-    finish(out)?;
-    let summary = read.map_err(|e| damaged_log(&id, e))?;
-    if let Some(torn) = &summary.torn_tail {
-        let reason = escape_controls(&torn.reason);
-        eprint_line!(
-            "troupe: note: {} bytes after line {} are an unfinished write ({reason}); they are not shown",
-            torn.bytes,
-            torn.line.saturating_sub(1),
-        );
-    }
-    if shown == 0 {
-        eprint_line!(
-            "troupe: note: no events at or after seq {from} (the log has {})",
-            work::count(summary.next_seq.0, "event")
-        );
-    }
-    Ok(())
-}
-
-/// A log damaged at the journal level (any damaged line but an unfinished final write, or a
-/// corrupt header; REFERENCE a.9) is a failure of the work (exit 1), as for `troupe team
-/// show/verify`: one line saying where the shown events stop, then the journal's file, line,
-/// byte offset and reason. Every other read error keeps its code (an unknown session, an
-/// unsupported file: bad input, exit 2).
-fn damaged_log(id: &SessionId, error: JournalError) -> Failure {
-    match &error {
-        JournalError::Corrupt { line, .. } => {
-            // Line 1 is the header; line n ≥ 2 holds seq n − 2.
-            let at = if *line >= 2 {
-                format!(
-                    "at seq {}, so only the events before it are shown",
-                    line - 2
-                )
-            } else {
-                "at its header, so no event is shown".to_owned()
-            };
-            Failure::work(anyhow::anyhow!(
-                "the log of session {id} is damaged {at}: {error}"
-            ))
-        }
-        _ => error.into(),
-    }
-}
-
-/// `seq  time  type  data`, with the payload compacted to one line of at most 160 chars and
-/// control characters escaped.
-fn human_line(event: &Event) -> String {
-    const MAX: usize = 160;
-    let data = event.data.to_string();
-    let mut data = escape_controls(&data).into_owned();
-    if data.chars().count() > MAX {
-        data = data.chars().take(MAX - 1).collect::<String>() + "…";
-    }
-    let label = match (event.is_known(), event.ignorable) {
-        (true, _) => "",
-        (false, true) => " (unknown type, ignorable)",
-        (false, false) => " (unknown type)",
-    };
-    format!(
-        // Both time forms fit in 24 columns (`t=18446744073709551615ms` is the longest).
-        "{:>6}  {:<24}  {:<24} {data}{label}",
-        event.seq.0,
-        format_time(event.time),
-        escape_controls(&event.kind),
-    )
 }

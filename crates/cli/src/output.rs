@@ -8,9 +8,13 @@
 //! - [`escape_controls`]: stored data (event types, working directories) is untrusted; control
 //!   characters are shown as visible escapes so they cannot drive the terminal or break the
 //!   one-line formats.
+//! - The words and numbers every command prints alike: [`count`] (`1 turn`, `2 turns`),
+//!   [`stats_text`], [`tokens_text`], [`format_time`], [`align_columns`].
 
 use std::borrow::Cow;
 use std::io::{self, Write};
+
+use troupe_runtime::TranscriptStats;
 
 /// Writes one line on stderr, ignoring write errors (unlike `eprintln!`, which panics).
 macro_rules! eprint_line {
@@ -130,6 +134,51 @@ pub(crate) fn align_columns(rows: &[Vec<String>]) -> Vec<String> {
             line
         })
         .collect()
+}
+
+/// `2 turns, 5 tool calls, tokens 120 in / 30 out` for a session whose log holds
+/// `server_answers` answers of a model server (see [`tokens_text`]).
+pub(crate) fn stats_text(stats: &TranscriptStats, server_answers: usize) -> String {
+    format!(
+        "{}, {}, {}",
+        count(stats.turns, "turn"),
+        count(stats.tool_calls, "tool call"),
+        tokens_text(stats.tokens_in, stats.tokens_out, server_answers as u64)
+    )
+}
+
+/// `tokens 120 in / 30 out`; `usage not reported by the server` when `server_answers` answers
+/// of a model server arrived and not one token was counted (a server that omits `usage`:
+/// llama-cpp-python ignores `stream_options`). A prompt is never empty, so a server that
+/// reports usage never reports 0 in: zero after an answer means nothing was reported. A server
+/// that reports usage for some answers only is counted for those. A scripted model's answers
+/// are not server answers: it spends no tokens, and says `tokens 0 in / 0 out`.
+pub(crate) fn tokens_text(tokens_in: u64, tokens_out: u64, server_answers: u64) -> String {
+    if server_answers > 0 && tokens_in == 0 && tokens_out == 0 {
+        "usage not reported by the server".to_owned()
+    } else {
+        format!("tokens {tokens_in} in / {tokens_out} out")
+    }
+}
+
+/// `1 turn`, `2 turns`.
+pub(crate) fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// RFC 3339 UTC with milliseconds; a time humantime cannot show (year 10000 or later) as the
+/// raw number, `t=<ms>ms`.
+pub(crate) fn format_time(ms: u64) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let shown = std::time::UNIX_EPOCH
+        .checked_add(std::time::Duration::from_millis(ms))
+        .is_some_and(|t| write!(text, "{}", humantime::format_rfc3339_millis(t)).is_ok());
+    if shown { text } else { format!("t={ms}ms") }
 }
 
 #[cfg(test)]

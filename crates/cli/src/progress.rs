@@ -433,8 +433,8 @@ impl Printer {
         let elapsed = self.started.elapsed().as_secs();
         let mut lines = vec![format!(
             "[{elapsed}s] {} | {}",
-            crate::work::count(self.tool_calls, "tool call"),
-            crate::work::tokens_text(self.tokens_in, self.tokens_out, self.answers),
+            crate::output::count(self.tool_calls, "tool call"),
+            crate::output::tokens_text(self.tokens_in, self.tokens_out, self.answers),
         )];
         // The Lead and every agent seen so far, then roster members that never ran here.
         let mut rows: Vec<[String; 3]> = self
@@ -487,8 +487,8 @@ impl Printer {
         };
         format!(
             "[{elapsed}s] {activity} | {} | {}",
-            crate::work::count(self.tool_calls, "tool call"),
-            crate::work::tokens_text(self.tokens_in, self.tokens_out, self.answers),
+            crate::output::count(self.tool_calls, "tool call"),
+            crate::output::tokens_text(self.tokens_in, self.tokens_out, self.answers),
         )
     }
 
@@ -717,16 +717,16 @@ fn plain_line(event: &AgentProgress, printer: &Printer) -> Option<String> {
             let how = turn_end_text(reason);
             // This agent's own counts: with a Team, each member's line says what it did.
             let (calls, tokens) = printer.agents.iter().find(|a| a.id == event.agent).map_or(
-                (0, crate::work::tokens_text(0, 0, 0)),
+                (0, crate::output::tokens_text(0, 0, 0)),
                 |a| {
-                    let tokens = crate::work::tokens_text(a.tokens_in, a.tokens_out, a.answers);
+                    let tokens = crate::output::tokens_text(a.tokens_in, a.tokens_out, a.answers);
                     (a.tool_calls, tokens)
                 },
             );
             let turn = printer.shown_turn(event, *turn);
             Some(format!(
                 "{who}: turn {turn} {how} ({}, {tokens} so far)",
-                crate::work::count(calls, "tool call"),
+                crate::output::count(calls, "tool call"),
             ))
         }
         _ => None,

@@ -32,7 +32,7 @@ pub(crate) struct WebFlags {
 
 /// `--port N`: 0 to 65535 (a negative number is named as such).
 fn parse_port(raw: &str) -> Result<u16, String> {
-    let port = crate::whole_number(raw)?;
+    let port = crate::args::whole_number(raw)?;
     u16::try_from(port).map_err(|_| format!("{port} is not a port (0 to 65535)"))
 }
 

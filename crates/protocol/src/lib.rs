@@ -8,9 +8,11 @@
 //! - byte-level readers for hand-written JSON fast paths ([`json_scan`]);
 //! - the [`Clock`] seam, so time is injected rather than read;
 //! - the [`ErrorCode`] trait every library error enum implements to expose a stable
-//!   `SCREAMING_SNAKE` code.
+//!   `SCREAMING_SNAKE` code, and [`STABLE_CODES`], the one list of every stable code of every
+//!   crate.
 
 mod clock;
+mod codes;
 mod error;
 mod event;
 pub mod event_types;
@@ -20,6 +22,7 @@ pub mod json_scan;
 mod message;
 
 pub use clock::{Clock, FixedClock, SystemClock};
+pub use codes::{STABLE_CODES, StableCode, stable_code};
 pub use error::ErrorCode;
 pub use event::{Event, EventDraft};
 pub use header::{FORMAT_VERSION, HEADER_TYPE, SessionHeader};

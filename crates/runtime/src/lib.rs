@@ -15,6 +15,17 @@
 //! - [`LogFailure`]: every agent whose session log failed, collected by the runtime (DESIGN
 //!   decision 11: every member's failure is the run's failure).
 //!
+//! The decisions a front end (the `troupe` binary) only calls and prints:
+//! - [`ResumePlan`]: what a resume of a root session will do and why, read from its log before
+//!   recovery touches it ([`ResumeStep`]: a prompt, a continuation of a cut turn, the waiting
+//!   messages, or nothing).
+//! - [`RunOutcome`]: how a run ended (`JOURNAL_FAILED`, answered — possibly with
+//!   `TEAMMATE_FAILED` —, the Lead's turn failed, interrupted), from the facts gathered after
+//!   the shutdown ([`RunEnd`]).
+//! - [`LeadLog`]: the one Lead-log fold entry point (the journal's selective scan, the Team
+//!   fold, the Lead's configuration, the replay `troupe team verify` checks), and
+//!   [`TeamReport`], a Team run's summary folded from the logs.
+//!
 //! Invariants: the runtime never prints (progress goes to a broadcast channel); accepted inbox
 //! items are durable before an operation returns and are never dropped by settlement or
 //! shutdown (DESIGN decision 2: inboxes are parked); a tool call is durable before it runs; a
@@ -30,12 +41,16 @@
 mod agent;
 mod error;
 pub mod events;
+mod lead_log;
+mod outcome;
 mod prompt;
 mod recovery;
+mod resume_plan;
 mod role;
 mod runtime;
 mod subagent;
 pub mod team;
+mod teammate;
 mod transcript;
 
 pub use agent::{
@@ -44,7 +59,19 @@ pub use agent::{
 };
 pub use error::RuntimeError;
 pub use events::{Profile, TurnEndReason};
+pub use lead_log::{
+    FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
+    Violation, is_team_session,
+};
+pub use outcome::{
+    Idle, JOURNAL_FAILED, RunEnd, RunFailure, RunOutcome, RunStatus, TEAMMATE_FAILED,
+    log_failure_message,
+};
 pub use prompt::{TeamRole, default_system_prompt, team_policy};
+pub use resume_plan::{
+    CONTINUATION, CONTINUATION_SOURCE, ResumePlan, ResumeStarted, ResumeStep, StoredSession,
+    continuation_message, record_model_override, takes_instruction,
+};
 pub use role::{RoleProbe, SessionRole};
 pub use runtime::{
     ChildProvider, ChildSpec, ChildStart, LogFailure, ModelSource, Runtime, RuntimeOptions,

@@ -13,7 +13,7 @@ use troupe_protocol::{Event, SessionHeader, event_types};
 use crate::events::Profile;
 
 /// The `origin` of a subagent child's header.
-const SUBAGENT_ORIGIN: &str = "subagent";
+pub(crate) const SUBAGENT_ORIGIN: &str = "subagent";
 
 /// A session's role. Wire (`troupe sessions --json`, `GET /api/sessions`): `"lead"` |
 /// `"teammate"` | `"child"` | `"fork"`.

@@ -11,7 +11,6 @@ use serde::Serialize;
 use tokio::sync::watch;
 use troupe_journal::{Journal, JournalError, JsonlBackend};
 use troupe_protocol::{Event, SessionId};
-use troupe_runtime::events::Profile;
 use troupe_runtime::{RoleProbe, SessionRole};
 use troupe_team::{TeamId, TeamState};
 
@@ -370,13 +369,12 @@ impl Hub {
                 last_activity: last_time.unwrap_or(header.created_at),
                 events: *events,
                 team_size: team.as_ref().map(|t| t.members().len()),
+                // The rule `troupe team` refuses a session without a Team by (a Lead's
+                // `team` is always folded).
                 team: role.role() == SessionRole::Lead
-                    && (role.profile() == Some(Profile::Team)
-                        || team.as_ref().is_some_and(|t| {
-                            !t.members().is_empty()
-                                || !t.tasks().is_empty()
-                                || !t.messages().is_empty()
-                        })),
+                    && team
+                        .as_ref()
+                        .is_some_and(|t| troupe_runtime::is_team_session(role.profile(), t)),
             });
         }
         rows.sort_by(|a, b| {

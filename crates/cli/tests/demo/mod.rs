@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::assert_bad_input;
-use super::run::{stderr, stdout};
+use super::run::{stderr, stdout, summary};
+use super::snapshot_settings;
 
 /// The demo's sources, read from the crate (the binary embeds the same files).
 fn demo_dir() -> PathBuf {
@@ -371,30 +372,25 @@ fn the_demo_fixes_a_real_project_and_leaves_a_team_that_verifies() {
         ]
     );
 
-    // Progress, the summary and the demo's own hints.
+    // Progress, then the summary and the demo's own hints (a snapshot: each member's work,
+    // the board, the mail, `demo done`, `python3 -m unittest`, and `troupe team show`, `team
+    // verify`, `log` of the Lead and of beta, `resume` and `web` with this session and home).
     for needle in [
         "demo: wrote the wordstats project to",
         "beta: edit returned an error (FS_STALE_VERSION)",
         "board: task-1 in_progress (alpha), task-2 pending, task-3 pending",
-        "lead: 3 turns, 14 tool calls, tokens 0 in / 0 out",
-        "beta: 2 turns, 13 tool calls",
-        "alpha: 1 turn, 8 tool calls",
-        "tasks: task-1 completed (alpha), task-2 completed (beta), task-3 completed (lead)",
-        "messages: 5 sent, 5 delivered, 0 pending",
-        "demo done: the project is in",
-        "python3 -m unittest",
-        &format!("troupe team show {id} --home {h}"),
-        &format!("troupe team verify {id} --home {h}"),
-        &format!("troupe log {id} --home {h}"),
-        &format!("troupe log {beta} --home {h}"),
-        &format!("troupe resume {id} --home {h}"),
-        &format!(
-            "troupe web --home {h}  (then open its URL + #{id}; at the default port: \
-             http://127.0.0.1:7420/#{id})"
-        ),
     ] {
         assert!(err.contains(needle), "{needle:?} missing from\n{err}");
     }
+    let project_dir = project.display().to_string();
+    let names = [
+        (id.as_str(), "[LEAD]"),
+        (alpha.as_str(), "[ALPHA]"),
+        (beta.as_str(), "[BETA]"),
+        (h.as_str(), "[HOME]"),
+        (project_dir.as_str(), "[PROJECT]"),
+    ];
+    snapshot_settings(&names).bind(|| insta::assert_snapshot!("demo_summary", summary(&err)));
     assert!(!err.contains("Coming soon"), "{err}");
     // The demo lists its own commands, so the run's `inspect:` line would repeat them.
     assert!(!err.contains("inspect:"), "{err}");
@@ -755,14 +751,19 @@ fn the_demo_exits_1_when_the_projects_tests_still_fail() {
         .assert()
         .code(1);
     let err = stderr(&out);
-    for needle in [
-        "demo finished, but the project's tests still fail: the project is in",
-        "the project's tests now: FAILED (failures=7)",
-        "troupe: the demo project's tests fail after the run: FAILED (failures=7)",
-    ] {
-        assert!(err.contains(needle), "{needle:?} missing from\n{err}");
-    }
-    assert!(!err.contains("demo done"), "{err}");
+    // `demo finished, but the project's tests still fail: the project is in …`, `the
+    // project's tests now: FAILED (failures=7)`, `troupe: the demo project's tests fail after
+    // the run: FAILED (failures=7)`; no `demo done`.
+    let id = session_of(&err);
+    let home_dir = root.home().display().to_string();
+    let project_dir = root.path("demo").display().to_string();
+    let names = [
+        (id.as_str(), "[LEAD]"),
+        (home_dir.as_str(), "[HOME]"),
+        (project_dir.as_str(), "[PROJECT]"),
+    ];
+    snapshot_settings(&names)
+        .bind(|| insta::assert_snapshot!("demo_tests_still_fail_summary", summary(&err)));
     // With --json the done line is `failed` with DEMO_TESTS_FAILED.
     let out = root
         .troupe()

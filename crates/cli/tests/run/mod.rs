@@ -10,7 +10,7 @@ use troupe_journal::Journal;
 use troupe_protocol::SessionId;
 use troupe_test_support::{FakeOpenAi, FakeResponse};
 
-use super::{assert_bad_input, troupe};
+use super::{assert_bad_input, snapshot_settings, troupe};
 
 /// A home, a workspace with `notes.txt`, and a place for scripts, all temporary.
 pub(crate) struct Setup {
@@ -115,6 +115,21 @@ pub(crate) fn stderr(out: &assert_cmd::assert::Assert) -> String {
     String::from_utf8(out.get_output().stderr.clone()).unwrap()
 }
 
+/// The summary a run ends with: its stderr from the Lead's statistics line (`lead: N turns, …`,
+/// the last one) to the end.
+pub(crate) fn summary(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().collect();
+    let start = lines
+        .iter()
+        .rposition(|l| {
+            l.strip_prefix("lead: ")
+                .and_then(|rest| rest.split(' ').next())
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .unwrap_or_else(|| panic!("no summary in {stderr}"));
+    lines[start..].iter().map(|l| format!("{l}\n")).collect()
+}
+
 /// The session id from the first stderr line, `session <id> (…)`.
 pub(crate) fn session_id(stderr: &str) -> String {
     let first = stderr.lines().next().unwrap_or_default();
@@ -194,9 +209,15 @@ fn run_with_a_script_edits_a_file_and_records_every_tool_call() {
     assert_eq!(stdout(&out), "notes.txt now says hello troupe.\n");
     let err = stderr(&out);
     let id = session_id(&err);
-    assert!(err.contains(&format!("troupe log {id}")), "{err}");
-    assert!(err.contains(&format!("troupe resume {id}")), "{err}");
-    assert!(err.contains("1 turn, 3 tool calls"), "{err}");
+    // `1 turn, 3 tool calls`, `troupe log ID`, `troupe resume ID`.
+    let home = s.home.display().to_string();
+    let scripts = s.scripts.display().to_string();
+    let names = [
+        (id.as_str(), "[SESSION]"),
+        (&home, "[HOME]"),
+        (&scripts, "[SCRIPTS]"),
+    ];
+    snapshot_settings(&names).bind(|| insta::assert_snapshot!("run_script_stderr", err));
     assert_eq!(
         std::fs::read_to_string(s.workspace.join("notes.txt")).unwrap(),
         "hello troupe\n"
@@ -249,7 +270,8 @@ fn run_with_a_script_edits_a_file_and_records_every_tool_call() {
     // Nothing left to do: resume prints the last answer without a model call.
     let out = s.troupe().args(["resume", &id]).assert().success();
     assert_eq!(stdout(&out), "notes.txt now says hello troupe.\n");
-    assert!(stderr(&out).contains("nothing to resume"));
+    let err = stderr(&out);
+    snapshot_settings(&names).bind(|| insta::assert_snapshot!("resume_nothing_to_do", err));
     assert_eq!(
         s.log(&id).len(),
         events.len(),
@@ -373,7 +395,11 @@ fn run_against_the_fake_server_sends_the_tool_results_back() {
     assert_eq!(stdout(&out), "Done: notes.txt edited.\n");
     let err = stderr(&out);
     let id = session_id(&err);
-    assert!(err.contains("tokens 30 in"), "usage is summed: {err}");
+    // The usage is summed: tokens 30 in.
+    let home = s.home.display().to_string();
+    let names = [(id.as_str(), "[SESSION]"), (&home, "[HOME]")];
+    snapshot_settings(&names)
+        .bind(|| insta::assert_snapshot!("run_fake_server_summary", summary(&err)));
     assert_eq!(
         std::fs::read_to_string(s.workspace.join("notes.txt")).unwrap(),
         "hello fake server\n"
@@ -433,11 +459,17 @@ fn http_401_exits_1_and_says_check_your_api_key() {
         .code(1)
         .stdout("");
     let err = stderr(&out);
-    assert!(err.contains("check your API key"), "{err}");
-    assert!(err.contains("TROUPE_TEST_KEY"), "{err}");
-    assert!(err.contains("LLM_AUTH"), "{err}");
     let id = session_id(&err);
-    assert!(err.contains(&format!("troupe resume {id}")), "{err}");
+    // LLM_AUTH, "check your API key" naming TROUPE_TEST_KEY, `troupe resume ID`.
+    let home = s.home.display().to_string();
+    let base_url = server.base_url();
+    let names = [
+        (id.as_str(), "[SESSION]"),
+        (&home, "[HOME]"),
+        (&base_url, "[BASE URL]"),
+    ];
+    snapshot_settings(&names)
+        .bind(|| insta::assert_snapshot!("run_http_401_summary", summary(&err)));
     assert_eq!(server.request_count(), 1, "401 is not retried");
     let events = s.log(&id);
     let end = events.iter().rfind(|e| e["type"] == "turn/end").unwrap();
@@ -727,7 +759,16 @@ fn kill_9_during_a_tool_call_then_resume_finishes_the_work() {
 
     let out = s.troupe().args(["resume", &id]).assert().success();
     assert_eq!(stdout(&out), "Finished after the interruption.\n");
-    assert!(stderr(&out).contains("recovered"));
+    // `recovered: …`, then the continuation and its turn, then the summary.
+    let err = stderr(&out);
+    let home = s.home.display().to_string();
+    let scripts = s.scripts.display().to_string();
+    let names = [
+        (id.as_str(), "[SESSION]"),
+        (&home, "[HOME]"),
+        (&scripts, "[SCRIPTS]"),
+    ];
+    snapshot_settings(&names).bind(|| insta::assert_snapshot!("resume_after_kill_9", err));
     let events = s.log(&id);
     let call_seq = before[call]["seq"].as_u64().unwrap();
     let closer = &events[before.len()];
@@ -829,13 +870,11 @@ fn ctrl_c_interrupts_the_turn_and_resume_completes_it() {
     assert_eq!(code, 1, "{err}");
     assert_eq!(out, "");
     let id = session_id(&err);
-    assert!(
-        err.lines()
-            .last()
-            .unwrap()
-            .contains(&format!("interrupted — continue with: troupe resume {id}")),
-        "{err}"
-    );
+    // The last line: `interrupted — continue with: troupe resume ID`.
+    let home = s.home.display().to_string();
+    let names = [(id.as_str(), "[SESSION]"), (&home, "[HOME]")];
+    snapshot_settings(&names)
+        .bind(|| insta::assert_snapshot!("run_interrupted_summary", summary(&err)));
     // The bash process group was killed with the turn (allowing a moment for reaping).
     let group = rustix::process::Pid::from_raw(group).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -874,7 +913,11 @@ fn sigterm_and_sighup_interrupt_cleanly_and_resume_completes() {
         let (code, _out, err) = finish(child);
         assert_eq!(code, 1, "{sig:?}: {err}");
         let id = session_id(&err);
-        assert!(err.contains(&format!("troupe resume {id}")), "{err}");
+        // `interrupted — continue with: troupe resume ID`, as for Ctrl-C.
+        let home = s.home.display().to_string();
+        let names = [(id.as_str(), "[SESSION]"), (&home, "[HOME]")];
+        snapshot_settings(&names)
+            .bind(|| insta::assert_snapshot!("run_interrupted_summary", summary(&err)));
         let group = rustix::process::Pid::from_raw(group).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while rustix::process::test_kill_process_group(group).is_ok() {

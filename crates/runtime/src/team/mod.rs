@@ -1412,10 +1412,14 @@ impl Runtime {
                         error: format!("{}{e}", troupe_team::RECOVERY_INSPECT_FAILED_PREFIX),
                     },
                     Ok(t) => {
-                        let matches = replay.header.parent_session.as_ref() == Some(team.lead.id())
-                            && t.descriptor().is_some_and(|d| {
-                                d.mode == "continuable" && d.provider == member.provider
-                            });
+                        // The one teammate rule `troupe team verify` checks too.
+                        let matches = crate::teammate::teammate_problem(
+                            &replay.header,
+                            &t,
+                            team.lead.id(),
+                            &member.provider,
+                        )
+                        .is_none();
                         if matches && t.accepted_user_message() {
                             ProvisioningOutcome::Active
                         } else if matches && request.is_some() && t.stats().turns == 0 {

@@ -1,0 +1,379 @@
+//! `troupe run` and `troupe resume` validated into a [`WorkConfig`] *before anything is
+//! written*, in the order a user fixes things: the command line itself (the prompt, limit
+//! flags; for a resume, the session and its recorded configuration), the workspace (exists, is
+//! a directory, is writable), the model (provider, API key, script file, `--pace`), the home.
+//! The first problem is bad input (exit 2, one line).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use troupe_journal::Journal;
+use troupe_llm::{ModelSpec, ProviderFactory, ProviderKind};
+use troupe_protocol::SessionId;
+use troupe_runtime::{ResumePlan, StoredSession, takes_instruction};
+use troupe_team::TeamLimits;
+use troupe_tools::SandboxPolicy;
+
+use super::flags::{PaceArgs, ResumeFlags, RunFlags};
+use super::model::{LEAD, ModelSetup, absolute_script, provider_factory};
+use crate::args::resolve_session;
+use crate::exit::Failure;
+use crate::framing::Framing;
+use crate::hints::{home_arg, not_a_root};
+use crate::home::Home;
+use crate::progress::OutputMode;
+
+/// Gives the framing of a resumed session: from the home, its scripted model's file (if it
+/// runs a script) and its workspace.
+pub(crate) type ResumedFraming = fn(&Path, Option<&Path>, &Path) -> Framing;
+
+/// A validated `run` or `resume`: everything the work needs.
+pub(super) struct WorkConfig {
+    pub(super) home: PathBuf,
+    /// `--home DIR` as given, repeated in the hints printed at the end.
+    pub(super) home_flag: Option<PathBuf>,
+    /// Canonical, existing, writable directory.
+    pub(super) workspace: PathBuf,
+    /// The model in effect (recorded in new agents' configs; never holds a key).
+    pub(super) spec: ModelSpec,
+    pub(super) models: Arc<ProviderFactory>,
+    pub(super) mode: OutputMode,
+    /// Whether the Lead runs with the Team profile (`--team`, or as recorded for a resume).
+    pub(super) team: bool,
+    /// The Team limits in force (Team sessions only).
+    pub(super) team_limits: TeamLimits,
+    /// Environment variables that hold API keys: removed from every `bash` tool process.
+    pub(super) secret_env: Vec<String>,
+    /// The sandbox of every `bash` (checked against this kernel).
+    pub(super) sandbox: SandboxPolicy,
+    /// API key values: redacted (`***`) from everything recorded or shown.
+    pub(super) secrets: Vec<String>,
+    pub(super) start: Start,
+    /// What the command adds around the run's own output (`troupe demo`).
+    pub(super) framing: Framing,
+}
+
+/// How the Lead starts: a new session with its prompt, or a resume of a stored one.
+pub(super) enum Start {
+    /// `troupe run`, `troupe demo`.
+    New {
+        /// The first prompt (recorded with the session's configuration).
+        prompt: String,
+    },
+    /// `troupe resume`.
+    Resume {
+        /// The session.
+        id: SessionId,
+        /// A new instruction, if given.
+        prompt: Option<String>,
+        /// What the resume will do, read before anything was locked or written.
+        plan: Box<ResumePlan>,
+    },
+}
+
+/// `troupe run`'s flags checked into a [`WorkConfig`] (see the module docs for the order).
+pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> {
+    // The command line itself first, then what the user points at, in the order they would
+    // fix it: the workspace, then the model (provider, API key, script, pace), then the home.
+    let prompt = run_prompt(&flags.prompt)?;
+    if !flags.team
+        && let Some(flag) = flags.limits.first_given()
+    {
+        return Err(Failure::bad_input(anyhow!(
+            "{flag} applies to Team runs only: add --team"
+        )));
+    }
+    let team_limits = flags.limits.limits()?;
+    let sandbox = flags.sandbox.for_new()?;
+    let workspace = match flags.workspace {
+        Some(dir) => dir,
+        None => std::env::current_dir()
+            .map_err(|e| Failure::bad_input(anyhow!("cannot read the current directory: {e}")))?,
+    };
+    let workspace = check_workspace(&workspace)?;
+    let spec = absolute_script(ModelSpec::from_flags(&flags.model.flags())?)?;
+    work_config(
+        home,
+        true,
+        workspace,
+        spec,
+        &flags.model.pace,
+        RunShape {
+            json: flags.json,
+            team: flags.team,
+            team_limits,
+            sandbox,
+            start: Start::New { prompt },
+            framing: Framing::default(),
+        },
+    )
+}
+
+/// `troupe resume`'s flags checked into a [`WorkConfig`], the session read (not locked) into
+/// its [`ResumePlan`]; `framing_of` gives the framing of a session from the home, its scripted
+/// model's file (if it has one) and its workspace (a resumed demo checks its project's tests).
+pub(super) fn validate_resume(
+    flags: ResumeFlags,
+    home: Home<'_>,
+    framing_of: ResumedFraming,
+) -> Result<WorkConfig, Failure> {
+    let journal = Journal::open_home(&home.dir);
+    let id = resolve_session(&journal, &flags.session)?;
+    let prompt = if flags.prompt.is_empty() {
+        None
+    } else {
+        Some(validate_prompt(&flags.prompt)?)
+    };
+    // Read-only: nothing is locked or written until the flags are known to be usable.
+    let plan = match ResumePlan::read(&journal, &id)? {
+        StoredSession::Root(plan) => plan,
+        StoredSession::Child {
+            role,
+            parent: Some(parent),
+        } => {
+            let command = format!("troupe resume {parent}{}", home_arg(home.flag));
+            return Err(not_a_root(&id, role, &parent, &command));
+        }
+        StoredSession::Child { parent: None, .. } => {
+            return Err(Failure::bad_input(anyhow!(
+                "session {id} is a subagent child without a parent session: it cannot be resumed"
+            )));
+        }
+    };
+    let recorded = plan.config();
+    let team = plan.is_team();
+    if !team && let Some(flag) = flags.limits.first_given() {
+        return Err(Failure::bad_input(anyhow!(
+            "{flag} applies to Team sessions only, and session {id} is not one"
+        )));
+    }
+    let team_limits = flags.limits.limits()?;
+    let sandbox = flags.sandbox.for_resume(recorded.sandbox_policy())?;
+    let mut framing = Framing::default();
+    if recorded.sandbox.is_none() && flags.sandbox.sandbox.is_none() {
+        framing.prologue.push(format!(
+            "sandbox: session {id} was recorded before the sandbox existed, so its commands run \
+             unconfined as before (--sandbox off); resume it with --sandbox workspace-write to \
+             confine them"
+        ));
+    } else if sandbox != recorded.sandbox_policy() {
+        framing.prologue.push(format!(
+            "sandbox: {sandbox} from now on (recorded: {})",
+            recorded.sandbox_policy()
+        ));
+    }
+    // The same order as `run`: the workspace, then the model, then the home.
+    let workspace = check_workspace(Path::new(&recorded.workspace))?;
+    let spec = absolute_script(recorded.model.with_overrides(&flags.model.flags())?)?;
+    // A resumed demo checks its project's tests as `troupe demo` does; the sandbox note above
+    // is kept (only the check is taken from the resumed framing).
+    let script = (spec.provider == ProviderKind::Script).then(|| Path::new(&spec.model));
+    framing.check = framing_of(&home.dir, script, &workspace).check;
+    work_config(
+        home,
+        true,
+        workspace,
+        spec,
+        &flags.model.pace,
+        RunShape {
+            json: flags.json,
+            team,
+            team_limits,
+            sandbox,
+            start: Start::Resume { id, prompt, plan },
+            framing,
+        },
+    )
+}
+
+/// How a validated run goes: what [`work_config`] takes besides the home, the workspace and
+/// the model.
+pub(super) struct RunShape {
+    pub(super) json: bool,
+    pub(super) team: bool,
+    pub(super) team_limits: TeamLimits,
+    pub(super) sandbox: SandboxPolicy,
+    pub(super) start: Start,
+    pub(super) framing: Framing,
+}
+
+/// The end of every validation (`run`, `resume`, the demo), in the documented order: the pace
+/// checked against the model, the model built (API key read, or script loaded and checked),
+/// then — when `prepare` — the home's directories created.
+pub(super) fn work_config(
+    home: Home<'_>,
+    prepare: bool,
+    workspace: PathBuf,
+    spec: ModelSpec,
+    pace: &PaceArgs,
+    shape: RunShape,
+) -> Result<WorkConfig, Failure> {
+    let pace = pace.for_model(&spec)?;
+    let ModelSetup {
+        factory: models,
+        secret_env,
+        secrets,
+    } = provider_factory(&spec, pace)?;
+    if let Start::Resume {
+        id,
+        prompt: Some(_),
+        plan,
+    } = &shape.start
+        && !takes_instruction(&models, LEAD, plan.spent_model_calls())
+    {
+        return Err(Failure::bad_input(anyhow!(
+            "session {id} runs the scripted model {spec}, and its script has no step left for \
+             the Lead, so it cannot take a new instruction (nothing was written): resume it \
+             without a PROMPT, or add --model to answer with another model"
+        )));
+    }
+    if prepare {
+        home.prepare()?;
+    }
+    Ok(WorkConfig {
+        home: home.dir,
+        home_flag: home.flag.map(Path::to_path_buf),
+        workspace,
+        spec,
+        models,
+        secret_env,
+        secrets,
+        sandbox: shape.sandbox,
+        mode: output_mode(shape.json),
+        team: shape.team,
+        team_limits: shape.team_limits,
+        start: shape.start,
+        framing: shape.framing,
+    })
+}
+
+fn output_mode(json: bool) -> OutputMode {
+    use std::io::IsTerminal;
+    if json {
+        OutputMode::Json
+    } else if std::io::stderr().is_terminal() {
+        OutputMode::Tty
+    } else {
+        OutputMode::Plain
+    }
+}
+
+fn validate_prompt(words: &[String]) -> Result<String, Failure> {
+    if let [only] = words
+        && only == "-"
+    {
+        return prompt_from_stdin();
+    }
+    let prompt = words.join(" ");
+    if prompt.trim().is_empty() {
+        return Err(Failure::bad_input(anyhow!(
+            "the prompt is empty: say what the agent should do"
+        )));
+    }
+    Ok(prompt)
+}
+
+/// The prompt of `troupe run`: the words given, else — when stdin is not a terminal (a pipe,
+/// a file, `< /dev/null`) — stdin. On a terminal, no PROMPT is bad input (nothing would ever
+/// end the read).
+fn run_prompt(words: &[String]) -> Result<String, Failure> {
+    use std::io::IsTerminal;
+    if words.is_empty() {
+        if std::io::stdin().is_terminal() {
+            return Err(Failure::bad_input(anyhow!(
+                "a prompt is required: troupe run \"what the Lead should do\" (or - to read it \
+                 from stdin)"
+            )));
+        }
+        return prompt_from_stdin();
+    }
+    validate_prompt(words)
+}
+
+/// Reads the prompt from stdin to its end, without the trailing newlines. Empty (only
+/// whitespace) or not UTF-8 is bad input.
+fn prompt_from_stdin() -> Result<String, Failure> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut bytes)
+        .map_err(|e| Failure::bad_input(anyhow!("cannot read the prompt from stdin: {e}")))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| Failure::bad_input(anyhow!("the prompt on stdin is not UTF-8 text: {e}")))?;
+    let prompt = text.trim_end_matches(['\n', '\r']);
+    if prompt.trim().is_empty() {
+        return Err(Failure::bad_input(anyhow!(
+            "the prompt read from stdin is empty: say what the agent should do"
+        )));
+    }
+    Ok(prompt.to_owned())
+}
+
+/// The workspace must exist, be a directory and be writable; returns its canonical path.
+pub(super) fn check_workspace(dir: &Path) -> Result<PathBuf, Failure> {
+    let shown = dir.display();
+    let metadata = std::fs::metadata(dir).map_err(|e| {
+        Failure::bad_input(if e.kind() == std::io::ErrorKind::NotFound {
+            anyhow!("workspace {shown} does not exist")
+        } else {
+            anyhow!("workspace {shown}: {e}")
+        })
+    })?;
+    if !metadata.is_dir() {
+        return Err(Failure::bad_input(anyhow!(
+            "workspace {shown} is not a directory"
+        )));
+    }
+    // access(2) rather than permission bits: it also sees read-only mounts and ACLs.
+    rustix::fs::access(dir, rustix::fs::Access::WRITE_OK)
+        .map_err(|e| Failure::bad_input(anyhow!("workspace {shown} is not writable: {e}")))?;
+    std::fs::canonicalize(dir).map_err(|e| Failure::bad_input(anyhow!("workspace {shown}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// `run RAW…` parsed and validated, in a temporary home; its script is written first.
+    fn validated(raw: &[&str], dir: &Path) -> Result<WorkConfig, Failure> {
+        #[derive(clap::Parser)]
+        struct Args {
+            #[command(flatten)]
+            run: RunFlags,
+        }
+        let script = dir.join("s.json");
+        std::fs::write(&script, r#"{"agents": {"lead": [{"text": "hi"}]}}"#).unwrap();
+        let model = format!("script:{}", script.display());
+        let workspace = dir.display().to_string();
+        let mut argv = vec!["run", "--workspace", &workspace, "--model", &model];
+        argv.extend(raw);
+        let flags = <Args as clap::Parser>::try_parse_from(argv).unwrap().run;
+        validate_run(
+            flags,
+            Home {
+                dir: dir.join("home"),
+                flag: None,
+                named: "the test home".to_owned(),
+            },
+        )
+    }
+
+    #[test]
+    fn the_pace_reaches_the_scripted_models() {
+        let dir = tempfile::tempdir().unwrap();
+        let pace_of = |config: &WorkConfig| match config.models.as_ref() {
+            ProviderFactory::Scripted(script) => script.pace(),
+            ProviderFactory::Http(_) => panic!("a script gives scripted models"),
+        };
+        let paced = validated(&["--pace", "400", "go"], dir.path())
+            .ok()
+            .unwrap();
+        assert_eq!(pace_of(&paced), Duration::from_millis(400));
+        let plain = validated(&["go"], dir.path()).ok().unwrap();
+        assert_eq!(pace_of(&plain), Duration::ZERO);
+    }
+}

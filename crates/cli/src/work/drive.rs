@@ -1,0 +1,367 @@
+//! Driving the runtime for `troupe run` / `troupe resume`: the tokio runtime built, the Lead
+//! started (or reopened and given what its [`ResumePlan`](troupe_runtime::ResumePlan) decides),
+//! progress shown until every agent is idle or inactive, Ctrl-C / SIGTERM / SIGHUP turned into
+//! keep-inbox cancels, and — whatever happened once the agent runtime exists — the runtime shut
+//! down before the process exits, so inboxes are parked and every log is flushed (DESIGN
+//! decision 2). Then [`super::report`] prints the outcome.
+
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use serde_json::json;
+use tokio::signal::unix::{Signal, SignalKind};
+use tokio::sync::broadcast;
+use troupe_journal::{Journal, JournalError};
+use troupe_llm::ProviderKind;
+use troupe_protocol::{MessageSource, SessionId, UserMessage};
+use troupe_runtime::events::Profile;
+use troupe_runtime::{
+    Agent, AgentProgress, ChunkPolicy, Progress, ResumeStarted, ResumeStep, Runtime, RuntimeError,
+    RuntimeOptions, Transcript, record_model_override,
+};
+use troupe_tools::ToolLimits;
+
+use super::config::{Start, WorkConfig};
+use super::model::LEAD;
+use super::report::{Driven, report};
+use crate::exit::Failure;
+use crate::progress::{Board, OutputMode, Printer};
+
+/// How long the first Ctrl-C waits for the cancelled turn to close before shutting down anyway.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(15);
+
+/// How long the final shutdown (parking inboxes, flushing logs) may take.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(30);
+
+/// Builds the tokio runtime and runs the work on it.
+pub(super) fn execute(config: WorkConfig) -> Result<(), Failure> {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("troupe-worker")
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+        .map_err(Failure::work)?;
+    let result = tokio.block_on(work(config));
+    // Every agent was disposed by `work`; do not wait long for stray blocking tasks.
+    tokio.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Whether, and how, a signal stopped the run.
+enum Interrupt {
+    /// No signal.
+    None,
+    /// Ctrl-C once: the turn was cancelled (inbox kept) and closed.
+    Graceful,
+    /// Ctrl-C twice: stop waiting for the cancelled turn to close.
+    Forced,
+}
+
+async fn work(config: WorkConfig) -> Result<(), Failure> {
+    // Installed first, so a Ctrl-C from here on interrupts the turn instead of killing us.
+    let mut sigint = Interrupts::install().map_err(Failure::work)?;
+    let runtime = Runtime::new(
+        Journal::open_home(&config.home),
+        RuntimeOptions {
+            workspace: config.workspace.clone(),
+            models: Arc::clone(&config.models) as _,
+            model_spec: config.spec.clone(),
+            chunks: ChunkPolicy::default(),
+            tool_limits: ToolLimits::default(),
+            max_depth: 1,
+            team_limits: config.team_limits,
+            extra_tools: Vec::new(),
+            secret_env: config.secret_env.clone(),
+            secrets: config.secrets.clone(),
+            sandbox: config.sandbox,
+        },
+    );
+    let mut printer = Printer::new(config.mode);
+    printer.expect_usage(config.spec.provider != ProviderKind::Script);
+    // A fork child's log numbers its turns after the ones its seed inherited; progress counts
+    // its own turns, as the summary does. (Its transcript's last turn minus its own turns.)
+    let lookup = runtime.clone();
+    printer.set_inherited_turns(Box::new(move |id| {
+        let inherited = |t: &Transcript| t.last_turn().saturating_sub(t.stats().turns);
+        match lookup.agent(id) {
+            Some(agent) => agent.with_transcript(inherited),
+            // Already settled when the printer got to it: its stored log says the same.
+            None => lookup
+                .journal()
+                .read(id)
+                .ok()
+                .and_then(|r| Transcript::fold(r.header.seed_len(), &r.events).ok())
+                .map_or(0, |t| inherited(&t)),
+        }
+    }));
+    let mut events = runtime.subscribe_progress();
+    let driven = drive(&runtime, &config, &mut printer, &mut events, &mut sigint).await;
+    // Always: park inboxes, end running turns, flush every log.
+    let shutdown = tokio::time::timeout(SHUTDOWN_LIMIT, runtime.shutdown()).await;
+    while let Ok(event) = events.try_recv() {
+        printer.progress(&event);
+    }
+    printer.clear_live();
+    // Complete once the shutdown released every agent (DESIGN decision 11).
+    let log_failures = runtime.log_failures();
+    let driven = driven?;
+    let teardown = match shutdown {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(anyhow::Error::new(e).context("shutting the agents down")),
+        Err(_) => Some(anyhow!(
+            "shutting the agents down took longer than {}s; the session log is still \
+             consistent: continue with troupe resume {}",
+            SHUTDOWN_LIMIT.as_secs(),
+            driven.id
+        )),
+    };
+    // A failed log is the run's failure, reported after the summary; the teardown error it
+    // caused (the poisoned writer refusing its final flush) says the same thing less clearly.
+    if let Some(teardown) = teardown
+        && log_failures.is_empty()
+    {
+        return Err(Failure::work(teardown));
+    }
+    report(&driven, &config, &mut printer, &log_failures)
+}
+
+/// Starts (or reopens) the Lead, gives it its work, and shows progress until quiescence.
+async fn drive(
+    runtime: &Runtime,
+    config: &WorkConfig,
+    printer: &mut Printer,
+    events: &mut broadcast::Receiver<AgentProgress>,
+    sigint: &mut Interrupts,
+) -> Result<Driven, Failure> {
+    let model = config.spec.to_string();
+    let (agent, id, turn_before, started) = match &config.start {
+        Start::New { prompt } => {
+            let id = SessionId::random();
+            let profile = if config.team {
+                Profile::Team
+            } else {
+                Profile::Default
+            };
+            // The prompt is recorded with the session's configuration, in the batch that
+            // creates the file: a crash leaves no session or one whose prompt is waiting.
+            let first = UserMessage::text(prompt.clone(), MessageSource::kind("user"));
+            let agent = runtime
+                .create_root_with(id.clone(), LEAD, profile, Some(first))
+                .await?;
+            printer.session_started(&id, false, &model);
+            for line in &config.framing.prologue {
+                printer.note(line);
+            }
+            // The prompt is the Lead's work; no other agent exists yet.
+            let started = ResumeStarted {
+                lead_runs: true,
+                others_run: false,
+            };
+            (agent, id, 0, started)
+        }
+        Start::Resume { id, prompt, plan } => {
+            let (agent, recovered) = runtime
+                .resume_root(id)
+                .await
+                .map_err(|e| resume_error(id, &config.home, e))?;
+            printer.session_started(id, true, &model);
+            for line in &config.framing.prologue {
+                printer.note(line);
+            }
+            record_model_override(&agent, &config.spec, config.sandbox).await?;
+            if recovered {
+                printer.note(
+                    "recovered: the previous run stopped in the middle of a turn; it was closed \
+                     as interrupted (see troupe log)",
+                );
+            }
+            let step = plan.next_step(&agent, prompt.clone());
+            match &step {
+                ResumeStep::Continue { why, waiting_first } => {
+                    if *waiting_first {
+                        printer.note("running the messages that were waiting in the inbox first");
+                    }
+                    printer.note(&format!("continuing: the last turn did not finish ({why})"));
+                }
+                ResumeStep::RunWaiting => {
+                    printer.note("running the messages that were waiting in the inbox");
+                }
+                ResumeStep::Prompt(_) | ResumeStep::Nothing => {}
+            }
+            let started = step.take(runtime, &agent).await?;
+            // Turns that the recovery's redelivered mail already started count as this run's.
+            (agent, id.clone(), plan.last_turn(), started)
+        }
+    };
+    if !started.lead_runs && started.others_run {
+        printer.note("teammates have work left: running until they are done");
+    }
+    let interrupt = if started.any() {
+        wait(runtime, &agent, printer, events, sigint).await
+    } else {
+        Interrupt::None
+    };
+    Ok(Driven {
+        agent,
+        id,
+        turn_before,
+        nothing_to_do: !started.lead_runs,
+        interrupted: interrupt != Interrupt::None,
+    })
+}
+
+/// A lock held by another process is bad input with its own words; a Lead log that breaks a
+/// Team rule is a damaged log (exit 1) and names its file.
+fn resume_error(id: &SessionId, home: &Path, error: RuntimeError) -> Failure {
+    match error {
+        RuntimeError::Journal(JournalError::Locked { .. }) => Failure::bad_input(anyhow!(
+            "session is locked by another process: a troupe run or troupe resume of {id} is \
+             still running"
+        )),
+        team @ RuntimeError::TeamLog { .. } => {
+            let file = home.join("sessions").join(format!("{id}.jsonl"));
+            Failure::work(anyhow!(
+                "TEAM_LOG_INVALID: {team} (file {}; nothing was written to it)",
+                file.display()
+            ))
+        }
+        other => other.into(),
+    }
+}
+
+/// Ctrl-C, SIGTERM (`timeout`, `kill`, service managers) and SIGHUP (a closed terminal): each
+/// stops the running turns cleanly, keeping inboxes, so the session stays resumable.
+struct Interrupts {
+    int: Signal,
+    term: Signal,
+    hup: Signal,
+}
+
+impl Interrupts {
+    fn install() -> anyhow::Result<Self> {
+        let install = |kind, what| {
+            tokio::signal::unix::signal(kind)
+                .with_context(|| format!("installing the {what} handler"))
+        };
+        Ok(Self {
+            int: install(SignalKind::interrupt(), "Ctrl-C")?,
+            term: install(SignalKind::terminate(), "SIGTERM")?,
+            hup: install(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+
+    /// Resolves at the next interrupting signal.
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+            _ = self.hup.recv() => {}
+        }
+    }
+}
+
+/// Shows progress until the Lead has answered and every teammate or subagent is idle or
+/// inactive (the Lead idle, no child resident); handles Ctrl-C.
+async fn wait(
+    runtime: &Runtime,
+    agent: &Agent,
+    printer: &mut Printer,
+    events: &mut broadcast::Receiver<AgentProgress>,
+    sigint: &mut Interrupts,
+) -> Interrupt {
+    let quiescent = runtime.wait_quiescent(agent);
+    tokio::pin!(quiescent);
+    // The board as the run starts (a resume's recovery may have changed it already).
+    show_board(runtime, agent, printer).await;
+    let mut ticker = tokio::time::interval(Duration::from_millis(250));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let live_line = printer.mode() == OutputMode::Tty;
+    // A resized terminal (SIGWINCH) gets the live area redrawn at once, at its new size.
+    let mut resized = if live_line {
+        tokio::signal::unix::signal(SignalKind::window_change()).ok()
+    } else {
+        None
+    };
+    let mut interrupt = Interrupt::None;
+    let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    let mut events_open = true;
+    loop {
+        tokio::select! {
+            biased;
+            received = events.recv(), if events_open => match received {
+                Ok(event) => {
+                    printer.progress(&event);
+                    // The board changes through the Team tools: look at it after each one.
+                    if let Progress::ToolFinished { name, .. } = &event.progress
+                        && troupe_runtime::team::TEAM_TOOL_NAMES.contains(&name.as_str())
+                    {
+                        show_board(runtime, agent, printer).await;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(skipped)) => printer.lagged(skipped),
+                Err(broadcast::error::RecvError::Closed) => events_open = false,
+            },
+            () = &mut quiescent => {
+                show_board(runtime, agent, printer).await;
+                break;
+            }
+            _ = sigint.recv() => {
+                if interrupt != Interrupt::None {
+                    printer.note("interrupted again: not waiting for the turn to close");
+                    interrupt = Interrupt::Forced;
+                    break;
+                }
+                interrupt = Interrupt::Graceful;
+                printer.note("interrupting: stopping the current turn (Ctrl-C again to stop waiting)");
+                // Keep the inbox: anything queued stays parked for `troupe resume`. Teammates
+                // (and any other live agent of this run) are stopped the same way.
+                if let Err(e) = agent.cancel(json!({"kind": "user"}), true).await {
+                    printer.note(&format!("troupe: cancelling the turn failed: {e}"));
+                }
+                for id in runtime.live_ids() {
+                    if id != *agent.id()
+                        && let Some(other) = runtime.agent(&id)
+                        && let Err(e) = other.cancel(json!({"kind": "user"}), true).await
+                    {
+                        let name = other.name();
+                        printer.note(&format!("troupe: cancelling {name}'s turn failed: {e}"));
+                    }
+                }
+                grace = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
+            }
+            () = async {
+                match grace.as_mut() {
+                    Some(sleep) => sleep.await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                printer.note("the cancelled turn did not close in time: shutting down");
+                break;
+            }
+            _ = ticker.tick(), if live_line => {
+                show_board(runtime, agent, printer).await;
+                printer.redraw();
+            }
+            Some(()) = async {
+                match resized.as_mut() {
+                    Some(signal) => signal.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => printer.redraw(),
+        }
+    }
+    interrupt
+}
+
+/// Reports the board of `lead`'s Team, if it leads one.
+async fn show_board(runtime: &Runtime, lead: &Agent, printer: &mut Printer) {
+    if let Some(team) = runtime.team(lead.id()) {
+        let state = team.snapshot().await;
+        printer.team(Board::of(&state));
+    }
+}

@@ -1,0 +1,291 @@
+//! The flags of `troupe run` and `troupe resume` as typed (clap), each group with what it
+//! turns into: `--pace` into the wait before each scripted reply, `--model`/`--base-url`/
+//! `--api-key-env`/`--tool-choice` into [`ModelFlags`], `--sandbox`/`--network` into a
+//! [`SandboxPolicy`], the Team limit flags into [`TeamLimits`]. Checking them
+//! against each other and the world is [`super::config`]'s.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use serde_json::json;
+use troupe_llm::{ModelFlags, ModelSpec, ProviderKind, ToolChoice};
+use troupe_team::{TeamError, TeamLimits};
+use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
+
+use crate::exit::Failure;
+
+/// The largest `--pace`, in milliseconds.
+pub(crate) const MAX_PACE_MS: u64 = 60_000;
+
+/// `--pace MS` as typed (`run`, `resume`, `demo`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct PaceArgs {
+    /// Scripted model only: wait MS milliseconds before each model reply (0 to 60000, default
+    /// 0), slow enough to watch the run live in `troupe web`. Not recorded in the session.
+    #[arg(
+        long,
+        value_name = "MS",
+        // `--pace -5` is a bad value (named as such), not an unknown flag.
+        allow_negative_numbers = true,
+        value_parser = pace_ms
+    )]
+    pub(super) pace: Option<u64>,
+}
+
+/// `--pace MS`: a whole number from 0 to [`MAX_PACE_MS`].
+fn pace_ms(raw: &str) -> Result<u64, String> {
+    let ms = crate::args::whole_number(raw)?;
+    if ms > MAX_PACE_MS {
+        return Err(format!("{ms} is not in 0..={MAX_PACE_MS}"));
+    }
+    Ok(ms)
+}
+
+impl PaceArgs {
+    /// The wait before each model reply for a run of `spec`: `--pace` applies to a scripted
+    /// model only (bad input otherwise: a real model is as fast as it is).
+    pub(super) fn for_model(&self, spec: &ModelSpec) -> Result<Duration, Failure> {
+        match self.pace {
+            None => Ok(Duration::ZERO),
+            Some(_) if spec.provider != ProviderKind::Script => Err(Failure::bad_input(anyhow!(
+                "--pace applies to a scripted model only (--model script:FILE), not to {spec}"
+            ))),
+            Some(ms) => Ok(Duration::from_millis(ms)),
+        }
+    }
+}
+
+/// `--sandbox MODE`, `--network on|off` as typed (`run`, `resume`, `demo`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct SandboxArgs {
+    /// How every bash command is confined (Landlock): workspace-write (default for a new
+    /// session: read everywhere, write only in the workspace, the session's temp dir and
+    /// /dev/null-like devices), read-only (no writes but the temp dir), or off. Recorded in the
+    /// session; `resume` keeps the recorded mode and accepts only a stricter one.
+    #[arg(long, value_name = "MODE", value_parser = sandbox_mode)]
+    pub(super) sandbox: Option<SandboxMode>,
+    /// Whether bash commands may open TCP connections or listen: on (default for a new
+    /// session) or off (Landlock network rules). Recorded like --sandbox; `resume` accepts off
+    /// for a session recorded with on, never the reverse.
+    #[arg(long, value_name = "on|off", value_parser = network_access)]
+    pub(super) network: Option<NetworkAccess>,
+}
+
+fn sandbox_mode(raw: &str) -> Result<SandboxMode, String> {
+    SandboxMode::parse(raw).map_err(|e| e.to_string())
+}
+
+fn network_access(raw: &str) -> Result<NetworkAccess, String> {
+    NetworkAccess::parse(raw).map_err(|e| e.to_string())
+}
+
+impl SandboxArgs {
+    /// The policy of a new session: the defaults with the given flags, checked against this
+    /// kernel (see [`check_sandbox`]).
+    pub(crate) fn for_new(&self) -> Result<SandboxPolicy, Failure> {
+        let default = SandboxPolicy::default();
+        let policy = SandboxPolicy {
+            filesystem: self.sandbox.unwrap_or(default.filesystem),
+            network: self.network.unwrap_or(default.network),
+        };
+        check_sandbox(&policy)?;
+        Ok(policy)
+    }
+
+    /// The policy of a resume of a session that recorded `recorded`: the recorded one with
+    /// the given flags, which may only make it stricter (a looser one is bad input, and
+    /// nothing is written), checked against this kernel.
+    pub(super) fn for_resume(&self, recorded: SandboxPolicy) -> Result<SandboxPolicy, Failure> {
+        let requested = SandboxPolicy {
+            filesystem: self.sandbox.unwrap_or(recorded.filesystem),
+            network: self.network.unwrap_or(recorded.network),
+        };
+        if !requested.is_within(&recorded) {
+            return Err(Failure::bad_input(troupe_tools::SandboxError::Looser {
+                recorded,
+                requested,
+            }));
+        }
+        check_sandbox(&requested)?;
+        Ok(requested)
+    }
+}
+
+/// A policy this kernel cannot enforce refuses the run (exit 2) in one line naming the flags
+/// that lift the missing rules (`--sandbox off`, `--network on`): never a silent downgrade.
+fn check_sandbox(policy: &SandboxPolicy) -> Result<(), Failure> {
+    troupe_tools::probe_sandbox(policy).map_err(Failure::bad_input)
+}
+
+/// `--model`, `--base-url`, `--api-key-env`, `--tool-choice` as typed.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ModelArgs {
+    /// The model: NAME (deepseek-…, gpt-…), PROVIDER:NAME (deepseek, openai, compatible) or
+    /// script:FILE (offline scripted model). `run` defaults to deepseek:deepseek-chat; `resume`
+    /// defaults to the model recorded in the session (an override is recorded too).
+    #[arg(long, value_name = "M")]
+    pub(super) model: Option<String>,
+    /// Base URL of an OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio), e.g.
+    /// http://127.0.0.1:11434/v1.
+    #[arg(long, value_name = "URL")]
+    pub(super) base_url: Option<String>,
+    /// The environment variable holding the API key (default: DEEPSEEK_API_KEY / OPENAI_API_KEY
+    /// for those providers, none for --base-url).
+    #[arg(long, value_name = "VAR")]
+    pub(super) api_key_env: Option<String>,
+    /// The tool_choice sent with requests that offer tools: auto, required, none, or omit
+    /// (send none: the default). llama-cpp-python needs auto to offer the tools at all.
+    /// Recorded with the model: resume keeps it.
+    #[arg(long, value_name = "C", value_parser = tool_choice)]
+    pub(super) tool_choice: Option<ToolChoice>,
+    #[command(flatten)]
+    pub(super) pace: PaceArgs,
+}
+
+/// `--tool-choice C`: one of auto, required, none, omit.
+fn tool_choice(raw: &str) -> Result<ToolChoice, String> {
+    raw.parse()
+        .map_err(|_| "it is not one of auto, required, none, omit".to_owned())
+}
+
+impl ModelArgs {
+    pub(super) fn flags(&self) -> ModelFlags {
+        ModelFlags {
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            api_key_env: self.api_key_env.clone(),
+            tool_choice: self.tool_choice,
+        }
+    }
+}
+
+/// The Team limit flags (REFERENCE c.15) as typed. Each is a positive integer up to 2^53-1;
+/// an absent flag keeps the default. They apply to Team sessions only, and they are not
+/// recorded in the session: give them again to `troupe resume`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct TeamLimitArgs {
+    /// Team only: most teammates the Lead may ever create, failed ones included (default 8).
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = crate::args::whole_number)]
+    pub(super) max_members: Option<u64>,
+    /// Team only: most tasks on the board that are not deleted (default 256).
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = crate::args::whole_number)]
+    pub(super) max_tasks: Option<u64>,
+    /// Team only: most undelivered messages waiting for one member (default 64).
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = crate::args::whole_number)]
+    pub(super) max_pending_messages: Option<u64>,
+    /// Team only: largest message, in UTF-8 bytes of its JSON content (default 65536).
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = crate::args::whole_number)]
+    pub(super) max_message_bytes: Option<u64>,
+    /// Team only: how long each step of shutting a teammate down may take, in ms (default 5000).
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = crate::args::whole_number)]
+    pub(super) disposal_timeout_ms: Option<u64>,
+}
+
+impl TeamLimitArgs {
+    /// (flag, configuration key, value) of every limit flag.
+    fn entries(&self) -> [(&'static str, &'static str, Option<u64>); 5] {
+        [
+            ("--max-members", "maxMembers", self.max_members),
+            ("--max-tasks", "maxTasks", self.max_tasks),
+            (
+                "--max-pending-messages",
+                "maxPendingMessagesPerMember",
+                self.max_pending_messages,
+            ),
+            (
+                "--max-message-bytes",
+                "maxMessageBytes",
+                self.max_message_bytes,
+            ),
+            (
+                "--disposal-timeout-ms",
+                "disposalTimeoutMs",
+                self.disposal_timeout_ms,
+            ),
+        ]
+    }
+
+    /// The first limit flag given, if any.
+    pub(super) fn first_given(&self) -> Option<&'static str> {
+        self.entries()
+            .into_iter()
+            .find_map(|(flag, _, value)| value.map(|_| flag))
+    }
+
+    /// The limits in force: the defaults with every given flag applied, each checked by
+    /// [`TeamLimits`] (`0` or more than 2^53-1 is refused as bad input naming the flag).
+    pub(super) fn limits(&self) -> Result<TeamLimits, Failure> {
+        let mut limits = TeamLimits::default();
+        for (flag, key, value) in self.entries() {
+            let Some(value) = value else { continue };
+            limits
+                .set_json(key, &json!(value))
+                .map_err(|e| limit_error(flag, e))?;
+        }
+        limits
+            .validate()
+            .map_err(|e| Failure::bad_input(anyhow!("invalid Team limits: {e}")))?;
+        Ok(limits)
+    }
+}
+
+fn limit_error(flag: &str, error: TeamError) -> Failure {
+    match error {
+        TeamError::InvalidConfig { value, reason, .. } => {
+            Failure::bad_input(anyhow!("{flag} {value}: {reason}"))
+        }
+        other => Failure::bad_input(other),
+    }
+}
+
+/// `troupe run` as typed.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct RunFlags {
+    /// Run the Lead with the Team profile: it can create teammates, message them and share a
+    /// task board (the ten Team tools and the Team policy replace subagent/subagent_fork).
+    #[arg(long)]
+    pub(super) team: bool,
+    #[command(flatten)]
+    pub(super) limits: TeamLimitArgs,
+    /// The directory the agents work in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub(super) workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub(super) model: ModelArgs,
+    #[command(flatten)]
+    pub(super) sandbox: SandboxArgs,
+    /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// What the Lead should do (several words are joined by spaces). `-`, or no PROMPT while
+    /// stdin is not a terminal, reads it from stdin (to its end).
+    #[arg(value_name = "PROMPT", num_args = 0..)]
+    pub(super) prompt: Vec<String>,
+}
+
+/// `troupe resume` as typed.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ResumeFlags {
+    /// The session to resume: its id, or a unique prefix of it (see `troupe sessions`).
+    pub(super) session: String,
+    #[command(flatten)]
+    pub(super) model: ModelArgs,
+    #[command(flatten)]
+    pub(super) limits: TeamLimitArgs,
+    #[command(flatten)]
+    pub(super) sandbox: SandboxArgs,
+    /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// A new instruction for the Lead (`-` reads it from stdin). Without it, an interrupted
+    /// turn is continued and waiting messages are run; if there is nothing to do, the last
+    /// answer is printed (stdin is not read).
+    #[arg(value_name = "PROMPT", num_args = 0..)]
+    pub(super) prompt: Vec<String>,
+}

@@ -1,0 +1,92 @@
+//! `troupe run` and `troupe resume`: run the Lead until the work is quiescent.
+//!
+//! Two stages, as in ripgrep: the raw flags ([`RunFlags`], [`ResumeFlags`]: `flags.rs`) are
+//! validated into a `WorkConfig` *before anything is written* (`config.rs`, with the model set
+//! up in `model.rs`); only then is a tokio runtime built, the session created or reopened, and
+//! the Lead driven until every agent is idle or inactive (`drive.rs`); the runtime's
+//! [`RunOutcome`](troupe_runtime::RunOutcome) is then printed and mapped to the exit code
+//! (`report.rs`). What a resume runs is the runtime's [`ResumePlan`](troupe_runtime::ResumePlan):
+//! this module decides nothing.
+
+mod config;
+mod drive;
+mod flags;
+mod model;
+mod report;
+
+use std::path::Path;
+
+use troupe_llm::{ModelFlags, ModelSpec};
+use troupe_team::TeamLimits;
+use troupe_tools::SandboxPolicy;
+
+pub(crate) use config::ResumedFraming;
+pub(crate) use flags::{PaceArgs, ResumeFlags, RunFlags, SandboxArgs};
+
+use crate::exit::Failure;
+use crate::framing::Framing;
+use crate::home::Home;
+use config::{RunShape, Start, check_workspace, validate_resume, validate_run, work_config};
+use drive::execute;
+use model::absolute_script;
+
+/// `troupe run`.
+pub(crate) fn run(flags: RunFlags, home: Home<'_>) -> Result<(), Failure> {
+    let config = validate_run(flags, home)?;
+    execute(config)
+}
+
+/// `troupe resume`; `framing_of` gives a resumed session's framing (see [`ResumedFraming`]).
+pub(crate) fn resume(
+    flags: ResumeFlags,
+    home: Home<'_>,
+    framing_of: ResumedFraming,
+) -> Result<(), Failure> {
+    let config = validate_resume(flags, home, framing_of)?;
+    execute(config)
+}
+
+/// `troupe demo`: a Team run of the script file `script` on `workspace`, exactly as
+/// `troupe run --team --workspace DIR --model script:FILE PROMPT` runs it, with the demo's
+/// own lines around the run's output.
+/// `run` says how: `--json`, and `--pace` (waited before each model reply).
+pub(crate) fn run_scripted_team(
+    script: &Path,
+    workspace: &Path,
+    prompt: String,
+    run: ScriptedRun,
+    home: Home<'_>,
+    framing: Framing,
+) -> Result<(), Failure> {
+    let workspace = check_workspace(workspace)?;
+    let spec = absolute_script(ModelSpec::from_flags(&ModelFlags {
+        model: Some(format!("script:{}", script.display())),
+        base_url: None,
+        api_key_env: None,
+        tool_choice: None,
+    })?)?;
+    // The demo has prepared the home before writing its project.
+    let config = work_config(
+        home,
+        false,
+        workspace,
+        spec,
+        &run.pace,
+        RunShape {
+            json: run.json,
+            team: true,
+            team_limits: TeamLimits::default(),
+            sandbox: run.sandbox,
+            start: Start::New { prompt },
+            framing,
+        },
+    )?;
+    execute(config)
+}
+
+/// How `troupe demo` runs its script: `--json`, `--pace`, the sandbox (already checked).
+pub(crate) struct ScriptedRun {
+    pub(crate) json: bool,
+    pub(crate) pace: PaceArgs,
+    pub(crate) sandbox: SandboxPolicy,
+}

@@ -1,0 +1,352 @@
+//! What `troupe run` / `troupe resume` print at the end, and the exit code: the run's
+//! [`RunOutcome`] (classified by the runtime) shown as the answer on stdout, the summary and the
+//! hints on stderr, and the final `--json` line.
+
+use std::io::Write;
+
+use anyhow::anyhow;
+use serde_json::{Value, json};
+use troupe_journal::Journal;
+use troupe_llm::ProviderKind;
+use troupe_protocol::SessionId;
+use troupe_runtime::{
+    Agent, JOURNAL_FAILED, LogFailure, RunEnd, RunFailure, RunOutcome, RunStatus, TeamReport,
+    TeamReportProblem, log_failure_message,
+};
+use troupe_team::MemberStatus;
+
+use super::config::WorkConfig;
+use super::model::LEAD;
+use crate::exit::{Failure, WORK_FAILED};
+use crate::framing::Ending;
+use crate::hints::Hints;
+use crate::output::{escape_controls, stats_text};
+use crate::progress::{DoneStatus, OutputMode, Printer, stats_json};
+
+/// What happened between starting (or reopening) the Lead and quiescence.
+pub(super) struct Driven {
+    pub(super) agent: Agent,
+    pub(super) id: SessionId,
+    /// The Lead's last turn number before this process gave it work.
+    pub(super) turn_before: u64,
+    /// A resume that found nothing for the Lead to run.
+    pub(super) nothing_to_do: bool,
+    /// Whether a signal stopped the run.
+    pub(super) interrupted: bool,
+}
+
+/// Prints the outcome (answer on stdout, summary on stderr) and picks the exit code.
+///
+/// A run in which any member's session log failed (`log_failures`, DESIGN decision 11) exits
+/// 1 with `JOURNAL_FAILED` naming each of them and its OS error — on the last line, after the
+/// summary and the resume hint — whatever the Lead answered: work that could not be recorded
+/// was not done durably.
+pub(super) fn report(
+    driven: &Driven,
+    config: &WorkConfig,
+    printer: &mut Printer,
+    log_failures: &[LogFailure],
+) -> Result<(), Failure> {
+    let (stats, model_calls) = driven
+        .agent
+        .with_transcript(|t| (t.stats(), t.model_calls()));
+    // A scripted model spends no tokens: its zeros are counts, not missing usage.
+    let server = config.spec.provider != ProviderKind::Script;
+    let server_answers = if server { model_calls } else { 0 };
+    let id = &driven.id;
+    let hints = Hints::new(id, config.home_flag.as_deref(), config.team);
+    // A Team run also reports every teammate's work, the board and the mail, folded from the
+    // logs the runtime has just flushed.
+    let team = config.team.then(|| {
+        TeamReport::read(
+            &Journal::open_home(&config.home),
+            id,
+            (stats, server_answers),
+            server,
+        )
+    });
+    let team_json = team.as_ref().map(team_json);
+    let checked = config.framing.check.as_ref().map(|check| check());
+    let lead_log_failure = driven.agent.failure();
+    let outcome = driven.agent.with_transcript(|transcript| {
+        RunOutcome::classify(RunEnd {
+            lead: id,
+            lead_name: LEAD,
+            transcript,
+            lead_log_failure: lead_log_failure.as_deref(),
+            log_failures,
+            turn_before: driven.turn_before,
+            nothing_to_do: driven.nothing_to_do,
+            interrupted: driven.interrupted,
+            team: team.as_ref(),
+            check_failure: checked
+                .as_ref()
+                .and_then(|c| c.failure.as_ref())
+                .map(|(code, message)| (*code, message.as_str())),
+            models: &config.models,
+        })
+    });
+    // `continue: troupe resume ID "…"` only when a new instruction can be answered (a script
+    // whose Lead steps are used up cannot: that resume would be refused).
+    let can_continue = outcome.takes_instruction;
+    let mut summary = vec![format!("{LEAD}: {}", stats_text(&stats, server_answers))];
+    if let Some(team) = &team {
+        summary.extend(team_lines(team));
+    }
+    let print_summary = |printer: &mut Printer, completed: bool| {
+        for line in &summary {
+            printer.note(line);
+        }
+        if config.framing.run_hints {
+            printer.note(&hints.inspect());
+        }
+        if let Some(epilogue) = &config.framing.epilogue {
+            let ending = Ending {
+                id,
+                home: &hints.home,
+                teammates: teammates_of(team_json.as_ref()),
+                completed,
+                check: checked.as_ref(),
+            };
+            for line in epilogue(&ending) {
+                printer.note(&line);
+            }
+        }
+    };
+
+    match &outcome.status {
+        RunStatus::LogFailed { failures } => {
+            let message = escape_controls(&log_failure_message(id, failures)).into_owned();
+            printer.done_json(
+                id,
+                &DoneStatus::Failed {
+                    code: JOURNAL_FAILED,
+                    message: &message,
+                },
+                None,
+                stats,
+                team_json.as_ref(),
+            );
+            print_summary(printer, false);
+            // Every log holds everything up to its last flush, so the session stays resumable.
+            printer.note(&format!(
+                "once the cause is fixed (free space, a writable home), continue with: {}",
+                hints.resume()
+            ));
+            Err(Failure::work(anyhow!("{JOURNAL_FAILED}: {message}")))
+        }
+        RunStatus::Answered {
+            answer,
+            failure,
+            idle,
+        } => {
+            // The Lead answered; the run still failed when a teammate's last turn failed (the
+            // Lead did not recover it) or the command's own check failed.
+            let problem = failure.as_ref().map(|f| (f.code(), failure_message(f)));
+            let status = match &problem {
+                Some((code, message)) => DoneStatus::Failed { code, message },
+                None => DoneStatus::Completed,
+            };
+            printer.done_json(id, &status, answer.as_deref(), stats, team_json.as_ref());
+            if printer.mode() != OutputMode::Json
+                && let Some(answer) = answer
+            {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{answer}");
+                let _ = out.flush();
+            }
+            if let Some(idle) = idle {
+                let waiting = match idle.quiet_waiting {
+                    0 => String::new(),
+                    1 => "; 1 quiet message waits for the Lead's next turn".to_owned(),
+                    n => format!("; {n} quiet messages wait for the Lead's next turn"),
+                };
+                let next = if can_continue {
+                    "pass a PROMPT to continue the conversation"
+                } else {
+                    "the session's scripted model has no step left for a new instruction"
+                };
+                if !idle.turns_ever {
+                    printer.note(&format!(
+                        "nothing to resume: no turn ever ran and no prompt was recorded (the run \
+                         stopped before its prompt was durable){waiting}; pass a PROMPT to start it"
+                    ));
+                } else {
+                    printer.note(&format!(
+                        "nothing to resume: the last turn completed and no messages are waiting to \
+                         run{waiting} ({next})"
+                    ));
+                }
+            } else if answer.is_none() {
+                printer.note("(the Lead finished without a text answer)");
+            }
+            print_summary(printer, true);
+            if let Some((_, message)) = problem {
+                printer.note(&format!("troupe: {message}"));
+                if config.framing.run_hints && can_continue {
+                    printer.note(&hints.continue_with());
+                }
+                return Err(Failure::reported(WORK_FAILED));
+            }
+            if config.framing.run_hints && can_continue {
+                printer.note(&hints.continue_with());
+            }
+            Ok(())
+        }
+        RunStatus::LeadFailed { code, message } => {
+            printer.done_json(
+                id,
+                &DoneStatus::Failed { code, message },
+                None,
+                stats,
+                team_json.as_ref(),
+            );
+            print_summary(printer, false);
+            printer.note(&format!(
+                "troupe: the Lead's turn failed: {message} ({code}); fix it, then continue with: {}",
+                hints.resume()
+            ));
+            Err(Failure::reported(WORK_FAILED))
+        }
+        RunStatus::Interrupted => {
+            // Ctrl-C, a shutdown, or a turn that never ran: the session is resumable.
+            printer.done_json(
+                id,
+                &DoneStatus::Interrupted,
+                None,
+                stats,
+                team_json.as_ref(),
+            );
+            print_summary(printer, false);
+            printer.note(&format!("interrupted — continue with: {}", hints.resume()));
+            Err(Failure::reported(WORK_FAILED))
+        }
+    }
+}
+
+/// A failure's message as shown: the teammates' names, codes and messages with control
+/// characters escaped; a command's own check's message as it is.
+fn failure_message(failure: &RunFailure) -> String {
+    match failure {
+        RunFailure::Teammates(_) => escape_controls(&failure.message()).into_owned(),
+        RunFailure::Check { .. } => failure.message(),
+    }
+}
+
+/// Why the Team summary is empty, as shown (the `error` of its JSON).
+fn problem_text(problem: &TeamReportProblem) -> String {
+    match problem {
+        TeamReportProblem::Invalid(failure) => {
+            escape_controls(&format!("the Team log is invalid at {failure}")).into_owned()
+        }
+        TeamReportProblem::Unreadable(error) => error.clone(),
+    }
+}
+
+/// The `team` object of the final `--json` line. A teammate whose last turn failed has
+/// `"lastTurnFailed": {"code", "message"}`.
+fn team_json(team: &TeamReport) -> Value {
+    let members: Vec<Value> = team
+        .members
+        .iter()
+        .map(|(member, stats)| {
+            let mut row = serde_json::to_value(member).unwrap_or(Value::Null);
+            if let (Some((stats, _)), Some(object)) = (stats, row.as_object_mut()) {
+                object.insert("stats".to_owned(), stats_json(*stats));
+            }
+            if let Some(failed) = team.failed_turn_of(&member.name)
+                && let Some(object) = row.as_object_mut()
+            {
+                object.insert(
+                    "lastTurnFailed".to_owned(),
+                    json!({"code": failed.code, "message": failed.message}),
+                );
+            }
+            row
+        })
+        .collect();
+    let mut value = json!({
+        "members": members,
+        "tasks": team.tasks,
+        "messages": {"sent": team.sent, "delivered": team.delivered, "pending": team.pending},
+    });
+    if let Some(problem) = &team.problem {
+        value["error"] = json!(problem_text(problem));
+    }
+    value
+}
+
+/// The stderr lines of a Team run after the Lead's: one per teammate, the tasks, the mail.
+fn team_lines(team: &TeamReport) -> Vec<String> {
+    const MAX_TASKS: usize = 20;
+    if let Some(problem) = &team.problem {
+        return vec![format!("team: {}", escape_controls(&problem_text(problem)))];
+    }
+    let mut lines = Vec::new();
+    for (member, stats) in team.members.iter().skip(1) {
+        let name = escape_controls(&member.name);
+        let work = stats.map_or_else(
+            || "no readable session".to_owned(),
+            |(stats, model_calls)| stats_text(&stats, model_calls),
+        );
+        let status = match member.status {
+            MemberStatus::Failed => format!(
+                " [failed: {}]",
+                escape_controls(&member.diagnostics.join("; "))
+            ),
+            MemberStatus::Provisioning => " [provisioning]".to_owned(),
+            _ => team
+                .failed_turn_of(&member.name)
+                .map_or_else(String::new, |failed| {
+                    format!(
+                        " [last turn failed: {}: {}]",
+                        escape_controls(&failed.code),
+                        escape_controls(&failed.message)
+                    )
+                }),
+        };
+        lines.push(format!("{name}: {work}{status}"));
+    }
+    if team.tasks.is_empty() {
+        lines.push("tasks: none".to_owned());
+    } else {
+        let shown: Vec<String> = team
+            .tasks
+            .iter()
+            .take(MAX_TASKS)
+            .map(|t| {
+                let owner = t
+                    .owner_name
+                    .as_deref()
+                    .map_or_else(String::new, |o| format!(" ({})", escape_controls(o)));
+                format!("{} {}{owner}", t.id, t.status)
+            })
+            .collect();
+        let more = team.tasks.len().saturating_sub(MAX_TASKS);
+        let tail = if more > 0 {
+            format!(", … and {more} more")
+        } else {
+            String::new()
+        };
+        lines.push(format!("tasks: {}{tail}", shown.join(", ")));
+    }
+    lines.push(format!(
+        "messages: {} sent, {} delivered, {} pending",
+        team.sent, team.delivered, team.pending
+    ));
+    lines
+}
+
+/// (name, session id) of every teammate in a Team summary's JSON, in creation order.
+fn teammates_of(team: Option<&Value>) -> Vec<(String, SessionId)> {
+    let members = team.and_then(|t| t["members"].as_array());
+    members
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "teammate")
+        .filter_map(|m| {
+            let id = SessionId::new(m["id"].as_str()?).ok()?;
+            Some((m["name"].as_str()?.to_owned(), id))
+        })
+        .collect()
+}

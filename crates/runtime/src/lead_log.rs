@@ -1,0 +1,772 @@
+//! The one Lead-log fold entry point: a Lead's session log read once and folded into its Team
+//! ([`LeadLog::read`]), for `troupe team show`, `troupe team verify` and the summary of a Team
+//! run ([`TeamReport`]).
+//!
+//! The log is read without its lock (so it works while another process writes it; an
+//! unfinished last line is ignored and reported in [`LeadLog::summary`]), one line at a time,
+//! with the journal's selective scan: `team/…` lines are decoded in one pass by the Team
+//! crate's [`StreamFold`], `agent/config` lines are parsed; what else is read and checked is
+//! the [`LeadRead`]'s choice. Memory does not grow with the length of the log beyond the
+//! Team's own state.
+//!
+//! [`LeadLog::violation`] then checks what `troupe team verify` checks beyond the fold: the
+//! Lead's own log replays as a resume would replay it, and every active teammate's child
+//! session is a valid teammate. Pure reads: nothing here writes.
+
+use std::collections::HashMap;
+
+use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Selected};
+use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
+use troupe_team::{
+    MemberPhase, MemberSnapshot, MemberView, ReplayError, ShowOptions, StreamFold, TaskView,
+    TeamId, TeamShow, TeamState,
+};
+
+use crate::error::RuntimeError;
+use crate::events::{AgentConfigRecord, Profile, TurnEndReason};
+use crate::role::SessionRole;
+use crate::teammate::{parent_problem, teammate_problem};
+use crate::transcript::{Transcript, TranscriptStats};
+
+/// How much of the Lead log [`LeadLog::read`] reads besides its Team.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeadRead {
+    /// Only the `team/…` and `agent/config` lines are decoded (Team lines in one pass, see
+    /// [`StreamFold`]); of every other line just the envelope prefix is checked
+    /// ([`LineCheck::Prefix`]): `troupe team show --json`, the run's summary.
+    Team,
+    /// As [`LeadRead::Team`], and the `team/message/queued` lines are parsed in full for when
+    /// each message was queued ([`LeadLog::queued_at`]): the table of `troupe team show`.
+    TeamAndQueueTimes,
+    /// Every line is checked in full, and every non-Team event is also replayed as a resume
+    /// replays it ([`Transcript::apply`]), in the same single pass: `troupe team verify`
+    /// ([`LeadLog::violation`]).
+    Verify,
+}
+
+/// A Lead log folded into its Team state (see the module docs).
+#[derive(Debug)]
+pub struct LeadLog {
+    id: SessionId,
+    state: TeamState,
+    config: Option<AgentConfigRecord>,
+    /// The seq of the last `team/member` record of each member (where a member's checks point).
+    member_seqs: HashMap<SessionId, Seq>,
+    /// When each message was queued (the event's time, epoch ms), with
+    /// [`LeadRead::TeamAndQueueTimes`].
+    queued_at: HashMap<MessageId, u64>,
+    summary: ScanSummary,
+    /// The one-pass replay's result ([`LeadRead::Verify`] only).
+    replayed: Option<Option<Violation>>,
+}
+
+/// Why [`LeadLog::read`] could not fold a Lead log.
+#[derive(Debug, thiserror::Error)]
+pub enum LeadLogError {
+    /// The journal could not read the log (an unknown session, an unreadable or unsupported
+    /// file): the journal's code (`SESSION_NOT_FOUND`, `JOURNAL_IO`, `JOURNAL_UNSUPPORTED`, …).
+    #[error(transparent)]
+    Journal(JournalError),
+    /// The log is damaged at the journal level (a corrupt committed line or header, REFERENCE
+    /// a.9): a bad Team log like one the fold refuses, located at the first bad event.
+    /// Code `JOURNAL_CORRUPT`.
+    #[error("the Team log of session {id} is invalid at {at}: {error}")]
+    Damaged {
+        /// The Lead's session.
+        id: SessionId,
+        /// Where: `seq N` (line n ≥ 2 holds seq n − 2), or `its header`.
+        at: String,
+        /// The journal's error (file, line, byte offset, reason).
+        error: JournalError,
+    },
+    /// The Team fold refused an event (a broken Team rule, REFERENCE c.4–c.5).
+    /// Code `TEAM_LOG_INVALID`.
+    #[error("the Team log of session {id} is invalid at {failure}")]
+    Invalid {
+        /// The Lead's session.
+        id: SessionId,
+        /// The first event refused.
+        failure: Box<FoldFailure>,
+    },
+}
+
+impl ErrorCode for LeadLogError {
+    fn code(&self) -> &'static str {
+        match self {
+            LeadLogError::Journal(e) | LeadLogError::Damaged { error: e, .. } => e.code(),
+            LeadLogError::Invalid { failure, .. } => failure.0.code(),
+        }
+    }
+}
+
+impl LeadLogError {
+    /// Sorts a journal error of reading `id`: a corrupt line is [`LeadLogError::Damaged`].
+    fn of(id: &SessionId, error: JournalError) -> Self {
+        match &error {
+            JournalError::Corrupt { line, .. } => {
+                // Line 1 is the header; line n ≥ 2 holds seq n − 2.
+                let at = if *line >= 2 {
+                    format!("seq {}", line - 2)
+                } else {
+                    "its header".to_owned()
+                };
+                LeadLogError::Damaged {
+                    id: id.clone(),
+                    at,
+                    error,
+                }
+            }
+            _ => LeadLogError::Journal(error),
+        }
+    }
+}
+
+/// The first event the Team fold refused, shown as `seq N (type): reason` (control characters
+/// as stored: a printer escapes them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldFailure(pub ReplayError);
+
+impl std::fmt::Display for FoldFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seq {} ({}): {}",
+            self.0.seq, self.0.event_type, self.0.source
+        )
+    }
+}
+
+/// What `troupe team verify` found wrong beyond the Team fold ([`LeadLog::violation`]).
+/// Shown as `seq N (type): reason`; control characters as stored (a printer escapes them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Violation {
+    /// An event of the Lead's own log that a resume cannot replay.
+    Replay {
+        /// Its seq.
+        seq: u64,
+        /// Its type.
+        kind: String,
+        /// Why it does not replay.
+        reason: String,
+    },
+    /// The Lead's log could not be read a second time (a log with a seeded prefix is replayed
+    /// in a second read; the file changed under it).
+    Reread {
+        /// Where the first read ended.
+        seq: Seq,
+        /// The journal's error.
+        error: String,
+    },
+    /// An active teammate whose child session is not a valid teammate.
+    Teammate {
+        /// The seq of the member's last `team/member` record, when known.
+        seq: Option<Seq>,
+        /// The member's name.
+        name: String,
+        /// The member's session.
+        id: SessionId,
+        /// What is wrong with its child session.
+        problem: String,
+    },
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Violation::Replay { seq, kind, reason } => write!(
+                f,
+                "seq {seq} ({kind}): the event cannot be replayed by a resume: {reason}"
+            ),
+            Violation::Reread { seq, error } => {
+                write!(f, "seq {seq}: the Lead's log cannot be read again: {error}")
+            }
+            Violation::Teammate {
+                seq,
+                name,
+                id,
+                problem,
+            } => {
+                let seq = seq.map_or_else(|| "?".to_owned(), |s| s.to_string());
+                write!(
+                    f,
+                    "seq {seq} ({}): teammate {name} ({id}): {problem}",
+                    event_types::TEAM_MEMBER
+                )
+            }
+        }
+    }
+}
+
+/// Whether a Lead's session is a Team session: its configuration has the Team profile, or its
+/// log holds any Team record (a member, a task or a message). The rule behind `troupe team`'s
+/// refusal of a session without a Team and the web panel's session list.
+pub fn is_team_session(profile: Option<Profile>, state: &TeamState) -> bool {
+    profile == Some(Profile::Team)
+        || !state.members().is_empty()
+        || !state.tasks().is_empty()
+        || !state.messages().is_empty()
+}
+
+/// The Lead's own log replayed as a resume does ([`Transcript::apply`]), alongside the Team
+/// fold: the first event that does not replay.
+struct LeadReplay {
+    transcript: Transcript,
+    problem: Option<Violation>,
+}
+
+impl LeadReplay {
+    /// A replay of a log without a seeded prefix (`seedLength` 0: every root session, so every
+    /// Lead; a log with a seed is replayed again by [`replay_lead`]).
+    fn new() -> Self {
+        Self {
+            transcript: Transcript::new(0),
+            problem: None,
+        }
+    }
+
+    /// Replays one event (after the first problem, nothing more: the first one is reported).
+    fn apply(&mut self, event: &Event) {
+        if self.problem.is_some() {
+            return;
+        }
+        if let Err(e) = self.transcript.apply(event) {
+            self.problem = Some(replay_violation(event, e));
+        }
+    }
+}
+
+/// The violation of an event `apply` refused with `error`.
+fn replay_violation(event: &Event, error: RuntimeError) -> Violation {
+    match error {
+        RuntimeError::InvalidEvent { seq, kind, reason } => Violation::Replay { seq, kind, reason },
+        other => Violation::Replay {
+            seq: event.seq.0,
+            kind: event.kind.clone(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// Whether `line` is a valid [`troupe_protocol::Event`] — exactly what `serde_json` accepts as
+/// one (same members, same duplicate and type rules, every value checked as a
+/// `serde_json::Value` would be, the same recursion limit) — without building its payload.
+/// The selective scan's contract for [`LineUse::Used`]: accept nothing `Event` refuses.
+pub(crate) fn is_valid_event(line: &str) -> bool {
+    /// Any JSON value, checked through `deserialize_any` as `serde_json::Value` is, and kept
+    /// nowhere.
+    #[derive(Default)]
+    struct AnyValue;
+
+    impl<'de> serde::Deserialize<'de> for AnyValue {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(AnyVisitor)
+        }
+    }
+
+    struct AnyVisitor;
+
+    impl<'de> serde::de::Visitor<'de> for AnyVisitor {
+        type Value = AnyValue;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any valid JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_unit<E>(self) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_none<E>(self) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<AnyValue, D::Error> {
+            serde::Deserialize::deserialize(d)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<AnyValue, A::Error> {
+            while seq.next_element::<AnyValue>()?.is_some() {}
+            Ok(AnyValue)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<AnyValue, A::Error> {
+            while map.next_entry::<AnyValue, AnyValue>()?.is_some() {}
+            Ok(AnyValue)
+        }
+    }
+
+    /// `Event`'s members with `Event`'s types, the payload checked but not kept.
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)] // Only its acceptance matters.
+    struct EventShape<'a> {
+        seq: Seq,
+        time: u64,
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+        #[serde(rename = "batchLast", default)]
+        batch_last: Option<Seq>,
+        #[serde(default)]
+        data: AnyValue,
+        #[serde(default)]
+        ignorable: bool,
+    }
+
+    serde_json::from_str::<EventShape<'_>>(line).is_ok()
+}
+
+impl LeadLog {
+    /// Reads and folds the Lead log of `id` once (see the module docs and [`LeadRead`]).
+    ///
+    /// # Errors
+    /// [`LeadLogError::Journal`] when the journal cannot read the log (`SESSION_NOT_FOUND`,
+    /// `JOURNAL_IO`, `JOURNAL_UNSUPPORTED`, …); [`LeadLogError::Damaged`] (`JOURNAL_CORRUPT`)
+    /// for a corrupt committed line; [`LeadLogError::Invalid`] (`TEAM_LOG_INVALID`) when the
+    /// fold refuses an event.
+    pub fn read(journal: &Journal, id: &SessionId, read: LeadRead) -> Result<Self, LeadLogError> {
+        let mut fold = StreamFold::new(TeamId::new(id.clone()));
+        let mut configs: Vec<(Seq, serde_json::Value)> = Vec::new();
+        let mut member_seqs = HashMap::new();
+        let mut queued_at = HashMap::new();
+        let want_times = read == LeadRead::TeamAndQueueTimes;
+        let mut replay = (read == LeadRead::Verify).then(LeadReplay::new);
+        let (check, everything) = match read {
+            LeadRead::Team | LeadRead::TeamAndQueueTimes => (LineCheck::Prefix, false),
+            LeadRead::Verify => (LineCheck::Full, true),
+        };
+        let select =
+            |kind: &str| everything || StreamFold::reads(kind) || kind == event_types::AGENT_CONFIG;
+        let summary = journal
+            .read_selected_each(id, check, &select, &mut |selected| {
+                let event = match selected {
+                    // A member record names where the member's checks point: read it parsed.
+                    Selected::Line(line)
+                        if line.kind == event_types::AGENT_CONFIG
+                            || line.kind == event_types::TEAM_MEMBER
+                            || (want_times && line.kind == event_types::TEAM_MESSAGE_QUEUED) =>
+                    {
+                        return LineUse::NeedEvent;
+                    }
+                    Selected::Line(line) if StreamFold::reads(line.kind) => {
+                        return if fold.line(line.kind, line.text) {
+                            LineUse::Used
+                        } else {
+                            LineUse::NeedEvent
+                        };
+                    }
+                    // Any other line is selected only to be replayed: parsed when the replay
+                    // can refuse it, else only checked as the scan would check it.
+                    Selected::Line(line) => {
+                        let needed = match &replay {
+                            Some(replay) => {
+                                replay.problem.is_none() && Transcript::can_refuse(line.kind)
+                            }
+                            None => true,
+                        };
+                        return if !needed && is_valid_event(line.text) {
+                            LineUse::Used
+                        } else {
+                            LineUse::NeedEvent
+                        };
+                    }
+                    Selected::Event(event) => event,
+                };
+                if let Some(replay) = &mut replay
+                    && !StreamFold::reads(&event.kind)
+                {
+                    replay.apply(&event);
+                }
+                if fold.is_refused() {
+                    return LineUse::Used;
+                }
+                if event.kind == event_types::AGENT_CONFIG {
+                    configs.push((event.seq, event.data));
+                    return LineUse::Used;
+                }
+                if want_times
+                    && event.kind == event_types::TEAM_MESSAGE_QUEUED
+                    && let Some(message) = event.data["message"]["id"].as_str()
+                    && let Ok(message) = MessageId::new(message)
+                {
+                    queued_at.insert(message, event.time);
+                }
+                if !StreamFold::reads(&event.kind) {
+                    return LineUse::Used;
+                }
+                if fold.event(&event)
+                    && event.kind == event_types::TEAM_MEMBER
+                    && event.data["teamId"].as_str() == Some(id.as_str())
+                    && let Some(member) = event.data["member"]["id"].as_str()
+                    && let Ok(member) = SessionId::new(member)
+                {
+                    member_seqs.insert(member, event.seq);
+                }
+                LineUse::Used
+            })
+            .map_err(|e| LeadLogError::of(id, e))?;
+        let state = fold.finish().map_err(|e| LeadLogError::Invalid {
+            id: id.clone(),
+            failure: Box::new(FoldFailure(e)),
+        })?;
+        // The Lead's own configuration: the first one after any seeded prefix.
+        let config = configs
+            .into_iter()
+            .find(|(seq, _)| seq.0 >= summary.header.seed_len())
+            .and_then(|(_, data)| serde_json::from_value::<AgentConfigRecord>(data).ok());
+        Ok(Self {
+            id: id.clone(),
+            state,
+            config,
+            member_seqs,
+            queued_at,
+            summary,
+            replayed: replay.map(|r| r.problem),
+        })
+    }
+
+    /// The Lead's session.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// The folded Team state.
+    pub fn state(&self) -> &TeamState {
+        &self.state
+    }
+
+    /// The Lead's own recorded configuration (the first `agent/config` after any seeded
+    /// prefix), when it has a readable one.
+    pub fn config(&self) -> Option<&AgentConfigRecord> {
+        self.config.as_ref()
+    }
+
+    /// What the scan read: the header, the number of events (`next_seq`), an unfinished final
+    /// write (`torn_tail`) that was not read.
+    pub fn summary(&self) -> &ScanSummary {
+        &self.summary
+    }
+
+    /// The number of events read.
+    pub fn events(&self) -> u64 {
+        self.summary.next_seq.0
+    }
+
+    /// When message `id` was queued (epoch ms), when [`LeadRead::TeamAndQueueTimes`] read it.
+    pub fn queued_at(&self, id: &MessageId) -> Option<u64> {
+        self.queued_at.get(id).copied()
+    }
+
+    /// The session's role from its header and its own configuration ([`SessionRole::of`]): a
+    /// child session ([`SessionRole::is_child`]) leads no Team of its own.
+    pub fn role(&self) -> SessionRole {
+        SessionRole::of(
+            &self.summary.header,
+            self.config.as_ref().map(|c| c.profile),
+        )
+    }
+
+    /// Whether the session is a Team session ([`is_team_session`]).
+    pub fn is_team(&self) -> bool {
+        is_team_session(self.config.as_ref().map(|c| c.profile), &self.state)
+    }
+
+    /// DESIGN §6's view of the Team: the roster (the Lead row first, with its recorded model),
+    /// the tasks (deleted ones with `include_deleted`), the pending messages.
+    pub fn show(&self, include_deleted: bool) -> TeamShow {
+        self.state.show(&ShowOptions {
+            include_deleted,
+            lead_model: self.config.as_ref().map(|c| c.model.model.clone()),
+        })
+    }
+
+    /// What `troupe team verify` checks beyond the fold, in order: the Lead's own log replays
+    /// as `troupe resume` replays it (every runtime event's payload decoded into the model
+    /// history, the inbox and the turns: from the one pass of [`LeadRead::Verify`], or — for a
+    /// log with a seeded prefix, or another read — a second, streamed read), then every active
+    /// teammate's child session ([`Violation::Teammate`]). Returns the first violation.
+    pub fn violation(&self, journal: &Journal) -> Option<Violation> {
+        let replayed = match &self.replayed {
+            Some(problem) if self.summary.header.seed_len() == 0 => problem.clone(),
+            _ => replay_lead(journal, self),
+        };
+        replayed.or_else(|| check_teammates(journal, self))
+    }
+}
+
+/// Replays the Lead's own log as `troupe resume` does, in a second, streamed read (see
+/// [`LeadLog::violation`]); a journal error here (the file changed under us) is reported at the
+/// seq the first read ended.
+fn replay_lead(journal: &Journal, lead: &LeadLog) -> Option<Violation> {
+    let mut transcript = Transcript::new(lead.summary.header.seed_len());
+    let mut problem: Option<Violation> = None;
+    let read = journal.read_each(&lead.id, &mut |event| {
+        if problem.is_some() || event.seq.0 >= lead.summary.next_seq.0 {
+            return;
+        }
+        if let Err(e) = transcript.apply(&event) {
+            problem = Some(replay_violation(&event, e));
+        }
+    });
+    match read {
+        Ok(_) => problem,
+        Err(e) => problem.or_else(|| {
+            Some(Violation::Reread {
+                seq: lead.summary.next_seq,
+                error: e.to_string(),
+            })
+        }),
+    }
+}
+
+/// Checks every `active` teammate's child session: it exists, names the Lead as its
+/// `parentSession`, carries a continuable `subagent/descriptor` of the roster's provider, and
+/// an `agent/config` with the Team profile (so a cold resume gets the Team tools back). Members
+/// still `provisioning` are settled by recovery on the next resume, and `failed` ones need no
+/// session: neither is checked. Returns the first violation, located at the member's last
+/// `team/member` record.
+fn check_teammates(journal: &Journal, lead: &LeadLog) -> Option<Violation> {
+    for member in lead.state.members() {
+        if member.phase != MemberPhase::Active {
+            continue;
+        }
+        let problem = check_teammate(journal, &lead.id, member);
+        if let Some(problem) = problem {
+            return Some(Violation::Teammate {
+                seq: lead.member_seqs.get(&member.id).copied(),
+                name: member.name.to_string(),
+                id: member.id.clone(),
+                problem,
+            });
+        }
+    }
+    None
+}
+
+fn check_teammate(journal: &Journal, lead: &SessionId, member: &MemberSnapshot) -> Option<String> {
+    let replay = match journal.read(&member.id) {
+        Ok(replay) => replay,
+        Err(JournalError::NotFound { .. }) => {
+            return Some("its child session does not exist".to_owned());
+        }
+        Err(e) => return Some(format!("its child session cannot be read: {e}")),
+    };
+    // The parent is checked before the fold (a foreign log that does not replay is named by
+    // its parent first).
+    if let Some(problem) = parent_problem(&replay.header, lead) {
+        return Some(problem.to_string());
+    }
+    let transcript = match Transcript::fold(replay.header.seed_len(), &replay.events) {
+        Ok(t) => t,
+        Err(e) => return Some(format!("its child session cannot be replayed: {e}")),
+    };
+    teammate_problem(&replay.header, &transcript, lead, &member.provider).map(|p| p.to_string())
+}
+
+/// A teammate whose last turn failed and was not recovered (no later turn of it completed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedTurn {
+    /// The teammate's name.
+    pub name: String,
+    /// The turn's error code.
+    pub code: String,
+    /// The turn's error message.
+    pub message: String,
+}
+
+/// Why a [`TeamReport`] is empty: the Lead log could not be folded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TeamReportProblem {
+    /// The Team fold refused an event.
+    Invalid(FoldFailure),
+    /// The journal could not read the log: the error and its causes, `: `-joined.
+    Unreadable(String),
+}
+
+/// What a Team run did, folded from the logs after the runtime shut down: each member's work,
+/// the board and the mail (what `troupe run --team` reports at the end).
+#[derive(Debug, Clone)]
+pub struct TeamReport {
+    /// The Lead row first, then every teammate in first-provisioning order, each with the
+    /// statistics of its session when readable and its count of answers from a model server
+    /// (0 with a scripted model, which spends no tokens).
+    pub members: Vec<(MemberView, Option<(TranscriptStats, usize)>)>,
+    /// Teammates whose last turn failed, in creation order: a failure the Lead did not recover
+    /// from (no later turn of that teammate completed). A teammate whose creation failed is not
+    /// listed here (the Lead got that error from `spawn_teammate`).
+    pub failed_turns: Vec<FailedTurn>,
+    /// The non-deleted tasks.
+    pub tasks: Vec<TaskView>,
+    /// Messages sent.
+    pub sent: usize,
+    /// Messages delivered.
+    pub delivered: usize,
+    /// Messages queued and not yet delivered.
+    pub pending: usize,
+    /// Set when the Lead log could not be folded (the report is then empty).
+    pub problem: Option<TeamReportProblem>,
+}
+
+impl TeamReport {
+    /// Folds the Lead log of `lead` ([`LeadRead::Team`]) and every teammate's session; the Lead
+    /// row gets `lead_stats` (its statistics and server answers). `server`: whether the model
+    /// is a server (its answers should carry usage) rather than a script. A log that cannot be
+    /// folded gives an empty report with its [`TeamReport::problem`]; a teammate's session that
+    /// cannot be read has no statistics.
+    pub fn read(
+        journal: &Journal,
+        lead: &SessionId,
+        lead_stats: (TranscriptStats, usize),
+        server: bool,
+    ) -> Self {
+        let mut report = Self {
+            members: Vec::new(),
+            failed_turns: Vec::new(),
+            tasks: Vec::new(),
+            sent: 0,
+            delivered: 0,
+            pending: 0,
+            problem: None,
+        };
+        let folded = match LeadLog::read(journal, lead, LeadRead::Team) {
+            Ok(folded) => folded,
+            Err(LeadLogError::Invalid { failure, .. }) => {
+                report.problem = Some(TeamReportProblem::Invalid(*failure));
+                return report;
+            }
+            Err(LeadLogError::Journal(e) | LeadLogError::Damaged { error: e, .. }) => {
+                report.problem = Some(TeamReportProblem::Unreadable(error_chain(&e)));
+                return report;
+            }
+        };
+        let view = folded.show(false);
+        for member in view.members.into_iter().map(|row| row.member) {
+            let stats = if member.id == *lead {
+                Some(lead_stats)
+            } else {
+                let folded = journal.read(&member.id).ok().and_then(|replay| {
+                    Transcript::fold(replay.header.seed_len(), &replay.events).ok()
+                });
+                if let Some(Some(TurnEndReason::Failed { code, message })) =
+                    folded.as_ref().map(Transcript::last_turn_end)
+                {
+                    report.failed_turns.push(FailedTurn {
+                        name: member.name.to_string(),
+                        code: code.clone(),
+                        message: message.clone(),
+                    });
+                }
+                folded.map(|t| (t.stats(), if server { t.model_calls() } else { 0 }))
+            };
+            report.members.push((member, stats));
+        }
+        report.tasks = view.tasks;
+        report.sent = folded.state.messages().len();
+        report.pending = folded.state.pending_messages().count();
+        report.delivered = report.sent - report.pending;
+        report
+    }
+
+    /// The failed turn of the member named `name`, if it is listed in
+    /// [`TeamReport::failed_turns`].
+    pub fn failed_turn_of(&self, name: &str) -> Option<&FailedTurn> {
+        self.failed_turns.iter().find(|f| f.name == name)
+    }
+}
+
+/// `error` and its sources, `: `-joined (as `anyhow` shows a chain with `{:#}`).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// `is_valid_event` agrees with `serde_json::from_str::<Event>`: on hand-picked edge
+    /// cases, and on every line made by replacing, inserting or deleting one byte of real
+    /// lines (with each of a set of JSON-significant bytes).
+    #[test]
+    fn is_valid_event_accepts_exactly_what_event_accepts() {
+        let same = |line: &str| {
+            let event = serde_json::from_str::<troupe_protocol::Event>(line).is_ok();
+            assert_eq!(is_valid_event(line), event, "{line:?}");
+        };
+        let deep = format!(
+            r#"{{"seq":1,"time":2,"type":"x","data":{}1{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for line in [
+            r#"{"seq":1,"time":2,"type":"turn/start","data":{"turn":1}}"#,
+            r#"{"seq":1,"time":2,"type":"turn/start"}"#,
+            r#"{"seq":1,"time":2,"type":"turn/start","data":null,"ignorable":true}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\ud800"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\ud83d\ude00"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\udc00\ud800"}"#,
+            r#"{"seq":1,"time":2,"type":"t","extra":"\ud800"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":1e400}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":-1e-400}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":123456789012345678901234567890}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":{"a":1,"a":2}}"#,
+            r#"{"seq":1,"seq":1,"time":2,"type":"t"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":{},"data":{}}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\x"}"#,
+            "{\"seq\":1,\"time\":2,\"type\":\"t\",\"data\":\"a\tb\"}",
+            r#"{"seq":-1,"time":2,"type":"t"}"#,
+            r#"{"seq":1.0,"time":2,"type":"t"}"#,
+            r#"{"seq":1,"time":2,"type":"t\u0000"}"#,
+            r#"{"seq":1,"time":2,"type":7}"#,
+            r#"{"seq":1,"time":2,"type":"t","ignorable":"yes"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":[1,2,]}"#,
+            r#"{"seq":1,"time":2,"type":"t"} x"#,
+            r#"[1,2,"t",{}]"#,
+            &deep,
+        ] {
+            same(line);
+        }
+        let real = [
+            r#"{"seq":9,"time":1796118561321,"type":"assistant/message","data":{"finishReason":"tool_calls","message":{"content":null,"tool_calls":[{"function":{"arguments":"{\"path\":\"wordstats/counting.py\"}","name":"read"},"id":"call_beta_1","type":"function"}]},"step":1,"turn":1}}"#,
+            r#"{"seq":3,"time":1,"type":"request/header","data":{"n":-0.5e3,"ok":true,"none":null,"s":"caf\u00e9 \ud83d\ude00"},"ignorable":false}"#,
+        ];
+        let bytes_to_try = *br#""\{}[],:1e-un "#;
+        for line in real {
+            let bytes = line.as_bytes();
+            for at in 0..bytes.len() {
+                let mut candidates = Vec::new();
+                for b in bytes_to_try {
+                    let mut replaced = bytes.to_vec();
+                    replaced[at] = b;
+                    candidates.push(replaced);
+                    let mut inserted = bytes.to_vec();
+                    inserted.insert(at, b);
+                    candidates.push(inserted);
+                }
+                let mut deleted = bytes.to_vec();
+                deleted.remove(at);
+                candidates.push(deleted);
+                for candidate in candidates {
+                    if let Ok(text) = std::str::from_utf8(&candidate) {
+                        same(text);
+                    }
+                }
+            }
+        }
+    }
+}
