@@ -8,7 +8,7 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMessage};
 use bytes::Bytes;
 use serde::Deserialize;
-use troupe_journal::{JournalError, Replay, Result, SessionSink};
+use troupe_journal::{JournalError, Replay, Result, SessionImage, SessionSink};
 use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 
 use crate::FIRST_EVENTS_HEADER;
@@ -169,6 +169,45 @@ impl NatsSink {
             },
             replay,
         ))
+    }
+
+    /// Stores `image` as a new session, line for line: one fenced chain holding the header
+    /// line (declaring every event of the image in `Troupe-First-Events`) and each event line,
+    /// under the session's lease, exactly like a first append. What survives a crash part-way
+    /// is therefore a first append's: a subject holding fewer events than its header declares
+    /// is no session (readers say `SESSION_NOT_FOUND`, listings leave it out), and the next
+    /// creator of the id — a copy run again — purges it before publishing.
+    pub(crate) fn import(inner: Arc<Inner>, image: &SessionImage) -> Result<()> {
+        let mut sink = Self::create(Arc::clone(&inner), image.header().clone())?;
+        let writer = sink
+            .writer
+            .take()
+            .ok_or_else(|| inner.io("import", "no writer"))?;
+        let id = image.id();
+        let owner = writer.holder.owner.clone();
+        let mut messages = Vec::with_capacity(usize::try_from(image.events()).unwrap_or(0) + 1);
+        for (i, line) in image.lines().enumerate() {
+            messages.push(match i {
+                0 => Outgoing {
+                    payload: Bytes::copy_from_slice(line),
+                    msg_id: format!("{id}/header/{owner}"),
+                    first_events: Some(image.events()),
+                },
+                n => Outgoing {
+                    payload: Bytes::copy_from_slice(line),
+                    msg_id: format!("{id}/{}/{owner}", n - 1),
+                    first_events: None,
+                },
+            });
+        }
+        let mut writer = writer;
+        let (writer, result) = inner.run(async move {
+            let result = writer.publish(messages, true).await;
+            (writer, result)
+        })?;
+        // Dropping the sink releases the lease the creation took.
+        sink.writer = Some(writer);
+        result
     }
 
     fn messages(&self, events: &[Event], owner: &str) -> Result<Vec<Outgoing>> {
