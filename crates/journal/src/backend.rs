@@ -24,8 +24,11 @@ pub type Wake = Arc<dyn Fn() + Send + Sync>;
 /// [`LogBackend::follow`]. Dropping it stops the follow.
 pub trait SessionFollow: Send {
     /// Hands every valid event that arrived since the last call to `on_event`, in seq order,
-    /// without waiting, and returns where the follow now stands (the valid prefix read so
-    /// far). The first successful call starts at the header, so it hands out the whole log.
+    /// and returns where the follow now stands (the valid prefix read so far). The first
+    /// successful call starts at the header, so it hands out the whole log. Only the first call
+    /// waits: until the store delivered what the session held when the follow started (as a
+    /// read would; bounded by the store's request timeout), so that `SESSION_NOT_FOUND` means
+    /// not there at the start; later calls never wait.
     /// The rules are [`crate::scan_each`]'s: a batch is handed out only once it is whole; an
     /// unfinished write is simply not there yet.
     ///
@@ -33,8 +36,9 @@ pub trait SessionFollow: Send {
     /// `SESSION_NOT_FOUND` while the session does not exist yet or its first append is not
     /// wholly stored (a later call may find it); `JOURNAL_CORRUPT`, `JOURNAL_UNSUPPORTED`
     /// (the events before the damage are handed out first); `STORE_IO` when the store's
-    /// consumer failed. After any error but `SESSION_NOT_FOUND` the follow is over: later
-    /// calls repeat that error and hand out nothing.
+    /// consumer failed or the first catch-up timed out. After any error but
+    /// `SESSION_NOT_FOUND` the follow is over: later calls hand out nothing and return the
+    /// last position.
     fn poll(&mut self, on_event: &mut dyn FnMut(Event)) -> Result<ScanPosition>;
 
     /// The session's header, once a poll has read it.

@@ -5,10 +5,13 @@
 //! the payload and a newline to a buffer and calls the follower's wake; the follower's
 //! [`SessionFollow::poll`] scans what arrived with the journal's own scans, so batch
 //! atomicity, corruption and unsupported types are decided exactly as for a read. Nothing
-//! polls the server.
+//! polls the server. The first poll waits (like a read, at most the request timeout) until the
+//! consumer delivered every message the subject held when the follow started, so "not found"
+//! means not found then; later polls never wait.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::{self, push::OrderedErrorKind};
 use futures_util::StreamExt;
@@ -47,19 +50,41 @@ struct Shared {
     /// Set by the first poll that found the first append whole: from then on a second header
     /// message is a line like any other (and corrupt), not a new creation.
     created: bool,
+    /// Messages the subject held when the consumer was created (`None` until then).
+    backlog: Option<u64>,
+    /// Messages delivered in all.
+    delivered: u64,
     end: Option<End>,
 }
 
-fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
-    shared.lock().unwrap_or_else(PoisonError::into_inner)
+impl Shared {
+    /// Whether everything the subject held at the start was delivered (or the follow ended).
+    fn caught_up(&self) -> bool {
+        self.end.is_some() || self.backlog.is_some_and(|n| self.delivered >= n)
+    }
+}
+
+/// The consumer task's side and the follower's, with a condition for the first catch-up.
+#[derive(Default)]
+struct Channel {
+    shared: Mutex<Shared>,
+    caught_up: Condvar,
+}
+
+impl Channel {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// A session followed live on NATS.
 pub(crate) struct NatsFollow {
     /// Keeps the runtime (and the connection) alive while the follow lives.
     inner: Arc<Inner>,
-    shared: Arc<Mutex<Shared>>,
+    channel: Arc<Channel>,
     task: tokio::task::JoinHandle<()>,
+    /// Whether the first catch-up was seen.
+    caught_up: bool,
     id: SessionId,
     path: PathBuf,
     /// Received bytes past the valid prefix read so far (an unfinished batch), starting at
@@ -81,15 +106,16 @@ impl Drop for NatsFollow {
 impl NatsFollow {
     pub(crate) fn start(inner: Arc<Inner>, id: &SessionId, wake: Wake) -> Result<Self> {
         let subject = inner.subject(id)?;
-        let shared = Arc::new(Mutex::new(Shared::default()));
+        let channel = Arc::new(Channel::default());
         let task = {
             let js = inner.js.clone();
             let stream = inner.options.stream.clone();
-            let shared = Arc::clone(&shared);
+            let channel = Arc::clone(&channel);
             inner.handle.spawn(async move {
-                let failure = consume(&js, &stream, subject, &shared, &wake).await;
+                let failure = consume(&js, &stream, subject, &channel, &wake).await;
                 if let Err(reason) = failure {
-                    lock(&shared).end = Some(End::Failed(reason));
+                    channel.lock().end = Some(End::Failed(reason));
+                    channel.caught_up.notify_all();
                     wake();
                 }
             })
@@ -97,8 +123,9 @@ impl NatsFollow {
         Ok(Self {
             path: inner.location(id),
             inner,
-            shared,
+            channel,
             task,
+            caught_up: false,
             id: id.clone(),
             pending: Vec::new(),
             base: 0,
@@ -172,7 +199,32 @@ impl SessionFollow for NatsFollow {
             return Ok(here);
         }
         let (bytes, end) = {
-            let mut shared = lock(&self.shared);
+            let mut shared = self.channel.lock();
+            if !self.caught_up {
+                // The first poll: wait until what the subject held at the start is here.
+                let timeout = self.inner.options.request_timeout;
+                let deadline = Instant::now() + timeout;
+                while !shared.caught_up() {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left == Duration::ZERO {
+                        drop(shared);
+                        return Err(self.inner.io(
+                            "follow",
+                            format!(
+                                "the session's messages did not arrive within {} ms",
+                                timeout.as_millis()
+                            ),
+                        ));
+                    }
+                    shared = self
+                        .channel
+                        .caught_up
+                        .wait_timeout(shared, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                self.caught_up = true;
+            }
             if !shared.created {
                 if shared.messages == 0 || shared.messages < 1 + shared.declared {
                     let why = if shared.messages == 0 {
@@ -223,7 +275,7 @@ async fn consume(
     js: &async_nats::jetstream::Context,
     stream: &str,
     subject: String,
-    shared: &Mutex<Shared>,
+    channel: &Channel,
     wake: &Wake,
 ) -> std::result::Result<(), String> {
     let stream = js
@@ -239,6 +291,8 @@ async fn consume(
         })
         .await
         .map_err(|e| format!("cannot create a consumer: {e}"))?;
+    channel.lock().backlog = Some(consumer.cached_info().num_pending);
+    channel.caught_up.notify_all();
     let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
     while let Some(message) = messages.next().await {
         let message = match message {
@@ -257,7 +311,8 @@ async fn consume(
             .and_then(|h| h.get(FIRST_EVENTS_HEADER))
             .and_then(|v| v.as_str().parse::<u64>().ok());
         {
-            let mut state = lock(shared);
+            let mut state = channel.lock();
+            state.delivered += 1;
             if !state.created
                 && let Some(declared) = declared
             {
@@ -275,6 +330,7 @@ async fn consume(
                     offset: state.received,
                 });
                 drop(state);
+                channel.caught_up.notify_all();
                 wake();
                 return Ok(());
             }
@@ -283,6 +339,7 @@ async fn consume(
             state.messages += 1;
             state.received += message.payload.len() as u64 + 1;
         }
+        channel.caught_up.notify_all();
         wake();
     }
     Err("the consumer ended".to_owned())

@@ -258,3 +258,28 @@ fn a_follow_goes_on_after_its_server_restarts() {
     w.flush_blocking().unwrap();
     assert_eq!(seqs_after_wakes(follow.as_mut(), &wakes, 2), [1, 2]);
 }
+
+#[test]
+fn the_first_poll_hands_out_what_the_session_held_when_the_follow_started() {
+    let Some(f) = Fixture::nats() else {
+        return;
+    };
+    let w = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
+    for n in 0..40 {
+        w.append(chunk(n)).unwrap();
+    }
+    w.flush_blocking().unwrap();
+    let (wake, _wakes) = waker();
+    let mut follow = f.reconnect().follow(&id("s"), wake).unwrap().unwrap();
+    // At once, without waiting for a wake: the poll itself waits for the backlog.
+    let mut seqs = Vec::new();
+    let at = follow.poll(&mut |e| seqs.push(e.seq.0)).unwrap();
+    assert_eq!(seqs, (0..40).collect::<Vec<_>>());
+    assert_eq!(at.next_seq, Seq(40));
+    // A session missing at the start is not found at the first poll, also at once.
+    let (wake, _wakes) = waker();
+    let mut missing = f.journal.follow(&id("none"), wake).unwrap().unwrap();
+    let err = missing.poll(&mut |_| {}).unwrap_err();
+    assert_eq!(err.code(), "SESSION_NOT_FOUND");
+    assert!(err.to_string().contains("no such session"), "{err}");
+}
