@@ -176,13 +176,31 @@ impl NatsSink {
     /// under the session's lease, exactly like a first append. What survives a crash part-way
     /// is therefore a first append's: a subject holding fewer events than its header declares
     /// is no session (readers say `SESSION_NOT_FOUND`, listings leave it out), and the next
-    /// creator of the id — a copy run again — purges it before publishing.
+    /// creator of the id — a copy run again — purges it before publishing. The killed copy's
+    /// lease makes that next copy `JOURNAL_LOCKED` (naming it) until the lease's TTL passed.
     pub(crate) fn import(inner: Arc<Inner>, image: &SessionImage) -> Result<()> {
         let mut sink = Self::create(Arc::clone(&inner), image.header().clone())?;
-        let writer = sink
+        let mut writer = sink
             .writer
             .take()
             .ok_or_else(|| inner.io("import", "no writer"))?;
+        // The lease first, so that a held one (a copy killed part-way, until its TTL passes;
+        // or a creator at work) is named as such rather than as an existing session.
+        let lease = {
+            let kv = inner.leases.clone();
+            let key = image.id().to_string();
+            let holder = writer.holder.clone();
+            let ttl = inner.lease_ttl;
+            inner.call(async move { Lease::acquire(&kv, &key, &holder, ttl).await })?
+        };
+        writer.lease = Some(lease.map_err(|e| match e {
+            AcquireError::Held(holder) => JournalError::Leased {
+                id: image.id().clone(),
+                holder,
+                store: inner.url.clone(),
+            },
+            AcquireError::Io(why) => inner.io("take the session's lease", why),
+        })?);
         let id = image.id();
         let owner = writer.holder.owner.clone();
         let mut messages = Vec::with_capacity(usize::try_from(image.events()).unwrap_or(0) + 1);
@@ -200,7 +218,6 @@ impl NatsSink {
                 },
             });
         }
-        let mut writer = writer;
         let (writer, result) = inner.run(async move {
             let result = writer.publish(messages, true).await;
             (writer, result)

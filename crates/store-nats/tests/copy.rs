@@ -233,6 +233,24 @@ fn a_copy_cut_part_way_is_no_session_and_the_next_copy_stores_it_whole() {
                 .unwrap();
         }
     });
+    // The killed copy's lease, until its TTL passes: the next copy names it.
+    rt.block_on(async {
+        let kv = js.get_key_value("TROUPE_LEASES").await.unwrap();
+        let dead = json!({"owner": "dead-copy", "host": "gone", "pid": 4242, "since": 0});
+        kv.create("lead", serde_json::to_vec(&dead).unwrap().into())
+            .await
+            .unwrap();
+    });
+    let err = files
+        .journal
+        .copy_to(&id("lead"), &nats.journal)
+        .unwrap_err();
+    assert_eq!(err.code(), "JOURNAL_LOCKED", "{err}");
+    assert!(err.to_string().contains("pid 4242"), "{err}");
+    rt.block_on(async {
+        let kv = js.get_key_value("TROUPE_LEASES").await.unwrap();
+        kv.purge("lead").await.unwrap();
+    });
     for err in [
         nats.journal.read(&id("lead")).unwrap_err(),
         nats.journal.read_image(&id("lead")).unwrap_err(),
