@@ -26,6 +26,16 @@
 //! where it stopped. (JetStream's atomic batches would give all-or-nothing rounds too, but on
 //! a file stream each costs 10–30 ms on this project's machine: see BENCHMARKS.md.)
 //!
+//! **On a clustered stream** (JetStream in cluster mode, any number of replicas) the chain is
+//! not pipelined: each message carries `Nats-Expected-Last-Subject-Sequence` = the stream
+//! sequence of the message before it and is sent once that one is acknowledged. There the
+//! server checks `Nats-Expected-Last-Msg-Id` a second time when the Raft entry is applied,
+//! and another session's message proposed in between makes that check fail there, which the
+//! server reports as a critical write error that stops the whole stream ("JetStream system
+//! temporarily unavailable" for every later write). The per-subject check is not affected by
+//! other subjects, so one message at a time keeps the same prefix and fence guarantees, at one
+//! acknowledgement per message (concurrent flushes still share one round).
+//!
 //! **What survives a crash** (of the writer, its connection, or servers below quorum), at each
 //! point of an append: before the first acknowledgement, nothing of the round; part-way, an
 //! acknowledged prefix of it: its whole journal batches are valid events (not yet reported to
@@ -124,7 +134,9 @@ pub struct NatsOptions {
     /// How long one request to the server may take before it counts as failed (default 5 s).
     pub request_timeout: Duration,
     /// How long an append keeps retrying transient failures (lost connection, leader
-    /// election) before it fails and poisons the writer (default 30 s).
+    /// election) before it fails and poisons the writer (default 30 s). Connecting waits as
+    /// long for a stream or lease bucket that is being created (by another process too) or
+    /// whose cluster is electing a leader.
     pub append_timeout: Duration,
     /// The most messages one pipelined send keeps in flight (default 1000); a longer round is
     /// sent in several.

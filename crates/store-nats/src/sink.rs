@@ -53,6 +53,8 @@ struct Writer {
     new: bool,
     /// The most messages one send keeps in flight.
     max_batch: usize,
+    /// A clustered stream: one message in flight at a time (see [`Writer::send_chain`]).
+    serial: bool,
     append_timeout: Duration,
 }
 
@@ -369,6 +371,7 @@ impl Writer {
             last,
             new,
             max_batch: inner.options.max_batch,
+            serial: inner.clustered,
             append_timeout: inner.options.append_timeout,
         }
     }
@@ -534,9 +537,17 @@ impl Writer {
         Ok(())
     }
 
-    /// One pipelined send of `chain` (at most `max_batch` messages in flight): how many of its
-    /// first messages were acknowledged, and why the next one was not.
+    /// One send of `chain`: how many of its first messages were acknowledged, and why the next
+    /// one was not. On a standalone server the chain is pipelined (at most `max_batch`
+    /// messages in flight, chained by `Nats-Expected-Last-Msg-Id`). On a clustered stream each
+    /// message is fenced by `Nats-Expected-Last-Subject-Sequence` and sent once the one before
+    /// it is acknowledged: there the last-message-id check is made again when a replica
+    /// applies the entry, and another session's message proposed in between fails it there —
+    /// which the server treats as a critical write error that stops the whole stream.
     async fn send_chain(&mut self, chain: &[Outgoing]) -> (usize, Option<Failed>) {
+        if self.serial {
+            return self.send_serial(chain).await;
+        }
         let chain = &chain[..chain.len().min(self.max_batch)];
         let mut acks = Vec::with_capacity(chain.len());
         let mut failure = None;
@@ -577,6 +588,30 @@ impl Writer {
             }
         }
         (stored, failure)
+    }
+
+    /// [`Writer::send_chain`] on a clustered stream: each message fenced by the stream
+    /// sequence of the one before it, sent once that one is acknowledged.
+    async fn send_serial(&mut self, chain: &[Outgoing]) -> (usize, Option<Failed>) {
+        let mut stored = 0;
+        for message in chain {
+            let publish = PublishMessage::build()
+                .payload(message.payload.clone())
+                .headers(self.headers(message))
+                .expected_last_subject_sequence(self.last);
+            let acked = match self.js.send_publish(self.subject.clone(), publish).await {
+                Ok(ack) => ack.await,
+                Err(e) => return (stored, Some(classify(e.kind(), e.to_string()))),
+            };
+            match acked {
+                Ok(ack) => {
+                    self.last = ack.sequence;
+                    stored += 1;
+                }
+                Err(e) => return (stored, Some(classify(e.kind(), e.to_string()))),
+            }
+        }
+        (stored, None)
     }
 
     /// The subject's last message, compared with the messages not yet known to be stored.
