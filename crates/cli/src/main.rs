@@ -252,6 +252,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
         command: store::StoreCommand::Copy(flags),
     } = cli.command
     {
+        if let Some(store) = &cli.store.store {
+            return Err(Failure::bad_input(anyhow::anyhow!(
+                "troupe store copy takes its stores as --from and --to, not --store {store}"
+            )));
+        }
         return store::copy(flags, cli.store.replicas);
     }
     // `--store file:DIR` is the home DIR: it stands for `--home DIR`.

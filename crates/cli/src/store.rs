@@ -29,14 +29,13 @@ pub(crate) const LEASE_TTL_ENV: &str = "TROUPE_LEASE_TTL";
 /// `--store` and `--replicas`, taken by every command.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct StoreFlags {
-    /// Where the session logs live: `nats://HOST:PORT[,HOST:PORT…]` (a NATS JetStream store,
-    /// shared by processes on any host), or `file:DIR` / a plain DIR (the JSONL files of the
-    /// Troupe home DIR, like --home DIR). Default: $TROUPE_STORE, else the home's JSONL files.
+    /// Where the session logs live: nats://HOST:PORT[,HOST:PORT…] (a NATS JetStream store),
+    /// or file:DIR / DIR (the JSONL files of that Troupe home). Default: $TROUPE_STORE, else
+    /// the home's JSONL files.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) store: Option<String>,
-    /// Replicas of the NATS stream and lease bucket when this command creates them (on the
-    /// first use of a server; an existing stream is used as it is): 1 by default, 3 on a
-    /// cluster of three servers.
+    /// Replicas of the NATS stream and lease bucket when this command creates them (default
+    /// 1; 3 on a three-server cluster). An existing stream is used as it is.
     #[arg(long, global = true, value_name = "N", value_parser = replicas)]
     pub(crate) replicas: Option<usize>,
 }

@@ -824,10 +824,11 @@ fn sse_frames(
                 id = Some(v.to_owned());
             } else if let Some(v) = line.strip_prefix("event: ") {
                 event = v.to_owned();
-            } else if line.is_empty() && !event.is_empty() {
-                if tx.send((id.take(), std::mem::take(&mut event))).is_err() {
-                    return;
-                }
+            } else if line.is_empty()
+                && !event.is_empty()
+                && tx.send((id.take(), std::mem::take(&mut event))).is_err()
+            {
+                return;
             }
         }
     });
@@ -989,22 +990,23 @@ fn bad_stores_and_sessions_are_one_line_errors_that_change_nothing() {
     s.ok(&["sessions"]);
     let messages = s.messages();
     for args in [
-        vec!["log", "nope"],
-        vec!["resume", "nope"],
-        vec!["team", "show", "nope"],
-        vec!["team", "verify", "nope"],
-        vec!["store", "copy", "--from", "x", "--to", "y", "nope"],
+        &["log", "nope"][..],
+        &["log", "nope", "--follow"],
+        &["resume", "nope"],
+        &["team", "show", "nope"],
+        &["team", "verify", "nope"],
     ] {
-        let mut args = args;
-        let to = s.url();
-        let from = s.path("none-home").display().to_string();
-        if args[0] == "store" {
-            args = vec!["store", "copy", "--from", &to, "--to", &from, "nope"];
-            one_line(&bin().args(&args).output().unwrap(), 2, "not found");
-        } else {
-            one_line(&s.run(&args), 2, "not found");
-        }
+        one_line(&s.run(args), 2, "not found");
     }
+    let elsewhere = s.path("elsewhere");
+    let copy = bin()
+        .args(["store", "copy", "--from", &s.url(), "--to"])
+        .arg(&elsewhere)
+        .arg("nope")
+        .output()
+        .unwrap();
+    one_line(&copy, 2, "not found");
+    assert!(!elsewhere.exists(), "nothing was written to the target");
     assert_eq!(s.messages(), messages, "nothing was appended");
     // A message on a session's subject that is not a valid line.
     let mut s = s;
@@ -1036,6 +1038,24 @@ fn bad_stores_and_sessions_are_one_line_errors_that_change_nothing() {
     assert_eq!(copy.status.code(), Some(1), "{}", text(&copy.stderr));
     assert!(!s.path("copy/sessions/hurt.jsonl").exists());
     assert_eq!(s.messages(), messages, "nothing was appended");
+    // `store copy` names its stores with --from and --to only.
+    one_line(
+        &bin()
+            .args([
+                "store",
+                "copy",
+                "--store",
+                &s.url(),
+                "--from",
+                &s.url(),
+                "--to",
+                "/tmp/x",
+            ])
+            .output()
+            .unwrap(),
+        2,
+        "--from and --to",
+    );
     // `--store file:A` with another `--home`.
     let out = bin()
         .args(["--home", "/tmp/one", "--store", "file:/tmp/two", "sessions"])

@@ -17,7 +17,10 @@
 //!   is `JOURNAL_CORRUPT` with file, line and byte offset, never repaired; unknown format
 //!   versions and unknown required event types are `JOURNAL_UNSUPPORTED`.
 //! - **Fork** ([`Journal::fork`]): a new session seeded with a completed prefix of another.
-//! - **Backend seam** ([`LogBackend`], [`SessionSink`]): append takes the expected next seq.
+//! - **Backend seam** ([`LogBackend`], [`SessionSink`]): append takes the expected next seq;
+//!   stores that push appends give live follows ([`Journal::follow`], [`SessionFollow`]).
+//! - **Copy** ([`Journal::copy_to`], [`SessionImage`]): a session moved between stores line
+//!   for line, as the target's first append (whole or not at all).
 //!
 //! Invariant: this crate is the only writer of session files, and it knows nothing of Team
 //! semantics (only of turns, for corruption detection and fork boundaries).
