@@ -12,9 +12,9 @@ use async_nats::jetstream::{self, consumer};
 use futures_util::StreamExt;
 use troupe_journal::{
     JournalError, LineCheck, LineUse, MAX_BATCH_EVENTS, Result, ScanPosition, ScanSummary,
-    ScanTail, Selected, SessionListing, scan_each, scan_events, scan_selected_each,
+    ScanTail, Selected, SessionImage, SessionListing, scan_each, scan_events, scan_selected_each,
 };
-use troupe_protocol::{Event, SessionId};
+use troupe_protocol::{Event, SessionHeader, SessionId};
 
 use crate::conn::Inner;
 use crate::{FIRST_EVENTS_HEADER, SESSION_SUBJECT_PREFIX, SESSION_SUBJECTS};
@@ -532,6 +532,85 @@ pub(crate) async fn subject_state(
     })
 }
 
+/// Parses a session's first message as its header line and checks that it names `id`.
+fn parse_header(path: &Path, id: &SessionId, payload: &[u8]) -> Result<SessionHeader> {
+    let mut line = payload.to_vec();
+    line.push(b'\n');
+    let summary = scan_each(path, &line[..], &mut |_| {})?;
+    if &summary.header.id == id {
+        Ok(summary.header)
+    } else {
+        Err(JournalError::Corrupt {
+            path: path.to_path_buf(),
+            line: 1,
+            offset: 0,
+            reason: format!(
+                "header names session {} but the subject is {id}'s",
+                summary.header.id
+            ),
+        })
+    }
+}
+
+/// The header of session `id` from its first message alone.
+pub(crate) fn header(inner: &Inner, id: &SessionId) -> Result<SessionHeader> {
+    let subject = inner.subject(id)?;
+    let path = inner.location(id);
+    let js = inner.js.clone();
+    let stream = inner.options.stream.clone();
+    let first = inner.call(async move {
+        let stream = js
+            .get_stream_no_info(&stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        let count = subject_count(&stream, &subject).await?;
+        if count == 0 {
+            return Ok(None);
+        }
+        let first = stream
+            .get_first_raw_message_by_subject(&subject, 0)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(Some((count, first)))
+    })?;
+    let missing = |why: &str| JournalError::NotFound {
+        id: format!("{id} ({why})"),
+        path: path.clone(),
+    };
+    match first.map_err(|e| inner.io("read a session header", e))? {
+        None => Err(missing("no such session on this store")),
+        Some((count, first)) if count - 1 < declared_first_events(&first) => {
+            Err(missing("its creation is unfinished"))
+        }
+        Some((_, first)) => parse_header(&path, id, &first.payload),
+    }
+}
+
+/// The session's valid prefix as its joined payloads (see [`troupe_journal::SessionImage`]).
+pub(crate) fn read_image(inner: &Inner, id: &SessionId) -> Result<SessionImage> {
+    let subject = inner.subject(id)?;
+    let path = inner.location(id);
+    let mut reader = feed(inner, subject, Start::Header);
+    let mut bytes = Vec::new();
+    let scanned = reader
+        .read_to_end(&mut bytes)
+        .map_err(|e| inner.io("read", e))
+        .and_then(|_| SessionImage::from_bytes(&path, bytes));
+    let image = reader.finish(inner, id, &path, scanned)?;
+    if image.id() != id {
+        return Err(JournalError::Corrupt {
+            path,
+            line: 1,
+            offset: 0,
+            reason: format!(
+                "header names session {} but the subject is {id}'s",
+                image.id()
+            ),
+        });
+    }
+    Ok(image)
+}
+
 pub(crate) fn list(
     inner: &Inner,
     on_error: &mut dyn FnMut(JournalError),
@@ -591,23 +670,7 @@ pub(crate) fn list(
         if count - 1 < declared_first_events(&first) {
             continue; // Being created, or its creator died half-way: not a session yet.
         }
-        let mut line = first.payload.to_vec();
-        line.push(b'\n');
-        let header = scan_each(&path, &line[..], &mut |_| {}).and_then(|summary| {
-            if summary.header.id == id {
-                Ok(summary.header)
-            } else {
-                Err(JournalError::Corrupt {
-                    path: path.clone(),
-                    line: 1,
-                    offset: 0,
-                    reason: format!(
-                        "header names session {} but the subject is {id}'s",
-                        summary.header.id
-                    ),
-                })
-            }
-        });
+        let header = parse_header(&path, &id, &first.payload);
         match header {
             Ok(header) => out.push(SessionListing {
                 header,

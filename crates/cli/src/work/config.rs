@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use troupe_journal::Journal;
 use troupe_llm::{ModelSpec, ProviderFactory, ProviderKind};
 use troupe_protocol::SessionId;
 use troupe_runtime::{ResumePlan, StoredSession, takes_instruction};
@@ -20,7 +19,7 @@ use super::model::{LEAD, ModelSetup, absolute_script, provider_factory};
 use crate::args::resolve_session;
 use crate::exit::Failure;
 use crate::framing::Framing;
-use crate::hints::{home_arg, not_a_root};
+use crate::hints::not_a_root;
 use crate::home::Home;
 use crate::progress::OutputMode;
 
@@ -30,9 +29,10 @@ pub(crate) type ResumedFraming = fn(&Path, Option<&Path>, &Path) -> Framing;
 
 /// A validated `run` or `resume`: everything the work needs.
 pub(super) struct WorkConfig {
-    pub(super) home: PathBuf,
-    /// `--home DIR` as given, repeated in the hints printed at the end.
-    pub(super) home_flag: Option<PathBuf>,
+    /// ` --home DIR --store URL` as given, repeated in the hints printed at the end.
+    pub(super) home_args: String,
+    /// The store of the sessions.
+    pub(super) store: crate::store::Store,
     /// Canonical, existing, writable directory.
     pub(super) workspace: PathBuf,
     /// The model in effect (recorded in new agents' configs; never holds a key).
@@ -118,7 +118,7 @@ pub(super) fn validate_resume(
     home: Home<'_>,
     framing_of: ResumedFraming,
 ) -> Result<WorkConfig, Failure> {
-    let journal = Journal::open_home(&home.dir);
+    let journal = home.store.journal.clone();
     let id = resolve_session(&journal, &flags.session)?;
     let prompt = if flags.prompt.is_empty() {
         None
@@ -132,7 +132,7 @@ pub(super) fn validate_resume(
             role,
             parent: Some(parent),
         } => {
-            let command = format!("troupe resume {parent}{}", home_arg(home.flag));
+            let command = format!("troupe resume {parent}{}", home.args());
             return Err(not_a_root(&id, role, &parent, &command));
         }
         StoredSession::Child { parent: None, .. } => {
@@ -232,8 +232,8 @@ pub(super) fn work_config(
         home.prepare()?;
     }
     Ok(WorkConfig {
-        home: home.dir,
-        home_flag: home.flag.map(Path::to_path_buf),
+        home_args: home.args(),
+        store: home.store,
         workspace,
         spec,
         models,
@@ -358,6 +358,7 @@ mod tests {
                 dir: dir.join("home"),
                 flag: None,
                 named: "the test home".to_owned(),
+                store: crate::store::Store::files(&dir.join("home")),
             },
         )
     }

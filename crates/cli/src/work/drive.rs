@@ -5,7 +5,6 @@
 //! down before the process exits, so inboxes are parked and every log is flushed (DESIGN
 //! decision 2). Then [`super::report`] prints the outcome.
 
-use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +13,7 @@ use anyhow::{Context, anyhow};
 use serde_json::json;
 use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::broadcast;
-use troupe_journal::{Journal, JournalError};
+use troupe_journal::JournalError;
 use troupe_llm::ProviderKind;
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
 use troupe_runtime::events::Profile;
@@ -66,7 +65,7 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
     // Installed first, so a Ctrl-C from here on interrupts the turn instead of killing us.
     let mut sigint = Interrupts::install().map_err(Failure::work)?;
     let runtime = Runtime::new(
-        Journal::open_home(&config.home),
+        config.store.journal.clone(),
         RuntimeOptions {
             workspace: config.workspace.clone(),
             models: Arc::clone(&config.models) as _,
@@ -168,7 +167,7 @@ async fn drive(
             let (agent, recovered) = runtime
                 .resume_root(id)
                 .await
-                .map_err(|e| resume_error(id, &config.home, e))?;
+                .map_err(|e| resume_error(id, &config.store, e))?;
             printer.session_started(id, true, &model);
             for line in &config.framing.prologue {
                 printer.note(line);
@@ -217,14 +216,21 @@ async fn drive(
 
 /// A lock held by another process is bad input with its own words; a Lead log that breaks a
 /// Team rule is a damaged log (exit 1) and names its file.
-fn resume_error(id: &SessionId, home: &Path, error: RuntimeError) -> Failure {
+fn resume_error(id: &SessionId, store: &crate::store::Store, error: RuntimeError) -> Failure {
     match error {
         RuntimeError::Journal(JournalError::Locked { .. }) => Failure::bad_input(anyhow!(
             "session is locked by another process: a troupe run or troupe resume of {id} is \
              still running"
         )),
+        RuntimeError::Journal(JournalError::Leased { holder, store, .. }) => {
+            Failure::bad_input(anyhow!(
+                "session {id} is locked by {holder} (its lease on {store}): a troupe run or \
+                 troupe resume of it is still running there; a holder that died frees it once \
+                 its lease expires (JOURNAL_LOCKED)"
+            ))
+        }
         team @ RuntimeError::TeamLog { .. } => {
-            let file = home.join("sessions").join(format!("{id}.jsonl"));
+            let file = store.location(id);
             Failure::work(anyhow!(
                 "TEAM_LOG_INVALID: {team} (file {}; nothing was written to it)",
                 file.display()
