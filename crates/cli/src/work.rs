@@ -25,8 +25,8 @@ use troupe_llm::{ClientOptions, ModelFlags, ModelSpec, ProviderFactory, Provider
 use troupe_protocol::{Event, MessageSource, SessionId, UserMessage, event_types};
 use troupe_runtime::events::{Profile, TurnEndReason};
 use troupe_runtime::{
-    Agent, AgentProgress, ChunkPolicy, LogFailure, Progress, Runtime, RuntimeError, RuntimeOptions,
-    Transcript, TranscriptStats,
+    Agent, AgentProgress, CONTINUATION_SOURCE, ChunkPolicy, ContinuationRule, LogFailure, OpenTurn,
+    Progress, Runtime, RuntimeError, RuntimeOptions, Transcript, TranscriptStats,
 };
 use troupe_team::{TeamError, TeamLimits};
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy, ToolLimits};
@@ -49,6 +49,9 @@ const CONTINUATION: &str = "The previous turn did not finish: {why}. Any tool ca
     running then has a result saying whether it ran. Check the current state first (re-read the \
     files you were changing, inspect the workspace), then continue the task from where it \
     stopped and answer when it is done.";
+
+/// Why a turn a crash or kill cut did not finish (the `{why}` of [`CONTINUATION`]).
+const STOPPED: &str = "the process running it stopped";
 
 /// The largest `--pace`, in milliseconds.
 pub(crate) const MAX_PACE_MS: u64 = 60_000;
@@ -505,8 +508,10 @@ struct Stored {
     last_turn: u64,
     /// Why the Lead's last turn did not finish, when it did not.
     unfinished: Option<String>,
-    /// A continuation is already waiting in the Lead's inbox (an earlier resume queued it).
-    continued: bool,
+    /// How many continuation turns the Lead is owed ([`Transcript::owed_continuations`] under
+    /// [`ContinuationRule::Root`], its open turn cut): one per turn that did not finish and
+    /// that no continuation an earlier resume queued answers yet.
+    owed_continuations: usize,
     /// The Lead's model calls that count as taken ([`Transcript::spent_model_calls`]): where
     /// a scripted Lead's script continues.
     spent_model_calls: usize,
@@ -518,10 +523,10 @@ fn unfinished(t: &Transcript, events: &[Event]) -> Option<String> {
         // An open turn whose final answer is already in the log lacks only its `turn/end`
         // (another flush of the same log, e.g. a Team commit, made the answer durable just
         // before the stop): its work is done, so it gets no continuation.
-        return (!answered(events)).then(|| "the process running it stopped".to_owned());
+        return (!answered(events)).then(|| STOPPED.to_owned());
     }
     match t.last_turn_end() {
-        Some(TurnEndReason::Interrupted) => Some("the process running it stopped".to_owned()),
+        Some(TurnEndReason::Interrupted) => Some(STOPPED.to_owned()),
         Some(TurnEndReason::Aborted { .. }) => Some("it was interrupted".to_owned()),
         Some(TurnEndReason::Failed { code, message }) => {
             Some(format!("it failed ({code}: {message})"))
@@ -547,17 +552,12 @@ fn answered(events: &[Event]) -> bool {
     false
 }
 
-/// Whether a continuation (a `resume` message) is already waiting in `t`'s inbox.
-fn continuation_waiting(t: &Transcript) -> bool {
-    t.next_turn().iter().any(|m| m.source.kind == "resume")
-}
-
 /// Reads where the Lead stopped (see [`Stored`]) from its log `events`, folded into `lead`.
 fn read_stored(lead: &Transcript, events: &[Event]) -> Stored {
     Stored {
         last_turn: lead.last_turn(),
         unfinished: unfinished(lead, events),
-        continued: continuation_waiting(lead),
+        owed_continuations: lead.owed_continuations(ContinuationRule::Root, OpenTurn::Cut),
         spent_model_calls: lead.spent_model_calls(),
     }
 }
@@ -1118,20 +1118,34 @@ async fn drive(
             // waits in the next-step list for the Lead's next turn, whatever starts it
             // (REFERENCE c.10: `send_message` never wakes its target).
             let pending = agent.with_transcript(|t| !t.next_turn().is_empty());
-            let unfinished = stored.unfinished.clone().filter(|_| !stored.continued);
+            let owed = stored.owed_continuations;
             let nothing_to_do = if let Some(prompt) = prompt {
                 let msg = UserMessage::text(prompt.clone(), MessageSource::kind("user"));
                 agent.followup(msg).await?;
                 false
-            } else if let Some(why) = unfinished {
-                // The cut turn gets its own continuation turn. Waiting items (e.g. a wakeup
-                // that arrived during the cut turn) run first, each in its own turn, exactly
-                // as they would have without the stop.
+            } else if owed > 0 {
+                // Every cut turn gets its own continuation turn (one an earlier resume already
+                // queued counts). Waiting items (e.g. a wakeup that arrived during the cut
+                // turn) run first, each in its own turn, exactly as they would have without
+                // the stop.
+                let why = stored
+                    .unfinished
+                    .clone()
+                    .unwrap_or_else(|| STOPPED.to_owned());
                 if pending {
                     printer.note("running the messages that were waiting in the inbox first");
                 }
-                printer.note(&format!("continuing: the last turn did not finish ({why})"));
-                agent.followup(continuation(&why)).await?;
+                if owed == 1 {
+                    printer.note(&format!("continuing: the last turn did not finish ({why})"));
+                } else {
+                    printer.note(&format!(
+                        "continuing: {owed} turns did not finish (the last: {why}), each gets a \
+                         continuation turn"
+                    ));
+                }
+                for _ in 0..owed {
+                    agent.followup(continuation(&why)).await?;
+                }
                 false
             } else if pending {
                 // Waiting items (e.g. a prompt the interrupted run never claimed) run first and
@@ -1169,7 +1183,7 @@ async fn drive(
 fn continuation(why: &str) -> UserMessage {
     UserMessage::text(
         CONTINUATION.replace("{why}", why),
-        MessageSource::kind("resume").with("reason", why.to_owned()),
+        MessageSource::kind(CONTINUATION_SOURCE).with("reason", why.to_owned()),
     )
 }
 

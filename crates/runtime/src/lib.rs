@@ -51,5 +51,6 @@ pub use runtime::{
     stored_config,
 };
 pub use transcript::{
-    CallResolution, READ_ONLY_TOOLS, Transcript, TranscriptStats, UnansweredCall,
+    CONTINUATION_SOURCE, CallResolution, ContinuationRule, OpenTurn, READ_ONLY_TOOLS, Transcript,
+    TranscriptStats, UnansweredCall,
 };

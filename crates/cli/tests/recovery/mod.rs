@@ -632,3 +632,103 @@ fn the_leads_log_failing_mid_run_is_journal_failed_and_resume_finishes() {
     assert_eq!(out.get_output().status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "all done\n");
 }
+
+/// Cuts the session file at `path` after the whole batch holding the `n`-th (from 1) event
+/// that `matches` (a kill right after that durable append leaves exactly this).
+fn cut_after_batch(path: &Path, n: usize, matches: impl Fn(&Value) -> bool) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let events: Vec<Value> = lines[1..]
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches(e))
+        .nth(n - 1)
+        .map(|(i, _)| i)
+        .unwrap_or_else(|| panic!("no event {n} to cut after in {}", path.display()));
+    let seq = events[at]["seq"].as_u64().unwrap();
+    // The batch's last seq: named by its first event (a batch of one names none).
+    let end = events[..=at]
+        .iter()
+        .rev()
+        .find_map(|e| e["batchLast"].as_u64().filter(|last| *last >= seq))
+        .unwrap_or(seq);
+    let keep = events.iter().position(|e| e["seq"] == end).unwrap() + 2;
+    std::fs::write(path, lines[..keep].join("\n") + "\n").unwrap();
+}
+
+/// The Lead's turn 1 is cut while a teammate's wakeup waits to be delivered; the resume's
+/// mailbox recovery starts turn 2 with that wakeup before it queues turn 1's continuation,
+/// and a second stop cuts turn 2 right after its start. The next resume owes the Lead two
+/// continuation turns (one per cut turn, decided from the log): it runs both, so the Lead's
+/// scripted work is finished (before, one continuation was queued and the Lead stopped one
+/// turn short: its report was never written, yet the resume exited 0).
+#[test]
+fn every_cut_lead_turn_gets_its_own_continuation_turn() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "two-cuts.json",
+        json!({
+            "lead": [
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "scout", "description": "reports", "prompt": "tell the lead"}}]},
+                {"tool_calls": [{"name": "wait_agent", "arguments": {"timeout_ms": 30000}}]},
+                {"text": "waiting for scout"},
+                {"tool_calls": [{"name": "write", "arguments": {
+                    "path": "report.txt", "content": "scout is ready\n"}}]},
+                {"text": "report written"}
+            ],
+            "scout": [
+                {"tool_calls": [{"name": "followup_task", "arguments": {
+                    "target": "lead", "message": "ready"}}]},
+                {"text": "told the lead"}
+            ]
+        }),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--model", &model, "coordinate"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let file = s.home.join("sessions").join(format!("{id}.jsonl"));
+    let report = s.workspace.join("report.txt");
+    std::fs::remove_file(&report).unwrap();
+
+    // The first stop: right after scout's wakeup for the Lead is queued (turn 1 is open).
+    cut_after_batch(&file, 1, |e| e["type"] == "team/message/queued");
+    s.troupe().args(["resume", &id]).assert().success();
+    std::fs::remove_file(&report).unwrap();
+    // The second stop: right after the resume started the Lead's turn 2 (the wakeup's).
+    cut_after_batch(&file, 2, |e| e["type"] == "turn/start");
+    let events = read_events(&file);
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| &e["data"]["reason"]["kind"])
+        .collect();
+    assert_eq!(ends, [&json!("interrupted")], "turn 1 closed, turn 2 open");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "team-message"),
+        "turn 2 runs the wakeup"
+    );
+
+    let out = s.troupe().args(["resume", &id]).assert();
+    let err = stderr(&out);
+    assert_eq!(out.get_output().status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&out), "report written\n", "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&report).unwrap(),
+        "scout is ready\n",
+        "{err}"
+    );
+    troupe(&s.home)
+        .args(["team", "verify", &id])
+        .assert()
+        .success();
+}

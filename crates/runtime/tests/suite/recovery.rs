@@ -649,3 +649,156 @@ async fn a_continuation_already_waiting_is_run_not_queued_again() {
     assert_eq!(h.models.model("worker").requests().len(), 2);
     let _ = h.runtime.shutdown().await;
 }
+
+/// The resume notes (`user/message`s of source `resume`) that ran in a log.
+fn continuation_turns(events: &[troupe_protocol::Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| e.kind == "user/message" && e.data["source"]["kind"] == "resume")
+        .count()
+}
+
+/// A teammate's turn is cut while a wakeup for it is queued in the Lead log but not yet in its
+/// log: the recovery's mailbox pass cold-resumes it with that wakeup (its next turn), and the
+/// cut turn still gets its own continuation turn — two turns, as without the stop. The wakeup
+/// does not stand in for the continuation (a scripted teammate would stop one turn short).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_teammate_woken_by_redelivered_mail_is_continued_too() {
+    let (mut h, _log, faults) = Harness::faulty();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    // The teammate's append after its tool call is held, then fails: its turn is cut there.
+    let not_lead = lead_id.clone();
+    let gate = faults.hold_when(next_append(move |s| *s != not_lead, "tool/call"));
+    let w = spawn(
+        &h,
+        &lead,
+        "worker",
+        vec![call("bash", json!({"command": "true"}))],
+    )
+    .await;
+    gate.reached().await;
+    // A wakeup sent now is queued; its delivery waits behind the held append and fails with it.
+    let send = {
+        let runtime = h.runtime.clone();
+        let lead = lead.clone();
+        tokio::spawn(async move {
+            runtime
+                .team_send(
+                    &lead,
+                    "worker",
+                    "also do more",
+                    troupe_team::Delivery::Wakeup,
+                )
+                .await
+        })
+    };
+    let queued = |h: &Harness| {
+        fold(h, &lead_id)
+            .pending_messages()
+            .any(|m| m.target_id == w)
+    };
+    // The live teammate has taken the wakeup in (in memory: its append waits behind the held
+    // one), so the delivery fails with the log rather than reaching a later activation.
+    let taken_in = |h: &Harness| {
+        h.runtime.agent(&w).is_some_and(|a| {
+            a.with_transcript(|t| {
+                t.next_turn()
+                    .iter()
+                    .any(|m| m.source.kind == "team-message")
+            })
+        })
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while !(queued(&h) && taken_in(&h)) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the wakeup was never queued and taken in");
+    gate.fail("killed");
+    let _ = send.await.unwrap();
+    quiet(&h, &lead).await;
+    crash(&mut h).await;
+    assert!(queued(&h), "the wakeup is still to be delivered");
+    assert_eq!(continuation_turns(&h.events(&w)), 0);
+
+    h.models
+        .model("worker")
+        .push([text("did more"), text("continued")]);
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    quiet(&h, &lead).await;
+    let events = h.events(&w);
+    assert_eq!(
+        turn_end_kinds(&events),
+        ["interrupted", "completed", "completed"],
+        "{:?}",
+        h.kinds(&w)
+    );
+    assert_eq!(continuation_turns(&events), 1);
+    assert_eq!(h.models.model("worker").requests().len(), 3);
+    let _ = h.runtime.shutdown().await;
+}
+
+/// A teammate's turn is cut while a wakeup delivered to it during that turn waits in its
+/// inbox: the recovery runs the wakeup (its own turn) and continues the cut turn (another) —
+/// the waiting mail does not stand in for the continuation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_teammate_with_wakeup_mail_waiting_runs_it_and_is_continued() {
+    let (mut h, _log, faults) = Harness::faulty();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    // The teammate's command runs until the test lets it end; its result is the append that
+    // fails (the stop).
+    faults.fail_when(append_elsewhere(&lead_id, "tool/result"), "killed");
+    let w = spawn(
+        &h,
+        &lead,
+        "worker",
+        vec![call(
+            "bash",
+            json!({"command": "for i in $(seq 600); do [ -f go ] && break; sleep 0.05; done"}),
+        )],
+    )
+    .await;
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while !h.kinds(&w).iter().any(|k| k == "tool/call") {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the command never started");
+    let (_, accepted) = h
+        .runtime
+        .team_send(
+            &lead,
+            "worker",
+            "also do more",
+            troupe_team::Delivery::Wakeup,
+        )
+        .await
+        .unwrap();
+    assert!(accepted, "the running teammate holds the wakeup");
+    std::fs::write(h.path("go"), "").unwrap();
+    quiet(&h, &lead).await;
+    crash(&mut h).await;
+    let t = troupe_runtime::Transcript::fold(0, &h.events(&w)).unwrap();
+    assert!(t.open_turn().is_some(), "{:?}", h.kinds(&w));
+    assert_eq!(t.next_turn().len(), 1, "the wakeup waits");
+
+    h.models
+        .model("worker")
+        .push([text("did more"), text("continued")]);
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    quiet(&h, &lead).await;
+    let events = h.events(&w);
+    assert_eq!(
+        turn_end_kinds(&events),
+        ["interrupted", "completed", "completed"],
+        "{:?}",
+        h.kinds(&w)
+    );
+    assert_eq!(continuation_turns(&events), 1);
+    assert_eq!(h.models.model("worker").requests().len(), 3);
+    let _ = h.runtime.shutdown().await;
+}
