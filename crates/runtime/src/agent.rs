@@ -457,8 +457,12 @@ impl Agent {
                 self.inner.status_tx.send_replace(AgentStatus::Running);
             }
         }
-        self.inner.writer.flush().await?;
+        let flushed = self.inner.writer.flush().await;
+        // The driver is woken whatever the flush's outcome: after a failed flush the log is
+        // poisoned, so the driver's next record fails and it stops as failed (idle). Left
+        // alone, the agent would stay `running` (set above) and never settle.
         self.inner.wake.notify_one();
+        flushed?;
         Ok(id)
     }
 

@@ -924,9 +924,12 @@ impl Runtime {
         let guard = self.child_lock(child_id);
         let _held = guard.lock().await;
         let agent = self.ensure_child_live_locked(parent, child_id).await?;
-        let id = agent.followup(msg).await?;
+        let sent = agent.followup(msg).await;
+        // Watched whatever the follow-up's outcome: its flush also waits for the turn it
+        // started, so a log failure there (the child is then stopped, idle) fails it too, and
+        // a resident child nobody watches never settles (its parent would wait forever).
         self.ensure_watched(&agent);
-        Ok(id)
+        sent
     }
 
     /// Wakes a child's parked inbox (REFERENCE b.6 without a new message): cold-resumes it if
@@ -1018,7 +1021,7 @@ impl Runtime {
     }
 
     /// Starts the settlement watcher of a resident continuable child once.
-    fn ensure_watched(&self, agent: &Agent) {
+    pub(crate) fn ensure_watched(&self, agent: &Agent) {
         let start = {
             let mut live = lock(&self.inner.live);
             match live.get_mut(agent.id()) {

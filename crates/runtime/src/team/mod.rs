@@ -1005,7 +1005,11 @@ impl Runtime {
             .ensure_child_live(&team.lead, target)
             .await
             .map_err(DispatchFailure::delivery)?;
-        self.deliver_older_quiet(team, &agent, message).await?;
+        if let Err(e) = self.deliver_older_quiet(team, &agent, message).await {
+            // The cold-resumed target must still settle (its log failed, or a flush did).
+            self.ensure_watched(&agent);
+            return Err(e);
+        }
         self.followup_child(&team.lead, target, item)
             .await
             .map_err(DispatchFailure::delivery)?;
