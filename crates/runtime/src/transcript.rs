@@ -70,6 +70,9 @@ pub struct Transcript {
     /// [`ContinuationRule`] (see [`Transcript::owed_continuations`]).
     owed_root: usize,
     owed_teammate: usize,
+    /// Per workspace-relative path, what the own session last saw of the file (see
+    /// [`Transcript::seen_files`]).
+    seen_files: HashMap<String, Option<String>>,
     stats: TranscriptStats,
 }
 
@@ -305,6 +308,18 @@ impl Transcript {
             }
             ty::TOOL_RESULT => {
                 let rec: ToolResultRecord = decode(event)?;
+                if own {
+                    if let Some(seen) = &rec.seen {
+                        self.seen_files
+                            .insert(seen.path.clone(), seen.image.clone());
+                    } else if !rec.is_error
+                        && let Some((_, Some(effect))) = self.started.get(&rec.call_id)
+                    {
+                        // A `write`/`edit` that took effect: its owner saw what it wrote.
+                        self.seen_files
+                            .insert(effect.path.clone(), Some(effect.post_image.clone()));
+                    }
+                }
                 if own && let Some(candidate) = &mut self.void_candidate {
                     if candidate.waiting.remove(&rec.call_id) {
                         let void = rec.code.as_deref().is_some_and(|c| VOID_CODES.contains(&c));
@@ -429,6 +444,15 @@ impl Transcript {
         };
         let cut_open = open == OpenTurn::Cut && self.open_turn.is_some() && !self.final_answer;
         closed + usize::from(cut_open)
+    }
+
+    /// What the own session last saw of each file it read, wrote or edited, per
+    /// workspace-relative path: the image (`sha256:<hex>`) of the content it last read (a
+    /// `tool/result`'s `seen`) or wrote (the post-image of a `write`/`edit` whose result is
+    /// not an error), or `None` when its last read found no file. A restarted agent's file
+    /// observations are rebuilt from it ([`troupe_tools::restore_observations`]).
+    pub fn seen_files(&self) -> &HashMap<String, Option<String>> {
+        &self.seen_files
     }
 
     /// The model history: user, assistant and tool messages in log order (no system prompt).
@@ -680,6 +704,7 @@ impl Transcript {
                 content,
                 message_id: Some(format!("interrupted-tool-result-{}-{seq}", call.id)),
                 source_event_seqs: unanswered.call_seq.into_iter().collect(),
+                seen: None,
             };
             drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(&rec)));
         }
@@ -790,6 +815,7 @@ mod tests {
                         content: "{}".to_owned(),
                         message_id: None,
                         source_event_seqs: Vec::new(),
+                        seen: None,
                     })
                     .unwrap(),
                 ),

@@ -732,3 +732,43 @@ fn every_cut_lead_turn_gets_its_own_continuation_turn() {
         .assert()
         .success();
 }
+
+/// A read in one `troupe` process counts for an edit in the next: `troupe resume ID PROMPT`
+/// rebuilds what the Lead had seen from its log, so its edit of the file it read before works
+/// (before, every restart forgot reads: `FS_NOT_OBSERVED`, read it again).
+#[test]
+fn a_read_before_a_resume_counts_for_an_edit_after_it() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "read-then-edit.json",
+        json!({"lead": [
+            {"tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
+            {"text": "notes.txt says hello world."},
+            {"tool_calls": [{"name": "edit", "arguments": {
+                "path": "notes.txt", "old_string": "hello", "new_string": "goodbye"}}]},
+            {"text": "edited"}
+        ]}),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--model", &model, "read notes.txt"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let out = s
+        .troupe()
+        .args(["resume", &id, "now change hello to goodbye"])
+        .assert()
+        .success();
+    assert_eq!(stdout(&out), "edited\n", "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(s.workspace.join("notes.txt")).unwrap(),
+        "goodbye world\n"
+    );
+    let edit = s
+        .log(&id)
+        .into_iter()
+        .find(|e| e["type"] == "tool/result" && e["data"]["name"] == "edit")
+        .unwrap();
+    assert_eq!(edit["data"]["isError"], false, "{edit}");
+}

@@ -872,3 +872,86 @@ async fn a_teammate_whose_continuation_cannot_be_written_still_settles() {
     assert_eq!(continuation_turns(&events), 1);
     let _ = h.runtime.shutdown().await;
 }
+
+// ---------------------------------------------------------------------------------------
+// File observations survive a restart (rebuilt from the log).
+
+/// An agent reads a file and its process stops; the next process's agent edits it: the read
+/// in the earlier process counts (its `tool/result` records what it saw, and the resume
+/// rebuilds the observation), so the edit works — unless the file changed in between, which
+/// is `FS_STALE_VERSION` exactly as without the restart. A `write` counts as seen too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_and_writes_before_a_restart_count_for_the_next_edit() {
+    let mut h = Harness::new();
+    std::fs::write(h.path("kept.txt"), "one\n").unwrap();
+    std::fs::write(h.path("changed.txt"), "one\n").unwrap();
+    h.models.model("lead").push([
+        call("read", json!({"path": "kept.txt"})),
+        call("read", json!({"path": "changed.txt"})),
+        call("write", json!({"path": "new.txt", "content": "one\n"})),
+        text("read them"),
+    ]);
+    let lead = h.lead().await;
+    let id = lead.id().clone();
+    lead.followup(user("read")).await.unwrap();
+    idle(&lead).await;
+    let seen = recorded(&h, &id, "read");
+    assert_eq!(seen[0]["path"], "kept.txt", "{seen:?}");
+    assert!(
+        seen[0]["image"].as_str().unwrap().starts_with("sha256:"),
+        "{seen:?}"
+    );
+    h.runtime.shutdown().await.unwrap();
+    h.restart();
+    std::fs::write(h.path("changed.txt"), "two\n").unwrap();
+
+    let edit = |path: &str| {
+        call(
+            "edit",
+            json!({"path": path, "old_string": "o", "new_string": "0"}),
+        )
+    };
+    h.models.model("lead").push([
+        edit("kept.txt"),
+        edit("changed.txt"),
+        edit("new.txt"),
+        text("edited"),
+    ]);
+    let (lead, _) = h.runtime.resume_root(&id).await.unwrap();
+    lead.followup(user("edit them")).await.unwrap();
+    idle(&lead).await;
+    let results: Vec<(bool, Option<String>)> = h
+        .events(&id)
+        .iter()
+        .filter(|e| e.kind == "tool/result" && e.data["name"] == "edit")
+        .map(|e| {
+            (
+                e.data["isError"] == true,
+                e.data["code"].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (false, None),
+            (true, Some("FS_STALE_VERSION".to_owned())),
+            (false, None)
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.path("kept.txt")).unwrap(),
+        "0ne\n"
+    );
+    assert_eq!(std::fs::read_to_string(h.path("new.txt")).unwrap(), "0ne\n");
+    let _ = h.runtime.shutdown().await;
+}
+
+/// The `seen` records of the results of `name` calls in `id`'s log.
+fn recorded(h: &Harness, id: &SessionId, name: &str) -> Vec<Value> {
+    h.events(id)
+        .into_iter()
+        .filter(|e| e.kind == "tool/result" && e.data["name"] == name)
+        .map(|e| e.data["seen"].clone())
+        .collect()
+}
