@@ -164,9 +164,16 @@ fn a_teammates_log_failing_mid_run_is_journal_failed_and_resume_finishes() {
         .success();
 }
 
-/// A script: the Lead spawns `scout`, which sends the Lead a quiet message and finishes; the
-/// Lead has finished before the mail arrives (a wait that returns at once, then its answer).
+/// A script: the Lead spawns `scout` and answers; scout waits until the Lead's turn has
+/// completed (its `turn/end` is in the Lead's log: only the Lead completes a turn before
+/// scout does), then sends the Lead a quiet message and finishes. So the mail always arrives
+/// after the Lead's last step (before, a quick scout could reach the Lead's last step).
 fn quiet_mail_script(s: &Setup) -> PathBuf {
+    let lead_done = format!(
+        "for i in $(seq 600); do grep -qs '\"kind\":\"completed\"' {}/sessions/*.jsonl && exit 0; \
+         sleep 0.05; done; exit 1",
+        s.home.display()
+    );
     s.script_agents(
         "quiet.json",
         json!({
@@ -176,6 +183,7 @@ fn quiet_mail_script(s: &Setup) -> PathBuf {
                 {"text": "scout reports when it is done"}
             ],
             "scout": [
+                {"tool_calls": [{"name": "bash", "arguments": {"command": lead_done}}]},
                 {"tool_calls": [{"name": "send_message", "arguments": {
                     "target": "lead", "message": "fyi: nothing to do"}}]},
                 {"text": "reported"}
