@@ -222,6 +222,11 @@ pub struct ToolResultRecord {
     /// For synthetic results: the events this one answers (the `tool/call` seq).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub source_event_seqs: Vec<u64>,
+    /// What a `read` saw of its file (`{path, image}`, see [`troupe_tools::FileSeen`]): a
+    /// restarted agent's file observations are rebuilt from it (absent in older logs and for
+    /// every other call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<troupe_tools::FileSeen>,
 }
 
 /// Which inbox list a splice changes (REFERENCE b.2).

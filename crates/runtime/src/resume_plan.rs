@@ -28,7 +28,7 @@ use crate::error::RuntimeError;
 use crate::events::{AgentConfigRecord, Profile, TurnEndReason};
 use crate::role::{RoleProbe, SessionRole};
 use crate::runtime::Runtime;
-use crate::transcript::Transcript;
+use crate::transcript::{CONTINUATION_SOURCE, ContinuationRule, OpenTurn, Transcript};
 
 /// The text sent to the Lead when a resume continues an interrupted or failed turn; `{why}`
 /// is replaced by the reason ([`ResumePlan::unfinished`]).
@@ -36,9 +36,6 @@ pub const CONTINUATION: &str = "The previous turn did not finish: {why}. Any too
     running then has a result saying whether it ran. Check the current state first (re-read the \
     files you were changing, inspect the workspace), then continue the task from where it \
     stopped and answer when it is done.";
-
-/// The `source.kind` of a continuation message ([`continuation_message`]).
-pub const CONTINUATION_SOURCE: &str = "resume";
 
 /// The message that continues a turn that did not finish because `why`: [`CONTINUATION`] with
 /// `{why}` filled in, from source `{"kind": "resume", "reason": why}`.
@@ -48,6 +45,9 @@ pub fn continuation_message(why: &str) -> UserMessage {
         MessageSource::kind(CONTINUATION_SOURCE).with("reason", why.to_owned()),
     )
 }
+
+/// Why a turn a crash or kill cut did not finish (the `{why}` of [`CONTINUATION`]).
+const STOPPED: &str = "the process running it stopped";
 
 /// What a stored session is, for a resume: a root with its [`ResumePlan`], or a subagent child
 /// (a teammate or another child), which is resumed through its root only.
@@ -73,7 +73,7 @@ pub struct ResumePlan {
     config: AgentConfigRecord,
     last_turn: u64,
     unfinished: Option<String>,
-    continued: bool,
+    owed_continuations: usize,
     spent_model_calls: usize,
 }
 
@@ -125,7 +125,7 @@ impl ResumePlan {
             config,
             last_turn: lead.last_turn(),
             unfinished: unfinished(&lead),
-            continued: continuation_waiting(&lead),
+            owed_continuations: lead.owed_continuations(ContinuationRule::Root, OpenTurn::Cut),
             spent_model_calls: lead.spent_model_calls(),
         })))
     }
@@ -160,10 +160,12 @@ impl ResumePlan {
         self.unfinished.as_deref()
     }
 
-    /// Whether a continuation is already waiting in the Lead's inbox (an earlier resume queued
-    /// it and stopped before it ran): it is not queued twice.
-    pub fn continuation_waiting(&self) -> bool {
-        self.continued
+    /// How many continuation turns the Lead is owed ([`Transcript::owed_continuations`] under
+    /// [`ContinuationRule::Root`], an open turn counted as cut): one per turn that did not
+    /// finish and that no continuation an earlier resume queued answers yet (a continuation
+    /// already waiting in the inbox counts, so it is not queued twice).
+    pub fn owed_continuations(&self) -> usize {
+        self.owed_continuations
     }
 
     /// The Lead's model calls that count as taken ([`Transcript::spent_model_calls`]): where a
@@ -181,13 +183,20 @@ impl ResumePlan {
         if let Some(prompt) = prompt {
             return ResumeStep::Prompt(prompt);
         }
-        match self.unfinished.as_deref().filter(|_| !self.continued) {
-            Some(why) => ResumeStep::Continue {
-                why: why.to_owned(),
+        if self.owed_continuations > 0 {
+            return ResumeStep::Continue {
+                why: self
+                    .unfinished
+                    .clone()
+                    .unwrap_or_else(|| STOPPED.to_owned()),
+                turns: self.owed_continuations,
                 waiting_first: waiting,
-            },
-            None if waiting => ResumeStep::RunWaiting,
-            None => ResumeStep::Nothing,
+            };
+        }
+        if waiting {
+            ResumeStep::RunWaiting
+        } else {
+            ResumeStep::Nothing
         }
     }
 }
@@ -197,11 +206,14 @@ impl ResumePlan {
 pub enum ResumeStep {
     /// A new instruction: queued as a follow-up from source `user`.
     Prompt(String),
-    /// The cut turn gets its own continuation turn ([`continuation_message`]); when
-    /// `waiting_first`, the waking items already waiting run first, each in its own turn.
+    /// Every cut turn gets its own continuation turn ([`continuation_message`], `turns` of
+    /// them: [`ResumePlan::owed_continuations`]); when `waiting_first`, the waking items
+    /// already waiting run first, each in its own turn.
     Continue {
-        /// Why the turn did not finish ([`ResumePlan::unfinished`]).
+        /// Why the (last) turn did not finish ([`ResumePlan::unfinished`]).
         why: String,
+        /// How many continuation turns are queued (at least 1).
+        turns: usize,
         /// Whether waking items wait in the inbox (they run before the continuation).
         waiting_first: bool,
     },
@@ -237,7 +249,7 @@ impl ResumeStep {
     /// Durability: a prompt or a continuation is durable in the Lead's inbox
     /// (`agent/inbox/spliced`, flushed) before this returns, so a crash right after leaves it
     /// waiting for the next resume — which then finds the continuation waiting
-    /// ([`ResumePlan::continuation_waiting`]) and does not queue it twice; a crash before the
+    /// ([`ResumePlan::owed_continuations`]) and does not queue it twice; a crash before the
     /// flush leaves the inbox as the recovery left it, and the next resume plans the same step
     /// again. Waking parked items writes nothing.
     ///
@@ -254,8 +266,10 @@ impl ResumeStep {
                 agent.followup(msg).await?;
                 true
             }
-            ResumeStep::Continue { why, .. } => {
-                agent.followup(continuation_message(&why)).await?;
+            ResumeStep::Continue { why, turns, .. } => {
+                for _ in 0..turns {
+                    agent.followup(continuation_message(&why)).await?;
+                }
                 true
             }
             ResumeStep::RunWaiting => agent.wake_parked(),
@@ -320,23 +334,16 @@ fn unfinished(t: &Transcript) -> Option<String> {
         // An open turn whose final answer is already in the log lacks only its `turn/end`
         // (another flush of the same log, e.g. a Team commit, made the answer durable just
         // before the stop): its work is done, so it gets no continuation.
-        return (!t.answered_open_turn()).then(|| "the process running it stopped".to_owned());
+        return (!t.answered_open_turn()).then(|| STOPPED.to_owned());
     }
     match t.last_turn_end() {
-        Some(TurnEndReason::Interrupted) => Some("the process running it stopped".to_owned()),
+        Some(TurnEndReason::Interrupted) => Some(STOPPED.to_owned()),
         Some(TurnEndReason::Aborted { .. }) => Some("it was interrupted".to_owned()),
         Some(TurnEndReason::Failed { code, message }) => {
             Some(format!("it failed ({code}: {message})"))
         }
         _ => None,
     }
-}
-
-/// Whether a continuation (a message from source `resume`) is already waiting in `t`'s inbox.
-fn continuation_waiting(t: &Transcript) -> bool {
-    t.next_turn()
-        .iter()
-        .any(|m| m.source.kind == CONTINUATION_SOURCE)
 }
 
 #[cfg(test)]
@@ -405,6 +412,7 @@ mod tests {
             content: "{}".to_owned(),
             message_id: None,
             source_event_seqs: Vec::new(),
+            seen: None,
         });
         let end = crate::transcript::to_value(&TurnEnd {
             turn: 1,

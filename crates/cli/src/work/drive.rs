@@ -181,11 +181,22 @@ async fn drive(
             }
             let step = plan.next_step(&agent, prompt.clone());
             match &step {
-                ResumeStep::Continue { why, waiting_first } => {
+                ResumeStep::Continue {
+                    why,
+                    turns,
+                    waiting_first,
+                } => {
                     if *waiting_first {
                         printer.note("running the messages that were waiting in the inbox first");
                     }
-                    printer.note(&format!("continuing: the last turn did not finish ({why})"));
+                    if *turns == 1 {
+                        printer.note(&format!("continuing: the last turn did not finish ({why})"));
+                    } else {
+                        printer.note(&format!(
+                            "continuing: {turns} turns did not finish (the last: {why}), each \
+                             gets a continuation turn"
+                        ));
+                    }
                 }
                 ResumeStep::RunWaiting => {
                     printer.note("running the messages that were waiting in the inbox");
