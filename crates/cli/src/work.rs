@@ -25,8 +25,9 @@ use troupe_llm::{ClientOptions, ModelFlags, ModelSpec, ProviderFactory, Provider
 use troupe_protocol::{Event, MessageSource, SessionId, UserMessage, event_types};
 use troupe_runtime::events::{Profile, TurnEndReason};
 use troupe_runtime::{
-    Agent, AgentProgress, CONTINUATION_SOURCE, ChunkPolicy, ContinuationRule, LogFailure, OpenTurn,
-    Progress, Runtime, RuntimeError, RuntimeOptions, Transcript, TranscriptStats,
+    Agent, AgentProgress, AgentStatus, CONTINUATION_SOURCE, ChunkPolicy, ContinuationRule,
+    LogFailure, OpenTurn, Progress, Runtime, RuntimeError, RuntimeOptions, Transcript,
+    TranscriptStats,
 };
 use troupe_team::{TeamError, TeamLimits};
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy, ToolLimits};
@@ -1152,6 +1153,12 @@ async fn drive(
                 // in order; they carry the work on, so no continuation message is added.
                 printer.note("running the messages that were waiting in the inbox");
                 !agent.wake_parked()
+            } else if agent.status() == AgentStatus::Running {
+                // The recovery's redelivered mail already started a Lead turn (it claimed the
+                // mail, so nothing waits any more): that turn is this run's work, and the run
+                // waits for it like for any other (it must not be shut down under it).
+                printer.note("running the messages the recovery delivered");
+                false
             } else {
                 true
             };
