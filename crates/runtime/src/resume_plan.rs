@@ -13,7 +13,8 @@
 //!    which keeps its own turn, so the Lead takes the same turns it would have taken without
 //!    the stop;
 //! 3. else the waking items waiting in the inbox (follow-ups, wakeup mail), in order;
-//! 4. else nothing: quiet mail waits in the next-step list for the Lead's next turn, whatever
+//! 4. else, when the recovery's redelivered mail already started a Lead turn, that turn;
+//! 5. else nothing: quiet mail waits in the next-step list for the Lead's next turn, whatever
 //!    starts it (REFERENCE c.10: `send_message` never wakes its target).
 //!
 //! A Team's teammates are continued by the Team recovery itself (`resume_root`), not here.
@@ -23,7 +24,7 @@ use troupe_llm::{ModelSpec, ProviderFactory};
 use troupe_protocol::{Event, EventDraft, MessageSource, SessionHeader, SessionId, UserMessage};
 use troupe_tools::SandboxPolicy;
 
-use crate::agent::Agent;
+use crate::agent::{Agent, AgentStatus};
 use crate::error::RuntimeError;
 use crate::events::{AgentConfigRecord, Profile, TurnEndReason};
 use crate::role::{RoleProbe, SessionRole};
@@ -195,6 +196,8 @@ impl ResumePlan {
         }
         if waiting {
             ResumeStep::RunWaiting
+        } else if agent.status() == AgentStatus::Running {
+            ResumeStep::RecoveryStarted
         } else {
             ResumeStep::Nothing
         }
@@ -220,6 +223,10 @@ pub enum ResumeStep {
     /// The waking items waiting in the inbox (e.g. a prompt the stopped run never claimed)
     /// run, in order; they carry the work on, so no continuation is added.
     RunWaiting,
+    /// The recovery's redelivered mail already started a Lead turn (it claimed the mail, so
+    /// nothing waits any more): that turn is this run's work, and the run waits for it like
+    /// for any other (it must not be shut down under it).
+    RecoveryStarted,
     /// Nothing for the Lead to run.
     Nothing,
 }
@@ -273,6 +280,7 @@ impl ResumeStep {
                 true
             }
             ResumeStep::RunWaiting => agent.wake_parked(),
+            ResumeStep::RecoveryStarted => true,
             ResumeStep::Nothing => false,
         };
         Ok(ResumeStarted {

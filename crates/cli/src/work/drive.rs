@@ -201,6 +201,9 @@ async fn drive(
                 ResumeStep::RunWaiting => {
                     printer.note("running the messages that were waiting in the inbox");
                 }
+                ResumeStep::RecoveryStarted => {
+                    printer.note("running the messages the recovery delivered");
+                }
                 ResumeStep::Prompt(_) | ResumeStep::Nothing => {}
             }
             let started = step.take(runtime, &agent).await?;

@@ -780,3 +780,66 @@ fn a_read_before_a_resume_counts_for_an_edit_after_it() {
         .unwrap();
     assert_eq!(edit["data"]["isError"], false, "{edit}");
 }
+
+/// The resume's recovery delivers a wakeup for the Lead that a stop left queued (the Lead's
+/// last turn had completed), and the Lead starts that turn at once, claiming the mail before
+/// `troupe resume` looks at its inbox: the run still waits for that turn (before, it found
+/// nothing waiting, "nothing to do", and shut the turn down under it: the crash sweep's
+/// `task-3 in_progress`). The scripted model is paced so the turn is still running then.
+#[test]
+fn a_lead_turn_started_by_redelivered_mail_is_waited_for() {
+    let s = Setup::new();
+    let lead_done = format!(
+        "for i in $(seq 600); do grep -qs '\"kind\":\"completed\"' {}/sessions/*.jsonl && exit 0; \
+         sleep 0.05; done; exit 1",
+        s.home.display()
+    );
+    let script = s.script_agents(
+        "redelivered.json",
+        json!({
+            "lead": [
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "scout", "description": "reports", "prompt": "tell the lead"}}]},
+                {"text": "scout reports when it is done"},
+                {"tool_calls": [{"name": "write", "arguments": {
+                    "path": "report.txt", "content": "scout is done\n"}}]},
+                {"text": "report written"}
+            ],
+            "scout": [
+                {"tool_calls": [{"name": "bash", "arguments": {"command": lead_done}}]},
+                {"tool_calls": [{"name": "followup_task", "arguments": {
+                    "target": "lead", "message": "done"}}]},
+                {"text": "told the lead"}
+            ]
+        }),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--model", &model, "coordinate"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let file = s.home.join("sessions").join(format!("{id}.jsonl"));
+    let report = s.workspace.join("report.txt");
+    std::fs::remove_file(&report).unwrap();
+    // The stop: right after scout's wakeup for the Lead is queued, its turn 1 completed.
+    cut_after_batch(&file, 1, |e| e["type"] == "team/message/queued");
+    let ends: Vec<Value> = read_events(&file)
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| e["data"]["reason"]["kind"].clone())
+        .collect();
+    assert_eq!(ends, [json!("completed")]);
+
+    let out = s.troupe().args(["resume", &id, "--pace", "300"]).assert();
+    let err = stderr(&out);
+    assert_eq!(out.get_output().status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&out), "report written\n", "{err}");
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "scout is done\n");
+    let ends: Vec<Value> = read_events(&file)
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| e["data"]["reason"]["kind"].clone())
+        .collect();
+    assert_eq!(ends, [json!("completed"), json!("completed")], "{err}");
+}
