@@ -5,8 +5,9 @@
 //! cluster losing one server and then two, `troupe log --follow`, `troupe web --store`, and
 //! the bad input of the issue.
 //!
-//! Every command runs with `TROUPE_LEASE_TTL=3s`, so a killed holder's lease frees itself
-//! quickly (the first command on a fresh server creates the lease bucket with it). Without
+//! Every command runs with a short `TROUPE_LEASE_TTL` (6 s on one server, 10 s on a cluster),
+//! so a killed holder's lease frees itself soon (the first command on a fresh server creates
+//! the lease bucket with it). Without
 //! `nats-server` on PATH these tests fail, naming how to install it, unless
 //! `TROUPE_SKIP_NATS=1` (then they print SKIPPED and pass).
 
@@ -26,8 +27,8 @@ use troupe_protocol::{EventDraft, SessionHeader, SessionId, SystemClock};
 use troupe_store_nats::{NatsBackend, NatsOptions};
 use troupe_test_support::NatsServer;
 
-/// The lease TTL every command of these tests creates its bucket with.
-const LEASE_TTL: &str = "3s";
+/// The lease TTL of commands run without a [`Setup`] (a bucket they create gets it).
+const LEASE_TTL: &str = "6s";
 /// How long anything may take on a loaded machine.
 const DEADLINE: Duration = Duration::from_secs(180);
 
@@ -60,14 +61,15 @@ struct Setup {
     server: NatsServer,
     /// The test's own view of the store (its own connection).
     store: Option<Journal>,
-    /// `TROUPE_LEASE_TTL` of every command: short on one server; on a cluster long enough to
-    /// outlast the election of a new leader for the lease bucket on a loaded machine.
+    /// `TROUPE_LEASE_TTL` of every command: short enough that a killed holder's lease frees
+    /// itself soon, long enough that a loaded machine's renewals (every TTL/3) keep up; on a
+    /// cluster also long enough to outlast the election of the lease bucket's new leader.
     lease_ttl: Duration,
 }
 
 impl Setup {
     fn single() -> Option<Self> {
-        Some(Self::on(NatsServer::single()?, Duration::from_secs(3)))
+        Some(Self::on(NatsServer::single()?, Duration::from_secs(6)))
     }
 
     fn cluster() -> Option<Self> {
@@ -191,6 +193,18 @@ impl Setup {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
+}
+
+/// `troupe store copy ARGS` (its stores are `--from` and `--to`); requires exit 0, returns
+/// stdout.
+fn copy_ok(args: &[&str]) -> String {
+    let out = bin().args(["store", "copy"]).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "troupe store copy {args:?}: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
 }
 
 /// `troupe --home HOME ARGS` on the home's files.
@@ -388,7 +402,7 @@ fn store_copy_files_to_nats_to_files_is_byte_identical_and_the_output_is_the_sam
 
     let url = s.url();
     let a = home_a.to_str().unwrap();
-    let copied = s.ok(&["store", "copy", "--from", a, "--to", &url]);
+    let copied = copy_ok(&["--from", a, "--to", &url]);
     assert_eq!(
         copied.lines().filter(|l| l.starts_with("copied ")).count(),
         originals.len(),
@@ -396,13 +410,13 @@ fn store_copy_files_to_nats_to_files_is_byte_identical_and_the_output_is_the_sam
     );
     let home_b = s.path("b");
     let b = format!("file:{}", home_b.display());
-    let back = s.ok(&["store", "copy", "--from", &url, "--to", &b]);
+    let back = copy_ok(&["--from", &url, "--to", &b]);
     assert_eq!(back.lines().count(), originals.len(), "{back}");
     // The copy of the copy is the original, byte for byte.
     assert_eq!(session_files(&home_b.join("sessions")), originals);
     // Run again: everything is already there, nothing is written.
     let messages = s.messages();
-    let again = s.ok(&["store", "copy", "--from", a, "--to", &url]);
+    let again = copy_ok(&["--from", a, "--to", &url]);
     assert!(
         again.lines().all(|l| l.starts_with("already there: ")),
         "{again}"
