@@ -264,6 +264,8 @@ pub(crate) struct Server {
     peer: Peer<RoleClient>,
     service: tokio::sync::Mutex<Option<RunningService<RoleClient, ClientConfig>>>,
     pub(crate) tool_timeout: Duration,
+    /// Where and how it runs, for the sandbox note of a denied operation.
+    pub(crate) options: StartOptions,
     pgid: Option<Pid>,
     /// `Some(how it ended)` once the process exited.
     exit: watch::Receiver<Option<String>>,
@@ -456,6 +458,7 @@ async fn start_server(
             peer,
             service: tokio::sync::Mutex::new(Some(service)),
             tool_timeout: config.tool_timeout,
+            options,
             pgid,
             exit,
             stderr,

@@ -59,7 +59,8 @@ pub fn tool_name(server: &str, tool: &str) -> String {
 /// context's `output_cap_bytes`, `{"truncated": true, "text": <its head and tail around a
 /// truncation marker>}`.
 ///
-/// Errors: `MCP_TOOL_ERROR` (the tool reported an error: its text), `MCP_REQUEST_FAILED`
+/// Errors: `MCP_TOOL_ERROR` (the tool reported an error: its text, plus the sandbox note of
+/// `troupe_tools::sandbox_note` when it reports a denied operation), `MCP_REQUEST_FAILED`
 /// (the server refused the request), `MCP_TOOL_TIMEOUT`, `MCP_SERVER_UNAVAILABLE` (the server
 /// exited: how, and the end of its stderr), `TOOL_CANCELED`, `INVALID_ARGUMENTS` (not an
 /// object; raised by the registry).
@@ -137,10 +138,21 @@ impl McpTool {
             Ok(Ok(result)) => result,
         };
         if result.is_error == Some(true) {
+            let mut message = content_text(&result.content);
+            // As for `bash`: a denial under a confining sandbox says which rules were in force.
+            let options = &server.options;
+            if let Some(note) = troupe_tools::sandbox_note(
+                &options.sandbox,
+                &options.workspace,
+                options.temp_dir.as_deref(),
+                &[&message],
+            ) {
+                message = format!("{message} ({note})");
+            }
             return Err(McpError::ToolError {
                 server: server.name.clone(),
                 tool: self.remote.clone(),
-                message: content_text(&result.content),
+                message,
             }
             .into());
         }

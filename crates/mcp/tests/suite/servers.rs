@@ -272,6 +272,10 @@ async fn servers_run_in_the_sandbox() {
     .unwrap_err();
     assert_eq!(code, "MCP_TOOL_ERROR");
     assert!(message.contains("Permission denied"), "{message}");
+    assert!(
+        message.contains("note: this command ran in the sandbox"),
+        "{message}"
+    );
     assert!(!outside.exists());
     // Inside the workspace (relative to it: the server's working directory) and in TMPDIR.
     assert!(

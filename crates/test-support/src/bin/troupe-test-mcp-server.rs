@@ -17,7 +17,8 @@
 //! Flags: `--hang` (never answers: starts, then only sleeps — a server that hangs at start),
 //! `--bad-schema` (adds a tool `bad` whose input schema is `{"type": "string"}`),
 //! `--stderr TEXT` (writes `TEXT` to stderr first), `--fail-start` (writes why to stderr and
-//! exits 7 before reading anything).
+//! exits 7 before reading anything), `--pid-file PATH` (writes its process id to `PATH`
+//! first, so a test can watch the process).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -200,6 +201,13 @@ async fn main() {
             "--bad-schema" => bad_schema = true,
             "--hang" => hang = true,
             "--stderr" => eprintln!("{}", args.next().unwrap_or_default()),
+            "--pid-file" => {
+                let path = args.next().unwrap_or_default();
+                if let Err(e) = std::fs::write(&path, std::process::id().to_string()) {
+                    eprintln!("cannot write {path}: {e}");
+                    std::process::exit(2);
+                }
+            }
             "--fail-start" => {
                 eprintln!("refusing to start: --fail-start");
                 std::process::exit(7);
