@@ -14,6 +14,10 @@
 //! enabled_tools = ["read_file", "list_directory"]   # optional: only these tools
 //! startup_timeout_sec = 10                          # optional, default 10
 //! tool_timeout_sec = 60                             # optional, default 60
+//!
+//! [mcp_servers.docs]                                # streamable HTTP instead of a program
+//! url = "https://mcp.example.com/mcp"
+//! bearer_token_env_var = "DOCS_TOKEN"               # optional: `Authorization: Bearer $DOCS_TOKEN`
 //! ```
 
 use std::collections::BTreeMap;
@@ -103,17 +107,36 @@ impl<'de> Deserialize<'de> for ServerName {
     }
 }
 
-/// One stdio MCP server: the program Troupe starts (under the session's sandbox, in the
-/// workspace) and talks to over its stdin and stdout.
+/// How Troupe reaches a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    /// A program Troupe starts (under the session's sandbox, in the workspace) and talks to
+    /// over its stdin and stdout (`command`, `args`, `env`).
+    Stdio {
+        /// The program: a name looked up in `PATH`, or a path.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Variables set in its environment, over the one Troupe runs in (from which the
+        /// model's API key variables are removed, as for `bash`).
+        env: BTreeMap<String, String>,
+    },
+    /// A server already running, reached over MCP's streamable HTTP transport (`url`,
+    /// `bearer_token_env_var`). It is not Troupe's process, so no sandbox applies to it.
+    Http {
+        /// The endpoint: an `http://` or `https://` URL.
+        url: String,
+        /// The variable holding the bearer token sent as `Authorization: Bearer <token>`
+        /// (read when the server is started; the token itself is never recorded).
+        bearer_token_env_var: Option<String>,
+    },
+}
+
+/// One MCP server: how to reach it, which of its tools to offer, its timeouts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
-    /// The program: a name looked up in `PATH`, or a path.
-    pub command: String,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// Variables set in its environment, over the one Troupe runs in (from which the model's
-    /// API key variables are removed, as for `bash`).
-    pub env: BTreeMap<String, String>,
+    /// Stdio (a program) or streamable HTTP (a URL).
+    pub transport: Transport,
     /// When given, only these of the server's tools (by the server's own names) are offered.
     pub enabled_tools: Option<Vec<String>>,
     /// How long starting, `initialize` and `tools/list` may take together.
@@ -126,11 +149,16 @@ pub struct ServerConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ServerToml {
-    command: String,
     #[serde(default)]
-    args: Vec<String>,
+    command: Option<String>,
     #[serde(default)]
-    env: BTreeMap<String, String>,
+    args: Option<Vec<String>>,
+    #[serde(default)]
+    env: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    bearer_token_env_var: Option<String>,
     #[serde(default)]
     enabled_tools: Option<Vec<String>>,
     #[serde(default)]
@@ -143,7 +171,12 @@ struct ServerToml {
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ServerRecord {
-    command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bearer_token_env_var: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     args: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -175,27 +208,37 @@ fn check_text(what: &str, text: &str) -> Result<(), String> {
 
 impl ServerConfig {
     fn from_toml(raw: ServerToml) -> Result<Self, String> {
-        if raw.command.trim().is_empty() {
-            return Err("`command` must name the program to start".to_owned());
-        }
-        check_text("`command`", &raw.command)?;
-        for arg in &raw.args {
-            check_text("an argument in `args`", arg)?;
-        }
-        for (name, value) in &raw.env {
-            if name.is_empty() || name.contains('=') {
-                return Err(format!(
-                    "`env` has an invalid variable name \"{}\" (empty or with `=`)",
-                    name.escape_debug()
-                ));
+        let transport = match (raw.command, raw.url) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "give either `command` (stdio) or `url` (streamable HTTP), not both".to_owned(),
+                );
             }
-            check_text("an `env` name or value", name)?;
-            check_text("an `env` name or value", value)?;
-        }
+            (None, None) => {
+                return Err(
+                    "missing `command` (a program to start) or `url` (a streamable HTTP server)"
+                        .to_owned(),
+                );
+            }
+            (Some(command), None) => {
+                if raw.bearer_token_env_var.is_some() {
+                    return Err("`bearer_token_env_var` applies to a `url` server only".to_owned());
+                }
+                stdio(
+                    command,
+                    raw.args.unwrap_or_default(),
+                    raw.env.unwrap_or_default(),
+                )?
+            }
+            (None, Some(url)) => {
+                if raw.args.is_some() || raw.env.is_some() {
+                    return Err("`args` and `env` apply to a `command` server only".to_owned());
+                }
+                http(url, raw.bearer_token_env_var)?
+            }
+        };
         Ok(Self {
-            command: raw.command,
-            args: raw.args,
-            env: raw.env,
+            transport,
             enabled_tools: raw.enabled_tools,
             startup_timeout: timeout(
                 "startup_timeout_sec",
@@ -211,26 +254,103 @@ impl ServerConfig {
     }
 
     fn record(&self) -> ServerRecord {
-        ServerRecord {
-            command: self.command.clone(),
-            args: self.args.clone(),
-            env: self.env.clone(),
+        let mut record = ServerRecord {
+            command: None,
+            url: None,
+            bearer_token_env_var: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
             enabled_tools: self.enabled_tools.clone(),
             startup_timeout_ms: duration_ms(self.startup_timeout),
             tool_timeout_ms: duration_ms(self.tool_timeout),
+        };
+        match &self.transport {
+            Transport::Stdio { command, args, env } => {
+                record.command = Some(command.clone());
+                record.args = args.clone();
+                record.env = env.clone();
+            }
+            Transport::Http {
+                url,
+                bearer_token_env_var,
+            } => {
+                record.url = Some(url.clone());
+                record.bearer_token_env_var = bearer_token_env_var.clone();
+            }
         }
+        record
     }
 
-    fn from_record(record: ServerRecord) -> Self {
-        Self {
-            command: record.command,
-            args: record.args,
-            env: record.env,
+    fn from_record(record: ServerRecord) -> Result<Self, String> {
+        let transport = match (record.command, record.url) {
+            (Some(command), None) => Transport::Stdio {
+                command,
+                args: record.args,
+                env: record.env,
+            },
+            (None, Some(url)) => Transport::Http {
+                url,
+                bearer_token_env_var: record.bearer_token_env_var,
+            },
+            _ => return Err("a server needs exactly one of `command` and `url`".to_owned()),
+        };
+        Ok(Self {
+            transport,
             enabled_tools: record.enabled_tools,
             startup_timeout: Duration::from_millis(record.startup_timeout_ms),
             tool_timeout: Duration::from_millis(record.tool_timeout_ms),
-        }
+        })
     }
+}
+
+fn stdio(
+    command: String,
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+) -> Result<Transport, String> {
+    if command.trim().is_empty() {
+        return Err("`command` must name the program to start".to_owned());
+    }
+    check_text("`command`", &command)?;
+    for arg in &args {
+        check_text("an argument in `args`", arg)?;
+    }
+    for (name, value) in &env {
+        if name.is_empty() || name.contains('=') {
+            return Err(format!(
+                "`env` has an invalid variable name \"{}\" (empty or with `=`)",
+                name.escape_debug()
+            ));
+        }
+        check_text("an `env` name or value", name)?;
+        check_text("an `env` name or value", value)?;
+    }
+    Ok(Transport::Stdio { command, args, env })
+}
+
+fn http(url: String, bearer_token_env_var: Option<String>) -> Result<Transport, String> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    let host = rest.map(|rest| rest.split(['/', '?', '#']).next().unwrap_or(""));
+    if host.is_none_or(str::is_empty) || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "`url` must be an http:// or https:// URL with a host, not \"{}\"",
+            url.escape_debug()
+        ));
+    }
+    if let Some(var) = &bearer_token_env_var
+        && (var.is_empty() || var.contains(['=', '\0']))
+    {
+        return Err(format!(
+            "`bearer_token_env_var` must name an environment variable, not \"{}\"",
+            var.escape_debug()
+        ));
+    }
+    Ok(Transport::Http {
+        url,
+        bearer_token_env_var,
+    })
 }
 
 fn duration_ms(duration: Duration) -> u64 {
@@ -303,9 +423,10 @@ impl McpServers {
     ///
     /// # Errors
     /// `MCP_CONFIG_INVALID` with the line and column (1-based) of the first problem: TOML
-    /// syntax, an unknown key (anywhere), a missing `command`, a value of the wrong type, a
-    /// bad server name (see [`ServerName::new`]), an empty command, a NUL character, an `env`
-    /// name with `=`, a timeout outside (0, 86400] seconds.
+    /// syntax, an unknown key (anywhere), neither or both of `command` and `url`, keys of the
+    /// other transport, a value of the wrong type, a bad server name (see
+    /// [`ServerName::new`]), an empty command, a URL that is not `http(s)://host…`, a NUL
+    /// character, an `env` name with `=`, a timeout outside (0, 86400] seconds.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, McpConfigError> {
         toml::from_str::<McpConfigFile>(text)
             .map(|file| file.mcp_servers)
@@ -338,9 +459,10 @@ impl McpServers {
     }
 
     /// The form recorded in a session's `agent/config` (`mcpServers`): `{"<name>":
-    /// {"command", "args"?, "env"?, "enabledTools"?, "startupTimeoutMs", "toolTimeoutMs"}}`.
-    /// It holds `env` values as given: secrets belong in the environment Troupe runs in, which
-    /// servers inherit, not in `env`.
+    /// {"command", "args"?, "env"?, "enabledTools"?, "startupTimeoutMs", "toolTimeoutMs"}}`
+    /// for a stdio server, `{"url", "bearerTokenEnvVar"?, …}` for a streamable HTTP one. It
+    /// holds `env` values as given: secrets belong in the environment Troupe runs in (which
+    /// servers inherit) or in the variable `bearer_token_env_var` names, not in `env`.
     pub fn to_record(&self) -> Value {
         let record: BTreeMap<&str, ServerRecord> = self
             .0
@@ -368,7 +490,7 @@ impl McpServers {
         for (name, record) in records {
             servers.insert(
                 ServerName::new(&name).map_err(invalid)?,
-                ServerConfig::from_record(record),
+                ServerConfig::from_record(record).map_err(invalid)?,
             );
         }
         Ok(Self(servers))

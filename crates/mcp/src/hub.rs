@@ -1,14 +1,17 @@
 //! The running servers of one process: started once, their tools offered to every member,
 //! stopped with the process.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::service::{ClientInitializeError, Peer, RoleClient, RunningService};
+use rmcp::transport::IntoTransport;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ServiceError, ServiceExt};
 use rustix::process::{Pid, Signal, kill_process_group};
 use serde_json::Value;
@@ -17,7 +20,7 @@ use tokio::process::{ChildStderr, Command};
 use tokio::sync::watch;
 use troupe_tools::SandboxPolicy;
 
-use crate::config::{McpServers, ServerConfig, ServerName};
+use crate::config::{McpServers, ServerConfig, ServerName, Transport};
 use crate::error::McpError;
 use crate::tool::{McpTool, tool_name};
 
@@ -63,10 +66,11 @@ pub struct Started {
     pub warnings: Vec<String>,
 }
 
-/// The running MCP servers of a process and their tools (`mcp__<server>__<tool>`).
+/// The MCP servers of a process and their tools (`mcp__<server>__<tool>`).
 ///
 /// # Crash behaviour
-/// A server is a child of this process in its own process group (so a terminal's Ctrl-C
+/// A streamable HTTP server is not ours: its session is ended (`DELETE`) by
+/// [`McpHub::shutdown`], and simply abandoned by a crash. A stdio server is a child of this process in its own process group (so a terminal's Ctrl-C
 /// reaches Troupe, which interrupts turns, and not the servers). It is stopped by
 /// [`McpHub::shutdown`] (stdin closed, then `SIGKILL` to its group after 2 s) or, when the hub
 /// is dropped, with `SIGKILL` to its group at once. If this process is killed (`kill -9`), a
@@ -267,9 +271,11 @@ pub(crate) struct Server {
     /// Where and how it runs, for the sandbox note of a denied operation.
     pub(crate) options: StartOptions,
     pgid: Option<Pid>,
-    /// `Some(how it ended)` once the process exited.
+    /// `Some(how it ended)` once the process exited (never, for a URL).
     exit: watch::Receiver<Option<String>>,
     stderr: Arc<Mutex<Vec<String>>>,
+    /// The URL of a streamable HTTP server; `None` for a process.
+    url: Option<String>,
 }
 
 impl Drop for Server {
@@ -286,6 +292,38 @@ fn kill_group(pgid: Option<Pid>) {
 }
 
 impl Server {
+    #[allow(clippy::too_many_arguments)] // One call per transport, each naming every part.
+    fn new(
+        name: String,
+        service: RunningService<RoleClient, ClientConfig>,
+        tools: Vec<rmcp::model::Tool>,
+        config: ServerConfig,
+        options: StartOptions,
+        pgid: Option<Pid>,
+        exit: watch::Receiver<Option<String>>,
+        stderr: Arc<Mutex<Vec<String>>>,
+        url: Option<String>,
+    ) -> (Self, Listed) {
+        let peer = service.peer().clone();
+        (
+            Self {
+                name,
+                peer,
+                service: tokio::sync::Mutex::new(Some(service)),
+                tool_timeout: config.tool_timeout,
+                options,
+                pgid,
+                exit,
+                stderr,
+                url,
+            },
+            Listed {
+                tools,
+                enabled: config.enabled_tools,
+            },
+        )
+    }
+
     pub(crate) fn peer(&self) -> &Peer<RoleClient> {
         &self.peer
     }
@@ -295,15 +333,17 @@ impl Server {
         self.exit.borrow().clone()
     }
 
-    /// Why the server cannot answer: how it ended (waiting up to 2 s for its exit status),
-    /// with the end of its stderr.
-    pub(crate) async fn unavailable(&self) -> McpError {
-        let mut exit = self.exit.clone();
-        let ended = tokio::time::timeout(EXIT_STATUS_WAIT, exit.wait_for(Option::is_some))
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .and_then(|status| status.clone());
+    /// Why the server cannot answer: for a process, how it ended (waiting up to 2 s for its
+    /// exit status), with the end of its stderr; for a URL, the connection's `error`.
+    pub(crate) async fn unavailable(&self, error: Option<&ServiceError>) -> McpError {
+        if let Some(url) = &self.url {
+            let why = error.map_or_else(|| "it was stopped".to_owned(), describe_service_error);
+            return McpError::Unavailable {
+                server: self.name.clone(),
+                reason: format!("the connection to {url} failed ({why})"),
+            };
+        }
+        let ended = wait_for_exit(self.exit.clone()).await;
         let reason = ended.unwrap_or_else(|| "it closed its connection".to_owned());
         McpError::Unavailable {
             server: self.name.clone(),
@@ -362,14 +402,71 @@ async fn start_server(
     config: ServerConfig,
     options: StartOptions,
 ) -> Result<(Server, Listed), McpError> {
+    match &config.transport {
+        Transport::Stdio { command, args, env } => {
+            let (command, args, env) = (command.clone(), args.clone(), env.clone());
+            start_stdio(name, &command, &args, &env, config, options).await
+        }
+        Transport::Http {
+            url,
+            bearer_token_env_var,
+        } => {
+            let (url, token_var) = (url.clone(), bearer_token_env_var.clone());
+            start_http(name, url, token_var, config, options).await
+        }
+    }
+}
+
+/// `initialize`, then `tools/list` (every page).
+async fn handshake<T, E, A>(
+    transport: T,
+) -> Result<
+    (
+        RunningService<RoleClient, ClientConfig>,
+        Vec<rmcp::model::Tool>,
+    ),
+    String,
+>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let service = client_info().serve(transport).await.map_err(|e| {
+        let why = match &e {
+            ClientInitializeError::TransportError { error, context } => {
+                format!(
+                    "{}, when it tried to {context}",
+                    error_chain(error.error.as_ref())
+                )
+            }
+            other => other.to_string(),
+        };
+        format!("the MCP handshake failed: {why}")
+    })?;
+    let tools = service
+        .peer()
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("listing its tools failed: {}", describe_service_error(&e)))?;
+    Ok((service, tools))
+}
+
+async fn start_stdio(
+    name: ServerName,
+    program: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    config: ServerConfig,
+    options: StartOptions,
+) -> Result<(Server, Listed), McpError> {
     let server = name.to_string();
     let failed = |reason: String| McpError::StartFailed {
         server: server.clone(),
         reason,
     };
-    let mut command = Command::new(&config.command);
+    let mut command = Command::new(program);
     command
-        .args(&config.args)
+        .args(args)
         .current_dir(&options.workspace)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -383,7 +480,7 @@ async fn start_server(
         troupe_tools::sandbox::prepare_temp_dir(dir).map_err(|e| failed(e.to_string()))?;
         command.env("TMPDIR", dir);
     }
-    command.envs(&config.env);
+    command.envs(env);
     let mut child = troupe_tools::sandbox::spawn_confined(
         command,
         options.sandbox,
@@ -392,7 +489,7 @@ async fn start_server(
     )
     .await
     .map_err(|e| failed(e.to_string()))?
-    .map_err(|e| failed(format!("cannot run `{}`: {e}", config.command)))?;
+    .map_err(|e| failed(format!("cannot run `{program}`: {e}")))?;
     let pgid = child
         .id()
         .and_then(|pid| i32::try_from(pid).ok())
@@ -414,60 +511,92 @@ async fn start_server(
         };
         let _ = exit_sender.send(Some(ended));
     });
-    let startup = async {
-        let service = client_info()
-            .serve((stdout, stdin))
-            .await
-            .map_err(|e| format!("the MCP handshake failed: {e}"))?;
-        let tools = service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("listing its tools failed: {e}"))?;
-        Ok::<_, String>((service, tools))
-    };
-    let waited_exit = |mut exit: watch::Receiver<Option<String>>| async move {
-        tokio::time::timeout(EXIT_STATUS_WAIT, exit.wait_for(Option::is_some))
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .and_then(|status| status.clone())
-    };
-    let (service, tools) = match tokio::time::timeout(config.startup_timeout, startup).await {
-        Ok(Ok(started)) => started,
-        Ok(Err(reason)) => {
-            let ended = waited_exit(exit.clone())
-                .await
-                .map_or(String::new(), |how| format!(" ({how})"));
-            return Err(failed(format!("{reason}{ended}{}", stderr_suffix(&stderr))));
-        }
-        Err(_) => {
-            return Err(McpError::StartTimeout {
-                server,
-                seconds: config.startup_timeout.as_secs_f64(),
-                stderr: stderr_suffix(&stderr),
-            });
-        }
-    };
+    let (service, tools) =
+        match tokio::time::timeout(config.startup_timeout, handshake((stdout, stdin))).await {
+            Ok(Ok(started)) => started,
+            Ok(Err(reason)) => {
+                let ended = wait_for_exit(exit.clone())
+                    .await
+                    .map_or(String::new(), |how| format!(" ({how})"));
+                return Err(failed(format!("{reason}{ended}{}", stderr_suffix(&stderr))));
+            }
+            Err(_) => {
+                return Err(McpError::StartTimeout {
+                    server,
+                    seconds: config.startup_timeout.as_secs_f64(),
+                    stderr: stderr_suffix(&stderr),
+                });
+            }
+        };
     // Started: the server's own drop kills the group from now on.
     guard.0 = None;
-    let peer = service.peer().clone();
-    Ok((
-        Server {
-            name: server,
-            peer,
-            service: tokio::sync::Mutex::new(Some(service)),
-            tool_timeout: config.tool_timeout,
-            options,
-            pgid,
-            exit,
-            stderr,
-        },
-        Listed {
-            tools,
-            enabled: config.enabled_tools,
-        },
+    Ok(Server::new(
+        server, service, tools, config, options, pgid, exit, stderr, None,
     ))
+}
+
+async fn start_http(
+    name: ServerName,
+    url: String,
+    token_var: Option<String>,
+    config: ServerConfig,
+    options: StartOptions,
+) -> Result<(Server, Listed), McpError> {
+    let server = name.to_string();
+    let failed = |reason: String| McpError::StartFailed {
+        server: server.clone(),
+        reason,
+    };
+    let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+    if let Some(var) = &token_var {
+        let token = std::env::var(var)
+            .ok()
+            .filter(|token| !token.is_empty())
+            .ok_or_else(|| {
+                failed(format!(
+                    "its bearer_token_env_var {var} is not set in the environment"
+                ))
+            })?;
+        transport_config = transport_config.auth_header(token);
+    }
+    // The HTTP client's TLS needs a process-wide crypto provider (ring, as the model client
+    // uses); installing it again is a no-op.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let transport = StreamableHttpClientTransport::from_config(transport_config);
+    let (service, tools) =
+        match tokio::time::timeout(config.startup_timeout, handshake(transport)).await {
+            Ok(Ok(started)) => started,
+            Ok(Err(reason)) => return Err(failed(format!("{url}: {reason}"))),
+            Err(_) => {
+                return Err(McpError::StartTimeout {
+                    server,
+                    seconds: config.startup_timeout.as_secs_f64(),
+                    stderr: String::new(),
+                });
+            }
+        };
+    // Nobody ever sends: an HTTP server has no process of ours to end.
+    let (_never, exit) = watch::channel(None);
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    Ok(Server::new(
+        server,
+        service,
+        tools,
+        config,
+        options,
+        None,
+        exit,
+        stderr,
+        Some(url),
+    ))
+}
+
+async fn wait_for_exit(mut exit: watch::Receiver<Option<String>>) -> Option<String> {
+    tokio::time::timeout(EXIT_STATUS_WAIT, exit.wait_for(Option::is_some))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .and_then(|status| status.clone())
 }
 
 /// Kills a process group when dropped: a server that did not finish starting.
@@ -485,6 +614,32 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
         (Some(code), _) => format!("it exited with status {code}"),
         (None, Some(signal)) => format!("it was killed by signal {signal}"),
         (None, None) => format!("it ended ({status})"),
+    }
+}
+
+/// An error and its sources in one line (`a: b: c`), leaving out a source whose text the line
+/// already holds.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        let text = inner.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = inner.source();
+    }
+    line
+}
+
+/// A request's error in one line; a transport's failure as its cause chain (without the
+/// transport's Rust type name).
+pub(crate) fn describe_service_error(error: &ServiceError) -> String {
+    match error {
+        ServiceError::TransportSend(inner) => error_chain(inner.error.as_ref()),
+        ServiceError::McpError(data) => format!("the server refused the request: {}", data.message),
+        other => other.to_string(),
     }
 }
 

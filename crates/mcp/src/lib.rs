@@ -7,10 +7,11 @@
 //!   [`McpConfigError`], `MCP_CONFIG_INVALID` with `file:line:column`) and recorded in a
 //!   session's `agent/config` ([`McpServers::to_record`] / [`McpServers::from_record`]), so a
 //!   resume starts the same servers.
-//! - [`McpHub`]: the running servers of one process. [`McpHub::start`] starts them (stdio
-//!   transport: the program's stdin and stdout carry JSON-RPC, through `rmcp`'s client), each
-//!   under the session's sandbox (`troupe_tools::sandbox::spawn_confined`, the spawn path of
-//!   `bash`), and lists their tools; [`McpHub::tools`] are [`McpTool`]s for the runtime's
+//! - [`McpHub`]: the servers of one process. [`McpHub::start`] connects to each through
+//!   `rmcp`'s client — stdio (a program Troupe starts under the session's sandbox with
+//!   `troupe_tools::sandbox::spawn_confined`, the spawn path of `bash`; JSON-RPC on its stdin
+//!   and stdout) or streamable HTTP (a URL, with an optional bearer token from the
+//!   environment) — and lists their tools; [`McpHub::tools`] are [`McpTool`]s for the runtime's
 //!   `extra_tools`; [`McpHub::shutdown`] stops them.
 //! - [`McpError`]: why a server or a call failed, always naming the server
 //!   (`MCP_SERVER_START_FAILED`, `MCP_SERVER_TIMEOUT`, `MCP_SERVER_UNAVAILABLE`,
@@ -25,7 +26,8 @@
 //! - This crate writes no log and knows no session: the runtime records MCP calls like any
 //!   tool call, and recovery treats them as effects outside Troupe's knowledge
 //!   (`TOOL_OUTCOME_UNKNOWN`, never run again).
-//! - Only the stdio transport is built; streamable HTTP servers are not supported yet.
+//! - A bearer token is read from the environment when the server is started and is never
+//!   recorded or shown.
 
 pub mod config;
 mod error;
@@ -34,7 +36,7 @@ mod tool;
 
 pub use config::{
     DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, MAX_CONFIG_BYTES, McpServers, ServerConfig,
-    ServerName,
+    ServerName, Transport,
 };
 pub use error::{McpConfigError, McpError};
 pub use hub::{McpHub, StartOptions, Started};

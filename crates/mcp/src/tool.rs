@@ -2,14 +2,13 @@
 
 use std::sync::Arc;
 
-use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use troupe_tools::{Tool, ToolContext, ToolError, ToolFuture, truncation_marker};
 
 use crate::error::McpError;
-use crate::hub::{Server, is_disconnect};
+use crate::hub::{Server, describe_service_error, is_disconnect};
 
 /// The prefix of every MCP tool's name.
 pub const TOOL_PREFIX: &str = "mcp__";
@@ -100,7 +99,7 @@ impl McpTool {
         }
         let server = &self.server;
         if server.exited().is_some() {
-            return Err(server.unavailable().await.into());
+            return Err(server.unavailable(None).await.into());
         }
         let Value::Object(arguments) = args else {
             return Err(ToolError::invalid_arguments(
@@ -125,13 +124,13 @@ impl McpTool {
                 .into());
             }
             Ok(Err(error)) if is_disconnect(&error) || server.exited().is_some() => {
-                return Err(server.unavailable().await.into());
+                return Err(server.unavailable(Some(&error)).await.into());
             }
             Ok(Err(error)) => {
                 return Err(McpError::RequestFailed {
                     server: server.name.clone(),
                     tool: self.remote.clone(),
-                    message: describe(&error),
+                    message: describe_service_error(&error),
                 }
                 .into());
             }
@@ -175,13 +174,6 @@ impl Tool for McpTool {
 
     fn call<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> ToolFuture<'a> {
         Box::pin(self.run(ctx, args))
-    }
-}
-
-fn describe(error: &ServiceError) -> String {
-    match error {
-        ServiceError::McpError(data) => format!("the server refused the call: {}", data.message),
-        other => other.to_string(),
     }
 }
 

@@ -469,3 +469,59 @@ fn kill_9_during_an_mcp_call_then_resume_does_not_run_it_again() {
     let echo = results.iter().find(|r| r.0 == "mcp__slow__echo").unwrap();
     assert!(!echo.1 && echo.3.contains("resumed"), "{results:?}");
 }
+
+/// A streamable HTTP server (`url`, `bearer_token_env_var`): its tools are called with the
+/// token from the environment, which is recorded nowhere.
+#[test]
+fn a_streamable_http_servers_tools_are_called_with_the_token_from_the_environment() {
+    let s = Setup::new();
+    let server = troupe_test_support::McpHttpServer::start(Some("s3cret-token")).unwrap();
+    let mcp = s.scripts.join("http.toml");
+    std::fs::write(
+        &mcp,
+        format!(
+            "[mcp_servers.web]\nurl = {}\nbearer_token_env_var = \"WEB_MCP_TOKEN\"\n",
+            toml_string(&server.url())
+        ),
+    )
+    .unwrap();
+    let script = s.script_agents(
+        "http.json",
+        json!({"lead": [call("mcp__web__echo", json!({"text": "over http"})), text("Done.")]}),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&[
+            "--model",
+            &model,
+            "--mcp-config",
+            mcp.to_str().unwrap(),
+            "go",
+        ])
+        .env("WEB_MCP_TOKEN", "s3cret-token")
+        .assert()
+        .success();
+    let err = stderr(&out);
+    assert!(err.contains("mcp: server web runs"), "{err}");
+    let id = session_id(&err);
+    let results = results(&s, &id);
+    assert_eq!(results[0].0, "mcp__web__echo");
+    assert!(
+        !results[0].1 && results[0].3.contains("over http"),
+        "{results:?}"
+    );
+    assert!(
+        server
+            .authorizations()
+            .iter()
+            .all(|a| a.as_deref() == Some("Bearer s3cret-token")),
+        "{:?}",
+        server.authorizations()
+    );
+    let log = std::fs::read_to_string(s.home.join(format!("sessions/{id}.jsonl"))).unwrap();
+    assert!(
+        !log.contains("s3cret-token"),
+        "the token must not be recorded"
+    );
+    assert!(log.contains("\"bearerTokenEnvVar\":\"WEB_MCP_TOKEN\""));
+}

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use troupe_mcp::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpServers};
+use troupe_mcp::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpServers, Transport};
 use troupe_protocol::ErrorCode;
 
 const FULL: &str = r#"
@@ -16,25 +16,43 @@ tool_timeout_sec = 30
 
 [mcp_servers.git]
 command = "/usr/local/bin/mcp-git"
+
+[mcp_servers.docs]
+url = "https://mcp.example.com/mcp"
+bearer_token_env_var = "DOCS_TOKEN"
 "#;
 
 #[test]
 fn a_full_file_parses_and_round_trips_through_its_record() {
     let servers = McpServers::from_toml_str(FULL, "mcp.toml").unwrap();
     let listed: Vec<_> = servers.iter().map(|(name, _)| name.to_string()).collect();
-    assert_eq!(listed, ["files", "git"], "in name order");
-    let (_, files) = servers.iter().next().unwrap();
-    assert_eq!(files.command, "npx");
-    assert_eq!(files.args.len(), 3);
-    assert_eq!(files.env.get("LOG_LEVEL").map(String::as_str), Some("warn"));
+    assert_eq!(listed, ["docs", "files", "git"], "in name order");
+    let (_, docs) = servers.iter().next().unwrap();
+    assert_eq!(
+        docs.transport,
+        Transport::Http {
+            url: "https://mcp.example.com/mcp".to_owned(),
+            bearer_token_env_var: Some("DOCS_TOKEN".to_owned())
+        }
+    );
+    let (_, files) = servers.iter().nth(1).unwrap();
+    let Transport::Stdio { command, args, env } = &files.transport else {
+        panic!("{files:?}")
+    };
+    assert_eq!(command, "npx");
+    assert_eq!(args.len(), 3);
+    assert_eq!(env.get("LOG_LEVEL").map(String::as_str), Some("warn"));
     assert_eq!(
         files.enabled_tools.as_deref(),
         Some(&["read_file".to_owned()][..])
     );
     assert_eq!(files.startup_timeout, Duration::from_millis(2500));
     assert_eq!(files.tool_timeout, Duration::from_secs(30));
-    let (_, git) = servers.iter().nth(1).unwrap();
-    assert!(git.args.is_empty() && git.env.is_empty() && git.enabled_tools.is_none());
+    let (_, git) = servers.iter().nth(2).unwrap();
+    assert!(git.enabled_tools.is_none());
+    assert!(
+        matches!(&git.transport, Transport::Stdio { args, env, .. } if args.is_empty() && env.is_empty())
+    );
     assert_eq!(git.startup_timeout, DEFAULT_STARTUP_TIMEOUT);
     assert_eq!(git.tool_timeout, DEFAULT_TOOL_TIMEOUT);
 
@@ -48,6 +66,15 @@ fn a_full_file_parses_and_round_trips_through_its_record() {
             "enabledTools": ["read_file"],
             "startupTimeoutMs": 2500,
             "toolTimeoutMs": 30000
+        })
+    );
+    assert_eq!(
+        record["docs"],
+        serde_json::json!({
+            "url": "https://mcp.example.com/mcp",
+            "bearerTokenEnvVar": "DOCS_TOKEN",
+            "startupTimeoutMs": 10000,
+            "toolTimeoutMs": 60000
         })
     );
     assert_eq!(McpServers::from_record(&record).unwrap(), servers);
@@ -70,7 +97,32 @@ fn every_error_names_the_file_line_and_column() {
             3,
             "unknown field `foo`",
         ),
-        ("[mcp_servers.a]\nargs = []\n", 1, "missing field `command`"),
+        ("[mcp_servers.a]\nargs = []\n", 1, "missing `command`"),
+        (
+            "[mcp_servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n",
+            1,
+            "not both",
+        ),
+        (
+            "[mcp_servers.a]\nurl = \"ftp://h\"\n",
+            1,
+            "`url` must be an http://",
+        ),
+        (
+            "[mcp_servers.a]\nurl = \"http://\"\n",
+            1,
+            "`url` must be an http://",
+        ),
+        (
+            "[mcp_servers.a]\nurl = \"http://h\"\nargs = [\"x\"]\n",
+            1,
+            "apply to a `command` server only",
+        ),
+        (
+            "[mcp_servers.a]\ncommand = \"x\"\nbearer_token_env_var = \"T\"\n",
+            1,
+            "applies to a `url` server only",
+        ),
         ("[mcp_servers.a]\ncommand = 3\n", 2, "invalid type"),
         (
             "[mcp_servers.\"a b\"]\ncommand = \"x\"\n",
@@ -104,9 +156,9 @@ fn every_error_names_the_file_line_and_column() {
             "invalid basic string",
         ),
         (
-            "\n\n[mcp_servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n",
+            "\n\n[mcp_servers.a]\ncommand = \"x\"\nheaders = 1\n",
             5,
-            "unknown field `url`",
+            "unknown field `headers`",
         ),
     ];
     for (text, line, wanted) in cases {
@@ -143,7 +195,7 @@ fn unreadable_large_and_non_utf8_files_are_refused() {
     assert!(error.to_string().contains("latin1.toml:2:6"), "{error}");
     let good = dir.path().join("good.toml");
     std::fs::write(&good, FULL).unwrap();
-    assert_eq!(McpServers::load(&good).unwrap().len(), 2);
+    assert_eq!(McpServers::load(&good).unwrap().len(), 3);
 }
 
 #[test]
@@ -151,6 +203,7 @@ fn a_damaged_record_is_refused() {
     for record in [
         serde_json::json!([]),
         serde_json::json!({"a": {"command": "x"}}),
+        serde_json::json!({"a": {"startupTimeoutMs": 1, "toolTimeoutMs": 1}}),
         serde_json::json!({"a b": {"command": "x", "startupTimeoutMs": 1, "toolTimeoutMs": 1}}),
     ] {
         let error = McpServers::from_record(&record).unwrap_err();

@@ -7,6 +7,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use troupe_mcp::McpHub;
 use troupe_protocol::ErrorCode;
+use troupe_test_support::McpHttpServer;
 use troupe_tools::SandboxPolicy;
 
 use super::support::{call, options, registry, server_table, servers, start};
@@ -358,4 +359,86 @@ async fn shutdown_stops_every_server_process() {
     let error = echo.call(&ctx, json!({"text": "x"})).await.unwrap_err();
     assert_eq!(error.code(), "MCP_SERVER_UNAVAILABLE");
     assert!(error.to_string().contains("`s`"), "{error}");
+}
+
+fn http_table(name: &str, url: &str, extra: &str) -> String {
+    format!(
+        "[mcp_servers.{name}]\nurl = {}\n{extra}\n",
+        super::support::toml_string(url)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_server_is_listed_called_and_reported_when_it_goes_away() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut server = McpHttpServer::start(None).unwrap();
+    let started = start(&http_table("web", &server.url(), ""), ws.path()).await;
+    assert!(started.failures.is_empty(), "{:?}", started.failures);
+    // The in-process server offers every tool but `exit`.
+    assert_eq!(started.hub.tool_names().len(), 6);
+    let (registry, ctx) = registry(&started.hub, ws.path());
+    assert_eq!(
+        call(&registry, &ctx, "mcp__web__add", json!({"a": 1, "b": 2})).await,
+        Ok(json!({"content": [{"type": "text", "text": "3"}], "structuredContent": {"sum": 3}}))
+    );
+    let (code, _) = call(&registry, &ctx, "mcp__web__fail", json!({"message": "m"}))
+        .await
+        .unwrap_err();
+    assert_eq!(code, "MCP_TOOL_ERROR");
+    server.stop();
+    let (code, message) = call(&registry, &ctx, "mcp__web__echo", json!({"text": "x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(code, "MCP_SERVER_UNAVAILABLE", "{message}");
+    assert!(
+        message.starts_with(&format!(
+            "MCP server `web` is not running: the connection to {} failed",
+            server.url()
+        )),
+        "{message}"
+    );
+    started.hub.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_that_refuses_or_is_not_there_is_a_start_failure() {
+    let ws = tempfile::tempdir().unwrap();
+    let guarded = McpHttpServer::start(Some("s3cret")).unwrap();
+    let gone = McpHttpServer::start(None).unwrap();
+    let gone_url = gone.url();
+    drop(gone);
+    let config = format!(
+        "{}{}{}",
+        http_table("guarded", &guarded.url(), ""),
+        http_table("gone", &gone_url, "startup_timeout_sec = 5"),
+        http_table(
+            "unset",
+            &guarded.url(),
+            "bearer_token_env_var = \"TROUPE_TEST_SURELY_UNSET_TOKEN\""
+        ),
+    );
+    let started = start(&config, ws.path()).await;
+    assert!(started.hub.server_names().is_empty());
+    let failures: Vec<String> = started.failures.iter().map(ToString::to_string).collect();
+    assert_eq!(failures.len(), 3, "{failures:?}");
+    // In name order: gone, guarded, unset.
+    assert!(
+        failures[0].starts_with("MCP server `gone` did not start"),
+        "{failures:?}"
+    );
+    assert!(
+        failures[1].starts_with("MCP server `guarded` did not start"),
+        "{failures:?}"
+    );
+    assert!(
+        failures[1].contains("401") || failures[1].contains("nauthorized"),
+        "{failures:?}"
+    );
+    assert_eq!(
+        failures[2],
+        "MCP server `unset` did not start: its bearer_token_env_var \
+         TROUPE_TEST_SURELY_UNSET_TOKEN is not set in the environment"
+    );
+    // The guarded server saw requests without a token, never one with a wrong token.
+    assert!(guarded.authorizations().iter().all(Option::is_none));
 }
