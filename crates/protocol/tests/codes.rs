@@ -24,8 +24,10 @@ const NOT_CODES: &[&str] = &[
     "OPENAI_API_KEY",
     "TROUPE_HOME",
     "TROUPE_LEASES",
+    "TROUPE_LEASE_TTL",
     "TROUPE_NATS_SERVER",
     "TROUPE_SKIP_NATS",
+    "TROUPE_STORE",
     "TROUPE_TEST_LANDLOCK_ABI",
 ];
 
