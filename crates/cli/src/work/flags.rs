@@ -71,8 +71,9 @@ pub(crate) struct SandboxArgs {
     #[arg(long, value_name = "on|off", value_parser = network_access)]
     pub(super) network: Option<NetworkAccess>,
     /// MCP servers whose tools every member gets (as mcp__<server>__<tool>): a TOML file of
-    /// [mcp_servers.<name>] tables (command, args, env, enabled_tools). The servers run under
-    /// the sandbox. Recorded in the session; `resume` starts the recorded ones unless given.
+    /// [mcp_servers.<name>] tables (command, args, env — or url —, enabled_tools). Programs run
+    /// under the sandbox. Recorded in the session; `resume` starts the recorded ones unless
+    /// given.
     #[arg(long, value_name = "FILE")]
     pub(crate) mcp_config: Option<PathBuf>,
 }
