@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use anyhow::anyhow;
 use troupe_llm::{ModelSpec, ProviderFactory, ProviderKind};
+use troupe_mcp::McpServers;
 use troupe_protocol::SessionId;
 use troupe_runtime::{ResumePlan, StoredSession, takes_instruction};
 use troupe_team::TeamLimits;
-use troupe_mcp::McpServers;
 use troupe_tools::SandboxPolicy;
 
 use super::flags::{PaceArgs, ResumeFlags, RunFlags};

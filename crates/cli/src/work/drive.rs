@@ -15,13 +15,13 @@ use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::broadcast;
 use troupe_journal::JournalError;
 use troupe_llm::ProviderKind;
+use troupe_mcp::McpServers;
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
 use troupe_runtime::events::Profile;
 use troupe_runtime::{
     Agent, AgentProgress, ChunkPolicy, Progress, ResumeStarted, ResumeStep, Runtime, RuntimeError,
     RuntimeOptions, Transcript, record_model_override,
 };
-use troupe_mcp::McpServers;
 use troupe_tools::ToolLimits;
 
 use super::config::{Start, WorkConfig};
