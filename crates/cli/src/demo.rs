@@ -110,6 +110,7 @@ pub(crate) struct DemoFlags {
 pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     // Everything is checked before anything is written.
     let sandbox = flags.sandbox.for_new()?;
+    let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
     check_python()?;
     let target = match flags.workspace {
         Some(dir) => Target::check(dir, &home)?,
@@ -153,6 +154,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
             json: flags.json,
             pace: flags.pace,
             sandbox,
+            mcp,
         },
         home,
         framing,

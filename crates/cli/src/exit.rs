@@ -151,7 +151,7 @@ fn refused_path(error: &std::io::Error) -> bool {
 
 /// The stable codes ([`troupe_protocol::STABLE_CODES`]) that mean "what the user named or
 /// configured is unusable": bad input (2) whatever command meets them.
-pub(crate) const BAD_INPUT_CODES: [&str; 13] = [
+pub(crate) const BAD_INPUT_CODES: [&str; 15] = [
     // The named session cannot be used for this command (its content may be fine: a damaged
     // or unsupported file is a failure of the work, 1).
     "INVALID_SESSION_ID",
@@ -172,6 +172,9 @@ pub(crate) const BAD_INPUT_CODES: [&str; 13] = [
     "STORE_UNREACHABLE",
     "STORE_UNSUPPORTED",
     "STORE_MISCONFIGURED",
+    // The MCP configuration (`--mcp-config`) cannot be read or is not valid.
+    "MCP_CONFIG_UNREADABLE",
+    "MCP_CONFIG_INVALID",
 ];
 
 /// The exit code of an error that reached the command with this stable code.
@@ -214,6 +217,8 @@ mod tests {
             ("STORE_INVALID_URL", 2),
             ("STORE_IO", 1),
             ("JOURNAL_LEASE_LOST", 1),
+            ("MCP_CONFIG_INVALID", 2),
+            ("MCP_SERVER_UNAVAILABLE", 1),
             ("SOMETHING_NEW", 1),
         ] {
             assert_eq!(exit_code(code), exit, "{code}");

@@ -17,6 +17,7 @@ mod framing;
 mod hints;
 mod home;
 mod inspect;
+mod mcp;
 mod output;
 mod progress;
 mod store;

@@ -1,7 +1,7 @@
 //! End-to-end tests of the `troupe` binary: `sessions` and `log` here, `run` and `resume` in
 //! `run/`, Team runs and `troupe team show/verify` in `team/`, `troupe demo` and the crash and
 //! resume of a scripted Team in `demo/`, local model servers (mimicked) in `local/`, the bash
-//! sandbox in `sandbox/`.
+//! sandbox in `sandbox/`, MCP servers in `mcp/`.
 //!
 //! What a person reads — the `team show` table, the run summary, `troupe log`, `troupe
 //! sessions` and every command's `--help` — is pinned with insta snapshots (`snapshots/` beside
@@ -12,6 +12,7 @@
 
 mod demo;
 mod local;
+mod mcp;
 mod recovery;
 mod run;
 mod sandbox;

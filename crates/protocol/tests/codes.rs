@@ -16,6 +16,7 @@ use troupe_protocol::STABLE_CODES;
 
 /// `SCREAMING_SNAKE` literals in the sources that are not codes.
 const NOT_CODES: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
     "CARGO_PKG_VERSION",
     "DEEPSEEK_API_KEY",
     "GIT_PAGER",

@@ -55,6 +55,7 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             secret_env: Vec::new(),
             secrets: Vec::new(),
             sandbox: troupe_tools::SandboxPolicy::default(),
+            mcp_servers: None,
         },
     )
 }

@@ -72,6 +72,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             secret_env: Vec::new(),
             secrets: Vec::new(),
             sandbox: troupe_tools::SandboxPolicy::default(),
+            mcp_servers: None,
         },
     );
     let lead = rt

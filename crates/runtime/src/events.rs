@@ -301,6 +301,12 @@ pub struct AgentConfigRecord {
     /// session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmp_dir: Option<String>,
+    /// A root's MCP servers, in the recorded form of `troupe_mcp::McpServers::to_record`
+    /// (`{"<name>": {"command", "args"?, "env"?, "enabledTools"?, "startupTimeoutMs",
+    /// "toolTimeoutMs"}}`), so a resume starts the same servers. Absent: none (and in every
+    /// child's config: the servers are the process's, shared by every member).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<serde_json::Value>,
 }
 
 impl AgentConfigRecord {

@@ -300,10 +300,11 @@ pub fn takes_instruction(models: &ProviderFactory, agent: &str, spent: usize) ->
     }
 }
 
-/// Records a `--model`/`--base-url`/`--api-key-env`/`--tool-choice` override, or a stricter
-/// `--sandbox` / `--network`, of a resumed session as a new `agent/config` holding `spec` and
-/// `sandbox` (the latest one wins), so a later plain resume keeps using it. Nothing is written
-/// when both are the ones already recorded, or when the session has no configuration.
+/// Records a `--model`/`--base-url`/`--api-key-env`/`--tool-choice` override, a stricter
+/// `--sandbox` / `--network`, or other `--mcp-config` servers, of a resumed session as a new
+/// `agent/config` holding `spec`, `sandbox` and `mcp_servers` (the latest one wins), so a later
+/// plain resume keeps using it. Nothing is written when all are the ones already recorded, or
+/// when the session has no configuration.
 ///
 /// Durability: one append, then a flush, before the Lead is given any work. A crash before the
 /// flush completes loses only the record: that run's agents already ran under the stricter
@@ -317,14 +318,19 @@ pub async fn record_model_override(
     agent: &Agent,
     spec: &ModelSpec,
     sandbox: SandboxPolicy,
+    mcp_servers: Option<serde_json::Value>,
 ) -> Result<(), RuntimeError> {
     let Some(mut config) = agent.with_transcript(|t| t.config().cloned()) else {
         return Ok(());
     };
-    if config.model == *spec && config.sandbox_policy() == sandbox {
+    if config.model == *spec
+        && config.sandbox_policy() == sandbox
+        && config.mcp_servers == mcp_servers
+    {
         return Ok(());
     }
     config.model = spec.clone();
+    config.mcp_servers = mcp_servers;
     if config.sandbox_policy() != sandbox {
         config.sandbox = Some(sandbox);
     }

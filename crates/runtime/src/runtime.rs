@@ -83,6 +83,10 @@ pub struct RuntimeOptions {
     /// child records and inherits its parent's effective policy, so nobody is ever looser
     /// than the member that created it. Check it with `troupe_tools::probe_sandbox` first.
     pub sandbox: SandboxPolicy,
+    /// The MCP servers recorded in the config of roots this runtime creates
+    /// ([`AgentConfigRecord::mcp_servers`]); their tools come in through
+    /// [`RuntimeOptions::extra_tools`]. Default (`None`): nothing recorded.
+    pub mcp_servers: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -344,6 +348,7 @@ impl Runtime {
                 .flatten(),
             sandbox: Some(self.inner.options.sandbox),
             tmp_dir: Some(session_temp_dir(&id).display().to_string()),
+            mcp_servers: self.inner.options.mcp_servers.clone(),
         };
         // Set up before anything is written: a refused model writes no session.
         let setup = self.build_setup(&id, &config, None)?;
@@ -865,6 +870,7 @@ impl Runtime {
             // A child records the policy its parent runs with: never looser.
             sandbox: Some(self.effective_sandbox(&parent_config)),
             tmp_dir: Some(session_temp_dir(child_id).display().to_string()),
+            mcp_servers: None,
         };
         let mut drafts = vec![
             EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),

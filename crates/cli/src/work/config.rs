@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use anyhow::anyhow;
 use troupe_llm::{ModelSpec, ProviderFactory, ProviderKind};
+use troupe_mcp::McpServers;
 use troupe_protocol::SessionId;
 use troupe_runtime::{ResumePlan, StoredSession, takes_instruction};
 use troupe_team::TeamLimits;
@@ -45,8 +46,10 @@ pub(super) struct WorkConfig {
     pub(super) team_limits: TeamLimits,
     /// Environment variables that hold API keys: removed from every `bash` tool process.
     pub(super) secret_env: Vec<String>,
-    /// The sandbox of every `bash` (checked against this kernel).
+    /// The sandbox of every `bash` and MCP server (checked against this kernel).
     pub(super) sandbox: SandboxPolicy,
+    /// The MCP servers to start (`--mcp-config`, or as recorded for a resume).
+    pub(super) mcp: Option<McpServers>,
     /// API key values: redacted (`***`) from everything recorded or shown.
     pub(super) secrets: Vec<String>,
     pub(super) start: Start,
@@ -58,6 +61,8 @@ pub(super) struct WorkConfig {
 pub(super) enum Start {
     /// `troupe run`, `troupe demo`.
     New {
+        /// The new Lead's id (minted here, so its temp dir is known before it starts).
+        id: SessionId,
         /// The first prompt (recorded with the session's configuration).
         prompt: String,
     },
@@ -70,6 +75,14 @@ pub(super) enum Start {
         /// What the resume will do, read before anything was locked or written.
         plan: Box<ResumePlan>,
     },
+}
+
+impl Start {
+    /// The Lead's temporary directory (what its config records): the MCP servers' too.
+    pub(super) fn lead_temp_dir(&self) -> PathBuf {
+        let (Start::New { id, .. } | Start::Resume { id, .. }) = self;
+        troupe_tools::session_temp_dir(id)
+    }
 }
 
 /// `troupe run`'s flags checked into a [`WorkConfig`] (see the module docs for the order).
@@ -86,6 +99,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     }
     let team_limits = flags.limits.limits()?;
     let sandbox = flags.sandbox.for_new()?;
+    let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
     let workspace = match flags.workspace {
         Some(dir) => dir,
         None => std::env::current_dir()
@@ -104,7 +118,11 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
             team: flags.team,
             team_limits,
             sandbox,
-            start: Start::New { prompt },
+            mcp,
+            start: Start::New {
+                id: SessionId::random(),
+                prompt,
+            },
             framing: Framing::default(),
         },
     )
@@ -150,6 +168,10 @@ pub(super) fn validate_resume(
     }
     let team_limits = flags.limits.limits()?;
     let sandbox = flags.sandbox.for_resume(recorded.sandbox_policy())?;
+    let mcp = crate::mcp::for_resume(
+        flags.sandbox.mcp_config.as_deref(),
+        recorded.mcp_servers.as_ref(),
+    )?;
     let mut framing = Framing::default();
     if recorded.sandbox.is_none() && flags.sandbox.sandbox.is_none() {
         framing.prologue.push(format!(
@@ -181,6 +203,7 @@ pub(super) fn validate_resume(
             team,
             team_limits,
             sandbox,
+            mcp,
             start: Start::Resume { id, prompt, plan },
             framing,
         },
@@ -194,6 +217,7 @@ pub(super) struct RunShape {
     pub(super) team: bool,
     pub(super) team_limits: TeamLimits,
     pub(super) sandbox: SandboxPolicy,
+    pub(super) mcp: Option<McpServers>,
     pub(super) start: Start,
     pub(super) framing: Framing,
 }
@@ -240,6 +264,7 @@ pub(super) fn work_config(
         secret_env,
         secrets,
         sandbox: shape.sandbox,
+        mcp: shape.mcp,
         mode: output_mode(shape.json),
         team: shape.team,
         team_limits: shape.team_limits,

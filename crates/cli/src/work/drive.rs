@@ -15,6 +15,7 @@ use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::broadcast;
 use troupe_journal::JournalError;
 use troupe_llm::ProviderKind;
+use troupe_mcp::McpServers;
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
 use troupe_runtime::events::Profile;
 use troupe_runtime::{
@@ -61,9 +62,19 @@ enum Interrupt {
     Forced,
 }
 
-async fn work(config: WorkConfig) -> Result<(), Failure> {
+async fn work(mut config: WorkConfig) -> Result<(), Failure> {
     // Installed first, so a Ctrl-C from here on interrupts the turn instead of killing us.
     let mut sigint = Interrupts::install().map_err(Failure::work)?;
+    // Started once for the process, before any member runs; their tools are every member's.
+    let (mcp, notes) = crate::mcp::start(
+        config.mcp.as_ref(),
+        config.workspace.clone(),
+        config.sandbox,
+        config.start.lead_temp_dir(),
+        config.secret_env.clone(),
+    )
+    .await;
+    config.framing.prologue.extend(notes);
     let runtime = Runtime::new(
         config.store.journal.clone(),
         RuntimeOptions {
@@ -74,10 +85,11 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
             tool_limits: ToolLimits::default(),
             max_depth: 1,
             team_limits: config.team_limits,
-            extra_tools: Vec::new(),
+            extra_tools: mcp.tools(),
             secret_env: config.secret_env.clone(),
             secrets: config.secrets.clone(),
             sandbox: config.sandbox,
+            mcp_servers: config.mcp.as_ref().map(McpServers::to_record),
         },
     );
     let mut printer = Printer::new(config.mode);
@@ -102,6 +114,7 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
     let driven = drive(&runtime, &config, &mut printer, &mut events, &mut sigint).await;
     // Always: park inboxes, end running turns, flush every log.
     let shutdown = tokio::time::timeout(SHUTDOWN_LIMIT, runtime.shutdown()).await;
+    let _ = tokio::time::timeout(crate::mcp::STOP_LIMIT, mcp.shutdown()).await;
     while let Ok(event) = events.try_recv() {
         printer.progress(&event);
     }
@@ -139,8 +152,8 @@ async fn drive(
 ) -> Result<Driven, Failure> {
     let model = config.spec.to_string();
     let (agent, id, turn_before, started) = match &config.start {
-        Start::New { prompt } => {
-            let id = SessionId::random();
+        Start::New { id, prompt } => {
+            let id = id.clone();
             let profile = if config.team {
                 Profile::Team
             } else {
@@ -172,7 +185,8 @@ async fn drive(
             for line in &config.framing.prologue {
                 printer.note(line);
             }
-            record_model_override(&agent, &config.spec, config.sandbox).await?;
+            let mcp = config.mcp.as_ref().map(McpServers::to_record);
+            record_model_override(&agent, &config.spec, config.sandbox, mcp).await?;
             if recovered {
                 printer.note(
                     "recovered: the previous run stopped in the middle of a turn; it was closed \

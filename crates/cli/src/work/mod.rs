@@ -17,6 +17,7 @@ mod report;
 use std::path::Path;
 
 use troupe_llm::{ModelFlags, ModelSpec};
+use troupe_protocol::SessionId;
 use troupe_team::TeamLimits;
 use troupe_tools::SandboxPolicy;
 
@@ -77,7 +78,11 @@ pub(crate) fn run_scripted_team(
             team: true,
             team_limits: TeamLimits::default(),
             sandbox: run.sandbox,
-            start: Start::New { prompt },
+            mcp: run.mcp,
+            start: Start::New {
+                id: SessionId::random(),
+                prompt,
+            },
             framing,
         },
     )?;
@@ -89,4 +94,5 @@ pub(crate) struct ScriptedRun {
     pub(crate) json: bool,
     pub(crate) pace: PaceArgs,
     pub(crate) sandbox: SandboxPolicy,
+    pub(crate) mcp: Option<troupe_mcp::McpServers>,
 }

@@ -55,6 +55,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             secret_env: Vec::new(),
             secrets: Vec::new(),
             sandbox: troupe_tools::SandboxPolicy::default(),
+            mcp_servers: None,
         },
     );
     let lead = rt

@@ -648,6 +648,7 @@ fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> 
             secret_env: Vec::new(),
             secrets: Vec::new(),
             sandbox: troupe_tools::SandboxPolicy::default(),
+            mcp_servers: None,
         },
     )
 }

@@ -47,6 +47,7 @@ fn http_runtime(home: &Path, workspace: &Path, server: &FakeOpenAi) -> Runtime {
             secret_env: Vec::new(),
             secrets: Vec::new(),
             sandbox: troupe_tools::SandboxPolicy::default(),
+            mcp_servers: None,
         },
     )
 }
