@@ -372,8 +372,8 @@ fn stderr_suffix(stderr: &Mutex<Vec<String>>) -> String {
 }
 
 /// Keeps the last lines of a server's stderr (the pipe is always drained, so a chatty server
-/// never blocks on it).
-fn drain_stderr(pipe: ChildStderr, tail: Arc<Mutex<Vec<String>>>) {
+/// never blocks on it). The task ends at the pipe's end of file.
+fn drain_stderr(pipe: ChildStderr, tail: Arc<Mutex<Vec<String>>>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut lines = BufReader::new(pipe).lines();
         while let Ok(Some(line)) = lines.next_line().await {
@@ -387,7 +387,7 @@ fn drain_stderr(pipe: ChildStderr, tail: Arc<Mutex<Vec<String>>>) {
             }
             tail.push(line);
         }
-    });
+    })
 }
 
 fn client_info() -> ClientConfig {
@@ -497,9 +497,10 @@ async fn start_stdio(
     // From here on, every early return kills the group (the guard) and the child (dropped).
     let mut guard = GroupGuard(pgid);
     let stderr = Arc::new(Mutex::new(Vec::new()));
-    if let Some(pipe) = child.stderr.take() {
-        drain_stderr(pipe, Arc::clone(&stderr));
-    }
+    let mut drained = child
+        .stderr
+        .take()
+        .map(|pipe| drain_stderr(pipe, Arc::clone(&stderr)));
     let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
         return Err(failed("its stdin or stdout is not a pipe".to_owned()));
     };
@@ -518,6 +519,11 @@ async fn start_stdio(
                 let ended = wait_for_exit(exit.clone())
                     .await
                     .map_or(String::new(), |how| format!(" ({how})"));
+                // What it wrote before it exited is read to the pipe's end first (bounded: a
+                // process it left behind may hold the pipe open).
+                if let Some(drain) = drained.as_mut() {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+                }
                 return Err(failed(format!("{reason}{ended}{}", stderr_suffix(&stderr))));
             }
             Err(_) => {
