@@ -559,13 +559,26 @@ fn on_a_cluster_with_two_servers_killed_appends_fail_clearly_and_resume_finishes
                 Err(e) => panic!("{e}"),
             }
         };
+        let (was, is) = (lines_of_image(bytes), lines_of_image(now.bytes()));
         assert!(
             now.bytes().starts_with(bytes),
-            "session {id} lost acknowledged events"
+            "session {id} lost acknowledged events: {} lines held before, {} now, first \
+             difference at line {}\nservers:\n{}",
+            was.len(),
+            is.len(),
+            was.iter().zip(&is).take_while(|(a, b)| a == b).count() + 1,
+            s.server.logs()
         );
     }
     resume_until_done_or_store_back(&s, lead.as_str());
     assert_demo_done_once(&s, &workspace, lead.as_str());
+}
+
+fn lines_of_image(bytes: &[u8]) -> Vec<&[u8]> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 /// As [`resume_until_done`], also while the cluster is still electing its leaders again
