@@ -341,11 +341,14 @@ fn wait_for_mail(s: &mut Setup, demo: &mut Running, stderr: &Receiver<String>) -
     }
 }
 
-/// `troupe resume ID` until it exits 0; every earlier attempt must be refused as locked (the
-/// killed holder's lease, until its TTL passes). Returns the attempts' stderr.
+/// `troupe resume ID` until it exits 0. Attempts refused as locked (the killed holder's lease,
+/// until its TTL passes) change nothing and are retried; of the attempts that ran, at most
+/// three may be needed, as for the crash-and-resume tests on files (`tests/demo`). Returns the
+/// attempts' stderr.
 fn resume_until_done(s: &Setup, id: &str) -> Vec<String> {
     let end = Instant::now() + DEADLINE;
     let mut attempts = Vec::new();
+    let mut ran = 0;
     loop {
         let out = s.run(&["resume", id]);
         let err = text(&out.stderr);
@@ -353,8 +356,15 @@ fn resume_until_done(s: &Setup, id: &str) -> Vec<String> {
         if out.status.success() {
             return attempts;
         }
-        assert_eq!(out.status.code(), Some(2), "{attempts:#?}");
-        assert!(err.contains("is locked by host"), "{attempts:#?}");
+        if out.status.code() == Some(2) && err.contains("is locked by host") {
+            assert_eq!(err.lines().count(), 1, "{err}");
+        } else {
+            ran += 1;
+            assert!(
+                ran < 3,
+                "resume ran {ran} times without finishing: {attempts:#?}"
+            );
+        }
         assert!(
             Instant::now() < end,
             "resume never succeeded: {attempts:#?}"

@@ -275,6 +275,11 @@ impl LogBackend for NatsBackend {
         read::list(&self.inner, on_error)
     }
 
+    /// The holder named by the session's lease key, while it has one.
+    fn holder(&self, id: &SessionId) -> Result<Option<String>> {
+        lease::holder(&self.inner, id)
+    }
+
     /// The subject's first message alone.
     fn header(&self, id: &SessionId) -> Result<SessionHeader> {
         read::header(&self.inner, id)
