@@ -491,6 +491,25 @@ fn kill_9_of_a_team_run_on_nats_then_resume_finishes_it_and_a_live_session_is_lo
     let attempts = resume_until_done(&s, lead.as_str());
     assert_demo_done_once(&s, &workspace, lead.as_str());
     eprintln!("resumed after {} attempt(s)", attempts.len());
+    // A teammate still held (as a dead process's lease is for a while): the Lead's resume is
+    // refused, naming it, and writes nothing.
+    let view: Value =
+        serde_json::from_str(&s.ok(&["team", "show", lead.as_str(), "--json"])).unwrap();
+    let mate = SessionId::new(view["members"][1]["id"].as_str().unwrap()).unwrap();
+    let (held, _) = s.journal().open(&mate).unwrap();
+    let messages = s.messages();
+    let out = s.run(&["resume", lead.as_str()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "session {mate} (of the Team of {lead}) is locked by host"
+        )),
+        "{err}"
+    );
+    assert_eq!(s.messages(), messages, "nothing was written");
+    drop(held);
+    s.ok(&["resume", lead.as_str()]);
 }
 
 #[test]
