@@ -89,7 +89,31 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 impl Lease {
     /// Takes the lease of `key` for `holder` with `create`. Must run on the backend's runtime.
+    /// A request that fails (a bucket whose replicas are not answering yet — "no responders"
+    /// right after a cluster created it —, a leader election) is tried again for up to
+    /// `patience`; a lease held by another is refused at once.
     pub(crate) async fn acquire(
+        kv: &kv::Store,
+        key: &str,
+        holder: &Holder,
+        ttl: Duration,
+        patience: Duration,
+    ) -> Result<Lease, AcquireError> {
+        let deadline = Instant::now() + patience;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match Self::try_acquire(kv, key, holder, ttl).await {
+                Err(AcquireError::Io(why)) if Instant::now() < deadline => {
+                    tracing::debug!(key, error = %why, "taking a lease failed; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn try_acquire(
         kv: &kv::Store,
         key: &str,
         holder: &Holder,
