@@ -217,6 +217,58 @@ impl Store {
     }
 }
 
+/// Refuses to resume `lead` while it or a session under it (a teammate, a subagent child) is
+/// held by a writer, naming the first such session and its holder (`JOURNAL_LOCKED`, bad input:
+/// nothing is written). On NATS the leases of a process that died expire one TTL after each
+/// one's last renewal — not all at the same instant, as a dead process's file locks are
+/// released — so a resume that started as soon as the Lead's lease was free could find a
+/// teammate still held and leave it out. Only a store that can tell holders is asked (NATS).
+///
+/// # Errors
+/// As above; the store's errors listing the sessions or reading a lease.
+pub(crate) fn check_team_free(store: &Store, lead: &SessionId) -> Result<(), Failure> {
+    let Some(url) = store.url() else {
+        return Ok(());
+    };
+    let listed = store.journal.list(&mut |_| {})?;
+    let parents: std::collections::HashMap<&SessionId, &SessionId> = listed
+        .iter()
+        .filter_map(|l| l.header.parent_session.as_ref().map(|p| (&l.header.id, p)))
+        .collect();
+    let under_lead = |id: &SessionId| {
+        let mut at = id;
+        for _ in 0..64 {
+            match parents.get(at) {
+                Some(parent) if *parent == lead => return true,
+                Some(parent) => at = parent,
+                None => return false,
+            }
+        }
+        false
+    };
+    let team = std::iter::once(lead).chain(
+        listed
+            .iter()
+            .map(|l| &l.header.id)
+            .filter(|id| under_lead(id)),
+    );
+    for id in team {
+        if let Some(holder) = store.journal.holder(id)? {
+            let which = if id == lead {
+                format!("session {id}")
+            } else {
+                format!("session {id} (of the Team of {lead})")
+            };
+            return Err(Failure::bad_input(anyhow!(
+                "{which} is locked by {holder} (its lease on {url}): a troupe run or troupe \
+                 resume of it is still running there; a holder that died frees it once its \
+                 lease expires (JOURNAL_LOCKED; nothing was written)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The home a command works in and the store its sessions are in, resolved from `--home`,
 /// `--store` and `$TROUPE_STORE`: `--store` wins, then `--home` over a file store of
 /// `$TROUPE_STORE` (a flag over the environment); a file store *is* a home, so `--store

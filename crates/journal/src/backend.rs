@@ -214,6 +214,19 @@ pub trait LogBackend: Send + Sync {
             .map(|summary| summary.header)
     }
 
+    /// Who holds session `id`'s single-writer lock, where the store can tell without taking it:
+    /// `Some(holder)` (e.g. `host build-1 pid 4242 …`, as [`crate::JournalError::Leased`]
+    /// names it) while a writer — live, or dead and its lease not yet expired — holds it,
+    /// `None` when it is free. The default (and the JSONL files, whose lock dies with its
+    /// process, and which `troupe web` reads from the kernel's lock table) says `None`.
+    ///
+    /// # Errors
+    /// `STORE_IO` when the store cannot be asked.
+    fn holder(&self, id: &SessionId) -> Result<Option<String>> {
+        let _ = id;
+        Ok(None)
+    }
+
     /// Follows session `id` live: the store pushes what is appended and calls `wake`, and the
     /// follower reads it with [`SessionFollow::poll`]. `Ok(None)` when the store cannot push
     /// (the default, and the JSONL files): the follower then reads again on its own schedule

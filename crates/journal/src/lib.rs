@@ -330,6 +330,15 @@ impl Journal {
         self.backend.follow(id, wake)
     }
 
+    /// Who holds the session's single-writer lock, where the store can tell (see
+    /// [`LogBackend::holder`]).
+    ///
+    /// # Errors
+    /// See [`LogBackend::holder`].
+    pub fn holder(&self, id: &SessionId) -> Result<Option<String>> {
+        self.backend.holder(id)
+    }
+
     /// The session's stored lines, byte for byte (see [`LogBackend::read_image`]).
     ///
     /// # Errors

@@ -6,8 +6,9 @@
 //! [`SessionFollow::poll`] scans what arrived with the journal's own scans, so batch
 //! atomicity, corruption and unsupported types are decided exactly as for a read. Nothing
 //! polls the server. The first poll waits (like a read, at most the request timeout) until the
-//! consumer delivered every message the subject held when the follow started, so "not found"
-//! means not found then; later polls never wait.
+//! consumer delivered every message the subject held when the follow started (on a clustered
+//! stream: up to the leader's last message, since the consumer may run on a replica that is
+//! behind), so "not found" means not found then; later polls never wait.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -52,15 +53,23 @@ struct Shared {
     created: bool,
     /// Messages the subject held when the consumer was created (`None` until then).
     backlog: Option<u64>,
-    /// Messages delivered in all.
+    /// On a clustered stream: the stream sequence of the leader's last message of the subject
+    /// when the follow started (the consumer may run on a replica that is behind).
+    target: Option<u64>,
+    /// Messages delivered in all, and the stream sequence of the last one.
     delivered: u64,
+    last_seq: u64,
     end: Option<End>,
 }
 
 impl Shared {
     /// Whether everything the subject held at the start was delivered (or the follow ended).
     fn caught_up(&self) -> bool {
-        self.end.is_some() || self.backlog.is_some_and(|n| self.delivered >= n)
+        self.end.is_some()
+            || match self.target {
+                Some(last) => self.last_seq >= last,
+                None => self.backlog.is_some_and(|n| self.delivered >= n),
+            }
     }
 }
 
@@ -111,8 +120,9 @@ impl NatsFollow {
             let js = inner.js.clone();
             let stream = inner.options.stream.clone();
             let channel = Arc::clone(&channel);
+            let clustered = inner.clustered;
             inner.handle.spawn(async move {
-                let failure = consume(&js, &stream, subject, &channel, &wake).await;
+                let failure = consume(&js, &stream, subject, clustered, &channel, &wake).await;
                 if let Err(reason) = failure {
                     channel.lock().end = Some(End::Failed(reason));
                     channel.caught_up.notify_all();
@@ -275,6 +285,7 @@ async fn consume(
     js: &async_nats::jetstream::Context,
     stream: &str,
     subject: String,
+    clustered: bool,
     channel: &Channel,
     wake: &Wake,
 ) -> std::result::Result<(), String> {
@@ -282,6 +293,12 @@ async fn consume(
         .get_stream_no_info(stream)
         .await
         .map_err(|e| e.to_string())?;
+    // Before the consumer: what it delivers must reach the leader's last message.
+    let target = if clustered {
+        Some(crate::read::leader_view(&stream, &subject).await?.0)
+    } else {
+        None
+    };
     let consumer = stream
         .create_consumer(consumer::push::OrderedConfig {
             deliver_subject: js.client().new_inbox(),
@@ -291,7 +308,11 @@ async fn consume(
         })
         .await
         .map_err(|e| format!("cannot create a consumer: {e}"))?;
-    channel.lock().backlog = Some(consumer.cached_info().num_pending);
+    {
+        let mut state = channel.lock();
+        state.backlog = Some(consumer.cached_info().num_pending);
+        state.target = target;
+    }
     channel.caught_up.notify_all();
     let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
     while let Some(message) = messages.next().await {
@@ -313,6 +334,7 @@ async fn consume(
         {
             let mut state = channel.lock();
             state.delivered += 1;
+            state.last_seq = stream_seq;
             if !state.created
                 && let Some(declared) = declared
             {

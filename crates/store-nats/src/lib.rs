@@ -69,6 +69,11 @@
 //! another writer appended). Closing the writer deletes the key; a crashed holder's key
 //! expires after the TTL, and then another process may take the session over.
 //!
+//! **Reads on a clustered stream** go on until the consumer delivered the subject's last
+//! message as the stream leader has it (asked first): a consumer may be served by a replica
+//! that has not applied every committed message yet, and stopping where it runs dry would miss
+//! acknowledged events (and make an open take a whole batch for an unfinished one).
+//!
 //! **Following** ([`troupe_journal::LogBackend::follow`]): a live follow is an ordered push
 //! consumer on the session's subject that never ends: the server pushes every message as it
 //! is stored, the follower is woken and scans what arrived with the journal's rules (a batch
@@ -268,6 +273,11 @@ impl LogBackend for NatsBackend {
 
     fn list(&self, on_error: &mut dyn FnMut(JournalError)) -> Result<Vec<SessionListing>> {
         read::list(&self.inner, on_error)
+    }
+
+    /// The holder named by the session's lease key, while it has one.
+    fn holder(&self, id: &SessionId) -> Result<Option<String>> {
+        lease::holder(&self.inner, id)
     }
 
     /// The subject's first message alone.

@@ -232,8 +232,15 @@ fn feed(inner: &Inner, subject: String, start: Start) -> MessageReader {
     let timeout = inner.options.request_timeout;
     let url = inner.url.clone();
     let task_permits = Arc::clone(&permits);
+    let clustered = inner.clustered;
     inner.handle.spawn(async move {
-        if let Err(e) = produce(&js, &stream, subject, start, &tx, &task_permits, timeout).await {
+        let read = ReadRequest {
+            subject,
+            start,
+            timeout,
+            clustered,
+        };
+        if let Err(e) = produce(&js, &stream, read, &tx, &task_permits).await {
             let _ = tx.send(Piece::Failed(JournalError::StoreIo {
                 op: "read",
                 url,
@@ -254,19 +261,64 @@ fn feed(inner: &Inner, subject: String, start: Start) -> MessageReader {
     }
 }
 
+/// What one read asks of [`produce`].
+struct ReadRequest {
+    subject: String,
+    start: Start,
+    /// How long to wait for the next message.
+    timeout: std::time::Duration,
+    /// Whether the stream is clustered: then the read goes on until the stream leader's last
+    /// message of the subject (see [`leader_view`]).
+    clustered: bool,
+}
+
+/// The stream leader's view of `subject`: the stream sequence of its last message (0 when it
+/// has none) and how many messages it holds. On a clustered stream a consumer may be served by
+/// a replica that has not applied every committed message yet (right after a restart or a
+/// leader change): a read that stopped where such a consumer runs dry would miss acknowledged
+/// messages, and an open would take an acknowledged batch for an unfinished one. So a read
+/// there goes on until it has seen the leader's last message.
+pub(crate) async fn leader_view(
+    stream: &jetstream::stream::Stream<()>,
+    subject: &str,
+) -> std::result::Result<(u64, u64), String> {
+    let last = match stream.get_last_raw_message_by_subject(subject).await {
+        Ok(message) => message.sequence,
+        Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => 0,
+        Err(e) => return Err(format!("cannot read the subject's last message: {e}")),
+    };
+    let count = if last == 0 {
+        0
+    } else {
+        subject_count(stream, subject).await?
+    };
+    Ok((last, count))
+}
+
 async fn produce(
     js: &jetstream::Context,
     stream: &str,
-    subject: String,
-    start: Start,
+    read: ReadRequest,
     tx: &Sender<Piece>,
     permits: &tokio::sync::Semaphore,
-    timeout: std::time::Duration,
 ) -> std::result::Result<(), String> {
+    let ReadRequest {
+        subject,
+        start,
+        timeout,
+        clustered,
+    } = read;
     let stream = js
         .get_stream_no_info(stream)
         .await
         .map_err(|e| e.to_string())?;
+    // The leader's last message of the subject and its message count (clustered only).
+    let leader = if clustered {
+        Some(leader_view(&stream, &subject).await?)
+    } else {
+        None
+    };
+    let target = leader.map(|(last, _)| last);
     let deliver_policy = match start {
         Start::Header => consumer::DeliverPolicy::All,
         Start::After(seq) => consumer::DeliverPolicy::ByStartSequence {
@@ -284,7 +336,12 @@ async fn produce(
         })
         .await
         .map_err(|e| format!("cannot create a consumer: {e}"))?;
-    if consumer.cached_info().num_pending == 0 {
+    let nothing_after = match (target, start) {
+        (Some(last), Start::Header) => last == 0,
+        (Some(last), Start::After(seq)) => last <= seq,
+        (None, _) => consumer.cached_info().num_pending == 0,
+    };
+    if nothing_after {
         let _ = tx.send(match start {
             Start::Header => Piece::Missing("no such session on this store".to_owned()),
             Start::After(_) => Piece::End,
@@ -304,6 +361,12 @@ async fn produce(
         };
         let info = message.info().map_err(|e| e.to_string())?;
         let (stream_seq, pending) = (info.stream_sequence, info.pending);
+        // The end of the read: the consumer has nothing more — on a clustered stream, once it
+        // delivered the leader's last message of the subject.
+        let end = match target {
+            Some(last) => stream_seq >= last,
+            None => pending == 0,
+        };
         if first {
             first = false;
             let declared = message
@@ -312,9 +375,10 @@ async fn produce(
                 .and_then(|h| h.get(FIRST_EVENTS_HEADER))
                 .and_then(|v| v.as_str().parse::<u64>().ok())
                 .unwrap_or(0);
-            if declared > pending {
+            let stored = leader.map_or(pending, |(_, count)| count.saturating_sub(1));
+            if declared > stored {
                 let _ = tx.send(Piece::Missing(format!(
-                    "its creation is unfinished: {pending} of its first {declared} events are stored"
+                    "its creation is unfinished: {stored} of its first {declared} events are stored"
                 )));
                 return Ok(());
             }
@@ -326,7 +390,7 @@ async fn produce(
             bytes.push(b'\n');
             seqs.push(stream_seq);
         }
-        if bad || pending == 0 || bytes.len() >= CHUNK_BYTES {
+        if bad || end || bytes.len() >= CHUNK_BYTES {
             if !seqs.is_empty() {
                 permits.acquire().await.map_err(|e| e.to_string())?.forget();
                 let full = std::mem::replace(&mut bytes, Vec::with_capacity(CHUNK_BYTES + 4096));
@@ -344,7 +408,7 @@ async fn produce(
                 let _ = tx.send(Piece::BadMessage { stream_seq });
                 return Ok(());
             }
-            if pending == 0 {
+            if end {
                 let _ = tx.send(Piece::End);
                 return Ok(());
             }

@@ -94,7 +94,8 @@ impl NatsSink {
             let key = id.to_string();
             let holder = holder.clone();
             let ttl = inner.lease_ttl;
-            inner.call(async move { Lease::acquire(&kv, &key, &holder, ttl).await })?
+            let patience = inner.options.append_timeout;
+            inner.call(async move { Lease::acquire(&kv, &key, &holder, ttl, patience).await })?
         };
         let lease = lease.map_err(|e| match e {
             AcquireError::Held(holder) => JournalError::Leased {
@@ -193,7 +194,8 @@ impl NatsSink {
             let key = image.id().to_string();
             let holder = writer.holder.clone();
             let ttl = inner.lease_ttl;
-            inner.call(async move { Lease::acquire(&kv, &key, &holder, ttl).await })?
+            let patience = inner.options.append_timeout;
+            inner.call(async move { Lease::acquire(&kv, &key, &holder, ttl, patience).await })?
         };
         writer.lease = Some(lease.map_err(|e| match e {
             AcquireError::Held(holder) => JournalError::Leased {
@@ -428,7 +430,16 @@ impl Writer {
         if self.lease.is_some() {
             return Ok(());
         }
-        match Lease::acquire(&self.leases, self.id.as_str(), &self.holder, self.lease_ttl).await {
+        let patience = self.append_timeout;
+        match Lease::acquire(
+            &self.leases,
+            self.id.as_str(),
+            &self.holder,
+            self.lease_ttl,
+            patience,
+        )
+        .await
+        {
             Ok(lease) => {
                 self.lease = Some(lease);
                 Ok(())

@@ -127,17 +127,22 @@ impl TeamWatcher {
                 Err(e) => tracing::warn!(member = %id, error = %e, "a member's log cannot be read"),
             }
         }
-        // Residency from the kernel's lock table, for the files; on another store it is
-        // unknown and the status comes from the log alone.
-        if let Some(files) = &hub.files {
-            let table = LockTable::read();
-            let lead_id = follow.lead.id().clone();
-            projection.set_resident(&lead_id, table.is_held(&files.session_path(&lead_id)));
-            for follower in &follow.members {
-                projection.set_resident(
-                    follower.id(),
-                    table.is_held(&files.session_path(follower.id())),
-                );
+        // Residency: from the kernel's lock table for the files; from the session's holder
+        // where the store can tell one (a NATS lease), else unknown (the log alone decides).
+        let lead_id = follow.lead.id().clone();
+        let ids = std::iter::once(&lead_id).chain(follow.members.iter().map(Follower::id));
+        match &hub.files {
+            Some(files) => {
+                let table = LockTable::read();
+                for id in ids {
+                    projection.set_resident(id, table.is_held(&files.session_path(id)));
+                }
+            }
+            None => {
+                for id in ids {
+                    let held = hub.journal.holder(id).ok().map(|h| h.is_some());
+                    projection.set_resident(id, held);
+                }
             }
         }
         follow.position += folded;

@@ -159,6 +159,8 @@ pub(super) fn validate_resume(
             )));
         }
     };
+    // Every session of the Team free first (on NATS a dead holder's leases expire one by one).
+    crate::store::check_team_free(&home.store, &id)?;
     let recorded = plan.config();
     let team = plan.is_team();
     if !team && let Some(flag) = flags.limits.first_given() {

@@ -346,8 +346,8 @@ async fn a_damaged_conversation_shows_its_items_then_the_failure() {
 }
 
 /// On NATS a member's log is followed live too: a turn it opens and closes is pushed to the
-/// panel (its poll interval is an hour). Residency is unknown there (no lock table), so a
-/// member is `running` while its log has an open turn and `inactive` otherwise.
+/// panel (its poll interval is an hour). Residency comes from the session's lease: a member
+/// whose writer holds it is `running` with an open turn and `idle` without.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_nats_a_members_turns_are_pushed_to_the_team_view() {
     let Some(home) = Home::nats() else {
@@ -374,11 +374,16 @@ async fn on_nats_a_members_turns_are_pushed_to_the_team_view() {
             .map(|m| m["status"].as_str().unwrap().to_owned())
     };
     let (_, _, view) = reader.next_frame().await;
-    assert_eq!(status(&view).as_deref(), Some("inactive"), "{view}");
+    assert_eq!(status(&view).as_deref(), Some("idle"), "{view}");
     append(&alpha, vec![turn_start(1)]);
     let (_, _, view) = reader.next_frame().await;
     assert_eq!(status(&view).as_deref(), Some("running"), "{view}");
     append(&alpha, vec![turn_end(1)]);
+    let (_, _, view) = reader.next_frame().await;
+    assert_eq!(status(&view).as_deref(), Some("idle"), "{view}");
+    // The writer closes (its lease is released): inactive at the next change of the Team.
+    drop(alpha);
+    append(&lead, vec![task("task-1", 1, "pending", None, &[], &[])]);
     let (_, _, view) = reader.next_frame().await;
     assert_eq!(status(&view).as_deref(), Some("inactive"), "{view}");
 }
