@@ -73,6 +73,32 @@ pub trait SessionSink: Send {
     fn append(&mut self, expected: Seq, events: &[Event]) -> Result<()>;
 }
 
+/// The preconditions of [`SessionSink::append`] every backend checks before it writes: `expected`
+/// equals the sink's `next` seq and `events[i].seq` is `expected + i`.
+///
+/// # Errors
+/// `JOURNAL_SEQ_CONFLICT` when `expected != next`; `JOURNAL_INVALID_BATCH` naming the first
+/// event whose seq is out of line.
+pub fn check_append(id: &SessionId, next: Seq, expected: Seq, events: &[Event]) -> Result<()> {
+    if expected != next {
+        return Err(crate::JournalError::SeqConflict {
+            id: id.clone(),
+            expected,
+            actual: next,
+        });
+    }
+    for (i, event) in events.iter().enumerate() {
+        let want = expected.0 + i as u64;
+        if event.seq.0 != want {
+            return Err(crate::JournalError::InvalidBatch {
+                id: id.clone(),
+                reason: format!("event {i} has seq {} where {want} was expected", event.seq),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A listing row: a session's header and where it lives.
 #[derive(Debug, Clone)]
 pub struct SessionListing {

@@ -641,28 +641,12 @@ impl SessionSink for JsonlSink {
     }
 
     fn append(&mut self, expected: Seq, events: &[Event]) -> Result<()> {
-        if expected != self.next_seq {
-            return Err(JournalError::SeqConflict {
-                id: self.header.id.clone(),
-                expected,
-                actual: self.next_seq,
-            });
-        }
+        crate::check_append(&self.header.id, self.next_seq, expected, events)?;
         if events.is_empty() {
             return Ok(());
         }
         self.buf.clear();
-        for (i, event) in events.iter().enumerate() {
-            if event.seq.0 != expected.0 + i as u64 {
-                return Err(JournalError::InvalidBatch {
-                    id: self.header.id.clone(),
-                    reason: format!(
-                        "event {i} has seq {} where {} was expected",
-                        event.seq,
-                        expected.0 + i as u64
-                    ),
-                });
-            }
+        for event in events {
             serde_json::to_writer(&mut self.buf, event)
                 .map_err(|e| JournalError::io("encode", &self.path, e.into()))?;
             self.buf.push(b'\n');

@@ -36,7 +36,7 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use backend::{LogBackend, SessionFollow, SessionListing, SessionSink, Wake};
+pub use backend::{LogBackend, SessionFollow, SessionListing, SessionSink, Wake, check_append};
 pub use error::{JournalError, Result};
 pub use image::{CopyError, CopyOutcome, SessionImage};
 pub use jsonl::{

@@ -280,27 +280,9 @@ impl SessionSink for NatsSink {
     }
 
     fn append(&mut self, expected: Seq, events: &[Event]) -> Result<()> {
-        if expected != self.next_seq {
-            return Err(JournalError::SeqConflict {
-                id: self.header.id.clone(),
-                expected,
-                actual: self.next_seq,
-            });
-        }
+        troupe_journal::check_append(&self.header.id, self.next_seq, expected, events)?;
         if events.is_empty() {
             return Ok(());
-        }
-        for (i, event) in events.iter().enumerate() {
-            if event.seq.0 != expected.0 + i as u64 {
-                return Err(JournalError::InvalidBatch {
-                    id: self.header.id.clone(),
-                    reason: format!(
-                        "event {i} has seq {} where {} was expected",
-                        event.seq,
-                        expected.0 + i as u64
-                    ),
-                });
-            }
         }
         let Some(writer) = self.writer.as_ref() else {
             return Err(self.inner.io("append", "an earlier call was lost"));
