@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod approve;
 mod args;
 mod demo;
 mod exit;
@@ -118,11 +119,21 @@ enum Command {
         #[command(subcommand)]
         command: store::StoreCommand,
     },
-    /// Serve the web panel: watch Teams live in a browser (read-only, 127.0.0.1 by default).
+    /// Answer a member's request to run a command outside the sandbox, from any terminal.
     ///
-    /// Prints the URL to open. The panel shows the sessions of the home, each Team's roster
-    /// with live status, its task board and any member's conversation, updated live from the
-    /// session files while `troupe run` writes them from another process.
+    /// With only SESSION, lists the requests nobody decided yet (of the session and, for a
+    /// Lead, of its teammates). With REQUEST, approves it (or denies it with --deny): the
+    /// decision is recorded at once; a running troupe sees it within a second, a stopped
+    /// session takes it when it is resumed. A request that does not exist or is already
+    /// decided is refused (exit 2) and nothing changes.
+    Approve(approve::ApproveFlags),
+    /// Serve the web panel: watch Teams live in a browser (127.0.0.1 by default).
+    ///
+    /// Prints the URL to open (it carries the panel's token). The panel shows the sessions of
+    /// the home, each Team's roster with live status, its task board, any member's
+    /// conversation, and the requests to run a command outside the sandbox that wait for an
+    /// answer, updated live from the session files while `troupe run` writes them from another
+    /// process. Answering a request (its Approve / Deny buttons) is its only write.
     Web(web::WebFlags),
 }
 
@@ -294,6 +305,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             follow,
         } => inspect::log(&journal, &session, json, from, follow),
         Command::Team { command } => team::run(&journal, command, &home.args()),
+        Command::Approve(flags) => approve::run(&journal, flags),
         Command::Web(flags) => web::run(flags, &home.dir, &home.store),
         // Handled above, before any home is resolved: `store copy` names its own stores.
         Command::Store { .. } => Ok(()),

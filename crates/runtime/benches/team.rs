@@ -56,6 +56,7 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             secrets: Vec::new(),
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
+            approval: troupe_runtime::approval::ApprovalPolicy::default(),
         },
     )
 }

@@ -73,6 +73,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             secrets: Vec::new(),
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
+            approval: troupe_runtime::approval::ApprovalPolicy::default(),
         },
     );
     let lead = rt

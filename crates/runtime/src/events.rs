@@ -13,6 +13,8 @@ use troupe_protocol::UserMessage;
 use troupe_tools::FileEffect;
 use troupe_tools::SandboxPolicy;
 
+use crate::approval::ApprovalPolicy;
+
 /// `turn/start {turn}`: turn numbers increase by one per turn within a log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnStart {
@@ -307,6 +309,11 @@ pub struct AgentConfigRecord {
     /// child's config: the servers are the process's, shared by every member).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_servers: Option<serde_json::Value>,
+    /// The session's approvals (`--approval`, `--approval-timeout`), e.g. `{"mode":
+    /// "on-request", "timeoutMs": 600000}`; a child records its parent's. Absent in logs
+    /// written before approvals existed: [`ApprovalPolicy::default`] (never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalPolicy>,
 }
 
 impl AgentConfigRecord {
@@ -314,6 +321,11 @@ impl AgentConfigRecord {
     /// existed.
     pub fn sandbox_policy(&self) -> SandboxPolicy {
         self.sandbox.unwrap_or(SandboxPolicy::OFF)
+    }
+
+    /// The recorded approvals; [`ApprovalPolicy::default`] (never) when none was recorded.
+    pub fn approval_policy(&self) -> ApprovalPolicy {
+        self.approval.unwrap_or_default()
     }
 }
 

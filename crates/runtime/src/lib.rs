@@ -39,6 +39,7 @@
 //! also in the non-resident children of a resumed root.
 
 mod agent;
+pub mod approval;
 mod error;
 pub mod events;
 mod lead_log;
@@ -54,8 +55,9 @@ mod teammate;
 mod transcript;
 
 pub use agent::{
-    Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW,
-    Progress, SUMMARY_MAX_CHARS, TOOL_ARGUMENTS_TRUNCATED,
+    APPROVAL_DENIED, APPROVAL_TIMED_OUT, Agent, AgentProgress, AgentSetup, AgentStatus,
+    ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW, Progress, SUMMARY_MAX_CHARS,
+    TOOL_ARGUMENTS_TRUNCATED,
 };
 pub use error::RuntimeError;
 pub use events::{Profile, TurnEndReason};

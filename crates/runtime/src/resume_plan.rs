@@ -301,9 +301,10 @@ pub fn takes_instruction(models: &ProviderFactory, agent: &str, spent: usize) ->
 }
 
 /// Records a `--model`/`--base-url`/`--api-key-env`/`--tool-choice` override, a stricter
-/// `--sandbox` / `--network`, or other `--mcp-config` servers, of a resumed session as a new
-/// `agent/config` holding `spec`, `sandbox` and `mcp_servers` (the latest one wins), so a later
-/// plain resume keeps using it. Nothing is written when all are the ones already recorded, or
+/// `--sandbox` / `--network`, other `--mcp-config` servers, or another `--approval` /
+/// `--approval-timeout`, of a resumed session as a new `agent/config` holding `spec`,
+/// `sandbox`, `mcp_servers` and `approval` (the latest one wins), so a later plain resume
+/// keeps using it. Nothing is written when all are the ones already recorded, or
 /// when the session has no configuration.
 ///
 /// Durability: one append, then a flush, before the Lead is given any work. A crash before the
@@ -319,6 +320,7 @@ pub async fn record_model_override(
     spec: &ModelSpec,
     sandbox: SandboxPolicy,
     mcp_servers: Option<serde_json::Value>,
+    approval: crate::approval::ApprovalPolicy,
 ) -> Result<(), RuntimeError> {
     let Some(mut config) = agent.with_transcript(|t| t.config().cloned()) else {
         return Ok(());
@@ -326,6 +328,7 @@ pub async fn record_model_override(
     if config.model == *spec
         && config.sandbox_policy() == sandbox
         && config.mcp_servers == mcp_servers
+        && config.approval_policy() == approval
     {
         return Ok(());
     }
@@ -333,6 +336,9 @@ pub async fn record_model_override(
     config.mcp_servers = mcp_servers;
     if config.sandbox_policy() != sandbox {
         config.sandbox = Some(sandbox);
+    }
+    if config.approval_policy() != approval {
+        config.approval = Some(approval);
     }
     agent.append_records(vec![EventDraft::new(
         troupe_protocol::event_types::AGENT_CONFIG,

@@ -11,6 +11,7 @@ use anyhow::anyhow;
 use troupe_llm::{ModelSpec, ProviderFactory, ProviderKind};
 use troupe_mcp::McpServers;
 use troupe_protocol::SessionId;
+use troupe_runtime::approval::ApprovalPolicy;
 use troupe_runtime::{ResumePlan, StoredSession, takes_instruction};
 use troupe_team::TeamLimits;
 use troupe_tools::SandboxPolicy;
@@ -50,6 +51,8 @@ pub(super) struct WorkConfig {
     pub(super) sandbox: SandboxPolicy,
     /// The MCP servers to start (`--mcp-config`, or as recorded for a resume).
     pub(super) mcp: Option<McpServers>,
+    /// The approvals (`--approval`, `--approval-timeout`, or as recorded for a resume).
+    pub(super) approval: ApprovalPolicy,
     /// API key values: redacted (`***`) from everything recorded or shown.
     pub(super) secrets: Vec<String>,
     pub(super) start: Start,
@@ -99,6 +102,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     }
     let team_limits = flags.limits.limits()?;
     let sandbox = flags.sandbox.for_new()?;
+    let approval = flags.approval.over(ApprovalPolicy::default());
     let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
     let workspace = match flags.workspace {
         Some(dir) => dir,
@@ -119,6 +123,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
             team_limits,
             sandbox,
             mcp,
+            approval,
             start: Start::New {
                 id: SessionId::random(),
                 prompt,
@@ -170,6 +175,7 @@ pub(super) fn validate_resume(
     }
     let team_limits = flags.limits.limits()?;
     let sandbox = flags.sandbox.for_resume(recorded.sandbox_policy())?;
+    let approval = flags.approval.over(recorded.approval_policy());
     let mcp = crate::mcp::for_resume(
         flags.sandbox.mcp_config.as_deref(),
         recorded.mcp_servers.as_ref(),
@@ -206,6 +212,7 @@ pub(super) fn validate_resume(
             team_limits,
             sandbox,
             mcp,
+            approval,
             start: Start::Resume { id, prompt, plan },
             framing,
         },
@@ -220,6 +227,7 @@ pub(super) struct RunShape {
     pub(super) team_limits: TeamLimits,
     pub(super) sandbox: SandboxPolicy,
     pub(super) mcp: Option<McpServers>,
+    pub(super) approval: ApprovalPolicy,
     pub(super) start: Start,
     pub(super) framing: Framing,
 }
@@ -267,6 +275,7 @@ pub(super) fn work_config(
         secrets,
         sandbox: shape.sandbox,
         mcp: shape.mcp,
+        approval: shape.approval,
         mode: output_mode(shape.json),
         team: shape.team,
         team_limits: shape.team_limits,

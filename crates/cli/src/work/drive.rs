@@ -27,6 +27,7 @@ use troupe_tools::ToolLimits;
 use super::config::{Start, WorkConfig};
 use super::model::LEAD;
 use super::report::{Driven, report};
+use crate::approve::Prompts;
 use crate::exit::Failure;
 use crate::progress::{Board, OutputMode, Printer};
 
@@ -90,6 +91,7 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
             secrets: config.secrets.clone(),
             sandbox: config.sandbox,
             mcp_servers: config.mcp.as_ref().map(McpServers::to_record),
+            approval: config.approval,
         },
     );
     let mut printer = Printer::new(config.mode);
@@ -111,7 +113,16 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
         }
     }));
     let mut events = runtime.subscribe_progress();
-    let driven = drive(&runtime, &config, &mut printer, &mut events, &mut sigint).await;
+    let mut prompts = Prompts::new();
+    let driven = drive(
+        &runtime,
+        &config,
+        &mut printer,
+        &mut events,
+        &mut sigint,
+        &mut prompts,
+    )
+    .await;
     // Always: park inboxes, end running turns, flush every log.
     let shutdown = tokio::time::timeout(SHUTDOWN_LIMIT, runtime.shutdown()).await;
     let _ = tokio::time::timeout(crate::mcp::STOP_LIMIT, mcp.shutdown()).await;
@@ -149,8 +160,11 @@ async fn drive(
     printer: &mut Printer,
     events: &mut broadcast::Receiver<AgentProgress>,
     sigint: &mut Interrupts,
+    prompts: &mut Prompts,
 ) -> Result<Driven, Failure> {
     let model = config.spec.to_string();
+    let (Start::New { id: root, .. } | Start::Resume { id: root, .. }) = &config.start;
+    printer.set_approval_hints(root.clone(), prompts.answers_here());
     let (agent, id, turn_before, started) = match &config.start {
         Start::New { id, prompt } => {
             let id = id.clone();
@@ -177,16 +191,45 @@ async fn drive(
             (agent, id, 0, started)
         }
         Start::Resume { id, prompt, plan } => {
-            let (agent, recovered) = runtime
-                .resume_root(id)
-                .await
-                .map_err(|e| resume_error(id, &config.store, e))?;
-            printer.session_started(id, true, &model);
+            let mut announced = false;
+            let resumed = resume_answering(
+                runtime,
+                id,
+                Answering {
+                    printer: &mut *printer,
+                    events: &mut *events,
+                    sigint: &mut *sigint,
+                    prompts: &mut *prompts,
+                },
+                &mut announced,
+                &model,
+            )
+            .await;
+            let (agent, recovered, held) = match resumed {
+                Ok(resumed) => resumed,
+                Err(ResumeStop::Failed(e)) => return Err(resume_error(id, &config.store, e)),
+                Err(ResumeStop::Interrupted) => {
+                    return Err(Failure::work(anyhow!(
+                        "interrupted while the resume waited for an approval (the request stays \
+                         pending) — continue with: troupe resume {id}{}",
+                        config.home_args
+                    )));
+                }
+            };
+            if !announced {
+                printer.session_started(id, true, &model);
+            }
             for line in &config.framing.prologue {
                 printer.note(line);
             }
+            // What the agents reported while the recovery ran, after the prologue (as before).
+            for event in held {
+                printer.progress(&event);
+                prompts.on_progress(&event, printer);
+            }
             let mcp = config.mcp.as_ref().map(McpServers::to_record);
-            record_model_override(&agent, &config.spec, config.sandbox, mcp).await?;
+            record_model_override(&agent, &config.spec, config.sandbox, mcp, config.approval)
+                .await?;
             if recovered {
                 printer.note(
                     "recovered: the previous run stopped in the middle of a turn; it was closed \
@@ -229,7 +272,7 @@ async fn drive(
         printer.note("teammates have work left: running until they are done");
     }
     let interrupt = if started.any() {
-        wait(runtime, &agent, printer, events, sigint).await
+        wait(runtime, &agent, printer, events, sigint, prompts).await
     } else {
         Interrupt::None
     };
@@ -240,6 +283,79 @@ async fn drive(
         nothing_to_do: !started.lead_runs,
         interrupted: interrupt != Interrupt::None,
     })
+}
+
+/// What the resume's answering loop holds while the recovery runs.
+struct Answering<'a> {
+    printer: &'a mut Printer,
+    events: &'a mut broadcast::Receiver<AgentProgress>,
+    sigint: &'a mut Interrupts,
+    prompts: &'a mut Prompts,
+}
+
+/// Why a resume did not get its Lead.
+enum ResumeStop {
+    Failed(RuntimeError),
+    Interrupted,
+}
+
+/// Runs [`Runtime::resume_root`] while answering what its recovery asks: a request a crash
+/// left pending is asked again there (and the recovery waits for it), so approval events are
+/// shown — after `session <id>` — and answered at this terminal at once; every other event is
+/// held and returned, to be shown after the resume's prologue as before. A signal stops the
+/// resume where it is (its log is as a crash at that point would leave it: the request stays
+/// pending).
+async fn resume_answering(
+    runtime: &Runtime,
+    id: &SessionId,
+    on: Answering<'_>,
+    announced: &mut bool,
+    model: &str,
+) -> Result<(Agent, bool, Vec<AgentProgress>), ResumeStop> {
+    let Answering {
+        printer,
+        events,
+        sigint,
+        prompts,
+    } = on;
+    let mut held = Vec::new();
+    let resuming = runtime.resume_root(id);
+    tokio::pin!(resuming);
+    let mut events_open = true;
+    loop {
+        tokio::select! {
+            biased;
+            resumed = &mut resuming => {
+                return resumed
+                    .map(|(agent, recovered)| (agent, recovered, held))
+                    .map_err(ResumeStop::Failed);
+            }
+            received = events.recv(), if events_open => match received {
+                Ok(event) => {
+                    let asks = matches!(
+                        event.progress,
+                        Progress::ApprovalRequested { .. } | Progress::ApprovalDecided { .. }
+                    );
+                    if asks {
+                        if !*announced {
+                            printer.session_started(id, true, model);
+                            *announced = true;
+                        }
+                        printer.progress(&event);
+                        prompts.on_progress(&event, printer);
+                    } else {
+                        held.push(event);
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(skipped)) => printer.lagged(skipped),
+                Err(broadcast::error::RecvError::Closed) => events_open = false,
+            },
+            Some(line) = prompts.next_line() => {
+                prompts.answer(&line, runtime, printer).await;
+            }
+            _ = sigint.recv() => return Err(ResumeStop::Interrupted),
+        }
+    }
 }
 
 /// A lock held by another process is bad input with its own words; a Lead log that breaks a
@@ -307,6 +423,7 @@ async fn wait(
     printer: &mut Printer,
     events: &mut broadcast::Receiver<AgentProgress>,
     sigint: &mut Interrupts,
+    prompts: &mut Prompts,
 ) -> Interrupt {
     let quiescent = runtime.wait_quiescent(agent);
     tokio::pin!(quiescent);
@@ -330,6 +447,7 @@ async fn wait(
             received = events.recv(), if events_open => match received {
                 Ok(event) => {
                     printer.progress(&event);
+                    prompts.on_progress(&event, printer);
                     // The board changes through the Team tools: look at it after each one.
                     if let Progress::ToolFinished { name, .. } = &event.progress
                         && troupe_runtime::team::TEAM_TOOL_NAMES.contains(&name.as_str())
@@ -343,6 +461,9 @@ async fn wait(
             () = &mut quiescent => {
                 show_board(runtime, agent, printer).await;
                 break;
+            }
+            Some(line) = prompts.next_line() => {
+                prompts.answer(&line, runtime, printer).await;
             }
             _ = sigint.recv() => {
                 if interrupt != Interrupt::None {

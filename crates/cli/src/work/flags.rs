@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use serde_json::json;
 use troupe_llm::{ModelFlags, ModelSpec, ProviderKind, ToolChoice};
+use troupe_runtime::approval::{ApprovalMode, ApprovalPolicy};
 use troupe_team::{TeamError, TeamLimits};
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
 
@@ -122,6 +123,52 @@ impl SandboxArgs {
 /// that lift the missing rules (`--sandbox off`, `--network on`): never a silent downgrade.
 fn check_sandbox(policy: &SandboxPolicy) -> Result<(), Failure> {
     troupe_tools::probe_sandbox(policy).map_err(Failure::bad_input)
+}
+
+/// The longest `--approval-timeout`: one day.
+pub(crate) const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(86_400);
+
+/// `--approval MODE`, `--approval-timeout DURATION` as typed (`run`, `resume`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct ApprovalArgs {
+    /// Whether a member may ask you to run one bash command outside the sandbox: never
+    /// (default for a new session: escalate is refused) or on-request (bash takes escalate:
+    /// true with a justification; you are asked at this terminal, with troupe approve or in
+    /// troupe web, and the member waits for the answer). Recorded in the session; resume keeps
+    /// it unless given.
+    #[arg(long, value_name = "MODE", value_parser = approval_mode)]
+    pub(super) approval: Option<ApprovalMode>,
+    /// How long a request waits for an answer before it is denied, e.g. 10m (the default),
+    /// 90s, 1h (at most 24h). Recorded like --approval.
+    #[arg(long, value_name = "DURATION", value_parser = approval_timeout)]
+    pub(super) approval_timeout: Option<Duration>,
+}
+
+fn approval_mode(raw: &str) -> Result<ApprovalMode, String> {
+    ApprovalMode::parse(raw).map_err(|e| e.to_string())
+}
+
+/// `--approval-timeout DURATION`: a humantime duration from 1 s to [`MAX_APPROVAL_TIMEOUT`].
+fn approval_timeout(raw: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(raw)
+        .map_err(|e| format!("{e} (a duration such as 10m, 90s or 1h)"))?;
+    if duration < Duration::from_secs(1) || duration > MAX_APPROVAL_TIMEOUT {
+        return Err("it must be from 1s to 24h".to_owned());
+    }
+    Ok(duration)
+}
+
+impl ApprovalArgs {
+    /// The approvals of a session that recorded `recorded` (a new one: the defaults) with the
+    /// given flags.
+    pub(super) fn over(&self, recorded: ApprovalPolicy) -> ApprovalPolicy {
+        ApprovalPolicy {
+            mode: self.approval.unwrap_or(recorded.mode),
+            timeout_ms: self
+                .approval_timeout
+                .map_or(recorded.timeout_ms, |t| t.as_millis() as u64),
+        }
+    }
 }
 
 /// `--model`, `--base-url`, `--api-key-env`, `--tool-choice` as typed.
@@ -266,6 +313,8 @@ pub(crate) struct RunFlags {
     pub(super) model: ModelArgs,
     #[command(flatten)]
     pub(super) sandbox: SandboxArgs,
+    #[command(flatten)]
+    pub(super) approval: ApprovalArgs,
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     pub(super) json: bool,
@@ -286,6 +335,8 @@ pub(crate) struct ResumeFlags {
     pub(super) limits: TeamLimitArgs,
     #[command(flatten)]
     pub(super) sandbox: SandboxArgs,
+    #[command(flatten)]
+    pub(super) approval: ApprovalArgs,
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     pub(super) json: bool,

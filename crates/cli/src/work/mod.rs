@@ -79,6 +79,7 @@ pub(crate) fn run_scripted_team(
             team_limits: TeamLimits::default(),
             sandbox: run.sandbox,
             mcp: run.mcp,
+            approval: troupe_runtime::approval::ApprovalPolicy::default(),
             start: Start::New {
                 id: SessionId::random(),
                 prompt,

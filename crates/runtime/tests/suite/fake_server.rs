@@ -56,6 +56,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             secrets: Vec::new(),
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
+            approval: troupe_runtime::approval::ApprovalPolicy::default(),
         },
     );
     let lead = rt

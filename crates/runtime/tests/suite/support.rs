@@ -649,6 +649,7 @@ fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> 
             secrets: Vec::new(),
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
+            approval: troupe_runtime::approval::ApprovalPolicy::default(),
         },
     )
 }

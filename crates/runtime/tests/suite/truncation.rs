@@ -48,6 +48,7 @@ fn http_runtime(home: &Path, workspace: &Path, server: &FakeOpenAi) -> Runtime {
             secrets: Vec::new(),
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
+            approval: troupe_runtime::approval::ApprovalPolicy::default(),
         },
     )
 }

@@ -1,0 +1,745 @@
+//! Approvals (issue 16, item 2): a member asks the user to run one `bash` command outside the
+//! sandbox, the user answers wherever they are, and the answer is durable.
+//!
+//! # The records
+//! - In the **member's log**: `approval/requested` ([`ApprovalRequested`]: `{id, callId,
+//!   command, justification, member}`), appended in the same batch as the call's `tool/call`
+//!   (DESIGN decision 9: a crash leaves both or neither), then `approval/decided`
+//!   ([`ApprovalDecided`]: `{id, decision, by, decidedAt, rule?}`). The command runs outside the
+//!   sandbox only once an `approve` or `always` decision is durable there; a denial is appended
+//!   in the batch of the call's `tool/result`.
+//! - A **decision log** per decided request: a session of its own, id
+//!   [`decision_log_id`] (`approval-<member session>-<request id>`), header origin
+//!   [`APPROVAL_ORIGIN`], whose one event is the `approval/decided` record (plus the member's
+//!   `session`). Creating it *is* deciding: the journal creates a session only if no session
+//!   has that id (the JSONL files publish a fully written file with `link(2)`; NATS fences the
+//!   header on an empty subject), so exactly one decision per request ever wins — whether it
+//!   comes from the terminal of `troupe run`, from `troupe approve` in another terminal, from
+//!   the web panel, or from the timeout — even when two come at the same moment. Nobody needs
+//!   the lock of the member's log (which the running process holds): the running process
+//!   follows the decision log the way `troupe log --follow` follows a log (it reads it again
+//!   every [`POLL_INTERVAL`]), and copies the decision into the member's log.
+//!
+//! # What survives a crash
+//! | point | afterwards |
+//! |---|---|
+//! | before the `tool/call` + `approval/requested` batch is durable | neither: the call never started (`TOOL_NOT_STARTED`, asked again) |
+//! | request durable, no decision log | the request is **pending**: `troupe approve` lists it, and the resume asks again (a fresh `--approval-timeout`) before it closes the cut turn |
+//! | a decision log being created | none (a staging file, swept later) or the whole decision |
+//! | decision log written, not yet in the member's log | decided: the resume copies it into the member's log, then runs the command (approved) or answers the call with the denial — without asking again |
+//! | `approve`/`always` durable in the member's log, no `tool/result` | the command may have run: `TOOL_OUTCOME_UNKNOWN`, **never run again** |
+//! | denial durable (its batch holds the `tool/result`) | closed: nothing to do |
+//!
+//! A request whose turn is cancelled while it waits (Ctrl-C, SIGTERM, the Lead's
+//! `interrupt_agent`) is withdrawn: decided `deny` by `interrupt` (through its decision log,
+//! so a concurrent `troupe approve` sees it decided) and answered `TOOL_CANCELED`. Only a
+//! crash leaves a request pending.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use troupe_journal::{Journal, JournalError};
+use troupe_protocol::{ErrorCode, Event, EventDraft, SessionHeader, SessionId, event_types as ty};
+
+/// The default `--approval-timeout`: 10 minutes.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How often a waiting member reads the decision log of its request again (and how often
+/// `troupe log --follow` reads a file again).
+pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
+
+/// The header `origin` of a decision log.
+pub const APPROVAL_ORIGIN: &str = "approval";
+
+/// Whether a session's `bash` may ask the user to run a command outside the sandbox
+/// (`--approval never|on-request`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// Nothing runs outside the sandbox; `escalate: true` is refused with `APPROVAL_DISABLED`.
+    /// The default.
+    Never,
+    /// `bash` accepts `escalate: true` with a `justification`: the user is asked, and the
+    /// command runs outside the sandbox once approved.
+    OnRequest,
+}
+
+impl ApprovalMode {
+    /// Parses `never` or `on-request`.
+    ///
+    /// # Errors
+    /// `APPROVAL_UNKNOWN_MODE` for any other text.
+    pub fn parse(text: &str) -> Result<Self, ApprovalError> {
+        match text {
+            "never" => Ok(Self::Never),
+            "on-request" => Ok(Self::OnRequest),
+            other => Err(ApprovalError::UnknownMode {
+                given: other.to_owned(),
+            }),
+        }
+    }
+
+    /// `never` or `on-request`, as typed and recorded.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Never => "never",
+            Self::OnRequest => "on-request",
+        }
+    }
+}
+
+impl std::fmt::Display for ApprovalMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A session's approval settings, recorded in its `agent/config` as
+/// `"approval": {"mode": "on-request", "timeoutMs": 600000}` (absent: never).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalPolicy {
+    /// Whether requests may be made.
+    pub mode: ApprovalMode,
+    /// How long a request waits for an answer before it is denied (ms; recorded as decided by
+    /// `timeout`).
+    pub timeout_ms: u64,
+}
+
+impl Default for ApprovalPolicy {
+    fn default() -> Self {
+        Self {
+            mode: ApprovalMode::Never,
+            timeout_ms: DEFAULT_APPROVAL_TIMEOUT.as_millis() as u64,
+        }
+    }
+}
+
+impl ApprovalPolicy {
+    /// The timeout as a duration.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+}
+
+/// What the user decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Run this command outside the sandbox, once.
+    Approve,
+    /// Do not run it (also: nobody answered in time, or the turn was interrupted).
+    Deny,
+    /// Run it, and run this exact command outside the sandbox without asking again for the
+    /// rest of this member's session (the terminal's `a`).
+    Always,
+}
+
+impl Decision {
+    /// Whether the command runs.
+    pub fn approves(self) -> bool {
+        matches!(self, Self::Approve | Self::Always)
+    }
+
+    /// `approve`, `deny`, `always`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approve => "approve",
+            Self::Deny => "deny",
+            Self::Always => "always",
+        }
+    }
+}
+
+/// Who (or what) decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecidedBy {
+    /// The user at the terminal of `troupe run` / `troupe resume`.
+    Terminal,
+    /// The user with `troupe approve` (another terminal).
+    Cli,
+    /// The user in the web panel (`troupe web`).
+    Web,
+    /// Nobody answered within the timeout: denied.
+    Timeout,
+    /// An earlier `always` decision of the same session for the same exact command.
+    Always,
+    /// The turn was cancelled while the request waited (Ctrl-C, a signal, the Lead): the
+    /// request was withdrawn, denied.
+    Interrupt,
+}
+
+impl DecidedBy {
+    /// `terminal`, `cli`, `web`, `timeout`, `always`, `interrupt`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Terminal => "terminal",
+            Self::Cli => "cli",
+            Self::Web => "web",
+            Self::Timeout => "timeout",
+            Self::Always => "always",
+            Self::Interrupt => "interrupt",
+        }
+    }
+
+    /// How a message names the decider: `at the terminal`, `with troupe approve`, …
+    pub fn described(self) -> &'static str {
+        match self {
+            Self::Terminal => "by the user at the terminal",
+            Self::Cli => "by the user with troupe approve",
+            Self::Web => "by the user in the web panel",
+            Self::Timeout => "because nobody answered in time",
+            Self::Always => "by the user's earlier \"always\" for this command",
+            Self::Interrupt => "because the turn was interrupted",
+        }
+    }
+}
+
+/// `approval/requested`: a member asks to run `command` outside the sandbox. Wire shape
+/// `{"id","callId","command","justification","member"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequested {
+    /// The request's id: 8 hex digits, unique within the member's session (what `troupe
+    /// approve SESSION ID` names).
+    pub id: String,
+    /// The `bash` call waiting for it.
+    pub call_id: String,
+    /// The command, exactly as the call gives it.
+    pub command: String,
+    /// Why the member says it needs it.
+    pub justification: String,
+    /// The member's name (`lead`, a teammate's name).
+    pub member: String,
+}
+
+/// `approval/decided`: the decision on request `id`. Wire shape `{"id","decision","by",
+/// "decidedAt","session"?,"rule"?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalDecided {
+    /// The request decided.
+    pub id: String,
+    /// What was decided.
+    pub decision: Decision,
+    /// Who decided.
+    pub by: DecidedBy,
+    /// When, epoch ms (the decision log's time: when the decider decided, not when the member
+    /// saw it).
+    pub decided_at: u64,
+    /// The member's session (in a decision log; absent in the member's own log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
+    /// For `by: always`: the request whose `always` decision covers this command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+}
+
+/// One request of a member's log and its decision there, if any (see
+/// [`crate::Transcript::approvals`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalEntry {
+    /// The request.
+    pub request: ApprovalRequested,
+    /// When it was recorded (epoch ms).
+    pub requested_at: u64,
+    /// Its decision in the member's log.
+    pub decided: Option<ApprovalDecided>,
+}
+
+/// A request nobody decided yet: listed by `troupe approve SESSION` and the panel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingApproval {
+    /// The member's session.
+    pub session: SessionId,
+    /// The request.
+    #[serde(flatten)]
+    pub request: ApprovalRequested,
+    /// When it was asked (epoch ms).
+    pub requested_at: u64,
+}
+
+/// Errors of approvals. Each has a stable code.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalError {
+    /// An `--approval` value that is not `never` or `on-request`. Code
+    /// `APPROVAL_UNKNOWN_MODE`.
+    #[error("unknown approval mode {given:?}: use never or on-request")]
+    UnknownMode {
+        /// The text given.
+        given: String,
+    },
+    /// The session (and its direct children) holds no request with this id. Code
+    /// `APPROVAL_NOT_FOUND`.
+    #[error(
+        "session {session} holds no approval request {request} (troupe approve {session} lists the pending ones)"
+    )]
+    NotFound {
+        /// The session searched.
+        session: SessionId,
+        /// The id given.
+        request: String,
+    },
+    /// The request was decided already. Code `APPROVAL_ALREADY_DECIDED`.
+    #[error("approval request {request} of {member} was already decided: {} {} (nothing changed)", .decided.decision.as_str(), .decided.by.described())]
+    AlreadyDecided {
+        /// The request.
+        request: String,
+        /// The member who asked.
+        member: String,
+        /// The decision that stands.
+        decided: Box<ApprovalDecided>,
+    },
+    /// A record of a log does not decode. Code `RUNTIME_INVALID_EVENT`.
+    #[error("event {seq} ({kind}) of session {session} is invalid: {reason}")]
+    InvalidEvent {
+        /// The session.
+        session: SessionId,
+        /// The event's seq.
+        seq: u64,
+        /// Its type.
+        kind: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Reading or writing a log failed (the journal's code).
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+impl ErrorCode for ApprovalError {
+    fn code(&self) -> &'static str {
+        match self {
+            ApprovalError::UnknownMode { .. } => "APPROVAL_UNKNOWN_MODE",
+            ApprovalError::NotFound { .. } => "APPROVAL_NOT_FOUND",
+            ApprovalError::AlreadyDecided { .. } => "APPROVAL_ALREADY_DECIDED",
+            ApprovalError::InvalidEvent { .. } => "RUNTIME_INVALID_EVENT",
+            ApprovalError::Journal(e) => e.code(),
+        }
+    }
+}
+
+/// The id of the decision log of request `request` of the member session `member`:
+/// `approval-<member>-<request>`.
+pub fn decision_log_id(member: &SessionId, request: &str) -> Result<SessionId, ApprovalError> {
+    SessionId::new(format!("approval-{member}-{request}")).map_err(|_| ApprovalError::NotFound {
+        session: member.clone(),
+        request: request.to_owned(),
+    })
+}
+
+/// Whether a session header is a decision log's (hidden from session lists).
+pub fn is_decision_log(header: &SessionHeader) -> bool {
+    header.origin.as_deref() == Some(APPROVAL_ORIGIN)
+}
+
+/// A fresh request id: 8 hex digits.
+pub(crate) fn new_request_id() -> String {
+    SessionId::random().as_str().chars().take(8).collect()
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    session: &SessionId,
+    event: &Event,
+) -> Result<T, ApprovalError> {
+    T::deserialize(&event.data).map_err(|e| ApprovalError::InvalidEvent {
+        session: session.clone(),
+        seq: event.seq.0,
+        kind: event.kind.clone(),
+        reason: e.to_string(),
+    })
+}
+
+/// The decision of request `request` of `member`, if its decision log exists.
+///
+/// # Errors
+/// The journal's read errors other than "not found"; `RUNTIME_INVALID_EVENT` for a decision log
+/// whose event does not decode.
+pub fn read_decision(
+    journal: &Journal,
+    member: &SessionId,
+    request: &str,
+) -> Result<Option<ApprovalDecided>, ApprovalError> {
+    let id = decision_log_id(member, request)?;
+    let replay = match journal.read(&id) {
+        Ok(replay) => replay,
+        Err(JournalError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(event) = replay
+        .events
+        .iter()
+        .find(|e| e.kind == ty::APPROVAL_DECIDED)
+    else {
+        return Ok(None);
+    };
+    decode(&id, event).map(Some)
+}
+
+/// Records `decided` (a decision on request `decided.id` of `member`) by creating its decision
+/// log, unless another decision was recorded first. Returns the decision that stands: `decided`
+/// itself, or the earlier one.
+///
+/// **What survives a crash**: the decision log is created by its first flush, which the journal
+/// publishes whole (a staging file linked into place once fsynced; on NATS a header fenced on an
+/// empty subject): no decision, or this one, complete. Two deciders racing: one creation
+/// succeeds, the other finds the id taken and reads the winner.
+///
+/// # Errors
+/// The journal's errors (the log could neither be created nor read).
+pub async fn record_decision(
+    journal: &Journal,
+    member: &SessionId,
+    decided: ApprovalDecided,
+) -> Result<ApprovalDecided, ApprovalError> {
+    let id = decision_log_id(member, &decided.id)?;
+    let mut record = decided.clone();
+    record.session = Some(member.clone());
+    let header =
+        SessionHeader::new(id.clone(), journal.clock().now_ms()).with_origin(APPROVAL_ORIGIN);
+    let created = match journal.create(header) {
+        Ok(writer) => {
+            let data = serde_json::to_value(&record).unwrap_or(serde_json::Value::Null);
+            match writer.append_batch(vec![EventDraft::new(ty::APPROVAL_DECIDED, data)]) {
+                Ok(_) => {
+                    let flushed = writer.flush().await;
+                    let _ = writer.close().await;
+                    flushed.map(|_| ())
+                }
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    match created {
+        Ok(()) => Ok(decided),
+        // The id was taken (or the outcome is unclear): what the decision log says stands.
+        Err(error) => match read_decision(journal, member, &decided.id)? {
+            Some(mut standing) => {
+                standing.session = None;
+                Ok(standing)
+            }
+            None => Err(error.into()),
+        },
+    }
+}
+
+/// The approval requests of one stored session's own events, with their decisions there.
+fn entries_of(
+    journal: &Journal,
+    id: &SessionId,
+) -> Result<(Vec<ApprovalEntry>, SessionHeader), ApprovalError> {
+    let replay = journal.read(id)?;
+    let seed = replay.header.seed_len();
+    let mut entries: Vec<ApprovalEntry> = Vec::new();
+    for event in replay.events.iter().filter(|e| e.seq.0 >= seed) {
+        match event.kind.as_str() {
+            ty::APPROVAL_REQUESTED => entries.push(ApprovalEntry {
+                request: decode(id, event)?,
+                requested_at: event.time,
+                decided: None,
+            }),
+            ty::APPROVAL_DECIDED => {
+                let decided: ApprovalDecided = decode(id, event)?;
+                if let Some(entry) = entries.iter_mut().find(|e| e.request.id == decided.id) {
+                    entry.decided = Some(decided);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((entries, replay.header))
+}
+
+/// `session` and the sessions whose parent it is (a Lead's teammates, a root's subagents).
+fn family(journal: &Journal, session: &SessionId) -> Result<Vec<SessionId>, ApprovalError> {
+    let mut ids = vec![session.clone()];
+    let listing = journal.list(&mut |_| {})?;
+    for listed in listing {
+        if listed.header.parent_session.as_ref() == Some(session)
+            && !is_decision_log(&listed.header)
+        {
+            ids.push(listed.header.id);
+        }
+    }
+    Ok(ids)
+}
+
+/// The requests of `session` and of its direct children (a Lead's teammates) that nobody has
+/// decided: no decision in the member's log and no decision log. Oldest first. Reads only.
+///
+/// # Errors
+/// The journal's read errors (`SESSION_NOT_FOUND` for an unknown session); `RUNTIME_INVALID_EVENT`.
+pub fn pending(
+    journal: &Journal,
+    session: &SessionId,
+) -> Result<Vec<PendingApproval>, ApprovalError> {
+    let mut out = Vec::new();
+    for id in family(journal, session)? {
+        let (entries, _) = match entries_of(journal, &id) {
+            Ok(read) => read,
+            // A child that cannot be read is not the caller's problem here.
+            Err(_) if id != *session => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries.into_iter().filter(|e| e.decided.is_none()) {
+            if read_decision(journal, &id, &entry.request.id)?.is_none() {
+                out.push(PendingApproval {
+                    session: id.clone(),
+                    request: entry.request,
+                    requested_at: entry.requested_at,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|p| p.requested_at);
+    Ok(out)
+}
+
+/// Decides request `request` — of `session` or of one of its direct children — as `decision`
+/// by `by` (`troupe approve`, the panel): checks that the request exists and is undecided, then
+/// records the decision ([`record_decision`]). The running member (if any) sees it within
+/// [`POLL_INTERVAL`]; a stopped one on its next resume. Returns the member's session and the
+/// decision.
+///
+/// # Errors
+/// `APPROVAL_NOT_FOUND` (no such request), `APPROVAL_ALREADY_DECIDED` (decided in the member's
+/// log, or by a decision log — including one that won a race with this call): nothing is
+/// changed; the journal's errors.
+pub async fn decide(
+    journal: &Journal,
+    session: &SessionId,
+    request: &str,
+    decision: Decision,
+    by: DecidedBy,
+) -> Result<(SessionId, ApprovalDecided), ApprovalError> {
+    let mut found = None;
+    for id in family(journal, session)? {
+        let Ok((entries, _)) = entries_of(journal, &id) else {
+            continue;
+        };
+        if let Some(entry) = entries.into_iter().find(|e| e.request.id == request) {
+            found = Some((id, entry));
+            break;
+        }
+    }
+    let Some((member, entry)) = found else {
+        return Err(ApprovalError::NotFound {
+            session: session.clone(),
+            request: request.to_owned(),
+        });
+    };
+    let already = |decided: ApprovalDecided| ApprovalError::AlreadyDecided {
+        request: request.to_owned(),
+        member: entry.request.member.clone(),
+        decided: Box::new(decided),
+    };
+    if let Some(decided) = entry.decided.clone() {
+        return Err(already(decided));
+    }
+    if let Some(decided) = read_decision(journal, &member, request)? {
+        return Err(already(decided));
+    }
+    let mine = ApprovalDecided {
+        id: request.to_owned(),
+        decision,
+        by,
+        decided_at: journal.clock().now_ms(),
+        session: None,
+        rule: None,
+    };
+    let standing = record_decision(journal, &member, mine.clone()).await?;
+    if standing != mine {
+        return Err(already(standing));
+    }
+    Ok((member, standing))
+}
+
+/// The approvals of one runtime: its [`ApprovalPolicy`] and the waits of its members.
+///
+/// A member's wait reads its request's decision log every [`POLL_INTERVAL`] (so a decision
+/// made in another process — `troupe approve`, the panel — is seen), and is woken at once by a
+/// decision made through [`Approvals::decide`] in this process (the terminal).
+pub struct Approvals {
+    journal: Journal,
+    policy: ApprovalPolicy,
+    waiting: Mutex<HashMap<(SessionId, String), Arc<Notify>>>,
+}
+
+impl std::fmt::Debug for Approvals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approvals")
+            .field("policy", &self.policy())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Waited {
+    /// Decided (by anyone, the timeout included).
+    Decided(ApprovalDecided),
+    /// The turn was cancelled: the request was withdrawn with this decision (`deny` by
+    /// `interrupt`, or whatever decision had won just before).
+    Withdrawn(ApprovalDecided),
+}
+
+impl Approvals {
+    /// The approvals of a runtime over `journal` with `policy`.
+    pub fn new(journal: Journal, policy: ApprovalPolicy) -> Self {
+        Self {
+            journal,
+            policy,
+            waiting: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> ApprovalPolicy {
+        self.policy
+    }
+
+    /// The current time of the journal's clock (epoch ms).
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.journal.clock().now_ms()
+    }
+
+    /// Decides request `request` of the member session `member` (the terminal's answer):
+    /// records the decision ([`record_decision`]) and wakes the member's wait at once.
+    ///
+    /// # Errors
+    /// `APPROVAL_ALREADY_DECIDED` when another decision stands (nothing changed); the
+    /// journal's errors.
+    pub async fn decide(
+        &self,
+        member: &SessionId,
+        request: &str,
+        member_name: &str,
+        decision: Decision,
+        by: DecidedBy,
+    ) -> Result<ApprovalDecided, ApprovalError> {
+        let mine = ApprovalDecided {
+            id: request.to_owned(),
+            decision,
+            by,
+            decided_at: self.now_ms(),
+            session: None,
+            rule: None,
+        };
+        let standing = record_decision(&self.journal, member, mine.clone()).await?;
+        if let Some(notify) = self
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(member.clone(), request.to_owned()))
+        {
+            notify.notify_one();
+        }
+        if standing != mine {
+            return Err(ApprovalError::AlreadyDecided {
+                request: request.to_owned(),
+                member: member_name.to_owned(),
+                decided: Box::new(standing),
+            });
+        }
+        Ok(standing)
+    }
+
+    /// Waits for the decision on request `request` of `member`: reads its decision log now and
+    /// every [`POLL_INTERVAL`] (or when woken by [`Approvals::decide`]); after `timeout`
+    /// records a denial by `timeout`, and when `cancel` fires records a denial by `interrupt`
+    /// (each through [`record_decision`], so a decision that won just before stands instead).
+    ///
+    /// # Errors
+    /// The journal's errors (a decision log that cannot be read or written).
+    pub(crate) async fn wait(
+        &self,
+        member: &SessionId,
+        request: &str,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Waited, ApprovalError> {
+        let key = (member.clone(), request.to_owned());
+        let notify = Arc::clone(
+            self.waiting
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(key.clone())
+                .or_insert_with(|| Arc::new(Notify::new())),
+        );
+        let result = self
+            .wait_on(member, request, timeout, cancel, &notify)
+            .await;
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
+        result
+    }
+
+    async fn wait_on(
+        &self,
+        member: &SessionId,
+        request: &str,
+        timeout: Duration,
+        cancel: &CancellationToken,
+        notify: &Notify,
+    ) -> Result<Waited, ApprovalError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(decided) = self.read(member, request).await? {
+                return Ok(Waited::Decided(decided));
+            }
+            tokio::select! {
+                () = tokio::time::sleep(POLL_INTERVAL) => {}
+                () = notify.notified() => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    let decided = self.close(member, request, DecidedBy::Timeout).await?;
+                    return Ok(Waited::Decided(decided));
+                }
+                () = cancel.cancelled() => {
+                    let decided = self.close(member, request, DecidedBy::Interrupt).await?;
+                    return Ok(Waited::Withdrawn(decided));
+                }
+            }
+        }
+    }
+
+    /// Reads the decision log off the async workers (a file or a NATS read).
+    async fn read(
+        &self,
+        member: &SessionId,
+        request: &str,
+    ) -> Result<Option<ApprovalDecided>, ApprovalError> {
+        let journal = self.journal.clone();
+        let member = member.clone();
+        let request = request.to_owned();
+        tokio::task::spawn_blocking(move || read_decision(&journal, &member, &request))
+            .await
+            .unwrap_or(Ok(None))
+    }
+
+    /// A denial by `by`, unless a decision stands already.
+    async fn close(
+        &self,
+        member: &SessionId,
+        request: &str,
+        by: DecidedBy,
+    ) -> Result<ApprovalDecided, ApprovalError> {
+        let denial = ApprovalDecided {
+            id: request.to_owned(),
+            decision: Decision::Deny,
+            by,
+            decided_at: self.now_ms(),
+            session: None,
+            rule: None,
+        };
+        record_decision(&self.journal, member, denial).await
+    }
+}
