@@ -143,8 +143,9 @@ pub(crate) struct Printer {
     inherited_turns: Option<InheritedTurns>,
     /// The question shown on the last line while the terminal answers an approval request.
     prompt: Option<String>,
-    /// The run's root session, named by the `troupe approve` hints.
-    root: Option<SessionId>,
+    /// The run's root session (and `--home`/`--store` as given), named by the `troupe
+    /// approve` hints.
+    root: Option<(SessionId, String)>,
     /// Whether approvals are answered at this terminal.
     answers_here: bool,
 }
@@ -391,15 +392,15 @@ impl Printer {
             ));
             self.note(&format!("  $ {}", escape_controls(command)));
             self.note(&format!("  because: {}", escape_controls(justification)));
-            if let Some(root) = &self.root {
+            if let Some((root, home)) = &self.root {
                 let here = if self.answers_here {
                     "answer here, or "
                 } else {
                     ""
                 };
                 self.note(&format!(
-                    "  {here}answer with: troupe approve {root} {request} [--deny] (or in troupe \
-                     web)"
+                    "  {here}answer with: troupe approve {root} {request}{home} [--deny] (or in \
+                     troupe web)"
                 ));
             }
         }
@@ -408,8 +409,13 @@ impl Printer {
 
     /// Says which session `troupe approve` names in the hints (the run's root) and whether
     /// approvals are answered at this terminal too.
-    pub(crate) fn set_approval_hints(&mut self, root: SessionId, answers_here: bool) {
-        self.root = Some(root);
+    pub(crate) fn set_approval_hints(
+        &mut self,
+        root: SessionId,
+        home_args: &str,
+        answers_here: bool,
+    ) {
+        self.root = Some((root, home_args.to_owned()));
         self.answers_here = answers_here;
     }
 

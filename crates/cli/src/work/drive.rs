@@ -164,7 +164,7 @@ async fn drive(
 ) -> Result<Driven, Failure> {
     let model = config.spec.to_string();
     let (Start::New { id: root, .. } | Start::Resume { id: root, .. }) = &config.start;
-    printer.set_approval_hints(root.clone(), prompts.answers_here());
+    printer.set_approval_hints(root.clone(), &config.home_args, prompts.answers_here());
     let (agent, id, turn_before, started) = match &config.start {
         Start::New { id, prompt } => {
             let id = id.clone();
