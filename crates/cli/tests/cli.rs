@@ -1,7 +1,8 @@
 //! End-to-end tests of the `troupe` binary: `sessions` and `log` here, `run` and `resume` in
 //! `run/`, Team runs and `troupe team show/verify` in `team/`, `troupe demo` and the crash and
 //! resume of a scripted Team in `demo/`, local model servers (mimicked) in `local/`, the bash
-//! sandbox in `sandbox/`, MCP servers in `mcp/`.
+//! sandbox in `sandbox/`, MCP servers in `mcp/`, approvals (`--approval on-request`, `troupe
+//! approve`, kill -9 while a request waits) in `approval/`.
 //!
 //! What a person reads — the `team show` table, the run summary, `troupe log`, `troupe
 //! sessions` and every command's `--help` — is pinned with insta snapshots (`snapshots/` beside
@@ -10,6 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 
+mod approval;
 mod demo;
 mod local;
 mod mcp;
@@ -122,6 +124,7 @@ fn help_works_everywhere() {
         ("help_team_show", &["team", "show", "--help"]),
         ("help_team_verify", &["team", "verify", "--help"]),
         ("help_web", &["web", "--help"]),
+        ("help_approve", &["approve", "--help"]),
         ("help_store_copy", &["store", "copy", "--help"]),
         ("help_help", &["help"]),
     ] {

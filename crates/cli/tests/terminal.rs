@@ -366,3 +366,134 @@ fn a_narrowed_terminal_is_followed_and_leaves_no_stale_line() {
     assert_eq!(tmux.display("#{window_width}"), "40");
     assert_no_stale_lines(&watched.history, 40);
 }
+
+/// The request on screen waiting for an answer: the id in the prompt on the last written row
+/// (`approve lead's request ID? [y]es / [n]o / [a]lways this command: `), when it is there.
+fn open_prompt(screen: &[String]) -> Option<String> {
+    let last = screen.iter().rev().find(|r| !r.trim().is_empty())?;
+    let rest = last.strip_prefix("approve lead's request ")?;
+    let (id, tail) = rest.split_once('?')?;
+    (tail.trim() == "[y]es / [n]o / [a]lways this command:").then(|| id.to_owned())
+}
+
+/// Approvals answered at the terminal of `troupe run` (a real PTY in tmux): the prompt names
+/// the member, the command and why; `n` denies, `y` approves once, `a` approves that exact
+/// command for the rest of the session (the next identical request is approved without a
+/// question), each recorded as decided by the terminal (or by the `always`).
+#[test]
+fn approvals_are_answered_at_the_terminal_with_y_n_and_a() {
+    let Some(tmux) = Tmux::start("approve") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (home, workspace, outside) = (
+        root.path().join("home"),
+        root.path().join("ws"),
+        root.path().join("outside"),
+    );
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let write = |name: &str| format!("echo {name} >> {}", outside.join(name).display());
+    let escalate = |command: &str, why: &str| {
+        serde_json::json!({"tool_calls": [{"name": "bash", "arguments": {
+            "command": command, "escalate": true, "justification": why}}]})
+    };
+    let script = root.path().join("script.json");
+    let steps = serde_json::json!({"agents": {"lead": [
+        escalate(&write("no"), "first: deny me"),
+        escalate(&write("yes"), "second: approve me once"),
+        escalate(&write("always"), "third: approve me always"),
+        escalate(&write("always"), "fourth: already allowed"),
+        {"text": "asked four times"}
+    ]}});
+    std::fs::write(&script, steps.to_string()).unwrap();
+    let troupe = PathBuf::from(env!("CARGO_BIN_EXE_troupe"));
+    let command = format!(
+        "env -u TROUPE_HOME {} --home {} run --workspace {} --model script:{} --approval \
+         on-request 'ask away'; echo $? > {}",
+        troupe.display(),
+        home.display(),
+        workspace.display(),
+        script.display(),
+        status_file(root.path()).display()
+    );
+    tmux.start_pane(120, 40, &command);
+    let mut answered: Vec<String> = Vec::new();
+    let answers = ["n", "y", "a"];
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let status = loop {
+        if let Some(status) = tmux.exit_status(&status_file(root.path())) {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run did not finish:\n{}",
+            tmux.screen().join("\n")
+        );
+        let screen = tmux.screen();
+        if let Some(id) = open_prompt(&screen)
+            && !answered.contains(&id)
+        {
+            let answer = answers
+                .get(answered.len())
+                .unwrap_or_else(|| panic!("a fourth question:\n{}", screen.join("\n")));
+            tmux.run(&["send-keys", "-t", "t", answer, "Enter"]);
+            answered.push(id);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let history = tmux.history().join("\n");
+    assert_eq!(status, 0, "{history}");
+    assert_eq!(answered.len(), 3, "three questions: {history}");
+    // What the question showed, and the answers on the prompt lines.
+    for shown in [
+        "approval: lead asks to run a command outside the sandbox",
+        "  because: first: deny me",
+        &format!("  $ {}", write("no")),
+        "answer here, or answer with: troupe approve ",
+    ] {
+        assert!(history.contains(shown), "{shown:?} not shown:\n{history}");
+    }
+    for (id, answer) in answered.iter().zip(answers) {
+        let line =
+            format!("approve lead's request {id}? [y]es / [n]o / [a]lways this command: {answer}");
+        assert!(history.contains(&line), "{line:?} missing:\n{history}");
+    }
+    assert!(!outside.join("no").exists(), "denied");
+    let read = |name: &str| std::fs::read_to_string(outside.join(name)).unwrap();
+    assert_eq!(read("yes"), "yes\n");
+    assert_eq!(
+        read("always"),
+        "always\nalways\n",
+        "the fourth ran without a question"
+    );
+
+    let sessions = std::fs::read_dir(home.join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| !n.starts_with("approval-"))
+        .unwrap();
+    let log = std::fs::read_to_string(home.join("sessions").join(sessions)).unwrap();
+    let decided: Vec<(String, String)> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["type"] == "approval/decided")
+        .map(|e| {
+            (
+                e["data"]["decision"].as_str().unwrap().to_owned(),
+                e["data"]["by"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = [
+        ("deny", "terminal"),
+        ("approve", "terminal"),
+        ("always", "terminal"),
+        ("approve", "always"),
+    ];
+    assert_eq!(
+        decided,
+        want.map(|(d, b)| (d.to_owned(), b.to_owned())),
+        "{log}"
+    );
+}

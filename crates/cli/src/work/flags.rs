@@ -133,8 +133,8 @@ pub(crate) const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(86_400);
 pub(crate) struct ApprovalArgs {
     /// Whether a member may ask you to run one bash command outside the sandbox: never
     /// (default for a new session: escalate is refused) or on-request (bash takes escalate:
-    /// true with a justification; you are asked at this terminal, with troupe approve or in
-    /// troupe web, and the member waits for the answer). Recorded in the session; resume keeps
+    /// true with a justification; you are asked at this terminal when it is one, with troupe
+    /// approve or in troupe web, and the member waits for the answer). Recorded in the session; resume keeps
     /// it unless given.
     #[arg(long, value_name = "MODE", value_parser = approval_mode)]
     pub(super) approval: Option<ApprovalMode>,
