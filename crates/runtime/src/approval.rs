@@ -389,7 +389,8 @@ pub fn read_decision(
 /// **What survives a crash**: the decision log is created by its first flush, which the journal
 /// publishes whole (a staging file linked into place once fsynced; on NATS a header fenced on an
 /// empty subject): no decision, or this one, complete. Two deciders racing: one creation
-/// succeeds, the other finds the id taken and reads the winner.
+/// succeeds, the other finds the id taken and reads the winner (waiting up to 2 s for a
+/// winner whose creation is still under way).
 ///
 /// # Errors
 /// The journal's errors (the log could neither be created nor read).
@@ -417,17 +418,22 @@ pub async fn record_decision(
         }
         Err(e) => Err(e),
     };
-    match created {
-        Ok(()) => Ok(decided),
-        // The id was taken (or the outcome is unclear): what the decision log says stands.
-        Err(error) => match read_decision(journal, member, &decided.id)? {
-            Some(mut standing) => {
-                standing.session = None;
-                Ok(standing)
-            }
-            None => Err(error.into()),
-        },
+    let Err(error) = created else {
+        return Ok(decided);
+    };
+    // The id was taken (or the outcome is unclear): what the decision log says stands. A
+    // winner still creating it (on NATS it holds the new session's lease before its first
+    // append lands) is given a moment.
+    for attempt in 0..10 {
+        if let Some(mut standing) = read_decision(journal, member, &decided.id)? {
+            standing.session = None;
+            return Ok(standing);
+        }
+        if attempt < 9 {
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
     }
+    Err(error.into())
 }
 
 /// The approval requests of one stored session's own events, with their decisions there.
@@ -438,8 +444,20 @@ fn entries_of(
     let replay = journal.read(id)?;
     let seed = replay.header.seed_len();
     let mut entries: Vec<ApprovalEntry> = Vec::new();
+    // Undecided requests whose call was answered all the same (the wait itself failed: its
+    // error is the call's result) can never be decided: they are left out.
+    let mut orphaned: Vec<usize> = Vec::new();
     for event in replay.events.iter().filter(|e| e.seq.0 >= seed) {
         match event.kind.as_str() {
+            ty::TOOL_RESULT => {
+                let call = event.data["callId"].as_str().unwrap_or_default();
+                if let Some(at) = entries
+                    .iter()
+                    .rposition(|e| e.request.call_id == call && e.decided.is_none())
+                {
+                    orphaned.push(at);
+                }
+            }
             ty::APPROVAL_REQUESTED => entries.push(ApprovalEntry {
                 request: decode(id, event)?,
                 requested_at: event.time,
@@ -452,6 +470,13 @@ fn entries_of(
                 }
             }
             _ => {}
+        }
+    }
+    orphaned.sort_unstable();
+    orphaned.dedup();
+    for at in orphaned.into_iter().rev() {
+        if entries[at].decided.is_none() {
+            entries.remove(at);
         }
     }
     Ok((entries, replay.header))
