@@ -18,6 +18,7 @@ mod home;
 mod inspect;
 mod output;
 mod progress;
+mod settings;
 mod team;
 mod web;
 mod work;
@@ -63,7 +64,10 @@ enum Command {
     /// or inactive (a teammate that goes idle is put away until a message wakes it). The
     /// session id goes to stderr first, the final answer to stdout (with --json:
     /// JSON lines on stdout, the last one `{"event":"done",…}` holding the answer). Ctrl-C
-    /// stops every running turn and leaves a resumable session (exit 1).
+    /// stops every running turn and leaves a resumable session (exit 1). A setting not given as
+    /// a flag comes from the project's .troupe/config.toml, else the user's
+    /// $TROUPE_HOME/config.toml (see `troupe config`); the AGENTS.md files are recorded and given
+    /// to every member.
     Run(work::RunFlags),
     /// Reopen a session (crash recovery first) and run it until the work is done.
     ///
@@ -102,6 +106,16 @@ enum Command {
         #[command(subcommand)]
         command: team::TeamCommand,
     },
+    /// Show the configuration a new `troupe run` here would use, and where each value comes from.
+    ///
+    /// Reads the user's file ($TROUPE_HOME/config.toml, i.e. the home's) and the project's
+    /// (<workspace>/.troupe/config.toml) and applies the flags given, exactly as `troupe run`
+    /// does: a flag wins over the project's file, which wins over the user's, which wins over
+    /// the default. Each value's source is a flag, a file with line and column, or the default.
+    /// Also lists the AGENTS.md files the members would be given. An unknown key or a bad value
+    /// is exit 2 naming FILE:LINE:COLUMN. `troupe resume` does not read these files: a session
+    /// keeps what it started with.
+    Config(settings::ConfigFlags),
     /// Serve the web panel: watch Teams live in a browser (read-only, 127.0.0.1 by default).
     ///
     /// Prints the URL to open. The panel shows the sessions of the home, each Team's roster
@@ -258,5 +272,6 @@ fn run(cli: Cli) -> Result<(), Failure> {
         } => inspect::log(&journal, &session, json, from),
         Command::Team { command } => team::run(&journal, command, &hints::home_arg(home.flag)),
         Command::Web(flags) => web::run(flags, &home.dir),
+        Command::Config(flags) => settings::show(flags, &home),
     }
 }

@@ -13,7 +13,7 @@
 //! Lead's own log replays as a resume would replay it, and every active teammate's child
 //! session is a valid teammate. Pure reads: nothing here writes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Selected};
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
@@ -50,6 +50,9 @@ pub struct LeadLog {
     id: SessionId,
     state: TeamState,
     config: Option<AgentConfigRecord>,
+    /// The model of the Lead's latest own `agent/config` (a resume's `--model` records a new
+    /// one): the session's model, which teammates without a model of their own run.
+    latest_model: Option<String>,
     /// The seq of the last `team/member` record of each member (where a member's checks point).
     member_seqs: HashMap<SessionId, Seq>,
     /// When each message was queued (the event's time, epoch ms), with
@@ -418,14 +421,24 @@ impl LeadLog {
             failure: Box::new(FoldFailure(e)),
         })?;
         // The Lead's own configuration: the first one after any seeded prefix.
-        let config = configs
+        let own: Vec<_> = configs
             .into_iter()
-            .find(|(seq, _)| seq.0 >= summary.header.seed_len())
+            .filter(|(seq, _)| seq.0 >= summary.header.seed_len())
+            .collect();
+        let latest_model = own.last().and_then(|(_, data)| {
+            serde_json::from_value::<AgentConfigRecord>(data.clone())
+                .ok()
+                .map(|c| c.model.model)
+        });
+        let config = own
+            .into_iter()
+            .next()
             .and_then(|(_, data)| serde_json::from_value::<AgentConfigRecord>(data).ok());
         Ok(Self {
             id: id.clone(),
             state,
             config,
+            latest_model,
             member_seqs,
             queued_at,
             summary,
@@ -482,10 +495,64 @@ impl LeadLog {
     /// DESIGN §6's view of the Team: the roster (the Lead row first, with its recorded model),
     /// the tasks (deleted ones with `include_deleted`), the pending messages.
     pub fn show(&self, include_deleted: bool) -> TeamShow {
+        self.show_with_models(include_deleted, BTreeMap::new())
+    }
+
+    /// [`LeadLog::show`] with the model of each teammate that runs one of its own
+    /// (`member_models`, from [`LeadLog::member_models`]); the others show the Lead's latest
+    /// recorded model, which they run.
+    pub fn show_with_models(
+        &self,
+        include_deleted: bool,
+        member_models: BTreeMap<SessionId, String>,
+    ) -> TeamShow {
         self.state.show(&ShowOptions {
             include_deleted,
-            lead_model: self.config.as_ref().map(|c| c.model.model.clone()),
+            lead_model: self
+                .latest_model
+                .clone()
+                .or_else(|| self.config.as_ref().map(|c| c.model.model.clone())),
+            member_models,
         })
+    }
+
+    /// The model of every active teammate that runs a model of its own (`ownModel` in its
+    /// latest `agent/config`), read from its session (a selective scan of its `agent/config`
+    /// lines, no lock). A teammate whose log cannot be read, or that runs the session's model,
+    /// is left out.
+    pub fn member_models(&self, journal: &Journal) -> BTreeMap<SessionId, String> {
+        let mut models = BTreeMap::new();
+        for member in self.state.members() {
+            if member.phase != MemberPhase::Active {
+                continue;
+            }
+            let mut latest: Option<AgentConfigRecord> = None;
+            let read = journal
+                .read_selected_each(
+                    &member.id,
+                    LineCheck::Prefix,
+                    &|kind| kind == event_types::AGENT_CONFIG,
+                    &mut |selected| match selected {
+                        Selected::Line(_) => LineUse::NeedEvent,
+                        Selected::Event(event) => {
+                            if let Ok(config) = serde_json::from_value(event.data) {
+                                latest = Some(config);
+                            }
+                            LineUse::Used
+                        }
+                    },
+                )
+                .is_ok();
+            // A fork's seed holds the Lead's configurations; its own come after them (a child
+            // is created with one), so the last one read is its own.
+            if read
+                && let Some(config) = latest
+                && config.own_model
+            {
+                models.insert(member.id.clone(), config.model.model);
+            }
+        }
+        models
     }
 
     /// What `troupe team verify` checks beyond the fold, in order: the Lead's own log replays
@@ -648,7 +715,7 @@ impl TeamReport {
             }
         };
         let view = folded.show(false);
-        for member in view.members.into_iter().map(|row| row.member) {
+        for mut member in view.members.into_iter().map(|row| row.member) {
             let stats = if member.id == *lead {
                 Some(lead_stats)
             } else {
@@ -663,6 +730,11 @@ impl TeamReport {
                         code: code.clone(),
                         message: message.clone(),
                     });
+                }
+                if let Some(config) = folded.as_ref().and_then(Transcript::config)
+                    && config.own_model
+                {
+                    member.model = Some(config.model.model.clone());
                 }
                 folded.map(|t| (t.stats(), if server { t.model_calls() } else { 0 }))
             };

@@ -41,6 +41,7 @@
 mod agent;
 mod error;
 pub mod events;
+pub mod instructions;
 mod lead_log;
 mod outcome;
 mod prompt;
@@ -58,7 +59,8 @@ pub use agent::{
     Progress, SUMMARY_MAX_CHARS, TOOL_ARGUMENTS_TRUNCATED,
 };
 pub use error::RuntimeError;
-pub use events::{Profile, TurnEndReason};
+pub use events::{Profile, TeammateModels, TurnEndReason};
+pub use instructions::{Discovery, InstructionFile, ProjectInstructions, SkippedFile};
 pub use lead_log::{
     FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
     Violation, is_team_session,

@@ -71,6 +71,8 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
             workspace: config.workspace.clone(),
             models: Arc::clone(&config.models) as _,
             model_spec: config.spec.clone(),
+            teammate_models: config.teammate_models.clone(),
+            project_instructions: config.project_instructions.clone(),
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),
             max_depth: 1,
@@ -173,7 +175,13 @@ async fn drive(
             for line in &config.framing.prologue {
                 printer.note(line);
             }
-            record_model_override(&agent, &config.spec, config.sandbox).await?;
+            record_model_override(
+                &agent,
+                &config.spec,
+                config.sandbox,
+                config.teammate_override.as_ref(),
+            )
+            .await?;
             if recovered {
                 printer.note(
                     "recovered: the previous run stopped in the middle of a turn; it was closed \

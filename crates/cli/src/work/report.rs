@@ -83,7 +83,7 @@ pub(super) fn report(
                 .as_ref()
                 .and_then(|c| c.failure.as_ref())
                 .map(|(code, message)| (*code, message.as_str())),
-            models: &config.models,
+            models: config.models.lead(),
         })
     });
     // `continue: troupe resume ID "…"` only when a new instruction can be answered (a script

@@ -416,6 +416,16 @@ impl Drop for Ticket {
     }
 }
 
+/// The model of the teammate `name` the Lead creates: the one its recorded config's
+/// [`TeammateModels`](crate::events::TeammateModels) names, `None` for the session's.
+fn teammate_model(lead: &Agent, name: &str) -> Option<troupe_llm::ModelSpec> {
+    lead.with_transcript(|t| {
+        t.config()
+            .and_then(|c| c.teammate_models.as_ref())
+            .and_then(|models| models.for_member(name).cloned())
+    })
+}
+
 /// `MemberView` needs the live status of teammates: resident agents only.
 fn live_agent(rt: &Runtime, id: &SessionId) -> Option<LiveAgent> {
     rt.agent(id).map(|a| LiveAgent {
@@ -423,7 +433,7 @@ fn live_agent(rt: &Runtime, id: &SessionId) -> Option<LiveAgent> {
             AgentStatus::Running => LiveStatus::Running,
             AgentStatus::Idle => LiveStatus::Idle,
         },
-        model: a.with_transcript(|t| t.config().map(|c| c.model.model.clone())),
+        model: Some(a.setup().model.model.clone()),
     })
 }
 
@@ -433,9 +443,7 @@ fn lead_live(team: &Team) -> LiveAgent {
             AgentStatus::Running => LiveStatus::Running,
             AgentStatus::Idle => LiveStatus::Idle,
         },
-        model: team
-            .lead
-            .with_transcript(|t| t.config().map(|c| c.model.model.clone())),
+        model: Some(team.lead.setup().model.model.clone()),
     }
 }
 
@@ -629,7 +637,11 @@ impl Runtime {
         let team = self.resolve(agent)?;
         let state = team.state.lock().await;
         Self::caller_in(&team, &state, agent)?;
-        Ok(state.list_members(&lead_live(&team), &|id| live_agent(self, id)))
+        Ok(
+            state.list_members_with_models(&lead_live(&team), &|id| live_agent(self, id), &|id| {
+                self.model_seen(id)
+            }),
+        )
     }
 
     /// `spawn_teammate` (REFERENCE c.8): records `provisioning`, starts the child with the
@@ -782,6 +794,7 @@ impl Runtime {
                     continuable: true,
                     notify_parent: false,
                     profile: Profile::Team,
+                    model: teammate_model(&team.lead, member.name.as_str()),
                     cancel: Some(stop.clone()),
                 },
             )
@@ -1364,6 +1377,10 @@ impl Runtime {
             let Ok(t) = Transcript::fold(replay.header.seed_len(), &replay.events) else {
                 continue;
             };
+            // What `list_agents` shows for it while it is not live.
+            if let Some(config) = t.config() {
+                self.remember_model(&id, &self.effective_model(config));
+            }
             let result = match crate::recovery::teammate_recovery(&t, &wakeups) {
                 TeammateRecovery::Wake => self.wake_child(&team.lead, &id).await.map(|_| ()),
                 TeammateRecovery::Continue => {
@@ -1476,6 +1493,8 @@ impl Runtime {
             continuable: true,
             notify_parent: false,
             profile: Profile::Team,
+            // The choice the Lead's recorded config makes, as at the spawn the crash cut.
+            model: teammate_model(&team.lead, member.name.as_str()),
             cancel: None,
         };
         let seed = lead_events[..request.seed_end.min(lead_events.len())].to_vec();

@@ -624,6 +624,7 @@ fn offline_show_view() {
     let all = board.state.show(&ShowOptions {
         include_deleted: true,
         lead_model: Some("m".to_owned()),
+        ..ShowOptions::default()
     });
     assert_eq!(all.tasks.len(), 2);
     assert_eq!(all.members[0].member.model.as_deref(), Some("m"));
