@@ -152,8 +152,8 @@ pub struct Discovery {
     pub skipped: Vec<SkippedFile>,
 }
 
-/// The `AGENTS.md` paths looked at for a session of the home `home` working in `workspace`
-/// (both absolute), in prompt order: `<home>/AGENTS.md`, then one per directory from the
+/// The `AGENTS.md` paths looked at for a session of the home `home` (made absolute) working in
+/// `workspace` (absolute; the CLI passes it canonical), in prompt order: `<home>/AGENTS.md`, then one per directory from the
 /// repository's top level (the nearest ancestor of `workspace`, itself included, that holds a
 /// `.git` directory or file; none: `workspace` alone) down to `workspace`.
 pub fn candidate_paths(home: &Path, workspace: &Path) -> Vec<PathBuf> {
@@ -195,7 +195,13 @@ pub fn discover(home: &Path, workspace: &Path) -> Discovery {
                 } else {
                     content.floor_char_boundary(budget)
                 };
-                budget -= keep;
+                // A file cut by the cap is the last one included: later ones are left out
+                // whole, even if a few bytes of the budget remain.
+                budget = if keep < content.len() {
+                    0
+                } else {
+                    budget - keep
+                };
                 let mut text = content;
                 text.truncate(keep);
                 files.push(InstructionFile {
