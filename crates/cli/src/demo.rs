@@ -110,9 +110,10 @@ pub(crate) struct DemoFlags {
 pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     // Everything is checked before anything is written.
     let sandbox = flags.sandbox.for_new()?;
+    let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
     check_python()?;
     let target = match flags.workspace {
-        Some(dir) => Target::check(dir, &home.dir)?,
+        Some(dir) => Target::check(dir, &home)?,
         None => Target::default_dir()?,
     };
     // The directory first (a place where nothing can be created is refused before anything is
@@ -153,6 +154,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
             json: flags.json,
             pace: flags.pace,
             sandbox,
+            mcp,
         },
         home,
         framing,
@@ -363,9 +365,9 @@ fn leftover_project(dir: &Path) -> bool {
     walk(dir, dir).unwrap_or(false)
 }
 
-/// The root sessions of `home` whose workspace is `dir` (ids, oldest first).
-fn sessions_in(home: &Path, dir: &Path) -> Vec<String> {
-    let Ok(listing) = troupe_journal::Journal::open_home(home).list(&mut |_| {}) else {
+/// The root sessions of `journal` whose workspace is `dir` (ids, oldest first).
+fn sessions_in(journal: &troupe_journal::Journal, dir: &Path) -> Vec<String> {
+    let Ok(listing) = journal.list(&mut |_| {}) else {
         return Vec::new();
     };
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
@@ -388,7 +390,7 @@ impl Target {
     /// unchanged or cut short, and no session of `home` working in it), where the demo starts
     /// over. A directory some session of `home` works in is refused with the command that
     /// continues that session.
-    fn check(dir: PathBuf, home: &Path) -> Result<Self, Failure> {
+    fn check(dir: PathBuf, home: &Home<'_>) -> Result<Self, Failure> {
         let dir = std::path::absolute(&dir)
             .map_err(|e| Failure::bad_input(anyhow!("demo workspace {}: {e}", dir.display())))?;
         let shown = dir.display().to_string();
@@ -412,10 +414,11 @@ impl Target {
                 let mut entries = std::fs::read_dir(&dir)
                     .map_err(|e| Failure::bad_input(anyhow!("demo workspace {shown}: {e}")))?;
                 let empty = entries.next().is_none();
-                if let Some(session) = sessions_in(home, &dir).last() {
-                    let home_flag = std::path::absolute(home)
+                if let Some(session) = sessions_in(&home.store.journal, &dir).last() {
+                    let home_flag = std::path::absolute(&home.dir)
                         .map(|h| format!(" --home {}", shell_quote(&h.display().to_string())))
-                        .unwrap_or_default();
+                        .unwrap_or_default()
+                        + &home.store.arg;
                     return Err(Failure::bad_input(anyhow!(
                         "demo workspace {shown} is the workspace of session {session}: continue \
                          it with troupe resume {session}{home_flag}, or pass a new or empty \

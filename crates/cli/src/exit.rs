@@ -7,12 +7,15 @@
 //!   the fix is in what was typed or pointed at: bad usage; an invalid or unknown session id;
 //!   a session of the wrong kind for the command (a teammate's or a child's given to `resume`
 //!   or `team`, a session without an agent configuration); a session locked by another
-//!   process; an unusable model configuration; and a home, session path or workspace the
+//!   process (a file lock, or a NATS lease naming its holder); a store that cannot be used
+//!   (`STORE_INVALID_URL`, `STORE_UNREACHABLE`, `STORE_UNSUPPORTED`, `STORE_MISCONFIGURED`);
+//!   an unusable model configuration; and a home, session path or workspace the
 //!   operating system refuses — missing, not a directory or not a regular file, not readable
 //!   or (for commands that write) not writable, on a read-only file system, or behind a
 //!   symbolic-link loop.
 //! - **1, the work failed**: anything that went wrong while working (a model error, a log
-//!   that failed while being written — `JOURNAL_FAILED` —, an interrupt), and a session file
+//!   that failed while being written — `JOURNAL_FAILED`, also a store request that failed,
+//!   `STORE_IO`, or a lost lease, `JOURNAL_LEASE_LOST` —, an interrupt), and a session file
 //!   whose *content* is damaged or cannot be read by this build (`JOURNAL_CORRUPT`,
 //!   `JOURNAL_UNSUPPORTED`, `TEAM_LOG_INVALID`, `RUNTIME_INVALID_EVENT`): the same for `log`,
 //!   `team show`, `team verify` and `resume`, with the file and position named, and nothing
@@ -148,7 +151,7 @@ fn refused_path(error: &std::io::Error) -> bool {
 
 /// The stable codes ([`troupe_protocol::STABLE_CODES`]) that mean "what the user named or
 /// configured is unusable": bad input (2) whatever command meets them.
-pub(crate) const BAD_INPUT_CODES: [&str; 9] = [
+pub(crate) const BAD_INPUT_CODES: [&str; 15] = [
     // The named session cannot be used for this command (its content may be fine: a damaged
     // or unsupported file is a failure of the work, 1).
     "INVALID_SESSION_ID",
@@ -163,6 +166,15 @@ pub(crate) const BAD_INPUT_CODES: [&str; 9] = [
     "LLM_SCRIPT",
     // The workspace does not exist, is not a directory or is not writable.
     "WORKSPACE_INVALID",
+    // The store named cannot be used: a URL that does not parse, no server answering, a
+    // server without JetStream, a stream or lease bucket that cannot hold sessions.
+    "STORE_INVALID_URL",
+    "STORE_UNREACHABLE",
+    "STORE_UNSUPPORTED",
+    "STORE_MISCONFIGURED",
+    // The MCP configuration (`--mcp-config`) cannot be read or is not valid.
+    "MCP_CONFIG_UNREADABLE",
+    "MCP_CONFIG_INVALID",
 ];
 
 /// The exit code of an error that reached the command with this stable code.
@@ -199,6 +211,14 @@ mod tests {
             ("TEAM_LOG_INVALID", 1),
             ("NOT_RESUMABLE", 2),
             ("JOURNAL_IO", 1),
+            ("STORE_UNREACHABLE", 2),
+            ("STORE_MISCONFIGURED", 2),
+            ("STORE_UNSUPPORTED", 2),
+            ("STORE_INVALID_URL", 2),
+            ("STORE_IO", 1),
+            ("JOURNAL_LEASE_LOST", 1),
+            ("MCP_CONFIG_INVALID", 2),
+            ("MCP_SERVER_UNAVAILABLE", 1),
             ("SOMETHING_NEW", 1),
         ] {
             assert_eq!(exit_code(code), exit, "{code}");

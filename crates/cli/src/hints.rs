@@ -12,16 +12,17 @@ use crate::exit::Failure;
 /// The exact commands that inspect and continue a session.
 pub(crate) struct Hints {
     id: String,
-    /// ` --home DIR` when the command was given one, else empty.
+    /// ` --home DIR --store URL` as far as the command was given them, else empty.
     pub(crate) home: String,
     team: bool,
 }
 
 impl Hints {
-    pub(crate) fn new(id: &SessionId, home_flag: Option<&Path>, team: bool) -> Self {
+    /// `home_args`: ` --home DIR --store URL` as the command was given them.
+    pub(crate) fn new(id: &SessionId, home_args: &str, team: bool) -> Self {
         Self {
             id: id.to_string(),
-            home: home_arg(home_flag),
+            home: home_args.to_owned(),
             team,
         }
     }

@@ -13,9 +13,17 @@ pub(crate) struct Home<'a> {
     pub(crate) flag: Option<&'a Path>,
     /// How messages name it: `--home DIR`, `TROUPE_HOME DIR` or `the Troupe home DIR`.
     pub(crate) named: String,
+    /// The store of the sessions: the home's JSONL files, or `--store`'s.
+    pub(crate) store: crate::store::Store,
 }
 
 impl Home<'_> {
+    /// ` --home DIR --store URL` as far as the command was given them (see
+    /// [`crate::hints::home_arg`]), to repeat in printed commands.
+    pub(crate) fn args(&self) -> String {
+        format!("{}{}", crate::hints::home_arg(self.flag), self.store.arg)
+    }
+
     /// Makes sure a run can write its sessions, before anything else is written: creates
     /// `<home>/sessions` and any missing parent (durably: the parent of each new directory is
     /// fsynced, as the journal does) and checks that it is writable (`access(2)`, which also
@@ -23,6 +31,10 @@ impl Home<'_> {
     /// bad input (exit 2) in one line, and whatever this created is removed again. Returns the
     /// directories it created.
     pub(crate) fn prepare(&self) -> Result<CreatedDirs, Failure> {
+        if self.store.is_nats() {
+            // The sessions are on the store: nothing of the home is written for them.
+            return Ok(CreatedDirs::default());
+        }
         let sessions = self.dir.join("sessions");
         let created = create_dirs(&sessions).map_err(|(dir, e)| {
             Failure::bad_input(anyhow!(

@@ -2,7 +2,6 @@
 //! without locks (so they work while another process writes), printed for a person or as JSON.
 
 use std::io::Write;
-use std::path::Path;
 
 use anyhow::Context;
 use troupe_journal::{Journal, JournalError};
@@ -14,7 +13,11 @@ use crate::exit::Failure;
 use crate::output::{Stdout, count, eprint_line, escape_controls, format_time};
 
 /// `troupe sessions [--json]`: every stored session, oldest first.
-pub(crate) fn sessions(journal: &Journal, home: &Path, json: bool) -> Result<(), Failure> {
+pub(crate) fn sessions(
+    journal: &Journal,
+    store: &crate::store::Store,
+    json: bool,
+) -> Result<(), Failure> {
     let listed = journal
         .list(&mut |e| {
             let e = e.to_string();
@@ -64,8 +67,9 @@ pub(crate) fn sessions(journal: &Journal, home: &Path, json: bool) -> Result<(),
     }
     if listed.is_empty() {
         // A note, not output: stdout stays empty, so `troupe sessions | wc -l` counts sessions.
-        let dir = home.join("sessions").display().to_string();
-        eprint_line!("troupe: no sessions in {}", escape_controls(&dir));
+        let place = store.place();
+        let on = if store.is_nats() { "on" } else { "in" };
+        eprint_line!("troupe: no sessions {on} {}", escape_controls(&place));
         return finish(out);
     }
     let rows: Vec<[String; 5]> = listed
@@ -112,8 +116,26 @@ fn finish(mut out: Stdout) -> Result<(), Failure> {
     Ok(())
 }
 
-pub(crate) fn log(journal: &Journal, session: &str, json: bool, from: u64) -> Result<(), Failure> {
+/// `troupe log`: the events from seq `from` on; with `follow`, then every event appended, as
+/// it is stored ([`crate::follow::follow`]).
+pub(crate) fn log(
+    journal: &Journal,
+    session: &str,
+    json: bool,
+    from: u64,
+    follow: bool,
+) -> Result<(), Failure> {
     let id = resolve_session(journal, session)?;
+    if follow {
+        let line = |event: &Event| -> anyhow::Result<String> {
+            if json {
+                Ok(serde_json::to_string(event)?)
+            } else {
+                Ok(human_line(event))
+            }
+        };
+        return crate::follow::follow(journal, &id, from, &line, &|e| damaged_log(&id, e));
+    }
     let mut out = Stdout::lock();
     let mut shown = 0u64;
     let mut write_error: Option<anyhow::Error> = None;

@@ -12,13 +12,16 @@ use std::process::ExitCode;
 mod args;
 mod demo;
 mod exit;
+mod follow;
 mod framing;
 mod hints;
 mod home;
 mod inspect;
+mod mcp;
 mod output;
 mod progress;
 mod settings;
+mod store;
 mod team;
 mod web;
 mod work;
@@ -43,6 +46,9 @@ struct Cli {
     /// Troupe home holding the session logs (default: $TROUPE_HOME, else ~/.troupe).
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
+
+    #[command(flatten)]
+    store: store::StoreFlags,
 
     #[command(subcommand)]
     command: Command,
@@ -100,6 +106,11 @@ enum Command {
         #[arg(long, value_name = "SEQ", default_value_t = 0, allow_negative_numbers = true,
               value_parser = args::whole_number)]
         from: u64,
+        /// Keep printing the events appended, as they are stored (a batch once it is whole),
+        /// until interrupted. On a NATS store the server pushes them; the files are read
+        /// again every 200 ms.
+        #[arg(long)]
+        follow: bool,
     },
     /// Inspect a Team offline from its Lead's log: `team show`, `team verify`.
     Team {
@@ -116,6 +127,11 @@ enum Command {
     /// is exit 2 naming FILE:LINE:COLUMN. `troupe resume` does not read these files: a session
     /// keeps what it started with.
     Config(settings::ConfigFlags),
+    /// Move sessions between stores: `troupe store copy --from STORE --to STORE [SESSION…]`.
+    Store {
+        #[command(subcommand)]
+        command: store::StoreCommand,
+    },
     /// Serve the web panel: watch Teams live in a browser (read-only, 127.0.0.1 by default).
     ///
     /// Prints the URL to open. The panel shows the sessions of the home, each Team's roster
@@ -247,31 +263,54 @@ fn parsed_command(args: &[OsString]) -> (Vec<String>, clap::Command) {
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
-    let home = troupe_journal::resolve_home(cli.home.as_deref()).ok_or_else(|| {
+    if let Command::Store {
+        command: store::StoreCommand::Copy(flags),
+    } = cli.command
+    {
+        if let Some(store) = &cli.store.store {
+            return Err(Failure::bad_input(anyhow::anyhow!(
+                "troupe store copy takes its stores as --from and --to, not --store {store}"
+            )));
+        }
+        return store::copy(flags, cli.store.replicas);
+    }
+    // `--store file:DIR` is the home DIR: it stands for `--home DIR`.
+    let (store_home, spec) = store::resolve(&cli.store, cli.home.as_deref())?;
+    let home_flag = store_home.or(cli.home);
+    let home = troupe_journal::resolve_home(home_flag.as_deref()).ok_or_else(|| {
         Failure::bad_input(anyhow::anyhow!(
             "cannot find a Troupe home: pass --home DIR or set TROUPE_HOME"
         ))
     })?;
-    let named = home_name(&home, cli.home.is_some());
+    let named = home_name(&home, home_flag.is_some());
     check_home(&home, &named)?;
-    let journal = Journal::open_home(&home);
+    let mut store = match &spec {
+        Some(spec) => store::Store::open(spec, cli.store.replicas)?,
+        None => store::Store::files(&home),
+    };
+    store.arg = store::store_arg(&cli.store, spec.as_ref());
+    let journal: Journal = store.journal.clone();
     let home = Home {
         dir: home,
-        flag: cli.home.as_deref(),
+        flag: home_flag.as_deref(),
         named,
+        store,
     };
     match cli.command {
         Command::Run(flags) => work::run(flags, home),
         Command::Resume(flags) => work::resume(flags, home, demo::resumed_framing),
         Command::Demo(flags) => demo::run(flags, home),
-        Command::Sessions { json } => inspect::sessions(&journal, &home.dir, json),
+        Command::Sessions { json } => inspect::sessions(&journal, &home.store, json),
         Command::Log {
             session,
             json,
             from,
-        } => inspect::log(&journal, &session, json, from),
-        Command::Team { command } => team::run(&journal, command, &hints::home_arg(home.flag)),
-        Command::Web(flags) => web::run(flags, &home.dir),
+            follow,
+        } => inspect::log(&journal, &session, json, from, follow),
+        Command::Team { command } => team::run(&journal, command, &home.args()),
+        Command::Web(flags) => web::run(flags, &home.dir, &home.store),
         Command::Config(flags) => settings::show(flags, &home),
+        // Handled above, before any home is resolved: `store copy` names its own stores.
+        Command::Store { .. } => Ok(()),
     }
 }

@@ -48,7 +48,13 @@ fn parse_host(raw: &str) -> Result<IpAddr, String> {
 }
 
 /// Runs the server until Ctrl-C, SIGTERM or SIGHUP. Prints the URL alone on stdout first.
-pub(crate) fn run(flags: WebFlags, home: &std::path::Path) -> Result<(), Failure> {
+/// Serves the sessions of `store`: the home's files, or a NATS store (followed live: the
+/// server pushes what is appended).
+pub(crate) fn run(
+    flags: WebFlags,
+    home: &std::path::Path,
+    store: &crate::store::Store,
+) -> Result<(), Failure> {
     let access = access_for(flags.host, flags.allow_remote).map_err(Failure::bad_input)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -75,11 +81,15 @@ pub(crate) fn run(flags: WebFlags, home: &std::path::Path) -> Result<(), Failure
         writeln!(out, "{url}").context("writing output")?;
         out.flush().context("writing output")?;
         drop(out);
-        eprint_line!(
-            "troupe web: serving the sessions in {} (read-only) at {url}; Ctrl-C stops",
-            escape_controls(&home.display().to_string())
+        let place = store.url().map_or_else(
+            || format!("in {}", home.display()),
+            |url| format!("on {url}"),
         );
-        if !home.exists() {
+        eprint_line!(
+            "troupe web: serving the sessions {} (read-only) at {url}; Ctrl-C stops",
+            escape_controls(&place)
+        );
+        if !store.is_nats() && !home.exists() {
             eprint_line!(
                 "troupe web: note: {} does not exist yet; sessions appear once troupe run or \
                  troupe demo writes them there",
@@ -95,6 +105,7 @@ pub(crate) fn run(flags: WebFlags, home: &std::path::Path) -> Result<(), Failure
         }
         let config = WebConfig {
             access,
+            store: store.is_nats().then(|| store.journal.clone()),
             ..WebConfig::new(home.to_path_buf())
         };
         troupe_web::serve(listener, config, stop_signal())

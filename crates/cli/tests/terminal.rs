@@ -56,7 +56,7 @@ impl Tmux {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    /// Starts `command` (exec'd, so the pane's pid is troupe's) in a `columns`×`rows` window
+    /// Starts `command` (run by the pane's shell) in a `columns`×`rows` window
     /// that stays after the command exits and keeps a long history.
     fn start_pane(&self, columns: u16, rows: u16, command: &str) {
         let (columns, rows) = (columns.to_string(), rows.to_string());
@@ -98,12 +98,34 @@ impl Tmux {
             .collect()
     }
 
-    /// The exit status of the pane's command once it ended.
-    fn exit_status(&self) -> Option<i32> {
-        match self.display("#{pane_dead}").as_str() {
-            "1" => self.display("#{pane_dead_status}").parse().ok(),
-            _ => None,
+    /// The exit status of troupe once it ended, as the pane's shell wrote it to `status`
+    /// (see [`demo_command`]): tmux's own `pane_dead_status` is not waited for, since tmux
+    /// may keep a dead pane's process unreaped for minutes.
+    fn exit_status(&self, status: &Path) -> Option<i32> {
+        // Dead: tmux read the pty to its end, so everything troupe wrote is on the screen.
+        if self.display("#{pane_dead}") != "1" {
+            return None;
         }
+        let text = std::fs::read_to_string(status).ok()?;
+        // The shell writes the number and a newline; a half-written file is read again.
+        text.strip_suffix('\n')?.parse().ok()
+    }
+
+    /// The pid of troupe: the only child of the pane's shell.
+    fn troupe_pid(&self) -> i32 {
+        let shell: i32 = self.display("#{pane_pid}").parse().unwrap();
+        let children =
+            std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+        let pids: Vec<i32> = children
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert_eq!(
+            pids.len(),
+            1,
+            "the pane's shell runs troupe alone: {pids:?}"
+        );
+        pids[0]
     }
 }
 
@@ -140,15 +162,26 @@ fn width(line: &str) -> usize {
     line.chars().count()
 }
 
-/// A demo in a fresh home and workspace, as the command the pane runs.
+/// A demo in a fresh home and workspace, as the command the pane runs: a shell runs troupe
+/// and writes its exit status to `root/status`. Troupe is the shell's child, not the pane's
+/// process, because tmux sends SIGCONT at once to a pane process that stops (so the resize
+/// test could not hold troupe still), and because tmux may leave a dead pane's process
+/// unreaped (so its `pane_dead_status` never comes).
 fn demo_command(root: &Path, pace: u32) -> String {
     let troupe = PathBuf::from(env!("CARGO_BIN_EXE_troupe"));
     format!(
-        "exec env -u TROUPE_HOME -u COLUMNS -u LINES {} --home {} demo --workspace {} --pace {pace}",
+        "env -u TROUPE_HOME -u COLUMNS -u LINES {} --home {} demo --workspace {} --pace {pace}; \
+         echo $? > {}",
         troupe.display(),
         root.join("home").display(),
-        root.join("demo").display()
+        root.join("demo").display(),
+        status_file(root).display()
     )
+}
+
+/// Where the pane's shell writes troupe's exit status.
+fn status_file(root: &Path) -> PathBuf {
+    root.join("status")
 }
 
 /// What a run looked like: the live rows seen while it ran (each screen's rows from its status
@@ -173,7 +206,7 @@ fn live_area(screen: &[String]) -> Option<&[String]> {
 
 /// Watches the pane until its command ends (generous deadline), checking every screen: at
 /// most one status line, and every live row narrower than the terminal is now.
-fn watch(tmux: &Tmux, mut on_screen: impl FnMut(&Tmux, &[String])) -> Watched {
+fn watch(tmux: &Tmux, root: &Path, mut on_screen: impl FnMut(&Tmux, &[String])) -> Watched {
     let deadline = Instant::now() + Duration::from_secs(240);
     let mut watched = Watched {
         live_rows: Vec::new(),
@@ -181,7 +214,7 @@ fn watch(tmux: &Tmux, mut on_screen: impl FnMut(&Tmux, &[String])) -> Watched {
         history: Vec::new(),
     };
     let status = loop {
-        if let Some(status) = tmux.exit_status() {
+        if let Some(status) = tmux.exit_status(&status_file(root)) {
             break status;
         }
         assert!(Instant::now() < deadline, "the demo did not finish");
@@ -258,7 +291,7 @@ fn the_demos_live_area_fits_80_and_40_columns_and_leaves_no_stale_line() {
         };
         let root = tempfile::tempdir().unwrap();
         tmux.start_pane(columns, 24, &demo_command(root.path(), 100));
-        let watched = watch(&tmux, |_, _| {});
+        let watched = watch(&tmux, root.path(), |_, _| {});
         assert!(
             watched.screens_with_live_area > 0,
             "the live area was never seen at {columns} columns"
@@ -292,14 +325,15 @@ fn a_narrowed_terminal_is_followed_and_leaves_no_stale_line() {
     let root = tempfile::tempdir().unwrap();
     tmux.start_pane(100, 24, &demo_command(root.path(), 150));
     let mut resized = false;
-    let watched = watch(&tmux, |tmux, screen| {
+    let status = status_file(root.path());
+    let watched = watch(&tmux, root.path(), |tmux, screen| {
         // Once the screen is full (so the whole area can still be reached after tmux
         // re-wraps it) and the live area is drawn, narrow the window once.
         let full = tmux.display("#{history_size}").parse::<u64>().unwrap_or(0) > 0;
         if resized || !full || live_area(screen).is_none() {
             return;
         }
-        let pid: i32 = tmux.display("#{pane_pid}").parse().unwrap();
+        let pid = tmux.troupe_pid();
         let pid = rustix::process::Pid::from_raw(pid).unwrap();
         rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
         std::thread::sleep(Duration::from_millis(300));
@@ -312,7 +346,7 @@ fn a_narrowed_terminal_is_followed_and_leaves_no_stale_line() {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let screen = tmux.screen();
-            if tmux.exit_status().is_some()
+            if tmux.exit_status(&status).is_some()
                 || live_area(&screen).is_some_and(|area| area.iter().all(|r| width(r) < 40))
             {
                 break;

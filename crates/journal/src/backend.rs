@@ -7,10 +7,43 @@
 //! (`JOURNAL_LOCKED` naming the holder; `JOURNAL_LEASE_LOST` when it is lost, which poisons the
 //! writer with that code).
 
+use std::sync::Arc;
+
 use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 
-use crate::error::Result;
-use crate::replay::Replay;
+use crate::error::{JournalError, Result};
+use crate::image::SessionImage;
+use crate::replay::{Replay, ScanPosition};
+
+/// What a live follow ([`LogBackend::follow`]) calls whenever the store pushed something new
+/// for the session followed. It runs on the backend's own threads, so it must return at once
+/// (set a flag, notify a waiter); the follower then calls [`SessionFollow::poll`].
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
+
+/// A session followed live, with the store pushing what is appended (no polling): made by
+/// [`LogBackend::follow`]. Dropping it stops the follow.
+pub trait SessionFollow: Send {
+    /// Hands every valid event that arrived since the last call to `on_event`, in seq order,
+    /// and returns where the follow now stands (the valid prefix read so far). The first
+    /// successful call starts at the header, so it hands out the whole log. Only the first call
+    /// waits: until the store delivered what the session held when the follow started (as a
+    /// read would; bounded by the store's request timeout), so that `SESSION_NOT_FOUND` means
+    /// not there at the start; later calls never wait.
+    /// The rules are [`crate::scan_each`]'s: a batch is handed out only once it is whole; an
+    /// unfinished write is simply not there yet.
+    ///
+    /// # Errors
+    /// `SESSION_NOT_FOUND` while the session does not exist yet or its first append is not
+    /// wholly stored (a later call may find it); `JOURNAL_CORRUPT`, `JOURNAL_UNSUPPORTED`
+    /// (the events before the damage are handed out first); `STORE_IO` when the store's
+    /// consumer failed or the first catch-up timed out. After any error but
+    /// `SESSION_NOT_FOUND` the follow is over: later calls hand out nothing and return the
+    /// last position.
+    fn poll(&mut self, on_event: &mut dyn FnMut(Event)) -> Result<ScanPosition>;
+
+    /// The session's header, once a poll has read it.
+    fn header(&self) -> Option<&SessionHeader>;
+}
 
 /// One session log opened for writing by exactly one writer.
 pub trait SessionSink: Send {
@@ -38,6 +71,32 @@ pub trait SessionSink: Send {
     /// `JOURNAL_INVALID_BATCH` when the seqs are not contiguous; `SESSION_ALREADY_EXISTS` when a
     /// new session's first append finds the id taken; `JOURNAL_IO` when a write or sync fails.
     fn append(&mut self, expected: Seq, events: &[Event]) -> Result<()>;
+}
+
+/// The preconditions of [`SessionSink::append`] every backend checks before it writes: `expected`
+/// equals the sink's `next` seq and `events[i].seq` is `expected + i`.
+///
+/// # Errors
+/// `JOURNAL_SEQ_CONFLICT` when `expected != next`; `JOURNAL_INVALID_BATCH` naming the first
+/// event whose seq is out of line.
+pub fn check_append(id: &SessionId, next: Seq, expected: Seq, events: &[Event]) -> Result<()> {
+    if expected != next {
+        return Err(crate::JournalError::SeqConflict {
+            id: id.clone(),
+            expected,
+            actual: next,
+        });
+    }
+    for (i, event) in events.iter().enumerate() {
+        let want = expected.0 + i as u64;
+        if event.seq.0 != want {
+            return Err(crate::JournalError::InvalidBatch {
+                id: id.clone(),
+                reason: format!("event {i} has seq {} where {want} was expected", event.seq),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A listing row: a session's header and where it lives.
@@ -170,4 +229,75 @@ pub trait LogBackend: Send + Sync {
     /// # Errors
     /// `JOURNAL_IO` when the store itself cannot be listed.
     fn list(&self, on_error: &mut dyn FnMut(crate::JournalError)) -> Result<Vec<SessionListing>>;
+
+    /// A session's header alone. The default reads the whole session through
+    /// [`LogBackend::read_each`]; backends override it to read line 1 only.
+    ///
+    /// # Errors
+    /// As [`LogBackend::read`] (an override reports only damage to the header itself).
+    fn header(&self, id: &SessionId) -> Result<SessionHeader> {
+        self.read_each(id, &mut |_| {})
+            .map(|summary| summary.header)
+    }
+
+    /// Who holds session `id`'s single-writer lock, where the store can tell without taking it:
+    /// `Some(holder)` (e.g. `host build-1 pid 4242 …`, as [`crate::JournalError::Leased`]
+    /// names it) while a writer — live, or dead and its lease not yet expired — holds it,
+    /// `None` when it is free. The default (and the JSONL files, whose lock dies with its
+    /// process, and which `troupe web` reads from the kernel's lock table) says `None`.
+    ///
+    /// # Errors
+    /// `STORE_IO` when the store cannot be asked.
+    fn holder(&self, id: &SessionId) -> Result<Option<String>> {
+        let _ = id;
+        Ok(None)
+    }
+
+    /// Follows session `id` live: the store pushes what is appended and calls `wake`, and the
+    /// follower reads it with [`SessionFollow::poll`]. `Ok(None)` when the store cannot push
+    /// (the default, and the JSONL files): the follower then reads again on its own schedule
+    /// with [`LogBackend::read_each_from`]. Following needs no lock and never writes; a
+    /// session that does not exist yet may be followed (polls say `SESSION_NOT_FOUND` until
+    /// its first append is wholly stored).
+    ///
+    /// # Errors
+    /// `STORE_IO` when the store refuses to start the follow; `STORE_MISCONFIGURED` for an id
+    /// the store cannot name.
+    fn follow(&self, id: &SessionId, wake: Wake) -> Result<Option<Box<dyn SessionFollow>>> {
+        let _ = (id, wake);
+        Ok(None)
+    }
+
+    /// The session's stored lines, byte for byte: its header line and every valid event line,
+    /// each with its newline (the valid prefix; an unfinished final write is left out and
+    /// reported in [`SessionImage::torn_tail`]). Read without locking, like
+    /// [`LogBackend::read`]. For [`crate::Journal::copy_to`].
+    ///
+    /// The default refuses: a backend must hold the lines as they were written to give them.
+    ///
+    /// # Errors
+    /// As [`LogBackend::read`]; `STORE_UNSUPPORTED` from the default.
+    fn read_image(&self, id: &SessionId) -> Result<SessionImage> {
+        Err(JournalError::StoreUnsupported {
+            url: format!("the store of session {id}"),
+            reason: "it cannot give a session's lines byte for byte".to_owned(),
+        })
+    }
+
+    /// Stores `image` as a new session, line for line, as that session's first append: it
+    /// becomes visible whole or not at all (what survives a crash part-way is the backend's
+    /// first-append rule: nothing readable). Never overwrites.
+    ///
+    /// The default refuses: a backend must be able to store lines as given.
+    ///
+    /// # Errors
+    /// `SESSION_ALREADY_EXISTS` when the id is taken; `JOURNAL_LOCKED` when another writer is
+    /// creating it; the backend's write errors (`JOURNAL_IO`, `STORE_IO`);
+    /// `STORE_UNSUPPORTED` from the default.
+    fn import(&self, image: &SessionImage) -> Result<()> {
+        Err(JournalError::StoreUnsupported {
+            url: format!("the store for session {}", image.header().id),
+            reason: "it cannot store a session's lines as given".to_owned(),
+        })
+    }
 }

@@ -17,6 +17,7 @@ use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 
 use crate::backend::{LogBackend, SessionListing, SessionSink};
 use crate::error::{JournalError, Result};
+use crate::image::SessionImage;
 use crate::replay::{
     LineCheck, LineUse, Replay, ScanPosition, ScanSummary, ScanTail, Selected, open_regular,
     read_header, scan, scan_each, scan_events, scan_selected_each,
@@ -303,6 +304,48 @@ impl LogBackend for JsonlBackend {
         read_path_selected_each(&path, check, select, on_selected)
     }
 
+    /// Line 1 of the file only.
+    fn header(&self, id: &SessionId) -> Result<SessionHeader> {
+        let path = self.check_file(id)?;
+        let header = read_header(&path)?;
+        check_header_id(&path, &header, id)?;
+        Ok(header)
+    }
+
+    /// The file's bytes up to the end of its valid prefix (read in one go, so the image is one
+    /// consistent state of a file another process may be appending to).
+    fn read_image(&self, id: &SessionId) -> Result<SessionImage> {
+        let path = self.check_file(id)?;
+        let mut bytes = Vec::new();
+        open_regular(&path)?
+            .read_to_end(&mut bytes)
+            .map_err(|e| JournalError::io("read", &path, e))?;
+        let image = SessionImage::from_bytes(&path, bytes)?;
+        check_header_id(&path, image.header(), id)?;
+        Ok(image)
+    }
+
+    /// A new file holding exactly the image's bytes, published whole (see [`publish_new`] for
+    /// what survives a crash part-way).
+    fn import(&self, image: &SessionImage) -> Result<()> {
+        let path = self.session_path(image.id());
+        if fs::symlink_metadata(&path).is_ok() {
+            return Err(JournalError::AlreadyExists {
+                id: image.id().clone(),
+                path,
+            });
+        }
+        let file = publish_new(
+            &self.dir,
+            &path,
+            image.id(),
+            image.bytes(),
+            self.faults.as_deref(),
+        )?;
+        drop(file);
+        Ok(())
+    }
+
     /// The stems of the `<id>.jsonl` files in the sessions directory that are valid ids; no
     /// file is opened. A missing directory holds no session.
     fn ids(&self) -> Result<Vec<SessionId>> {
@@ -402,80 +445,111 @@ fn injected(what: &str) -> io::Error {
 }
 
 impl JsonlSink {
-    fn write_with_faults(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
-        if let Some(n) = self
-            .faults
-            .as_ref()
-            .and_then(|f| f.short_write(bytes.len()))
-        {
-            file.write_all(&bytes[..n.min(bytes.len())])?;
-            return Err(injected("short write"));
-        }
-        file.write_all(bytes)
-    }
-
-    fn sync_with_faults(&self, file: &File, data_only: bool) -> io::Result<()> {
-        if self.faults.as_ref().is_some_and(|f| f.fail_sync()) {
-            return Err(injected("fsync failed"));
-        }
-        if data_only {
-            file.sync_data()
-        } else {
-            file.sync_all()
-        }
-    }
-
     /// First append: write header + batch to a temp file, fsync, link into place (never
     /// overwriting), fsync the directory.
     fn publish(&mut self, batch_len: u64) -> Result<()> {
-        create_dir_durable(&self.dir)?;
-        sweep_stale_temps(&self.dir);
-        let tmp = self.dir.join(format!(
-            ".{}.{}.{}.tmp",
-            self.header.id,
-            std::process::id(),
-            uuid_like()
-        ));
-        let result = self.publish_via(&tmp, batch_len);
-        // The temp name is only a staging name: remove it whatever happened.
-        let _ = fs::remove_file(&tmp);
-        result
-    }
-
-    fn publish_via(&mut self, tmp: &Path, batch_len: u64) -> Result<()> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .open(tmp)
-            .map_err(|e| JournalError::io("create", tmp, e))?;
-        // Lock before the file becomes visible under its real name: the inode is shared.
-        file.try_lock()
-            .map_err(|e| JournalError::io("lock", tmp, io::Error::other(e.to_string())))?;
-        let mut header_line = serde_json::to_vec(&self.header)
-            .map_err(|e| JournalError::io("encode", tmp, e.into()))?;
-        header_line.push(b'\n');
-        let header_len = header_line.len() as u64;
-        header_line.extend_from_slice(&self.buf);
-        self.write_with_faults(&mut file, &header_line)
-            .map_err(|e| JournalError::io("write", tmp, e))?;
-        self.sync_with_faults(&file, false)
-            .map_err(|e| JournalError::io("fsync", tmp, e))?;
-        match fs::hard_link(tmp, &self.path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(JournalError::AlreadyExists {
-                    id: self.header.id.clone(),
-                    path: self.path.clone(),
-                });
-            }
-            Err(e) => return Err(JournalError::io("link", &self.path, e)),
-        }
-        let _ = fs::remove_file(tmp);
-        sync_dir(&self.dir)?;
+        let mut bytes = serde_json::to_vec(&self.header)
+            .map_err(|e| JournalError::io("encode", &self.path, e.into()))?;
+        bytes.push(b'\n');
+        let header_len = bytes.len() as u64;
+        bytes.extend_from_slice(&self.buf);
+        let file = publish_new(
+            &self.dir,
+            &self.path,
+            &self.header.id,
+            &bytes,
+            self.faults.as_deref(),
+        )?;
         self.durable_len = header_len + batch_len;
         self.file = Some(file);
         Ok(())
+    }
+}
+
+/// Materialises a new session file holding `bytes` (its whole content) at `path`: the bytes
+/// go to a staging file `.<id>.<pid>.<suffix>.tmp` in `dir`, which is fsynced, published with
+/// a hard link (which fails rather than overwrite an existing file) and removed; then `dir` is
+/// fsynced. Returns the new file, open and locked.
+///
+/// What survives a crash: before the link, only the staging file (no session; it is removed
+/// by [`sweep_stale_temps`] once its process is gone); after the link, the whole file (it was
+/// fsynced before), though a power loss before the directory's fsync may lose its name (no
+/// session). Never part of the content under the session's name.
+fn publish_new(
+    dir: &Path,
+    path: &Path,
+    id: &SessionId,
+    bytes: &[u8],
+    faults: Option<&dyn FaultHook>,
+) -> Result<File> {
+    create_dir_durable(dir)?;
+    sweep_stale_temps(dir);
+    let tmp = dir.join(format!(".{id}.{}.{}.tmp", std::process::id(), uuid_like()));
+    let result = publish_via(&tmp, path, id, bytes, faults).and_then(|file| {
+        sync_dir(dir)?;
+        Ok(file)
+    });
+    // The temp name is only a staging name: remove it whatever happened.
+    let _ = fs::remove_file(&tmp);
+    result
+}
+
+fn publish_via(
+    tmp: &Path,
+    path: &Path,
+    id: &SessionId,
+    bytes: &[u8],
+    faults: Option<&dyn FaultHook>,
+) -> Result<File> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create_new(true)
+        .open(tmp)
+        .map_err(|e| JournalError::io("create", tmp, e))?;
+    // Lock before the file becomes visible under its real name: the inode is shared.
+    file.try_lock()
+        .map_err(|e| JournalError::io("lock", tmp, io::Error::other(e.to_string())))?;
+    write_with_faults(faults, &mut file, bytes).map_err(|e| JournalError::io("write", tmp, e))?;
+    sync_with_faults(faults, &file, false).map_err(|e| JournalError::io("fsync", tmp, e))?;
+    match fs::hard_link(tmp, path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(JournalError::AlreadyExists {
+                id: id.clone(),
+                path: path.to_path_buf(),
+            });
+        }
+        Err(e) => return Err(JournalError::io("link", path, e)),
+    }
+    let _ = fs::remove_file(tmp);
+    Ok(file)
+}
+
+fn write_with_faults(
+    faults: Option<&dyn FaultHook>,
+    file: &mut File,
+    bytes: &[u8],
+) -> io::Result<()> {
+    if let Some(n) = faults.and_then(|f| f.short_write(bytes.len())) {
+        file.write_all(&bytes[..n.min(bytes.len())])?;
+        return Err(injected("short write"));
+    }
+    file.write_all(bytes)
+}
+
+fn sync_with_faults(
+    faults: Option<&dyn FaultHook>,
+    file: &File,
+    data_only: bool,
+) -> io::Result<()> {
+    if faults.is_some_and(|f| f.fail_sync()) {
+        return Err(injected("fsync failed"));
+    }
+    if data_only {
+        file.sync_data()
+    } else {
+        file.sync_all()
     }
 }
 
@@ -567,28 +641,12 @@ impl SessionSink for JsonlSink {
     }
 
     fn append(&mut self, expected: Seq, events: &[Event]) -> Result<()> {
-        if expected != self.next_seq {
-            return Err(JournalError::SeqConflict {
-                id: self.header.id.clone(),
-                expected,
-                actual: self.next_seq,
-            });
-        }
+        crate::check_append(&self.header.id, self.next_seq, expected, events)?;
         if events.is_empty() {
             return Ok(());
         }
         self.buf.clear();
-        for (i, event) in events.iter().enumerate() {
-            if event.seq.0 != expected.0 + i as u64 {
-                return Err(JournalError::InvalidBatch {
-                    id: self.header.id.clone(),
-                    reason: format!(
-                        "event {i} has seq {} where {} was expected",
-                        event.seq,
-                        expected.0 + i as u64
-                    ),
-                });
-            }
+        for event in events {
             serde_json::to_writer(&mut self.buf, event)
                 .map_err(|e| JournalError::io("encode", &self.path, e.into()))?;
             self.buf.push(b'\n');
@@ -597,12 +655,11 @@ impl SessionSink for JsonlSink {
         match self.file.take() {
             None => self.publish(batch_len)?,
             Some(mut file) => {
-                let written = self
-                    .write_with_faults(&mut file, &self.buf)
+                let faults = self.faults.as_deref();
+                let written = write_with_faults(faults, &mut file, &self.buf)
                     .map_err(|e| ("write", e))
                     .and_then(|()| {
-                        self.sync_with_faults(&file, true)
-                            .map_err(|e| ("fdatasync", e))
+                        sync_with_faults(faults, &file, true).map_err(|e| ("fdatasync", e))
                     });
                 if let Err((op, e)) = written {
                     // Roll back to the last durable length so no partial batch stays behind.

@@ -17,13 +17,17 @@
 //!   is `JOURNAL_CORRUPT` with file, line and byte offset, never repaired; unknown format
 //!   versions and unknown required event types are `JOURNAL_UNSUPPORTED`.
 //! - **Fork** ([`Journal::fork`]): a new session seeded with a completed prefix of another.
-//! - **Backend seam** ([`LogBackend`], [`SessionSink`]): append takes the expected next seq.
+//! - **Backend seam** ([`LogBackend`], [`SessionSink`]): append takes the expected next seq;
+//!   stores that push appends give live follows ([`Journal::follow`], [`SessionFollow`]).
+//! - **Copy** ([`Journal::copy_to`], [`SessionImage`]): a session moved between stores line
+//!   for line, as the target's first append (whole or not at all).
 //!
 //! Invariant: this crate is the only writer of session files, and it knows nothing of Team
 //! semantics (only of turns, for corruption detection and fork boundaries).
 
 mod backend;
 mod error;
+mod image;
 mod jsonl;
 mod replay;
 mod validate;
@@ -32,8 +36,9 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use backend::{LogBackend, SessionListing, SessionSink};
+pub use backend::{LogBackend, SessionFollow, SessionListing, SessionSink, Wake, check_append};
 pub use error::{JournalError, Result};
+pub use image::{CopyError, CopyOutcome, SessionImage};
 pub use jsonl::{
     FaultHook, JsonlBackend, read_path, read_path_each, read_path_each_from,
     read_path_selected_each,
@@ -306,6 +311,69 @@ impl Journal {
             }
             .into()),
         }
+    }
+
+    /// A session's header alone (line 1), without reading its events where the backend can.
+    ///
+    /// # Errors
+    /// See [`LogBackend::header`].
+    pub fn header(&self, id: &SessionId) -> Result<SessionHeader> {
+        self.backend.header(id)
+    }
+
+    /// Follows a session live where the store pushes appends (NATS); `Ok(None)` where it
+    /// cannot (the JSONL files: follow with [`Journal::read_each_from`]).
+    ///
+    /// # Errors
+    /// See [`LogBackend::follow`].
+    pub fn follow(&self, id: &SessionId, wake: Wake) -> Result<Option<Box<dyn SessionFollow>>> {
+        self.backend.follow(id, wake)
+    }
+
+    /// Who holds the session's single-writer lock, where the store can tell (see
+    /// [`LogBackend::holder`]).
+    ///
+    /// # Errors
+    /// See [`LogBackend::holder`].
+    pub fn holder(&self, id: &SessionId) -> Result<Option<String>> {
+        self.backend.holder(id)
+    }
+
+    /// The session's stored lines, byte for byte (see [`LogBackend::read_image`]).
+    ///
+    /// # Errors
+    /// See [`LogBackend::read_image`].
+    pub fn read_image(&self, id: &SessionId) -> Result<SessionImage> {
+        self.backend.read_image(id)
+    }
+
+    /// Copies session `id` from this store to `target` line for line (DESIGN §7, `troupe store
+    /// copy`): the target's lines are byte for byte the source's valid prefix (an unfinished
+    /// final write of the source is not copied and is reported in the outcome). Reads the
+    /// source without locking it: a session another process is writing is copied as far as it
+    /// is durable at that moment.
+    ///
+    /// **What survives a crash** (kill -9, power loss) part-way: the copy is the target's
+    /// *first append* of the session, which every backend makes visible whole or not at all
+    /// (the JSONL files: a staging file published with `link(2)` once fsynced; NATS: the header
+    /// message declares how many events come with it, and a subject holding fewer is no
+    /// session). So a session cut part-way does not exist on the target — never half of it —
+    /// and copying it again stores it whole (the leftovers are removed: a dead process's
+    /// staging file by the next writer of that home, an unfinished NATS creation by the next
+    /// creator of the id). Sessions copied before the crash are whole. A target that already
+    /// holds exactly these lines is left alone ([`CopyOutcome::AlreadyThere`]), so a copy can
+    /// simply be run again.
+    ///
+    /// # Errors
+    /// [`CopyError::Source`] (`SESSION_NOT_FOUND`, `JOURNAL_CORRUPT`, …: nothing is written),
+    /// [`CopyError::Differs`] (`SESSION_ALREADY_EXISTS`: the target holds other lines under the
+    /// id), [`CopyError::Target`] (the target's errors).
+    pub fn copy_to(
+        &self,
+        id: &SessionId,
+        target: &Journal,
+    ) -> std::result::Result<CopyOutcome, CopyError> {
+        image::copy(self.backend.as_ref(), target.backend.as_ref(), id)
     }
 
     /// Lists stored sessions, oldest first; unreadable ones go to `on_error`.

@@ -334,6 +334,47 @@ pub const STABLE_CODES: &[StableCode] = &[
         "tools",
         "A sandbox looser than the recorded or inherited one: a resumed session or a new teammate may only be confined more.",
     ),
+    // mcp
+    c(
+        "MCP_CONFIG_UNREADABLE",
+        "mcp",
+        "An MCP configuration file that cannot be opened or read, is not a regular file or is larger than 1 MiB.",
+    ),
+    c(
+        "MCP_CONFIG_INVALID",
+        "mcp",
+        "An MCP configuration that is not valid ([mcp_servers.<name>] tables): the message names file, line and column.",
+    ),
+    c(
+        "MCP_SERVER_START_FAILED",
+        "mcp",
+        "An MCP server that could not be started, or exited or failed the handshake before listing its tools; the run goes on without it.",
+    ),
+    c(
+        "MCP_SERVER_TIMEOUT",
+        "mcp",
+        "An MCP server that did not answer initialize and tools/list within its startup_timeout_sec; it was stopped.",
+    ),
+    c(
+        "MCP_SERVER_UNAVAILABLE",
+        "mcp",
+        "A call to an MCP server that is no longer running (it exited, or its connection failed): not made, or not answered.",
+    ),
+    c(
+        "MCP_TOOL_TIMEOUT",
+        "mcp",
+        "An MCP tool call that took longer than the server's tool_timeout_sec; it was cancelled and its effect is unknown.",
+    ),
+    c(
+        "MCP_TOOL_ERROR",
+        "mcp",
+        "An MCP tool that ran and reported an error (isError): its text.",
+    ),
+    c(
+        "MCP_REQUEST_FAILED",
+        "mcp",
+        "An MCP server that refused a tool call (a JSON-RPC error, e.g. invalid parameters) or answered no tool result.",
+    ),
     // team
     c(
         "TEAM_INVALID_CONFIG",

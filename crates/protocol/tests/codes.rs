@@ -16,6 +16,7 @@ use troupe_protocol::STABLE_CODES;
 
 /// `SCREAMING_SNAKE` literals in the sources that are not codes.
 const NOT_CODES: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
     "CARGO_PKG_VERSION",
     "DEEPSEEK_API_KEY",
     "GIT_PAGER",
@@ -23,8 +24,10 @@ const NOT_CODES: &[&str] = &[
     "OPENAI_API_KEY",
     "TROUPE_HOME",
     "TROUPE_LEASES",
+    "TROUPE_LEASE_TTL",
     "TROUPE_NATS_SERVER",
     "TROUPE_SKIP_NATS",
+    "TROUPE_STORE",
     "TROUPE_TEST_LANDLOCK_ABI",
 ];
 

@@ -57,6 +57,7 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             teammate_models: Default::default(),
             project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
+            mcp_servers: None,
         },
     )
 }

@@ -74,6 +74,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             teammate_models: Default::default(),
             project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
+            mcp_servers: None,
         },
     );
     let lead = rt

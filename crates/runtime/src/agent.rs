@@ -28,7 +28,9 @@ use troupe_llm::{
 use troupe_protocol::{
     ErrorCode, Event, EventDraft, MessageId, SessionId, UserMessage, event_types as ty,
 };
-use troupe_tools::{ProcessInfo, ProcessObserver, ToolContext, ToolRegistry, render_text_outcome};
+use troupe_tools::{
+    ProcessInfo, ProcessObserver, SeenObserver, ToolContext, ToolRegistry, render_text_outcome,
+};
 
 use crate::error::RuntimeError;
 use crate::events::{
@@ -461,8 +463,12 @@ impl Agent {
                 self.inner.status_tx.send_replace(AgentStatus::Running);
             }
         }
-        self.inner.writer.flush().await?;
+        let flushed = self.inner.writer.flush().await;
+        // The driver is woken whatever the flush's outcome: after a failed flush the log is
+        // poisoned, so the driver's next record fails and it stops as failed (idle). Left
+        // alone, the agent would stay `running` (set above) and never settle.
         self.inner.wake.notify_one();
+        flushed?;
         Ok(id)
     }
 
@@ -856,6 +862,7 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                 content: render_text_outcome(&Err(e)),
                 message_id: None,
                 source_event_seqs: Vec::new(),
+                seen: None,
             });
             {
                 let mut st = lock(&inner.state);
@@ -900,7 +907,18 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                     }
                 })
             };
-            let mut ctx = ctx.with_process_observer(observer);
+            // What a `read` saw goes with its result, so a restart can rebuild the session's
+            // file observations from the log (`troupe_tools::restore_observations`).
+            let seen = Arc::new(Mutex::new(None));
+            let seen_observer = {
+                let seen = Arc::clone(&seen);
+                SeenObserver::new(move |s| {
+                    *seen.lock().unwrap_or_else(PoisonError::into_inner) = Some(s);
+                })
+            };
+            let mut ctx = ctx
+                .with_process_observer(observer)
+                .with_seen_observer(seen_observer);
             if let Some(plan) = plan {
                 ctx = ctx.with_file_plan(plan);
             }
@@ -920,6 +938,7 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                 content: render_text_outcome(&outcome),
                 message_id: None,
                 source_event_seqs: Vec::new(),
+                seen: seen.lock().unwrap_or_else(PoisonError::into_inner).take(),
             };
             inner.finish_call(rec)?;
         }
@@ -967,6 +986,7 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                 .to_string(),
                 message_id: None,
                 source_event_seqs: Vec::new(),
+                seen: None,
             };
             drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(&rec)));
         }
@@ -1084,6 +1104,7 @@ fn truncated_call_result(turn: u64, step: u64, cut: &TruncatedCall) -> ToolResul
         content: json!({"code": TOOL_ARGUMENTS_TRUNCATED, "message": message}).to_string(),
         message_id: None,
         source_event_seqs: Vec::new(),
+        seen: None,
     }
 }
 

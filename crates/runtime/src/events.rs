@@ -226,6 +226,11 @@ pub struct ToolResultRecord {
     /// For synthetic results: the events this one answers (the `tool/call` seq).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub source_event_seqs: Vec<u64>,
+    /// What a `read` saw of its file (`{path, image}`, see [`troupe_tools::FileSeen`]): a
+    /// restarted agent's file observations are rebuilt from it (absent in older logs and for
+    /// every other call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<troupe_tools::FileSeen>,
 }
 
 /// Which inbox list a splice changes (REFERENCE b.2).
@@ -317,6 +322,12 @@ pub struct AgentConfigRecord {
     /// session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmp_dir: Option<String>,
+    /// A root's MCP servers, in the recorded form of `troupe_mcp::McpServers::to_record`
+    /// (`{"<name>": {"command", "args"?, "env"?, "enabledTools"?, "startupTimeoutMs",
+    /// "toolTimeoutMs"}}`), so a resume starts the same servers. Absent: none (and in every
+    /// child's config: the servers are the process's, shared by every member).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<serde_json::Value>,
 }
 
 /// Which model each teammate a Team root creates runs with: `byName` for the member with

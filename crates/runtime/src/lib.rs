@@ -71,8 +71,8 @@ pub use outcome::{
 };
 pub use prompt::{TeamRole, default_system_prompt, team_policy};
 pub use resume_plan::{
-    CONTINUATION, CONTINUATION_SOURCE, ResumePlan, ResumeStarted, ResumeStep, StoredSession,
-    continuation_message, record_model_override, takes_instruction,
+    CONTINUATION, ResumePlan, ResumeStarted, ResumeStep, StoredSession, continuation_message,
+    record_model_override, takes_instruction,
 };
 pub use role::{RoleProbe, SessionRole};
 pub use runtime::{
@@ -80,5 +80,6 @@ pub use runtime::{
     stored_config,
 };
 pub use transcript::{
-    CallResolution, READ_ONLY_TOOLS, Transcript, TranscriptStats, UnansweredCall,
+    CONTINUATION_SOURCE, CallResolution, ContinuationRule, OpenTurn, READ_ONLY_TOOLS, Transcript,
+    TranscriptStats, UnansweredCall,
 };

@@ -16,8 +16,7 @@ pub fn default_system_prompt(config: &AgentConfigRecord, has_subagents: bool) ->
          - Read a file before you edit or overwrite it. If a write or edit fails with \
          FS_STALE_VERSION, someone changed the file since you read it: re-read it, re-apply \
          your change on top of the current content, and retry. FS_NOT_OBSERVED means no read of \
-         that file is on record since you (re)started (a restart forgets earlier reads): read \
-         it, then retry.\n\
+         that file is on record for you: read it, then retry.\n\
          - Tool results are JSON; errors are {{\"code\",\"message\"}}. A result with code \
          TOOL_OUTCOME_UNKNOWN means the process stopped while that call ran: check the state \
          before repeating anything that is not read-only.\n\

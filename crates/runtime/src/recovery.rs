@@ -24,8 +24,11 @@ use troupe_protocol::{Event, MessageId, MessageSource, SessionId, UserMessage, e
 use troupe_team::{MemberPhase, MemberView, TeamState};
 use troupe_tools::{FileEffectState, file_effect_state};
 
-use crate::events::{ToolEffectRecord, TurnEndReason};
-use crate::transcript::{CallResolution, READ_ONLY_TOOLS, Transcript, UnansweredCall};
+use crate::events::ToolEffectRecord;
+use crate::transcript::{
+    CONTINUATION_SOURCE, CallResolution, ContinuationRule, OpenTurn, READ_ONLY_TOOLS, Transcript,
+    UnansweredCall,
+};
 
 /// The Team tools whose effect is a Team record in the Lead log (linked by `tool/effect`).
 pub(crate) const TEAM_WRITE_TOOLS: [&str; 5] = [
@@ -285,29 +288,24 @@ pub(crate) struct SpawnRequest {
     pub(crate) seed_end: usize,
 }
 
-/// The source kind of the continuation note the Team recovery queues for a teammate whose
-/// last turn a stop cut (and of the CLI's continuation of the Lead's).
-pub(crate) const CONTINUATION_SOURCE: &str = "resume";
-
-/// What the Team recovery owes an active teammate that is not resident (REFERENCE c.9
-/// extended; "nothing accepted is lost"), decided from its log alone (DESIGN decision 10).
+/// What the Team recovery owes an active teammate (REFERENCE c.9 extended; "nothing accepted
+/// is lost"), decided from its log alone (DESIGN decision 10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TeammateRecovery {
-    /// Nothing: its work is done, or it holds only quiet mail (which waits until something
-    /// wakes it: REFERENCE c.9, CASES 32), or the Lead interrupted it on purpose.
-    Nothing,
-    /// Its parked items run as they are (wake it): wakeup mail, a first prompt that never ran
-    /// (issue 10 defect 5: its spawn succeeded, so its work is owed), or a continuation note
-    /// an earlier recovery already queued (a resume stopped before that note's turn ran: the
-    /// note is still the continuation, and a second one would run a turn too many).
-    Wake,
-    /// Its last turn was cut by a stop (a crash, or Ctrl-C/SIGTERM): queue one continuation
-    /// note ([`continuation_note`]), which then runs.
-    Continue,
+pub(crate) struct TeammateRecovery {
+    /// Its parked items must run (wake it): wakeup mail, a first prompt that never ran (issue
+    /// 10 defect 5: its spawn succeeded, so its work is owed), or a continuation an earlier
+    /// recovery queued and that never ran. Parked quiet mail alone does not wake it
+    /// (REFERENCE c.9, CASES 32).
+    pub(crate) wake: bool,
+    /// How many continuation notes ([`continuation_note`]) to queue: one per turn a stop cut
+    /// that no continuation answered yet ([`Transcript::owed_continuations`] under
+    /// [`ContinuationRule::Teammate`]). A turn the Lead interrupted on purpose is not owed one.
+    pub(crate) notes: usize,
 }
 
-/// Decides [`TeammateRecovery`] for the teammate whose log folds into `t`; `wakeups` holds the
-/// ids of the Team's wakeup messages (from the Lead log).
+/// Decides [`TeammateRecovery`] for the non-resident teammate whose stored log folds into `t`
+/// (an open turn there was cut by the stop: [`OpenTurn::Cut`]); `wakeups` holds the ids of
+/// the Team's wakeup messages (from the Lead log).
 pub(crate) fn teammate_recovery(t: &Transcript, wakeups: &HashSet<MessageId>) -> TeammateRecovery {
     let first_prompt =
         t.stats().turns == 0 && t.next_turn().iter().any(|m| m.source.kind == "user");
@@ -320,25 +318,13 @@ pub(crate) fn teammate_recovery(t: &Transcript, wakeups: &HashSet<MessageId>) ->
         .iter()
         .chain(t.next_step())
         .any(|m| wakeups.contains(&m.id));
-    if first_prompt || continuation_waiting || wakeup_waiting {
-        return TeammateRecovery::Wake;
-    }
-    let cut = t.open_turn().is_some()
-        || match t.last_turn_end() {
-            Some(TurnEndReason::Interrupted) => true,
-            Some(TurnEndReason::Aborted { reason }) => {
-                reason["kind"] == "user" || reason["kind"] == "shutdown"
-            }
-            _ => false,
-        };
-    if cut {
-        TeammateRecovery::Continue
-    } else {
-        TeammateRecovery::Nothing
+    TeammateRecovery {
+        wake: first_prompt || continuation_waiting || wakeup_waiting,
+        notes: t.owed_continuations(ContinuationRule::Teammate, OpenTurn::Cut),
     }
 }
 
-/// The note that continues a teammate's cut turn ([`TeammateRecovery::Continue`]).
+/// The note that continues a teammate's cut turn (see [`TeammateRecovery::notes`]).
 pub(crate) fn continuation_note() -> UserMessage {
     UserMessage::text(
         "Your previous turn did not finish (the Team was stopped). Any tool call that was \

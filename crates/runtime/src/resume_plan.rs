@@ -13,7 +13,8 @@
 //!    which keeps its own turn, so the Lead takes the same turns it would have taken without
 //!    the stop;
 //! 3. else the waking items waiting in the inbox (follow-ups, wakeup mail), in order;
-//! 4. else nothing: quiet mail waits in the next-step list for the Lead's next turn, whatever
+//! 4. else, when the recovery's redelivered mail already started a Lead turn, that turn;
+//! 5. else nothing: quiet mail waits in the next-step list for the Lead's next turn, whatever
 //!    starts it (REFERENCE c.10: `send_message` never wakes its target).
 //!
 //! A Team's teammates are continued by the Team recovery itself (`resume_root`), not here.
@@ -23,12 +24,12 @@ use troupe_llm::{ModelSpec, ProviderFactory};
 use troupe_protocol::{Event, EventDraft, MessageSource, SessionHeader, SessionId, UserMessage};
 use troupe_tools::SandboxPolicy;
 
-use crate::agent::Agent;
+use crate::agent::{Agent, AgentStatus};
 use crate::error::RuntimeError;
 use crate::events::{AgentConfigRecord, Profile, TeammateModels, TurnEndReason};
 use crate::role::{RoleProbe, SessionRole};
 use crate::runtime::Runtime;
-use crate::transcript::Transcript;
+use crate::transcript::{CONTINUATION_SOURCE, ContinuationRule, OpenTurn, Transcript};
 
 /// The text sent to the Lead when a resume continues an interrupted or failed turn; `{why}`
 /// is replaced by the reason ([`ResumePlan::unfinished`]).
@@ -36,9 +37,6 @@ pub const CONTINUATION: &str = "The previous turn did not finish: {why}. Any too
     running then has a result saying whether it ran. Check the current state first (re-read the \
     files you were changing, inspect the workspace), then continue the task from where it \
     stopped and answer when it is done.";
-
-/// The `source.kind` of a continuation message ([`continuation_message`]).
-pub const CONTINUATION_SOURCE: &str = "resume";
 
 /// The message that continues a turn that did not finish because `why`: [`CONTINUATION`] with
 /// `{why}` filled in, from source `{"kind": "resume", "reason": why}`.
@@ -48,6 +46,9 @@ pub fn continuation_message(why: &str) -> UserMessage {
         MessageSource::kind(CONTINUATION_SOURCE).with("reason", why.to_owned()),
     )
 }
+
+/// Why a turn a crash or kill cut did not finish (the `{why}` of [`CONTINUATION`]).
+const STOPPED: &str = "the process running it stopped";
 
 /// What a stored session is, for a resume: a root with its [`ResumePlan`], or a subagent child
 /// (a teammate or another child), which is resumed through its root only.
@@ -73,7 +74,7 @@ pub struct ResumePlan {
     config: AgentConfigRecord,
     last_turn: u64,
     unfinished: Option<String>,
-    continued: bool,
+    owed_continuations: usize,
     spent_model_calls: usize,
     teammate_specs: Vec<ModelSpec>,
 }
@@ -151,7 +152,7 @@ impl ResumePlan {
             config,
             last_turn: lead.last_turn(),
             unfinished: unfinished(&lead),
-            continued: continuation_waiting(&lead),
+            owed_continuations: lead.owed_continuations(ContinuationRule::Root, OpenTurn::Cut),
             spent_model_calls: lead.spent_model_calls(),
         })))
     }
@@ -194,10 +195,12 @@ impl ResumePlan {
         self.unfinished.as_deref()
     }
 
-    /// Whether a continuation is already waiting in the Lead's inbox (an earlier resume queued
-    /// it and stopped before it ran): it is not queued twice.
-    pub fn continuation_waiting(&self) -> bool {
-        self.continued
+    /// How many continuation turns the Lead is owed ([`Transcript::owed_continuations`] under
+    /// [`ContinuationRule::Root`], an open turn counted as cut): one per turn that did not
+    /// finish and that no continuation an earlier resume queued answers yet (a continuation
+    /// already waiting in the inbox counts, so it is not queued twice).
+    pub fn owed_continuations(&self) -> usize {
+        self.owed_continuations
     }
 
     /// The Lead's model calls that count as taken ([`Transcript::spent_model_calls`]): where a
@@ -215,13 +218,22 @@ impl ResumePlan {
         if let Some(prompt) = prompt {
             return ResumeStep::Prompt(prompt);
         }
-        match self.unfinished.as_deref().filter(|_| !self.continued) {
-            Some(why) => ResumeStep::Continue {
-                why: why.to_owned(),
+        if self.owed_continuations > 0 {
+            return ResumeStep::Continue {
+                why: self
+                    .unfinished
+                    .clone()
+                    .unwrap_or_else(|| STOPPED.to_owned()),
+                turns: self.owed_continuations,
                 waiting_first: waiting,
-            },
-            None if waiting => ResumeStep::RunWaiting,
-            None => ResumeStep::Nothing,
+            };
+        }
+        if waiting {
+            ResumeStep::RunWaiting
+        } else if agent.status() == AgentStatus::Running {
+            ResumeStep::RecoveryStarted
+        } else {
+            ResumeStep::Nothing
         }
     }
 }
@@ -231,17 +243,24 @@ impl ResumePlan {
 pub enum ResumeStep {
     /// A new instruction: queued as a follow-up from source `user`.
     Prompt(String),
-    /// The cut turn gets its own continuation turn ([`continuation_message`]); when
-    /// `waiting_first`, the waking items already waiting run first, each in its own turn.
+    /// Every cut turn gets its own continuation turn ([`continuation_message`], `turns` of
+    /// them: [`ResumePlan::owed_continuations`]); when `waiting_first`, the waking items
+    /// already waiting run first, each in its own turn.
     Continue {
-        /// Why the turn did not finish ([`ResumePlan::unfinished`]).
+        /// Why the (last) turn did not finish ([`ResumePlan::unfinished`]).
         why: String,
+        /// How many continuation turns are queued (at least 1).
+        turns: usize,
         /// Whether waking items wait in the inbox (they run before the continuation).
         waiting_first: bool,
     },
     /// The waking items waiting in the inbox (e.g. a prompt the stopped run never claimed)
     /// run, in order; they carry the work on, so no continuation is added.
     RunWaiting,
+    /// The recovery's redelivered mail already started a Lead turn (it claimed the mail, so
+    /// nothing waits any more): that turn is this run's work, and the run waits for it like
+    /// for any other (it must not be shut down under it).
+    RecoveryStarted,
     /// Nothing for the Lead to run.
     Nothing,
 }
@@ -271,7 +290,7 @@ impl ResumeStep {
     /// Durability: a prompt or a continuation is durable in the Lead's inbox
     /// (`agent/inbox/spliced`, flushed) before this returns, so a crash right after leaves it
     /// waiting for the next resume — which then finds the continuation waiting
-    /// ([`ResumePlan::continuation_waiting`]) and does not queue it twice; a crash before the
+    /// ([`ResumePlan::owed_continuations`]) and does not queue it twice; a crash before the
     /// flush leaves the inbox as the recovery left it, and the next resume plans the same step
     /// again. Waking parked items writes nothing.
     ///
@@ -288,11 +307,14 @@ impl ResumeStep {
                 agent.followup(msg).await?;
                 true
             }
-            ResumeStep::Continue { why, .. } => {
-                agent.followup(continuation_message(&why)).await?;
+            ResumeStep::Continue { why, turns, .. } => {
+                for _ in 0..turns {
+                    agent.followup(continuation_message(&why)).await?;
+                }
                 true
             }
             ResumeStep::RunWaiting => agent.wake_parked(),
+            ResumeStep::RecoveryStarted => true,
             ResumeStep::Nothing => false,
         };
         Ok(ResumeStarted {
@@ -313,13 +335,13 @@ pub fn takes_instruction(models: &ProviderFactory, agent: &str, spent: usize) ->
 }
 
 /// Records a `--model`/`--base-url`/`--api-key-env`/`--tool-choice` override, a stricter
-/// `--sandbox` / `--network`, or a `--teammate-model` (`teammate_models`: `Some` replaces the
-/// recorded [`TeammateModels`] of a Team root, for the teammates it creates from now on;
-/// existing teammates keep theirs) of a resumed session as a new `agent/config` holding them
-/// (the latest one wins), so a later plain resume keeps using them. Everything else of the
-/// recorded configuration — its project instructions included — is copied unchanged. Nothing
-/// is written when all are the ones already recorded, or when the session has no
-/// configuration.
+/// `--sandbox` / `--network`, other `--mcp-config` servers (`mcp_servers`, recorded as given),
+/// or a `--teammate-model` (`teammate_models`: `Some` replaces the recorded [`TeammateModels`]
+/// of a Team root, for the teammates it creates from now on; existing teammates keep theirs)
+/// of a resumed session as a new `agent/config` holding them (the latest one wins), so a later
+/// plain resume keeps using them. Everything else of the recorded configuration — its project
+/// instructions included — is copied unchanged. Nothing is written when all are the ones
+/// already recorded, or when the session has no configuration.
 ///
 /// Durability: one append, then a flush, before the Lead is given any work. A crash before the
 /// flush completes loses only the record: that run's agents already ran under the stricter
@@ -333,6 +355,7 @@ pub async fn record_model_override(
     agent: &Agent,
     spec: &ModelSpec,
     sandbox: SandboxPolicy,
+    mcp_servers: Option<serde_json::Value>,
     teammate_models: Option<&TeammateModels>,
 ) -> Result<(), RuntimeError> {
     let Some(mut config) = agent.with_transcript(|t| t.config().cloned()) else {
@@ -343,11 +366,13 @@ pub async fn record_model_override(
         .unwrap_or_else(|| config.teammate_models.clone());
     if config.model == *spec
         && config.sandbox_policy() == sandbox
+        && config.mcp_servers == mcp_servers
         && config.teammate_models == teammates
     {
         return Ok(());
     }
     config.model = spec.clone();
+    config.mcp_servers = mcp_servers;
     if config.sandbox_policy() != sandbox {
         config.sandbox = Some(sandbox);
     }
@@ -366,23 +391,16 @@ fn unfinished(t: &Transcript) -> Option<String> {
         // An open turn whose final answer is already in the log lacks only its `turn/end`
         // (another flush of the same log, e.g. a Team commit, made the answer durable just
         // before the stop): its work is done, so it gets no continuation.
-        return (!t.answered_open_turn()).then(|| "the process running it stopped".to_owned());
+        return (!t.answered_open_turn()).then(|| STOPPED.to_owned());
     }
     match t.last_turn_end() {
-        Some(TurnEndReason::Interrupted) => Some("the process running it stopped".to_owned()),
+        Some(TurnEndReason::Interrupted) => Some(STOPPED.to_owned()),
         Some(TurnEndReason::Aborted { .. }) => Some("it was interrupted".to_owned()),
         Some(TurnEndReason::Failed { code, message }) => {
             Some(format!("it failed ({code}: {message})"))
         }
         _ => None,
     }
-}
-
-/// Whether a continuation (a message from source `resume`) is already waiting in `t`'s inbox.
-fn continuation_waiting(t: &Transcript) -> bool {
-    t.next_turn()
-        .iter()
-        .any(|m| m.source.kind == CONTINUATION_SOURCE)
 }
 
 #[cfg(test)]
@@ -451,6 +469,7 @@ mod tests {
             content: "{}".to_owned(),
             message_id: None,
             source_event_seqs: Vec::new(),
+            seen: None,
         });
         let end = crate::transcript::to_value(&TurnEnd {
             turn: 1,

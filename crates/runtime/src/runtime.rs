@@ -109,6 +109,10 @@ pub struct RuntimeOptions {
     /// child records and inherits its parent's effective policy, so nobody is ever looser
     /// than the member that created it. Check it with `troupe_tools::probe_sandbox` first.
     pub sandbox: SandboxPolicy,
+    /// The MCP servers recorded in the config of roots this runtime creates
+    /// ([`AgentConfigRecord::mcp_servers`]); their tools come in through
+    /// [`RuntimeOptions::extra_tools`]. Default (`None`): nothing recorded.
+    pub mcp_servers: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -382,6 +386,7 @@ impl Runtime {
                 .flatten(),
             sandbox: Some(self.inner.options.sandbox),
             tmp_dir: Some(session_temp_dir(&id).display().to_string()),
+            mcp_servers: self.inner.options.mcp_servers.clone(),
         };
         // Set up before anything is written: a refused model writes no session.
         let setup = self.build_setup(&id, &config, None)?;
@@ -499,6 +504,9 @@ impl Runtime {
             agent.writer().flush().await?;
         }
         drop(replay);
+        // Before any turn can run (the inbox is still parked): after the open turn's closers,
+        // so a cut `write`/`edit` resolved as done counts as seen.
+        restore_seen(&agent).await;
         if let Some(team) = &team {
             self.recover_team(team).await;
         }
@@ -525,7 +533,10 @@ impl Runtime {
             .descriptor()
             .and(replay.header.parent_session.as_ref());
         let setup = self.build_setup(id, &config, team_parent)?;
-        Ok((Agent::start(writer, transcript, setup), recovered))
+        let agent = Agent::start(writer, transcript, setup);
+        // Before anything is sent to it (its inbox is parked until then).
+        restore_seen(&agent).await;
+        Ok((agent, recovered))
     }
 
     /// Closes the turns a crash left open in the direct children of root `id` that are not
@@ -934,6 +945,7 @@ impl Runtime {
             // A child records the policy its parent runs with: never looser.
             sandbox: Some(self.effective_sandbox(&parent_config)),
             tmp_dir: Some(session_temp_dir(child_id).display().to_string()),
+            mcp_servers: None,
         };
         let mut drafts = vec![
             EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),
@@ -999,9 +1011,12 @@ impl Runtime {
         let guard = self.child_lock(child_id);
         let _held = guard.lock().await;
         let agent = self.ensure_child_live_locked(parent, child_id).await?;
-        let id = agent.followup(msg).await?;
+        let sent = agent.followup(msg).await;
+        // Watched whatever the follow-up's outcome: its flush also waits for the turn it
+        // started, so a log failure there (the child is then stopped, idle) fails it too, and
+        // a resident child nobody watches never settles (its parent would wait forever).
         self.ensure_watched(&agent);
-        Ok(id)
+        sent
     }
 
     /// Wakes a child's parked inbox (REFERENCE b.6 without a new message): cold-resumes it if
@@ -1093,7 +1108,7 @@ impl Runtime {
     }
 
     /// Starts the settlement watcher of a resident continuable child once.
-    fn ensure_watched(&self, agent: &Agent) {
+    pub(crate) fn ensure_watched(&self, agent: &Agent) {
         let start = {
             let mut live = lock(&self.inner.live);
             match live.get_mut(agent.id()) {
@@ -1541,5 +1556,35 @@ pub(crate) type RtWeak = Weak<RtInner>;
 impl From<RuntimeError> for troupe_tools::ToolError {
     fn from(e: RuntimeError) -> Self {
         troupe_tools::ToolError::other(e.code(), e.to_string())
+    }
+}
+
+/// Rebuilds `agent`'s file observations from its log ([`Transcript::seen_files`]: what it
+/// last read or wrote of each file) with [`troupe_tools::restore_observations`], so an edit
+/// after a read in an earlier process works and one of a file changed since fails with
+/// `FS_STALE_VERSION`, as without the restart. Observations made in this process win (they
+/// are newer). Runs on the blocking pool: it reads each file once.
+async fn restore_seen(agent: &Agent) {
+    let seen: Vec<(String, Option<String>)> = agent.with_transcript(|t| {
+        t.seen_files()
+            .iter()
+            .map(|(path, image)| (path.clone(), image.clone()))
+            .collect()
+    });
+    if seen.is_empty() {
+        return;
+    }
+    let ctx = agent.setup().tool_context.clone();
+    let restored = tokio::task::spawn_blocking(move || {
+        troupe_tools::restore_observations(
+            &ctx,
+            seen.iter()
+                .map(|(path, image)| (path.as_str(), image.as_deref())),
+        );
+    })
+    .await;
+    if let Err(e) = restored {
+        // A file left unrestored stays unseen: its next write/edit asks for a read first.
+        tracing::warn!(agent = %agent.id(), error = %e, "file observations not restored");
     }
 }

@@ -66,7 +66,54 @@ pub struct Transcript {
     accepted_user: bool,
     /// Consecutive `assistant/message`s of the open turn with truncated tool calls.
     truncated_streak: usize,
+    /// How many own closed turns that did not finish no continuation answered yet, per
+    /// [`ContinuationRule`] (see [`Transcript::owed_continuations`]).
+    owed_root: usize,
+    owed_teammate: usize,
+    /// Per workspace-relative path, what the own session last saw of the file (see
+    /// [`Transcript::seen_files`]).
+    seen_files: HashMap<String, Option<String>>,
     stats: TranscriptStats,
+}
+
+/// The source kind of a continuation: the message `troupe resume` (for a root) or the Team
+/// recovery (for a teammate) queues to continue a turn that did not finish.
+pub const CONTINUATION_SOURCE: &str = "resume";
+
+/// Which turns a resume continues ([`Transcript::owed_continuations`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContinuationRule {
+    /// A root (a Lead, a `troupe run` session), continued by `troupe resume`: every turn that
+    /// did not complete — cut by a stop (`interrupted`), cancelled (`aborted`, any cause) or
+    /// failed.
+    Root,
+    /// A teammate, continued by the Team recovery: a turn cut by a stop (`interrupted`, or
+    /// `aborted` by the user or a shutdown). A turn the Lead interrupted on purpose (`aborted`
+    /// `{"kind":"parent"}`) or that failed is not (the Lead decides what follows).
+    Teammate,
+}
+
+impl ContinuationRule {
+    fn owes(self, reason: &TurnEndReason) -> bool {
+        match reason {
+            TurnEndReason::Completed => false,
+            TurnEndReason::Interrupted => true,
+            TurnEndReason::Aborted { reason } => {
+                self == Self::Root || reason["kind"] == "user" || reason["kind"] == "shutdown"
+            }
+            TurnEndReason::Failed { .. } => self == Self::Root,
+        }
+    }
+}
+
+/// What an open turn of a transcript is, for [`Transcript::owed_continuations`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenTurn {
+    /// The log is a stopped process's (a stored log read before recovery): an open turn
+    /// without its final answer was cut, and the recovery closes it as `interrupted`.
+    Cut,
+    /// The transcript is a live agent's: an open turn is running, not cut.
+    Running,
 }
 
 /// Tool-result codes that say a call had no effect: it was cancelled or never started (see
@@ -261,6 +308,18 @@ impl Transcript {
             }
             ty::TOOL_RESULT => {
                 let rec: ToolResultRecord = decode(event)?;
+                if own {
+                    if let Some(seen) = &rec.seen {
+                        self.seen_files
+                            .insert(seen.path.clone(), seen.image.clone());
+                    } else if !rec.is_error
+                        && let Some((_, Some(effect))) = self.started.get(&rec.call_id)
+                    {
+                        // A `write`/`edit` that took effect: its owner saw what it wrote.
+                        self.seen_files
+                            .insert(effect.path.clone(), Some(effect.post_image.clone()));
+                    }
+                }
                 if own && let Some(candidate) = &mut self.void_candidate {
                     if candidate.waiting.remove(&rec.call_id) {
                         let void = rec.code.as_deref().is_some_and(|c| VOID_CODES.contains(&c));
@@ -313,6 +372,10 @@ impl Transcript {
                 if rec.reason == TurnEndReason::Completed {
                     self.last_answer = self.last_text.clone();
                 }
+                if own {
+                    self.owed_root += usize::from(ContinuationRule::Root.owes(&rec.reason));
+                    self.owed_teammate += usize::from(ContinuationRule::Teammate.owes(&rec.reason));
+                }
                 self.last_turn_end = Some(rec.reason);
             }
             ty::AGENT_INBOX_SPLICED if own => {
@@ -337,6 +400,15 @@ impl Transcript {
                 for m in &splice.inserted {
                     self.accepted_user |= m.source.kind == "user";
                     self.accepted.insert(m.id.clone());
+                    // A continuation answers one owed turn; a user's prompt answers them all
+                    // (see `owed_continuations`).
+                    if m.source.kind == CONTINUATION_SOURCE {
+                        self.owed_root = self.owed_root.saturating_sub(1);
+                        self.owed_teammate = self.owed_teammate.saturating_sub(1);
+                    } else if m.source.kind == "user" {
+                        self.owed_root = 0;
+                        self.owed_teammate = 0;
+                    }
                 }
                 list.splice(
                     splice.start..splice.start + splice.removed_count,
@@ -354,6 +426,33 @@ impl Transcript {
             _ => {}
         }
         Ok(())
+    }
+
+    /// How many continuation turns this session is owed under `rule` (DESIGN decision 10:
+    /// recovery decides from the log): one per own turn that did not finish under `rule` and
+    /// that no continuation answered yet, plus the open turn when `open` is [`OpenTurn::Cut`]
+    /// and it holds no final answer. A continuation answers one owed turn as soon as it is in
+    /// the inbox (an own `agent/inbox/spliced` inserting a message of source kind
+    /// [`CONTINUATION_SOURCE`]), even while it still waits to run; a user's prompt answers
+    /// them all. So a resume stopped after it queued a continuation is not continued twice,
+    /// and a turn a recovery's redelivered wakeup started before the continuation of the turn
+    /// before it was queued leaves both owed (each gets its own turn, as without the stop).
+    pub fn owed_continuations(&self, rule: ContinuationRule, open: OpenTurn) -> usize {
+        let closed = match rule {
+            ContinuationRule::Root => self.owed_root,
+            ContinuationRule::Teammate => self.owed_teammate,
+        };
+        let cut_open = open == OpenTurn::Cut && self.open_turn.is_some() && !self.final_answer;
+        closed + usize::from(cut_open)
+    }
+
+    /// What the own session last saw of each file it read, wrote or edited, per
+    /// workspace-relative path: the image (`sha256:<hex>`) of the content it last read (a
+    /// `tool/result`'s `seen`) or wrote (the post-image of a `write`/`edit` whose result is
+    /// not an error), or `None` when its last read found no file. A restarted agent's file
+    /// observations are rebuilt from it ([`troupe_tools::restore_observations`]).
+    pub fn seen_files(&self) -> &HashMap<String, Option<String>> {
+        &self.seen_files
     }
 
     /// The model history: user, assistant and tool messages in log order (no system prompt).
@@ -605,6 +704,7 @@ impl Transcript {
                 content,
                 message_id: Some(format!("interrupted-tool-result-{}-{seq}", call.id)),
                 source_event_seqs: unanswered.call_seq.into_iter().collect(),
+                seen: None,
             };
             drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(&rec)));
         }
@@ -715,6 +815,7 @@ mod tests {
                         content: "{}".to_owned(),
                         message_id: None,
                         source_event_seqs: Vec::new(),
+                        seen: None,
                     })
                     .unwrap(),
                 ),
@@ -791,5 +892,119 @@ mod tests {
         assert_eq!(t.spent_model_calls(), 1);
         // A text answer is always spent.
         assert_eq!(fold(&[Asked(&[])]).spent_model_calls(), 1);
+    }
+
+    /// A log of turns and inbox insertions for [`Transcript::owed_continuations`].
+    enum Life<'a> {
+        /// `turn/start` of the next turn.
+        Start,
+        /// `turn/end` of the open turn, for this reason.
+        End(TurnEndReason),
+        /// An answer without tool calls in the open turn.
+        Answer,
+        /// An inbox insertion (next turn) of a message of this source kind.
+        Queued(&'a str),
+    }
+
+    fn life(records: &[Life<'_>]) -> Transcript {
+        let mut t = Transcript::new(0);
+        let mut turn = 0;
+        for (seq, rec) in records.iter().enumerate() {
+            let (kind, data) = match rec {
+                Life::Start => {
+                    turn += 1;
+                    (ty::TURN_START, to_value(&TurnStart { turn }))
+                }
+                Life::End(reason) => (
+                    ty::TURN_END,
+                    to_value(&TurnEnd {
+                        turn,
+                        reason: reason.clone(),
+                    }),
+                ),
+                Life::Answer => (
+                    ty::ASSISTANT_MESSAGE,
+                    serde_json::to_value(AssistantRecord {
+                        turn,
+                        step: 1,
+                        message: AssistantMessage {
+                            content: Some("done".to_owned()),
+                            reasoning_content: None,
+                            tool_calls: Vec::new(),
+                        },
+                        usage: None,
+                        finish_reason: None,
+                        truncated_calls: Vec::new(),
+                    })
+                    .unwrap(),
+                ),
+                Life::Queued(source) => (
+                    ty::AGENT_INBOX_SPLICED,
+                    to_value(&InboxSplice {
+                        target: InboxTarget::NextTurn,
+                        start: t.next_turn().len(),
+                        removed_count: 0,
+                        inserted: vec![UserMessage::text(
+                            "m",
+                            troupe_protocol::MessageSource::kind(*source),
+                        )],
+                        outcome: None,
+                    }),
+                ),
+            };
+            let event: Event =
+                serde_json::from_value(json!({"seq": seq, "time": 1, "type": kind, "data": data}))
+                    .unwrap();
+            t.apply(&event).unwrap();
+        }
+        t
+    }
+
+    /// Every turn that did not finish is owed one continuation turn; a queued continuation
+    /// answers one even before it runs, a user's prompt answers them all; a cut open turn
+    /// counts only in a stopped process's log; the Lead's own interruption and a failure are
+    /// owed nothing by a teammate.
+    #[test]
+    fn every_unfinished_turn_is_owed_one_continuation() {
+        use ContinuationRule::{Root, Teammate};
+        use Life::{Answer, End, Queued, Start};
+        use OpenTurn::{Cut, Running};
+        let owed = |records: &[Life<'_>], rule, open| life(records).owed_continuations(rule, open);
+        let interrupted = || End(TurnEndReason::Interrupted);
+        // Turn 1 cut and closed by a recovery, turn 2 started by waiting mail before the
+        // continuation was queued, then cut too: both are owed.
+        let two_cut = [Start, interrupted(), Queued("team-message"), Start];
+        assert_eq!(owed(&two_cut, Root, Cut), 2);
+        assert_eq!(owed(&two_cut, Teammate, Cut), 2);
+        // In a live agent's transcript the open turn is running, not cut.
+        assert_eq!(owed(&two_cut, Teammate, Running), 1);
+        // A continuation queued by an earlier resume answers one, before it runs.
+        let queued = [Start, interrupted(), Queued(CONTINUATION_SOURCE)];
+        assert_eq!(owed(&queued, Root, Cut), 0);
+        let ran_and_cut = [Start, interrupted(), Queued(CONTINUATION_SOURCE), Start];
+        assert_eq!(owed(&ran_and_cut, Root, Cut), 1);
+        // A new instruction answers every owed turn.
+        assert_eq!(owed(&[Start, interrupted(), Queued("user")], Root, Cut), 0);
+        // An open turn whose final answer is logged only lacks its `turn/end`.
+        assert_eq!(owed(&[Start, Answer], Root, Cut), 0);
+        assert_eq!(owed(&[Start, End(TurnEndReason::Completed)], Root, Cut), 0);
+        // Who owes what: a root continues every unfinished turn; a teammate only a stop's.
+        let parent = End(TurnEndReason::Aborted {
+            reason: json!({"kind": "parent"}),
+        });
+        let user = End(TurnEndReason::Aborted {
+            reason: json!({"kind": "user"}),
+        });
+        let failed = End(TurnEndReason::Failed {
+            code: "LLM_AUTH".to_owned(),
+            message: "m".to_owned(),
+        });
+        assert_eq!(owed(&[Start, parent], Root, Cut), 1);
+        assert_eq!(owed(&[Start, user], Teammate, Cut), 1);
+        let parent = End(TurnEndReason::Aborted {
+            reason: json!({"kind": "parent"}),
+        });
+        assert_eq!(owed(&[Start, parent], Teammate, Cut), 0);
+        assert_eq!(owed(&[Start, failed], Teammate, Cut), 0);
     }
 }

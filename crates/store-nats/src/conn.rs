@@ -25,6 +25,9 @@ pub(crate) struct Inner {
     pub(crate) leases: kv::Store,
     /// The lease bucket's `max_age`.
     pub(crate) lease_ttl: Duration,
+    /// Whether the stream is clustered (JetStream in cluster mode: its writes go through a
+    /// Raft group), where appends are published one message at a time (see the crate docs).
+    pub(crate) clustered: bool,
     /// For followers: the stream sequence of the last valid message behind each position a
     /// read returned, so `read_each_from` starts its consumer right after it.
     positions: Mutex<HashMap<(SessionId, ScanPosition), u64>>,
@@ -138,6 +141,7 @@ impl Inner {
             js: setup.js,
             leases: setup.leases,
             lease_ttl: setup.lease_ttl,
+            clustered: setup.clustered,
             positions: Mutex::new(HashMap::new()),
         })
     }
@@ -230,6 +234,7 @@ struct Setup {
     js: jetstream::Context,
     leases: kv::Store,
     lease_ttl: Duration,
+    clustered: bool,
 }
 
 async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Result<Setup> {
@@ -261,52 +266,75 @@ async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Resu
             reason: format!("JetStream is not available ({e}); start the server with -js"),
         })?;
 
-    // The stream: used as it is when it exists, created when missing.
+    // The stream: used as it is when it exists, created when missing. Requests that time out
+    // (a cluster electing leaders, a loaded server) and a stream another process created a
+    // moment ago that is not found yet are tried again, until `append_timeout`.
+    let deadline = tokio::time::Instant::now() + options.append_timeout;
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(100));
     let mut created = false;
     let info = loop {
-        match js.get_stream(&options.stream).await {
-            Ok(mut stream) => {
-                break stream
-                    .info()
-                    .await
-                    .map_err(|e| io("read the stream info", &e))?
-                    .clone();
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    jetstream::context::GetStreamErrorKind::JetStream(ref j)
-                        if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
-                ) && !created =>
-            {
-                created = true;
-                let config = stream::Config {
-                    name: options.stream.clone(),
-                    subjects: vec![SESSION_SUBJECTS.to_owned()],
-                    storage: stream::StorageType::File,
-                    num_replicas: options.replicas,
-                    allow_direct: true,
-                    ..Default::default()
-                };
-                match js.create_stream(config).await {
-                    Ok(_) => {}
-                    Err(e) => match e.kind() {
-                        // Another process created it meanwhile: read it.
-                        jetstream::context::CreateStreamErrorKind::JetStream(j)
-                            if j.error_code() == jetstream::ErrorCode::STREAM_NAME_EXIST => {}
-                        jetstream::context::CreateStreamErrorKind::JetStream(j) => {
-                            return Err(misconfigured(format!(
-                                "cannot create stream {}: {j}",
-                                options.stream
-                            )));
+        let transient = match js.get_stream(&options.stream).await {
+            Ok(mut stream) => match stream.info().await {
+                Ok(info) => break info.clone(),
+                Err(e) => io("read the stream info", &e),
+            },
+            Err(e) => match e.kind() {
+                jetstream::context::GetStreamErrorKind::JetStream(ref j)
+                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND && !created =>
+                {
+                    let config = stream::Config {
+                        name: options.stream.clone(),
+                        subjects: vec![SESSION_SUBJECTS.to_owned()],
+                        storage: stream::StorageType::File,
+                        num_replicas: options.replicas,
+                        allow_direct: true,
+                        ..Default::default()
+                    };
+                    match js.create_stream(config).await {
+                        Ok(_) => {
+                            created = true;
+                            continue;
                         }
-                        _ => return Err(io("create the stream", &e)),
-                    },
+                        Err(e) => match e.kind() {
+                            // Another process created it meanwhile: read it.
+                            jetstream::context::CreateStreamErrorKind::JetStream(j)
+                                if j.error_code() == jetstream::ErrorCode::STREAM_NAME_EXIST =>
+                            {
+                                created = true;
+                                continue;
+                            }
+                            jetstream::context::CreateStreamErrorKind::JetStream(j) => {
+                                return Err(misconfigured(format!(
+                                    "cannot create stream {}: {j}",
+                                    options.stream
+                                )));
+                            }
+                            _ => io("create the stream", &e),
+                        },
+                    }
                 }
-            }
-            Err(e) => return Err(io("look up the stream", &e)),
+                // Created a moment ago (by this process or another), not found yet.
+                jetstream::context::GetStreamErrorKind::JetStream(ref j)
+                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
+                {
+                    io("look up the stream", &e)
+                }
+                jetstream::context::GetStreamErrorKind::JetStream(_) => {
+                    return Err(io("look up the stream", &e));
+                }
+                _ => io("look up the stream", &e),
+            },
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(transient);
         }
+        pause().await;
     };
+    // A standalone server reports a leader only; a cluster names itself and the Raft group.
+    let clustered = info
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.name.is_some() || c.raft_group.is_some());
     if !info.config.subjects.iter().any(|s| covers_sessions(s)) {
         return Err(misconfigured(format!(
             "stream {} takes subjects {:?}, not {SESSION_SUBJECTS}",
@@ -314,7 +342,9 @@ async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Resu
         )));
     }
 
-    // The lease bucket, likewise.
+    // The lease bucket, likewise. Another process may be creating it at the same moment (on
+    // a cluster, a bucket just created can take a moment to be found): then it is looked up
+    // again until `append_timeout`.
     let leases = match js.get_key_value(&options.lease_bucket).await {
         Ok(store) => store,
         Err(_) => {
@@ -328,11 +358,15 @@ async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Resu
             };
             match js.create_key_value(config).await {
                 Ok(store) => store,
-                // Created by another process meanwhile?
-                Err(create_error) => js
-                    .get_key_value(&options.lease_bucket)
-                    .await
-                    .map_err(|_| io("create the lease bucket", &create_error))?,
+                Err(create_error) => loop {
+                    match js.get_key_value(&options.lease_bucket).await {
+                        Ok(store) => break store,
+                        Err(_) if tokio::time::Instant::now() < deadline => {
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                        Err(_) => return Err(io("create the lease bucket", &create_error)),
+                    }
+                },
             }
         }
     };
@@ -353,6 +387,7 @@ async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Resu
         js,
         leases,
         lease_ttl,
+        clustered,
     })
 }
 

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::kv;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use troupe_journal::Result;
+use troupe_protocol::SessionId;
 
 /// The value stored under a session's key.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -74,6 +76,8 @@ struct State {
 #[derive(Debug)]
 pub(crate) struct Lease {
     key: String,
+    /// The value written (the holder), to know the key is still ours.
+    value: Bytes,
     kv: kv::Store,
     state: Arc<Mutex<State>>,
     renewer: tokio::task::JoinHandle<()>,
@@ -85,7 +89,31 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 impl Lease {
     /// Takes the lease of `key` for `holder` with `create`. Must run on the backend's runtime.
+    /// A request that fails (a bucket whose replicas are not answering yet — "no responders"
+    /// right after a cluster created it —, a leader election) is tried again for up to
+    /// `patience`; a lease held by another is refused at once.
     pub(crate) async fn acquire(
+        kv: &kv::Store,
+        key: &str,
+        holder: &Holder,
+        ttl: Duration,
+        patience: Duration,
+    ) -> Result<Lease, AcquireError> {
+        let deadline = Instant::now() + patience;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match Self::try_acquire(kv, key, holder, ttl).await {
+                Err(AcquireError::Io(why)) if Instant::now() < deadline => {
+                    tracing::debug!(key, error = %why, "taking a lease failed; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn try_acquire(
         kv: &kv::Store,
         key: &str,
         holder: &Holder,
@@ -130,12 +158,13 @@ impl Lease {
         let renewer = tokio::spawn(renew(
             kv.clone(),
             key.to_owned(),
-            value,
+            value.clone(),
             ttl,
             Arc::clone(&state),
         ));
         Ok(Lease {
             key: key.to_owned(),
+            value,
             kv: kv.clone(),
             state,
             renewer,
@@ -155,20 +184,59 @@ impl Lease {
     }
 
     /// Stops renewing and deletes the key (if it is still ours). Best effort: a lease that
-    /// cannot be deleted expires after its TTL.
+    /// cannot be deleted expires after its TTL. A renewal that was in flight when the renewer
+    /// stopped may still have been applied, with a revision this lease never learnt: then the
+    /// key is read again and, when it still holds this lease's value, deleted at that revision.
     pub(crate) async fn release(self) {
         self.renewer.abort();
-        let revision = lock(&self.state).revision;
-        let _ = self
-            .kv
-            .delete_expect_revision(&self.key, Some(revision))
-            .await;
+        let mut revision = lock(&self.state).revision;
+        for _ in 0..3 {
+            if self
+                .kv
+                .delete_expect_revision(&self.key, Some(revision))
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            match self.kv.entry(&self.key).await {
+                Ok(Some(entry))
+                    if entry.operation == kv::Operation::Put
+                        && entry.value == self.value
+                        && entry.revision != revision =>
+                {
+                    revision = entry.revision;
+                }
+                _ => return,
+            }
+        }
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         self.renewer.abort();
+    }
+}
+
+/// Who holds `id`'s lease now (as [`troupe_journal::JournalError::Leased`] names it), `None` when nobody does.
+pub(crate) fn holder(inner: &crate::conn::Inner, id: &SessionId) -> Result<Option<String>> {
+    let kv = inner.leases.clone();
+    let key = id.to_string();
+    let entry = inner.call(async move { kv.entry(&key).await.map_err(|e| e.to_string()) })?;
+    match entry.map_err(|e| inner.io("read the session's lease", e))? {
+        Some(entry) if entry.operation == kv::Operation::Put => Ok(Some(
+            serde_json::from_slice::<Holder>(&entry.value).map_or_else(
+                |_| {
+                    format!(
+                        "an unknown holder ({})",
+                        String::from_utf8_lossy(&entry.value)
+                    )
+                },
+                |h| h.describe(),
+            ),
+        )),
+        _ => Ok(None),
     }
 }
 

@@ -26,6 +26,16 @@
 //! where it stopped. (JetStream's atomic batches would give all-or-nothing rounds too, but on
 //! a file stream each costs 10–30 ms on this project's machine: see BENCHMARKS.md.)
 //!
+//! **On a clustered stream** (JetStream in cluster mode, any number of replicas) the chain is
+//! not pipelined: each message carries `Nats-Expected-Last-Subject-Sequence` = the stream
+//! sequence of the message before it and is sent once that one is acknowledged. There the
+//! server checks `Nats-Expected-Last-Msg-Id` a second time when the Raft entry is applied,
+//! and another session's message proposed in between makes that check fail there, which the
+//! server reports as a critical write error that stops the whole stream ("JetStream system
+//! temporarily unavailable" for every later write). The per-subject check is not affected by
+//! other subjects, so one message at a time keeps the same prefix and fence guarantees, at one
+//! acknowledgement per message (concurrent flushes still share one round).
+//!
 //! **What survives a crash** (of the writer, its connection, or servers below quorum), at each
 //! point of an append: before the first acknowledgement, nothing of the round; part-way, an
 //! acknowledged prefix of it: its whole journal batches are valid events (not yet reported to
@@ -59,6 +69,22 @@
 //! another writer appended). Closing the writer deletes the key; a crashed holder's key
 //! expires after the TTL, and then another process may take the session over.
 //!
+//! **Reads on a clustered stream** go on until the consumer delivered the subject's last
+//! message as the stream leader has it (asked first): a consumer may be served by a replica
+//! that has not applied every committed message yet, and stopping where it runs dry would miss
+//! acknowledged events (and make an open take a whole batch for an unfinished one).
+//!
+//! **Following** ([`troupe_journal::LogBackend::follow`]): a live follow is an ordered push
+//! consumer on the session's subject that never ends: the server pushes every message as it
+//! is stored, the follower is woken and scans what arrived with the journal's rules (a batch
+//! only once whole). Nothing polls; the ordered consumer recreates itself from the last
+//! sequence it saw after a gap, a missed heartbeat or a reconnect.
+//!
+//! **Copying** ([`troupe_journal::LogBackend::read_image`], [`troupe_journal::LogBackend::import`]):
+//! a session's image is its payloads joined with newlines — byte for byte the file the JSONL
+//! store holds — and an import publishes the lines as given, as a first append (so a copy
+//! cut part-way is no session).
+//!
 //! **Bridging.** The seam is synchronous (the writer actor is an OS thread; reads come from
 //! sync code and from inside tokio tasks). The backend owns a small tokio runtime. Outside
 //! any tokio context (the writer thread) an append runs its future on the calling thread with
@@ -67,6 +93,7 @@
 //! a runtime.
 
 mod conn;
+mod follow;
 mod lease;
 mod read;
 mod sink;
@@ -77,7 +104,7 @@ use std::time::Duration;
 
 use troupe_journal::{
     JournalError, LineCheck, LineUse, LogBackend, Replay, Result, ScanPosition, ScanSummary,
-    ScanTail, Selected, SessionListing, SessionSink,
+    ScanTail, Selected, SessionFollow, SessionImage, SessionListing, SessionSink, Wake,
 };
 use troupe_protocol::{Event, SessionHeader, SessionId};
 
@@ -112,7 +139,9 @@ pub struct NatsOptions {
     /// How long one request to the server may take before it counts as failed (default 5 s).
     pub request_timeout: Duration,
     /// How long an append keeps retrying transient failures (lost connection, leader
-    /// election) before it fails and poisons the writer (default 30 s).
+    /// election) before it fails and poisons the writer (default 30 s). Connecting waits as
+    /// long for a stream or lease bucket that is being created (by another process too) or
+    /// whose cluster is electing a leader.
     pub append_timeout: Duration,
     /// The most messages one pipelined send keeps in flight (default 1000); a longer round is
     /// sent in several.
@@ -244,5 +273,36 @@ impl LogBackend for NatsBackend {
 
     fn list(&self, on_error: &mut dyn FnMut(JournalError)) -> Result<Vec<SessionListing>> {
         read::list(&self.inner, on_error)
+    }
+
+    /// The holder named by the session's lease key, while it has one.
+    fn holder(&self, id: &SessionId) -> Result<Option<String>> {
+        lease::holder(&self.inner, id)
+    }
+
+    /// The subject's first message alone.
+    fn header(&self, id: &SessionId) -> Result<SessionHeader> {
+        read::header(&self.inner, id)
+    }
+
+    /// An ordered push consumer on the session's subject from its first message, for as long
+    /// as the follow lives (see the crate docs, "Following").
+    fn follow(&self, id: &SessionId, wake: Wake) -> Result<Option<Box<dyn SessionFollow>>> {
+        Ok(Some(Box::new(follow::NatsFollow::start(
+            Arc::clone(&self.inner),
+            id,
+            wake,
+        )?)))
+    }
+
+    /// The subject's payloads joined with newlines, up to the end of the valid prefix.
+    fn read_image(&self, id: &SessionId) -> Result<SessionImage> {
+        read::read_image(&self.inner, id)
+    }
+
+    /// One fenced chain under the session's lease, as a first append (see the crate docs for
+    /// what survives a crash part-way).
+    fn import(&self, image: &SessionImage) -> Result<()> {
+        sink::NatsSink::import(Arc::clone(&self.inner), image)
     }
 }

@@ -12,9 +12,9 @@ use async_nats::jetstream::{self, consumer};
 use futures_util::StreamExt;
 use troupe_journal::{
     JournalError, LineCheck, LineUse, MAX_BATCH_EVENTS, Result, ScanPosition, ScanSummary,
-    ScanTail, Selected, SessionListing, scan_each, scan_events, scan_selected_each,
+    ScanTail, Selected, SessionImage, SessionListing, scan_each, scan_events, scan_selected_each,
 };
-use troupe_protocol::{Event, SessionId};
+use troupe_protocol::{Event, SessionHeader, SessionId};
 
 use crate::conn::Inner;
 use crate::{FIRST_EVENTS_HEADER, SESSION_SUBJECT_PREFIX, SESSION_SUBJECTS};
@@ -232,8 +232,15 @@ fn feed(inner: &Inner, subject: String, start: Start) -> MessageReader {
     let timeout = inner.options.request_timeout;
     let url = inner.url.clone();
     let task_permits = Arc::clone(&permits);
+    let clustered = inner.clustered;
     inner.handle.spawn(async move {
-        if let Err(e) = produce(&js, &stream, subject, start, &tx, &task_permits, timeout).await {
+        let read = ReadRequest {
+            subject,
+            start,
+            timeout,
+            clustered,
+        };
+        if let Err(e) = produce(&js, &stream, read, &tx, &task_permits).await {
             let _ = tx.send(Piece::Failed(JournalError::StoreIo {
                 op: "read",
                 url,
@@ -254,19 +261,64 @@ fn feed(inner: &Inner, subject: String, start: Start) -> MessageReader {
     }
 }
 
+/// What one read asks of [`produce`].
+struct ReadRequest {
+    subject: String,
+    start: Start,
+    /// How long to wait for the next message.
+    timeout: std::time::Duration,
+    /// Whether the stream is clustered: then the read goes on until the stream leader's last
+    /// message of the subject (see [`leader_view`]).
+    clustered: bool,
+}
+
+/// The stream leader's view of `subject`: the stream sequence of its last message (0 when it
+/// has none) and how many messages it holds. On a clustered stream a consumer may be served by
+/// a replica that has not applied every committed message yet (right after a restart or a
+/// leader change): a read that stopped where such a consumer runs dry would miss acknowledged
+/// messages, and an open would take an acknowledged batch for an unfinished one. So a read
+/// there goes on until it has seen the leader's last message.
+pub(crate) async fn leader_view(
+    stream: &jetstream::stream::Stream<()>,
+    subject: &str,
+) -> std::result::Result<(u64, u64), String> {
+    let last = match stream.get_last_raw_message_by_subject(subject).await {
+        Ok(message) => message.sequence,
+        Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => 0,
+        Err(e) => return Err(format!("cannot read the subject's last message: {e}")),
+    };
+    let count = if last == 0 {
+        0
+    } else {
+        subject_count(stream, subject).await?
+    };
+    Ok((last, count))
+}
+
 async fn produce(
     js: &jetstream::Context,
     stream: &str,
-    subject: String,
-    start: Start,
+    read: ReadRequest,
     tx: &Sender<Piece>,
     permits: &tokio::sync::Semaphore,
-    timeout: std::time::Duration,
 ) -> std::result::Result<(), String> {
+    let ReadRequest {
+        subject,
+        start,
+        timeout,
+        clustered,
+    } = read;
     let stream = js
         .get_stream_no_info(stream)
         .await
         .map_err(|e| e.to_string())?;
+    // The leader's last message of the subject and its message count (clustered only).
+    let leader = if clustered {
+        Some(leader_view(&stream, &subject).await?)
+    } else {
+        None
+    };
+    let target = leader.map(|(last, _)| last);
     let deliver_policy = match start {
         Start::Header => consumer::DeliverPolicy::All,
         Start::After(seq) => consumer::DeliverPolicy::ByStartSequence {
@@ -284,7 +336,12 @@ async fn produce(
         })
         .await
         .map_err(|e| format!("cannot create a consumer: {e}"))?;
-    if consumer.cached_info().num_pending == 0 {
+    let nothing_after = match (target, start) {
+        (Some(last), Start::Header) => last == 0,
+        (Some(last), Start::After(seq)) => last <= seq,
+        (None, _) => consumer.cached_info().num_pending == 0,
+    };
+    if nothing_after {
         let _ = tx.send(match start {
             Start::Header => Piece::Missing("no such session on this store".to_owned()),
             Start::After(_) => Piece::End,
@@ -304,6 +361,12 @@ async fn produce(
         };
         let info = message.info().map_err(|e| e.to_string())?;
         let (stream_seq, pending) = (info.stream_sequence, info.pending);
+        // The end of the read: the consumer has nothing more — on a clustered stream, once it
+        // delivered the leader's last message of the subject.
+        let end = match target {
+            Some(last) => stream_seq >= last,
+            None => pending == 0,
+        };
         if first {
             first = false;
             let declared = message
@@ -312,9 +375,10 @@ async fn produce(
                 .and_then(|h| h.get(FIRST_EVENTS_HEADER))
                 .and_then(|v| v.as_str().parse::<u64>().ok())
                 .unwrap_or(0);
-            if declared > pending {
+            let stored = leader.map_or(pending, |(_, count)| count.saturating_sub(1));
+            if declared > stored {
                 let _ = tx.send(Piece::Missing(format!(
-                    "its creation is unfinished: {pending} of its first {declared} events are stored"
+                    "its creation is unfinished: {stored} of its first {declared} events are stored"
                 )));
                 return Ok(());
             }
@@ -326,7 +390,7 @@ async fn produce(
             bytes.push(b'\n');
             seqs.push(stream_seq);
         }
-        if bad || pending == 0 || bytes.len() >= CHUNK_BYTES {
+        if bad || end || bytes.len() >= CHUNK_BYTES {
             if !seqs.is_empty() {
                 permits.acquire().await.map_err(|e| e.to_string())?.forget();
                 let full = std::mem::replace(&mut bytes, Vec::with_capacity(CHUNK_BYTES + 4096));
@@ -344,7 +408,7 @@ async fn produce(
                 let _ = tx.send(Piece::BadMessage { stream_seq });
                 return Ok(());
             }
-            if pending == 0 {
+            if end {
                 let _ = tx.send(Piece::End);
                 return Ok(());
             }
@@ -532,6 +596,85 @@ pub(crate) async fn subject_state(
     })
 }
 
+/// Parses a session's first message as its header line and checks that it names `id`.
+fn parse_header(path: &Path, id: &SessionId, payload: &[u8]) -> Result<SessionHeader> {
+    let mut line = payload.to_vec();
+    line.push(b'\n');
+    let summary = scan_each(path, &line[..], &mut |_| {})?;
+    if &summary.header.id == id {
+        Ok(summary.header)
+    } else {
+        Err(JournalError::Corrupt {
+            path: path.to_path_buf(),
+            line: 1,
+            offset: 0,
+            reason: format!(
+                "header names session {} but the subject is {id}'s",
+                summary.header.id
+            ),
+        })
+    }
+}
+
+/// The header of session `id` from its first message alone.
+pub(crate) fn header(inner: &Inner, id: &SessionId) -> Result<SessionHeader> {
+    let subject = inner.subject(id)?;
+    let path = inner.location(id);
+    let js = inner.js.clone();
+    let stream = inner.options.stream.clone();
+    let first = inner.call(async move {
+        let stream = js
+            .get_stream_no_info(&stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        let count = subject_count(&stream, &subject).await?;
+        if count == 0 {
+            return Ok(None);
+        }
+        let first = stream
+            .get_first_raw_message_by_subject(&subject, 0)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(Some((count, first)))
+    })?;
+    let missing = |why: &str| JournalError::NotFound {
+        id: format!("{id} ({why})"),
+        path: path.clone(),
+    };
+    match first.map_err(|e| inner.io("read a session header", e))? {
+        None => Err(missing("no such session on this store")),
+        Some((count, first)) if count - 1 < declared_first_events(&first) => {
+            Err(missing("its creation is unfinished"))
+        }
+        Some((_, first)) => parse_header(&path, id, &first.payload),
+    }
+}
+
+/// The session's valid prefix as its joined payloads (see [`troupe_journal::SessionImage`]).
+pub(crate) fn read_image(inner: &Inner, id: &SessionId) -> Result<SessionImage> {
+    let subject = inner.subject(id)?;
+    let path = inner.location(id);
+    let mut reader = feed(inner, subject, Start::Header);
+    let mut bytes = Vec::new();
+    let scanned = reader
+        .read_to_end(&mut bytes)
+        .map_err(|e| inner.io("read", e))
+        .and_then(|_| SessionImage::from_bytes(&path, bytes));
+    let image = reader.finish(inner, id, &path, scanned)?;
+    if image.id() != id {
+        return Err(JournalError::Corrupt {
+            path,
+            line: 1,
+            offset: 0,
+            reason: format!(
+                "header names session {} but the subject is {id}'s",
+                image.id()
+            ),
+        });
+    }
+    Ok(image)
+}
+
 pub(crate) fn list(
     inner: &Inner,
     on_error: &mut dyn FnMut(JournalError),
@@ -591,23 +734,7 @@ pub(crate) fn list(
         if count - 1 < declared_first_events(&first) {
             continue; // Being created, or its creator died half-way: not a session yet.
         }
-        let mut line = first.payload.to_vec();
-        line.push(b'\n');
-        let header = scan_each(&path, &line[..], &mut |_| {}).and_then(|summary| {
-            if summary.header.id == id {
-                Ok(summary.header)
-            } else {
-                Err(JournalError::Corrupt {
-                    path: path.clone(),
-                    line: 1,
-                    offset: 0,
-                    reason: format!(
-                        "header names session {} but the subject is {id}'s",
-                        summary.header.id
-                    ),
-                })
-            }
-        });
+        let header = parse_header(&path, &id, &first.payload);
         match header {
             Ok(header) => out.push(SessionListing {
                 header,

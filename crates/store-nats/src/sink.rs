@@ -8,7 +8,7 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMessage};
 use bytes::Bytes;
 use serde::Deserialize;
-use troupe_journal::{JournalError, Replay, Result, SessionSink};
+use troupe_journal::{JournalError, Replay, Result, SessionImage, SessionSink};
 use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 
 use crate::FIRST_EVENTS_HEADER;
@@ -53,6 +53,8 @@ struct Writer {
     new: bool,
     /// The most messages one send keeps in flight.
     max_batch: usize,
+    /// A clustered stream: one message in flight at a time (see [`Writer::send_chain`]).
+    serial: bool,
     append_timeout: Duration,
 }
 
@@ -92,7 +94,8 @@ impl NatsSink {
             let key = id.to_string();
             let holder = holder.clone();
             let ttl = inner.lease_ttl;
-            inner.call(async move { Lease::acquire(&kv, &key, &holder, ttl).await })?
+            let patience = inner.options.append_timeout;
+            inner.call(async move { Lease::acquire(&kv, &key, &holder, ttl, patience).await })?
         };
         let lease = lease.map_err(|e| match e {
             AcquireError::Held(holder) => JournalError::Leased {
@@ -171,6 +174,63 @@ impl NatsSink {
         ))
     }
 
+    /// Stores `image` as a new session, line for line: one fenced chain holding the header
+    /// line (declaring every event of the image in `Troupe-First-Events`) and each event line,
+    /// under the session's lease, exactly like a first append. What survives a crash part-way
+    /// is therefore a first append's: a subject holding fewer events than its header declares
+    /// is no session (readers say `SESSION_NOT_FOUND`, listings leave it out), and the next
+    /// creator of the id — a copy run again — purges it before publishing. The killed copy's
+    /// lease makes that next copy `JOURNAL_LOCKED` (naming it) until the lease's TTL passed.
+    pub(crate) fn import(inner: Arc<Inner>, image: &SessionImage) -> Result<()> {
+        let mut sink = Self::create(Arc::clone(&inner), image.header().clone())?;
+        let mut writer = sink
+            .writer
+            .take()
+            .ok_or_else(|| inner.io("import", "no writer"))?;
+        // The lease first, so that a held one (a copy killed part-way, until its TTL passes;
+        // or a creator at work) is named as such rather than as an existing session.
+        let lease = {
+            let kv = inner.leases.clone();
+            let key = image.id().to_string();
+            let holder = writer.holder.clone();
+            let ttl = inner.lease_ttl;
+            let patience = inner.options.append_timeout;
+            inner.call(async move { Lease::acquire(&kv, &key, &holder, ttl, patience).await })?
+        };
+        writer.lease = Some(lease.map_err(|e| match e {
+            AcquireError::Held(holder) => JournalError::Leased {
+                id: image.id().clone(),
+                holder,
+                store: inner.url.clone(),
+            },
+            AcquireError::Io(why) => inner.io("take the session's lease", why),
+        })?);
+        let id = image.id();
+        let owner = writer.holder.owner.clone();
+        let mut messages = Vec::with_capacity(usize::try_from(image.events()).unwrap_or(0) + 1);
+        for (i, line) in image.lines().enumerate() {
+            messages.push(match i {
+                0 => Outgoing {
+                    payload: Bytes::copy_from_slice(line),
+                    msg_id: format!("{id}/header/{owner}"),
+                    first_events: Some(image.events()),
+                },
+                n => Outgoing {
+                    payload: Bytes::copy_from_slice(line),
+                    msg_id: format!("{id}/{}/{owner}", n - 1),
+                    first_events: None,
+                },
+            });
+        }
+        let (writer, result) = inner.run(async move {
+            let result = writer.publish(messages, true).await;
+            (writer, result)
+        })?;
+        // Dropping the sink releases the lease the creation took.
+        sink.writer = Some(writer);
+        result
+    }
+
     fn messages(&self, events: &[Event], owner: &str) -> Result<Vec<Outgoing>> {
         let id = &self.header.id;
         let encode = |value: &dyn erased::Encode| {
@@ -220,27 +280,9 @@ impl SessionSink for NatsSink {
     }
 
     fn append(&mut self, expected: Seq, events: &[Event]) -> Result<()> {
-        if expected != self.next_seq {
-            return Err(JournalError::SeqConflict {
-                id: self.header.id.clone(),
-                expected,
-                actual: self.next_seq,
-            });
-        }
+        troupe_journal::check_append(&self.header.id, self.next_seq, expected, events)?;
         if events.is_empty() {
             return Ok(());
-        }
-        for (i, event) in events.iter().enumerate() {
-            if event.seq.0 != expected.0 + i as u64 {
-                return Err(JournalError::InvalidBatch {
-                    id: self.header.id.clone(),
-                    reason: format!(
-                        "event {i} has seq {} where {} was expected",
-                        event.seq,
-                        expected.0 + i as u64
-                    ),
-                });
-            }
         }
         let Some(writer) = self.writer.as_ref() else {
             return Err(self.inner.io("append", "an earlier call was lost"));
@@ -313,6 +355,7 @@ impl Writer {
             last,
             new,
             max_batch: inner.options.max_batch,
+            serial: inner.clustered,
             append_timeout: inner.options.append_timeout,
         }
     }
@@ -369,7 +412,16 @@ impl Writer {
         if self.lease.is_some() {
             return Ok(());
         }
-        match Lease::acquire(&self.leases, self.id.as_str(), &self.holder, self.lease_ttl).await {
+        let patience = self.append_timeout;
+        match Lease::acquire(
+            &self.leases,
+            self.id.as_str(),
+            &self.holder,
+            self.lease_ttl,
+            patience,
+        )
+        .await
+        {
             Ok(lease) => {
                 self.lease = Some(lease);
                 Ok(())
@@ -478,9 +530,17 @@ impl Writer {
         Ok(())
     }
 
-    /// One pipelined send of `chain` (at most `max_batch` messages in flight): how many of its
-    /// first messages were acknowledged, and why the next one was not.
+    /// One send of `chain`: how many of its first messages were acknowledged, and why the next
+    /// one was not. On a standalone server the chain is pipelined (at most `max_batch`
+    /// messages in flight, chained by `Nats-Expected-Last-Msg-Id`). On a clustered stream each
+    /// message is fenced by `Nats-Expected-Last-Subject-Sequence` and sent once the one before
+    /// it is acknowledged: there the last-message-id check is made again when a replica
+    /// applies the entry, and another session's message proposed in between fails it there —
+    /// which the server treats as a critical write error that stops the whole stream.
     async fn send_chain(&mut self, chain: &[Outgoing]) -> (usize, Option<Failed>) {
+        if self.serial {
+            return self.send_serial(chain).await;
+        }
         let chain = &chain[..chain.len().min(self.max_batch)];
         let mut acks = Vec::with_capacity(chain.len());
         let mut failure = None;
@@ -521,6 +581,30 @@ impl Writer {
             }
         }
         (stored, failure)
+    }
+
+    /// [`Writer::send_chain`] on a clustered stream: each message fenced by the stream
+    /// sequence of the one before it, sent once that one is acknowledged.
+    async fn send_serial(&mut self, chain: &[Outgoing]) -> (usize, Option<Failed>) {
+        let mut stored = 0;
+        for message in chain {
+            let publish = PublishMessage::build()
+                .payload(message.payload.clone())
+                .headers(self.headers(message))
+                .expected_last_subject_sequence(self.last);
+            let acked = match self.js.send_publish(self.subject.clone(), publish).await {
+                Ok(ack) => ack.await,
+                Err(e) => return (stored, Some(classify(e.kind(), e.to_string()))),
+            };
+            match acked {
+                Ok(ack) => {
+                    self.last = ack.sequence;
+                    stored += 1;
+                }
+                Err(e) => return (stored, Some(classify(e.kind(), e.to_string()))),
+            }
+        }
+        (stored, None)
     }
 
     /// The subject's last message, compared with the messages not yet known to be stored.

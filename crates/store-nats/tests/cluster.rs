@@ -214,3 +214,52 @@ fn with_two_of_three_killed_appends_fail_clearly_and_a_reopen_goes_on_after_they
     assert_eq!(replay.events.last().unwrap().data, json!({"after": true}));
     assert!(replay.torn_tail.is_none());
 }
+
+#[test]
+fn sessions_appending_side_by_side_on_a_cluster_stay_whole_and_the_stream_healthy() {
+    // Multi-event rounds of several sessions at once, as a Team writes them: on a clustered
+    // stream a message of one session lands between two of another's, which a chain fenced by
+    // the last message id would turn into a critical write error of the whole stream.
+    let Some(server) = NatsServer::cluster() else {
+        return;
+    };
+    let f = Fixture::on(server, options(Duration::from_secs(60)));
+    let writers: Vec<_> = (0..3)
+        .map(|n| {
+            f.journal
+                .create(SessionHeader::new(id(&format!("s{n}")), 0))
+                .unwrap()
+        })
+        .collect();
+    let threads: Vec<_> = writers
+        .into_iter()
+        .map(|writer| {
+            std::thread::spawn(move || {
+                for round in 0..15u64 {
+                    let drafts = (0..4)
+                        .map(|i| {
+                            EventDraft::new("assistant/chunk", json!({"round": round, "i": i}))
+                        })
+                        .collect();
+                    writer.append_batch(drafts).unwrap();
+                    writer.flush_blocking().unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    for n in 0..3 {
+        let replay = f.journal.read(&id(&format!("s{n}"))).unwrap();
+        assert_eq!(replay.events.len(), 60);
+        assert!(replay.torn_tail.is_none());
+    }
+    let w = f
+        .journal
+        .create(SessionHeader::new(id("after"), 0))
+        .unwrap();
+    w.append(EventDraft::new("assistant/chunk", json!({})))
+        .unwrap();
+    w.flush_blocking().unwrap();
+}

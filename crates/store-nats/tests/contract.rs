@@ -42,6 +42,8 @@ both!(
     committed_corruption_is_refused_with_the_files_line_and_offset,
     a_follower_reads_only_what_was_appended_and_never_part_of_a_batch,
     concurrent_flushes_share_rounds,
+    an_image_is_the_valid_prefix_byte_for_byte_and_the_header_is_line_one,
+    an_imported_image_reads_back_byte_for_byte_and_never_overwrites,
 );
 
 fn append_is_in_memory_and_flush_makes_it_durable(f: Fixture) {
@@ -627,4 +629,72 @@ fn concurrent_flushes_share_rounds(f: Fixture) {
     // 64 flushes made durable in fewer sink rounds than flushes (group commit).
     assert!(w.stats().rounds < 65, "{:?}", w.stats());
     assert_eq!(f.journal.read(&id("g")).unwrap().events.len(), 65);
+}
+
+fn an_image_is_the_valid_prefix_byte_for_byte_and_the_header_is_line_one(f: Fixture) {
+    let mut lines = written_lines();
+    // A batch cut short at the end: an unfinished write, not part of the image.
+    let next = lines.len() as u64 - 1;
+    let cut =
+        json!({"seq": next, "time": 9, "type": "step/start", "batchLast": next + 1, "data": {}});
+    lines.push(serde_json::to_vec(&cut).unwrap());
+    f.put_raw("cut", &lines);
+    let image = f.journal.read_image(&id("cut")).unwrap();
+    let valid: Vec<u8> = lines[..lines.len() - 1]
+        .iter()
+        .flat_map(|l| [&l[..], b"\n"].concat())
+        .collect();
+    assert_eq!(image.bytes(), &valid[..]);
+    assert_eq!(image.events(), next);
+    let torn = image.torn_tail().unwrap();
+    assert_eq!(torn.offset, valid.len() as u64);
+    assert_eq!(image.lines().count() as u64, next + 1);
+    let replay = f.journal.read(&id("cut")).unwrap();
+    assert_eq!(f.journal.header(&id("cut")).unwrap(), replay.header);
+    assert_eq!(image.header(), &replay.header);
+    for missing in ["nope", "cu"] {
+        assert_eq!(
+            f.journal.read_image(&id(missing)).unwrap_err().code(),
+            "SESSION_NOT_FOUND"
+        );
+        assert_eq!(
+            f.journal.header(&id(missing)).unwrap_err().code(),
+            "SESSION_NOT_FOUND"
+        );
+    }
+    // Damage is refused, as by a read.
+    let mut damaged = lines[..4].to_vec();
+    damaged[2] = b"not json".to_vec();
+    f.put_raw("bad", &damaged);
+    assert_eq!(
+        f.journal.read_image(&id("bad")).unwrap_err().code(),
+        "JOURNAL_CORRUPT"
+    );
+}
+
+fn an_imported_image_reads_back_byte_for_byte_and_never_overwrites(f: Fixture) {
+    let lines = written_lines();
+    let bytes: Vec<u8> = lines
+        .iter()
+        .flat_map(|l| [&l[..], b"\n"].concat())
+        .collect();
+    let image =
+        troupe_journal::SessionImage::from_bytes(Path::new("cut.jsonl"), bytes.clone()).unwrap();
+    f.backend.import(&image).unwrap();
+    assert_eq!(
+        f.journal.read_image(&id("cut")).unwrap().bytes(),
+        &bytes[..]
+    );
+    assert_eq!(f.raw_lines("cut"), lines);
+    // The imported session is a session like any other: listed, opened, appended to.
+    let listed = f.journal.list(&mut |e| panic!("{e}")).unwrap();
+    assert_eq!(listed.len(), 1);
+    let (w, replay) = f.journal.open(&id("cut")).unwrap();
+    assert_eq!(replay.events.len(), lines.len() - 1);
+    w.append(chunk(99)).unwrap();
+    w.flush_blocking().unwrap();
+    drop(w);
+    let err = f.backend.import(&image).unwrap_err();
+    assert_eq!(err.code(), "SESSION_ALREADY_EXISTS", "{err}");
+    assert_eq!(f.raw_lines("cut").len(), lines.len() + 1);
 }

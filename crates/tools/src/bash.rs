@@ -2,7 +2,7 @@
 //! and a group kill on timeout, cancellation or drop.
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -11,13 +11,13 @@ use rustix::process::{Pid, Signal, kill_process_group};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::task::JoinHandle;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::process::{ProcessInfo, process_start_time};
-use crate::sandbox::{self, SandboxPolicy};
+use crate::sandbox;
 use crate::tool::{Tool, ToolFuture, ToolOutcome, parse_arguments};
 
 /// How long `bash` keeps collecting output after the process group was killed (a process
@@ -186,17 +186,14 @@ async fn run_bash(ctx: &ToolContext, args: BashArgs) -> ToolOutcome {
         command.env("TMPDIR", dir);
     }
     let policy = *ctx.sandbox();
-    let mut child = if policy.confines() {
-        spawn_confined(
-            command,
-            policy,
-            ctx.workspace_root().to_path_buf(),
-            ctx.temp_dir().map(Path::to_path_buf),
-        )
-        .await?
-    } else {
-        command.spawn().map_err(ToolError::BashSpawn)?
-    };
+    let mut child = sandbox::spawn_confined(
+        command,
+        policy,
+        ctx.workspace_root().to_path_buf(),
+        ctx.temp_dir().map(Path::to_path_buf),
+    )
+    .await?
+    .map_err(ToolError::BashSpawn)?;
     // With process_group(0) the group id is the child's pid.
     let pgid = child.id().and_then(|pid| i32::try_from(pid).ok());
     let killer = GroupKiller {
@@ -286,47 +283,6 @@ async fn run_bash(ctx: &ToolContext, args: BashArgs) -> ToolOutcome {
         result.insert("sandbox_note".into(), json!(note));
     }
     Ok(Value::Object(result))
-}
-
-/// Spawns `command` confined by `policy`: a new OS thread builds the ruleset, restricts itself
-/// with it and spawns the shell, which inherits the thread's Landlock domain; then the thread
-/// ends. The calling thread and every other thread of the process stay unconfined (Landlock
-/// restricts one thread: see the [`sandbox`](crate::sandbox) module). The thread enters the
-/// caller's tokio runtime so the child is registered with its process driver.
-///
-/// If the caller's future is dropped while the thread spawns, the new process group is killed.
-async fn spawn_confined(
-    mut command: Command,
-    policy: SandboxPolicy,
-    workspace: PathBuf,
-    temp_dir: Option<PathBuf>,
-) -> Result<Child, ToolError> {
-    let runtime = tokio::runtime::Handle::current();
-    let (sender, receiver) = tokio::sync::oneshot::channel::<Result<Child, ToolError>>();
-    std::thread::Builder::new()
-        .name("troupe-sandbox".to_owned())
-        .spawn(move || {
-            let _entered = runtime.enter();
-            let spawned = sandbox::ruleset(&policy, &workspace, temp_dir.as_deref())
-                .and_then(|ruleset| sandbox::restrict_current_thread(&policy, ruleset))
-                .map_err(ToolError::Sandbox)
-                .and_then(|()| command.spawn().map_err(ToolError::BashSpawn));
-            if let Err(Ok(child)) = sender.send(spawned) {
-                // Nobody waits for this shell any more: stop its whole group at once.
-                let group = child
-                    .id()
-                    .and_then(|pid| i32::try_from(pid).ok())
-                    .and_then(Pid::from_raw);
-                drop(GroupKiller { pgid: group });
-                drop(child);
-            }
-        })
-        .map_err(ToolError::BashSpawn)?;
-    receiver.await.unwrap_or_else(|_| {
-        Err(ToolError::Internal(
-            "the sandbox thread ended without starting bash".to_owned(),
-        ))
-    })
 }
 
 fn spawn_reader<R>(mut pipe: R, capture: Arc<Mutex<Capture>>) -> JoinHandle<()>

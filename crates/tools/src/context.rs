@@ -9,7 +9,7 @@ use troupe_protocol::SessionId;
 
 use crate::effect::FilePlan;
 use crate::error::ToolError;
-use crate::observe::FileObservations;
+use crate::observe::{FileObservations, FileSeen, SeenObserver};
 use crate::process::{ProcessInfo, ProcessObserver};
 use crate::sandbox::{SandboxPolicy, session_temp_dir};
 
@@ -58,6 +58,7 @@ pub struct ToolContext {
     limits: ToolLimits,
     secret_env: Arc<[String]>,
     process_observer: Option<ProcessObserver>,
+    seen_observer: Option<SeenObserver>,
     call_id: Option<Arc<str>>,
     file_plan: Option<Arc<FilePlan>>,
     sandbox: SandboxPolicy,
@@ -105,6 +106,7 @@ impl ToolContext {
             limits: ToolLimits::default(),
             secret_env: Arc::from(Vec::new()),
             process_observer: None,
+            seen_observer: None,
             call_id: None,
             file_plan: None,
             sandbox: SandboxPolicy::default(),
@@ -169,6 +171,23 @@ impl ToolContext {
     pub fn with_process_observer(mut self, observer: ProcessObserver) -> Self {
         self.process_observer = Some(observer);
         self
+    }
+
+    /// The same context with `observer` told what a `read` saw of its file ([`FileSeen`]),
+    /// e.g. to record it with the call's result so a restarted runtime can rebuild the
+    /// session's observations ([`crate::restore_observations`]). Replaces any earlier
+    /// observer. Default: none.
+    #[must_use]
+    pub fn with_seen_observer(mut self, observer: SeenObserver) -> Self {
+        self.seen_observer = Some(observer);
+        self
+    }
+
+    /// Tells the seen observer, if any, what a call saw of a file.
+    pub fn report_seen(&self, seen: FileSeen) {
+        if let Some(observer) = &self.seen_observer {
+            observer.notify(seen);
+        }
     }
 
     /// The same context with `policy` confining every process a tool starts (`bash`; see

@@ -77,10 +77,14 @@ impl FilePlan {
 
 /// `sha256:<hex>` of `bytes`.
 pub(crate) fn image_of(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
+    image_text(&Sha256::digest(bytes))
+}
+
+/// `sha256:<hex>` of a finished SHA-256 `digest`.
+pub(crate) fn image_text(digest: &[u8]) -> String {
     let mut text = String::with_capacity(7 + 64);
     text.push_str("sha256:");
-    for byte in digest {
+    for &byte in digest {
         text.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
         text.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));
     }

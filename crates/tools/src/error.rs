@@ -126,10 +126,11 @@ pub enum ToolError {
     /// touch it (REFERENCE a.12). Code `FS_NOT_OBSERVED`; the model-facing message appends
     /// [`NOT_OBSERVED_REMEDY`].
     ///
-    /// Observations live in memory: after a restart the agent's history may show a read that
-    /// is no longer on record, so the message speaks of the record since the agent (re)started
-    /// rather than claiming the file was never read.
-    #[error("{path} exists but no read of this file is on record since this agent (re)started")]
+    /// Observations live in memory; a runtime rebuilds them from its logs after a restart
+    /// ([`crate::restore_observations`]), and a file that could not be checked then stays
+    /// unseen, so the message speaks of the record rather than claiming the file was never
+    /// read.
+    #[error("{path} exists but no read of this file is on record for this agent")]
     NotObserved {
         /// The workspace-relative path.
         path: String,

@@ -6,12 +6,13 @@ use std::sync::PoisonError;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::context::ToolContext;
-use crate::effect::{FileEffect, FilePlan, current_image, image_of};
+use crate::effect::{FileEffect, FilePlan, current_image, image_of, image_text};
 use crate::error::ToolError;
 use crate::fsops::{blocking, create_if_absent, io_error, metadata_if_exists, replace_atomically};
-use crate::observe::{FileVersion, Observation, target_lock};
+use crate::observe::{FileSeen, FileVersion, Observation, target_lock};
 use crate::path::{display_relative, resolve};
 use crate::tool::{PlanFuture, Tool, ToolFuture, ToolOutcome, parse_arguments};
 
@@ -36,7 +37,9 @@ pub const LINE_TRUNCATED_MARKER: &str = "… [line truncated]";
 /// workspace-relative.
 ///
 /// Records the file's version for the calling session (or `absent` when the file is missing),
-/// which later `write`/`edit` calls check.
+/// which later `write`/`edit` calls check, and reports what it saw to the context's
+/// [`SeenObserver`](crate::SeenObserver) (the image of the whole file, or none), so a runtime
+/// can rebuild the observation after a restart ([`crate::restore_observations`]).
 ///
 /// Errors: `FS_NOT_FOUND`, `FS_IS_DIRECTORY`, `FS_NOT_A_FILE`, `FS_NOT_TEXT`,
 /// `FS_PATH_OUTSIDE_WORKSPACE`, `INVALID_ARGUMENTS`, `FS_IO`.
@@ -157,7 +160,7 @@ impl Tool for WriteTool {
 
     fn description(&self) -> &str {
         "Create a file, or replace the whole content of a file you have read. Fails with \
-         FS_NOT_OBSERVED for an existing file you have not read since you (re)started, and \
+         FS_NOT_OBSERVED for an existing file you have not read, and \
          with FS_STALE_VERSION when the file changed since you read it. Prefer edit for \
          changes to existing files."
     }
@@ -287,6 +290,10 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> ToolOutcome {
             if matches!(error, ToolError::NotFound { .. }) {
                 ctx.observations()
                     .record(ctx.owner(), &resolved.absolute, Observation::Absent);
+                ctx.report_seen(FileSeen {
+                    path: display.to_owned(),
+                    image: None,
+                });
             }
             return Err(error);
         }
@@ -309,6 +316,8 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> ToolOutcome {
     let mut line = Vec::new();
     let mut line_number = 0usize;
     let mut content = String::new();
+    // The whole content's image, for the runtime's record of what was seen (`FileSeen`).
+    let mut hasher = Sha256::new();
     let mut end_line = start - 1;
     let mut truncated = false;
     let mut budget_exhausted = false;
@@ -320,6 +329,7 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> ToolOutcome {
         if read == 0 {
             break;
         }
+        hasher.update(&line);
         line_number += 1;
         let text = as_text(&line, display)?;
         if line_number < start || line_number > last_wanted || budget_exhausted {
@@ -352,6 +362,10 @@ fn read_file(ctx: &ToolContext, args: &ReadArgs) -> ToolOutcome {
         &resolved.absolute,
         Observation::Present(version),
     );
+    ctx.report_seen(FileSeen {
+        path: display.to_owned(),
+        image: Some(image_text(&hasher.finalize())),
+    });
 
     let mut result = Map::new();
     result.insert("path".into(), json!(display));

@@ -70,7 +70,9 @@ pub use context::{ToolContext, ToolLimits};
 pub use effect::{FileEffect, FileEffectState, FilePlan, file_effect_state};
 pub use error::{NOT_OBSERVED_REMEDY, RegistryError, STALE_VERSION_REMEDY, ToolError};
 pub use files::{EditTool, LINE_TRUNCATED_MARKER, READ_MAX_LINE_BYTES, ReadTool, WriteTool};
-pub use observe::{FileObservations, FileVersion, Observation};
+pub use observe::{
+    FileObservations, FileSeen, FileVersion, Observation, SeenObserver, restore_observations,
+};
 pub use process::{ProcessInfo, ProcessObserver, process_start_time, stop_leftover_group};
 pub use registry::{ToolArguments, ToolRegistry, core_tools};
 pub use sandbox::{

@@ -7,7 +7,12 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
 
+use serde::{Deserialize, Serialize};
 use troupe_protocol::SessionId;
+
+use crate::context::ToolContext;
+use crate::effect::image_of;
+use crate::path::resolve;
 
 /// An opaque file version token: `dev:ino:size:mtimeNs:ctimeNs` (REFERENCE a.12).
 ///
@@ -33,6 +38,14 @@ impl FileVersion {
             mtime_ns,
             ctime_ns
         ))
+    }
+
+    /// A version no file ever has (its text is not of the `dev:ino:size:mtimeNs:ctimeNs`
+    /// form): an observation at it makes the owner's next guarded `write`/`edit` fail with
+    /// `FS_STALE_VERSION` until it reads the file again. [`restore_observations`] records it
+    /// for a file that changed since its owner last saw it.
+    pub fn superseded() -> Self {
+        Self("superseded".to_owned())
     }
 
     /// The token as a string.
@@ -112,6 +125,107 @@ impl FileObservations {
         // single insert or remove), so a poisoned lock is still usable.
         self.by_owner.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// What a `read` left its owner session knowing about one file: the hash of the content it
+/// read (the same `sha256:<hex>` form as a [`crate::FileEffect`]'s images), or `None` when it
+/// found no file. A runtime records it with the call's result, so a restarted session's
+/// observations can be rebuilt from its log ([`restore_observations`]); a `write`/`edit` needs
+/// none, its recorded effect's post-image is what its owner saw.
+///
+/// Wire shape (camelCase): `{"path": "<workspace-relative>", "image": "sha256:<hex>" | null}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileSeen {
+    /// The file, relative to the workspace (as the call's result names it).
+    pub path: String,
+    /// The hash of the whole content read, or `None`: no file was there.
+    pub image: Option<String>,
+}
+
+/// A callback told what a tool call saw of a file ([`FileSeen`]), right after it looked. It
+/// runs on the tool's task and must not block.
+#[derive(Clone)]
+pub struct SeenObserver(Arc<dyn Fn(FileSeen) + Send + Sync>);
+
+impl SeenObserver {
+    /// Wraps a callback.
+    pub fn new(callback: impl Fn(FileSeen) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(callback))
+    }
+
+    /// Reports `seen` to the callback.
+    pub fn notify(&self, seen: FileSeen) {
+        (self.0)(seen);
+    }
+}
+
+impl fmt::Debug for SeenObserver {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("SeenObserver(..)")
+    }
+}
+
+/// Rebuilds what `ctx`'s owner session knew of files before a restart, from what its log says
+/// it last saw: `seen` holds, per workspace-relative path, the image it last read or wrote
+/// (`None`: it last found no file there). Only files the store knows nothing about for that
+/// owner are touched (an observation made since the restart is newer than the log). A file
+/// still holding the image it saw is observed at its current version, so an edit after a read
+/// in an earlier process works; one that changed or vanished since is observed at
+/// [`FileVersion::superseded`], so the next guarded `write`/`edit` fails with
+/// `FS_STALE_VERSION` as it would have without the restart; one it found absent stays
+/// absent. A path that no longer resolves inside the workspace, or cannot be read, stays
+/// unseen (`FS_NOT_OBSERVED`: read it first). Reads each file once; changes nothing on disk.
+pub fn restore_observations<'a>(
+    ctx: &ToolContext,
+    seen: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+) {
+    let store = ctx.observations();
+    for (path, image) in seen {
+        let Ok(resolved) = resolve(ctx.workspace_root(), path) else {
+            continue;
+        };
+        if store.get(ctx.owner(), &resolved.absolute) != Observation::Unseen {
+            continue;
+        }
+        let observation = match (image, now_at(&resolved.absolute)) {
+            (None, _) => Some(Observation::Absent),
+            (Some(image), Ok(Some((version, now)))) if now == image => {
+                Some(Observation::Present(version))
+            }
+            (Some(_), Ok(_)) => Some(Observation::Present(FileVersion::superseded())),
+            (Some(_), Err(())) => None,
+        };
+        if let Some(observation) = observation {
+            store.record(ctx.owner(), &resolved.absolute, observation);
+        }
+    }
+}
+
+/// The version (from the open handle, before reading: a change while reading leaves the
+/// older version, which fails safe) and image of the regular file at `path`; `None` when
+/// nothing (or no regular file) is there.
+fn now_at(path: &Path) -> Result<Option<(FileVersion, String)>, ()> {
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(_) => return Err(()),
+    };
+    let metadata = file.metadata().map_err(|_| ())?;
+    if !metadata.is_file() {
+        return Ok(None);
+    }
+    let version = FileVersion::of(&metadata);
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|_| ())?;
+    Ok(Some((version, image_of(&bytes))))
 }
 
 type LockTable = HashMap<PathBuf, Weak<Mutex<()>>>;

@@ -43,7 +43,9 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus,
 };
+use rustix::process::{Pid, Signal, kill_process_group};
 use serde::{Deserialize, Serialize};
+use tokio::process::{Child, Command};
 use troupe_protocol::{ErrorCode, SessionId};
 
 /// The environment variable that makes [`probe`] (and every confined `bash` call) behave as on
@@ -460,6 +462,64 @@ pub(crate) fn restrict_current_thread(
     Ok(())
 }
 
+/// Spawns `command` confined by `policy` (as is, when the policy [confines](SandboxPolicy::confines)
+/// nothing): a new OS thread builds the ruleset for `workspace` and `temp_dir`, restricts
+/// itself with it and spawns the command, which inherits the thread's Landlock domain; then
+/// the thread ends. The calling thread and every other thread of the process stay unconfined
+/// (Landlock restricts one thread: see the module docs). The thread enters the caller's tokio
+/// runtime, so the child is registered with its process driver. This is how every `bash`
+/// command and every MCP stdio server (crate `troupe-mcp`) is started.
+///
+/// If the caller's future is dropped while the thread spawns, the new process — and its
+/// process group, when it leads one (`Command::process_group(0)`) — is killed with `SIGKILL`.
+///
+/// # Errors
+/// The outer `Err` when the sandbox could not be applied (nothing was started):
+/// `SANDBOX_UNSUPPORTED`, `SANDBOX_SETUP_FAILED`. The inner `Err` is the OS error of the spawn
+/// itself (the program does not exist, is not executable, …) or of starting the thread.
+pub async fn spawn_confined(
+    mut command: Command,
+    policy: SandboxPolicy,
+    workspace: PathBuf,
+    temp_dir: Option<PathBuf>,
+) -> Result<std::io::Result<Child>, SandboxError> {
+    if !policy.confines() {
+        return Ok(command.spawn());
+    }
+    let runtime = tokio::runtime::Handle::current();
+    let (sender, receiver) =
+        tokio::sync::oneshot::channel::<Result<std::io::Result<Child>, SandboxError>>();
+    let thread = std::thread::Builder::new()
+        .name("troupe-sandbox".to_owned())
+        .spawn(move || {
+            let _entered = runtime.enter();
+            let spawned = ruleset(&policy, &workspace, temp_dir.as_deref())
+                .and_then(|ruleset| restrict_current_thread(&policy, ruleset))
+                .map(|()| command.spawn());
+            if let Err(Ok(Ok(child))) = sender.send(spawned) {
+                // Nobody waits for this process any more: stop it (and its group) at once.
+                if let Some(pid) = child
+                    .id()
+                    .and_then(|pid| i32::try_from(pid).ok())
+                    .and_then(Pid::from_raw)
+                {
+                    // ESRCH when the child leads no group: then `kill_on_drop` (or nothing)
+                    // is all there is.
+                    let _ = kill_process_group(pid, Signal::KILL);
+                }
+                drop(child);
+            }
+        });
+    if let Err(error) = thread {
+        return Ok(Err(error));
+    }
+    receiver.await.unwrap_or_else(|_| {
+        Ok(Err(std::io::Error::other(
+            "the sandbox thread ended without starting the process",
+        )))
+    })
+}
+
 /// The default temporary directory of session `owner`: `<system temp dir>/troupe-<owner>`
 /// (`std::env::temp_dir`, i.e. `$TMPDIR` or `/tmp`). `bash` creates it (mode 0700) before a
 /// command runs and exports it as `TMPDIR`.
@@ -473,7 +533,7 @@ pub fn session_temp_dir(owner: &SessionId) -> PathBuf {
 ///
 /// # Errors
 /// `SANDBOX_SETUP_FAILED` when it cannot be created or fails the check.
-pub(crate) fn prepare_temp_dir(dir: &Path) -> Result<(), SandboxError> {
+pub fn prepare_temp_dir(dir: &Path) -> Result<(), SandboxError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let setup = |what: String| SandboxError::Setup(format!("temp dir {}: {what}", dir.display()));
     if let Some(parent) = dir.parent() {

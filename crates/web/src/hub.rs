@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::watch;
-use troupe_journal::{Journal, JournalError, JsonlBackend};
+use tokio::sync::{Notify, watch};
+use troupe_journal::{Journal, JournalError, JsonlBackend, Wake};
 use troupe_protocol::{Event, SessionId};
 use troupe_runtime::{RoleProbe, SessionRole};
 use troupe_team::{TeamId, TeamState};
@@ -62,11 +62,16 @@ struct TeamFollow {
     position: u64,
 }
 
-/// Follows one Team's files and publishes its view whenever it changes.
+/// Follows one Team's logs and publishes its view whenever it changes.
 pub(crate) struct TeamWatcher {
     follow: Mutex<TeamFollow>,
     frames: watch::Sender<Arc<TeamFrame>>,
     polling: Mutex<bool>,
+    /// Notified by the live follows of the Team's logs (a store that pushes appends).
+    changed: Arc<Notify>,
+    /// Whether the Lead's log is followed live: then the watcher waits for `changed`
+    /// instead of reading again every poll interval.
+    live: bool,
 }
 
 impl TeamWatcher {
@@ -103,7 +108,12 @@ impl TeamWatcher {
         }
         for member in projection.state().members() {
             if !follow.members.iter().any(|f| f.id() == &member.id) {
-                follow.members.push(Follower::new(member.id.clone()));
+                let follower = if self.live {
+                    Follower::live(member.id.clone(), &hub.journal, wake_of(&self.changed))
+                } else {
+                    Follower::new(member.id.clone())
+                };
+                follow.members.push(follower);
             }
         }
         for follower in &mut follow.members {
@@ -117,11 +127,23 @@ impl TeamWatcher {
                 Err(e) => tracing::warn!(member = %id, error = %e, "a member's log cannot be read"),
             }
         }
-        let table = LockTable::read();
+        // Residency: from the kernel's lock table for the files; from the session's holder
+        // where the store can tell one (a NATS lease), else unknown (the log alone decides).
         let lead_id = follow.lead.id().clone();
-        projection.set_resident(&lead_id, table.is_held(&hub.path_of(&lead_id)));
-        for follower in &follow.members {
-            projection.set_resident(follower.id(), table.is_held(&hub.path_of(follower.id())));
+        let ids = std::iter::once(&lead_id).chain(follow.members.iter().map(Follower::id));
+        match &hub.files {
+            Some(files) => {
+                let table = LockTable::read();
+                for id in ids {
+                    projection.set_resident(id, table.is_held(&files.session_path(id)));
+                }
+            }
+            None => {
+                for id in ids {
+                    let held = hub.journal.holder(id).ok().map(|h| h.is_some());
+                    projection.set_resident(id, held);
+                }
+            }
         }
         follow.position += folded;
         if let Some(view) = projection.take_view() {
@@ -186,20 +208,36 @@ pub struct SessionRow {
     pub team: bool,
 }
 
+/// A wake for live follows that notifies `changed` (a permit is kept when nobody waits, so no
+/// wake is lost).
+pub(crate) fn wake_of(changed: &Arc<Notify>) -> Wake {
+    let changed = Arc::clone(changed);
+    Arc::new(move || changed.notify_one())
+}
+
 /// Shared by every request: the journal, the caches and the timing settings.
 pub(crate) struct Hub {
     journal: Journal,
-    backend: JsonlBackend,
+    /// The session files, when the journal is the home's JSONL store (for residency).
+    files: Option<JsonlBackend>,
     pub(crate) poll_interval: Duration,
     teams: Mutex<HashMap<SessionId, Arc<TeamWatcher>>>,
     listing: Mutex<HashMap<SessionId, ListingEntry>>,
 }
 
 impl Hub {
-    pub(crate) fn new(home: PathBuf, poll_interval: Duration) -> Self {
+    /// The hub of `store`, or of the JSONL files of `home` when `store` is `None`.
+    pub(crate) fn new(home: PathBuf, store: Option<Journal>, poll_interval: Duration) -> Self {
+        let (journal, files) = match store {
+            Some(journal) => (journal, None),
+            None => (
+                Journal::open_home(&home),
+                Some(JsonlBackend::new(home.join("sessions"))),
+            ),
+        };
         Self {
-            journal: Journal::open_home(&home),
-            backend: JsonlBackend::new(home.join("sessions")),
+            journal,
+            files,
             poll_interval,
             teams: Mutex::new(HashMap::new()),
             listing: Mutex::new(HashMap::new()),
@@ -208,10 +246,6 @@ impl Hub {
 
     pub(crate) fn journal(&self) -> &Journal {
         &self.journal
-    }
-
-    fn path_of(&self, id: &SessionId) -> PathBuf {
-        self.backend.session_path(id)
     }
 
     /// The watcher of the Team whose Lead is `id`, brought up to date.
@@ -234,15 +268,23 @@ impl Hub {
                     view: projection.view(),
                     mail: MailCounts::default(),
                 };
+                let changed = Arc::new(Notify::new());
+                let lead = {
+                    let hub = Arc::clone(self);
+                    let (id, wake) = (id.clone(), wake_of(&changed));
+                    blocking(move || Ok(Follower::live(id, &hub.journal, wake))).await?
+                };
                 let watcher = Arc::new(TeamWatcher {
+                    live: lead.is_live(),
                     follow: Mutex::new(TeamFollow {
-                        lead: Follower::new(id.clone()),
+                        lead,
                         members: Vec::new(),
                         projection,
                         position: 0,
                     }),
                     frames: watch::Sender::new(Arc::new(initial)),
                     polling: Mutex::new(false),
+                    changed,
                 });
                 self.refresh(&watcher).await?;
                 let mut teams = lock(&self.teams);
@@ -255,9 +297,10 @@ impl Hub {
 
     /// Refuses a child session (a subagent or a teammate) as a Team root. A header that cannot
     /// be read is left to the fold, which reports it.
-    async fn refuse_child(&self, id: &SessionId) -> Result<(), WebError> {
-        let path = self.path_of(id);
-        let header = blocking(move || Ok(troupe_journal::read_header(&path).ok())).await?;
+    async fn refuse_child(self: &Arc<Self>, id: &SessionId) -> Result<(), WebError> {
+        let hub = Arc::clone(self);
+        let lead = id.clone();
+        let header = blocking(move || Ok(hub.journal.header(&lead).ok())).await?;
         match header {
             // Whether a session is a subagent child does not depend on its profile: the
             // header says it.
@@ -279,7 +322,9 @@ impl Hub {
         blocking(move || watcher.refresh_blocking(&hub)).await
     }
 
-    /// A receiver of the Team's frames; keeps a poller running while any receiver exists.
+    /// A receiver of the Team's frames; keeps a follower task running while any receiver
+    /// exists (it reads again every poll interval, or, when the Team's logs are followed live,
+    /// whenever a live follow says something arrived).
     pub(crate) fn subscribe(
         self: &Arc<Self>,
         watcher: &Arc<TeamWatcher>,
@@ -297,7 +342,14 @@ impl Hub {
 
     async fn poll_team(self: Arc<Self>, watcher: Arc<TeamWatcher>) {
         loop {
-            tokio::time::sleep(self.poll_interval).await;
+            if watcher.live {
+                tokio::select! {
+                    () = watcher.changed.notified() => {}
+                    () = watcher.frames.closed() => {}
+                }
+            } else {
+                tokio::time::sleep(self.poll_interval).await;
+            }
             {
                 let mut polling = lock(&watcher.polling);
                 if watcher.frames.receiver_count() == 0 {

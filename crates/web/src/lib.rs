@@ -1,7 +1,7 @@
 //! `troupe web`: the Team panel (DESIGN §2, §6; REFERENCE f).
 //!
-//! An axum server that reads the session files of a Troupe home — while `troupe run` writes
-//! them from another process — and serves:
+//! An axum server that reads the session logs of a Troupe home or of a shared store (NATS) —
+//! while `troupe run` writes them from another process — and serves:
 //!
 //! | route | answers |
 //! |---|---|
@@ -12,10 +12,13 @@
 //! | `GET /api/sessions/{id}/conversation` | `{"sessionId","items":[Item…],"failure"?}`: the member's own log; `failure` says why it cannot be read past the last item |
 //! | `GET /api/sessions/{id}/conversation/events` | SSE: an `item` frame per new [`Item`]; a damaged log ends with one `failure` frame `{"message"}` |
 //!
-//! **Live updates** come from the files: a watcher per Team polls the Lead's log and every
-//! member's log (every [`WebConfig::poll_interval`]), folds only the new complete lines, and
-//! publishes a frame only when the [`TeamView`] changed — mailbox-only events and events the
-//! view does not show publish nothing (REFERENCE f's memoized view). Every frame carries `id:`;
+//! **Live updates** come from the session logs: a watcher per Team follows the Lead's log and
+//! every member's log, folds only the new whole batches, and publishes a frame only when the
+//! [`TeamView`] changed — mailbox-only events and events the view does not show publish
+//! nothing (REFERENCE f's memoized view). On the JSONL files the logs are read again every
+//! [`WebConfig::poll_interval`]; on a store that pushes appends ([`WebConfig::store`] on NATS:
+//! an ordered consumer per followed log) the watcher and each conversation stream wait for the
+//! push instead, and nothing polls. Every frame carries `id:`;
 //! a reconnecting browser sends `Last-Event-ID` and gets the current view unless that is the
 //! frame it already has (each frame is a whole view, so the latest one is exactly what it
 //! missed), then live frames, with no duplicate and no gap at the boundary (a `watch` channel

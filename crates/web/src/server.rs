@@ -18,13 +18,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures_util::Stream;
 use serde_json::{Value, json};
-use troupe_journal::JournalError;
+use tokio::sync::Notify;
+use troupe_journal::{Journal, JournalError};
 use troupe_protocol::SessionId;
 
 use crate::WebError;
 use crate::conversation::{Item, item_of};
 use crate::follow::Follower;
-use crate::hub::{Hub, TeamFrame};
+use crate::hub::{Hub, TeamFrame, wake_of};
 
 /// How often the files of a watched Team or conversation are polled by default.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(150);
@@ -44,21 +45,26 @@ pub enum Access {
 /// The server's settings.
 #[derive(Debug, Clone)]
 pub struct WebConfig {
-    /// The Troupe home whose `sessions/` are served.
+    /// The Troupe home whose `sessions/` are served (when `store` is `None`).
     pub home: PathBuf,
+    /// The store to serve instead of the home's JSONL files (e.g. a NATS store: `troupe web
+    /// --store nats://…`). Where its store pushes appends ([`Journal::follow`]), the Teams and
+    /// conversations watched are followed live, and `poll_interval` is not used for them.
+    pub store: Option<Journal>,
     /// Who may read the panel.
     pub access: Access,
-    /// How often followed files are polled.
+    /// How often followed files are read again (for a store that does not push appends).
     pub poll_interval: Duration,
     /// How often idle SSE streams send a heartbeat comment.
     pub heartbeat: Duration,
 }
 
 impl WebConfig {
-    /// Loopback access, default poll interval and heartbeat.
+    /// The JSONL files of `home`, loopback access, default poll interval and heartbeat.
     pub fn new(home: PathBuf) -> Self {
         Self {
             home,
+            store: None,
             access: Access::Loopback,
             poll_interval: DEFAULT_POLL_INTERVAL,
             heartbeat: DEFAULT_HEARTBEAT,
@@ -101,7 +107,7 @@ type AppState = Arc<App>;
 /// The panel's router (see the crate docs for the routes).
 pub fn router(config: WebConfig) -> Router {
     let app = Arc::new(App {
-        hub: Arc::new(Hub::new(config.home, config.poll_interval)),
+        hub: Arc::new(Hub::new(config.home, config.store, config.poll_interval)),
         heartbeat: config.heartbeat,
     });
     let access = Arc::new(config.access);
@@ -420,8 +426,19 @@ async fn conversation_events(
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, WebError> {
     let id = session_id(&id)?;
+    // Followed live where the store pushes appends: then the stream waits for a wake
+    // instead of reading again every poll interval.
+    let changed = Arc::new(Notify::new());
+    let follower = {
+        let hub = Arc::clone(&app.hub);
+        let wake = wake_of(&changed);
+        tokio::task::spawn_blocking(move || Follower::live(id, hub.journal(), wake))
+            .await
+            .map_err(|e| WebError::Io(format!("a read did not finish: {e}")))?
+    };
+    let live = follower.is_live();
     let mut read = ConversationRead {
-        follower: Arc::new(Mutex::new(Follower::new(id))),
+        follower: Arc::new(Mutex::new(follower)),
         hub: Arc::clone(&app.hub),
         after: last_event_id(&headers),
     };
@@ -436,31 +453,38 @@ async fn conversation_events(
     queue.extend(first.failure.as_deref().map(failure_sse));
     let stream = futures_util::stream::unfold(
         (read, queue, stopped),
-        move |(mut read, mut queue, mut stopped)| async move {
-            loop {
-                if let Some(event) = queue.pop_front() {
-                    return Some((Ok(event), (read, queue, stopped)));
-                }
-                if stopped {
-                    // A damaged log: nothing more will come; heartbeats keep the stream open
-                    // so the browser does not reconnect in a loop.
-                    std::future::pending::<()>().await;
-                }
-                tokio::time::sleep(interval).await;
-                match read.next_items().await {
-                    Ok(chunk) => {
-                        if let Some(last) = chunk.items.last() {
-                            read.after = Some(last.seq());
-                        }
-                        queue.extend(chunk.items.iter().map(item_sse));
-                        if let Some(failure) = chunk.failure {
-                            stopped = true;
-                            queue.push_back(failure_sse(&failure));
-                        }
+        move |(mut read, mut queue, mut stopped)| {
+            let changed = Arc::clone(&changed);
+            async move {
+                loop {
+                    if let Some(event) = queue.pop_front() {
+                        return Some((Ok(event), (read, queue, stopped)));
                     }
-                    Err(e) => {
-                        stopped = true;
-                        queue.push_back(failure_sse(&e.to_string()));
+                    if stopped {
+                        // A damaged log: nothing more will come; heartbeats keep the stream open
+                        // so the browser does not reconnect in a loop.
+                        std::future::pending::<()>().await;
+                    }
+                    if live {
+                        changed.notified().await;
+                    } else {
+                        tokio::time::sleep(interval).await;
+                    }
+                    match read.next_items().await {
+                        Ok(chunk) => {
+                            if let Some(last) = chunk.items.last() {
+                                read.after = Some(last.seq());
+                            }
+                            queue.extend(chunk.items.iter().map(item_sse));
+                            if let Some(failure) = chunk.failure {
+                                stopped = true;
+                                queue.push_back(failure_sse(&failure));
+                            }
+                        }
+                        Err(e) => {
+                            stopped = true;
+                            queue.push_back(failure_sse(&e.to_string()));
+                        }
                     }
                 }
             }

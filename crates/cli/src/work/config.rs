@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use troupe_journal::Journal;
 use troupe_llm::{ModelSpec, ProviderKind};
+use troupe_mcp::McpServers;
 use troupe_protocol::SessionId;
 use troupe_runtime::instructions::{ProjectInstructions, changes, discover};
 use troupe_runtime::{ResumePlan, StoredSession, TeammateModels, takes_instruction};
@@ -21,7 +21,7 @@ use super::model::{LEAD, ModelSet, ModelSetup, absolute_script, model_set};
 use crate::args::resolve_session;
 use crate::exit::Failure;
 use crate::framing::Framing;
-use crate::hints::{home_arg, not_a_root};
+use crate::hints::not_a_root;
 use crate::home::Home;
 use crate::progress::OutputMode;
 use crate::settings::Settings;
@@ -32,9 +32,10 @@ pub(crate) type ResumedFraming = fn(&Path, Option<&Path>, &Path) -> Framing;
 
 /// A validated `run` or `resume`: everything the work needs.
 pub(super) struct WorkConfig {
-    pub(super) home: PathBuf,
-    /// `--home DIR` as given, repeated in the hints printed at the end.
-    pub(super) home_flag: Option<PathBuf>,
+    /// ` --home DIR --store URL` as given, repeated in the hints printed at the end.
+    pub(super) home_args: String,
+    /// The store of the sessions.
+    pub(super) store: crate::store::Store,
     /// Canonical, existing, writable directory.
     pub(super) workspace: PathBuf,
     /// The model in effect (recorded in new agents' configs; never holds a key).
@@ -55,8 +56,10 @@ pub(super) struct WorkConfig {
     pub(super) team_limits: TeamLimits,
     /// Environment variables that hold API keys: removed from every `bash` tool process.
     pub(super) secret_env: Vec<String>,
-    /// The sandbox of every `bash` (checked against this kernel).
+    /// The sandbox of every `bash` and MCP server (checked against this kernel).
     pub(super) sandbox: SandboxPolicy,
+    /// The MCP servers to start (`--mcp-config`, or as recorded for a resume).
+    pub(super) mcp: Option<McpServers>,
     /// API key values: redacted (`***`) from everything recorded or shown.
     pub(super) secrets: Vec<String>,
     pub(super) start: Start,
@@ -68,6 +71,8 @@ pub(super) struct WorkConfig {
 pub(super) enum Start {
     /// `troupe run`, `troupe demo`.
     New {
+        /// The new Lead's id (minted here, so its temp dir is known before it starts).
+        id: SessionId,
         /// The first prompt (recorded with the session's configuration).
         prompt: String,
     },
@@ -80,6 +85,14 @@ pub(super) enum Start {
         /// What the resume will do, read before anything was locked or written.
         plan: Box<ResumePlan>,
     },
+}
+
+impl Start {
+    /// The Lead's temporary directory (what its config records): the MCP servers' too.
+    pub(super) fn lead_temp_dir(&self) -> PathBuf {
+        let (Start::New { id, .. } | Start::Resume { id, .. }) = self;
+        troupe_tools::session_temp_dir(id)
+    }
 }
 
 /// `troupe run`'s flags checked into a [`WorkConfig`] (see the module docs for the order).
@@ -102,6 +115,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     }
     flags.limits.limits()?;
     let flag_sandbox = flags.sandbox.for_new()?;
+    let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
     let workspace = match &flags.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()
@@ -161,7 +175,11 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
         flags.team,
         team_limits,
         sandbox,
-        Start::New { prompt },
+        mcp,
+        Start::New {
+            id: SessionId::random(),
+            prompt,
+        },
         framing,
     );
     shape.teammates = teammate_models;
@@ -213,7 +231,7 @@ pub(super) fn validate_resume(
     home: Home<'_>,
     framing_of: ResumedFraming,
 ) -> Result<WorkConfig, Failure> {
-    let journal = Journal::open_home(&home.dir);
+    let journal = home.store.journal.clone();
     let id = resolve_session(&journal, &flags.session)?;
     let prompt = if flags.prompt.is_empty() {
         None
@@ -227,7 +245,7 @@ pub(super) fn validate_resume(
             role,
             parent: Some(parent),
         } => {
-            let command = format!("troupe resume {parent}{}", home_arg(home.flag));
+            let command = format!("troupe resume {parent}{}", home.args());
             return Err(not_a_root(&id, role, &parent, &command));
         }
         StoredSession::Child { parent: None, .. } => {
@@ -236,6 +254,8 @@ pub(super) fn validate_resume(
             )));
         }
     };
+    // Every session of the Team free first (on NATS a dead holder's leases expire one by one).
+    crate::store::check_team_free(&home.store, &id)?;
     let recorded = plan.config();
     let team = plan.is_team();
     if !team && let Some(flag) = flags.limits.first_given() {
@@ -250,6 +270,10 @@ pub(super) fn validate_resume(
     }
     let team_limits = flags.limits.limits()?;
     let sandbox = flags.sandbox.for_resume(recorded.sandbox_policy())?;
+    let mcp = crate::mcp::for_resume(
+        flags.sandbox.mcp_config.as_deref(),
+        recorded.mcp_servers.as_ref(),
+    )?;
     let mut framing = Framing::default();
     if recorded.sandbox.is_none() && flags.sandbox.sandbox.is_none() {
         framing.prologue.push(format!(
@@ -307,6 +331,7 @@ pub(super) fn validate_resume(
         team,
         team_limits,
         sandbox,
+        mcp,
         Start::Resume { id, prompt, plan },
         framing,
     );
@@ -322,6 +347,7 @@ pub(super) struct RunShape {
     pub(super) team: bool,
     pub(super) team_limits: TeamLimits,
     pub(super) sandbox: SandboxPolicy,
+    pub(super) mcp: Option<McpServers>,
     pub(super) start: Start,
     pub(super) framing: Framing,
     /// A new Team root's teammate models (set up, and recorded in its configuration).
@@ -341,6 +367,7 @@ impl RunShape {
         team: bool,
         team_limits: TeamLimits,
         sandbox: SandboxPolicy,
+        mcp: Option<McpServers>,
         start: Start,
         framing: Framing,
     ) -> Self {
@@ -349,6 +376,7 @@ impl RunShape {
             team,
             team_limits,
             sandbox,
+            mcp,
             start,
             framing,
             teammates: TeammateModels::default(),
@@ -412,8 +440,8 @@ pub(super) fn work_config(
         home.prepare()?;
     }
     Ok(WorkConfig {
-        home: home.dir,
-        home_flag: home.flag.map(Path::to_path_buf),
+        home_args: home.args(),
+        store: home.store,
         workspace,
         spec,
         models,
@@ -423,6 +451,7 @@ pub(super) fn work_config(
         secret_env,
         secrets,
         sandbox: shape.sandbox,
+        mcp: shape.mcp,
         mode: output_mode(shape.json),
         team: shape.team,
         team_limits: shape.team_limits,
@@ -541,6 +570,7 @@ mod tests {
                 dir: dir.join("home"),
                 flag: None,
                 named: "the test home".to_owned(),
+                store: crate::store::Store::files(&dir.join("home")),
             },
         )
     }

@@ -5,7 +5,6 @@
 //! down before the process exits, so inboxes are parked and every log is flushed (DESIGN
 //! decision 2). Then [`super::report`] prints the outcome.
 
-use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +13,9 @@ use anyhow::{Context, anyhow};
 use serde_json::json;
 use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::broadcast;
-use troupe_journal::{Journal, JournalError};
+use troupe_journal::JournalError;
 use troupe_llm::ProviderKind;
+use troupe_mcp::McpServers;
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
 use troupe_runtime::events::Profile;
 use troupe_runtime::{
@@ -62,11 +62,21 @@ enum Interrupt {
     Forced,
 }
 
-async fn work(config: WorkConfig) -> Result<(), Failure> {
+async fn work(mut config: WorkConfig) -> Result<(), Failure> {
     // Installed first, so a Ctrl-C from here on interrupts the turn instead of killing us.
     let mut sigint = Interrupts::install().map_err(Failure::work)?;
+    // Started once for the process, before any member runs; their tools are every member's.
+    let (mcp, notes) = crate::mcp::start(
+        config.mcp.as_ref(),
+        config.workspace.clone(),
+        config.sandbox,
+        config.start.lead_temp_dir(),
+        config.secret_env.clone(),
+    )
+    .await;
+    config.framing.prologue.extend(notes);
     let runtime = Runtime::new(
-        Journal::open_home(&config.home),
+        config.store.journal.clone(),
         RuntimeOptions {
             workspace: config.workspace.clone(),
             models: Arc::clone(&config.models) as _,
@@ -77,10 +87,11 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
             tool_limits: ToolLimits::default(),
             max_depth: 1,
             team_limits: config.team_limits,
-            extra_tools: Vec::new(),
+            extra_tools: mcp.tools(),
             secret_env: config.secret_env.clone(),
             secrets: config.secrets.clone(),
             sandbox: config.sandbox,
+            mcp_servers: config.mcp.as_ref().map(McpServers::to_record),
         },
     );
     let mut printer = Printer::new(config.mode);
@@ -105,6 +116,7 @@ async fn work(config: WorkConfig) -> Result<(), Failure> {
     let driven = drive(&runtime, &config, &mut printer, &mut events, &mut sigint).await;
     // Always: park inboxes, end running turns, flush every log.
     let shutdown = tokio::time::timeout(SHUTDOWN_LIMIT, runtime.shutdown()).await;
+    let _ = tokio::time::timeout(crate::mcp::STOP_LIMIT, mcp.shutdown()).await;
     while let Ok(event) = events.try_recv() {
         printer.progress(&event);
     }
@@ -142,8 +154,8 @@ async fn drive(
 ) -> Result<Driven, Failure> {
     let model = config.spec.to_string();
     let (agent, id, turn_before, started) = match &config.start {
-        Start::New { prompt } => {
-            let id = SessionId::random();
+        Start::New { id, prompt } => {
+            let id = id.clone();
             let profile = if config.team {
                 Profile::Team
             } else {
@@ -170,15 +182,17 @@ async fn drive(
             let (agent, recovered) = runtime
                 .resume_root(id)
                 .await
-                .map_err(|e| resume_error(id, &config.home, e))?;
+                .map_err(|e| resume_error(id, &config.store, e))?;
             printer.session_started(id, true, &model);
             for line in &config.framing.prologue {
                 printer.note(line);
             }
+            let mcp = config.mcp.as_ref().map(McpServers::to_record);
             record_model_override(
                 &agent,
                 &config.spec,
                 config.sandbox,
+                mcp,
                 config.teammate_override.as_ref(),
             )
             .await?;
@@ -190,14 +204,28 @@ async fn drive(
             }
             let step = plan.next_step(&agent, prompt.clone());
             match &step {
-                ResumeStep::Continue { why, waiting_first } => {
+                ResumeStep::Continue {
+                    why,
+                    turns,
+                    waiting_first,
+                } => {
                     if *waiting_first {
                         printer.note("running the messages that were waiting in the inbox first");
                     }
-                    printer.note(&format!("continuing: the last turn did not finish ({why})"));
+                    if *turns == 1 {
+                        printer.note(&format!("continuing: the last turn did not finish ({why})"));
+                    } else {
+                        printer.note(&format!(
+                            "continuing: {turns} turns did not finish (the last: {why}), each \
+                             gets a continuation turn"
+                        ));
+                    }
                 }
                 ResumeStep::RunWaiting => {
                     printer.note("running the messages that were waiting in the inbox");
+                }
+                ResumeStep::RecoveryStarted => {
+                    printer.note("running the messages the recovery delivered");
                 }
                 ResumeStep::Prompt(_) | ResumeStep::Nothing => {}
             }
@@ -225,14 +253,21 @@ async fn drive(
 
 /// A lock held by another process is bad input with its own words; a Lead log that breaks a
 /// Team rule is a damaged log (exit 1) and names its file.
-fn resume_error(id: &SessionId, home: &Path, error: RuntimeError) -> Failure {
+fn resume_error(id: &SessionId, store: &crate::store::Store, error: RuntimeError) -> Failure {
     match error {
         RuntimeError::Journal(JournalError::Locked { .. }) => Failure::bad_input(anyhow!(
             "session is locked by another process: a troupe run or troupe resume of {id} is \
              still running"
         )),
+        RuntimeError::Journal(JournalError::Leased { holder, store, .. }) => {
+            Failure::bad_input(anyhow!(
+                "session {id} is locked by {holder} (its lease on {store}): a troupe run or \
+                 troupe resume of it is still running there; a holder that died frees it once \
+                 its lease expires (JOURNAL_LOCKED)"
+            ))
+        }
         team @ RuntimeError::TeamLog { .. } => {
-            let file = home.join("sessions").join(format!("{id}.jsonl"));
+            let file = store.location(id);
             Failure::work(anyhow!(
                 "TEAM_LOG_INVALID: {team} (file {}; nothing was written to it)",
                 file.display()

@@ -73,6 +73,12 @@ pub(crate) struct SandboxArgs {
     /// for a session recorded with on, never the reverse.
     #[arg(long, value_name = "on|off", value_parser = network_access)]
     pub(super) network: Option<NetworkAccess>,
+    /// MCP servers whose tools every member gets (as mcp__<server>__<tool>): a TOML file of
+    /// [mcp_servers.<name>] tables (command, args, env — or url —, enabled_tools). Programs run
+    /// under the sandbox. Recorded in the session; `resume` starts the recorded ones unless
+    /// given.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) mcp_config: Option<PathBuf>,
 }
 
 fn sandbox_mode(raw: &str) -> Result<SandboxMode, String> {

@@ -17,6 +17,7 @@ mod report;
 use std::path::Path;
 
 use troupe_llm::{ModelFlags, ModelSpec};
+use troupe_protocol::SessionId;
 use troupe_team::TeamLimits;
 use troupe_tools::SandboxPolicy;
 
@@ -81,7 +82,11 @@ pub(crate) fn run_scripted_team(
             true,
             TeamLimits::default(),
             run.sandbox,
-            Start::New { prompt },
+            run.mcp,
+            Start::New {
+                id: SessionId::random(),
+                prompt,
+            },
             framing,
         ),
     )?;
@@ -93,4 +98,5 @@ pub(crate) struct ScriptedRun {
     pub(crate) json: bool,
     pub(crate) pace: PaceArgs,
     pub(crate) sandbox: SandboxPolicy,
+    pub(crate) mcp: Option<troupe_mcp::McpServers>,
 }

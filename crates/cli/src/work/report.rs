@@ -6,7 +6,6 @@ use std::io::Write;
 
 use anyhow::anyhow;
 use serde_json::{Value, json};
-use troupe_journal::Journal;
 use troupe_llm::ProviderKind;
 use troupe_protocol::SessionId;
 use troupe_runtime::{
@@ -54,17 +53,12 @@ pub(super) fn report(
     let server = config.spec.provider != ProviderKind::Script;
     let server_answers = if server { model_calls } else { 0 };
     let id = &driven.id;
-    let hints = Hints::new(id, config.home_flag.as_deref(), config.team);
+    let hints = Hints::new(id, &config.home_args, config.team);
     // A Team run also reports every teammate's work, the board and the mail, folded from the
     // logs the runtime has just flushed.
-    let team = config.team.then(|| {
-        TeamReport::read(
-            &Journal::open_home(&config.home),
-            id,
-            (stats, server_answers),
-            server,
-        )
-    });
+    let team = config
+        .team
+        .then(|| TeamReport::read(&config.store.journal, id, (stats, server_answers), server));
     let team_json = team.as_ref().map(team_json);
     let checked = config.framing.check.as_ref().map(|check| check());
     let lead_log_failure = driven.agent.failure();

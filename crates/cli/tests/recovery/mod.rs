@@ -164,9 +164,16 @@ fn a_teammates_log_failing_mid_run_is_journal_failed_and_resume_finishes() {
         .success();
 }
 
-/// A script: the Lead spawns `scout`, which sends the Lead a quiet message and finishes; the
-/// Lead has finished before the mail arrives (a wait that returns at once, then its answer).
+/// A script: the Lead spawns `scout` and answers; scout waits until the Lead's turn has
+/// completed (its `turn/end` is in the Lead's log: only the Lead completes a turn before
+/// scout does), then sends the Lead a quiet message and finishes. So the mail always arrives
+/// after the Lead's last step (before, a quick scout could reach the Lead's last step).
 fn quiet_mail_script(s: &Setup) -> PathBuf {
+    let lead_done = format!(
+        "for i in $(seq 600); do grep -qs '\"kind\":\"completed\"' {}/sessions/*.jsonl && exit 0; \
+         sleep 0.05; done; exit 1",
+        s.home.display()
+    );
     s.script_agents(
         "quiet.json",
         json!({
@@ -176,6 +183,7 @@ fn quiet_mail_script(s: &Setup) -> PathBuf {
                 {"text": "scout reports when it is done"}
             ],
             "scout": [
+                {"tool_calls": [{"name": "bash", "arguments": {"command": lead_done}}]},
                 {"tool_calls": [{"name": "send_message", "arguments": {
                     "target": "lead", "message": "fyi: nothing to do"}}]},
                 {"text": "reported"}
@@ -631,4 +639,207 @@ fn the_leads_log_failing_mid_run_is_journal_failed_and_resume_finishes() {
     let out = s.troupe().args(["resume", &id]).assert();
     assert_eq!(out.get_output().status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "all done\n");
+}
+
+/// Cuts the session file at `path` after the whole batch holding the `n`-th (from 1) event
+/// that `matches` (a kill right after that durable append leaves exactly this).
+fn cut_after_batch(path: &Path, n: usize, matches: impl Fn(&Value) -> bool) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let events: Vec<Value> = lines[1..]
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches(e))
+        .nth(n - 1)
+        .map(|(i, _)| i)
+        .unwrap_or_else(|| panic!("no event {n} to cut after in {}", path.display()));
+    let seq = events[at]["seq"].as_u64().unwrap();
+    // The batch's last seq: named by its first event (a batch of one names none).
+    let end = events[..=at]
+        .iter()
+        .rev()
+        .find_map(|e| e["batchLast"].as_u64().filter(|last| *last >= seq))
+        .unwrap_or(seq);
+    let keep = events.iter().position(|e| e["seq"] == end).unwrap() + 2;
+    std::fs::write(path, lines[..keep].join("\n") + "\n").unwrap();
+}
+
+/// The Lead's turn 1 is cut while a teammate's wakeup waits to be delivered; the resume's
+/// mailbox recovery starts turn 2 with that wakeup before it queues turn 1's continuation,
+/// and a second stop cuts turn 2 right after its start. The next resume owes the Lead two
+/// continuation turns (one per cut turn, decided from the log): it runs both, so the Lead's
+/// scripted work is finished (before, one continuation was queued and the Lead stopped one
+/// turn short: its report was never written, yet the resume exited 0).
+#[test]
+fn every_cut_lead_turn_gets_its_own_continuation_turn() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "two-cuts.json",
+        json!({
+            "lead": [
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "scout", "description": "reports", "prompt": "tell the lead"}}]},
+                {"tool_calls": [{"name": "wait_agent", "arguments": {"timeout_ms": 30000}}]},
+                {"text": "waiting for scout"},
+                {"tool_calls": [{"name": "write", "arguments": {
+                    "path": "report.txt", "content": "scout is ready\n"}}]},
+                {"text": "report written"}
+            ],
+            "scout": [
+                {"tool_calls": [{"name": "followup_task", "arguments": {
+                    "target": "lead", "message": "ready"}}]},
+                {"text": "told the lead"}
+            ]
+        }),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--model", &model, "coordinate"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let file = s.home.join("sessions").join(format!("{id}.jsonl"));
+    let report = s.workspace.join("report.txt");
+    std::fs::remove_file(&report).unwrap();
+
+    // The first stop: right after scout's wakeup for the Lead is queued (turn 1 is open).
+    cut_after_batch(&file, 1, |e| e["type"] == "team/message/queued");
+    s.troupe().args(["resume", &id]).assert().success();
+    std::fs::remove_file(&report).unwrap();
+    // The second stop: right after the resume started the Lead's turn 2 (the wakeup's).
+    cut_after_batch(&file, 2, |e| e["type"] == "turn/start");
+    let events = read_events(&file);
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| &e["data"]["reason"]["kind"])
+        .collect();
+    assert_eq!(ends, [&json!("interrupted")], "turn 1 closed, turn 2 open");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "team-message"),
+        "turn 2 runs the wakeup"
+    );
+
+    let out = s.troupe().args(["resume", &id]).assert();
+    let err = stderr(&out);
+    assert_eq!(out.get_output().status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&out), "report written\n", "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&report).unwrap(),
+        "scout is ready\n",
+        "{err}"
+    );
+    troupe(&s.home)
+        .args(["team", "verify", &id])
+        .assert()
+        .success();
+}
+
+/// A read in one `troupe` process counts for an edit in the next: `troupe resume ID PROMPT`
+/// rebuilds what the Lead had seen from its log, so its edit of the file it read before works
+/// (before, every restart forgot reads: `FS_NOT_OBSERVED`, read it again).
+#[test]
+fn a_read_before_a_resume_counts_for_an_edit_after_it() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "read-then-edit.json",
+        json!({"lead": [
+            {"tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
+            {"text": "notes.txt says hello world."},
+            {"tool_calls": [{"name": "edit", "arguments": {
+                "path": "notes.txt", "old_string": "hello", "new_string": "goodbye"}}]},
+            {"text": "edited"}
+        ]}),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--model", &model, "read notes.txt"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let out = s
+        .troupe()
+        .args(["resume", &id, "now change hello to goodbye"])
+        .assert()
+        .success();
+    assert_eq!(stdout(&out), "edited\n", "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(s.workspace.join("notes.txt")).unwrap(),
+        "goodbye world\n"
+    );
+    let edit = s
+        .log(&id)
+        .into_iter()
+        .find(|e| e["type"] == "tool/result" && e["data"]["name"] == "edit")
+        .unwrap();
+    assert_eq!(edit["data"]["isError"], false, "{edit}");
+}
+
+/// The resume's recovery delivers a wakeup for the Lead that a stop left queued (the Lead's
+/// last turn had completed), and the Lead starts that turn at once, claiming the mail before
+/// `troupe resume` looks at its inbox: the run still waits for that turn (before, it found
+/// nothing waiting, "nothing to do", and shut the turn down under it: the crash sweep's
+/// `task-3 in_progress`). The scripted model is paced so the turn is still running then.
+#[test]
+fn a_lead_turn_started_by_redelivered_mail_is_waited_for() {
+    let s = Setup::new();
+    let lead_done = format!(
+        "for i in $(seq 600); do grep -qs '\"kind\":\"completed\"' {}/sessions/*.jsonl && exit 0; \
+         sleep 0.05; done; exit 1",
+        s.home.display()
+    );
+    let script = s.script_agents(
+        "redelivered.json",
+        json!({
+            "lead": [
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "scout", "description": "reports", "prompt": "tell the lead"}}]},
+                {"text": "scout reports when it is done"},
+                {"tool_calls": [{"name": "write", "arguments": {
+                    "path": "report.txt", "content": "scout is done\n"}}]},
+                {"text": "report written"}
+            ],
+            "scout": [
+                {"tool_calls": [{"name": "bash", "arguments": {"command": lead_done}}]},
+                {"tool_calls": [{"name": "followup_task", "arguments": {
+                    "target": "lead", "message": "done"}}]},
+                {"text": "told the lead"}
+            ]
+        }),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--model", &model, "coordinate"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let file = s.home.join("sessions").join(format!("{id}.jsonl"));
+    let report = s.workspace.join("report.txt");
+    std::fs::remove_file(&report).unwrap();
+    // The stop: right after scout's wakeup for the Lead is queued, its turn 1 completed.
+    cut_after_batch(&file, 1, |e| e["type"] == "team/message/queued");
+    let ends: Vec<Value> = read_events(&file)
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| e["data"]["reason"]["kind"].clone())
+        .collect();
+    assert_eq!(ends, [json!("completed")]);
+
+    let out = s.troupe().args(["resume", &id, "--pace", "300"]).assert();
+    let err = stderr(&out);
+    assert_eq!(out.get_output().status.code(), Some(0), "{err}");
+    assert_eq!(stdout(&out), "report written\n", "{err}");
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "scout is done\n");
+    let ends: Vec<Value> = read_events(&file)
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| e["data"]["reason"]["kind"].clone())
+        .collect();
+    assert_eq!(ends, [json!("completed"), json!("completed")], "{err}");
 }

@@ -452,6 +452,7 @@ fn team_show_and_verify_name_phase_and_status() {
         json!({
             "lead": [
                 {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "alpha", "description": "helps", "prompt": "wait"}}]},
+                {"text": "alpha is there"},
                 {"tool_calls": [{"name": "send_message", "arguments": {"target": "alpha", "message": "for later"}}]},
                 {"text": "alpha will read it later"},
             ],
@@ -464,6 +465,12 @@ fn team_show_and_verify_name_phase_and_status() {
         .assert()
         .success();
     let id = session_id(&stderr(&out));
+    // The quiet message is sent in a later run, when alpha is surely inactive, so it stays
+    // queued (sent in the same run it could reach alpha while alpha still ran).
+    s.troupe()
+        .args(["resume", &id, "leave alpha a note"])
+        .assert()
+        .success();
     let view: Value = serde_json::from_slice(
         &s.troupe()
             .args(["team", "show", &id, "--json"])

@@ -41,7 +41,7 @@ use crate::error::RuntimeError;
 use crate::events::{Profile, ToolEffectRecord};
 use crate::recovery::TeammateRecovery;
 use crate::runtime::{ChildProvider, ChildSpec, Runtime};
-use crate::transcript::Transcript;
+use crate::transcript::{ContinuationRule, OpenTurn, Transcript};
 
 pub use schema::TEAM_TOOL_NAMES;
 pub(crate) use tools::{send_result_text, spawn_result_text, team_tools};
@@ -1018,7 +1018,11 @@ impl Runtime {
             .ensure_child_live(&team.lead, target)
             .await
             .map_err(DispatchFailure::delivery)?;
-        self.deliver_older_quiet(team, &agent, message).await?;
+        if let Err(e) = self.deliver_older_quiet(team, &agent, message).await {
+            // The cold-resumed target must still settle (its log failed, or a flush did).
+            self.ensure_watched(&agent);
+            return Err(e);
+        }
         self.followup_child(&team.lead, target, item)
             .await
             .map_err(DispatchFailure::delivery)?;
@@ -1341,11 +1345,14 @@ impl Runtime {
 
     /// Continues the work of active teammates a stop left unfinished (REFERENCE c.9 extended;
     /// "nothing accepted is lost"): a teammate that holds parked *wakeup* mail is woken (its
-    /// parked items run in order); a teammate whose last turn was cut by a crash or cancelled by
-    /// the user (Ctrl-C/SIGTERM) is asked to check the state and continue — once: a
-    /// continuation an earlier resume queued and never ran is run, not queued again. A teammate
-    /// the Lead interrupted on purpose (`{"kind":"parent"}`) is left alone. What each is owed
-    /// is decided from its log ([`crate::recovery::teammate_recovery`]).
+    /// parked items run in order); every turn of a teammate that a crash cut or the user
+    /// cancelled (Ctrl-C/SIGTERM) gets exactly one continuation note asking it to check the
+    /// state and continue: a note an earlier resume queued counts even before it ran, and a
+    /// teammate the mailbox recovery already woke (its wakeup runs a turn of its own) is still
+    /// continued. A turn the Lead
+    /// interrupted on purpose (`{"kind":"parent"}`) is left alone. What each is owed is decided
+    /// from its log ([`crate::recovery::teammate_recovery`],
+    /// [`Transcript::owed_continuations`]).
     async fn continue_teammates(&self, team: &Arc<Team>) {
         let (members, wakeups): (Vec<SessionId>, HashSet<MessageId>) = {
             let state = team.state.lock().await;
@@ -1368,27 +1375,42 @@ impl Runtime {
             if team.closed.is_cancelled() {
                 return;
             }
-            if self.agent(&id).is_some() {
-                continue;
-            }
-            let Ok(replay) = self.journal().read(&id) else {
-                continue;
-            };
-            let Ok(t) = Transcript::fold(replay.header.seed_len(), &replay.events) else {
-                continue;
-            };
-            // What `list_agents` shows for it while it is not live.
-            if let Some(config) = t.config() {
-                self.remember_model(&id, &self.effective_model(config));
-            }
-            let result = match crate::recovery::teammate_recovery(&t, &wakeups) {
-                TeammateRecovery::Wake => self.wake_child(&team.lead, &id).await.map(|_| ()),
-                TeammateRecovery::Continue => {
-                    let note = crate::recovery::continuation_note();
-                    self.followup_child(&team.lead, &id, note).await.map(|_| ())
+            let plan = match self.agent(&id) {
+                // Resident already (the mailbox recovery delivered wakeup mail to it, or the
+                // Lead's new work reached it): it is running or has run, and its cold resume
+                // closed the turn the stop cut. What it is owed is read from its live
+                // transcript, which is the fold of its log; its open turn, if any, is running.
+                Some(agent) => TeammateRecovery {
+                    wake: false,
+                    notes: agent.with_transcript(|t| {
+                        t.owed_continuations(ContinuationRule::Teammate, OpenTurn::Running)
+                    }),
+                },
+                None => {
+                    let Ok(replay) = self.journal().read(&id) else {
+                        continue;
+                    };
+                    let Ok(t) = Transcript::fold(replay.header.seed_len(), &replay.events) else {
+                        continue;
+                    };
+                    // What `list_agents` shows for it while it is not live.
+                    if let Some(config) = t.config() {
+                        self.remember_model(&id, &self.effective_model(config));
+                    }
+                    crate::recovery::teammate_recovery(&t, &wakeups)
                 }
-                TeammateRecovery::Nothing => Ok(()),
             };
+            let mut result = Ok(());
+            for _ in 0..plan.notes {
+                let note = crate::recovery::continuation_note();
+                result = self.followup_child(&team.lead, &id, note).await.map(|_| ());
+                if result.is_err() {
+                    break;
+                }
+            }
+            if plan.notes == 0 && plan.wake {
+                result = self.wake_child(&team.lead, &id).await.map(|_| ());
+            }
             if let Err(e) = result
                 && !team.closed.is_cancelled()
             {

@@ -57,6 +57,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             teammate_models: Default::default(),
             project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
+            mcp_servers: None,
         },
     );
     let lead = rt

@@ -549,15 +549,25 @@ async fn resume_and_check_the_worker_ran(h: &mut Harness, lead_id: &SessionId, w
 /// runs the pending prompt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_teammate_whose_prompt_never_ran_runs_it_on_recovery() {
-    let (mut h, _log, faults) = Harness::faulty();
-    let lead = h.team_lead().await;
-    let lead_id = lead.id().clone();
-    faults.fail_when(first_elsewhere(&lead_id, "turn/start"), "killed");
-    faults.fail_when(nth_append_of(&lead_id, "team/member", 2), "killed");
-    let (lead_id, w) = spawn_and_crash(&mut h, &lead).await;
-    let t = troupe_runtime::Transcript::fold(0, &h.events(&w)).unwrap();
-    assert_eq!((t.stats().turns, t.next_turn().len()), (0, 1));
-    resume_and_check_the_worker_ran(&mut h, &lead_id, &w).await;
+    // The prompt's append and the first turn's start may be written together (group commit):
+    // then the failed write takes the prompt too — a stop before the prompt, not the one under
+    // test (see the next test) — and the run is tried again.
+    for attempt in 1.. {
+        let (mut h, _log, faults) = Harness::faulty();
+        let lead = h.team_lead().await;
+        let lead_id = lead.id().clone();
+        faults.fail_when(first_elsewhere(&lead_id, "turn/start"), "killed");
+        faults.fail_when(nth_append_of(&lead_id, "team/member", 2), "killed");
+        let (lead_id, w) = spawn_and_crash(&mut h, &lead).await;
+        let t = troupe_runtime::Transcript::fold(0, &h.events(&w)).unwrap();
+        if t.next_turn().is_empty() {
+            assert!(attempt < 20, "the prompt never became durable alone");
+            continue;
+        }
+        assert_eq!((t.stats().turns, t.next_turn().len()), (0, 1));
+        resume_and_check_the_worker_ran(&mut h, &lead_id, &w).await;
+        return;
+    }
 }
 
 /// Defect 6: a kill after the provisioning record, while the child's log holds no prompt yet:
@@ -618,12 +628,10 @@ async fn a_continuation_already_waiting_is_run_not_queued_again() {
     quiet(&h, &lead).await;
     crash(&mut h).await;
 
-    // The first resume queues the continuation; it stops before the note's turn starts.
-    let faults = h.restart_faulty();
-    faults.fail_when(append_of(&w, "turn/start"), "killed");
-    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
-    quiet(&h, &lead).await;
-    crash(&mut h).await;
+    // The first resume queues the continuation; it stops before the note's turn starts. The
+    // note's append and the turn's start may be written together (group commit): then that
+    // write fails whole, no note is durable, and the resume is tried again — each try is the
+    // same stop, with the turn still owed its continuation.
     let waiting = |h: &Harness| {
         troupe_runtime::Transcript::fold(0, &h.events(&w))
             .unwrap()
@@ -632,7 +640,18 @@ async fn a_continuation_already_waiting_is_run_not_queued_again() {
             .filter(|m| m.source.kind == "resume")
             .count()
     };
-    assert_eq!(waiting(&h), 1, "{:?}", h.kinds(&w));
+    for attempt in 1.. {
+        let faults = h.restart_faulty();
+        faults.fail_when(append_of(&w, "turn/start"), "killed");
+        let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+        quiet(&h, &lead).await;
+        crash(&mut h).await;
+        if waiting(&h) == 1 {
+            break;
+        }
+        assert_eq!(waiting(&h), 0, "{:?}", h.kinds(&w));
+        assert!(attempt < 20, "the note never became durable alone");
+    }
 
     // The second resume runs the waiting note, and only it.
     h.models.model("worker").push([text("continued")]);
@@ -648,4 +667,291 @@ async fn a_continuation_already_waiting_is_run_not_queued_again() {
     assert_eq!(waiting(&h), 0);
     assert_eq!(h.models.model("worker").requests().len(), 2);
     let _ = h.runtime.shutdown().await;
+}
+
+/// The resume notes (`user/message`s of source `resume`) that ran in a log.
+fn continuation_turns(events: &[troupe_protocol::Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| e.kind == "user/message" && e.data["source"]["kind"] == "resume")
+        .count()
+}
+
+/// A teammate's turn is cut while a wakeup for it is queued in the Lead log but not yet in its
+/// log: the recovery's mailbox pass cold-resumes it with that wakeup (its next turn), and the
+/// cut turn still gets its own continuation turn — two turns, as without the stop. The wakeup
+/// does not stand in for the continuation (a scripted teammate would stop one turn short).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_teammate_woken_by_redelivered_mail_is_continued_too() {
+    let (mut h, _log, faults) = Harness::faulty();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    // The teammate's append after its tool call is held, then fails: its turn is cut there.
+    let not_lead = lead_id.clone();
+    let gate = faults.hold_when(next_append(move |s| *s != not_lead, "tool/call"));
+    let w = spawn(
+        &h,
+        &lead,
+        "worker",
+        vec![call("bash", json!({"command": "true"}))],
+    )
+    .await;
+    gate.reached().await;
+    // A wakeup sent now is queued; its delivery waits behind the held append and fails with it.
+    let send = {
+        let runtime = h.runtime.clone();
+        let lead = lead.clone();
+        tokio::spawn(async move {
+            runtime
+                .team_send(
+                    &lead,
+                    "worker",
+                    "also do more",
+                    troupe_team::Delivery::Wakeup,
+                )
+                .await
+        })
+    };
+    let queued = |h: &Harness| {
+        fold(h, &lead_id)
+            .pending_messages()
+            .any(|m| m.target_id == w)
+    };
+    // The live teammate has taken the wakeup in (in memory: its append waits behind the held
+    // one), so the delivery fails with the log rather than reaching a later activation.
+    let taken_in = |h: &Harness| {
+        h.runtime.agent(&w).is_some_and(|a| {
+            a.with_transcript(|t| {
+                t.next_turn()
+                    .iter()
+                    .any(|m| m.source.kind == "team-message")
+            })
+        })
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while !(queued(&h) && taken_in(&h)) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the wakeup was never queued and taken in");
+    gate.fail("killed");
+    let _ = send.await.unwrap();
+    quiet(&h, &lead).await;
+    crash(&mut h).await;
+    assert!(queued(&h), "the wakeup is still to be delivered");
+    assert_eq!(continuation_turns(&h.events(&w)), 0);
+
+    h.models
+        .model("worker")
+        .push([text("did more"), text("continued")]);
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    quiet(&h, &lead).await;
+    let events = h.events(&w);
+    assert_eq!(
+        turn_end_kinds(&events),
+        ["interrupted", "completed", "completed"],
+        "{:?}",
+        h.kinds(&w)
+    );
+    assert_eq!(continuation_turns(&events), 1);
+    assert_eq!(h.models.model("worker").requests().len(), 3);
+    let _ = h.runtime.shutdown().await;
+}
+
+/// A teammate's turn is cut while a wakeup delivered to it during that turn waits in its
+/// inbox: the recovery runs the wakeup (its own turn) and continues the cut turn (another) —
+/// the waiting mail does not stand in for the continuation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_teammate_with_wakeup_mail_waiting_runs_it_and_is_continued() {
+    let (mut h, _log, faults) = Harness::faulty();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    // The teammate's command runs until the test lets it end; its result is the append that
+    // fails (the stop).
+    faults.fail_when(append_elsewhere(&lead_id, "tool/result"), "killed");
+    let w = spawn(
+        &h,
+        &lead,
+        "worker",
+        vec![call(
+            "bash",
+            json!({"command": "for i in $(seq 600); do [ -f go ] && break; sleep 0.05; done"}),
+        )],
+    )
+    .await;
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while !h.kinds(&w).iter().any(|k| k == "tool/call") {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the command never started");
+    let (_, accepted) = h
+        .runtime
+        .team_send(
+            &lead,
+            "worker",
+            "also do more",
+            troupe_team::Delivery::Wakeup,
+        )
+        .await
+        .unwrap();
+    assert!(accepted, "the running teammate holds the wakeup");
+    std::fs::write(h.path("go"), "").unwrap();
+    quiet(&h, &lead).await;
+    crash(&mut h).await;
+    let t = troupe_runtime::Transcript::fold(0, &h.events(&w)).unwrap();
+    assert!(t.open_turn().is_some(), "{:?}", h.kinds(&w));
+    assert_eq!(t.next_turn().len(), 1, "the wakeup waits");
+
+    h.models
+        .model("worker")
+        .push([text("did more"), text("continued")]);
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    quiet(&h, &lead).await;
+    let events = h.events(&w);
+    assert_eq!(
+        turn_end_kinds(&events),
+        ["interrupted", "completed", "completed"],
+        "{:?}",
+        h.kinds(&w)
+    );
+    assert_eq!(continuation_turns(&events), 1);
+    assert_eq!(h.models.model("worker").requests().len(), 3);
+    let _ = h.runtime.shutdown().await;
+}
+
+/// A resume whose continuation note for a cut teammate cannot be written (the teammate's log
+/// fails at the note's append) still ends: the cold-resumed teammate, stopped by its log's
+/// failure, settles like any other (before, a follow-up that failed left it resident and
+/// unwatched, and the Lead waited for it forever). The next resume continues the turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_whose_continuation_cannot_be_written_still_settles() {
+    let (mut h, _log, faults) = Harness::faulty();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    let not_lead = lead_id.clone();
+    faults.fail_when(next_append(move |s| *s != not_lead, "tool/call"), "killed");
+    let w = spawn(
+        &h,
+        &lead,
+        "worker",
+        vec![call("bash", json!({"command": "true"}))],
+    )
+    .await;
+    quiet(&h, &lead).await;
+    crash(&mut h).await;
+
+    // The recovery closes the cut turn; the append of its continuation note fails.
+    let faults = h.restart_faulty();
+    faults.fail_when(
+        append_of(&w, "agent/inbox/spliced"),
+        "No space left on device",
+    );
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    quiet(&h, &lead).await;
+    assert!(h.runtime.agent(&w).is_none(), "the teammate settled");
+    assert!(
+        h.runtime
+            .log_failures()
+            .iter()
+            .any(|f| f.session == w && f.error.contains("No space left on device")),
+        "{:?}",
+        h.runtime.log_failures()
+    );
+    crash(&mut h).await;
+    assert_eq!(turn_end_kinds(&h.events(&w)), ["interrupted"]);
+    assert_eq!(continuation_turns(&h.events(&w)), 0);
+
+    h.models.model("worker").push([text("continued")]);
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    quiet(&h, &lead).await;
+    let events = h.events(&w);
+    assert_eq!(turn_end_kinds(&events), ["interrupted", "completed"]);
+    assert_eq!(continuation_turns(&events), 1);
+    let _ = h.runtime.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// File observations survive a restart (rebuilt from the log).
+
+/// An agent reads a file and its process stops; the next process's agent edits it: the read
+/// in the earlier process counts (its `tool/result` records what it saw, and the resume
+/// rebuilds the observation), so the edit works — unless the file changed in between, which
+/// is `FS_STALE_VERSION` exactly as without the restart. A `write` counts as seen too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_and_writes_before_a_restart_count_for_the_next_edit() {
+    let mut h = Harness::new();
+    std::fs::write(h.path("kept.txt"), "one\n").unwrap();
+    std::fs::write(h.path("changed.txt"), "one\n").unwrap();
+    h.models.model("lead").push([
+        call("read", json!({"path": "kept.txt"})),
+        call("read", json!({"path": "changed.txt"})),
+        call("write", json!({"path": "new.txt", "content": "one\n"})),
+        text("read them"),
+    ]);
+    let lead = h.lead().await;
+    let id = lead.id().clone();
+    lead.followup(user("read")).await.unwrap();
+    idle(&lead).await;
+    let seen = recorded(&h, &id, "read");
+    assert_eq!(seen[0]["path"], "kept.txt", "{seen:?}");
+    assert!(
+        seen[0]["image"].as_str().unwrap().starts_with("sha256:"),
+        "{seen:?}"
+    );
+    h.runtime.shutdown().await.unwrap();
+    h.restart();
+    std::fs::write(h.path("changed.txt"), "two\n").unwrap();
+
+    let edit = |path: &str| {
+        call(
+            "edit",
+            json!({"path": path, "old_string": "o", "new_string": "0"}),
+        )
+    };
+    h.models.model("lead").push([
+        edit("kept.txt"),
+        edit("changed.txt"),
+        edit("new.txt"),
+        text("edited"),
+    ]);
+    let (lead, _) = h.runtime.resume_root(&id).await.unwrap();
+    lead.followup(user("edit them")).await.unwrap();
+    idle(&lead).await;
+    let results: Vec<(bool, Option<String>)> = h
+        .events(&id)
+        .iter()
+        .filter(|e| e.kind == "tool/result" && e.data["name"] == "edit")
+        .map(|e| {
+            (
+                e.data["isError"] == true,
+                e.data["code"].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (false, None),
+            (true, Some("FS_STALE_VERSION".to_owned())),
+            (false, None)
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.path("kept.txt")).unwrap(),
+        "0ne\n"
+    );
+    assert_eq!(std::fs::read_to_string(h.path("new.txt")).unwrap(), "0ne\n");
+    let _ = h.runtime.shutdown().await;
+}
+
+/// The `seen` records of the results of `name` calls in `id`'s log.
+fn recorded(h: &Harness, id: &SessionId, name: &str) -> Vec<Value> {
+    h.events(id)
+        .into_iter()
+        .filter(|e| e.kind == "tool/result" && e.data["name"] == name)
+        .map(|e| e.data["seen"].clone())
+        .collect()
 }

@@ -650,6 +650,7 @@ fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> 
             teammate_models: Default::default(),
             project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
+            mcp_servers: None,
         },
     )
 }

@@ -281,7 +281,7 @@ fn remedies_are_appended_only_to_the_two_guard_codes() {
     assert_eq!(unseen.to_json()["code"], "FS_NOT_OBSERVED");
     assert_eq!(
         unseen.to_json()["message"],
-        "a.txt exists but no read of this file is on record since this agent (re)started — read the file, then retry"
+        "a.txt exists but no read of this file is on record for this agent — read the file, then retry"
     );
 
     for other in [
@@ -299,4 +299,87 @@ fn remedies_are_appended_only_to_the_two_guard_codes() {
             json!({"code": other.code(), "message": other.to_string()})
         );
     }
+}
+
+/// What a `read` saw (`FileSeen`, reported to the context's observer) rebuilds the owner's
+/// observations in a fresh store — a restart — with `restore_observations`: a file still as
+/// it was read can be edited at once; one changed since is stale (as without the restart); one
+/// read as absent stays absent; a file that was never seen stays unseen; an observation the
+/// fresh store already holds is kept.
+#[tokio::test]
+async fn observations_restored_from_what_reads_saw_act_as_before_the_restart() {
+    let ws = Workspace::new();
+    ws.put("same.txt", "one\n");
+    ws.put("changed.txt", "one\n");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let observer = {
+        let seen = Arc::clone(&seen);
+        troupe_tools::SeenObserver::new(move |s| seen.lock().unwrap().push(s))
+    };
+    let before = ws.ctx("session-a").with_seen_observer(observer);
+    for path in ["same.txt", "changed.txt"] {
+        ok(ws.call(&before, "read", json!({"path": path})).await);
+    }
+    assert_eq!(
+        code(ws.call(&before, "read", json!({"path": "later.txt"})).await),
+        "FS_NOT_FOUND"
+    );
+    let seen: Vec<troupe_tools::FileSeen> = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.iter().map(|s| s.path.as_str()).collect::<Vec<_>>(),
+        ["same.txt", "changed.txt", "later.txt"]
+    );
+    assert_eq!(seen[2].image, None);
+    assert_eq!(
+        serde_json::to_value(&seen[0]).unwrap()["image"],
+        "sha256:2c8b08da5ce60398e1f19af0e5dccc744df274b826abe585eaba68c525434806"
+    );
+
+    // The restart: a new store; meanwhile changed.txt changes and later.txt appears.
+    ws.put("changed.txt", "two\n");
+    ws.put("later.txt", "new\n");
+    let after = troupe_tools::ToolContext::new(
+        ws.dir.path(),
+        troupe_protocol::SessionId::new("session-a").unwrap(),
+        Arc::new(troupe_tools::FileObservations::new()),
+    )
+    .unwrap();
+    ok(ws
+        .call(&after, "read", json!({"path": "changed.txt"}))
+        .await);
+    ws.put("changed.txt", "three\n");
+    troupe_tools::restore_observations(
+        &after,
+        seen.iter().map(|s| (s.path.as_str(), s.image.as_deref())),
+    );
+    let edit = |path: &str| json!({"path": path, "old_string": "o", "new_string": "0"});
+    ok(ws.call(&after, "edit", edit("same.txt")).await);
+    assert_eq!(ws.get("same.txt"), "0ne\n");
+    // Read again after the restart, before the restore: that newer observation is kept, and
+    // the change after it makes the edit stale.
+    assert_stale(&err(ws.call(&after, "edit", edit("changed.txt")).await));
+    assert_eq!(
+        code(
+            ws.call(
+                &after,
+                "write",
+                json!({"path": "later.txt", "content": "x"})
+            )
+            .await
+        ),
+        "FS_NOT_OBSERVED"
+    );
+    assert_eq!(
+        code(ws.call(&after, "edit", edit("never.txt")).await),
+        "FS_NOT_FOUND"
+    );
+    // A file whose content changed since it was seen (no newer read) is stale too.
+    let fresh = troupe_tools::ToolContext::new(
+        ws.dir.path(),
+        troupe_protocol::SessionId::new("session-b").unwrap(),
+        Arc::new(troupe_tools::FileObservations::new()),
+    )
+    .unwrap();
+    troupe_tools::restore_observations(&fresh, [("changed.txt", seen[1].image.as_deref())]);
+    assert_stale(&err(ws.call(&fresh, "edit", edit("changed.txt")).await));
 }

@@ -28,6 +28,8 @@ pub const BETA: &str = "mate-beta";
 pub struct Home {
     pub dir: tempfile::TempDir,
     pub journal: Journal,
+    /// On NATS: the store the panel serves (its own connection), and the server.
+    pub store: Option<(Journal, troupe_test_support::NatsServer)>,
 }
 
 impl Home {
@@ -37,7 +39,29 @@ impl Home {
             Arc::new(JsonlBackend::new(dir.path().join("sessions"))),
             Arc::new(FixedClock::new(T0)),
         );
-        Self { dir, journal }
+        Self {
+            dir,
+            journal,
+            store: None,
+        }
+    }
+
+    /// A home whose sessions are on a real NATS server started for the test; the panel serves
+    /// that store with a poll interval of an hour, so every live update it shows was pushed.
+    /// `None` when the NATS tests are skipped (`TROUPE_SKIP_NATS=1` without a server).
+    pub fn nats() -> Option<Self> {
+        let server = troupe_test_support::NatsServer::single()?;
+        let connect = || {
+            let backend =
+                troupe_store_nats::NatsBackend::connect(&server.url(), Default::default()).unwrap();
+            Journal::with_backend(Arc::new(backend), Arc::new(FixedClock::new(T0)))
+        };
+        let (journal, served) = (connect(), connect());
+        Some(Self {
+            dir: tempfile::tempdir().unwrap(),
+            journal,
+            store: Some((served, server)),
+        })
     }
 
     pub fn path(&self) -> PathBuf {
@@ -47,8 +71,13 @@ impl Home {
     pub fn config(&self) -> WebConfig {
         WebConfig {
             home: self.path(),
+            store: self.store.as_ref().map(|(journal, _)| journal.clone()),
             access: Access::Loopback,
-            poll_interval: Duration::from_millis(10),
+            poll_interval: if self.store.is_some() {
+                Duration::from_secs(3600)
+            } else {
+                Duration::from_millis(10)
+            },
             heartbeat: Duration::from_millis(150),
         }
     }

@@ -21,7 +21,18 @@ fn frame_id(id: &Option<String>) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reconnect_gets_exactly_what_it_missed_then_live_frames() {
-    let home = Home::new();
+    reconnect_gets_what_it_missed(Home::new()).await;
+}
+
+/// The same on NATS, where the panel follows the logs live (its poll interval is an hour).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_nats_a_reconnect_gets_exactly_what_it_missed_then_frames_pushed_live() {
+    if let Some(home) = Home::nats() {
+        reconnect_gets_what_it_missed(home).await;
+    }
+}
+
+async fn reconnect_gets_what_it_missed(home: Home) {
     let lead = home.lead(LEAD);
     let router = home.router();
     let path = "/api/sessions/lead-1/team/events";
@@ -219,7 +230,18 @@ async fn a_teammate_status_follows_its_turns_and_its_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_stream_resumes_after_the_last_item_it_sent() {
-    let home = Home::new();
+    conversation_resumes_after_its_last_item(Home::new()).await;
+}
+
+/// The same on NATS, where the stream follows the log live (the poll interval is an hour).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_nats_a_conversation_stream_is_pushed_live_and_resumes_after_its_last_item() {
+    if let Some(home) = Home::nats() {
+        conversation_resumes_after_its_last_item(home).await;
+    }
+}
+
+async fn conversation_resumes_after_its_last_item(home: Home) {
     let mate = home.child(ALPHA, LEAD, "alpha");
     append(&mate, vec![turn_start(1)]);
     let router = home.router();
@@ -321,4 +343,47 @@ async fn a_damaged_conversation_shows_its_items_then_the_failure() {
     let mut back = SseReader::open(&router, path, Some("2")).await;
     let (event, _, _) = back.next_frame().await;
     assert_eq!(event, "failure");
+}
+
+/// On NATS a member's log is followed live too: a turn it opens and closes is pushed to the
+/// panel (its poll interval is an hour). Residency comes from the session's lease: a member
+/// whose writer holds it is `running` with an open turn and `idle` without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_nats_a_members_turns_are_pushed_to_the_team_view() {
+    let Some(home) = Home::nats() else {
+        return;
+    };
+    let lead = home.lead(LEAD);
+    let alpha = home.child(ALPHA, LEAD, "alpha");
+    append(
+        &lead,
+        vec![
+            member(ALPHA, "alpha", "provisioning", None),
+            member(ALPHA, "alpha", "active", None),
+        ],
+    );
+    let router = home.router();
+    let path = "/api/sessions/lead-1/team/events";
+    let mut reader = SseReader::open(&router, path, None).await;
+    let status = |view: &serde_json::Value| {
+        view["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "alpha")
+            .map(|m| m["status"].as_str().unwrap().to_owned())
+    };
+    let (_, _, view) = reader.next_frame().await;
+    assert_eq!(status(&view).as_deref(), Some("idle"), "{view}");
+    append(&alpha, vec![turn_start(1)]);
+    let (_, _, view) = reader.next_frame().await;
+    assert_eq!(status(&view).as_deref(), Some("running"), "{view}");
+    append(&alpha, vec![turn_end(1)]);
+    let (_, _, view) = reader.next_frame().await;
+    assert_eq!(status(&view).as_deref(), Some("idle"), "{view}");
+    // The writer closes (its lease is released): inactive at the next change of the Team.
+    drop(alpha);
+    append(&lead, vec![task("task-1", 1, "pending", None, &[], &[])]);
+    let (_, _, view) = reader.next_frame().await;
+    assert_eq!(status(&view).as_deref(), Some("inactive"), "{view}");
 }

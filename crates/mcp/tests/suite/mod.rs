@@ -1,0 +1,3 @@
+mod config;
+mod servers;
+mod support;
