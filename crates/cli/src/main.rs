@@ -122,10 +122,12 @@ enum Command {
     /// Reads the user's file ($TROUPE_HOME/config.toml, i.e. the home's) and the project's
     /// (<workspace>/.troupe/config.toml) and applies the flags given, exactly as `troupe run`
     /// does: a flag wins over the project's file, which wins over the user's, which wins over
-    /// the default. Each value's source is a flag, a file with line and column, or the default.
-    /// Also lists the AGENTS.md files the members would be given. An unknown key or a bad value
-    /// is exit 2 naming FILE:LINE:COLUMN. `troupe resume` does not read these files: a session
-    /// keeps what it started with.
+    /// the default. Each value's source is a flag, an environment variable, a file with line and
+    /// column, or the default. Shows the MCP servers a run would start ([mcp_servers.<name>],
+    /// or --mcp-config FILE instead) and the store every command uses (`store`, `replicas`: the
+    /// user's file only), and lists the AGENTS.md files the members would be given. An unknown
+    /// key or a bad value is exit 2 naming FILE:LINE:COLUMN. `troupe resume` does not read
+    /// these files: a session keeps what it started with.
     Config(settings::ConfigFlags),
     /// Move sessions between stores: `troupe store copy --from STORE --to STORE [SESSION…]`.
     Store {
@@ -276,6 +278,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
     // `--store file:DIR` is the home DIR: it stands for `--home DIR`.
     let (store_home, spec) = store::resolve(&cli.store, cli.home.as_deref())?;
+    let cli_home_given = cli.home.is_some();
     let home_flag = store_home.or(cli.home);
     let home = troupe_journal::resolve_home(home_flag.as_deref()).ok_or_else(|| {
         Failure::bad_input(anyhow::anyhow!(
@@ -284,8 +287,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
     })?;
     let named = home_name(&home, home_flag.is_some());
     check_home(&home, &named)?;
+    // The user's configuration file may name the store (when --store and $TROUPE_STORE do
+    // not), so every command reads it; a bad one is bad input naming FILE:LINE:COLUMN.
+    let user = settings::UserStore::load(&home)?;
+    let (spec, store_settings) = store::choose(&cli.store, spec, &home, cli_home_given, user);
     let mut store = match &spec {
-        Some(spec) => store::Store::open(spec, cli.store.replicas)?,
+        Some(spec) => store::Store::open(spec, Some(store_settings.replicas.value))?,
         None => store::Store::files(&home),
     };
     store.arg = store::store_arg(&cli.store, spec.as_ref());
@@ -295,6 +302,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         flag: home_flag.as_deref(),
         named,
         store,
+        store_settings,
     };
     match cli.command {
         Command::Run(flags) => work::run(flags, home),

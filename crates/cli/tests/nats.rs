@@ -1119,3 +1119,87 @@ fn bad_stores_and_sessions_are_one_line_errors_that_change_nothing() {
         .unwrap();
     one_line(&out, 2, "two different homes");
 }
+
+/// The user's `store` key puts every command on the NATS store without `--store`: a run's
+/// sessions go there (none to the home's files), `sessions` and `log` read them there, the
+/// printed commands need no `--store` (the next command finds it again), `troupe config`
+/// shows where it came from, and `--store DIR` still wins.
+#[test]
+fn the_users_store_key_is_every_commands_store_and_the_flag_wins() {
+    let Some(s) = Setup::single() else { return };
+    let home = s.home();
+    std::fs::create_dir_all(&home).unwrap();
+    let config = home.join("config.toml");
+    std::fs::write(&config, format!("# mine\nstore = \"{}\"\n", s.url())).unwrap();
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = s.path("script.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [{"text": "on the store"}]}}).to_string(),
+    )
+    .unwrap();
+    let model = format!("script:{}", script.display());
+    let out = on_files(
+        &home,
+        &[
+            "run",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--model",
+            &model,
+            "hi",
+        ],
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(text(&out.stdout), "on the store\n");
+    let id = session_of(&err);
+    assert!(
+        !err.contains("--store"),
+        "found again by the next command: {err}"
+    );
+    let sessions = home.join("sessions");
+    assert!(!sessions.exists() || session_files(&sessions).is_empty());
+    // On the store, as another connection sees it, and through the commands without --store.
+    assert!(s.sessions().contains(&id));
+    let listed: Value = serde_json::from_str(&files_ok(&home, &["sessions", "--json"])).unwrap();
+    assert_eq!(listed[0]["id"], id.as_str(), "{listed}");
+    assert!(files_ok(&home, &["log", &id]).contains("on the store"));
+    let shown: Value = serde_json::from_str(&files_ok(
+        &home,
+        &[
+            "config",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(
+        shown["settings"]["store"],
+        json!({"value": s.url(), "source": {"kind": "user", "path": config.display().to_string(), "line": 2, "column": 9}})
+    );
+    // A flag wins: `--store DIR` is the home's files, which hold no session.
+    let listed = files_ok(
+        &home,
+        &["--store", home.to_str().unwrap(), "sessions", "--json"],
+    );
+    assert_eq!(serde_json::from_str::<Value>(&listed).unwrap(), json!([]));
+    let shown: Value = serde_json::from_str(&files_ok(
+        &home,
+        &[
+            "--store",
+            home.to_str().unwrap(),
+            "config",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(
+        shown["settings"]["store"]["source"],
+        json!({"kind": "flag", "flag": "--store"})
+    );
+}

@@ -12,6 +12,7 @@ use anyhow::anyhow;
 use serde::Deserialize;
 use toml::Spanned;
 use troupe_llm::ToolChoice;
+use troupe_mcp::{ServerConfig, ServerName};
 use troupe_team::{MemberName, TeamLimits};
 use troupe_tools::{NetworkAccess, SandboxMode};
 
@@ -97,9 +98,13 @@ pub(crate) struct FileValues {
     pub(crate) team_models: BTreeMap<String, At<String>>,
     /// `[team]` limits, by their key in [`LIMIT_KEYS`].
     pub(crate) limits: BTreeMap<&'static str, At<u64>>,
-    /// `[mcp_servers.<name>]` tables, kept as written: the MCP support (crate `troupe-mcp`)
-    /// reads and checks them; this file only knows their names.
-    pub(crate) mcp_servers: BTreeMap<String, At<toml::Table>>,
+    /// `store` (user file only): a NATS store's URL, checked as `nats://HOST:PORT[,…]`.
+    pub(crate) store: Option<At<String>>,
+    /// `replicas` (user file only): 1 to 5.
+    pub(crate) replicas: Option<At<usize>>,
+    /// `[mcp_servers.<name>]`: each server checked by `troupe-mcp` (the tables
+    /// `--mcp-config FILE` takes), with the position of its table.
+    pub(crate) mcp_servers: BTreeMap<ServerName, At<ServerConfig>>,
 }
 
 /// A configuration file found (or looked for).
@@ -121,8 +126,12 @@ struct FileToml {
     sandbox: Option<Spanned<String>>,
     network: Option<Spanned<String>>,
     project_instructions: Option<Spanned<bool>>,
+    store: Option<Spanned<String>>,
+    replicas: Option<Spanned<i64>>,
     team: Option<TeamToml>,
-    mcp_servers: Option<BTreeMap<Spanned<String>, Spanned<toml::Table>>>,
+    /// Checked as `troupe_mcp::McpServers` checks them (a name, then each table with
+    /// [`ServerConfig`]'s `Deserialize`), so an error carries the position of its value.
+    mcp_servers: Option<BTreeMap<Spanned<ServerName>, Spanned<ServerConfig>>>,
 }
 
 #[derive(Deserialize)]
@@ -140,7 +149,9 @@ struct TeamToml {
 impl ConfigFile {
     /// Reads the file of `scope` at `path`: a missing file is no file (`values: None`); one
     /// that cannot be read, is not a regular file, is larger than 1 MiB, is not UTF-8, or whose
-    /// content is refused is bad input (exit 2) naming it.
+    /// content is refused is bad input (exit 2) naming it — as is a project file setting
+    /// `store` or `replicas`, which every command reads from the user's file (only `run`
+    /// knows the project).
     pub(crate) fn load(scope: Scope, path: PathBuf) -> Result<Self, Failure> {
         let shown = path.display().to_string();
         let metadata = match std::fs::metadata(&path) {
@@ -182,6 +193,18 @@ impl ConfigFile {
             Failure::bad_input(anyhow!("{at}: the file is not UTF-8 text"))
         })?;
         let values = parse(&path, &text).map_err(Failure::bad_input)?;
+        if scope == Scope::Project {
+            let user_only = [
+                values.store.as_ref().map(|v| ("store", &v.at)),
+                values.replicas.as_ref().map(|v| ("replicas", &v.at)),
+            ];
+            if let Some((key, at)) = user_only.into_iter().flatten().next() {
+                return Err(Failure::bad_input(anyhow!(
+                    "{at}: {key} belongs in the user's file ($TROUPE_HOME/config.toml): every \
+                     command reads it, and only troupe run knows the project"
+                )));
+            }
+        }
         Ok(Self {
             scope,
             path,
@@ -264,6 +287,33 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<FileValues, anyhow::Error
             value: v.into_inner(),
         });
     }
+    if let Some(v) = raw.store {
+        let (text, location) = parsed(v, "store", "nats://HOST:PORT[,HOST:PORT…]")?;
+        if !text.starts_with("nats://") {
+            return Err(anyhow!(
+                "{location}: store \"{}\" is not a NATS store: give nats://HOST:PORT[,HOST:PORT…] \
+                 (the JSONL files are the home's: choose the home with --home or $TROUPE_HOME)",
+                text.escape_debug()
+            ));
+        }
+        troupe_store_nats::parse_url(&text).map_err(|e| anyhow!("{location}: store: {e}"))?;
+        values.store = Some(At {
+            value: text,
+            at: location,
+        });
+    }
+    if let Some(v) = raw.replicas {
+        let location = at(v.span());
+        let n = *v.get_ref();
+        let replicas = usize::try_from(n)
+            .ok()
+            .filter(|n| (1..=5).contains(n))
+            .ok_or_else(|| anyhow!("{location}: replicas = {n}: give 1 to 5"))?;
+        values.replicas = Some(At {
+            value: replicas,
+            at: location,
+        });
+    }
     if let Some(team) = raw.team {
         if let Some(v) = team.teammate_model {
             values.teammate_model = Some(string(v, "team.teammate_model")?);
@@ -311,12 +361,12 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<FileValues, anyhow::Error
             values.team_models.insert(name, model);
         }
     }
-    for (name, table) in raw.mcp_servers.unwrap_or_default() {
-        let location = at(table.span());
+    for (name, server) in raw.mcp_servers.unwrap_or_default() {
+        let location = at(server.span());
         values.mcp_servers.insert(
             name.into_inner(),
             At {
-                value: table.into_inner(),
+                value: server.into_inner(),
                 at: location,
             },
         );
@@ -392,6 +442,24 @@ mod tests {
                 "[team]\nteammate_model = \"\"",
                 "/c.toml:2:18: team.teammate_model is empty",
             ),
+            (
+                "[mcp_servers.files]\ncommand = \"npx\"\ncomand = \"x\"",
+                "/c.toml:3:1: unknown field `comand`",
+            ),
+            (
+                "model = \"x\"\n[mcp_servers.files]\nargs = []",
+                "/c.toml:2:1: missing `command` (a program to start) or `url`",
+            ),
+            (
+                "store = \"file:/tmp/h\"",
+                "/c.toml:1:9: store \"file:/tmp/h\" is not a NATS store",
+            ),
+            ("store = \"nats://\"", "/c.toml:1:9: store: "),
+            ("replicas = 7", "/c.toml:1:12: replicas = 7: give 1 to 5"),
+            (
+                "[mcp_servers.\"my files\"]\ncommand = \"npx\"",
+                "/c.toml:1:14: MCP server name \"my files\" may only hold",
+            ),
         ] {
             let message = error(text);
             assert!(message.starts_with(expected), "{text:?}: {message}");
@@ -412,9 +480,11 @@ mod tests {
         assert_eq!((model.at.line, model.at.column), (2, 9));
         let reviewer = &values.team_models["reviewer"];
         assert_eq!((reviewer.at.line, reviewer.at.column), (4, 12));
-        assert_eq!(
-            values.mcp_servers["files"].value["command"].as_str(),
-            Some("npx")
+        let files = &values.mcp_servers[&ServerName::new("files").unwrap()];
+        assert!(
+            matches!(&files.value.transport, troupe_mcp::Transport::Stdio { command, .. } if command == "npx"),
+            "{files:?}"
         );
+        assert_eq!((files.at.line, files.at.column), (5, 1));
     }
 }

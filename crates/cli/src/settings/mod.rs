@@ -13,12 +13,25 @@
 //! | `model`, `base_url`, `api_key_env`, `tool_choice` | `--model`, `--base-url`, `--api-key-env`, `--tool-choice` |
 //! | `sandbox`, `network` | `--sandbox`, `--network` |
 //! | `project_instructions` (bool) | `--no-project-instructions` (sets false) |
+//! | `store`, `replicas` (the user's file only) | `--store` (and `$TROUPE_STORE`), `--replicas` |
 //! | `[team] teammate_model` | `--teammate-model` |
 //! | `[team] max_members`, `max_tasks`, `max_pending_messages`, `max_message_bytes`, `disposal_timeout_ms` | the limit flags |
 //! | `[team.models] <name> = "M"` | — (a teammate's model by name; wins over `teammate_model`) |
-//! | `[mcp_servers.<name>]` | — (kept as written, for the MCP support, `troupe-mcp`) |
+//! | `[mcp_servers.<name>]` | `--mcp-config FILE` (its servers *replace* the files' servers) |
 //!
-//! The files configure *new* sessions (`troupe run`, and what `troupe config` shows): a
+//! `store` (a `nats://…` URL; the JSONL files are the home's, chosen with `--home`) and
+//! `replicas` are read by every command (`main`, [`UserStore`]), so they sit in the user's
+//! file only: `--store` and `$TROUPE_STORE` win over `store`, `--replicas` over `replicas`
+//! ([`StoreSettings`]).
+//!
+//! MCP servers merge by name: a project's `[mcp_servers.<name>]` replaces the user's of the
+//! same name (the whole table), the others add up. `--mcp-config FILE` gives the servers of
+//! the run outright — the files' are not started, as `--model` takes no `base_url` from a
+//! file — so an empty FILE runs without any; `troupe resume --mcp-config FILE` replaces the
+//! recorded servers the same way.
+//!
+//! Apart from `store` and `replicas`, the files configure *new* sessions (`troupe run`, and
+//! what `troupe config` shows): a
 //! session records what it started with, and `troupe resume` uses that record, changed only by
 //! the flags given to it. Validation happens before anything is written; an unknown key or a
 //! bad value is bad input (exit 2) naming `FILE:LINE:COLUMN`.
@@ -32,6 +45,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use troupe_llm::{LlmError, ModelFlags, ModelSpec, ToolChoice};
+use troupe_mcp::{McpServers, ServerConfig, ServerName};
 use troupe_runtime::TeammateModels;
 use troupe_team::TeamLimits;
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
@@ -49,6 +63,10 @@ pub(crate) enum Source {
     Default,
     /// The flag named.
     Flag(&'static str),
+    /// The file the flag named (`--mcp-config FILE`).
+    FlagFile(&'static str, PathBuf),
+    /// The environment variable named (`TROUPE_STORE`).
+    Env(&'static str),
     /// A configuration file, at this position.
     File { scope: Scope, at: Location },
 }
@@ -58,6 +76,8 @@ impl fmt::Display for Source {
         match self {
             Source::Default => f.write_str("default"),
             Source::Flag(flag) => write!(f, "flag {flag}"),
+            Source::FlagFile(flag, path) => write!(f, "flag {flag} {}", path.display()),
+            Source::Env(variable) => write!(f, "env ${variable}"),
             Source::File { scope, at } => write!(f, "{} {at}", scope.as_str()),
         }
     }
@@ -100,6 +120,8 @@ pub(crate) struct FlagValues {
     /// The limit flags, by the key of [`LIMIT_KEYS`].
     pub(crate) limits: BTreeMap<&'static str, u64>,
     pub(crate) no_project_instructions: bool,
+    /// `--mcp-config FILE`: the file and its servers (read and checked already).
+    pub(crate) mcp_config: Option<(PathBuf, McpServers)>,
 }
 
 /// Where the two configuration files of a run of the home `home` in `workspace` are.
@@ -112,6 +134,57 @@ pub(crate) fn config_paths(home: &Path, workspace: &Path) -> [(Scope, PathBuf); 
             workspace.join(".troupe").join("config.toml"),
         ),
     ]
+}
+
+/// The store the command uses and the replicas of a NATS stream it creates, each with its
+/// source — `--store` over `$TROUPE_STORE` over the user's `store` over the home's JSONL
+/// files; `--replicas` over the user's `replicas` over 1 — resolved by `main` for every
+/// command and shown by `troupe config`.
+#[derive(Debug, Clone)]
+pub(crate) struct StoreSettings {
+    /// `nats://…`, or `file:DIR` for the JSONL files of the home `DIR`.
+    pub(crate) store: Sourced<String>,
+    pub(crate) replicas: Sourced<usize>,
+}
+
+impl StoreSettings {
+    /// The home's JSONL files, one replica: what a command uses when nothing names a store.
+    pub(crate) fn files(home: &Path) -> Self {
+        Self {
+            store: Sourced {
+                value: format!("file:{}", home.display()),
+                source: Source::Default,
+            },
+            replicas: Sourced {
+                value: 1,
+                source: Source::Default,
+            },
+        }
+    }
+}
+
+/// The `store` and `replicas` of the user's file of the home `home` (the keys every command
+/// reads; a project file may not set them).
+#[derive(Debug, Default)]
+pub(crate) struct UserStore {
+    pub(crate) store: Option<Sourced<String>>,
+    pub(crate) replicas: Option<Sourced<usize>>,
+}
+
+impl UserStore {
+    /// Reads the user's file (`<home>/config.toml`). A missing file sets nothing; a bad one
+    /// is bad input (exit 2) naming `FILE:LINE:COLUMN`, for every command but `store copy`.
+    pub(crate) fn load(home: &Path) -> Result<Self, Failure> {
+        let [(scope, path), _] = config_paths(home, Path::new(""));
+        let file = ConfigFile::load(scope, path)?;
+        let Some(values) = file.values else {
+            return Ok(Self::default());
+        };
+        Ok(Self {
+            store: values.store.map(|v| Sourced::from_file(v, scope)),
+            replicas: values.replicas.map(|v| Sourced::from_file(v, scope)),
+        })
+    }
 }
 
 /// The settings in force for a new session: every key's value and source.
@@ -130,9 +203,12 @@ pub(crate) struct Settings {
     pub(crate) team_models: BTreeMap<String, Sourced<String>>,
     /// Every Team limit (defaults filled in), by the key of [`LIMIT_KEYS`], in that order.
     pub(crate) limits: Vec<(&'static str, Sourced<u64>)>,
-    /// `[mcp_servers.<name>]` tables as written (a project's replaces a user's of the same
-    /// name): read by the MCP support (`troupe-mcp`), not by this module.
-    pub(crate) mcp_servers: BTreeMap<String, Sourced<toml::Table>>,
+    /// The MCP servers by name: `--mcp-config`'s, else the files' (a project's replaces a
+    /// user's of the same name).
+    pub(crate) mcp_servers: BTreeMap<ServerName, Sourced<ServerConfig>>,
+    /// Whether any source named MCP servers (`--mcp-config`, even an empty file, or a file's
+    /// `[mcp_servers.<name>]`): a session records them only then.
+    mcp_named: bool,
 }
 
 impl Settings {
@@ -263,9 +339,26 @@ impl Settings {
             for (name, model) in values.team_models {
                 team_models.insert(name, Sourced::from_file(model, scope));
             }
-            for (name, table) in values.mcp_servers {
-                mcp_servers.insert(name, Sourced::from_file(table, scope));
+            for (name, server) in values.mcp_servers {
+                mcp_servers.insert(name, Sourced::from_file(server, scope));
             }
+        }
+        // `--mcp-config FILE` replaces the files' servers.
+        let mcp_named = flags.mcp_config.is_some() || !mcp_servers.is_empty();
+        if let Some((path, servers)) = flags.mcp_config {
+            mcp_servers = servers
+                .iter()
+                .map(|(name, server)| {
+                    let source = Source::FlagFile("--mcp-config", path.clone());
+                    (
+                        name.clone(),
+                        Sourced {
+                            value: server.clone(),
+                            source,
+                        },
+                    )
+                })
+                .collect();
         }
         Self {
             files: statuses,
@@ -280,7 +373,20 @@ impl Settings {
             team_models,
             limits,
             mcp_servers,
+            mcp_named,
         }
+    }
+
+    /// The MCP servers a new session starts and records: `None` when no source names any
+    /// (nothing is recorded), else those of [`Settings::mcp_servers`] (an empty set when
+    /// `--mcp-config` named an empty file).
+    pub(crate) fn mcp(&self) -> Option<McpServers> {
+        self.mcp_named.then(|| {
+            self.mcp_servers
+                .iter()
+                .map(|(name, server)| (name.clone(), server.value.clone()))
+                .collect()
+        })
     }
 
     /// The model settings as the flags of [`ModelSpec::from_flags`].

@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use anyhow::{Context, anyhow};
 use serde_json::{Value, json};
 use troupe_llm::ModelSpec;
+use troupe_mcp::{ServerConfig, Transport};
 use troupe_runtime::instructions::{Discovery, discover};
 
-use super::{Settings, Source, Sourced};
+use super::{Settings, Source, Sourced, StoreSettings};
 use crate::exit::Failure;
 use crate::home::Home;
 use crate::output::{Stdout, align_columns, escape_controls};
@@ -43,6 +44,8 @@ struct Row {
     source: Source,
     /// Said after the source (why a default is what it is).
     note: Option<&'static str>,
+    /// How the table shows the value, when not as its JSON (an MCP server's command line).
+    shown: Option<String>,
 }
 
 /// `troupe config`: validates the settings exactly as `troupe run` does (a bad file or value
@@ -54,20 +57,17 @@ pub(crate) fn show(flags: ConfigFlags, home: &Home<'_>) -> Result<(), Failure> {
             .map_err(|e| Failure::bad_input(anyhow!("cannot read the current directory: {e}")))?,
     };
     let workspace = crate::work::check_workspace(&workspace)?;
-    let settings = Settings::load(
-        &home.dir,
-        &workspace,
-        settings_flags(
-            &flags.model,
-            &flags.sandbox,
-            &flags.limits,
-            &flags.instructions,
-        ),
+    let flag_values = settings_flags(
+        &flags.model,
+        &flags.sandbox,
+        &flags.limits,
+        &flags.instructions,
     )?;
+    let settings = Settings::load(&home.dir, &workspace, flag_values)?;
     let spec = settings.model_spec()?;
     let teammates = settings.teammate_models(&spec)?;
     settings.team_limits()?;
-    let rows = rows(&settings, &spec, &teammates);
+    let rows = rows(&settings, &home.store_settings, &spec, &teammates);
     let found = settings
         .project_instructions
         .value
@@ -109,10 +109,11 @@ pub(crate) fn show(flags: ConfigFlags, home: &Home<'_>) -> Result<(), Failure> {
         "SOURCE".to_owned(),
     ]];
     for row in &rows {
-        let value = match &row.value {
-            Value::Null => "-".to_owned(),
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
+        let value = match (&row.shown, &row.value) {
+            (Some(shown), _) => shown.clone(),
+            (None, Value::Null) => "-".to_owned(),
+            (None, Value::String(text)) => text.clone(),
+            (None, other) => other.to_string(),
         };
         let source = match row.note {
             Some(note) => format!("{} ({note})", row.source),
@@ -139,6 +140,7 @@ pub(crate) fn show(flags: ConfigFlags, home: &Home<'_>) -> Result<(), Failure> {
 /// Every key's row, in the documented order.
 fn rows(
     settings: &Settings,
+    store: &StoreSettings,
     spec: &ModelSpec,
     teammates: &troupe_runtime::TeammateModels,
 ) -> Vec<Row> {
@@ -154,18 +156,21 @@ fn rows(
             value: json!(spec.to_string()),
             source: source_of(settings.model.as_ref()),
             note: None,
+            shown: None,
         },
         Row {
             key: "base_url".to_owned(),
             value: json!(spec.base_url),
             source: source_of(settings.base_url.as_ref()),
             note: preset(settings.base_url.as_ref(), spec.base_url.is_some()),
+            shown: None,
         },
         Row {
             key: "api_key_env".to_owned(),
             value: json!(spec.api_key_env),
             source: source_of(settings.api_key_env.as_ref()),
             note: preset(settings.api_key_env.as_ref(), spec.api_key_env.is_some()),
+            shown: None,
         },
         Row {
             key: "tool_choice".to_owned(),
@@ -175,24 +180,42 @@ fn rows(
                 .as_ref()
                 .map_or(Source::Default, |v| v.source.clone()),
             note: None,
+            shown: None,
         },
         Row {
             key: "sandbox".to_owned(),
             value: json!(settings.sandbox.value.as_str()),
             source: settings.sandbox.source.clone(),
             note: None,
+            shown: None,
         },
         Row {
             key: "network".to_owned(),
             value: json!(settings.network.value.as_str()),
             source: settings.network.source.clone(),
             note: None,
+            shown: None,
         },
         Row {
             key: "project_instructions".to_owned(),
             value: json!(settings.project_instructions.value),
             source: settings.project_instructions.source.clone(),
             note: None,
+            shown: None,
+        },
+        Row {
+            key: "store".to_owned(),
+            value: json!(store.store.value),
+            source: store.store.source.clone(),
+            note: (store.store.source == Source::Default).then_some("the home's JSONL files"),
+            shown: None,
+        },
+        Row {
+            key: "replicas".to_owned(),
+            value: json!(store.replicas.value),
+            source: store.replicas.source.clone(),
+            note: None,
+            shown: None,
         },
         Row {
             key: "team.teammate_model".to_owned(),
@@ -202,6 +225,7 @@ fn rows(
                 .default
                 .is_none()
                 .then_some("teammates run the Lead's model"),
+            shown: None,
         },
     ];
     for (name, spec) in &teammates.by_name {
@@ -210,6 +234,7 @@ fn rows(
             value: json!(spec.to_string()),
             source: source_of(settings.team_models.get(name)),
             note: None,
+            shown: None,
         });
     }
     for (key, value) in &settings.limits {
@@ -218,29 +243,98 @@ fn rows(
             value: json!(value.value),
             source: value.source.clone(),
             note: None,
+            shown: None,
         });
     }
-    for (name, table) in &settings.mcp_servers {
+    for (name, server) in &settings.mcp_servers {
         rows.push(Row {
             key: format!("mcp_servers.{name}"),
-            value: Value::Object(
-                table
-                    .value
-                    .iter()
-                    .filter_map(|(k, v)| serde_json::to_value(v).ok().map(|v| (k.clone(), v)))
-                    .collect(),
-            ),
-            source: table.source.clone(),
-            note: Some("kept for the MCP support"),
+            value: server_json(&server.value),
+            source: server.source.clone(),
+            note: None,
+            shown: Some(server_line(&server.value)),
         });
     }
     rows
+}
+
+/// An MCP server as its `[mcp_servers.<name>]` table would say it, every default filled in:
+/// `{"command", "args", "env"}` or `{"url", "bearer_token_env_var"?}`, then
+/// `"enabled_tools"?`, `"startup_timeout_sec"`, `"tool_timeout_sec"`.
+fn server_json(server: &ServerConfig) -> Value {
+    let mut value = match &server.transport {
+        Transport::Stdio { command, args, env } => {
+            json!({"command": command, "args": args, "env": env})
+        }
+        Transport::Http {
+            url,
+            bearer_token_env_var,
+        } => match bearer_token_env_var {
+            Some(var) => json!({"url": url, "bearer_token_env_var": var}),
+            None => json!({"url": url}),
+        },
+    };
+    if let Some(tools) = &server.enabled_tools {
+        value["enabled_tools"] = json!(tools);
+    }
+    value["startup_timeout_sec"] = seconds(server.startup_timeout);
+    value["tool_timeout_sec"] = seconds(server.tool_timeout);
+    value
+}
+
+/// An MCP server on one line of the table: its command line (`env K=V … command args…`,
+/// quoted for a shell) or its URL (`url (bearer $VAR)`), then `enabled_tools` and timeouts
+/// that are not the defaults (`--json` has every field).
+fn server_line(server: &ServerConfig) -> String {
+    use crate::hints::shell_quote;
+    let mut line = match &server.transport {
+        Transport::Stdio { command, args, env } => {
+            let mut words: Vec<String> = Vec::new();
+            if !env.is_empty() {
+                words.push("env".to_owned());
+                words.extend(env.iter().map(|(k, v)| shell_quote(&format!("{k}={v}"))));
+            }
+            words.push(shell_quote(command));
+            words.extend(args.iter().map(|a| shell_quote(a)));
+            words.join(" ")
+        }
+        Transport::Http {
+            url,
+            bearer_token_env_var,
+        } => match bearer_token_env_var {
+            Some(var) => format!("{url} (bearer ${var})"),
+            None => url.clone(),
+        },
+    };
+    if let Some(tools) = &server.enabled_tools {
+        line.push_str(&format!(" (tools: {})", tools.join(", ")));
+    }
+    if server.startup_timeout != troupe_mcp::DEFAULT_STARTUP_TIMEOUT {
+        line.push_str(&format!(" (startup {}s)", seconds(server.startup_timeout)));
+    }
+    if server.tool_timeout != troupe_mcp::DEFAULT_TOOL_TIMEOUT {
+        line.push_str(&format!(" (tool {}s)", seconds(server.tool_timeout)));
+    }
+    line
+}
+
+/// A duration in seconds: a whole number when it is one (`10`, not `10.0`).
+fn seconds(duration: std::time::Duration) -> Value {
+    if duration.subsec_nanos() == 0 {
+        json!(duration.as_secs())
+    } else {
+        json!(duration.as_secs_f64())
+    }
 }
 
 fn source_json(source: &Source) -> Value {
     match source {
         Source::Default => json!({"kind": "default"}),
         Source::Flag(flag) => json!({"kind": "flag", "flag": flag}),
+        Source::Env(variable) => json!({"kind": "env", "variable": variable}),
+        Source::FlagFile(flag, path) => {
+            json!({"kind": "flag", "flag": flag, "path": path.display().to_string()})
+        }
         Source::File { scope, at } => json!({
             "kind": scope.as_str(),
             "path": at.path.display().to_string(),

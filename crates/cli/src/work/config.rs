@@ -115,7 +115,12 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     }
     flags.limits.limits()?;
     let flag_sandbox = flags.sandbox.for_new()?;
-    let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
+    let flag_values = settings_flags(
+        &flags.model,
+        &flags.sandbox,
+        &flags.limits,
+        &flags.instructions,
+    )?;
     let workspace = match &flags.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()
@@ -123,16 +128,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     };
     let workspace = check_workspace(&workspace)?;
     // The user's and the project's configuration files, under the flags.
-    let settings = Settings::load(
-        &home.dir,
-        &workspace,
-        settings_flags(
-            &flags.model,
-            &flags.sandbox,
-            &flags.limits,
-            &flags.instructions,
-        ),
-    )?;
+    let settings = Settings::load(&home.dir, &workspace, flag_values)?;
     let team_limits = settings.team_limits()?;
     let sandbox = settings.sandbox_policy();
     if sandbox != flag_sandbox {
@@ -154,15 +150,8 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     } else {
         TeammateModels::default()
     };
+    let mcp = settings.mcp();
     let mut framing = Framing::default();
-    // Kept for the MCP support (`troupe-mcp`), which this build does not have: say so rather
-    // than ignore the servers silently.
-    for (name, table) in &settings.mcp_servers {
-        framing.prologue.push(format!(
-            "warning: [mcp_servers.{name}] ({}) is not started: this build has no MCP support",
-            table.source
-        ));
-    }
     let project_instructions = if settings.project_instructions.value {
         let found = discover(&home.dir, &workspace);
         framing.prologue.extend(instruction_notes(&found));
@@ -571,6 +560,7 @@ mod tests {
                 flag: None,
                 named: "the test home".to_owned(),
                 store: crate::store::Store::files(&dir.join("home")),
+                store_settings: crate::settings::StoreSettings::files(&dir.join("home")),
             },
         )
     }

@@ -75,8 +75,8 @@ pub(crate) struct SandboxArgs {
     pub(super) network: Option<NetworkAccess>,
     /// MCP servers whose tools every member gets (as mcp__<server>__<tool>): a TOML file of
     /// [mcp_servers.<name>] tables (command, args, env — or url —, enabled_tools). Programs run
-    /// under the sandbox. Recorded in the session; `resume` starts the recorded ones unless
-    /// given.
+    /// under the sandbox. Replaces the configuration files' servers. Recorded in the session;
+    /// `resume` starts the recorded ones unless given.
     #[arg(long, value_name = "FILE")]
     pub(crate) mcp_config: Option<PathBuf>,
 }
@@ -185,14 +185,19 @@ pub(crate) struct InstructionArgs {
 }
 
 /// The settings flags of a command, as [`crate::settings`] merges them over the
-/// configuration files.
+/// configuration files. `--mcp-config FILE` is read and checked here: an unreadable or
+/// invalid file is bad input (exit 2, one line naming file:line:column).
 pub(crate) fn settings_flags(
     model: &ModelArgs,
     sandbox: &SandboxArgs,
     limits: &TeamLimitArgs,
     instructions: &InstructionArgs,
-) -> FlagValues {
-    FlagValues {
+) -> Result<FlagValues, Failure> {
+    let mcp_config = match &sandbox.mcp_config {
+        Some(path) => crate::mcp::for_new(Some(path))?.map(|servers| (path.clone(), servers)),
+        None => None,
+    };
+    Ok(FlagValues {
         model: model.flags(),
         teammate_model: model.teammate_model.clone(),
         sandbox: sandbox.sandbox,
@@ -204,7 +209,8 @@ pub(crate) fn settings_flags(
             .filter_map(|((_, _, value), (key, _, _))| value.map(|v| (key, v)))
             .collect(),
         no_project_instructions: instructions.no_project_instructions,
-    }
+        mcp_config,
+    })
 }
 
 /// The Team limit flags (REFERENCE c.15) as typed. Each is a positive integer up to 2^53-1;

@@ -280,3 +280,246 @@ fn a_bad_file_is_exit_2_naming_file_line_and_column() {
         &format!("{}:1:10: the file is not UTF-8 text", path(&file)),
     );
 }
+
+/// `[mcp_servers.<name>]` running the test MCP server, as a TOML table.
+fn test_server_table(name: &str) -> String {
+    let binary = troupe_test_support::mcp_server_binary();
+    format!(
+        "[mcp_servers.{name}]\ncommand = {}\n",
+        serde_json::to_string(&binary.display().to_string()).unwrap()
+    )
+}
+
+/// The `(name, isError, content)` of every tool result of session `id`.
+fn tool_results(s: &Setup, id: &str) -> Vec<(String, bool, String)> {
+    s.log(id)
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .map(|e| {
+            let d = &e["data"];
+            (
+                d["name"].as_str().unwrap().to_owned(),
+                d["isError"].as_bool().unwrap(),
+                d["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// An MCP server named only in the project's file is started for a scripted run, its tool is
+/// called and recorded, and it is recorded in the session (a resume starts it without the
+/// file); the project's table replaces the user's of the same name; `troupe config` shows it
+/// with its source; `--mcp-config FILE` replaces the files' servers, in the run and in what
+/// `troupe config` shows.
+#[test]
+fn an_mcp_server_of_the_project_file_serves_a_run_and_troupe_config_shows_its_source() {
+    let s = Setup::new();
+    // The user's server of the same name would not start: the project's replaces it.
+    s.user_config("[mcp_servers.test]\ncommand = \"/nonexistent/mcp\"\n");
+    let project = s.project_config(&format!(
+        "# the project's MCP servers\n\n{}",
+        test_server_table("test")
+    ));
+    let script = s.script_agents(
+        "mcp.json",
+        json!({"lead": [
+            {"tool_calls": [{"name": "mcp__test__add", "arguments": {"a": 20, "b": 22}}]},
+            {"text": "The sum is 42."},
+            {"tool_calls": [{"name": "mcp__test__echo", "arguments": {"text": "resumed"}}]},
+            {"text": "Echoed."},
+        ]}),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s.run(&["--model", &model, "add"]).assert().success();
+    assert_eq!(stdout(&out), "The sum is 42.\n");
+    let err = stderr(&out);
+    assert!(err.contains("mcp: server test runs ("), "{err}");
+    assert!(!err.contains("did not start"), "{err}");
+    let id = session_id(&err);
+    let results = tool_results(&s, &id);
+    assert_eq!(
+        (results[0].0.as_str(), results[0].1),
+        ("mcp__test__add", false)
+    );
+    let content: Value = serde_json::from_str(&results[0].2).unwrap();
+    assert_eq!(content["structuredContent"], json!({"sum": 42}));
+    let recorded = s
+        .log(&id)
+        .iter()
+        .find(|e| e["type"] == "agent/config")
+        .map(|e| e["data"]["mcpServers"].clone())
+        .unwrap();
+    assert_eq!(
+        recorded["test"]["command"],
+        json!(
+            troupe_test_support::mcp_server_binary()
+                .display()
+                .to_string()
+        )
+    );
+
+    // `troupe config` names it and where it was written.
+    let out = s.config(&["--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let row = &shown["settings"]["mcp_servers.test"];
+    assert_eq!(
+        row["value"],
+        json!({
+            "command": troupe_test_support::mcp_server_binary().display().to_string(),
+            "args": [],
+            "env": {},
+            "startup_timeout_sec": 10,
+            "tool_timeout_sec": 60,
+        })
+    );
+    assert_eq!(
+        row["source"],
+        json!({"kind": "project", "path": project.display().to_string(), "line": 3, "column": 1})
+    );
+
+    // The session keeps its record: a resume starts the server the file no longer names.
+    // (The user's file still names the server that would not start.)
+    std::fs::remove_file(&project).unwrap();
+    let out = s.troupe().args(["resume", &id, "again"]).assert().success();
+    assert_eq!(stdout(&out), "Echoed.\n");
+    let results = tool_results(&s, &id);
+    let last = results.last().unwrap();
+    assert!(
+        last.0 == "mcp__test__echo" && !last.1 && last.2.contains("resumed"),
+        "{results:?}"
+    );
+
+    // `--mcp-config FILE` replaces the files' servers.
+    s.project_config(&test_server_table("test"));
+    let flag_file = s.scripts.join("mcp.toml");
+    std::fs::write(&flag_file, test_server_table("other")).unwrap();
+    let flag = flag_file.to_str().unwrap();
+    let out = s
+        .config(&["--mcp-config", flag, "--json"])
+        .assert()
+        .success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(
+        shown["settings"].get("mcp_servers.test").is_none(),
+        "{shown}"
+    );
+    assert_eq!(
+        shown["settings"]["mcp_servers.other"]["source"],
+        json!({"kind": "flag", "flag": "--mcp-config", "path": flag})
+    );
+    let out = s.config(&["--mcp-config", flag]).assert().success();
+    assert!(
+        stdout(&out)
+            .lines()
+            .any(|l| l.starts_with("mcp_servers.other")
+                && l.ends_with(&format!("flag --mcp-config {flag}"))),
+        "{}",
+        stdout(&out)
+    );
+    let script = s.script_agents("plain.json", json!({"lead": [{"text": "done"}]}));
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--model", &model, "--mcp-config", flag, "go"])
+        .assert()
+        .success();
+    let err = stderr(&out);
+    assert!(err.contains("mcp: server other runs ("), "{err}");
+    assert!(!err.contains("mcp: server test"), "{err}");
+}
+
+/// A bad `[mcp_servers.<name>]` in either file is bad input for `run` and for `config`: exit
+/// 2, one line naming the file, the line and the column, nothing written.
+#[test]
+fn a_bad_mcp_server_in_a_file_is_exit_2_naming_file_line_and_column() {
+    let s = Setup::new();
+    let path = |p: &Path| p.display().to_string();
+    for (text, expected) in [
+        (
+            "[mcp_servers.files]\ncommand = \"npx\"\ncomand = \"x\"\n",
+            "3:1: unknown field `comand`",
+        ),
+        (
+            "model = \"x\"\n\n[mcp_servers.files]\nargs = [\"-y\"]\n",
+            "3:1: missing `command` (a program to start) or `url`",
+        ),
+        (
+            "[mcp_servers.\"my files\"]\ncommand = \"npx\"\n",
+            "1:14: MCP server name \"my files\" may only hold letters",
+        ),
+        (
+            "[mcp_servers.docs]\nurl = \"ftp://docs\"\n",
+            "1:1: `url` must be an http:// or https:// URL",
+        ),
+    ] {
+        let file = s.project_config(text);
+        let expected = format!("{}:{expected}", path(&file));
+        assert_refused(&s, &["go"], &expected);
+        let out = s.config(&[]).assert().code(2).stdout("");
+        assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+    }
+    std::fs::remove_file(s.workspace.join(".troupe/config.toml")).unwrap();
+    let file = s.user_config("[mcp_servers.x]\ncommand = \"y\"\nstartup_timeout_sec = 0\n");
+    assert_refused(
+        &s,
+        &["go"],
+        &format!("{}:1:1: startup_timeout_sec must be", path(&file)),
+    );
+}
+
+/// `store` and `replicas` are read by every command from the user's file, checked there
+/// (exit 2 naming `FILE:LINE:COLUMN` for any command), and refused in a project's file.
+#[test]
+fn store_keys_belong_to_the_users_file_and_every_command_checks_them() {
+    let s = Setup::new();
+    let path = |p: &Path| p.display().to_string();
+    let file = s.project_config("store = \"nats://127.0.0.1:4222\"\n");
+    let expected = format!(
+        "{}:1:9: store belongs in the user's file ($TROUPE_HOME/config.toml)",
+        path(&file)
+    );
+    assert_refused(&s, &["go"], &expected);
+    std::fs::write(&file, "[team]\nmax_tasks = 3\nreplicas = 3\n").unwrap();
+    assert_refused(&s, &["go"], "3:1: unknown field `replicas`");
+    std::fs::write(&file, "replicas = 3\n").unwrap();
+    assert_refused(&s, &["go"], "1:12: replicas belongs in the user's file");
+    std::fs::remove_file(&file).unwrap();
+    for (text, expected) in [
+        (
+            "store = \"file:/elsewhere\"\n",
+            "1:9: store \"file:/elsewhere\" is not a NATS store",
+        ),
+        ("replicas = 0\n", "1:12: replicas = 0: give 1 to 5"),
+        ("store = \"nats://\"\n", "1:9: store: "),
+    ] {
+        let file = s.user_config(text);
+        let expected = format!("{}:{expected}", path(&file));
+        // Every command reads the user's file, since it may name the store.
+        for args in [&["sessions"][..], &["log", "x"], &["config"]] {
+            let before = listing(&s.home);
+            let out = s.troupe().args(args).assert().code(2).stdout("");
+            let err = stderr(&out);
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains(&expected), "{args:?}: {err}");
+            assert_eq!(listing(&s.home), before);
+        }
+        assert_refused(&s, &["go"], &expected);
+    }
+    // `--replicas` wins over the user's `replicas`; both shown with their source.
+    let file = s.user_config("replicas = 3\n");
+    let out = s.config(&["--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["replicas"],
+        json!({"value": 3, "source": {"kind": "user", "path": path(&file), "line": 1, "column": 12}})
+    );
+    let out = s.config(&["--replicas", "2", "--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["replicas"],
+        json!({"value": 2, "source": {"kind": "flag", "flag": "--replicas"}})
+    );
+    assert_eq!(
+        shown["settings"]["store"]["source"],
+        json!({"kind": "default"})
+    );
+}
