@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
-use troupe_journal::SessionWriter;
+use troupe_journal::{JournalError, SessionWriter};
 use troupe_llm::{
     AssistantMessage, ChatMessage, ChatRequest, LlmError, ModelProvider, ModelResponse,
     StreamEvent, StreamObserver, ToolCall, ToolSpec, TruncatedCall,
@@ -513,8 +513,14 @@ impl Agent {
                 }
             }
         }
-        self.inner.writer.flush().await?;
-        Ok(())
+        match self.inner.writer.flush().await {
+            // Disposed meanwhile (a continuable child settles as soon as its cancelled turn
+            // has closed): the disposal's close flushed everything appended before it — what
+            // this cancel recorded included — or it failed, and then this flush reports that
+            // failure (a poisoned writer answers `JOURNAL_POISONED`, never `JOURNAL_CLOSED`).
+            Err(JournalError::Closed { .. }) if self.is_disposed() => Ok(()),
+            other => other.map(drop).map_err(Into::into),
+        }
     }
 
     /// Stops the agent for good: cancels a running turn with `cause` *keeping* the inbox
