@@ -80,31 +80,33 @@ fn report(name: &str, mut samples: Vec<Duration>) -> Duration {
 }
 
 async fn task(rt: &Runtime, lead: &Agent, n: usize) {
-    rt.team_create_task(
-        lead,
-        &CreateTask {
-            subject: format!("task {n}"),
-            description: "bench".into(),
-            blocked_by: vec![],
-            write_scopes: vec![format!("src/m{n}")],
-        },
-    )
-    .await
-    .unwrap();
+    rt.teams()
+        .create_task(
+            lead,
+            &CreateTask {
+                subject: format!("task {n}"),
+                description: "bench".into(),
+                blocked_by: vec![],
+                write_scopes: vec![format!("src/m{n}")],
+            },
+        )
+        .await
+        .unwrap();
 }
 
 /// Flips task-1 between claimed and released `n` times; returns per-update durations.
 async fn flip(rt: &Runtime, lead: &Agent, n: usize) -> Vec<Duration> {
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        let rev = rt.team_get_task(lead, "task-1").await.unwrap().revision;
+        let rev = rt.teams().get_task(lead, "task-1").await.unwrap().revision;
         let action = if rev % 2 == 1 {
             TaskAction::Claim
         } else {
             TaskAction::Release
         };
         let start = Instant::now();
-        rt.team_update_task(lead, &UpdateTask::new("task-1", rev, action))
+        rt.teams()
+            .update_task(lead, &UpdateTask::new("task-1", rev, action))
             .await
             .unwrap();
         out.push(start.elapsed());
@@ -195,7 +197,7 @@ fn main() {
             let mut samples = Vec::new();
             for _ in 0..3000 {
                 let start = Instant::now();
-                let page = rt.team_list_tasks(&lead, &query).await.unwrap();
+                let page = rt.teams().list_tasks(&lead, &query).await.unwrap();
                 samples.push(start.elapsed());
                 assert_eq!(page.tasks.len(), 50);
             }
@@ -218,35 +220,38 @@ fn main() {
             .unwrap();
         let mut samples = Vec::new();
         // The teammate's script step is a long bash sleep: it stays running.
-        rt.team_spawn(
-            &lead,
-            "w",
-            "keeps running",
-            "run",
-            troupe_team::MemberContext::Fresh,
-            None,
-        )
-        .await
-        .unwrap();
+        rt.teams()
+            .spawn(
+                &lead,
+                "w",
+                "keeps running",
+                "run",
+                troupe_team::MemberContext::Fresh,
+                None,
+            )
+            .await
+            .unwrap();
         task(&rt, &lead, 1).await;
         for _ in 0..1000 {
             let waiter_rt = rt.clone();
             let waiter_lead = lead.clone();
             let waiter = tokio::spawn(async move {
                 let outcome = waiter_rt
-                    .team_wait(&waiter_lead, &json!(60_000), &CancellationToken::new())
+                    .teams()
+                    .wait(&waiter_lead, &json!(60_000), &CancellationToken::new())
                     .await;
                 (outcome, Instant::now())
             });
             // Let the waiter register.
             tokio::time::sleep(Duration::from_millis(1)).await;
-            let rev = rt.team_get_task(&lead, "task-1").await.unwrap().revision;
+            let rev = rt.teams().get_task(&lead, "task-1").await.unwrap().revision;
             let action = if rev % 2 == 1 {
                 TaskAction::Claim
             } else {
                 TaskAction::Release
             };
-            rt.team_update_task(&lead, &UpdateTask::new("task-1", rev, action))
+            rt.teams()
+                .update_task(&lead, &UpdateTask::new("task-1", rev, action))
                 .await
                 .unwrap();
             let committed = Instant::now();

@@ -14,7 +14,7 @@
 //! are *parked* until the next waking send. Inbox operations return only once the item is
 //! durable.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -38,6 +38,7 @@ use crate::events::{
     StepMark, ToolCallRecord, ToolProcessRecord, ToolResultRecord, TurnEnd, TurnEndReason,
     TurnStart,
 };
+use crate::sync::lock;
 use crate::transcript::{Transcript, to_value};
 
 /// Whether an agent is working (REFERENCE b.2): `running` while a turn is active or waking
@@ -248,10 +249,6 @@ impl State {
     }
 }
 
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Agent {
     /// Starts an agent over `writer`, whose log folds to `transcript`. The caller has already
     /// appended whatever records a new agent needs (config, descriptor) and run recovery.
@@ -289,7 +286,7 @@ impl Agent {
             driver: Mutex::new(None),
         });
         let driver = tokio::spawn(drive(Arc::clone(&inner)));
-        *inner.driver.lock().unwrap_or_else(PoisonError::into_inner) = Some(driver);
+        *lock(&inner.driver) = Some(driver);
         Self { inner }
     }
 
@@ -327,6 +324,19 @@ impl Agent {
     pub fn append_records(&self, drafts: Vec<EventDraft>) -> Result<Vec<Event>, RuntimeError> {
         let mut st = lock(&self.inner.state);
         self.inner.record(&mut st, drafts)
+    }
+
+    /// [`Agent::append_records`], also telling whether a secret value was replaced in any of
+    /// the drafts (then the stored events differ from what the caller built).
+    ///
+    /// # Errors
+    /// As [`Agent::append_records`].
+    pub(crate) fn append_records_redacted(
+        &self,
+        drafts: Vec<EventDraft>,
+    ) -> Result<(Vec<Event>, bool), RuntimeError> {
+        let mut st = lock(&self.inner.state);
+        self.inner.record_redacted(&mut st, drafts)
     }
 
     /// Closes the turn a crash left open in this agent's log (REFERENCE a.9): the synthetic
@@ -539,12 +549,7 @@ impl Agent {
             }
         }
         self.inner.wake.notify_one();
-        let driver = self
-            .inner
-            .driver
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let driver = lock(&self.inner.driver).take();
         if let Some(driver) = driver {
             let _ = driver.await;
         }
@@ -570,21 +575,27 @@ impl Agent {
 impl Inner {
     /// Appends `drafts` and folds them into the transcript (so state = fold of the log).
     /// Secret values are replaced by `***` first: what is recorded is what the model sees.
-    fn record(
+    fn record(&self, st: &mut State, drafts: Vec<EventDraft>) -> Result<Vec<Event>, RuntimeError> {
+        self.record_redacted(st, drafts).map(|(events, _)| events)
+    }
+
+    /// [`Inner::record`], also telling whether a secret was replaced in any draft.
+    fn record_redacted(
         &self,
         st: &mut State,
         mut drafts: Vec<EventDraft>,
-    ) -> Result<Vec<Event>, RuntimeError> {
+    ) -> Result<(Vec<Event>, bool), RuntimeError> {
+        let mut redacted = false;
         if !self.secrets.is_empty() {
             for draft in &mut drafts {
-                redact_value(&mut draft.data, &self.secrets);
+                redacted |= redact_value(&mut draft.data, &self.secrets);
             }
         }
         let events = self.writer.append_batch(drafts)?;
         for e in &events {
             st.transcript.apply(e)?;
         }
-        Ok(events)
+        Ok((events, redacted))
     }
 
     /// Records a tool call's `tool/result` and reports it finished.
@@ -915,7 +926,7 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
             let seen_observer = {
                 let seen = Arc::clone(&seen);
                 SeenObserver::new(move |s| {
-                    *seen.lock().unwrap_or_else(PoisonError::into_inner) = Some(s);
+                    *lock(&seen) = Some(s);
                 })
             };
             let mut ctx = ctx
@@ -940,7 +951,7 @@ async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
                 content: render_text_outcome(&outcome),
                 message_id: None,
                 source_event_seqs: Vec::new(),
-                seen: seen.lock().unwrap_or_else(PoisonError::into_inner).take(),
+                seen: lock(&seen).take(),
             };
             inner.finish_call(rec)?;
         }
@@ -1351,19 +1362,20 @@ fn redact_text(text: &str, secrets: &[String]) -> Option<String> {
     Some(out)
 }
 
-/// [`redact_text`] over every string (and object key) of a JSON value.
-fn redact_value(value: &mut Value, secrets: &[String]) {
+/// [`redact_text`] over every string (and object key) of a JSON value; `true` when something
+/// was replaced.
+fn redact_value(value: &mut Value, secrets: &[String]) -> bool {
     match value {
-        Value::String(text) => {
-            if let Some(clean) = redact_text(text, secrets) {
+        Value::String(text) => match redact_text(text, secrets) {
+            Some(clean) => {
                 *text = clean;
+                true
             }
-        }
-        Value::Array(items) => {
-            for item in items {
-                redact_value(item, secrets);
-            }
-        }
+            None => false,
+        },
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |changed, item| redact_value(item, secrets) | changed),
         Value::Object(map) => {
             let keyed = map.keys().any(|k| redact_text(k, secrets).is_some());
             if keyed {
@@ -1372,13 +1384,13 @@ fn redact_value(value: &mut Value, secrets: &[String]) {
                     redact_value(&mut item, secrets);
                     map.insert(redact_text(&key, secrets).unwrap_or(key), item);
                 }
+                true
             } else {
-                for item in map.values_mut() {
-                    redact_value(item, secrets);
-                }
+                map.values_mut()
+                    .fold(false, |changed, item| redact_value(item, secrets) | changed)
             }
         }
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
     }
 }
 

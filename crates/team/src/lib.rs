@@ -56,7 +56,7 @@ pub use mailbox::{
     team_message_source, validate_wait_timeout,
 };
 pub use record::{
-    Decoded, Delivery, MemberContext, MemberPhase, MemberSnapshot, MessageSnapshot,
+    Decoded, Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MessageSnapshot,
     TEAM_EVENT_VERSION, TaskSnapshot, TaskStatus, TeamEvent, TeamRecord, decode,
 };
 pub use roster::{

@@ -7,5 +7,6 @@ mod support;
 mod team;
 mod team_bad_input;
 mod team_cases;
+mod team_service;
 mod truncation;
 mod turns;
