@@ -350,7 +350,9 @@ impl Agent {
     pub(crate) fn close_recovered_turn(
         &self,
         stopped: &[String],
-        resolve: &mut dyn FnMut(&crate::UnansweredCall) -> crate::CallResolution,
+        resolve: &mut dyn FnMut(
+            &crate::transcript::UnansweredCall,
+        ) -> crate::transcript::CallResolution,
     ) -> Result<bool, RuntimeError> {
         let mut st = lock(&self.inner.state);
         if st.transcript.open_turn().is_none() {

@@ -375,11 +375,13 @@ impl ChildProvider {
     ///
     /// # Errors
     /// `UNKNOWN_PROVIDER` for any other name.
-    pub fn parse(name: &str) -> Result<Self, crate::RuntimeError> {
+    pub fn parse(name: &str) -> Result<Self, crate::error::RuntimeError> {
         match name {
             "spawn" => Ok(Self::Spawn),
             "fork" => Ok(Self::Fork),
-            other => Err(crate::RuntimeError::UnknownProvider(other.to_owned())),
+            other => Err(crate::error::RuntimeError::UnknownProvider(
+                other.to_owned(),
+            )),
         }
     }
 

@@ -1,6 +1,7 @@
 mod children;
 mod fake_server;
 mod inbox;
+mod layering;
 mod recovery;
 mod resume;
 mod support;
