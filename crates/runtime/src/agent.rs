@@ -26,7 +26,7 @@ use troupe_llm::{
     StreamEvent, StreamObserver, ToolCall, ToolSpec, TruncatedCall,
 };
 use troupe_protocol::{
-    ErrorCode, Event, EventDraft, MessageId, SessionId, UserMessage, event_types as ty,
+    ErrorCode, Event, EventDraft, MessageId, SessionId, UserMessage, event_types as ty, sync::lock,
 };
 use troupe_tools::{
     ProcessInfo, ProcessObserver, SeenObserver, ToolContext, ToolRegistry, render_text_outcome,
@@ -38,7 +38,6 @@ use crate::events::{
     StepMark, ToolCallRecord, ToolProcessRecord, ToolResultRecord, TurnEnd, TurnEndReason,
     TurnStart,
 };
-use crate::sync::lock;
 use crate::transcript::{Transcript, to_value};
 
 /// Whether an agent is working (REFERENCE b.2): `running` while a turn is active or waking

@@ -50,7 +50,6 @@ mod resume_plan;
 mod role;
 mod runtime;
 mod subagent;
-mod sync;
 pub mod team;
 mod teammate;
 mod transcript;

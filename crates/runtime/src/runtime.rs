@@ -17,7 +17,7 @@ use troupe_journal::{Journal, JournalError};
 use troupe_llm::{LlmError, ModelProvider, ModelSpec, ProviderFactory};
 use troupe_protocol::{
     ErrorCode, EventDraft, MessageId, MessageSource, SessionHeader, SessionId, UserMessage,
-    event_types as ty,
+    event_types as ty, sync::lock,
 };
 use troupe_tools::{
     FileObservations, SandboxPolicy, ToolContext, ToolLimits, ToolRegistry, session_temp_dir,
@@ -32,7 +32,6 @@ use crate::events::{
 use crate::prompt::{TeamRole, default_system_prompt, team_policy};
 use crate::recovery::{Resolver, TeamLinks, needs_team_links};
 use crate::subagent::SubagentTool;
-use crate::sync::lock;
 use crate::team::{TeamOpError, TeamService};
 use crate::transcript::{Transcript, to_value};
 

@@ -10,7 +10,7 @@
 //! means not found then; later polls never wait.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::{self, push::OrderedErrorKind};
@@ -18,6 +18,7 @@ use futures_util::StreamExt;
 use troupe_journal::{
     JournalError, Result, ScanPosition, SessionFollow, Wake, scan_each, scan_events,
 };
+use troupe_protocol::sync::{lock, wait_timeout};
 use troupe_protocol::{Event, SessionHeader, SessionId};
 
 use crate::FIRST_EVENTS_HEADER;
@@ -73,7 +74,7 @@ struct Channel {
 
 impl Channel {
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
-        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.shared)
     }
 }
 
@@ -216,12 +217,7 @@ impl SessionFollow for NatsFollow {
                             ),
                         ));
                     }
-                    shared = self
-                        .channel
-                        .caught_up
-                        .wait_timeout(shared, left)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
+                    shared = wait_timeout(&self.channel.caught_up, shared, left).0;
                 }
                 self.caught_up = true;
             }

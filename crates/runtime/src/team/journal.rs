@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use tokio::sync::watch;
 use troupe_journal::{Journal, LineCheck, LineUse, Selected};
-use troupe_protocol::{EventDraft, SessionId, event_types as ty};
+use troupe_protocol::{EventDraft, SessionId, event_types as ty, sync::lock};
 use troupe_team::{
     Caller, MemberPhase, StreamFold, TeamError, TeamEvent, TeamId, TeamLimits, TeamRecord,
     TeamState,
@@ -25,7 +25,6 @@ use troupe_team::{
 use super::op::{CallOrigin, LogError, TeamOpError};
 use crate::agent::Agent;
 use crate::events::ToolEffectRecord;
-use crate::sync::lock;
 use crate::transcript::to_value;
 
 /// One Lead's Team journal: its identity and limits, the serializer, and what commits

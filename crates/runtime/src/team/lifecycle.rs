@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use troupe_protocol::sync::lock;
 use troupe_team::{TeamError, TeamId};
-
-use crate::sync::lock;
 
 /// One Team's admission cutoff and its operations in flight.
 #[derive(Debug, Default)]

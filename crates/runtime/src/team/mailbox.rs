@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
-use troupe_protocol::{MessageId, SessionId};
+use troupe_protocol::{MessageId, SessionId, sync::lock};
 use troupe_team::{
     Delivery, MessageSnapshot, SendMessage, TeamError, TeamRecord, delivered_user_message, js_trim,
     team_message_id,
@@ -25,7 +25,6 @@ use super::op::{CallOrigin, LogError, TeamOpError};
 use super::roster::stored_transcript;
 use crate::agent::Agent;
 use crate::control::ChildControl;
-use crate::sync::lock;
 
 /// One Team's delivery state: the per-target queues and the messages being dispatched.
 #[derive(Debug, Default)]

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use troupe_journal::{Journal, LineCheck};
-use troupe_protocol::{Event, MessageId, SessionId};
+use troupe_protocol::{Event, MessageId, SessionId, sync::lock};
 use troupe_team::{
     CreateTask, Delivery, MemberContext, MemberPhase, MemberView, TaskListQuery, TaskPage,
     TaskView, TeamId, TeamLimits, TeamState, UpdateTask,
@@ -26,7 +26,6 @@ use super::roster::{self, SpawnCall};
 use super::{board, waiters};
 use crate::agent::{Agent, AgentProgress, Progress};
 use crate::control::ChildControl;
-use crate::sync::lock;
 
 /// One Lead's Team: its journal (identity, limits, serializer, publication), mailbox and
 /// lifecycle.
