@@ -3,7 +3,8 @@
 //!
 //! - `claim`: a `team_task_update` claim (or release) end to end — serializer, decision,
 //!   append, fdatasync, apply, wake — against one bare `write` + `fdatasync` on the same disk
-//!   (target ≤ 1.2×), the two alternated sample by sample (ABAB…) in the same run.
+//!   (target ≤ 1.2×), the two alternated sample by sample (ABAB…) in the same run; and the
+//!   same claim on tmpfs, where the flush waits for no disk (the commit path's own cost).
 //! - `list_tasks`: `team_list_tasks` (50 tasks) on a Lead log of ~100 Team events and on one
 //!   of ~100,000 (target: within 2×; the state is folded incrementally, so log length must
 //!   not matter).
@@ -171,6 +172,21 @@ fn main() {
              per-round ratios {:.2}x",
             claim_median.as_secs_f64() / bare_median.as_secs_f64(),
             paired[paired.len() / 2]
+        );
+        rt.shutdown().await.unwrap();
+
+        // (1b) the same claim/release on tmpfs, where a flush waits for no disk: the
+        // commit path's own cost (serializer, decision, check, append, apply, wake).
+        let rt = runtime(&shm.path().join("claim"), workspace.path());
+        let lead = rt
+            .create_root(SessionId::random(), "lead", Profile::Team)
+            .await
+            .unwrap();
+        task(&rt, &lead, 1).await;
+        flip(&rt, &lead, 200).await;
+        report(
+            "team_task_update claim/release incl. flush (tmpfs)",
+            flip(&rt, &lead, 5000).await,
         );
         rt.shutdown().await.unwrap();
 
