@@ -381,9 +381,9 @@ pub struct Descriptor {
     pub version: u32,
     /// `continuable` for children that can be followed up and resumed; `one-shot` for a
     /// `subagent` tool call's child.
-    pub mode: String,
+    pub mode: DescriptorMode,
     /// The provider that created the child: `spawn` (fresh) or `fork`.
-    pub provider: String,
+    pub provider: ChildProvider,
     /// The child's label (its name).
     pub label: String,
     /// The model provider kind the child runs with.
@@ -392,4 +392,59 @@ pub struct Descriptor {
     /// The model name the child runs with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_model: Option<String>,
+}
+
+/// A child's mode in its [`Descriptor`] (REFERENCE b.5). Wire: `"continuable"` | `"one-shot"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DescriptorMode {
+    /// A continuable child: followed up, resumed cold, settled when idle (REFERENCE b.3–b.8).
+    Continuable,
+    /// A `subagent` tool call's child, whose caller awaits its answer.
+    OneShot,
+}
+
+impl DescriptorMode {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DescriptorMode::Continuable => "continuable",
+            DescriptorMode::OneShot => "one-shot",
+        }
+    }
+}
+
+/// Which provider creates a child (REFERENCE b.4). Wire (in a [`Descriptor`]): `"spawn"` |
+/// `"fork"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChildProvider {
+    /// `spawn`: a fresh child that sees none of the parent's history.
+    Spawn,
+    /// `fork`: a child seeded with the parent's completed-turn prefix, captured once.
+    Fork,
+}
+
+impl ChildProvider {
+    /// Parses `spawn` / `fork`.
+    ///
+    /// # Errors
+    /// `UNKNOWN_PROVIDER` for any other name.
+    pub fn parse(name: &str) -> Result<Self, crate::error::RuntimeError> {
+        match name {
+            "spawn" => Ok(Self::Spawn),
+            "fork" => Ok(Self::Fork),
+            other => Err(crate::error::RuntimeError::UnknownProvider(
+                other.to_owned(),
+            )),
+        }
+    }
+
+    /// The provider's name as recorded in the descriptor (and in a Team member's snapshot).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Spawn => "spawn",
+            Self::Fork => "fork",
+        }
+    }
 }

@@ -39,6 +39,7 @@
 //! also in the non-resident children of a resumed root.
 
 mod agent;
+mod control;
 mod error;
 pub mod events;
 pub mod instructions;
@@ -58,8 +59,9 @@ pub use agent::{
     Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW,
     Progress, SUMMARY_MAX_CHARS, TOOL_ARGUMENTS_TRUNCATED,
 };
+pub use control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 pub use error::RuntimeError;
-pub use events::{Profile, TeammateModels, TurnEndReason};
+pub use events::{ChildProvider, DescriptorMode, Profile, TeammateModels, TurnEndReason};
 pub use instructions::{Discovery, InstructionFile, ProjectInstructions, SkippedFile};
 pub use lead_log::{
     FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
@@ -75,10 +77,7 @@ pub use resume_plan::{
     record_model_override, takes_instruction,
 };
 pub use role::{RoleProbe, SessionRole};
-pub use runtime::{
-    ChildProvider, ChildSpec, ChildStart, LogFailure, ModelSource, Runtime, RuntimeOptions,
-    stored_config,
-};
+pub use runtime::{LogFailure, ModelSource, Runtime, RuntimeOptions, stored_config};
 pub use transcript::{
     CONTINUATION_SOURCE, CallResolution, ContinuationRule, OpenTurn, READ_ONLY_TOOLS, Transcript,
     TranscriptStats, UnansweredCall,

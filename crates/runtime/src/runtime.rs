@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -17,19 +17,24 @@ use troupe_journal::{Journal, JournalError};
 use troupe_llm::{LlmError, ModelProvider, ModelSpec, ProviderFactory};
 use troupe_protocol::{
     ErrorCode, EventDraft, MessageId, MessageSource, SessionHeader, SessionId, UserMessage,
-    event_types as ty,
+    event_types as ty, sync::lock,
 };
 use troupe_tools::{
     FileObservations, SandboxPolicy, ToolContext, ToolLimits, ToolRegistry, session_temp_dir,
 };
 
 use crate::agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy};
+use crate::control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 use crate::error::RuntimeError;
-use crate::events::{AgentConfigRecord, Descriptor, Profile, TeammateModels, TurnEndReason};
+use crate::events::{
+    AgentConfigRecord, ChildProvider, Descriptor, DescriptorMode, Profile, TeammateModels,
+    TurnEndReason,
+};
 use crate::instructions::ProjectInstructions;
 use crate::prompt::{TeamRole, default_system_prompt, team_policy};
-use crate::recovery::{Resolver, TeamLinks};
+use crate::recovery::{Resolver, TeamLinks, needs_team_links};
 use crate::subagent::SubagentTool;
+use crate::team::{TeamOpError, TeamService};
 use crate::transcript::{Transcript, to_value};
 
 /// Where agents get their model: one provider per agent name (the scripted provider keys its
@@ -124,73 +129,6 @@ impl std::fmt::Debug for RuntimeOptions {
     }
 }
 
-/// Which provider creates a child (REFERENCE b.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChildProvider {
-    /// `spawn`: a fresh child that sees none of the parent's history.
-    Spawn,
-    /// `fork`: a child seeded with the parent's completed-turn prefix, captured once.
-    Fork,
-}
-
-impl ChildProvider {
-    /// Parses `spawn` / `fork`.
-    ///
-    /// # Errors
-    /// `UNKNOWN_PROVIDER` for any other name.
-    pub fn parse(name: &str) -> Result<Self, RuntimeError> {
-        match name {
-            "spawn" => Ok(Self::Spawn),
-            "fork" => Ok(Self::Fork),
-            other => Err(RuntimeError::UnknownProvider(other.to_owned())),
-        }
-    }
-
-    /// The provider's name as recorded in the descriptor.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Spawn => "spawn",
-            Self::Fork => "fork",
-        }
-    }
-}
-
-/// A request to start a child (REFERENCE b.3).
-#[derive(Debug, Clone)]
-pub struct ChildSpec {
-    /// Fresh or fork.
-    pub provider: ChildProvider,
-    /// The child's label (its name; the scripted provider's agent key).
-    pub label: String,
-    /// A caller-reserved id; a random UUID when `None`.
-    pub child_id: Option<SessionId>,
-    /// The initial task.
-    pub prompt: String,
-    /// `true` for a continuable child (follow-ups, cold resume, settlement when idle);
-    /// `false` for a one-shot child whose caller awaits its answer.
-    pub continuable: bool,
-    /// Whether the parent receives a settlement notice each time the child settles
-    /// (REFERENCE b.8). Teammates do not: the Lead follows them through the Team instead.
-    pub notify_parent: bool,
-    /// Tool profile of the child.
-    pub profile: Profile,
-    /// The child's own model (a teammate model), recorded in its config with `ownModel`;
-    /// `None`: it runs the session's model.
-    pub model: Option<ModelSpec>,
-    /// The caller's signal: once cancelled, creation stops and rolls back (no live child is
-    /// left). It only governs the call until the inbox accepted the prompt (REFERENCE b.3).
-    pub cancel: Option<CancellationToken>,
-}
-
-/// What [`Runtime::start_child`] returns once the child's inbox accepted the prompt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChildStart {
-    /// The child's session id.
-    pub child_id: SessionId,
-    /// The initial message's id.
-    pub message_id: MessageId,
-}
-
 /// A member whose session log failed — a write or sync error poisoned its writer (disk full,
 /// a read-only or immutable file, an I/O error): DESIGN decision 11, "every member's failure is
 /// the run's failure". Collected by the runtime as each agent stops (see
@@ -217,7 +155,7 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
-pub(crate) struct RtInner {
+struct RtInner {
     journal: Journal,
     options: RuntimeOptions,
     observations: Arc<FileObservations>,
@@ -226,8 +164,10 @@ pub(crate) struct RtInner {
     child_locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
     /// Poked whenever the set of live agents changes.
     changed: tokio::sync::Notify,
-    /// The Team of every live Team root, by Lead id.
-    teams: Mutex<HashMap<SessionId, Arc<crate::team::Team>>>,
+    /// The Team service: the Team of every live Team root.
+    teams: Arc<TeamService>,
+    /// This runtime's children, as the Team service and the `subagent` tools drive them.
+    control: Arc<dyn ChildControl>,
     /// Agents whose log failed, in the order they stopped (one entry per session).
     log_failures: Mutex<Vec<LogFailure>>,
     /// The model name each agent set up (or each teammate's log read) in this process runs:
@@ -245,16 +185,19 @@ struct Live {
     watched: bool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Runtime {
     /// A runtime over `journal`.
     pub fn new(journal: Journal, options: RuntimeOptions) -> Self {
         let (progress, _) = broadcast::channel(1024);
-        Self {
-            inner: Arc::new(RtInner {
+        let inner = Arc::new_cyclic(|weak: &Weak<RtInner>| {
+            let control: Arc<dyn ChildControl> = Arc::new(Control(weak.clone()));
+            let teams = Arc::new(TeamService::new(
+                journal.clone(),
+                Arc::clone(&control),
+                progress.clone(),
+                options.team_limits,
+            ));
+            RtInner {
                 journal,
                 options,
                 observations: Arc::new(FileObservations::new()),
@@ -262,11 +205,13 @@ impl Runtime {
                 live: Mutex::new(HashMap::new()),
                 child_locks: Mutex::new(HashMap::new()),
                 changed: tokio::sync::Notify::new(),
-                teams: Mutex::new(HashMap::new()),
+                teams,
+                control,
                 log_failures: Mutex::new(Vec::new()),
                 models_seen: Mutex::new(HashMap::new()),
-            }),
-        }
+            }
+        });
+        Self { inner }
     }
 
     /// The journal.
@@ -289,14 +234,10 @@ impl Runtime {
         lock(&self.inner.live).get(id).map(|l| l.agent.clone())
     }
 
-    pub(crate) fn teams_map(&self) -> MutexGuard<'_, HashMap<SessionId, Arc<crate::team::Team>>> {
-        lock(&self.inner.teams)
-    }
-
-    pub(crate) fn teams_map_mut(
-        &self,
-    ) -> MutexGuard<'_, HashMap<SessionId, Arc<crate::team::Team>>> {
-        lock(&self.inner.teams)
+    /// The Team service: the Team of every live Team root, membership resolution and the
+    /// Team operations (REFERENCE c.2–c.14).
+    pub fn teams(&self) -> &TeamService {
+        &self.inner.teams
     }
 
     /// The parent of a resident agent, if it has one.
@@ -401,7 +342,9 @@ impl Runtime {
         let agent = Agent::start(writer, transcript, setup);
         self.register(agent.clone(), None, false);
         if profile == Profile::Team {
-            self.attach_team(&agent)
+            self.inner
+                .teams
+                .attach(&agent)
                 .await
                 .map_err(|e| team_setup_error(&id, e))?;
         }
@@ -454,7 +397,7 @@ impl Runtime {
         // A Team root's Team is folded first (reading only): a log that breaks a Team rule is
         // refused before recovery writes anything anywhere.
         let team = if is_team {
-            match self.attach_team(&agent).await {
+            match self.inner.teams.attach(&agent).await {
                 Ok(team) => Some(team),
                 Err(e) => {
                     // A Lead whose Team does not fold must not run half-attached.
@@ -473,8 +416,7 @@ impl Runtime {
         {
             // Roster reconciliation, before the Lead's own turn is closed (its spawn results
             // come from the roster) and before mailbox recovery (REFERENCE c.9).
-            let requests = crate::recovery::spawn_requests(&replay.events);
-            self.reconcile_roster(team, &requests, &replay.events).await;
+            self.inner.teams.reconcile(team, &replay.events).await;
         }
         // "Recovered" means a turn closed as interrupted; one whose answer was logged before
         // the stop is closed as completed and needs no continuation.
@@ -508,7 +450,7 @@ impl Runtime {
         // so a cut `write`/`edit` resolved as done counts as seen.
         restore_seen(&agent).await;
         if let Some(team) = &team {
-            self.recover_team(team).await;
+            self.inner.teams.recover(team).await;
         }
         Ok((agent, recovered))
     }
@@ -686,7 +628,7 @@ impl Runtime {
                 has_subagents = config.depth < self.inner.options.max_depth;
                 if has_subagents {
                     for provider in [ChildProvider::Spawn, ChildProvider::Fork] {
-                        let tool = SubagentTool::new(Arc::downgrade(&self.inner), provider);
+                        let tool = SubagentTool::new(Arc::downgrade(&self.inner.control), provider);
                         tools
                             .register(Arc::new(tool))
                             .map_err(|e| refuse(e.to_string()))?;
@@ -696,7 +638,7 @@ impl Runtime {
             // DESIGN decision 4: the Team profile replaces subagent/subagent_fork with the ten
             // Team tools and the policy section; a teammate's Team id is its parent's id.
             Profile::Team => {
-                for tool in crate::team::team_tools(&Arc::downgrade(&self.inner)) {
+                for tool in crate::team::team_tools(&Arc::downgrade(&self.inner.teams)) {
                     tools.register(tool).map_err(|e| refuse(e.to_string()))?;
                 }
                 policy = Some(match parent {
@@ -921,12 +863,11 @@ impl Runtime {
         let descriptor = Descriptor {
             version: 2,
             mode: if spec.continuable {
-                "continuable"
+                DescriptorMode::Continuable
             } else {
-                "one-shot"
-            }
-            .to_owned(),
-            provider: spec.provider.as_str().to_owned(),
+                DescriptorMode::OneShot
+            },
+            provider: spec.provider,
             label: spec.label.clone(),
             agent_provider: Some(model.provider.as_str().to_owned()),
             agent_model: Some(model.model.clone()),
@@ -1095,7 +1036,9 @@ impl Runtime {
             )));
         }
         let t = Transcript::fold(replay.header.seed_len(), &replay.events)?;
-        if t.descriptor().is_none_or(|d| d.mode != "continuable") {
+        if t.descriptor()
+            .is_none_or(|d| d.mode != DescriptorMode::Continuable)
+        {
             return Err(RuntimeError::NotResumable {
                 id: child_id.to_string(),
                 reason: "it is not a continuable child".to_owned(),
@@ -1108,7 +1051,7 @@ impl Runtime {
     }
 
     /// Starts the settlement watcher of a resident continuable child once.
-    pub(crate) fn ensure_watched(&self, agent: &Agent) {
+    fn ensure_watched(&self, agent: &Agent) {
         let start = {
             let mut live = lock(&self.inner.live);
             match live.get_mut(agent.id()) {
@@ -1247,9 +1190,7 @@ impl Runtime {
     }
 
     fn unregister(&self, id: &SessionId) {
-        if let Some(team) = lock(&self.inner.teams).remove(id) {
-            team.close();
-        }
+        self.inner.teams.detach(id);
         let mut live = lock(&self.inner.live);
         if let Some(entry) = live.remove(id)
             && let Some(p) = entry.parent.and_then(|p| live.get_mut(&p))
@@ -1363,17 +1304,14 @@ impl Runtime {
     /// creations that failed on their own while the Team was closing (their code and message),
     /// and the steps that exceeded the bound (`TEAM_DISPOSAL_TIMEOUT`).
     pub async fn shutdown(&self) -> Result<(), RuntimeError> {
-        self.close_teams();
+        self.inner.teams.close_all();
         // Each step is bounded (REFERENCE c.14: `disposalTimeoutMs`), so a tool that ignores
         // cancellation cannot hang the shutdown; inboxes are parked either way.
         let bound = Duration::from_millis(self.inner.options.team_limits.disposal_timeout_ms);
         let mut failures = Vec::new();
         // In-flight Team work settles first (c.14 steps 3–4: creations, then deliveries),
         // while the Leads are still live to record its outcome.
-        let teams: Vec<Arc<crate::team::Team>> = self.teams_map().values().cloned().collect();
-        for team in teams {
-            failures.extend(team.settle_in_flight(bound).await);
-        }
+        failures.extend(self.inner.teams.settle_in_flight(bound).await);
         let roots: Vec<SessionId> = lock(&self.inner.live)
             .iter()
             .filter(|(_, l)| l.parent.is_none())
@@ -1431,14 +1369,6 @@ fn stop_leftovers(transcript: &Transcript) -> Vec<String> {
         .collect()
 }
 
-/// Whether the open step of `transcript` has a started Team call whose effect would be in the
-/// Lead log (so recovery needs the Team's links to resolve it).
-fn needs_team_links(transcript: &Transcript) -> bool {
-    transcript.unanswered().iter().any(|c| {
-        c.call_seq.is_some() && crate::recovery::TEAM_WRITE_TOOLS.contains(&c.call.name.as_str())
-    })
-}
-
 /// Where recovery finds a Team's `tool/effect` links: the Lead log already in memory, or the
 /// Lead's log read from the journal — either only once, when a call first needs them.
 pub(crate) struct LinkSource<'a> {
@@ -1482,9 +1412,9 @@ impl<'a> LinkSource<'a> {
 
 /// A Team that cannot be attached to Lead `id`: a lower layer's error as it is, a broken Team
 /// rule as `TEAM_LOG_INVALID` naming the session.
-fn team_setup_error(id: &SessionId, e: crate::team::TeamOpError) -> RuntimeError {
+fn team_setup_error(id: &SessionId, e: TeamOpError) -> RuntimeError {
     match e {
-        crate::team::TeamOpError::Runtime(e) => e,
+        TeamOpError::Runtime(e) => e,
         other => RuntimeError::TeamLog {
             id: id.to_string(),
             reason: other.to_string(),
@@ -1542,16 +1472,88 @@ fn settlement_notice(agent: &Agent) -> UserMessage {
     )
 }
 
-impl RtInner {
-    pub(crate) fn runtime(self: &Arc<Self>) -> Runtime {
-        Runtime {
-            inner: Arc::clone(self),
-        }
+/// The runtime's [`ChildControl`]: each operation is the runtime's own method of the same
+/// purpose, on the runtime this weakly refers to (`AGENT_DISPOSED` once it is gone).
+struct Control(Weak<RtInner>);
+
+impl Control {
+    fn runtime(&self) -> Result<Runtime, RuntimeError> {
+        self.0
+            .upgrade()
+            .map(|inner| Runtime { inner })
+            .ok_or_else(|| RuntimeError::Disposed("runtime".to_owned()))
     }
 }
 
-/// Re-exported for the subagent tool.
-pub(crate) type RtWeak = Weak<RtInner>;
+impl ChildControl for Control {
+    fn agent(&self, id: &SessionId) -> Option<Agent> {
+        self.runtime().ok()?.agent(id)
+    }
+
+    fn parent_of(&self, id: &SessionId) -> Option<SessionId> {
+        self.runtime().ok()?.parent_of(id)
+    }
+
+    fn remember_model(&self, id: &SessionId, config: &AgentConfigRecord) {
+        if let Ok(rt) = self.runtime() {
+            rt.remember_model(id, &rt.effective_model(config));
+        }
+    }
+
+    fn model_seen(&self, id: &SessionId) -> Option<String> {
+        self.runtime().ok()?.model_seen(id)
+    }
+
+    fn start<'a>(&'a self, parent: &'a Agent, spec: ChildSpec) -> ControlFuture<'a, ChildStart> {
+        Box::pin(async move { self.runtime()?.start_child(parent, spec).await })
+    }
+
+    fn follow_up<'a>(
+        &'a self,
+        parent: &'a Agent,
+        child: &'a SessionId,
+        message: UserMessage,
+    ) -> ControlFuture<'a, MessageId> {
+        Box::pin(async move { self.runtime()?.followup_child(parent, child, message).await })
+    }
+
+    fn wake<'a>(&'a self, parent: &'a Agent, child: &'a SessionId) -> ControlFuture<'a, bool> {
+        Box::pin(async move { self.runtime()?.wake_child(parent, child).await })
+    }
+
+    fn activate<'a>(&'a self, parent: &'a Agent, child: &'a SessionId) -> ControlFuture<'a, Agent> {
+        Box::pin(async move { self.runtime()?.ensure_child_live(parent, child).await })
+    }
+
+    fn watch(&self, child: &Agent) {
+        if let Ok(runtime) = self.runtime() {
+            runtime.ensure_watched(child);
+        }
+    }
+
+    fn interrupt<'a>(&'a self, caller: &'a Agent, target: &'a SessionId) -> ControlFuture<'a, ()> {
+        Box::pin(async move { self.runtime()?.interrupt(caller, target).await })
+    }
+
+    fn drain<'a>(&'a self, parent: &'a Agent, children: &'a [SessionId]) -> ControlFuture<'a, ()> {
+        Box::pin(async move { self.runtime()?.drain_children(parent, children).await })
+    }
+
+    fn recreate<'a>(
+        &'a self,
+        parent: &'a Agent,
+        child: &'a SessionId,
+        spec: ChildSpec,
+        seed: Vec<troupe_protocol::Event>,
+        log_exists: bool,
+    ) -> ControlFuture<'a, ()> {
+        Box::pin(async move {
+            self.runtime()?
+                .recreate_child(parent, child, &spec, seed, log_exists)
+                .await
+        })
+    }
+}
 
 impl From<RuntimeError> for troupe_tools::ToolError {
     fn from(e: RuntimeError) -> Self {

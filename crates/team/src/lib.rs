@@ -23,7 +23,8 @@
 //!
 //! Invariant: this crate does no IO, reads no clock, spawns nothing and mints no ids; time,
 //! ids, live statuses and limits are passed in. The runtime's commit protocol is: decide →
-//! append the event's draft → flush → [`TeamState::apply`] the stored event.
+//! [`TeamState::stage`] (the one invariant check) → append the event's draft → flush →
+//! [`Staged::apply`].
 
 mod board;
 mod content;
@@ -55,14 +56,14 @@ pub use mailbox::{
     team_message_source, validate_wait_timeout,
 };
 pub use record::{
-    Decoded, Delivery, MemberContext, MemberPhase, MemberSnapshot, MessageSnapshot,
+    Decoded, Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MessageSnapshot,
     TEAM_EVENT_VERSION, TaskSnapshot, TaskStatus, TeamEvent, TeamRecord, decode,
 };
 pub use roster::{
     ProvisionTeammate, ProvisioningOutcome, RECOVERY_CHILD_MISMATCH,
     RECOVERY_INSPECT_FAILED_PREFIX, RECOVERY_NO_RESUMABLE_CHILD, SettleDecision,
 };
-pub use state::{Caller, LineApplied, Role, StreamFold, TeamState};
+pub use state::{Caller, LineApplied, Role, Staged, StreamFold, TeamState};
 pub use text::{
     SHORT_TEXT_MAX, TASK_DESCRIPTION_MAX, js_trim, normalize_write_scope, normalize_write_scopes,
     required_text, scopes_overlap, utf16_len,

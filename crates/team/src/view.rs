@@ -7,7 +7,7 @@ use troupe_protocol::{MessageId, SessionId};
 use crate::error::TeamError;
 use crate::ids::{LEAD_NAME, TaskId, TeamId};
 use crate::record::{
-    Delivery, MemberContext, MemberPhase, MemberSnapshot, TaskSnapshot, TaskStatus,
+    Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, TaskSnapshot, TaskStatus,
 };
 use crate::state::{Caller, Role, TeamState};
 use crate::text::scopes_overlap;
@@ -78,7 +78,7 @@ pub struct MemberView {
     pub description: Option<String>,
     /// Teammates only.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    pub provider: Option<MemberProvider>,
     /// Teammates only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<MemberContext>,

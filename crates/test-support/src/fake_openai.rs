@@ -514,9 +514,7 @@ struct ServerState {
 type SharedState = Arc<Mutex<ServerState>>;
 
 fn lock(state: &SharedState) -> MutexGuard<'_, ServerState> {
-    state
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    troupe_protocol::sync::lock(state)
 }
 
 /// A running fake server. Dropping it stops the server (open connections are closed).

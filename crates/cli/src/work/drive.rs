@@ -403,7 +403,7 @@ async fn wait(
 
 /// Reports the board of `lead`'s Team, if it leads one.
 async fn show_board(runtime: &Runtime, lead: &Agent, printer: &mut Printer) {
-    if let Some(team) = runtime.team(lead.id()) {
+    if let Some(team) = runtime.teams().team(lead.id()) {
         let state = team.snapshot().await;
         printer.team(Board::of(&state));
     }

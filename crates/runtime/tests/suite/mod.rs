@@ -1,11 +1,13 @@
 mod children;
 mod fake_server;
 mod inbox;
+mod layering;
 mod recovery;
 mod resume;
 mod support;
 mod team;
 mod team_bad_input;
 mod team_cases;
+mod team_service;
 mod truncation;
 mod turns;
