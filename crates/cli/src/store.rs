@@ -486,7 +486,7 @@ pub(crate) fn copy(flags: CopyFlags, replicas: Option<usize>) -> Result<(), Fail
                 let here = from.journal.read_image(id)?;
                 if there.bytes() != here.bytes() {
                     return Err(Failure::bad_input(anyhow!(
-                        "the target already holds a session {id} with other lines ({}):                          nothing was copied",
+                        "the target already holds a session {id} with other lines ({}): nothing was copied",
                         there.location().display()
                     )));
                 }
@@ -523,7 +523,7 @@ pub(crate) fn copy(flags: CopyFlags, replicas: Option<usize>) -> Result<(), Fail
                     .context("writing output")?;
                 if let Some(torn) = torn_tail {
                     eprint_line!(
-                        "troupe: note: session {id}: {} bytes after line {} are an unfinished                          write ({}); they were not copied",
+                        "troupe: note: session {id}: {} bytes after line {} are an unfinished write ({}); they were not copied",
                         torn.bytes,
                         torn.line.saturating_sub(1),
                         escape_controls(&torn.reason)
