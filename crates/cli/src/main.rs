@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod args;
+mod control;
 mod demo;
 mod exit;
 mod follow;
@@ -20,6 +21,7 @@ mod inspect;
 mod mcp;
 mod output;
 mod progress;
+mod send;
 mod store;
 mod team;
 mod web;
@@ -78,6 +80,14 @@ enum Command {
     /// recorded model, provider, base URL and workspace are used unless a flag overrides them
     /// (API keys come from the environment and are never recorded).
     Resume(work::ResumeFlags),
+    /// Send a durable message from the user to a Team's Lead or a teammate (running or not).
+    ///
+    /// To a running Team the message goes through its process (the control socket in the
+    /// home's run/ directory) and is delivered as Team mail is; to a stopped Team it is
+    /// appended to the Lead's log and delivered at the next troupe resume. The member sees it
+    /// framed "Message from the user:". Prints one line: delivered or queued, to whom, the seq
+    /// of its record in the Lead's log.
+    Send(send::SendFlags),
     /// List stored sessions, oldest first (id, parent, created, role, cwd).
     ///
     /// Roles: `lead` (a root session), `teammate` (a Team member's session), `child` (another
@@ -286,6 +296,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Run(flags) => work::run(flags, home),
         Command::Resume(flags) => work::resume(flags, home, demo::resumed_framing),
         Command::Demo(flags) => demo::run(flags, home),
+        Command::Send(flags) => send::run(flags, &home),
         Command::Sessions { json } => inspect::sessions(&journal, &home.store, json),
         Command::Log {
             session,

@@ -27,13 +27,13 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use troupe_journal::{LineCheck, LineUse, Selected};
-use troupe_protocol::{ErrorCode, MessageId, SessionId};
+use troupe_protocol::{ErrorCode, MessageId, Seq, SessionId};
 use troupe_team::{
     Caller, CreateTask, Delivery, LiveAgent, LiveStatus, MemberContext, MemberPhase,
     MemberSnapshot, MemberView, MessageSnapshot, ProvisionTeammate, ProvisioningOutcome,
     SendMessage, SettleDecision, StreamFold, TaskListQuery, TaskPage, TaskView, TeamError,
-    TeamEvent, TeamId, TeamLimits, TeamRecord, TeamState, UpdateTask, delivered_user_message,
-    js_trim, team_message_id,
+    TeamEvent, TeamId, TeamLimits, TeamRecord, TeamState, UpdateTask, UserSend, UserSendDecision,
+    delivered_user_message, js_trim, team_message_id,
 };
 
 use crate::agent::{Agent, AgentStatus, Progress};
@@ -42,6 +42,7 @@ use crate::events::{Profile, ToolEffectRecord};
 use crate::recovery::TeammateRecovery;
 use crate::runtime::{ChildProvider, ChildSpec, Runtime};
 use crate::transcript::{ContinuationRule, OpenTurn, Transcript};
+use crate::user_mail::{UserMailReceipt, queued_seq, user_message_text_is_empty};
 
 pub use schema::TEAM_TOOL_NAMES;
 pub(crate) use tools::{send_result_text, spawn_result_text, team_tools};
@@ -284,7 +285,8 @@ impl Team {
 
     /// Commits `event` inside the serializer: invariant check, append to the Lead log, flush,
     /// apply to the state, then wake waiters (never before the flush).
-    async fn commit(&self, state: &mut TeamState, event: &TeamEvent) -> Result<(), TeamOpError> {
+    /// Returns the seq of the record.
+    async fn commit(&self, state: &mut TeamState, event: &TeamEvent) -> Result<Seq, TeamOpError> {
         self.commit_from(state, event, None, None).await
     }
 
@@ -292,14 +294,15 @@ impl Team {
     /// `tool/effect` link (and the call's result text, when it is known now) in the same
     /// batch, right before the record (DESIGN decision 10). What survives a crash: the batch
     /// whole or nothing of it (decision 9) — the link and the record, so recovery rebuilds the
-    /// call's result, or neither, so recovery asks the call again.
+    /// call's result, or neither, so recovery asks the call again. Returns the seq of the
+    /// record.
     async fn commit_from(
         &self,
         state: &mut TeamState,
         event: &TeamEvent,
         origin: Option<&CallOrigin>,
         result: Option<String>,
-    ) -> Result<(), TeamOpError> {
+    ) -> Result<Seq, TeamOpError> {
         state.check_event(event).map_err(|e| TeamOpError::Log {
             code: "INVARIANT",
             message: e.to_string(),
@@ -335,7 +338,7 @@ impl Team {
             lock(&self.roster).insert(m.id.clone(), (m.name.to_string(), m.phase));
         }
         self.edge();
-        Ok(())
+        Ok(stored.last().map_or(Seq(0), |e| e.seq))
     }
 
     /// Takes the next place in `target`'s delivery queue. Called inside the serializer right
@@ -898,6 +901,90 @@ impl Runtime {
         let (message, ticket) = message;
         let accepted = self.dispatch(&team, &message, ticket).await;
         Ok((message.id, accepted))
+    }
+
+    /// A message from the user to the live Team of `lead` (`troupe send` through the control
+    /// socket of the running process; see [`crate::user_mail`]): decided by
+    /// [`TeamState::decide_user_send`] inside the serializer, appended to the Lead log and
+    /// flushed (`team/message/queued`, with the Lead's id as sender and `senderName: "user"`),
+    /// then dispatched exactly as Team mail (REFERENCE c.10.3: quiet is injected into a live
+    /// target and waits for an inactive one; wakeup follows up, cold-resuming an inactive
+    /// teammate). `message_id` is the caller's: a send retried with the same id finds the
+    /// message queued and returns it (`repeated`), never a second copy.
+    ///
+    /// What survives a crash at each point: before the flush of `team/message/queued`
+    /// returns, nothing or the whole record (decision 9) — the caller was told nothing and
+    /// retries with the same id; after it, the message is durable and is delivered by this
+    /// dispatch or by the next resume's mailbox recovery, once (the target's log is checked
+    /// before every delivery: target-side de-duplication).
+    ///
+    /// # Errors
+    /// `TEAM_DISPOSED` when `lead` has no live Team or it is closing (the caller appends to the
+    /// stopped Team instead, once the process released it); `TEAM_INVALID_ARGUMENT` (empty
+    /// text, invalid content, an id used by another message), `TEAM_MEMBER_NOT_FOUND`,
+    /// `TEAM_MAILBOX_FULL`, `TEAM_MESSAGE_TOO_LARGE`; the journal's error when the Lead log
+    /// fails.
+    pub async fn team_user_send(
+        &self,
+        lead: &SessionId,
+        message_id: MessageId,
+        request: &UserSend,
+    ) -> Result<UserMailReceipt, TeamOpError> {
+        let Some(team) = self.team(lead) else {
+            return Err(TeamError::Disposed {
+                message: format!("no Team of {lead} runs in this process"),
+            }
+            .into());
+        };
+        if team.closed.is_cancelled() {
+            return Err(disposed().into());
+        }
+        if user_message_text_is_empty(&request.content) {
+            return Err(TeamError::InvalidArgument {
+                message: "message must not be empty".to_owned(),
+            }
+            .into());
+        }
+        let (message, seq, ticket, delivered) = {
+            let mut state = team.state.lock().await;
+            if team.closed.is_cancelled() {
+                return Err(disposed().into());
+            }
+            match state.decide_user_send(request, message_id, &team.limits)? {
+                UserSendDecision::Append(event) => {
+                    let seq = team.commit(&mut state, &event).await?;
+                    let TeamRecord::MessageQueued(message) = event.record else {
+                        return Err(unexpected("team/message/queued"));
+                    };
+                    let ticket = team.ticket(&message.target_id);
+                    (message, Some(seq), Some(ticket), false)
+                }
+                UserSendDecision::AlreadyQueued { message, delivered } => {
+                    (message, None, None, delivered)
+                }
+            }
+        };
+        let target_name = target_name(&team, &message.target_id).await;
+        let Some(ticket) = ticket else {
+            // A retry: the message is the one queued before. Where it was queued is read back
+            // from the Lead log (a rare path: only a send whose answer was lost comes here).
+            let seq = queued_seq(self.journal(), lead, &message.id)?.unwrap_or(Seq(0));
+            return Ok(UserMailReceipt {
+                message_id: message.id,
+                target_name,
+                seq,
+                delivered,
+                repeated: true,
+            });
+        };
+        let delivered = self.dispatch(&team, &message, ticket).await;
+        Ok(UserMailReceipt {
+            message_id: message.id,
+            target_name,
+            seq: seq.unwrap_or(Seq(0)),
+            delivered,
+            repeated: false,
+        })
     }
 
     /// Delivers one queued message (REFERENCE c.10.3); never fails (a failure leaves the
@@ -1549,6 +1636,17 @@ fn inspect_inner(value: &Value) -> String {
         Value::String(s) => format!("'{s}'"),
         other => inspect(other),
     }
+}
+
+/// The Team name of `id` (`lead` for the Lead).
+async fn target_name(team: &Team, id: &SessionId) -> String {
+    if id == team.lead.id() {
+        return troupe_team::LEAD_NAME.to_owned();
+    }
+    let state = team.state.lock().await;
+    state
+        .member(id)
+        .map_or_else(|| id.to_string(), |m| m.name.to_string())
 }
 
 fn uuid_like() -> String {
