@@ -394,7 +394,7 @@ pub(crate) fn receipt_line(sent: &Sent, outgoing: &Outgoing, home_args: &str) ->
         r.target_name, r.seq.0, r.message_id
     );
     if r.repeated {
-        line.push_str(", sent before with this id: not sent again");
+        line.push_str(", already queued by an earlier send with this id: not sent again");
     }
     let lead_quiet = r.target_name == LEAD_NAME && !outgoing.wakeup;
     if !sent.running && !r.delivered {

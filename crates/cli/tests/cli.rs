@@ -16,6 +16,7 @@ mod mcp;
 mod recovery;
 mod run;
 mod sandbox;
+mod send;
 mod team;
 mod ux;
 
