@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod args;
+mod chat;
 mod control;
 mod demo;
 mod exit;
@@ -88,6 +89,13 @@ enum Command {
     /// framed "Message from the user:". Prints one line: delivered or queued, to whom, the seq
     /// of its record in the Lead's log.
     Send(send::SendFlags),
+    /// Talk to a Team line by line: lines go to the Lead, @NAME TEXT to a teammate.
+    ///
+    /// Each line is sent as troupe send --wakeup sends it (the member runs a turn with it);
+    /// the members' answers and tool calls are printed as their logs grow. /board prints the
+    /// task board, /agents the roster, /quit or Ctrl-D leaves (the Team goes on, or stays
+    /// stopped, as it was). Without SESSION: the Team session started last.
+    Chat(chat::ChatFlags),
     /// List stored sessions, oldest first (id, parent, created, role, cwd).
     ///
     /// Roles: `lead` (a root session), `teammate` (a Team member's session), `child` (another
@@ -297,6 +305,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Resume(flags) => work::resume(flags, home, demo::resumed_framing),
         Command::Demo(flags) => demo::run(flags, home),
         Command::Send(flags) => send::run(flags, &home),
+        Command::Chat(flags) => chat::run(flags, &home),
         Command::Sessions { json } => inspect::sessions(&journal, &home.store, json),
         Command::Log {
             session,

@@ -48,6 +48,9 @@ pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
 /// is answered once the teammate's log holds the message).
 const ANSWER_LIMIT: Duration = Duration::from_secs(60);
 
+/// The code of a Team whose process holds its log but does not answer (exit 1).
+const CONTROL_UNREACHABLE: &str = "CONTROL_UNREACHABLE";
+
 /// The Team refusals that are bad input: the message as typed cannot be sent (exit 2).
 const BAD_MESSAGE_CODES: [&str; 5] = [
     "TEAM_MEMBER_NOT_FOUND",
@@ -260,7 +263,7 @@ pub(crate) fn deliver(
         }
         if started.elapsed() >= DEADLINE {
             return Err(Failure::work(anyhow!(
-                "CONTROL_UNREACHABLE: the Team of {} is held by a running process that did not \
+                "{CONTROL_UNREACHABLE}: the Team of {} is held by a running process that did not \
                  answer on its control socket {} within {} s (is it an older troupe?); nothing \
                  was sent",
                 outgoing.lead,
@@ -282,7 +285,7 @@ fn refused(code: &str, message: &str) -> Failure {
 }
 
 /// What one attempt at the control socket gave.
-enum Asked {
+pub(crate) enum Asked {
     /// The process answered.
     Answer(Value),
     /// Nobody serves the socket (no file, or a file nobody listens on).
@@ -291,8 +294,19 @@ enum Asked {
     Lost,
 }
 
-/// One request to the control socket at `socket`.
+/// The send request of `outgoing` to the control socket at `socket`.
 fn ask(socket: &Path, outgoing: &Outgoing) -> Asked {
+    let request = Request::Send {
+        id: outgoing.id.clone(),
+        to: outgoing.to.clone(),
+        text: outgoing.text.clone(),
+        wakeup: outgoing.wakeup,
+    };
+    ask_socket(socket, &request)
+}
+
+/// One request to the control socket at `socket`, and its answer.
+pub(crate) fn ask_socket(socket: &Path, request: &Request) -> Asked {
     let stream = match UnixStream::connect(socket) {
         Ok(stream) => stream,
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
@@ -302,13 +316,7 @@ fn ask(socket: &Path, outgoing: &Outgoing) -> Asked {
         // process can reach serves it.
         Err(_) => return Asked::NotServed,
     };
-    let request = Request::Send {
-        id: outgoing.id.clone(),
-        to: outgoing.to.clone(),
-        text: outgoing.text.clone(),
-        wakeup: outgoing.wakeup,
-    };
-    let Ok(mut line) = serde_json::to_string(&request) else {
+    let Ok(mut line) = serde_json::to_string(request) else {
         return Asked::Lost;
     };
     line.push('\n');

@@ -155,8 +155,7 @@ fn verify(s: &Setup, lead: &str) {
 }
 
 fn finish(mut child: Child) -> (i32, String, String) {
-    let out = wait_for("the run to end", || child.try_wait().unwrap().map(|_| ()));
-    let () = out;
+    wait_for("the run to end", || child.try_wait().unwrap().map(|_| ()));
     let output = child.wait_with_output().unwrap();
     (
         output.status.code().unwrap_or(-1),
