@@ -124,6 +124,8 @@ fn help_works_everywhere() {
         ("help_team_verify", &["team", "verify", "--help"]),
         ("help_web", &["web", "--help"]),
         ("help_store_copy", &["store", "copy", "--help"]),
+        ("help_send", &["send", "--help"]),
+        ("help_chat", &["chat", "--help"]),
         ("help_help", &["help"]),
     ] {
         let out = troupe(home.path()).args(args).assert().success();
