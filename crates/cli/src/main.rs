@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod args;
+mod chat;
+mod control;
 mod demo;
 mod exit;
 mod follow;
@@ -20,6 +22,7 @@ mod inspect;
 mod mcp;
 mod output;
 mod progress;
+mod send;
 mod settings;
 mod store;
 mod team;
@@ -82,6 +85,21 @@ enum Command {
     /// recorded model, provider, base URL and workspace are used unless a flag overrides them
     /// (API keys come from the environment and are never recorded).
     Resume(work::ResumeFlags),
+    /// Send a durable message from the user to a Team's Lead or a teammate (running or not).
+    ///
+    /// To a running Team the message goes through its process (the control socket in the
+    /// home's run/ directory) and is delivered as Team mail is; to a stopped Team it is
+    /// appended to the Lead's log and delivered at the next troupe resume. The member sees it
+    /// framed "Message from the user:". Prints one line: delivered or queued, to whom, the seq
+    /// of its record in the Lead's log.
+    Send(send::SendFlags),
+    /// Talk to a Team line by line: lines go to the Lead, @NAME TEXT to a teammate.
+    ///
+    /// Each line is sent as troupe send --wakeup sends it (the member runs a turn with it);
+    /// the members' answers and tool calls are printed as their logs grow. /board prints the
+    /// task board, /agents the roster, /quit or Ctrl-D leaves (the Team goes on, or stays
+    /// stopped, as it was). Without SESSION: the Team session started last.
+    Chat(chat::ChatFlags),
     /// List stored sessions, oldest first (id, parent, created, role, cwd).
     ///
     /// Roles: `lead` (a root session), `teammate` (a Team member's session), `child` (another
@@ -308,6 +326,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Run(flags) => work::run(flags, home),
         Command::Resume(flags) => work::resume(flags, home, demo::resumed_framing),
         Command::Demo(flags) => demo::run(flags, home),
+        Command::Send(flags) => send::run(flags, &home),
+        Command::Chat(flags) => chat::run(flags, &home),
         Command::Sessions { json } => inspect::sessions(&journal, &home.store, json),
         Command::Log {
             session,

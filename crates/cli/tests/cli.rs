@@ -21,6 +21,7 @@ mod models;
 mod recovery;
 mod run;
 mod sandbox;
+mod send;
 mod team;
 mod ux;
 
@@ -129,6 +130,8 @@ fn help_works_everywhere() {
         ("help_web", &["web", "--help"]),
         ("help_config", &["config", "--help"]),
         ("help_store_copy", &["store", "copy", "--help"]),
+        ("help_send", &["send", "--help"]),
+        ("help_chat", &["chat", "--help"]),
         ("help_help", &["help"]),
     ] {
         let out = troupe(home.path()).args(args).assert().success();

@@ -2,8 +2,8 @@
 //! `nats-server`s started on free loopback ports (DESIGN §7, issue 13): the demo on NATS and
 //! the same output as on files, `troupe store copy` both ways byte for byte and cut by a
 //! kill -9, kill -9 of a Team run then `troupe resume`, a live session's lease, a three-server
-//! cluster losing one server and then two, `troupe log --follow`, `troupe web --store`, and
-//! the bad input of the issue.
+//! cluster losing one server and then two, `troupe log --follow`, `troupe web --store`,
+//! `troupe send` to a running and to a stopped Team, and the bad input of the issue.
 //!
 //! Every command runs with a short `TROUPE_LEASE_TTL` (6 s on one server, 10 s on a cluster),
 //! so a killed holder's lease frees itself soon (the first command on a fresh server creates
@@ -1202,4 +1202,102 @@ fn the_users_store_key_is_every_commands_store_and_the_flag_wins() {
         shown["settings"]["store"]["source"],
         json!({"kind": "flag", "flag": "--store"})
     );
+}
+
+/// `troupe send` on the NATS store: to a Team a process on this host runs (through its
+/// control socket, delivered at once), then — the run over — to the stopped Team (appended
+/// under the Lead's lease, delivered by the next resume), each reaching alpha once, framed
+/// `Message from the user:`.
+#[test]
+fn send_on_nats_reaches_a_running_and_a_stopped_team() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                {"text": "spawned alpha"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": "while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                {"text": "alpha answer 1"},
+                {"text": "alpha answer 2"},
+                {"text": "alpha answer 3"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let mut run = Running(
+        s.troupe(&["run", "--team", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("fix it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let lead = loop {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the Team never served its socket"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let served = std::fs::read_dir(s.home().join("run"))
+            .ok()
+            .and_then(|mut d| {
+                d.find_map(|e| {
+                    let name = e.ok()?.file_name().into_string().ok()?;
+                    name.strip_suffix(".sock").map(str::to_owned)
+                })
+            });
+        if let Some(lead) = served {
+            break lead;
+        }
+    };
+    let alpha = loop {
+        assert!(start.elapsed() < DEADLINE, "alpha never started its loop");
+        std::thread::sleep(Duration::from_millis(50));
+        let Some(alpha) = s.log(&lead).iter().find_map(|e| {
+            (e["type"] == "team/member")
+                .then(|| e["data"]["member"]["id"].as_str().unwrap().to_owned())
+        }) else {
+            continue;
+        };
+        if s.log(&alpha).iter().any(|e| e["type"] == "tool/process") {
+            break alpha;
+        }
+    };
+    let out = s.ok(&["send", &lead, "--to", "alpha", "while you run"]);
+    assert!(out.starts_with("delivered to alpha (seq "), "{out}");
+    std::fs::write(workspace.join("go"), "").unwrap();
+    assert!(wait_exit(&mut run).success());
+    let out = s.ok(&["send", &lead, "--to", "alpha", "--wakeup", "once stopped"]);
+    assert!(out.starts_with("queued for alpha (seq "), "{out}");
+    s.ok(&["resume", &lead]);
+    for needle in ["while you run", "once stopped"] {
+        let seen: Vec<Value> = s
+            .log(&alpha)
+            .into_iter()
+            .filter(|e| {
+                e["type"] == "user/message" && e["data"]["content"].to_string().contains(needle)
+            })
+            .map(|e| e["data"]["content"].clone())
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                json!([{"type": "text", "text": "Message from the user:"}, {"type": "text", "text": needle}])
+            ],
+            "{needle}"
+        );
+    }
+    s.ok(&["team", "verify", &lead]);
 }

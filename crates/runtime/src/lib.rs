@@ -12,6 +12,9 @@
 //! - [`SessionRole`] / [`RoleProbe`]: a stored session's role (`lead`, `teammate`, `child`,
 //!   `fork`), the one rule `troupe sessions`, `troupe team` and the web panel share.
 //!
+//! - [`user_mail`]: messages from the user to a Team (`troupe send`), through the Team's
+//!   mailbox: [`crate::TeamService::user_send`] in the running process, [`append_user_message`] to a
+//!   stopped Team.
 //! - [`LogFailure`]: every agent whose session log failed, collected by the runtime (DESIGN
 //!   decision 11: every member's failure is the run's failure).
 //!
@@ -54,6 +57,7 @@ mod subagent;
 pub mod team;
 mod teammate;
 mod transcript;
+pub mod user_mail;
 
 pub use agent::{
     Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW,
@@ -82,3 +86,4 @@ pub use transcript::{
     CONTINUATION_SOURCE, CallResolution, ContinuationRule, OpenTurn, READ_ONLY_TOOLS, Transcript,
     TranscriptStats, UnansweredCall,
 };
+pub use user_mail::{UserMailError, UserMailReceipt, append_user_message, user_message_content};

@@ -36,6 +36,8 @@ pub(super) struct WorkConfig {
     pub(super) home_args: String,
     /// The store of the sessions.
     pub(super) store: crate::store::Store,
+    /// The Troupe home (its `run/` directory holds the control socket of a running Team).
+    pub(super) home_dir: PathBuf,
     /// Canonical, existing, writable directory.
     pub(super) workspace: PathBuf,
     /// The model in effect (recorded in new agents' configs; never holds a key).
@@ -430,6 +432,7 @@ pub(super) fn work_config(
     }
     Ok(WorkConfig {
         home_args: home.args(),
+        home_dir: home.dir,
         store: home.store,
         workspace,
         spec,

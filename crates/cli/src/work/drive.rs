@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use serde_json::json;
 use tokio::signal::unix::{Signal, SignalKind};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 use troupe_journal::JournalError;
 use troupe_llm::ProviderKind;
 use troupe_mcp::McpServers;
@@ -27,6 +27,7 @@ use troupe_tools::ToolLimits;
 use super::config::{Start, WorkConfig};
 use super::model::LEAD;
 use super::report::{Driven, report};
+use crate::control::ControlServer;
 use crate::exit::Failure;
 use crate::progress::{Board, OutputMode, Printer};
 
@@ -237,11 +238,38 @@ async fn drive(
     if !started.lead_runs && started.others_run {
         printer.note("teammates have work left: running until they are done");
     }
-    let interrupt = if started.any() {
-        wait(runtime, &agent, printer, events, sigint).await
+    // A Team takes messages from the user (`troupe send`, `troupe chat`) while it runs.
+    let (notes_tx, mut notes) = mpsc::unbounded_channel();
+    let server = if runtime.teams().team(&id).is_some() {
+        match ControlServer::start(&config.home_dir, runtime.clone(), id.clone(), notes_tx) {
+            Ok(server) => Some(server),
+            Err(e) => {
+                printer.note(&format!(
+                    "troupe: note: the control socket {} could not be served ({e}): troupe send                      cannot reach this run, and appends to the Team once it has stopped",
+                    crate::control::socket_path(&config.home_dir, &id).display()
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut interrupt = if started.any() {
+        wait(runtime, &agent, printer, events, sigint, &mut notes).await
     } else {
         Interrupt::None
     };
+    if let Some(server) = server {
+        // No new message once the work is done; the ones being answered still are, and a
+        // wakeup among them may have started a turn: the run waits for it too.
+        server.stop().await;
+        while let Ok(line) = notes.try_recv() {
+            printer.note(&line);
+        }
+        if interrupt == Interrupt::None {
+            interrupt = wait(runtime, &agent, printer, events, sigint, &mut notes).await;
+        }
+    }
     Ok(Driven {
         agent,
         id,
@@ -316,6 +344,7 @@ async fn wait(
     printer: &mut Printer,
     events: &mut broadcast::Receiver<AgentProgress>,
     sigint: &mut Interrupts,
+    notes: &mut mpsc::UnboundedReceiver<String>,
 ) -> Interrupt {
     let quiescent = runtime.wait_quiescent(agent);
     tokio::pin!(quiescent);
@@ -349,6 +378,7 @@ async fn wait(
                 Err(broadcast::error::RecvError::Lagged(skipped)) => printer.lagged(skipped),
                 Err(broadcast::error::RecvError::Closed) => events_open = false,
             },
+            Some(line) = notes.recv() => printer.note(&line),
             () = &mut quiescent => {
                 show_board(runtime, agent, printer).await;
                 break;

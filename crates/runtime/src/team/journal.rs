@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use tokio::sync::watch;
 use troupe_journal::{Journal, LineCheck, LineUse, Selected};
-use troupe_protocol::{EventDraft, SessionId, event_types as ty, sync::lock};
+use troupe_protocol::{EventDraft, Seq, SessionId, event_types as ty, sync::lock};
 use troupe_team::{
     Caller, MemberPhase, StreamFold, TeamError, TeamEvent, TeamId, TeamLimits, TeamRecord,
     TeamState,
@@ -136,13 +136,13 @@ impl TeamJournal {
     /// # Errors
     /// `INVARIANT` (nothing appended); journal errors of the append or the flush;
     /// `TEAM_LOG_INVALID` when the stored event differs from the checked one (a secret was
-    /// redacted from it) and the fold refuses it.
+    /// redacted from it) and the fold refuses it. Returns the seq of the record.
     pub(super) async fn commit(
         &self,
         state: &mut TeamState,
         event: &TeamEvent,
         effect: Option<Effect<'_>>,
-    ) -> Result<(), TeamOpError> {
+    ) -> Result<Seq, TeamOpError> {
         let staged = state.stage(event)?;
         let mut drafts = Vec::with_capacity(2);
         if let Some(Effect { origin, result }) = effect {
@@ -170,7 +170,7 @@ impl TeamJournal {
             lock(&self.published).insert(m.id.clone(), (m.name.to_string(), m.phase));
         }
         self.edge();
-        Ok(())
+        Ok(stored.last().map_or(Seq(0), |e| e.seq))
     }
 }
 

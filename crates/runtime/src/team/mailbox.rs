@@ -13,14 +13,14 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
-use troupe_protocol::{MessageId, SessionId, sync::lock};
+use troupe_protocol::{MessageId, Seq, SessionId, sync::lock};
 use troupe_team::{
-    Delivery, MessageSnapshot, SendMessage, TeamError, TeamRecord, delivered_user_message, js_trim,
-    team_message_id,
+    Delivery, MessageSnapshot, SendMessage, TeamError, TeamRecord, UserSend, UserSendDecision,
+    delivered_user_message, js_trim, team_message_id,
 };
 
 use super::journal::{Effect, TeamJournal};
-use super::lifecycle::Lifecycle;
+use super::lifecycle::{Lifecycle, disposed};
 use super::op::{CallOrigin, LogError, TeamOpError};
 use super::roster::stored_transcript;
 use crate::agent::Agent;
@@ -142,6 +142,59 @@ impl Mailbox {
         };
         let accepted = self.dispatch(parts, &message, ticket).await;
         Ok((message.id, accepted))
+    }
+
+    /// A message from the user (`troupe send`, see [`crate::user_mail`]): decided by
+    /// [`troupe_team::TeamState::decide_user_send`] inside the serializer, committed
+    /// (`team/message/queued` with the Lead as sender and `senderName: "user"`), then
+    /// dispatched exactly as Team mail (REFERENCE c.10.3). Returns the message, the seq of its
+    /// `queued` record (`None`: a retry found it queued before) and whether the target durably
+    /// holds it now.
+    ///
+    /// What survives a crash: before the `queued` record's flush returns, the whole record or
+    /// nothing (decision 9) — the caller was told nothing and retries with the same id; after
+    /// it, the message is durable and is delivered by this dispatch or by the next resume's
+    /// mailbox recovery, once (target-side de-duplication).
+    ///
+    /// # Errors
+    /// `TEAM_INVALID_ARGUMENT`, `TEAM_MEMBER_NOT_FOUND`, `TEAM_MAILBOX_FULL`,
+    /// `TEAM_MESSAGE_TOO_LARGE`; the journal's error when the Lead log fails.
+    pub(super) async fn user_send(
+        &self,
+        parts: Dispatcher<'_>,
+        message_id: MessageId,
+        request: &UserSend,
+    ) -> Result<(MessageSnapshot, Option<Seq>, bool), TeamOpError> {
+        let (message, seq, ticket, delivered) = {
+            let journal = parts.journal;
+            let mut state = journal.enter().await;
+            if parts.lifecycle.is_closed() {
+                return Err(disposed().into());
+            }
+            match state.decide_user_send(request, message_id, journal.limits())? {
+                UserSendDecision::Append(event) => {
+                    let seq = journal.commit(&mut state, &event, None).await?;
+                    let TeamRecord::MessageQueued(message) = event.record else {
+                        return Err(LogError::Decision {
+                            expected: troupe_protocol::event_types::TEAM_MESSAGE_QUEUED,
+                        }
+                        .into());
+                    };
+                    // Inside the serializer, right after the queued record is durable, as
+                    // for Team mail (c.10.1 step 3).
+                    let ticket = self.ticket(&message.target_id);
+                    (message, Some(seq), Some(ticket), false)
+                }
+                UserSendDecision::AlreadyQueued { message, delivered } => {
+                    (message, None, None, delivered)
+                }
+            }
+        };
+        let delivered = match ticket {
+            Some(ticket) => self.dispatch(parts, &message, ticket).await,
+            None => delivered,
+        };
+        Ok((message, seq, delivered))
     }
 
     /// Mailbox recovery of a resumed Team (REFERENCE c.9): pending messages in queue order;
