@@ -61,7 +61,7 @@ pub use error::RuntimeError;
 pub use events::{Profile, TurnEndReason};
 pub use lead_log::{
     FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
-    Violation, is_team_session,
+    UnreadableLog, Violation, is_team_session,
 };
 pub use outcome::{
     Idle, JOURNAL_FAILED, RunEnd, RunFailure, RunOutcome, RunStatus, TEAMMATE_FAILED,

@@ -1005,7 +1005,7 @@ impl Runtime {
             .ensure_child_live(&team.lead, target)
             .await
             .map_err(DispatchFailure::delivery)?;
-        if let Err(e) = self.deliver_older_quiet(team, &agent, message).await {
+        if let Err(e) = self.deliver_older_quiet(team, &agent, Some(message)).await {
             // The cold-resumed target must still settle (its log failed, or a flush did).
             self.ensure_watched(&agent);
             return Err(e);
@@ -1016,19 +1016,23 @@ impl Runtime {
         self.acknowledge(team, &agent, message).await
     }
 
-    /// Delivers the target's pending quiet messages queued before `before` (used when a
-    /// wakeup cold-resumes it), acknowledging each.
+    /// Delivers the target's pending quiet messages — those queued before `before` when a
+    /// wakeup cold-resumes it, every one when the recovery continues it (`None`) — in queue
+    /// order, acknowledging each.
     async fn deliver_older_quiet(
         &self,
         team: &Arc<Team>,
         agent: &Agent,
-        before: &MessageSnapshot,
+        before: Option<&MessageSnapshot>,
     ) -> Result<(), DispatchFailure> {
         let older: Vec<MessageSnapshot> = {
             let state = team.state.lock().await;
             state
                 .pending_messages_for(agent.id())
-                .filter(|m| m.delivery == Delivery::Quiet && state.queued_before(&m.id, &before.id))
+                .filter(|m| {
+                    m.delivery == Delivery::Quiet
+                        && before.is_none_or(|b| state.queued_before(&m.id, &b.id))
+                })
                 .cloned()
                 .collect()
         };
@@ -1362,6 +1366,7 @@ impl Runtime {
             if team.closed.is_cancelled() {
                 return;
             }
+            let resident = self.agent(&id).is_some();
             let plan = match self.agent(&id) {
                 // Resident already (the mailbox recovery delivered wakeup mail to it, or the
                 // Lead's new work reached it): it is running or has run, and its cold resume
@@ -1383,6 +1388,21 @@ impl Runtime {
                     crate::recovery::teammate_recovery(&t, &wakeups)
                 }
             };
+            // A teammate this recovery starts again gets its pending quiet mail first (the
+            // mailbox pass above left it queued while the teammate was inactive): a
+            // teammate's own start delivers all its pending mail (REFERENCE c.9 mailbox
+            // recovery, c.10 porting note), so the message is in its history before the
+            // continuation note, in queue order. Crash safety: each message is injected and
+            // the teammate's log flushed before its `delivered` record; a crash in between
+            // leaves it queued and held, which the next recovery acknowledges without a
+            // second copy (`held_in_log`).
+            if !resident
+                && (plan.notes > 0 || plan.wake)
+                && let Err(e) = self.deliver_pending_quiet(team, &id).await
+                && !team.closed.is_cancelled()
+            {
+                tracing::warn!(teammate = %id, error = %e.error, "team message remains queued: {}", e.step);
+            }
             let mut result = Ok(());
             for _ in 0..plan.notes {
                 let note = crate::recovery::continuation_note();
@@ -1400,6 +1420,34 @@ impl Runtime {
                 tracing::warn!(teammate = %id, error = %e, "could not continue a teammate");
             }
         }
+    }
+
+    /// Cold-resumes teammate `id` (its inbox stays parked) when it has pending quiet mail, and
+    /// delivers all of it ([`Self::deliver_older_quiet`] with no bound).
+    async fn deliver_pending_quiet(
+        &self,
+        team: &Arc<Team>,
+        id: &SessionId,
+    ) -> Result<(), DispatchFailure> {
+        let any = {
+            let state = team.state.lock().await;
+            state
+                .pending_messages_for(id)
+                .any(|m| m.delivery == Delivery::Quiet)
+        };
+        if !any {
+            return Ok(());
+        }
+        let agent = self
+            .ensure_child_live(&team.lead, id)
+            .await
+            .map_err(DispatchFailure::delivery)?;
+        let delivered = self.deliver_older_quiet(team, &agent, None).await;
+        if delivered.is_err() {
+            // The cold-resumed teammate must still settle.
+            self.ensure_watched(&agent);
+        }
+        delivered
     }
 
     async fn reconcile_provisioning(
