@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Selected};
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
 use troupe_team::{
-    MemberPhase, MemberSnapshot, MemberView, ReplayError, ShowOptions, StreamFold, TaskView,
-    TeamId, TeamShow, TeamState,
+    MemberPhase, MemberSnapshot, MemberStatus, MemberView, ReplayError, ShowOptions, StreamFold,
+    TaskView, TeamId, TeamShow, TeamState,
 };
 
 use crate::error::RuntimeError;
@@ -649,6 +649,22 @@ pub struct FailedTurn {
     pub message: String,
 }
 
+/// A teammate whose session log could not be read or replayed after a Team run: its work
+/// cannot go on from that log, so the run failed ([`crate::RunFailure::UnreadableLogs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableLog {
+    /// The teammate's name.
+    pub name: String,
+    /// Its session id.
+    pub session: SessionId,
+    /// The error's stable code: `JOURNAL_CORRUPT` or `JOURNAL_UNSUPPORTED` (a damaged line,
+    /// named by file, line and byte offset), `SESSION_NOT_FOUND` (the file is gone), or a
+    /// replay code such as `TRANSCRIPT_INVALID`.
+    pub code: &'static str,
+    /// The error and its causes, `: `-joined (file, line and offset for a damaged line).
+    pub error: String,
+}
+
 /// Why a [`TeamReport`] is empty: the Lead log could not be folded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TeamReportProblem {
@@ -670,6 +686,9 @@ pub struct TeamReport {
     /// from (no later turn of that teammate completed). A teammate whose creation failed is not
     /// listed here (the Lead got that error from `spawn_teammate`).
     pub failed_turns: Vec<FailedTurn>,
+    /// Teammates in the roster's `active` phase whose session log cannot be read or replayed
+    /// (damaged, unsupported or missing), in creation order.
+    pub unreadable: Vec<UnreadableLog>,
     /// The non-deleted tasks.
     pub tasks: Vec<TaskView>,
     /// Messages sent.
@@ -687,7 +706,8 @@ impl TeamReport {
     /// row gets `lead_stats` (its statistics and server answers). `server`: whether the model
     /// is a server (its answers should carry usage) rather than a script. A log that cannot be
     /// folded gives an empty report with its [`TeamReport::problem`]; a teammate's session that
-    /// cannot be read has no statistics.
+    /// cannot be read or replayed has no statistics, and an `active` one is listed in
+    /// [`TeamReport::unreadable`].
     pub fn read(
         journal: &Journal,
         lead: &SessionId,
@@ -697,6 +717,7 @@ impl TeamReport {
         let mut report = Self {
             members: Vec::new(),
             failed_turns: Vec::new(),
+            unreadable: Vec::new(),
             tasks: Vec::new(),
             sent: 0,
             delivered: 0,
@@ -719,9 +740,32 @@ impl TeamReport {
             let stats = if member.id == *lead {
                 Some(lead_stats)
             } else {
-                let folded = journal.read(&member.id).ok().and_then(|replay| {
-                    Transcript::fold(replay.header.seed_len(), &replay.events).ok()
-                });
+                let folded = journal
+                    .read(&member.id)
+                    .map_err(|e| (e.code(), error_chain(&e)))
+                    .and_then(|replay| {
+                        Transcript::fold(replay.header.seed_len(), &replay.events)
+                            .map_err(|e| (e.code(), error_chain(&e)))
+                    });
+                // Only an `active` teammate has a log to go on from (a `provisioning` or
+                // `failed` one may have none).
+                let folded = match folded {
+                    Ok(t) => Some(t),
+                    Err((code, error)) => {
+                        if !matches!(
+                            member.status,
+                            MemberStatus::Failed | MemberStatus::Provisioning
+                        ) {
+                            report.unreadable.push(UnreadableLog {
+                                name: member.name.to_string(),
+                                session: member.id.clone(),
+                                code,
+                                error,
+                            });
+                        }
+                        None
+                    }
+                };
                 if let Some(Some(TurnEndReason::Failed { code, message })) =
                     folded.as_ref().map(Transcript::last_turn_end)
                 {

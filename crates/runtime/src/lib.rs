@@ -69,7 +69,7 @@ pub use events::{ChildProvider, DescriptorMode, Profile, TeammateModels, TurnEnd
 pub use instructions::{Discovery, InstructionFile, ProjectInstructions, SkippedFile};
 pub use lead_log::{
     FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
-    Violation, is_team_session,
+    UnreadableLog, Violation, is_team_session,
 };
 pub use outcome::{
     Idle, JOURNAL_FAILED, RunEnd, RunFailure, RunOutcome, RunStatus, TEAMMATE_FAILED,

@@ -19,8 +19,8 @@ use troupe_mcp::McpServers;
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
 use troupe_runtime::events::Profile;
 use troupe_runtime::{
-    Agent, AgentProgress, ChunkPolicy, Progress, ResumeStarted, ResumeStep, Runtime, RuntimeError,
-    RuntimeOptions, Transcript, record_model_override,
+    Agent, AgentProgress, ChunkPolicy, JOURNAL_FAILED, Progress, ResumeStarted, ResumeStep,
+    Runtime, RuntimeError, RuntimeOptions, Transcript, record_model_override,
 };
 use troupe_tools::ToolLimits;
 
@@ -167,7 +167,8 @@ async fn drive(
             let first = UserMessage::text(prompt.clone(), MessageSource::kind("user"));
             let agent = runtime
                 .create_root_with(id.clone(), LEAD, profile, Some(first))
-                .await?;
+                .await
+                .map_err(|e| create_error(&id, e))?;
             printer.session_started(&id, false, &model);
             for line in &config.framing.prologue {
                 printer.note(line);
@@ -277,6 +278,23 @@ async fn drive(
         nothing_to_do: !started.lead_runs,
         interrupted: interrupt != Interrupt::None,
     })
+}
+
+/// A session whose creating write failed (a full disk, an I/O error) was never published: the
+/// batch that creates the file is written to a staging file, linked into place only once it is
+/// durable, and the staging file is removed. So nothing was recorded, and the command can be
+/// run again once the cause is fixed: `JOURNAL_FAILED` (exit 1) with the write's own OS error —
+/// not the writer's "poisoned by an earlier failure", which names a failure the user never saw.
+fn create_error(id: &SessionId, error: RuntimeError) -> Failure {
+    let cause = match &error {
+        RuntimeError::Journal(JournalError::Poisoned { cause, .. }) => cause.clone(),
+        RuntimeError::Journal(io @ JournalError::Io { .. }) => io.to_string(),
+        _ => return error.into(),
+    };
+    Failure::work(anyhow!(
+        "{JOURNAL_FAILED}: session {id} could not be created: {cause}; nothing was recorded: \
+         free space (or fix the home) and run the command again"
+    ))
 }
 
 /// A lock held by another process is bad input with its own words; a Lead log that breaks a

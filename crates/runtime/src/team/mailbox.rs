@@ -373,7 +373,7 @@ async fn wake_inactive(
         .activate(lead, target)
         .await
         .map_err(DispatchFailure::delivery)?;
-    if let Err(e) = deliver_older_quiet(journal, &agent, message).await {
+    if let Err(e) = deliver_older_quiet(journal, &agent, Some(message)).await {
         // The cold-resumed target must still settle (its log failed, or a flush did).
         parts.control.watch(&agent);
         return Err(e);
@@ -386,18 +386,58 @@ async fn wake_inactive(
     acknowledge(journal, &agent, message).await
 }
 
-/// Delivers the target's pending quiet messages queued before `before` (used when a wakeup
-/// cold-resumes it), acknowledging each.
+/// Cold-resumes teammate `id` (its inbox stays parked) when it has pending quiet mail, and
+/// delivers all of it in queue order ([`deliver_older_quiet`] with no bound): the recovery
+/// calls it for a teammate it starts again, so the mail is in its history before the
+/// continuation note (REFERENCE c.9 mailbox recovery). Crash safety: each message is injected
+/// and the teammate's log flushed before its `delivered` record; a crash in between leaves it
+/// queued and held, which the next recovery acknowledges without a second copy. A failure is
+/// logged as a warning (the message stays queued), unless the Team is closing.
+pub(super) async fn deliver_pending_quiet(parts: Dispatcher<'_>, id: &SessionId) {
+    let journal = parts.journal;
+    let any = {
+        let state = journal.enter().await;
+        state
+            .pending_messages_for(id)
+            .any(|m| m.delivery == Delivery::Quiet)
+    };
+    if !any {
+        return;
+    }
+    let result = match parts.control.activate(journal.lead(), id).await {
+        Ok(agent) => {
+            let delivered = deliver_older_quiet(journal, &agent, None).await;
+            if delivered.is_err() {
+                // The cold-resumed teammate must still settle.
+                parts.control.watch(&agent);
+            }
+            delivered
+        }
+        Err(e) => Err(DispatchFailure::delivery(e)),
+    };
+    if let Err(DispatchFailure { step, error }) = result
+        && !parts.lifecycle.is_closed()
+    {
+        tracing::warn!(teammate = %id, error = %error, "team message remains queued: {step}");
+    }
+}
+
+/// Delivers the target's pending quiet messages — those queued before `before` when a wakeup
+/// cold-resumes it, every one when the recovery continues it (`None`) — in queue order,
+/// acknowledging each.
 async fn deliver_older_quiet(
     journal: &TeamJournal,
     agent: &Agent,
-    before: &MessageSnapshot,
+    before: Option<&MessageSnapshot>,
 ) -> Result<(), DispatchFailure> {
     let older: Vec<MessageSnapshot> = {
         let state = journal.enter().await;
         state
             .pending_messages_for(agent.id())
-            .filter(|m| m.delivery == Delivery::Quiet && state.queued_before(&m.id, &before.id))
+            .filter(|m| {
+                m.delivery == Delivery::Quiet
+                    && before.is_none_or(|b| state.queued_before(&m.id, &b.id))
+            })
             .cloned()
             .collect()
     };

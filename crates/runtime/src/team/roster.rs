@@ -19,6 +19,7 @@ use troupe_team::{
 
 use super::journal::{Effect, TeamJournal};
 use super::lifecycle::Lifecycle;
+use super::mailbox::{Dispatcher, deliver_pending_quiet};
 use super::op::{CallOrigin, LogError, TeamOpError};
 use crate::agent::{Agent, AgentStatus};
 use crate::control::{ChildControl, ChildSpec};
@@ -501,6 +502,7 @@ pub(super) async fn continue_teammates(
         if lifecycle.is_closed() {
             return;
         }
+        let resident = control.agent(&id).is_some();
         let plan = match control.agent(&id) {
             // Resident already (the mailbox recovery delivered wakeup mail to it, or the
             // Lead's new work reached it): it is running or has run, and its cold resume
@@ -523,6 +525,18 @@ pub(super) async fn continue_teammates(
                 teammate_recovery(&t, &wakeups)
             }
         };
+        // A teammate this recovery starts again gets its pending quiet mail first (the
+        // mailbox pass left it queued while the teammate was inactive): a teammate's own
+        // start delivers all its pending mail (REFERENCE c.9 mailbox recovery, c.10 porting
+        // note), so the message is in its history before the continuation note.
+        if !resident && (plan.notes > 0 || plan.wake) {
+            let parts = Dispatcher {
+                journal,
+                lifecycle,
+                control,
+            };
+            deliver_pending_quiet(parts, &id).await;
+        }
         let mut result = Ok(());
         for _ in 0..plan.notes {
             let note = continuation_note();
