@@ -25,7 +25,7 @@ use troupe_team::{
 use super::op::{CallOrigin, LogError, TeamOpError};
 use crate::agent::Agent;
 use crate::events::ToolEffectRecord;
-use crate::transcript::to_value;
+use crate::transcript::{Transcript, to_value};
 
 /// One Lead's Team journal: its identity and limits, the serializer, and what commits
 /// publish.
@@ -229,4 +229,10 @@ pub fn fold_team_log(
         feed_stream_fold(&mut fold, selected)
     })?;
     Ok(fold.finish()?)
+}
+
+/// The fold of the stored log of `id`, if it reads and replays.
+pub(super) fn stored_transcript(store: &Journal, id: &SessionId) -> Option<Transcript> {
+    let replay = store.read(id).ok()?;
+    Transcript::fold(replay.header.seed_len(), &replay.events).ok()
 }

@@ -19,10 +19,9 @@ use troupe_team::{
     delivered_user_message, js_trim, team_message_id,
 };
 
-use super::journal::{Effect, TeamJournal};
+use super::journal::{Effect, TeamJournal, stored_transcript};
 use super::lifecycle::{Lifecycle, disposed};
 use super::op::{CallOrigin, LogError, TeamOpError};
-use super::roster::stored_transcript;
 use crate::agent::Agent;
 use crate::control::ChildControl;
 

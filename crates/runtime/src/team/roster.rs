@@ -10,14 +10,14 @@ use std::fmt;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use troupe_journal::{Journal, JournalError};
+use troupe_journal::JournalError;
 use troupe_protocol::{ErrorCode, Event, MessageId, SessionId, event_types as ty};
 use troupe_team::{
     Delivery, LiveAgent, LiveStatus, MemberContext, MemberPhase, MemberSnapshot, MemberView,
     ProvisionTeammate, ProvisioningOutcome, SettleDecision, TeamError, TeamRecord, js_trim,
 };
 
-use super::journal::{Effect, TeamJournal};
+use super::journal::{Effect, TeamJournal, stored_transcript};
 use super::lifecycle::Lifecycle;
 use super::mailbox::{Dispatcher, deliver_pending_quiet};
 use super::op::{CallOrigin, LogError, TeamOpError};
@@ -557,10 +557,4 @@ pub(super) async fn continue_teammates(
             tracing::warn!(teammate = %id, error = %e, "could not continue a teammate");
         }
     }
-}
-
-/// The fold of the stored log of `id`, if it reads and replays.
-pub(super) fn stored_transcript(store: &Journal, id: &SessionId) -> Option<Transcript> {
-    let replay = store.read(id).ok()?;
-    Transcript::fold(replay.header.seed_len(), &replay.events).ok()
 }
