@@ -31,8 +31,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use troupe_journal::{LineCheck, LineUse, Selected, scan_selected_each};
+use troupe_journal::{LineCheck, scan_selected_each};
 use troupe_protocol::{SessionHeader, SessionId};
+use troupe_runtime::team::feed_stream_fold;
 use troupe_team::{StreamFold, TeamId, TeamState};
 
 fn generator() -> Option<PathBuf> {
@@ -101,19 +102,7 @@ fn fold(root: &TeamId, bytes: &[u8]) -> TeamState {
         bytes,
         LineCheck::Prefix,
         &StreamFold::reads,
-        &mut |selected| match selected {
-            Selected::Line(line) => {
-                if fold.line(line.kind, line.text) {
-                    LineUse::Used
-                } else {
-                    LineUse::NeedEvent
-                }
-            }
-            Selected::Event(event) => {
-                fold.event(&event);
-                LineUse::Used
-            }
-        },
+        &mut |selected| feed_stream_fold(&mut fold, selected),
     )
     .unwrap();
     fold.finish().unwrap()

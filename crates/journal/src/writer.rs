@@ -11,10 +11,11 @@
 //! append or flush fails with `JOURNAL_POISONED` (`JOURNAL_LEASE_LOST` when the sink reported
 //! the loss of its lease on a shared store).
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use tokio::sync::{oneshot, watch};
+use troupe_protocol::sync::{lock, wait};
 use troupe_protocol::{Clock, Event, EventDraft, Seq, SessionHeader, SessionId};
 
 use crate::backend::SessionSink;
@@ -114,10 +115,6 @@ impl Failure {
 struct Waiter {
     target: u64,
     tx: oneshot::Sender<Result<Seq>>,
-}
-
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 enum FlushTicket {
@@ -386,11 +383,7 @@ impl SessionWriter {
 
 impl Handle {
     fn join(&self) {
-        let thread = self
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let thread = lock(&self.thread).take();
         if let Some(thread) = thread {
             let _ = thread.join();
         }
@@ -412,7 +405,7 @@ fn run(shared: &Shared, mut sink: Box<dyn SessionSink>) {
         let (batch, first, end, closing) = {
             let mut st = lock(&shared.state);
             while !st.flush_requested && !st.closing {
-                st = shared.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+                st = wait(&shared.wake, st);
             }
             if st.abandoned || st.failure.is_some() {
                 fail_waiters(&mut st, &shared.header.id);

@@ -331,6 +331,42 @@ impl ModelSpec {
         })
     }
 
+    /// The spec of another model named `model` beside this one — a teammate model
+    /// (`--teammate-model`) beside the Lead's spec `self`. `model` is written as for
+    /// `--model` (`name`, `provider:name`, `script:FILE`). A model of this spec's provider —
+    /// a `deepseek:`/`openai:`/`compatible:` prefix naming it, or a bare name inferred to it
+    /// (with a compatible server, any bare name) — uses this spec's base URL and API key
+    /// variable; another provider uses its own preset. The tool choice is this spec's (none
+    /// for a script).
+    ///
+    /// Fails with [`LlmError::Config`] as [`ModelSpec::from_flags`] does, e.g. for
+    /// `compatible:M` beside a spec without a base URL.
+    pub fn sibling(&self, model: &str) -> Result<Self, LlmError> {
+        let trimmed = model.trim();
+        let prefixed = trimmed
+            .split_once(':')
+            .and_then(|(prefix, _)| ProviderKind::from_prefix(prefix));
+        let kind = match prefixed {
+            Some(kind) => Some(kind),
+            None if self.provider == ProviderKind::Compatible => Some(ProviderKind::Compatible),
+            None => infer_provider(trimmed),
+        };
+        let same = kind == Some(self.provider) && self.provider != ProviderKind::Script;
+        let choice = (!self.tool_choice.is_omit()).then_some(self.tool_choice);
+        let flags = ModelFlags {
+            // A bare name gets its provider written out, so that the base URL passed with it
+            // does not make it a compatible server's (and `qwen2.5:7b` is no provider prefix).
+            model: Some(match (prefixed, kind) {
+                (None, Some(kind)) if !trimmed.is_empty() => format!("{kind}:{trimmed}"),
+                _ => trimmed.to_owned(),
+            }),
+            base_url: same.then(|| self.base_url.clone()).flatten(),
+            api_key_env: same.then(|| self.api_key_env.clone()).flatten(),
+            tool_choice: choice.filter(|_| kind != Some(ProviderKind::Script)),
+        };
+        Self::from_flags(&flags)
+    }
+
     fn preset(
         kind: ProviderKind,
         name: &str,

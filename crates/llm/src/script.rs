@@ -59,9 +59,7 @@ struct AgentScript {
 impl AgentScript {
     fn cursor(&self) -> MutexGuard<'_, usize> {
         // The cursor is a plain counter: a panic elsewhere cannot leave it inconsistent.
-        self.cursor
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        troupe_protocol::sync::lock(&self.cursor)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
@@ -18,6 +18,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{ChildStderr, Command};
 use tokio::sync::watch;
+use troupe_protocol::sync::lock;
 use troupe_tools::SandboxPolicy;
 
 use crate::config::{McpServers, ServerConfig, ServerName, Transport};
@@ -363,7 +364,7 @@ impl Server {
 
 /// `: <last lines of stderr>` (joined by ` | `), or empty when it wrote nothing.
 fn stderr_suffix(stderr: &Mutex<Vec<String>>) -> String {
-    let lines = stderr.lock().unwrap_or_else(PoisonError::into_inner);
+    let lines = lock(stderr);
     if lines.is_empty() {
         String::new()
     } else {
@@ -381,7 +382,7 @@ fn drain_stderr(pipe: ChildStderr, tail: Arc<Mutex<Vec<String>>>) -> tokio::task
             if line.trim().is_empty() {
                 continue;
             }
-            let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut tail = lock(&tail);
             if tail.len() == STDERR_TAIL_LINES {
                 tail.remove(0);
             }

@@ -623,6 +623,11 @@ pub const STABLE_CODES: &[StableCode] = &[
         "runtime",
         "An --approval value that is not never or on-request.",
     ),
+    c(
+        "NOT_A_TEAM",
+        "runtime",
+        "A message from the user (troupe send) to a session that is not a Team's Lead.",
+    ),
     // web
     c(
         "WEB_NOT_A_LEAD",
@@ -666,6 +671,16 @@ pub const STABLE_CODES: &[StableCode] = &[
         "DEMO_TESTS_FAILED",
         "cli",
         "troupe demo (or a resumed demo) ended with the project's tests still failing.",
+    ),
+    c(
+        "CONTROL_UNREACHABLE",
+        "cli",
+        "troupe send found the Team held by a running process that did not answer on its control socket in time: nothing was sent.",
+    ),
+    c(
+        "CONTROL_BAD_REQUEST",
+        "cli",
+        "A line on a Team's control socket that is not a request (or an answer that is not one): nothing was done.",
     ),
 ];
 

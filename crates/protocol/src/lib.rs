@@ -9,7 +9,8 @@
 //! - the [`Clock`] seam, so time is injected rather than read;
 //! - the [`ErrorCode`] trait every library error enum implements to expose a stable
 //!   `SCREAMING_SNAKE` code, and [`STABLE_CODES`], the one list of every stable code of every
-//!   crate.
+//!   crate;
+//! - the workspace's one lock helper ([`sync::lock`]).
 
 mod clock;
 mod codes;
@@ -20,6 +21,7 @@ mod header;
 mod id;
 pub mod json_scan;
 mod message;
+pub mod sync;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use codes::{STABLE_CODES, StableCode, stable_code};

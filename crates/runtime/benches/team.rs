@@ -3,7 +3,8 @@
 //!
 //! - `claim`: a `team_task_update` claim (or release) end to end — serializer, decision,
 //!   append, fdatasync, apply, wake — against one bare `write` + `fdatasync` on the same disk
-//!   (target ≤ 1.2×), the two alternated sample by sample (ABAB…) in the same run.
+//!   (target ≤ 1.2×), the two alternated sample by sample (ABAB…) in the same run; and the
+//!   same claim on tmpfs, where the flush waits for no disk (the commit path's own cost).
 //! - `list_tasks`: `team_list_tasks` (50 tasks) on a Lead log of ~100 Team events and on one
 //!   of ~100,000 (target: within 2×; the state is folded incrementally, so log length must
 //!   not matter).
@@ -54,6 +55,8 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),
+            teammate_models: Default::default(),
+            project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
             approval: troupe_runtime::approval::ApprovalPolicy::default(),
@@ -81,31 +84,33 @@ fn report(name: &str, mut samples: Vec<Duration>) -> Duration {
 }
 
 async fn task(rt: &Runtime, lead: &Agent, n: usize) {
-    rt.team_create_task(
-        lead,
-        &CreateTask {
-            subject: format!("task {n}"),
-            description: "bench".into(),
-            blocked_by: vec![],
-            write_scopes: vec![format!("src/m{n}")],
-        },
-    )
-    .await
-    .unwrap();
+    rt.teams()
+        .create_task(
+            lead,
+            &CreateTask {
+                subject: format!("task {n}"),
+                description: "bench".into(),
+                blocked_by: vec![],
+                write_scopes: vec![format!("src/m{n}")],
+            },
+        )
+        .await
+        .unwrap();
 }
 
 /// Flips task-1 between claimed and released `n` times; returns per-update durations.
 async fn flip(rt: &Runtime, lead: &Agent, n: usize) -> Vec<Duration> {
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        let rev = rt.team_get_task(lead, "task-1").await.unwrap().revision;
+        let rev = rt.teams().get_task(lead, "task-1").await.unwrap().revision;
         let action = if rev % 2 == 1 {
             TaskAction::Claim
         } else {
             TaskAction::Release
         };
         let start = Instant::now();
-        rt.team_update_task(lead, &UpdateTask::new("task-1", rev, action))
+        rt.teams()
+            .update_task(lead, &UpdateTask::new("task-1", rev, action))
             .await
             .unwrap();
         out.push(start.elapsed());
@@ -173,6 +178,21 @@ fn main() {
         );
         rt.shutdown().await.unwrap();
 
+        // (1b) the same claim/release on tmpfs, where a flush waits for no disk: the
+        // commit path's own cost (serializer, decision, check, append, apply, wake).
+        let rt = runtime(&shm.path().join("claim"), workspace.path());
+        let lead = rt
+            .create_root(SessionId::random(), "lead", Profile::Team)
+            .await
+            .unwrap();
+        task(&rt, &lead, 1).await;
+        flip(&rt, &lead, 200).await;
+        report(
+            "team_task_update claim/release incl. flush (tmpfs)",
+            flip(&rt, &lead, 5000).await,
+        );
+        rt.shutdown().await.unwrap();
+
         // (2) list_tasks on a short and a long Lead log (same 50 tasks), built on tmpfs.
         let mut medians = Vec::new();
         for (label, flips) in [("~100-event log", 50usize), ("~100k-event log", 100_000)] {
@@ -196,7 +216,7 @@ fn main() {
             let mut samples = Vec::new();
             for _ in 0..3000 {
                 let start = Instant::now();
-                let page = rt.team_list_tasks(&lead, &query).await.unwrap();
+                let page = rt.teams().list_tasks(&lead, &query).await.unwrap();
                 samples.push(start.elapsed());
                 assert_eq!(page.tasks.len(), 50);
             }
@@ -219,35 +239,38 @@ fn main() {
             .unwrap();
         let mut samples = Vec::new();
         // The teammate's script step is a long bash sleep: it stays running.
-        rt.team_spawn(
-            &lead,
-            "w",
-            "keeps running",
-            "run",
-            troupe_team::MemberContext::Fresh,
-            None,
-        )
-        .await
-        .unwrap();
+        rt.teams()
+            .spawn(
+                &lead,
+                "w",
+                "keeps running",
+                "run",
+                troupe_team::MemberContext::Fresh,
+                None,
+            )
+            .await
+            .unwrap();
         task(&rt, &lead, 1).await;
         for _ in 0..1000 {
             let waiter_rt = rt.clone();
             let waiter_lead = lead.clone();
             let waiter = tokio::spawn(async move {
                 let outcome = waiter_rt
-                    .team_wait(&waiter_lead, &json!(60_000), &CancellationToken::new())
+                    .teams()
+                    .wait(&waiter_lead, &json!(60_000), &CancellationToken::new())
                     .await;
                 (outcome, Instant::now())
             });
             // Let the waiter register.
             tokio::time::sleep(Duration::from_millis(1)).await;
-            let rev = rt.team_get_task(&lead, "task-1").await.unwrap().revision;
+            let rev = rt.teams().get_task(&lead, "task-1").await.unwrap().revision;
             let action = if rev % 2 == 1 {
                 TaskAction::Claim
             } else {
                 TaskAction::Release
             };
-            rt.team_update_task(&lead, &UpdateTask::new("task-1", rev, action))
+            rt.teams()
+                .update_task(&lead, &UpdateTask::new("task-1", rev, action))
                 .await
                 .unwrap();
             let committed = Instant::now();

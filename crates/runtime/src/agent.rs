@@ -14,19 +14,19 @@
 //! are *parked* until the next waking send. Inbox operations return only once the item is
 //! durable.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast, watch};
 use tokio_util::sync::CancellationToken;
-use troupe_journal::SessionWriter;
+use troupe_journal::{JournalError, SessionWriter};
 use troupe_llm::{
     AssistantMessage, ChatMessage, ChatRequest, LlmError, ModelProvider, ModelResponse,
     StreamEvent, StreamObserver, ToolCall, ToolSpec, TruncatedCall,
 };
 use troupe_protocol::{
-    ErrorCode, Event, EventDraft, MessageId, SessionId, UserMessage, event_types as ty,
+    ErrorCode, Event, EventDraft, MessageId, SessionId, UserMessage, event_types as ty, sync::lock,
 };
 use troupe_tools::{
     EscalationRequest, ProcessInfo, ProcessObserver, SeenObserver, ToolContext, ToolError,
@@ -206,6 +206,10 @@ pub struct AgentSetup {
     pub system_prompt: String,
     /// The model.
     pub provider: Arc<dyn ModelProvider>,
+    /// The model spec `provider` serves: the agent's own model, or the session's (see
+    /// [`AgentConfigRecord::own_model`](crate::events::AgentConfigRecord::own_model)). What
+    /// `list_agents` and the Team views show for the agent while it is live.
+    pub model: troupe_llm::ModelSpec,
     /// The tools the model may call.
     pub tools: ToolRegistry,
     /// Workspace, owner session and file observations for tool calls.
@@ -285,10 +289,6 @@ impl State {
     }
 }
 
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Agent {
     /// Starts an agent over `writer`, whose log folds to `transcript`. The caller has already
     /// appended whatever records a new agent needs (config, descriptor) and run recovery.
@@ -326,7 +326,7 @@ impl Agent {
             driver: Mutex::new(None),
         });
         let driver = tokio::spawn(drive(Arc::clone(&inner)));
-        *inner.driver.lock().unwrap_or_else(PoisonError::into_inner) = Some(driver);
+        *lock(&inner.driver) = Some(driver);
         Self { inner }
     }
 
@@ -366,6 +366,19 @@ impl Agent {
         self.inner.record(&mut st, drafts)
     }
 
+    /// [`Agent::append_records`], also telling whether a secret value was replaced in any of
+    /// the drafts (then the stored events differ from what the caller built).
+    ///
+    /// # Errors
+    /// As [`Agent::append_records`].
+    pub(crate) fn append_records_redacted(
+        &self,
+        drafts: Vec<EventDraft>,
+    ) -> Result<(Vec<Event>, bool), RuntimeError> {
+        let mut st = lock(&self.inner.state);
+        self.inner.record_redacted(&mut st, drafts)
+    }
+
     /// Closes the turn a crash left open in this agent's log (REFERENCE a.9): the synthetic
     /// closers of [`Transcript::recovery_closers_resolved`] — `stopped` naming the calls whose
     /// leftover process groups recovery stopped, `resolve` deciding each started call from the
@@ -377,7 +390,9 @@ impl Agent {
     pub(crate) fn close_recovered_turn(
         &self,
         stopped: &[String],
-        resolve: &mut dyn FnMut(&crate::UnansweredCall) -> crate::CallResolution,
+        resolve: &mut dyn FnMut(
+            &crate::transcript::UnansweredCall,
+        ) -> crate::transcript::CallResolution,
     ) -> Result<bool, RuntimeError> {
         let mut st = lock(&self.inner.state);
         if st.transcript.open_turn().is_none() {
@@ -550,8 +565,14 @@ impl Agent {
                 }
             }
         }
-        self.inner.writer.flush().await?;
-        Ok(())
+        match self.inner.writer.flush().await {
+            // Disposed meanwhile (a continuable child settles as soon as its cancelled turn
+            // has closed): the disposal's close flushed everything appended before it — what
+            // this cancel recorded included — or it failed, and then this flush reports that
+            // failure (a poisoned writer answers `JOURNAL_POISONED`, never `JOURNAL_CLOSED`).
+            Err(JournalError::Closed { .. }) if self.is_disposed() => Ok(()),
+            other => other.map(drop).map_err(Into::into),
+        }
     }
 
     /// Stops the agent for good: cancels a running turn with `cause` *keeping* the inbox
@@ -570,12 +591,7 @@ impl Agent {
             }
         }
         self.inner.wake.notify_one();
-        let driver = self
-            .inner
-            .driver
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let driver = lock(&self.inner.driver).take();
         if let Some(driver) = driver {
             let _ = driver.await;
         }
@@ -601,21 +617,27 @@ impl Agent {
 impl Inner {
     /// Appends `drafts` and folds them into the transcript (so state = fold of the log).
     /// Secret values are replaced by `***` first: what is recorded is what the model sees.
-    fn record(
+    fn record(&self, st: &mut State, drafts: Vec<EventDraft>) -> Result<Vec<Event>, RuntimeError> {
+        self.record_redacted(st, drafts).map(|(events, _)| events)
+    }
+
+    /// [`Inner::record`], also telling whether a secret was replaced in any draft.
+    fn record_redacted(
         &self,
         st: &mut State,
         mut drafts: Vec<EventDraft>,
-    ) -> Result<Vec<Event>, RuntimeError> {
+    ) -> Result<(Vec<Event>, bool), RuntimeError> {
+        let mut redacted = false;
         if !self.secrets.is_empty() {
             for draft in &mut drafts {
-                redact_value(&mut draft.data, &self.secrets);
+                redacted |= redact_value(&mut draft.data, &self.secrets);
             }
         }
         let events = self.writer.append_batch(drafts)?;
         for e in &events {
             st.transcript.apply(e)?;
         }
-        Ok(events)
+        Ok((events, redacted))
     }
 
     /// Records a tool call's `tool/result` and reports it finished.
@@ -726,234 +748,374 @@ async fn drive(inner: Arc<Inner>) {
     inner.set_status(AgentStatus::Idle);
 }
 
+/// How a turn ended, before it is recorded.
 enum Outcome {
     Completed,
     Aborted,
     Failed(LlmError),
 }
 
-/// One turn. Errors are journal failures only (model and tool failures are recorded).
+/// How a step ended: the turn goes on with another step, or it is over.
+enum StepEnd {
+    Next,
+    Turn(Outcome),
+}
+
+/// One turn: opened (start and first claim in one batch), run step by step, then closed.
+/// Errors are journal failures only (model and tool failures are recorded).
 async fn run_turn(inner: &Arc<Inner>) -> Result<(), RuntimeError> {
     let cancel = CancellationToken::new();
-    let turn = {
-        let mut st = lock(&inner.state);
-        // A cancel may have parked or cleared the inbox since the driver decided to run.
-        if !st.should_run() {
-            return Ok(());
-        }
-        st.turn_cancel = Some(cancel.clone());
-        st.abort_cause = None;
-        let turn = st.transcript.last_turn() + 1;
-        // The turn's start and its first claim are one batch under this one lock: a crash
-        // can never leave a started turn whose prompt is still waiting in the inbox.
-        let mut drafts = vec![EventDraft::new(
-            ty::TURN_START,
-            to_value(&TurnStart { turn }),
-        )];
-        drafts.extend(claim(&mut st, true));
-        inner.record(&mut st, drafts)?;
-        turn
+    let Some(turn) = open_turn(inner, &cancel)? else {
+        return Ok(());
     };
     inner.progress(Progress::TurnStarted { turn });
     let mut step = 0;
     let outcome = loop {
         step += 1;
-        let request = {
-            let mut st = lock(&inner.state);
-            if step > 1 {
-                let claimed = claim(&mut st, false);
-                if !claimed.is_empty() {
-                    inner.record(&mut st, claimed)?;
-                }
-            }
-            inner.record(
-                &mut st,
-                vec![EventDraft::new(
-                    ty::STEP_START,
-                    to_value(&StepMark { turn, step }),
-                )],
-            )?;
-            let request = build_request(inner, &st.transcript);
-            let header = RequestHeader {
-                turn,
-                step,
-                model: inner.setup.provider.label(),
-                messages: request.messages.len(),
-                tools: request.tools.iter().map(|t| t.name.clone()).collect(),
-            };
-            inner.record(
-                &mut st,
-                vec![EventDraft::new(ty::REQUEST_HEADER, to_value(&header))],
-            )?;
-            // Keep a scripted model in step with the log: a cancelled model call consumed
-            // nothing, and a step whose tool calls were all cancelled is asked again.
-            if let Err(e) = inner
-                .setup
-                .provider
-                .set_calls_made(st.transcript.spent_model_calls())
-            {
-                drop(st);
-                break Outcome::Failed(e);
-            }
-            request
-        };
-        inner.writer.flush().await?;
+        if let StepEnd::Turn(outcome) = run_step(inner, &cancel, turn, step).await? {
+            break outcome;
+        }
+    };
+    close_turn(inner, turn, step, outcome).await
+}
+
+/// Opens a turn: `turn/start` and its first claim, as one batch under one lock — a crash can
+/// never leave a started turn whose prompt is still waiting in the inbox. `None` when there is
+/// nothing to run any more (a cancel may have parked or cleared the inbox since the driver
+/// decided to run).
+fn open_turn(inner: &Inner, cancel: &CancellationToken) -> Result<Option<u64>, RuntimeError> {
+    let mut st = lock(&inner.state);
+    if !st.should_run() {
+        return Ok(None);
+    }
+    st.turn_cancel = Some(cancel.clone());
+    st.abort_cause = None;
+    let turn = st.transcript.last_turn() + 1;
+    let mut drafts = vec![EventDraft::new(
+        ty::TURN_START,
+        to_value(&TurnStart { turn }),
+    )];
+    drafts.extend(claim(&mut st, true));
+    inner.record(&mut st, drafts)?;
+    Ok(Some(turn))
+}
+
+/// One step: the request (recorded and flushed), the model call, the answer, then each of its
+/// tool calls in order, then `step/end`.
+async fn run_step(
+    inner: &Arc<Inner>,
+    cancel: &CancellationToken,
+    turn: u64,
+    step: u64,
+) -> Result<StepEnd, RuntimeError> {
+    let request = match start_step(inner, turn, step)? {
+        Ok(request) => request,
+        Err(e) => return Ok(StepEnd::Turn(Outcome::Failed(e))),
+    };
+    inner.writer.flush().await?;
+    if cancel.is_cancelled() {
+        return Ok(StepEnd::Turn(Outcome::Aborted));
+    }
+    inner.progress(Progress::ModelCall { turn, step });
+    let response = match call_model(inner, cancel, &request, turn, step).await? {
+        Ok(response) => response,
+        Err(outcome) => return Ok(StepEnd::Turn(outcome)),
+    };
+    let (calls, cut) = record_answer(inner, turn, step, response)?;
+    if calls.is_empty() {
+        return Ok(StepEnd::Turn(Outcome::Completed));
+    }
+    for (call, cut) in calls.iter().zip(&cut) {
         if cancel.is_cancelled() {
-            break Outcome::Aborted;
+            break;
         }
-        inner.progress(Progress::ModelCall { turn, step });
-        let mut observer = ChunkObserver::new(Arc::clone(inner), turn, step);
-        let result = inner
-            .setup
-            .provider
-            .complete(&request, &mut observer, &cancel)
-            .await;
-        observer.finish();
-        if let Some(e) = observer.error.take() {
-            return Err(e);
+        match cut {
+            Some(cut) => answer_truncated_call(inner, turn, step, call, cut)?,
+            None => run_call(inner, cancel, turn, step, call).await?,
         }
-        let response: ModelResponse = match result {
-            Ok(r) => r,
-            Err(LlmError::Cancelled) => break Outcome::Aborted,
-            Err(_) if cancel.is_cancelled() => break Outcome::Aborted,
-            Err(e) => break Outcome::Failed(e),
-        };
-        if let Some(first) = response.truncated_calls.first() {
-            let streak = lock(&inner.state).transcript.truncated_replies_in_a_row();
-            if streak + 1 >= MAX_TRUNCATED_REPLIES_IN_A_ROW {
-                // The model keeps running out of output: stop as a failed model call (the
-                // answer is not recorded, as for any failed call).
-                break Outcome::Failed(first.to_error());
-            }
+    }
+    if cancel.is_cancelled() {
+        return Ok(StepEnd::Turn(Outcome::Aborted));
+    }
+    let mut st = lock(&inner.state);
+    inner.record(
+        &mut st,
+        vec![EventDraft::new(
+            ty::STEP_END,
+            to_value(&StepMark { turn, step }),
+        )],
+    )?;
+    Ok(StepEnd::Next)
+}
+
+/// Starts a step under one lock: the claim of a later step, `step/start`, the request built
+/// from the transcript and its `request/header` (not flushed). The inner error is a model
+/// that cannot be kept in step with the log (the turn fails).
+fn start_step(
+    inner: &Inner,
+    turn: u64,
+    step: u64,
+) -> Result<Result<ChatRequest, LlmError>, RuntimeError> {
+    let mut st = lock(&inner.state);
+    if step > 1 {
+        let claimed = claim(&mut st, false);
+        if !claimed.is_empty() {
+            inner.record(&mut st, claimed)?;
         }
-        let (message, cut) = with_truncated_calls(response.message, &response.truncated_calls);
-        let calls = message.tool_calls.clone();
-        {
-            let mut st = lock(&inner.state);
-            let rec = AssistantRecord {
-                turn,
-                step,
-                message,
-                usage: response.usage,
-                finish_reason: response.finish_reason,
-                truncated_calls: response.truncated_calls,
-            };
-            inner.record(
-                &mut st,
-                vec![EventDraft::new(ty::ASSISTANT_MESSAGE, to_value(&rec))],
-            )?;
+    }
+    inner.record(
+        &mut st,
+        vec![EventDraft::new(
+            ty::STEP_START,
+            to_value(&StepMark { turn, step }),
+        )],
+    )?;
+    let request = build_request(inner, &st.transcript);
+    let header = RequestHeader {
+        turn,
+        step,
+        model: inner.setup.provider.label(),
+        messages: request.messages.len(),
+        tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+    };
+    inner.record(
+        &mut st,
+        vec![EventDraft::new(ty::REQUEST_HEADER, to_value(&header))],
+    )?;
+    // Keep a scripted model in step with the log: a cancelled model call consumed nothing,
+    // and a step whose tool calls were all cancelled is asked again.
+    if let Err(e) = inner
+        .setup
+        .provider
+        .set_calls_made(st.transcript.spent_model_calls())
+    {
+        return Ok(Err(e));
+    }
+    Ok(Ok(request))
+}
+
+/// The model call of a step, its stream coalesced into `assistant/chunk` events; the inner
+/// error is how the turn ends instead (cancelled, failed, or an answer that would be the
+/// last cut one allowed in a row).
+async fn call_model(
+    inner: &Arc<Inner>,
+    cancel: &CancellationToken,
+    request: &ChatRequest,
+    turn: u64,
+    step: u64,
+) -> Result<Result<ModelResponse, Outcome>, RuntimeError> {
+    let mut observer = ChunkObserver::new(Arc::clone(inner), turn, step);
+    let result = inner
+        .setup
+        .provider
+        .complete(request, &mut observer, cancel)
+        .await;
+    observer.finish();
+    if let Some(e) = observer.error.take() {
+        return Err(e);
+    }
+    let response = match result {
+        Ok(r) => r,
+        Err(LlmError::Cancelled) => return Ok(Err(Outcome::Aborted)),
+        Err(_) if cancel.is_cancelled() => return Ok(Err(Outcome::Aborted)),
+        Err(e) => return Ok(Err(Outcome::Failed(e))),
+    };
+    if let Some(first) = response.truncated_calls.first() {
+        let streak = lock(&inner.state).transcript.truncated_replies_in_a_row();
+        if streak + 1 >= MAX_TRUNCATED_REPLIES_IN_A_ROW {
+            // The model keeps running out of output: stop as a failed model call (the
+            // answer is not recorded, as for any failed call).
+            return Ok(Err(Outcome::Failed(first.to_error())));
         }
-        inner.progress(Progress::ModelAnswered {
-            tokens_in: response.usage.as_ref().map_or(0, |u| u.prompt_tokens),
-            tokens_out: response.usage.as_ref().map_or(0, |u| u.completion_tokens),
-            tool_calls: calls.len(),
-        });
-        if calls.is_empty() {
-            break Outcome::Completed;
-        }
-        for (call, cut) in calls.iter().zip(&cut) {
-            if cancel.is_cancelled() {
-                break;
-            }
-            if let Some(cut) = cut {
-                // Cut by the output limit: never run; the model is told why (no `tool/call`,
-                // which means "about to run").
-                inner.progress(Progress::ToolStarted {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    summary: format!("(arguments cut after {} bytes)", cut.arguments.len()),
-                });
-                inner.finish_call(truncated_call_result(turn, step, cut))?;
-                continue;
-            }
-            let ctx = inner
-                .setup
-                .tool_context
-                .clone()
-                .with_cancellation(cancel.child_token())
-                .with_call_id(call.id.as_str());
-            if inner.setup.approvals.policy().mode == ApprovalMode::OnRequest
-                && call.name == "bash"
-                && let Some(escalation) = escalation_request(&call.arguments)
-            {
-                run_escalated(inner, turn, step, call, escalation, ctx, &cancel).await?;
-                continue;
-            }
-            // A `write`/`edit` decides its effect on the file first (nothing is touched), so
-            // the effect is recorded with the call (DESIGN decision 10). A call refused while
-            // planning never touches anything: its result goes in the same batch as the call.
-            let (plan, refused) = match inner
-                .setup
-                .tools
-                .plan(&ctx, &call.name, &call.arguments)
-                .await
-            {
-                None => (None, None),
-                Some(Ok(plan)) => (Some(plan), None),
-                Some(Err(e)) => (None, Some(e)),
-            };
-            let refused = refused.map(|e| ToolResultRecord {
-                turn,
-                step,
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                is_error: true,
-                code: Some(e.code().to_owned()),
-                content: render_text_outcome(&Err(e)),
-                message_id: None,
-                source_event_seqs: Vec::new(),
-                seen: None,
-            });
-            {
-                let mut st = lock(&inner.state);
-                let rec = ToolCallRecord {
-                    turn,
-                    step,
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                    effect: plan.as_ref().map(|p| p.effect().clone()),
-                };
-                let mut drafts = vec![EventDraft::new(ty::TOOL_CALL, to_value(&rec))];
-                if let Some(result) = &refused {
-                    drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(result)));
-                }
-                inner.record(&mut st, drafts)?;
-            }
-            // The call (with its planned effect) is durable before it can have any effect.
-            inner.writer.flush().await?;
-            inner.progress(Progress::ToolStarted {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                summary: summarize(&inner.redacted(&call.arguments)),
-            });
-            if let Some(result) = refused {
-                inner.progress(Progress::ToolFinished {
-                    call_id: result.call_id,
-                    name: result.name,
-                    is_error: true,
-                    code: result.code,
-                });
-                continue;
-            }
-            let ctx = match plan {
-                Some(plan) => ctx.with_file_plan(plan),
-                None => ctx,
-            };
-            execute_call(inner, turn, step, call, ctx).await?;
-        }
-        if cancel.is_cancelled() {
-            break Outcome::Aborted;
-        }
+    }
+    Ok(Ok(response))
+}
+
+/// Records the model's answer (`assistant/message`, cut calls put back in place) and reports
+/// it; returns its tool calls and, call by call, which ones the output limit cut.
+fn record_answer(
+    inner: &Inner,
+    turn: u64,
+    step: u64,
+    response: ModelResponse,
+) -> Result<(Vec<ToolCall>, Vec<Option<TruncatedCall>>), RuntimeError> {
+    let (message, cut) = with_truncated_calls(response.message, &response.truncated_calls);
+    let calls = message.tool_calls.clone();
+    {
         let mut st = lock(&inner.state);
+        let rec = AssistantRecord {
+            turn,
+            step,
+            message,
+            usage: response.usage,
+            finish_reason: response.finish_reason,
+            truncated_calls: response.truncated_calls,
+        };
         inner.record(
             &mut st,
-            vec![EventDraft::new(
-                ty::STEP_END,
-                to_value(&StepMark { turn, step }),
-            )],
+            vec![EventDraft::new(ty::ASSISTANT_MESSAGE, to_value(&rec))],
         )?;
+    }
+    inner.progress(Progress::ModelAnswered {
+        tokens_in: response.usage.as_ref().map_or(0, |u| u.prompt_tokens),
+        tokens_out: response.usage.as_ref().map_or(0, |u| u.completion_tokens),
+        tool_calls: calls.len(),
+    });
+    Ok((calls, cut))
+}
+
+/// Answers a call the output token limit cut: it never runs (no `tool/call`, which means
+/// "about to run"); the model is told why.
+fn answer_truncated_call(
+    inner: &Inner,
+    turn: u64,
+    step: u64,
+    call: &ToolCall,
+    cut: &TruncatedCall,
+) -> Result<(), RuntimeError> {
+    inner.progress(Progress::ToolStarted {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        summary: format!("(arguments cut after {} bytes)", cut.arguments.len()),
+    });
+    inner.finish_call(truncated_call_result(turn, step, cut))
+}
+
+/// Runs one tool call: planned (a `write`/`edit` decides its effect on the file first,
+/// touching nothing), recorded and flushed — so the call with its planned effect is durable
+/// before it can have any effect (DESIGN decision 10) — then dispatched, its result recorded.
+/// A call refused while planning never touches anything: its result goes in the same batch
+/// as the call.
+async fn run_call(
+    inner: &Arc<Inner>,
+    cancel: &CancellationToken,
+    turn: u64,
+    step: u64,
+    call: &ToolCall,
+) -> Result<(), RuntimeError> {
+    let ctx = inner
+        .setup
+        .tool_context
+        .clone()
+        .with_cancellation(cancel.child_token())
+        .with_call_id(call.id.as_str());
+    if inner.setup.approvals.policy().mode == ApprovalMode::OnRequest
+        && call.name == "bash"
+        && let Some(escalation) = escalation_request(&call.arguments)
+    {
+        return run_escalated(inner, turn, step, call, escalation, ctx, cancel).await;
+    }
+    // A `write`/`edit` decides its effect on the file first (nothing is touched), so the
+    // effect is recorded with the call (DESIGN decision 10). A call refused while planning
+    // never touches anything: its result goes in the same batch as the call.
+    let (plan, refused) = match inner
+        .setup
+        .tools
+        .plan(&ctx, &call.name, &call.arguments)
+        .await
+    {
+        None => (None, None),
+        Some(Ok(plan)) => (Some(plan), None),
+        Some(Err(e)) => (None, Some(e)),
     };
+    let refused = refused.map(|e| ToolResultRecord {
+        turn,
+        step,
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        is_error: true,
+        code: Some(e.code().to_owned()),
+        content: render_text_outcome(&Err(e)),
+        message_id: None,
+        source_event_seqs: Vec::new(),
+        seen: None,
+    });
+    {
+        let mut st = lock(&inner.state);
+        let rec = ToolCallRecord {
+            turn,
+            step,
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            effect: plan.as_ref().map(|p| p.effect().clone()),
+        };
+        let mut drafts = vec![EventDraft::new(ty::TOOL_CALL, to_value(&rec))];
+        if let Some(result) = &refused {
+            drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(result)));
+        }
+        inner.record(&mut st, drafts)?;
+    }
+    inner.writer.flush().await?;
+    inner.progress(Progress::ToolStarted {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        summary: summarize(&inner.redacted(&call.arguments)),
+    });
+    if let Some(result) = refused {
+        inner.progress(Progress::ToolFinished {
+            call_id: result.call_id,
+            name: result.name,
+            is_error: true,
+            code: result.code,
+        });
+        return Ok(());
+    }
+    // Process groups the call starts are recorded (and flushed) as they start, so a restart
+    // after a crash can stop them (`tool/process`).
+    let observer = {
+        let inner = Arc::downgrade(inner);
+        let call_id = call.id.clone();
+        ProcessObserver::new(move |info| {
+            if let Some(inner) = inner.upgrade() {
+                inner.record_process(turn, step, &call_id, info);
+            }
+        })
+    };
+    // What a `read` saw goes with its result, so a restart can rebuild the session's file
+    // observations from the log (`troupe_tools::restore_observations`).
+    let seen = Arc::new(Mutex::new(None));
+    let seen_observer = {
+        let seen = Arc::clone(&seen);
+        SeenObserver::new(move |s| {
+            *lock(&seen) = Some(s);
+        })
+    };
+    let mut ctx = ctx
+        .with_process_observer(observer)
+        .with_seen_observer(seen_observer);
+    if let Some(plan) = plan {
+        ctx = ctx.with_file_plan(plan);
+    }
+    let outcome = inner
+        .setup
+        .tools
+        .dispatch_text(&ctx, &call.name, call.arguments.clone())
+        .await;
+    let code = outcome.as_ref().err().map(|e| e.code().to_owned());
+    inner.finish_call(ToolResultRecord {
+        turn,
+        step,
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        is_error: outcome.is_err(),
+        code,
+        content: render_text_outcome(&outcome),
+        message_id: None,
+        source_event_seqs: Vec::new(),
+        seen: lock(&seen).take(),
+    })
+}
+
+/// Closes the turn: a `TOOL_CANCELED` result for every call of the open step that has none,
+/// the open step's `step/end`, and `turn/end` with why the turn ended — one batch, flushed —
+/// then reports it.
+async fn close_turn(
+    inner: &Inner,
+    turn: u64,
+    step: u64,
+    outcome: Outcome,
+) -> Result<(), RuntimeError> {
     let reason = {
         let mut st = lock(&inner.state);
         let reason = match outcome {
@@ -1036,7 +1198,7 @@ async fn execute_call(
     let seen_observer = {
         let seen = Arc::clone(&seen);
         SeenObserver::new(move |s| {
-            *seen.lock().unwrap_or_else(PoisonError::into_inner) = Some(s);
+            *lock(&seen) = Some(s);
         })
     };
     let ctx = ctx
@@ -1058,7 +1220,7 @@ async fn execute_call(
         content: render_text_outcome(&outcome),
         message_id: None,
         source_event_seqs: Vec::new(),
-        seen: seen.lock().unwrap_or_else(PoisonError::into_inner).take(),
+        seen: lock(&seen).take(),
     };
     inner.finish_call(rec)
 }
@@ -1666,19 +1828,20 @@ pub(crate) fn redact_text(text: &str, secrets: &[String]) -> Option<String> {
     Some(out)
 }
 
-/// [`redact_text`] over every string (and object key) of a JSON value.
-fn redact_value(value: &mut Value, secrets: &[String]) {
+/// [`redact_text`] over every string (and object key) of a JSON value; `true` when something
+/// was replaced.
+fn redact_value(value: &mut Value, secrets: &[String]) -> bool {
     match value {
-        Value::String(text) => {
-            if let Some(clean) = redact_text(text, secrets) {
+        Value::String(text) => match redact_text(text, secrets) {
+            Some(clean) => {
                 *text = clean;
+                true
             }
-        }
-        Value::Array(items) => {
-            for item in items {
-                redact_value(item, secrets);
-            }
-        }
+            None => false,
+        },
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |changed, item| redact_value(item, secrets) | changed),
         Value::Object(map) => {
             let keyed = map.keys().any(|k| redact_text(k, secrets).is_some());
             if keyed {
@@ -1687,13 +1850,13 @@ fn redact_value(value: &mut Value, secrets: &[String]) {
                     redact_value(&mut item, secrets);
                     map.insert(redact_text(&key, secrets).unwrap_or(key), item);
                 }
+                true
             } else {
-                for item in map.values_mut() {
-                    redact_value(item, secrets);
-                }
+                map.values_mut()
+                    .fold(false, |changed, item| redact_value(item, secrets) | changed)
             }
         }
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
     }
 }
 

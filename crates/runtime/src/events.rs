@@ -6,6 +6,8 @@
 //!
 //! [`Event`]: troupe_protocol::Event
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use troupe_llm::{AssistantMessage, Attempt, FinishReason, ModelSpec, TruncatedCall, Usage};
@@ -14,6 +16,7 @@ use troupe_tools::FileEffect;
 use troupe_tools::SandboxPolicy;
 
 use crate::approval::ApprovalPolicy;
+use crate::instructions::ProjectInstructions;
 
 /// `turn/start {turn}`: turn numbers increase by one per turn within a log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -281,8 +284,25 @@ pub struct AgentConfigRecord {
     /// The agent's name (`lead` for a root; a child's label) — also the scripted provider's
     /// agent key.
     pub name: String,
-    /// The model, without any secret.
+    /// The model, without any secret: the one the agent runs with when the config was
+    /// recorded.
     pub model: ModelSpec,
+    /// Whether `model` is the agent's own, chosen for it at its creation (a teammate model:
+    /// `--teammate-model`, `[team] teammate_model`, `[team.models]`), and so kept whatever the
+    /// session's model becomes. When false (absent), the agent runs the session's model —
+    /// the Lead's, which a resume's `--model` changes for every such member — and `model` only
+    /// says what that was when the config was recorded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_model: bool,
+    /// A Team root's choice of models for the teammates it creates
+    /// ([`TeammateModels`]); absent when every teammate runs the session's model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teammate_models: Option<TeammateModels>,
+    /// The `AGENTS.md` instructions the session started with, in the agent's system prompt
+    /// (a child copies its parent's; see [`crate::instructions`]). Absent when there were
+    /// none or they were turned off (`--no-project-instructions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_instructions: Option<ProjectInstructions>,
     /// The tool profile.
     pub profile: Profile,
     /// The workspace directory (absolute).
@@ -316,6 +336,40 @@ pub struct AgentConfigRecord {
     pub approval: Option<ApprovalPolicy>,
 }
 
+/// Which model each teammate a Team root creates runs with: `byName` for the member with
+/// that name, else `default`, else (neither) the session's model. Chosen once, when the
+/// teammate is created, and recorded in its own `agent/config` as its own model.
+///
+/// Wire shape: `{"default"?: ModelSpec, "byName"?: {"<member name>": ModelSpec}}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TeammateModels {
+    /// The model of every teammate without an entry in `by_name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<ModelSpec>,
+    /// Models by member name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_name: BTreeMap<String, ModelSpec>,
+}
+
+impl TeammateModels {
+    /// The model a teammate named `name` gets: its `by_name` entry, else `default`; `None`
+    /// when it runs the session's model.
+    pub fn for_member(&self, name: &str) -> Option<&ModelSpec> {
+        self.by_name.get(name).or(self.default.as_ref())
+    }
+
+    /// Whether no teammate gets a model of its own.
+    pub fn is_empty(&self) -> bool {
+        self.default.is_none() && self.by_name.is_empty()
+    }
+
+    /// Every model named, `default` first, then by name.
+    pub fn specs(&self) -> impl Iterator<Item = &ModelSpec> {
+        self.default.iter().chain(self.by_name.values())
+    }
+}
+
 impl AgentConfigRecord {
     /// The recorded sandbox; [`SandboxPolicy::OFF`] for a config recorded before the sandbox
     /// existed.
@@ -338,9 +392,9 @@ pub struct Descriptor {
     pub version: u32,
     /// `continuable` for children that can be followed up and resumed; `one-shot` for a
     /// `subagent` tool call's child.
-    pub mode: String,
+    pub mode: DescriptorMode,
     /// The provider that created the child: `spawn` (fresh) or `fork`.
-    pub provider: String,
+    pub provider: ChildProvider,
     /// The child's label (its name).
     pub label: String,
     /// The model provider kind the child runs with.
@@ -349,4 +403,59 @@ pub struct Descriptor {
     /// The model name the child runs with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_model: Option<String>,
+}
+
+/// A child's mode in its [`Descriptor`] (REFERENCE b.5). Wire: `"continuable"` | `"one-shot"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DescriptorMode {
+    /// A continuable child: followed up, resumed cold, settled when idle (REFERENCE b.3–b.8).
+    Continuable,
+    /// A `subagent` tool call's child, whose caller awaits its answer.
+    OneShot,
+}
+
+impl DescriptorMode {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DescriptorMode::Continuable => "continuable",
+            DescriptorMode::OneShot => "one-shot",
+        }
+    }
+}
+
+/// Which provider creates a child (REFERENCE b.4). Wire (in a [`Descriptor`]): `"spawn"` |
+/// `"fork"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChildProvider {
+    /// `spawn`: a fresh child that sees none of the parent's history.
+    Spawn,
+    /// `fork`: a child seeded with the parent's completed-turn prefix, captured once.
+    Fork,
+}
+
+impl ChildProvider {
+    /// Parses `spawn` / `fork`.
+    ///
+    /// # Errors
+    /// `UNKNOWN_PROVIDER` for any other name.
+    pub fn parse(name: &str) -> Result<Self, crate::error::RuntimeError> {
+        match name {
+            "spawn" => Ok(Self::Spawn),
+            "fork" => Ok(Self::Fork),
+            other => Err(crate::error::RuntimeError::UnknownProvider(
+                other.to_owned(),
+            )),
+        }
+    }
+
+    /// The provider's name as recorded in the descriptor (and in a Team member's snapshot).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Spawn => "spawn",
+            Self::Fork => "fork",
+        }
+    }
 }

@@ -12,6 +12,9 @@
 //! - [`SessionRole`] / [`RoleProbe`]: a stored session's role (`lead`, `teammate`, `child`,
 //!   `fork`), the one rule `troupe sessions`, `troupe team` and the web panel share.
 //!
+//! - [`user_mail`]: messages from the user to a Team (`troupe send`), through the Team's
+//!   mailbox: [`crate::TeamService::user_send`] in the running process, [`append_user_message`] to a
+//!   stopped Team.
 //! - [`LogFailure`]: every agent whose session log failed, collected by the runtime (DESIGN
 //!   decision 11: every member's failure is the run's failure).
 //!
@@ -40,8 +43,10 @@
 
 mod agent;
 pub mod approval;
+mod control;
 mod error;
 pub mod events;
+pub mod instructions;
 mod lead_log;
 mod outcome;
 mod prompt;
@@ -53,17 +58,20 @@ mod subagent;
 pub mod team;
 mod teammate;
 mod transcript;
+pub mod user_mail;
 
 pub use agent::{
     APPROVAL_DENIED, APPROVAL_TIMED_OUT, Agent, AgentProgress, AgentSetup, AgentStatus,
     ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW, Progress, SUMMARY_MAX_CHARS,
     TOOL_ARGUMENTS_TRUNCATED,
 };
+pub use control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 pub use error::RuntimeError;
-pub use events::{Profile, TurnEndReason};
+pub use events::{ChildProvider, DescriptorMode, Profile, TeammateModels, TurnEndReason};
+pub use instructions::{Discovery, InstructionFile, ProjectInstructions, SkippedFile};
 pub use lead_log::{
     FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
-    Violation, is_team_session,
+    UnreadableLog, Violation, is_team_session,
 };
 pub use outcome::{
     Idle, JOURNAL_FAILED, RunEnd, RunFailure, RunOutcome, RunStatus, TEAMMATE_FAILED,
@@ -75,11 +83,9 @@ pub use resume_plan::{
     record_model_override, takes_instruction,
 };
 pub use role::{RoleProbe, SessionRole};
-pub use runtime::{
-    ChildProvider, ChildSpec, ChildStart, LogFailure, ModelSource, Runtime, RuntimeOptions,
-    stored_config,
-};
+pub use runtime::{LogFailure, ModelSource, Runtime, RuntimeOptions, stored_config};
 pub use transcript::{
     CONTINUATION_SOURCE, CallResolution, ContinuationRule, OpenTurn, READ_ONLY_TOOLS, Transcript,
     TranscriptStats, UnansweredCall,
 };
+pub use user_mail::{UserMailError, UserMailReceipt, append_user_message, user_message_content};

@@ -25,19 +25,21 @@ use troupe_team::{MemberPhase, MemberView, TeamState};
 use troupe_tools::{FileEffectState, file_effect_state};
 
 use crate::events::ToolEffectRecord;
+use crate::team::output::{send_result_text, spawn_result_text};
+use crate::team::schema::TeamToolName;
 use crate::transcript::{
     CONTINUATION_SOURCE, CallResolution, ContinuationRule, OpenTurn, READ_ONLY_TOOLS, Transcript,
     UnansweredCall,
 };
 
-/// The Team tools whose effect is a Team record in the Lead log (linked by `tool/effect`).
-pub(crate) const TEAM_WRITE_TOOLS: [&str; 5] = [
-    "spawn_teammate",
-    "send_message",
-    "followup_task",
-    "team_task_create",
-    "team_task_update",
-];
+/// Whether the open step of `transcript` has a started Team call whose effect would be in the
+/// Lead log (so recovery needs the Team's links to resolve it).
+pub(crate) fn needs_team_links(transcript: &Transcript) -> bool {
+    transcript.unanswered().iter().any(|c| {
+        c.call_seq.is_some()
+            && TeamToolName::from_name(&c.call.name).is_some_and(TeamToolName::writes)
+    })
+}
 
 /// What a linked call appended.
 #[derive(Debug, Clone)]
@@ -141,14 +143,14 @@ impl Resolver<'_> {
                 },
             };
         }
-        match name {
-            "interrupt_agent" => CallResolution::NotRun {
+        match (name, TeamToolName::from_name(name)) {
+            (_, Some(TeamToolName::InterruptAgent)) => CallResolution::NotRun {
                 why: "after the restart no teammate's turn is running, so interrupting again is \
                       safe"
                     .to_owned(),
             },
-            "write" | "edit" => self.file_call(call),
-            _ if TEAM_WRITE_TOOLS.contains(&name) => self.team_call(call),
+            ("write" | "edit", _) => self.file_call(call),
+            (_, Some(tool)) if tool.writes() => self.team_call(call),
             _ => CallResolution::Unknown { detail: None },
         }
     }
@@ -207,16 +209,16 @@ impl Resolver<'_> {
                 } else {
                     "queued"
                 };
-                done(crate::team::send_result_text(id, status))
+                done(send_result_text(id, status))
             }
             Linked::Member(id) => {
                 let Some(member) = self.team.and_then(|t| t.member(id)) else {
                     return CallResolution::Unknown { detail: None };
                 };
                 match member.phase {
-                    MemberPhase::Active => done(crate::team::spawn_result_text(
-                        &MemberView::spawned(member, None),
-                    )),
+                    MemberPhase::Active => {
+                        done(spawn_result_text(&MemberView::spawned(member, None)))
+                    }
                     MemberPhase::Failed => {
                         let code = "TEAM_PROVISIONING_CONFLICT";
                         let message = format!(

@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -17,7 +17,7 @@ use troupe_journal::{Journal, JournalError};
 use troupe_llm::{LlmError, ModelProvider, ModelSpec, ProviderFactory};
 use troupe_protocol::{
     ErrorCode, EventDraft, MessageId, MessageSource, SessionHeader, SessionId, UserMessage,
-    event_types as ty,
+    event_types as ty, sync::lock,
 };
 use troupe_tools::{
     BashTool, FileObservations, ProcessInfo, ProcessObserver, SandboxPolicy, Tool, ToolContext,
@@ -31,12 +31,18 @@ use crate::agent::{
 use crate::approval::{
     ApprovalEntry, ApprovalMode, ApprovalPolicy, Approvals, Waited, read_decision,
 };
+use crate::control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 use crate::error::RuntimeError;
-use crate::events::{AgentConfigRecord, Descriptor, Profile, TurnEndReason};
+use crate::events::{
+    AgentConfigRecord, ChildProvider, Descriptor, DescriptorMode, Profile, TeammateModels,
+    TurnEndReason,
+};
 use crate::events::{ToolProcessRecord, ToolResultRecord};
+use crate::instructions::ProjectInstructions;
 use crate::prompt::{TeamRole, default_system_prompt, team_policy};
-use crate::recovery::{Resolver, TeamLinks};
+use crate::recovery::{Resolver, TeamLinks, needs_team_links};
 use crate::subagent::SubagentTool;
+use crate::team::{TeamOpError, TeamService};
 use crate::transcript::{CallResolution, Transcript, to_value};
 
 /// Where agents get their model: one provider per agent name (the scripted provider keys its
@@ -48,6 +54,19 @@ pub trait ModelSource: Send + Sync {
     /// # Errors
     /// The provider's setup error (e.g. `LLM_SCRIPT` when a script has no steps for `name`).
     fn for_agent(&self, name: &str) -> Result<Arc<dyn ModelProvider>, LlmError>;
+
+    /// The provider for the agent named `name` running the model `spec` (a teammate with a
+    /// model of its own, or the session's model). The default ignores `spec` and calls
+    /// [`ModelSource::for_agent`]: right for a source that serves one model (tests); the CLI's
+    /// source serves every spec a session names.
+    ///
+    /// # Errors
+    /// As [`ModelSource::for_agent`]; a source serving several models also fails with the
+    /// setup error of `spec` (a missing API key, an unreadable script).
+    fn for_member(&self, name: &str, spec: &ModelSpec) -> Result<Arc<dyn ModelProvider>, LlmError> {
+        let _ = spec;
+        self.for_agent(name)
+    }
 }
 
 impl ModelSource for ProviderFactory {
@@ -63,8 +82,20 @@ pub struct RuntimeOptions {
     pub workspace: PathBuf,
     /// Model providers, one per agent name.
     pub models: Arc<dyn ModelSource>,
-    /// The model spec recorded in new agents' configs (no secrets).
+    /// The session's model (no secrets): recorded in the configs of roots this runtime
+    /// creates, and run by every agent without a model of its own (the Lead, subagents,
+    /// teammates created without a teammate model) — on a resume, the recorded model with the
+    /// resume's overrides.
     pub model_spec: ModelSpec,
+    /// The teammate models recorded in the configs of Team roots this runtime creates
+    /// ([`TeammateModels`]; empty: every teammate runs the session's model). A resumed root
+    /// keeps its recorded choice (a resume's override is recorded with
+    /// [`record_model_override`](crate::record_model_override)).
+    pub teammate_models: TeammateModels,
+    /// The `AGENTS.md` instructions recorded in the configs of roots this runtime creates
+    /// (see [`crate::instructions`]); children copy their parent's, resumed agents keep
+    /// their recorded ones.
+    pub project_instructions: Option<ProjectInstructions>,
     /// Stream chunk coalescing.
     pub chunks: ChunkPolicy,
     /// Tool limits.
@@ -112,70 +143,6 @@ impl std::fmt::Debug for RuntimeOptions {
     }
 }
 
-/// Which provider creates a child (REFERENCE b.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChildProvider {
-    /// `spawn`: a fresh child that sees none of the parent's history.
-    Spawn,
-    /// `fork`: a child seeded with the parent's completed-turn prefix, captured once.
-    Fork,
-}
-
-impl ChildProvider {
-    /// Parses `spawn` / `fork`.
-    ///
-    /// # Errors
-    /// `UNKNOWN_PROVIDER` for any other name.
-    pub fn parse(name: &str) -> Result<Self, RuntimeError> {
-        match name {
-            "spawn" => Ok(Self::Spawn),
-            "fork" => Ok(Self::Fork),
-            other => Err(RuntimeError::UnknownProvider(other.to_owned())),
-        }
-    }
-
-    /// The provider's name as recorded in the descriptor.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Spawn => "spawn",
-            Self::Fork => "fork",
-        }
-    }
-}
-
-/// A request to start a child (REFERENCE b.3).
-#[derive(Debug, Clone)]
-pub struct ChildSpec {
-    /// Fresh or fork.
-    pub provider: ChildProvider,
-    /// The child's label (its name; the scripted provider's agent key).
-    pub label: String,
-    /// A caller-reserved id; a random UUID when `None`.
-    pub child_id: Option<SessionId>,
-    /// The initial task.
-    pub prompt: String,
-    /// `true` for a continuable child (follow-ups, cold resume, settlement when idle);
-    /// `false` for a one-shot child whose caller awaits its answer.
-    pub continuable: bool,
-    /// Whether the parent receives a settlement notice each time the child settles
-    /// (REFERENCE b.8). Teammates do not: the Lead follows them through the Team instead.
-    pub notify_parent: bool,
-    /// Tool profile of the child.
-    pub profile: Profile,
-    /// The caller's signal: once cancelled, creation stops and rolls back (no live child is
-    /// left). It only governs the call until the inbox accepted the prompt (REFERENCE b.3).
-    pub cancel: Option<CancellationToken>,
-}
-
-/// What [`Runtime::start_child`] returns once the child's inbox accepted the prompt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChildStart {
-    /// The child's session id.
-    pub child_id: SessionId,
-    /// The initial message's id.
-    pub message_id: MessageId,
-}
-
 /// A member whose session log failed — a write or sync error poisoned its writer (disk full,
 /// a read-only or immutable file, an I/O error): DESIGN decision 11, "every member's failure is
 /// the run's failure". Collected by the runtime as each agent stops (see
@@ -202,7 +169,7 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
-pub(crate) struct RtInner {
+struct RtInner {
     journal: Journal,
     options: RuntimeOptions,
     observations: Arc<FileObservations>,
@@ -211,12 +178,17 @@ pub(crate) struct RtInner {
     child_locks: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
     /// Poked whenever the set of live agents changes.
     changed: tokio::sync::Notify,
-    /// The Team of every live Team root, by Lead id.
-    teams: Mutex<HashMap<SessionId, Arc<crate::team::Team>>>,
+    /// The Team service: the Team of every live Team root.
+    teams: Arc<TeamService>,
+    /// This runtime's children, as the Team service and the `subagent` tools drive them.
+    control: Arc<dyn ChildControl>,
     /// Agents whose log failed, in the order they stopped (one entry per session).
     log_failures: Mutex<Vec<LogFailure>>,
     /// The approvals of every agent (see [`RuntimeOptions::approval`]).
     approvals: Arc<Approvals>,
+    /// The model name each agent set up (or each teammate's log read) in this process runs:
+    /// what `list_agents` shows for a member that is not live.
+    models_seen: Mutex<HashMap<SessionId, String>>,
 }
 
 struct Live {
@@ -229,17 +201,20 @@ struct Live {
     watched: bool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Runtime {
     /// A runtime over `journal`.
     pub fn new(journal: Journal, options: RuntimeOptions) -> Self {
         let (progress, _) = broadcast::channel(1024);
         let approvals = Arc::new(Approvals::new(journal.clone(), options.approval));
-        Self {
-            inner: Arc::new(RtInner {
+        let inner = Arc::new_cyclic(|weak: &Weak<RtInner>| {
+            let control: Arc<dyn ChildControl> = Arc::new(Control(weak.clone()));
+            let teams = Arc::new(TeamService::new(
+                journal.clone(),
+                Arc::clone(&control),
+                progress.clone(),
+                options.team_limits,
+            ));
+            RtInner {
                 approvals,
                 journal,
                 options,
@@ -248,10 +223,13 @@ impl Runtime {
                 live: Mutex::new(HashMap::new()),
                 child_locks: Mutex::new(HashMap::new()),
                 changed: tokio::sync::Notify::new(),
-                teams: Mutex::new(HashMap::new()),
+                teams,
+                control,
                 log_failures: Mutex::new(Vec::new()),
-            }),
-        }
+                models_seen: Mutex::new(HashMap::new()),
+            }
+        });
+        Self { inner }
     }
 
     /// The journal.
@@ -280,14 +258,10 @@ impl Runtime {
         lock(&self.inner.live).get(id).map(|l| l.agent.clone())
     }
 
-    pub(crate) fn teams_map(&self) -> MutexGuard<'_, HashMap<SessionId, Arc<crate::team::Team>>> {
-        lock(&self.inner.teams)
-    }
-
-    pub(crate) fn teams_map_mut(
-        &self,
-    ) -> MutexGuard<'_, HashMap<SessionId, Arc<crate::team::Team>>> {
-        lock(&self.inner.teams)
+    /// The Team service: the Team of every live Team root, membership resolution and the
+    /// Team operations (REFERENCE c.2–c.14).
+    pub fn teams(&self) -> &TeamService {
+        &self.inner.teams
     }
 
     /// The parent of a resident agent, if it has one.
@@ -364,6 +338,11 @@ impl Runtime {
         let config = AgentConfigRecord {
             name: name.to_owned(),
             model: self.inner.options.model_spec.clone(),
+            own_model: false,
+            teammate_models: (profile == Profile::Team
+                && !self.inner.options.teammate_models.is_empty())
+            .then(|| self.inner.options.teammate_models.clone()),
+            project_instructions: self.inner.options.project_instructions.clone(),
             profile,
             workspace,
             depth: 0,
@@ -388,7 +367,9 @@ impl Runtime {
         let agent = Agent::start(writer, transcript, setup);
         self.register(agent.clone(), None, false);
         if profile == Profile::Team {
-            self.attach_team(&agent)
+            self.inner
+                .teams
+                .attach(&agent)
                 .await
                 .map_err(|e| team_setup_error(&id, e))?;
         }
@@ -441,7 +422,7 @@ impl Runtime {
         // A Team root's Team is folded first (reading only): a log that breaks a Team rule is
         // refused before recovery writes anything anywhere.
         let team = if is_team {
-            match self.attach_team(&agent).await {
+            match self.inner.teams.attach(&agent).await {
                 Ok(team) => Some(team),
                 Err(e) => {
                     // A Lead whose Team does not fold must not run half-attached.
@@ -460,8 +441,7 @@ impl Runtime {
         {
             // Roster reconciliation, before the Lead's own turn is closed (its spawn results
             // come from the roster) and before mailbox recovery (REFERENCE c.9).
-            let requests = crate::recovery::spawn_requests(&replay.events);
-            self.reconcile_roster(team, &requests, &replay.events).await;
+            self.inner.teams.reconcile(team, &replay.events).await;
         }
         // "Recovered" means a turn closed as interrupted; one whose answer was logged before
         // the stop is closed as completed and needs no continuation.
@@ -522,7 +502,7 @@ impl Runtime {
         // so a cut `write`/`edit` resolved as done counts as seen.
         restore_seen(&agent).await;
         if let Some(team) = &team {
-            self.recover_team(team).await;
+            self.inner.teams.recover(team).await;
         }
         Ok((agent, recovered))
     }
@@ -681,6 +661,26 @@ impl Runtime {
         config.sandbox_policy().meet(self.inner.options.sandbox)
     }
 
+    /// The model an agent with `config` runs: its own ([`AgentConfigRecord::own_model`]),
+    /// else the session's ([`RuntimeOptions::model_spec`]).
+    pub(crate) fn effective_model(&self, config: &AgentConfigRecord) -> ModelSpec {
+        if config.own_model {
+            config.model.clone()
+        } else {
+            self.inner.options.model_spec.clone()
+        }
+    }
+
+    /// Remembers the model the member `id` runs, for views of it while it is not live.
+    pub(crate) fn remember_model(&self, id: &SessionId, model: &ModelSpec) {
+        lock(&self.inner.models_seen).insert(id.clone(), model.model.clone());
+    }
+
+    /// The model name of `id` as last set up or read in this process, if known.
+    pub(crate) fn model_seen(&self, id: &SessionId) -> Option<String> {
+        lock(&self.inner.models_seen).get(id).cloned()
+    }
+
     fn build_setup(
         &self,
         id: &SessionId,
@@ -691,7 +691,9 @@ impl Runtime {
             id: id.to_string(),
             reason,
         };
-        let provider = self.inner.options.models.for_agent(&config.name)?;
+        let model = self.effective_model(config);
+        let provider = self.inner.options.models.for_member(&config.name, &model)?;
+        self.remember_model(id, &model);
         let mut tools = ToolRegistry::with_core_tools();
         if self.inner.options.approval.mode == ApprovalMode::OnRequest {
             // The same tool, offering `escalate` (at its place in the order).
@@ -713,7 +715,7 @@ impl Runtime {
                 has_subagents = config.depth < self.inner.options.max_depth;
                 if has_subagents {
                     for provider in [ChildProvider::Spawn, ChildProvider::Fork] {
-                        let tool = SubagentTool::new(Arc::downgrade(&self.inner), provider);
+                        let tool = SubagentTool::new(Arc::downgrade(&self.inner.control), provider);
                         tools
                             .register(Arc::new(tool))
                             .map_err(|e| refuse(e.to_string()))?;
@@ -723,7 +725,7 @@ impl Runtime {
             // DESIGN decision 4: the Team profile replaces subagent/subagent_fork with the ten
             // Team tools and the policy section; a teammate's Team id is its parent's id.
             Profile::Team => {
-                for tool in crate::team::team_tools(&Arc::downgrade(&self.inner)) {
+                for tool in crate::team::team_tools(&Arc::downgrade(&self.inner.teams)) {
                     tools.register(tool).map_err(|e| refuse(e.to_string()))?;
                 }
                 policy = Some(match parent {
@@ -739,6 +741,11 @@ impl Runtime {
         }
         let tool_context = self.tool_context_of(id, config)?;
         let mut system_prompt = default_system_prompt(config, has_subagents);
+        // The recorded instructions, under their heading, before the Team policy.
+        if let Some(instructions) = &config.project_instructions {
+            system_prompt.push('\n');
+            system_prompt.push_str(&instructions.section());
+        }
         if let Some(policy) = policy {
             system_prompt.push('\n');
             system_prompt.push_str(&policy);
@@ -747,6 +754,7 @@ impl Runtime {
             name: config.name.clone(),
             system_prompt,
             provider,
+            model,
             tools,
             tool_context,
             chunks: self.inner.options.chunks,
@@ -1085,6 +1093,11 @@ impl Runtime {
             .with_parent(parent.id().clone())
             .with_origin("subagent");
         header.cwd = parent_header.cwd.clone();
+        // The child's own model, else the one the parent runs (the session's model).
+        let model = spec
+            .model
+            .clone()
+            .unwrap_or_else(|| self.effective_model(&parent_config));
         let writer = if seed.is_empty() {
             self.inner.journal.create(header)?
         } else {
@@ -1093,19 +1106,22 @@ impl Runtime {
         let descriptor = Descriptor {
             version: 2,
             mode: if spec.continuable {
-                "continuable"
+                DescriptorMode::Continuable
             } else {
-                "one-shot"
-            }
-            .to_owned(),
-            provider: spec.provider.as_str().to_owned(),
+                DescriptorMode::OneShot
+            },
+            provider: spec.provider,
             label: spec.label.clone(),
-            agent_provider: Some(parent_config.model.provider.as_str().to_owned()),
-            agent_model: Some(parent_config.model.model.clone()),
+            agent_provider: Some(model.provider.as_str().to_owned()),
+            agent_model: Some(model.model.clone()),
         };
         let config = AgentConfigRecord {
             name: spec.label.clone(),
-            model: parent_config.model.clone(),
+            model,
+            own_model: spec.model.is_some(),
+            teammate_models: None,
+            // Exactly what the session started with, never read again.
+            project_instructions: parent_config.project_instructions.clone(),
             profile: spec.profile,
             workspace: parent_config.workspace.clone(),
             depth: parent_config.depth + 1,
@@ -1264,7 +1280,9 @@ impl Runtime {
             )));
         }
         let t = Transcript::fold(replay.header.seed_len(), &replay.events)?;
-        if t.descriptor().is_none_or(|d| d.mode != "continuable") {
+        if t.descriptor()
+            .is_none_or(|d| d.mode != DescriptorMode::Continuable)
+        {
             return Err(RuntimeError::NotResumable {
                 id: child_id.to_string(),
                 reason: "it is not a continuable child".to_owned(),
@@ -1277,7 +1295,7 @@ impl Runtime {
     }
 
     /// Starts the settlement watcher of a resident continuable child once.
-    pub(crate) fn ensure_watched(&self, agent: &Agent) {
+    fn ensure_watched(&self, agent: &Agent) {
         let start = {
             let mut live = lock(&self.inner.live);
             match live.get_mut(agent.id()) {
@@ -1416,9 +1434,7 @@ impl Runtime {
     }
 
     fn unregister(&self, id: &SessionId) {
-        if let Some(team) = lock(&self.inner.teams).remove(id) {
-            team.close();
-        }
+        self.inner.teams.detach(id);
         let mut live = lock(&self.inner.live);
         if let Some(entry) = live.remove(id)
             && let Some(p) = entry.parent.and_then(|p| live.get_mut(&p))
@@ -1532,17 +1548,14 @@ impl Runtime {
     /// creations that failed on their own while the Team was closing (their code and message),
     /// and the steps that exceeded the bound (`TEAM_DISPOSAL_TIMEOUT`).
     pub async fn shutdown(&self) -> Result<(), RuntimeError> {
-        self.close_teams();
+        self.inner.teams.close_all();
         // Each step is bounded (REFERENCE c.14: `disposalTimeoutMs`), so a tool that ignores
         // cancellation cannot hang the shutdown; inboxes are parked either way.
         let bound = Duration::from_millis(self.inner.options.team_limits.disposal_timeout_ms);
         let mut failures = Vec::new();
         // In-flight Team work settles first (c.14 steps 3–4: creations, then deliveries),
         // while the Leads are still live to record its outcome.
-        let teams: Vec<Arc<crate::team::Team>> = self.teams_map().values().cloned().collect();
-        for team in teams {
-            failures.extend(team.settle_in_flight(bound).await);
-        }
+        failures.extend(self.inner.teams.settle_in_flight(bound).await);
         let roots: Vec<SessionId> = lock(&self.inner.live)
             .iter()
             .filter(|(_, l)| l.parent.is_none())
@@ -1568,7 +1581,6 @@ impl Runtime {
     }
 }
 
-/// The inbox insertion that queues `prompt` as a follow-up (next turn).
 /// The calls of a cut turn's open step that started and asked for approval, with their
 /// requests (what [`Runtime::settle_cut_approvals`] settles).
 struct CutApprovals {
@@ -1685,6 +1697,7 @@ fn approval_error(error: crate::approval::ApprovalError) -> RuntimeError {
     }
 }
 
+/// The inbox insertion that queues `prompt` as a follow-up (next turn).
 fn prompt_splice(prompt: UserMessage) -> EventDraft {
     let splice = crate::events::InboxSplice {
         target: crate::events::InboxTarget::NextTurn,
@@ -1714,14 +1727,6 @@ fn stop_leftovers(transcript: &Transcript) -> Vec<String> {
         })
         .map(|p| p.call_id)
         .collect()
-}
-
-/// Whether the open step of `transcript` has a started Team call whose effect would be in the
-/// Lead log (so recovery needs the Team's links to resolve it).
-fn needs_team_links(transcript: &Transcript) -> bool {
-    transcript.unanswered().iter().any(|c| {
-        c.call_seq.is_some() && crate::recovery::TEAM_WRITE_TOOLS.contains(&c.call.name.as_str())
-    })
 }
 
 /// Where recovery finds a Team's `tool/effect` links: the Lead log already in memory, or the
@@ -1767,9 +1772,9 @@ impl<'a> LinkSource<'a> {
 
 /// A Team that cannot be attached to Lead `id`: a lower layer's error as it is, a broken Team
 /// rule as `TEAM_LOG_INVALID` naming the session.
-fn team_setup_error(id: &SessionId, e: crate::team::TeamOpError) -> RuntimeError {
+fn team_setup_error(id: &SessionId, e: TeamOpError) -> RuntimeError {
     match e {
-        crate::team::TeamOpError::Runtime(e) => e,
+        TeamOpError::Runtime(e) => e,
         other => RuntimeError::TeamLog {
             id: id.to_string(),
             reason: other.to_string(),
@@ -1827,16 +1832,88 @@ fn settlement_notice(agent: &Agent) -> UserMessage {
     )
 }
 
-impl RtInner {
-    pub(crate) fn runtime(self: &Arc<Self>) -> Runtime {
-        Runtime {
-            inner: Arc::clone(self),
-        }
+/// The runtime's [`ChildControl`]: each operation is the runtime's own method of the same
+/// purpose, on the runtime this weakly refers to (`AGENT_DISPOSED` once it is gone).
+struct Control(Weak<RtInner>);
+
+impl Control {
+    fn runtime(&self) -> Result<Runtime, RuntimeError> {
+        self.0
+            .upgrade()
+            .map(|inner| Runtime { inner })
+            .ok_or_else(|| RuntimeError::Disposed("runtime".to_owned()))
     }
 }
 
-/// Re-exported for the subagent tool.
-pub(crate) type RtWeak = Weak<RtInner>;
+impl ChildControl for Control {
+    fn agent(&self, id: &SessionId) -> Option<Agent> {
+        self.runtime().ok()?.agent(id)
+    }
+
+    fn parent_of(&self, id: &SessionId) -> Option<SessionId> {
+        self.runtime().ok()?.parent_of(id)
+    }
+
+    fn remember_model(&self, id: &SessionId, config: &AgentConfigRecord) {
+        if let Ok(rt) = self.runtime() {
+            rt.remember_model(id, &rt.effective_model(config));
+        }
+    }
+
+    fn model_seen(&self, id: &SessionId) -> Option<String> {
+        self.runtime().ok()?.model_seen(id)
+    }
+
+    fn start<'a>(&'a self, parent: &'a Agent, spec: ChildSpec) -> ControlFuture<'a, ChildStart> {
+        Box::pin(async move { self.runtime()?.start_child(parent, spec).await })
+    }
+
+    fn follow_up<'a>(
+        &'a self,
+        parent: &'a Agent,
+        child: &'a SessionId,
+        message: UserMessage,
+    ) -> ControlFuture<'a, MessageId> {
+        Box::pin(async move { self.runtime()?.followup_child(parent, child, message).await })
+    }
+
+    fn wake<'a>(&'a self, parent: &'a Agent, child: &'a SessionId) -> ControlFuture<'a, bool> {
+        Box::pin(async move { self.runtime()?.wake_child(parent, child).await })
+    }
+
+    fn activate<'a>(&'a self, parent: &'a Agent, child: &'a SessionId) -> ControlFuture<'a, Agent> {
+        Box::pin(async move { self.runtime()?.ensure_child_live(parent, child).await })
+    }
+
+    fn watch(&self, child: &Agent) {
+        if let Ok(runtime) = self.runtime() {
+            runtime.ensure_watched(child);
+        }
+    }
+
+    fn interrupt<'a>(&'a self, caller: &'a Agent, target: &'a SessionId) -> ControlFuture<'a, ()> {
+        Box::pin(async move { self.runtime()?.interrupt(caller, target).await })
+    }
+
+    fn drain<'a>(&'a self, parent: &'a Agent, children: &'a [SessionId]) -> ControlFuture<'a, ()> {
+        Box::pin(async move { self.runtime()?.drain_children(parent, children).await })
+    }
+
+    fn recreate<'a>(
+        &'a self,
+        parent: &'a Agent,
+        child: &'a SessionId,
+        spec: ChildSpec,
+        seed: Vec<troupe_protocol::Event>,
+        log_exists: bool,
+    ) -> ControlFuture<'a, ()> {
+        Box::pin(async move {
+            self.runtime()?
+                .recreate_child(parent, child, &spec, seed, log_exists)
+                .await
+        })
+    }
+}
 
 impl From<RuntimeError> for troupe_tools::ToolError {
     fn from(e: RuntimeError) -> Self {

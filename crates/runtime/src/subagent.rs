@@ -1,19 +1,22 @@
 //! The default profile's `subagent` and `subagent_fork` tools (DESIGN decision 4): a one-shot
 //! child works a task and its final answer is returned to the caller as the tool result.
 
+use std::sync::Weak;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe_tools::{Tool, ToolContext, ToolError, ToolFuture, parse_arguments};
 
 use crate::agent::AgentStatus;
-use crate::events::{Profile, TurnEndReason};
-use crate::runtime::{ChildProvider, ChildSpec, RtWeak};
+use crate::control::{ChildControl, ChildSpec};
+use crate::events::{ChildProvider, Profile, TurnEndReason};
 
 /// `subagent {prompt, label?}` (fresh child) or `subagent_fork {prompt, label?}` (a child
 /// seeded with the caller's completed turns). Result:
 /// `{"childId","status":"completed"|"stopped"|"failed","answer"?,"error"?}`.
 pub(crate) struct SubagentTool {
-    runtime: RtWeak,
+    /// The runtime's children (weak: the runtime owns the agents that own this tool).
+    control: Weak<dyn ChildControl>,
     provider: ChildProvider,
 }
 
@@ -26,8 +29,8 @@ struct Args {
 }
 
 impl SubagentTool {
-    pub(crate) fn new(runtime: RtWeak, provider: ChildProvider) -> Self {
-        Self { runtime, provider }
+    pub(crate) fn new(control: Weak<dyn ChildControl>, provider: ChildProvider) -> Self {
+        Self { control, provider }
     }
 }
 
@@ -85,17 +88,15 @@ impl Tool for SubagentTool {
             if args.prompt.trim().is_empty() {
                 return Err(ToolError::invalid_arguments("`prompt` must not be empty"));
             }
-            let rt = self
-                .runtime
-                .upgrade()
-                .ok_or_else(|| ToolError::other("AGENT_DISPOSED", "the runtime is shutting down"))?
-                .runtime();
-            let caller = rt
+            let control = self.control.upgrade().ok_or_else(|| {
+                ToolError::other("AGENT_DISPOSED", "the runtime is shutting down")
+            })?;
+            let caller = control
                 .agent(ctx.owner())
                 .ok_or_else(|| ToolError::other("UNAUTHORIZED", "the calling agent is not live"))?;
             let label = helper_label(args.label)?;
-            let started = rt
-                .start_child(
+            let started = control
+                .start(
                     &caller,
                     ChildSpec {
                         provider: self.provider,
@@ -105,11 +106,12 @@ impl Tool for SubagentTool {
                         continuable: false,
                         notify_parent: false,
                         profile: Profile::Default,
+                        model: None,
                         cancel: Some(ctx.cancellation().clone()),
                     },
                 )
                 .await?;
-            let child = rt.agent(&started.child_id).ok_or_else(|| {
+            let child = control.agent(&started.child_id).ok_or_else(|| {
                 ToolError::other("AGENT_DISPOSED", "the helper stopped before it started")
             })?;
             let mut status = child.subscribe_status();
@@ -126,8 +128,8 @@ impl Tool for SubagentTool {
                     t.last_answer().map(str::to_owned),
                 )
             });
-            if let Err(e) = rt
-                .drain_children(&caller, std::slice::from_ref(&started.child_id))
+            if let Err(e) = control
+                .drain(&caller, std::slice::from_ref(&started.child_id))
                 .await
             {
                 tracing::warn!(error = %e, "helper teardown failed");

@@ -6,8 +6,9 @@
 use std::fmt;
 
 use troupe_protocol::{SessionHeader, SessionId};
+use troupe_team::MemberProvider;
 
-use crate::events::Profile;
+use crate::events::{ChildProvider, DescriptorMode, Profile};
 use crate::transcript::Transcript;
 
 /// Why a child session is not a valid teammate of its Lead. The `Display` text is what
@@ -28,14 +29,14 @@ pub(crate) enum TeammateProblem {
     /// The descriptor's mode is not `continuable`.
     NotContinuable {
         /// The mode recorded.
-        mode: String,
+        mode: DescriptorMode,
     },
     /// The descriptor's provider (`spawn` / `fork`) is not the roster's.
     OtherProvider {
         /// The provider the child's descriptor records.
-        recorded: String,
+        recorded: ChildProvider,
         /// The provider the Lead's roster records.
-        roster: String,
+        roster: MemberProvider,
     },
     /// The child has no `agent/config`, so it cannot be resumed.
     NoConfig,
@@ -55,12 +56,14 @@ impl fmt::Display for TeammateProblem {
             Self::NoDescriptor => f.write_str("its child session has no subagent/descriptor"),
             Self::NotContinuable { mode } => write!(
                 f,
-                "its child session's descriptor mode is {mode:?}, not \"continuable\""
+                "its child session's descriptor mode is {:?}, not \"continuable\"",
+                mode.as_str()
             ),
             Self::OtherProvider { recorded, roster } => write!(
                 f,
-                "its child session's descriptor provider {recorded:?} differs from the roster's \
-                 {roster:?}"
+                "its child session's descriptor provider {:?} differs from the roster's {:?}",
+                recorded.as_str(),
+                roster.as_str()
             ),
             Self::NoConfig => {
                 f.write_str("its child session has no agent/config, so it cannot be resumed")
@@ -85,22 +88,20 @@ pub(crate) fn teammate_problem(
     header: &SessionHeader,
     transcript: &Transcript,
     lead: &SessionId,
-    provider: &str,
+    provider: &MemberProvider,
 ) -> Option<TeammateProblem> {
     if let Some(problem) = parent_problem(header, lead) {
         return Some(problem);
     }
     match transcript.descriptor() {
         None => return Some(TeammateProblem::NoDescriptor),
-        Some(d) if d.mode != "continuable" => {
-            return Some(TeammateProblem::NotContinuable {
-                mode: d.mode.clone(),
-            });
+        Some(d) if d.mode != DescriptorMode::Continuable => {
+            return Some(TeammateProblem::NotContinuable { mode: d.mode });
         }
-        Some(d) if d.provider != provider => {
+        Some(d) if d.provider.as_str() != provider.as_str() => {
             return Some(TeammateProblem::OtherProvider {
-                recorded: d.provider.clone(),
-                roster: provider.to_owned(),
+                recorded: d.provider,
+                roster: provider.clone(),
             });
         }
         Some(_) => {}

@@ -3,13 +3,14 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv, stream};
 use async_nats::{ConnectOptions, ServerAddr};
 use troupe_journal::{JournalError, Result, ScanPosition};
 use troupe_protocol::SessionId;
+use troupe_protocol::sync::lock;
 
 use crate::{NatsOptions, SESSION_SUBJECT_PREFIX, SESSION_SUBJECTS};
 
@@ -38,11 +39,7 @@ const MAX_POSITIONS: usize = 4096;
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        let runtime = self
-            .runtime
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let runtime = lock(&self.runtime).take();
         if let Some(runtime) = runtime {
             runtime.shutdown_background();
         }
@@ -211,10 +208,7 @@ impl Inner {
     }
 
     pub(crate) fn remember(&self, id: &SessionId, position: ScanPosition, stream_seq: u64) {
-        let mut positions = self
-            .positions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut positions = lock(&self.positions);
         if positions.len() >= MAX_POSITIONS {
             positions.clear();
         }
@@ -222,11 +216,7 @@ impl Inner {
     }
 
     pub(crate) fn recall(&self, id: &SessionId, position: ScanPosition) -> Option<u64> {
-        self.positions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&(id.clone(), position))
-            .copied()
+        lock(&self.positions).get(&(id.clone(), position)).copied()
     }
 }
 

@@ -11,7 +11,7 @@
 //! behind), so "not found" means not found then; later polls never wait.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::{self, push::OrderedErrorKind};
@@ -19,6 +19,7 @@ use futures_util::StreamExt;
 use troupe_journal::{
     JournalError, Result, ScanPosition, SessionFollow, Wake, scan_each, scan_events,
 };
+use troupe_protocol::sync::{lock, wait_timeout};
 use troupe_protocol::{Event, SessionHeader, SessionId};
 
 use crate::FIRST_EVENTS_HEADER;
@@ -82,7 +83,7 @@ struct Channel {
 
 impl Channel {
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
-        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.shared)
     }
 }
 
@@ -226,12 +227,7 @@ impl SessionFollow for NatsFollow {
                             ),
                         ));
                     }
-                    shared = self
-                        .channel
-                        .caught_up
-                        .wait_timeout(shared, left)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
+                    shared = wait_timeout(&self.channel.caught_up, shared, left).0;
                 }
                 self.caught_up = true;
             }

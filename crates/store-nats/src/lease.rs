@@ -7,7 +7,7 @@
 //! released: the expected-sequence fence of every append keeps a writer that lost its lease
 //! from appending after another writer did.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::kv;
@@ -15,6 +15,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use troupe_journal::Result;
 use troupe_protocol::SessionId;
+use troupe_protocol::sync::lock;
 
 /// The value stored under a session's key.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -81,10 +82,6 @@ pub(crate) struct Lease {
     kv: kv::Store,
     state: Arc<Mutex<State>>,
     renewer: tokio::task::JoinHandle<()>,
-}
-
-fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Lease {

@@ -196,6 +196,72 @@ impl TeamState {
         request: &UpdateTask,
     ) -> Result<TeamEvent, TeamError> {
         self.require_member(caller)?;
+        let current = self.updatable_task(request)?;
+        let revision = current
+            .revision
+            .next()
+            .ok_or_else(|| TeamError::TaskLimit {
+                message: format!("task {} has exhausted its revision space", current.id),
+            })?;
+        let mut next = TaskSnapshot {
+            revision,
+            ..current.clone()
+        };
+        let check = ActionCheck {
+            caller,
+            current,
+            action: request.action,
+        };
+        match request.action {
+            TaskAction::Claim => self.claim(caller, current, &mut next)?,
+            TaskAction::Release => {
+                check.authorized()?;
+                check.from(TaskStatus::InProgress)?;
+                next.status = TaskStatus::Pending;
+                next.owner_id = None;
+            }
+            TaskAction::Edit => {
+                check.authorized()?;
+                edit(request, &mut next)?;
+            }
+            TaskAction::SetDependencies => {
+                check.authorized()?;
+                let Some(blocked_by) = &request.blocked_by else {
+                    return Err(TeamError::invalid_argument(
+                        "set_dependencies needs blocked_by (the whole new list)",
+                    ));
+                };
+                next.blocked_by = self.command_blockers(&current.id, blocked_by)?;
+            }
+            TaskAction::Complete => {
+                check.authorized()?;
+                check.from(TaskStatus::InProgress)?;
+                next.status = TaskStatus::Completed;
+            }
+            TaskAction::Reopen => {
+                check.authorized()?;
+                check.from(TaskStatus::Completed)?;
+                next.status = TaskStatus::Pending;
+                next.owner_id = None;
+            }
+            TaskAction::Reassign => self.reassign(&check, request, &mut next)?,
+            TaskAction::Delete => {
+                check.authorized()?;
+                if let Some(dependent) = self.dependents_of(&current.id).next() {
+                    return Err(TeamError::TaskHasDependents {
+                        id: current.id.to_string(),
+                        dependent: dependent.id.to_string(),
+                    });
+                }
+                next.status = TaskStatus::Deleted;
+            }
+        }
+        self.finish_task(Some(current), next)
+    }
+
+    /// The common prefix of an update (REFERENCE c.11.4): the task exists, `expected_revision`
+    /// is its current revision (checked before the deleted check), and it is no tombstone.
+    fn updatable_task(&self, request: &UpdateTask) -> Result<&TaskSnapshot, TeamError> {
         let current = self
             .task(&request.task_id)
             .ok_or_else(|| TeamError::task_not_found(&request.task_id))?;
@@ -211,156 +277,82 @@ impl TeamState {
                 id: current.id.to_string(),
             });
         }
-        let action = request.action;
-        let authorized = caller.is_lead() || current.owner_id.as_ref() == Some(caller.id());
-        let require_authorized = || {
-            if authorized {
-                Ok(())
-            } else {
-                Err(TeamError::TaskUnauthorized {
-                    id: current.id.to_string(),
-                    action: action.as_str().to_owned(),
-                })
-            }
-        };
-        let invalid_transition = || TeamError::TaskInvalidTransition {
-            id: current.id.to_string(),
-            action: action.as_str().to_owned(),
-            status: current.status.as_str().to_owned(),
-        };
-        let revision = current
-            .revision
-            .next()
-            .ok_or_else(|| TeamError::TaskLimit {
-                message: format!("task {} has exhausted its revision space", current.id),
-            })?;
-        let mut next = TaskSnapshot {
-            revision,
-            ..current.clone()
-        };
-        match action {
-            TaskAction::Claim => {
-                if let Some(owner) = &current.owner_id
-                    && owner != caller.id()
-                {
-                    return Err(TeamError::TaskAlreadyClaimed {
-                        id: current.id.to_string(),
-                        owner: self
-                            .name_of(owner)
-                            .map_or_else(|| owner.to_string(), str::to_owned),
-                    });
-                }
-                if current.status != TaskStatus::Pending {
-                    return Err(TeamError::TaskBlocked {
-                        message: format!(
-                            "task {} cannot be claimed while it is {}",
-                            current.id, current.status
-                        ),
-                    });
-                }
-                if !self.blockers_completed(current) {
-                    return Err(self.blocked_error(current));
-                }
-                next.status = TaskStatus::InProgress;
-                next.owner_id = Some(caller.id().clone());
-            }
-            TaskAction::Release => {
-                require_authorized()?;
-                if current.status != TaskStatus::InProgress {
-                    return Err(invalid_transition());
-                }
-                next.status = TaskStatus::Pending;
-                next.owner_id = None;
-            }
-            TaskAction::Edit => {
-                require_authorized()?;
-                if request.subject.is_none()
-                    && request.description.is_none()
-                    && request.write_scopes.is_none()
-                {
-                    return Err(TeamError::invalid_argument(
-                        "edit needs at least one of subject, description or write_scopes",
-                    ));
-                }
-                if let Some(subject) = &request.subject {
-                    next.subject = required_text(subject, "subject", SHORT_TEXT_MAX)?;
-                }
-                if let Some(description) = &request.description {
-                    next.description =
-                        required_text(description, "description", TASK_DESCRIPTION_MAX)?;
-                }
-                if let Some(scopes) = &request.write_scopes {
-                    next.write_scopes = normalize_write_scopes(scopes)?;
-                }
-            }
-            TaskAction::SetDependencies => {
-                require_authorized()?;
-                let Some(blocked_by) = &request.blocked_by else {
-                    return Err(TeamError::invalid_argument(
-                        "set_dependencies needs blocked_by (the whole new list)",
-                    ));
-                };
-                next.blocked_by = self.command_blockers(&current.id, blocked_by)?;
-            }
-            TaskAction::Complete => {
-                require_authorized()?;
-                if current.status != TaskStatus::InProgress {
-                    return Err(invalid_transition());
-                }
-                next.status = TaskStatus::Completed;
-            }
-            TaskAction::Reopen => {
-                require_authorized()?;
-                if current.status != TaskStatus::Completed {
-                    return Err(invalid_transition());
-                }
-                next.status = TaskStatus::Pending;
-                next.owner_id = None;
-            }
-            TaskAction::Reassign => {
-                if !caller.is_lead() {
-                    return Err(TeamError::LeadRequired {
-                        action: "reassign tasks".to_owned(),
-                    });
-                }
-                if !matches!(current.status, TaskStatus::Pending | TaskStatus::InProgress) {
-                    return Err(invalid_transition());
-                }
-                let assignee = request.owner.as_deref().map(js_trim).unwrap_or_default();
-                if assignee.is_empty() {
-                    next.status = TaskStatus::Pending;
-                    next.owner_id = None;
-                } else {
-                    if !self.blockers_completed(current) {
-                        return Err(self.blocked_error(current));
-                    }
-                    let owner = if assignee == LEAD_NAME {
-                        self.id().lead_id().clone()
-                    } else {
-                        self.member_named(assignee)
-                            .filter(|m| m.phase == MemberPhase::Active)
-                            .map(|m| m.id.clone())
-                            .ok_or_else(|| TeamError::MemberNotFound {
-                                name: assignee.to_owned(),
-                            })?
-                    };
-                    next.status = TaskStatus::InProgress;
-                    next.owner_id = Some(owner);
-                }
-            }
-            TaskAction::Delete => {
-                require_authorized()?;
-                if let Some(dependent) = self.dependents_of(&current.id).next() {
-                    return Err(TeamError::TaskHasDependents {
-                        id: current.id.to_string(),
-                        dependent: dependent.id.to_string(),
-                    });
-                }
-                next.status = TaskStatus::Deleted;
-            }
+        Ok(current)
+    }
+
+    /// `claim`: any member takes an unowned (or its own) pending task whose blockers are all
+    /// completed.
+    fn claim(
+        &self,
+        caller: &Caller,
+        current: &TaskSnapshot,
+        next: &mut TaskSnapshot,
+    ) -> Result<(), TeamError> {
+        if let Some(owner) = &current.owner_id
+            && owner != caller.id()
+        {
+            return Err(TeamError::TaskAlreadyClaimed {
+                id: current.id.to_string(),
+                owner: self
+                    .name_of(owner)
+                    .map_or_else(|| owner.to_string(), str::to_owned),
+            });
         }
-        let index = Some(current);
-        self.finish_task(index, next)
+        if current.status != TaskStatus::Pending {
+            return Err(TeamError::TaskBlocked {
+                message: format!(
+                    "task {} cannot be claimed while it is {}",
+                    current.id, current.status
+                ),
+            });
+        }
+        if !self.blockers_completed(current) {
+            return Err(self.blocked_error(current));
+        }
+        next.status = TaskStatus::InProgress;
+        next.owner_id = Some(caller.id().clone());
+        Ok(())
+    }
+
+    /// `reassign` (Lead only): no assignee unassigns; an assignee (`lead` or an active member)
+    /// takes the pending or in-progress task once its blockers are all completed.
+    fn reassign(
+        &self,
+        check: &ActionCheck<'_>,
+        request: &UpdateTask,
+        next: &mut TaskSnapshot,
+    ) -> Result<(), TeamError> {
+        if !check.caller.is_lead() {
+            return Err(TeamError::LeadRequired {
+                action: "reassign tasks".to_owned(),
+            });
+        }
+        let current = check.current;
+        if !matches!(current.status, TaskStatus::Pending | TaskStatus::InProgress) {
+            return Err(check.invalid_transition());
+        }
+        let assignee = request.owner.as_deref().map(js_trim).unwrap_or_default();
+        if assignee.is_empty() {
+            next.status = TaskStatus::Pending;
+            next.owner_id = None;
+            return Ok(());
+        }
+        if !self.blockers_completed(current) {
+            return Err(self.blocked_error(current));
+        }
+        let owner = if assignee == LEAD_NAME {
+            self.id().lead_id().clone()
+        } else {
+            self.member_named(assignee)
+                .filter(|m| m.phase == MemberPhase::Active)
+                .map(|m| m.id.clone())
+                .ok_or_else(|| TeamError::MemberNotFound {
+                    name: assignee.to_owned(),
+                })?
+        };
+        next.status = TaskStatus::InProgress;
+        next.owner_id = Some(owner);
+        Ok(())
     }
 
     /// The graph check and the event, shared by create and update.
@@ -423,4 +415,62 @@ impl TeamState {
         }
         Ok(out)
     }
+}
+
+/// The authority and status checks an update action shares.
+struct ActionCheck<'a> {
+    caller: &'a Caller,
+    current: &'a TaskSnapshot,
+    action: TaskAction,
+}
+
+impl ActionCheck<'_> {
+    /// The Lead or the task's current owner (every action but `claim` and `reassign`).
+    fn authorized(&self) -> Result<(), TeamError> {
+        if self.caller.is_lead() || self.current.owner_id.as_ref() == Some(self.caller.id()) {
+            Ok(())
+        } else {
+            Err(TeamError::TaskUnauthorized {
+                id: self.current.id.to_string(),
+                action: self.action.as_str().to_owned(),
+            })
+        }
+    }
+
+    /// The action applies to a task in `status` only.
+    fn from(&self, status: TaskStatus) -> Result<(), TeamError> {
+        if self.current.status == status {
+            Ok(())
+        } else {
+            Err(self.invalid_transition())
+        }
+    }
+
+    fn invalid_transition(&self) -> TeamError {
+        TeamError::TaskInvalidTransition {
+            id: self.current.id.to_string(),
+            action: self.action.as_str().to_owned(),
+            status: self.current.status.as_str().to_owned(),
+        }
+    }
+}
+
+/// `edit`: replaces the given fields (at least one of subject, description, write scopes).
+fn edit(request: &UpdateTask, next: &mut TaskSnapshot) -> Result<(), TeamError> {
+    if request.subject.is_none() && request.description.is_none() && request.write_scopes.is_none()
+    {
+        return Err(TeamError::invalid_argument(
+            "edit needs at least one of subject, description or write_scopes",
+        ));
+    }
+    if let Some(subject) = &request.subject {
+        next.subject = required_text(subject, "subject", SHORT_TEXT_MAX)?;
+    }
+    if let Some(description) = &request.description {
+        next.description = required_text(description, "description", TASK_DESCRIPTION_MAX)?;
+    }
+    if let Some(scopes) = &request.write_scopes {
+        next.write_scopes = normalize_write_scopes(scopes)?;
+    }
+    Ok(())
 }

@@ -35,6 +35,69 @@ impl MemberContext {
     }
 }
 
+/// The child provider a member was created with (REFERENCE c.3: immutable; trimmed, 1..200
+/// UTF-16 units at creation). Troupe's runtime creates children with two providers, `spawn`
+/// (a fresh Session) and `fork` (one seeded with the Lead's completed turns); REFERENCE keeps
+/// the set open, so a log may name any other provider, which is kept as it is (such a member's
+/// child never matches a Troupe descriptor, so recovery settles it `failed`).
+///
+/// Wire: the name as a JSON string (`"spawn"`, `"fork"`, any other string).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MemberProvider {
+    /// `spawn`: a fresh child.
+    Spawn,
+    /// `fork`: a child seeded with the Lead's completed turns.
+    Fork,
+    /// Any other provider name (never `spawn` or `fork`, which are the variants above).
+    Other(String),
+}
+
+impl MemberProvider {
+    /// The provider called `name`.
+    pub fn named(name: impl Into<String>) -> Self {
+        let name = name.into();
+        match name.as_str() {
+            "spawn" => MemberProvider::Spawn,
+            "fork" => MemberProvider::Fork,
+            _ => MemberProvider::Other(name),
+        }
+    }
+
+    /// The wire spelling (the provider's name).
+    pub fn as_str(&self) -> &str {
+        match self {
+            MemberProvider::Spawn => "spawn",
+            MemberProvider::Fork => "fork",
+            MemberProvider::Other(name) => name,
+        }
+    }
+}
+
+impl fmt::Display for MemberProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for MemberProvider {
+    /// Whether this is the provider called `other`.
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for MemberProvider {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for MemberProvider {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(MemberProvider::named)
+    }
+}
+
 /// A member's durable lifecycle phase (REFERENCE c.3). The only edges are
 /// `provisioning → active` and `provisioning → failed`.
 /// Wire: `"provisioning"` | `"active"` | `"failed"`.
@@ -144,7 +207,7 @@ pub struct MemberSnapshot {
     /// What the teammate was created for (trimmed, 1..200 UTF-16 units at creation).
     pub description: String,
     /// The child provider (trimmed, 1..200); immutable.
-    pub provider: String,
+    pub provider: MemberProvider,
     /// Fresh or fork; immutable.
     pub context: MemberContext,
     /// The lifecycle phase.
@@ -240,8 +303,8 @@ impl TeamRecord {
 }
 
 /// A Team event ready to append to the Lead's log: what every decision of this crate
-/// returns. The runtime appends [`TeamEvent::to_draft`], flushes, then applies the stored
-/// event to its [`crate::TeamState`].
+/// returns. The runtime stages it ([`crate::TeamState::stage`]: the one invariant check),
+/// appends [`TeamEvent::to_draft`], flushes, then applies the staged event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TeamEvent {
     /// The Team (the Lead's SessionId).

@@ -6,7 +6,9 @@ use troupe_protocol::SessionId;
 use crate::error::TeamError;
 use crate::ids::{LEAD_NAME, MemberName};
 use crate::limits::TeamLimits;
-use crate::record::{MemberContext, MemberPhase, MemberSnapshot, TeamEvent, TeamRecord};
+use crate::record::{
+    MemberContext, MemberPhase, MemberProvider, MemberSnapshot, TeamEvent, TeamRecord,
+};
 use crate::state::{Caller, TeamState};
 use crate::text::{SHORT_TEXT_MAX, js_trim, required_text};
 
@@ -118,7 +120,7 @@ impl TeamState {
                 id: child_id,
                 name,
                 description,
-                provider,
+                provider: MemberProvider::named(provider),
                 context: request.context,
                 phase: MemberPhase::Provisioning,
                 error: None,

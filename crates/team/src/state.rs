@@ -139,6 +139,27 @@ enum Prepared {
     Delivered(usize),
 }
 
+/// An event [`TeamState::stage`] checked, holding the state until it is applied. The state
+/// cannot change in between: the `Staged` borrows it.
+#[must_use = "a staged event changes nothing until it is applied"]
+pub struct Staged<'a> {
+    state: &'a mut TeamState,
+    prepared: Prepared,
+}
+
+impl Staged<'_> {
+    /// Applies the checked event (call it once the event is durable).
+    pub fn apply(self) {
+        self.state.commit(self.prepared);
+    }
+}
+
+impl std::fmt::Debug for Staged<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Staged").finish_non_exhaustive()
+    }
+}
+
 /// A task's next snapshot as changes to its current one (the fast path's way of keeping the
 /// strings that did not change). `None` fields are unchanged.
 struct TaskUpdate {
@@ -369,6 +390,32 @@ impl TeamState {
     /// As [`TeamState::check_candidate`].
     pub fn check_event(&self, event: &TeamEvent) -> Result<(), InvariantError> {
         self.check_candidate(event.kind(), &event.to_data())
+    }
+
+    /// Checks `event` once — the invariant companion of REFERENCE c.5, exactly
+    /// [`TeamState::check_event`] — and holds the state until the checked event is applied
+    /// with [`Staged::apply`] (the commit protocol: decide → stage → append → flush → apply).
+    /// The event is checked in its typed form: no `Value` is built or decoded, and applying it
+    /// gives exactly the state [`TeamState::apply`] of the stored event gives. Dropping the
+    /// [`Staged`] (the append or the flush failed) leaves the state unchanged.
+    ///
+    /// # Errors
+    /// [`InvariantError`] (`INVARIANT`) wrapping the fold rule the event breaks.
+    pub fn stage(&mut self, event: &TeamEvent) -> Result<Staged<'_>, InvariantError> {
+        let prepared = if event.team_id == self.id {
+            self.prepare_record(event.record.clone())
+                .map_err(|source| InvariantError {
+                    event_type: event.kind().to_owned(),
+                    source,
+                })?
+        } else {
+            // Another Team's record: skipped, as `apply` skips it.
+            Prepared::Skip
+        };
+        Ok(Staged {
+            state: self,
+            prepared,
+        })
     }
 
     fn prepare(&self, kind: &str, data: &Value) -> Result<Prepared, FoldError> {

@@ -31,7 +31,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -48,6 +48,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
+use troupe_protocol::sync::lock;
 
 /// The binary's name.
 pub const MCP_SERVER_BIN: &str = "troupe-test-mcp-server";
@@ -348,10 +349,7 @@ async fn check_token(State(gate): State<Gate>, request: Request, next: Next) -> 
         .get("authorization")
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
-    gate.authorizations
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(seen.clone());
+    lock(&gate.authorizations).push(seen.clone());
     if let Some(token) = &gate.token
         && seen.as_deref() != Some(format!("Bearer {token}").as_str())
     {
@@ -422,10 +420,7 @@ impl McpHttpServer {
 
     /// The `Authorization` header of every request so far (`None`: none sent).
     pub fn authorizations(&self) -> Vec<Option<String>> {
-        self.authorizations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.authorizations).clone()
     }
 
     /// Stops serving (waits up to the thread's end).

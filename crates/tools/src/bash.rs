@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process_group};
@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
+use troupe_protocol::sync::lock;
 
 use crate::context::ToolContext;
 use crate::error::ToolError;
@@ -338,8 +339,8 @@ async fn run_bash(ctx: &ToolContext, args: BashArgs) -> ToolOutcome {
         return Err(ToolError::Canceled);
     }
 
-    let stdout = std::mem::take(&mut *stdout.lock().unwrap_or_else(PoisonError::into_inner));
-    let stderr = std::mem::take(&mut *stderr.lock().unwrap_or_else(PoisonError::into_inner));
+    let stdout = std::mem::take(&mut *lock(&stdout));
+    let stderr = std::mem::take(&mut *lock(&stderr));
     let (stdout_budget, stderr_budget) = split_budget(cap, stdout.total, stderr.total);
     let truncated = stdout.total > stdout_budget || stderr.total > stderr_budget;
 
@@ -383,10 +384,7 @@ where
         loop {
             match pipe.read(&mut buffer).await {
                 Ok(0) | Err(_) => break,
-                Ok(read) => capture
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(&buffer[..read]),
+                Ok(read) => lock(&capture).push(&buffer[..read]),
             }
         }
     })

@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
-use std::sync::PoisonError;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -396,7 +395,7 @@ fn plan_write(ctx: &ToolContext, args: &WriteArgs) -> Result<FilePlan, ToolError
     }
 
     let lock = target_lock(target);
-    let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    let _guard = troupe_protocol::sync::lock(&lock);
     let observation = ctx.observations().get(ctx.owner(), target);
     let content = args.content.as_bytes().to_vec();
     let post_image = image_of(&content);
@@ -453,7 +452,7 @@ fn commit(ctx: &ToolContext, plan: &FilePlan) -> ToolOutcome {
     let display = plan.effect.path.as_str();
     let target = plan.absolute.as_path();
     let lock = target_lock(target);
-    let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    let _guard = troupe_protocol::sync::lock(&lock);
     let version = match &plan.replaces {
         None => {
             if let Some(parent) = target.parent() {
@@ -520,7 +519,7 @@ fn plan_edit(ctx: &ToolContext, args: &EditArgs) -> Result<FilePlan, ToolError> 
     let target = resolved.absolute.as_path();
 
     let lock = target_lock(target);
-    let _guard = lock.lock().unwrap_or_else(PoisonError::into_inner);
+    let _guard = troupe_protocol::sync::lock(&lock);
     let observation = ctx.observations().get(ctx.owner(), target);
     refuse_special_file(target, display)?;
     let mut file = match File::open(target) {

@@ -5,10 +5,11 @@ use std::fmt;
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 
 use serde::{Deserialize, Serialize};
 use troupe_protocol::SessionId;
+use troupe_protocol::sync::lock;
 
 use crate::context::ToolContext;
 use crate::effect::image_of;
@@ -123,7 +124,7 @@ impl FileObservations {
     fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, HashMap<PathBuf, Observation>>> {
         // A panic while holding this lock cannot leave a half-updated map (every update is a
         // single insert or remove), so a poisoned lock is still usable.
-        self.by_owner.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.by_owner)
     }
 }
 
@@ -236,7 +237,7 @@ static TARGET_LOCKS: LazyLock<Mutex<LockTable>> = LazyLock::new(|| Mutex::new(Ha
 
 /// The mutation lock of `path`. Hold its guard around version check + publication.
 pub(crate) fn target_lock(path: &Path) -> Arc<Mutex<()>> {
-    let mut table = TARGET_LOCKS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut table = lock(&TARGET_LOCKS);
     if let Some(lock) = table.get(path).and_then(Weak::upgrade) {
         return lock;
     }

@@ -4,12 +4,13 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{Notify, watch};
 use troupe_journal::{Journal, JournalError, JsonlBackend, Wake};
+use troupe_protocol::sync::lock;
 use troupe_protocol::{Event, SessionId};
 use troupe_runtime::{RoleProbe, SessionRole};
 use troupe_team::{TeamId, TeamState};
@@ -18,14 +19,6 @@ use crate::WebError;
 use crate::follow::Follower;
 use crate::locks::LockTable;
 use crate::projection::{MailCounts, TeamProjection, TeamView};
-
-/// Locks a std mutex, recovering the data of a holder that panicked (every critical section
-/// here leaves the data consistent at each step).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Runs blocking file work off the async threads.
 async fn blocking<T: Send + 'static>(

@@ -414,9 +414,7 @@ impl ConversationRead {
         let hub = Arc::clone(&self.hub);
         let after = self.after;
         tokio::task::spawn_blocking(move || {
-            let mut follower = follower
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut follower = troupe_protocol::sync::lock(&follower);
             let mut items = Vec::new();
             let mut seed_len = follower.header().map(|h| h.seed_len());
             let result = follower.poll(hub.journal(), &mut |event| items.push(event));

@@ -1,8 +1,10 @@
 //! The flags of `troupe run` and `troupe resume` as typed (clap), each group with what it
 //! turns into: `--pace` into the wait before each scripted reply, `--model`/`--base-url`/
-//! `--api-key-env`/`--tool-choice` into [`ModelFlags`], `--sandbox`/`--network` into a
-//! [`SandboxPolicy`], the Team limit flags into [`TeamLimits`]. Checking them
-//! against each other and the world is [`super::config`]'s.
+//! `--api-key-env`/`--tool-choice` into [`ModelFlags`] (and `--teammate-model`),
+//! `--sandbox`/`--network` into a [`SandboxPolicy`], the Team limit flags into [`TeamLimits`],
+//! `--no-project-instructions`; for a new session they are merged over the configuration files
+//! by [`crate::settings`] ([`settings_flags`]). Checking them against each other and the world
+//! is [`super::config`]'s.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,6 +17,7 @@ use troupe_team::{TeamError, TeamLimits};
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
 
 use crate::exit::Failure;
+use crate::settings::FlagValues;
 
 /// The largest `--pace`, in milliseconds.
 pub(crate) const MAX_PACE_MS: u64 = 60_000;
@@ -73,8 +76,8 @@ pub(crate) struct SandboxArgs {
     pub(super) network: Option<NetworkAccess>,
     /// MCP servers whose tools every member gets (as mcp__<server>__<tool>): a TOML file of
     /// [mcp_servers.<name>] tables (command, args, env — or url —, enabled_tools). Programs run
-    /// under the sandbox. Recorded in the session; `resume` starts the recorded ones unless
-    /// given.
+    /// under the sandbox. Replaces the configuration files' servers. Recorded in the session;
+    /// `resume` starts the recorded ones unless given.
     #[arg(long, value_name = "FILE")]
     pub(crate) mcp_config: Option<PathBuf>,
 }
@@ -128,18 +131,19 @@ fn check_sandbox(policy: &SandboxPolicy) -> Result<(), Failure> {
 /// The longest `--approval-timeout`: one day.
 pub(crate) const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(86_400);
 
-/// `--approval MODE`, `--approval-timeout DURATION` as typed (`run`, `resume`).
+/// `--approval MODE`, `--approval-timeout DURATION` as typed (`run`, `resume`, `config`). For a
+/// new session they win over the configuration files' `approval` and `approval_timeout`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct ApprovalArgs {
     /// Whether a member may ask you to run one bash command outside the sandbox: never
     /// (default for a new session: escalate is refused) or on-request (bash takes escalate:
     /// true with a justification; you are asked at this terminal when it is one, with troupe
-    /// approve or in troupe web, and the member waits for the answer). Recorded in the session; resume keeps
-    /// it unless given.
+    /// approve, troupe chat's /approve or in troupe web, and the member waits for the answer).
+    /// Config key: approval. Recorded in the session; resume keeps it unless given.
     #[arg(long, value_name = "MODE", value_parser = approval_mode)]
     pub(super) approval: Option<ApprovalMode>,
     /// How long a request waits for an answer before it is denied, e.g. 10m (the default),
-    /// 90s, 1h (at most 24h). Recorded like --approval.
+    /// 90s, 1h (at most 24h). Config key: approval_timeout. Recorded like --approval.
     #[arg(long, value_name = "DURATION", value_parser = approval_timeout)]
     pub(super) approval_timeout: Option<Duration>,
 }
@@ -148,8 +152,9 @@ fn approval_mode(raw: &str) -> Result<ApprovalMode, String> {
     ApprovalMode::parse(raw).map_err(|e| e.to_string())
 }
 
-/// `--approval-timeout DURATION`: a humantime duration from 1 s to [`MAX_APPROVAL_TIMEOUT`].
-fn approval_timeout(raw: &str) -> Result<Duration, String> {
+/// `--approval-timeout DURATION` (and the files' `approval_timeout`): a humantime duration
+/// from 1 s to [`MAX_APPROVAL_TIMEOUT`]; the error says what is accepted.
+pub(crate) fn approval_timeout(raw: &str) -> Result<Duration, String> {
     let duration = humantime::parse_duration(raw)
         .map_err(|e| format!("{e} (a duration such as 10m, 90s or 1h)"))?;
     if duration < Duration::from_secs(1) || duration > MAX_APPROVAL_TIMEOUT {
@@ -192,8 +197,12 @@ pub(crate) struct ModelArgs {
     /// Recorded with the model: resume keeps it.
     #[arg(long, value_name = "C", value_parser = tool_choice)]
     pub(super) tool_choice: Option<ToolChoice>,
-    #[command(flatten)]
-    pub(super) pace: PaceArgs,
+    /// Team only: the model of the teammates the Lead creates (default: the Lead's), written
+    /// as for --model. On the Lead's provider it uses the Lead's --base-url and --api-key-env;
+    /// deepseek: and openai: models use their own. Recorded in each teammate's configuration
+    /// and kept across resumes; on `resume`, it applies to teammates created from then on.
+    #[arg(long, value_name = "M")]
+    pub(super) teammate_model: Option<String>,
 }
 
 /// `--tool-choice C`: one of auto, required, none, omit.
@@ -211,6 +220,49 @@ impl ModelArgs {
             tool_choice: self.tool_choice,
         }
     }
+}
+
+/// `--no-project-instructions` as typed (`run`, `config`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct InstructionArgs {
+    /// Do not read AGENTS.md files: no project instructions in the members' prompts (by
+    /// default, $TROUPE_HOME/AGENTS.md and each AGENTS.md from the repository's top level down
+    /// to the workspace are recorded when the session starts and put in every member's system
+    /// prompt, 32 KiB at most).
+    #[arg(long)]
+    pub(super) no_project_instructions: bool,
+}
+
+/// The settings flags of a command, as [`crate::settings`] merges them over the
+/// configuration files. `--mcp-config FILE` is read and checked here: an unreadable or
+/// invalid file is bad input (exit 2, one line naming file:line:column).
+pub(crate) fn settings_flags(
+    model: &ModelArgs,
+    sandbox: &SandboxArgs,
+    limits: &TeamLimitArgs,
+    instructions: &InstructionArgs,
+    approval: &ApprovalArgs,
+) -> Result<FlagValues, Failure> {
+    let mcp_config = match &sandbox.mcp_config {
+        Some(path) => crate::mcp::for_new(Some(path))?.map(|servers| (path.clone(), servers)),
+        None => None,
+    };
+    Ok(FlagValues {
+        model: model.flags(),
+        teammate_model: model.teammate_model.clone(),
+        sandbox: sandbox.sandbox,
+        network: sandbox.network,
+        limits: limits
+            .entries()
+            .into_iter()
+            .zip(crate::settings::LIMIT_KEYS)
+            .filter_map(|((_, _, value), (key, _, _))| value.map(|v| (key, v)))
+            .collect(),
+        no_project_instructions: instructions.no_project_instructions,
+        mcp_config,
+        approval: approval.approval,
+        approval_timeout: approval.approval_timeout,
+    })
 }
 
 /// The Team limit flags (REFERENCE c.15) as typed. Each is a positive integer up to 2^53-1;
@@ -312,9 +364,13 @@ pub(crate) struct RunFlags {
     #[command(flatten)]
     pub(super) model: ModelArgs,
     #[command(flatten)]
+    pub(super) pace: PaceArgs,
+    #[command(flatten)]
     pub(super) sandbox: SandboxArgs,
     #[command(flatten)]
     pub(super) approval: ApprovalArgs,
+    #[command(flatten)]
+    pub(super) instructions: InstructionArgs,
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     pub(super) json: bool,
@@ -331,6 +387,8 @@ pub(crate) struct ResumeFlags {
     pub(super) session: String,
     #[command(flatten)]
     pub(super) model: ModelArgs,
+    #[command(flatten)]
+    pub(super) pace: PaceArgs,
     #[command(flatten)]
     pub(super) limits: TeamLimitArgs,
     #[command(flatten)]

@@ -4,19 +4,95 @@
 use serde_json::{Value, json};
 use troupe_team::MAX_SAFE_INTEGER;
 
-/// The ten tool names, in the order they are registered.
-pub const TEAM_TOOL_NAMES: [&str; 10] = [
-    "spawn_teammate",
-    "send_message",
-    "followup_task",
-    "list_agents",
-    "wait_agent",
-    "interrupt_agent",
-    "team_task_create",
-    "team_task_list",
-    "team_task_get",
-    "team_task_update",
-];
+/// The ten Team tools (REFERENCE d.4), in the order they are registered. Each tool's name,
+/// description, argument and output schemas ([`TeamToolName::definition`]), whether its
+/// effect is a Team record in the Lead log ([`TeamToolName::writes`]) and the
+/// [`super::TeamOp`] its arguments become are decided by this one enum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TeamToolName {
+    /// `spawn_teammate`.
+    SpawnTeammate,
+    /// `send_message`.
+    SendMessage,
+    /// `followup_task`.
+    FollowupTask,
+    /// `list_agents`.
+    ListAgents,
+    /// `wait_agent`.
+    WaitAgent,
+    /// `interrupt_agent`.
+    InterruptAgent,
+    /// `team_task_create`.
+    TaskCreate,
+    /// `team_task_list`.
+    TaskList,
+    /// `team_task_get`.
+    TaskGet,
+    /// `team_task_update`.
+    TaskUpdate,
+}
+
+impl TeamToolName {
+    /// Every Team tool, in registration order.
+    pub const ALL: [TeamToolName; 10] = [
+        TeamToolName::SpawnTeammate,
+        TeamToolName::SendMessage,
+        TeamToolName::FollowupTask,
+        TeamToolName::ListAgents,
+        TeamToolName::WaitAgent,
+        TeamToolName::InterruptAgent,
+        TeamToolName::TaskCreate,
+        TeamToolName::TaskList,
+        TeamToolName::TaskGet,
+        TeamToolName::TaskUpdate,
+    ];
+
+    /// The tool's model-facing name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TeamToolName::SpawnTeammate => "spawn_teammate",
+            TeamToolName::SendMessage => "send_message",
+            TeamToolName::FollowupTask => "followup_task",
+            TeamToolName::ListAgents => "list_agents",
+            TeamToolName::WaitAgent => "wait_agent",
+            TeamToolName::InterruptAgent => "interrupt_agent",
+            TeamToolName::TaskCreate => "team_task_create",
+            TeamToolName::TaskList => "team_task_list",
+            TeamToolName::TaskGet => "team_task_get",
+            TeamToolName::TaskUpdate => "team_task_update",
+        }
+    }
+
+    /// The Team tool called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|tool| tool.name() == name)
+    }
+
+    /// Whether the tool's effect is a Team record in the Lead log, linked to the call by
+    /// `tool/effect` (DESIGN decision 10): `spawn_teammate`, `send_message`,
+    /// `followup_task`, `team_task_create`, `team_task_update`.
+    pub const fn writes(self) -> bool {
+        matches!(
+            self,
+            TeamToolName::SpawnTeammate
+                | TeamToolName::SendMessage
+                | TeamToolName::FollowupTask
+                | TeamToolName::TaskCreate
+                | TeamToolName::TaskUpdate
+        )
+    }
+}
+
+/// The ten tool names, in the order they are registered ([`TeamToolName::ALL`]).
+pub const TEAM_TOOL_NAMES: [&str; 10] = {
+    let mut names = [""; 10];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = TeamToolName::ALL[i].name();
+        i += 1;
+    }
+    names
+};
 
 /// `MemberView` (REFERENCE d.3).
 pub fn member_view_schema() -> Value {
@@ -88,10 +164,16 @@ fn send_params() -> Value {
     )
 }
 
-/// `(description, parameters, output schema)` of tool `name`, or `None` for another name.
-pub fn definition(name: &str) -> Option<(&'static str, Value, Value)> {
-    Some(match name {
-        "spawn_teammate" => (
+impl TeamToolName {
+    /// `(description, parameters, output schema)` of the tool (REFERENCE d.3–d.4).
+    pub fn definition(self) -> (&'static str, Value, Value) {
+        definition(self)
+    }
+}
+
+fn definition(tool: TeamToolName) -> (&'static str, Value, Value) {
+    match tool {
+        TeamToolName::SpawnTeammate => (
             "Lead only. Create one persistent, named teammate that works in the same workspace and \
              starts on `prompt` at once. Teammates are durable: they survive restarts and can be \
              messaged, followed up and interrupted by name.",
@@ -106,26 +188,26 @@ pub fn definition(name: &str) -> Option<(&'static str, Value, Value)> {
             ),
             object(json!({"member": member_view_schema()}), &["member"]),
         ),
-        "send_message" => (
+        TeamToolName::SendMessage => (
             "Store a durable message for another member without starting it if it is idle (it \
              reads the message at its next step or turn). Status `queued` still means stored: \
              never resend.",
             send_params(),
             send_output(),
         ),
-        "followup_task" => (
+        TeamToolName::FollowupTask => (
             "Store durable follow-up work for another member and start a turn for it if needed \
              (an inactive teammate is resumed). Status `queued` still means stored: never resend.",
             send_params(),
             send_output(),
         ),
-        "list_agents" => (
+        TeamToolName::ListAgents => (
             "List the Lead and every durable teammate with its current status (running, idle, \
              inactive, provisioning or failed).",
             object(json!({}), &[]),
             json!({"type": "array", "items": member_view_schema()}),
         ),
-        "wait_agent" => (
+        TeamToolName::WaitAgent => (
             "Block until the next teammate-status, mailbox or task change that happens after this \
              call begins, or the timeout. It never wakes inactive members and answers noProgress \
              at once when no other member is running or provisioning; list again afterwards \
@@ -150,7 +232,7 @@ pub fn definition(name: &str) -> Option<(&'static str, Value, Value)> {
                 &["timedOut"],
             ),
         ),
-        "interrupt_agent" => (
+        TeamToolName::InterruptAgent => (
             "Lead only. Stop one teammate's current turn; its pending messages are kept for its \
              next turn.",
             object(
@@ -162,7 +244,7 @@ pub fn definition(name: &str) -> Option<(&'static str, Value, Value)> {
                 &["previousStatus"],
             ),
         ),
-        "team_task_create" => (
+        TeamToolName::TaskCreate => (
             "Add one unowned pending task to the shared board.",
             object(
                 json!({
@@ -175,7 +257,7 @@ pub fn definition(name: &str) -> Option<(&'static str, Value, Value)> {
             ),
             task_view_schema(),
         ),
-        "team_task_list" => (
+        TeamToolName::TaskList => (
             "Browse tasks with readiness, owner, revision, blockers and write-scope overlap \
              warnings.",
             object(
@@ -196,12 +278,12 @@ pub fn definition(name: &str) -> Option<(&'static str, Value, Value)> {
                 &["tasks"],
             ),
         ),
-        "team_task_get" => (
+        TeamToolName::TaskGet => (
             "Fetch the latest full value of one task (deleted tasks included) before acting on it.",
             object(json!({"task_id": {"type": "string"}}), &["task_id"]),
             task_view_schema(),
         ),
-        "team_task_update" => (
+        TeamToolName::TaskUpdate => (
             "Compare-and-set one action on a task, using its newest revision from get or list. \
              `subject`/`description`/`write_scopes` replace fields for `edit`; `blocked_by` is the \
              whole new list for `set_dependencies`; `owner` names the assignee for the Lead-only \
@@ -221,6 +303,5 @@ pub fn definition(name: &str) -> Option<(&'static str, Value, Value)> {
             ),
             task_view_schema(),
         ),
-        _ => return None,
-    })
+    }
 }

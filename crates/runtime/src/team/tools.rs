@@ -15,9 +15,9 @@
 //! `TEAM_INVALID_TIMEOUT` (REFERENCE d.4.1). Values the schemas accept are judged by the
 //! service (the REFERENCE c.16 codes).
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
 use serde_json::{Number, Value, json};
 use troupe_protocol::ErrorCode;
 use troupe_team::{
@@ -26,31 +26,35 @@ use troupe_team::{
 };
 use troupe_tools::{TextFuture, Tool, ToolContext, ToolError, ToolFuture, parse_arguments};
 
-use super::schema::{TEAM_TOOL_NAMES, definition};
-use super::{NO_PROGRESS_MESSAGE, TeamOpError, WaitOutcome};
-use crate::agent::Agent;
-use crate::runtime::{RtWeak, Runtime};
+use super::op::{CallOrigin, OpContext, TeamOp, TeamOpError};
+use super::output::render;
+use super::schema::TeamToolName;
+use super::service::TeamService;
 
-/// The ten Team tools for an agent of `runtime`.
-pub(crate) fn team_tools(runtime: &RtWeak) -> Vec<Arc<dyn Tool>> {
-    TEAM_TOOL_NAMES
-        .iter()
-        .filter_map(|name| {
-            let (description, parameters, output) = definition(name)?;
-            Some(Arc::new(TeamTool {
-                runtime: runtime.clone(),
+/// The ten Team tools of the Team service `service` (DESIGN decision 3: installed for the
+/// Team profile).
+pub(crate) fn team_tools(service: &Weak<TeamService>) -> Vec<Arc<dyn Tool>> {
+    TeamToolName::ALL
+        .into_iter()
+        .map(|name| {
+            let (description, parameters, output) = name.definition();
+            Arc::new(TeamTool {
+                service: service.clone(),
                 name,
                 description,
                 parameters,
                 output,
-            }) as Arc<dyn Tool>)
+            }) as Arc<dyn Tool>
         })
         .collect()
 }
 
+/// One Team tool: its arguments become a [`TeamOp`] for the Team service, its result the
+/// rendered [`TeamReply`].
 struct TeamTool {
-    runtime: RtWeak,
-    name: &'static str,
+    /// The Team service (weak: the service owns the Teams whose Leads own these tools).
+    service: Weak<TeamService>,
+    name: TeamToolName,
     description: &'static str,
     parameters: Value,
     output: Value,
@@ -99,64 +103,6 @@ fn integer_in(field: &str, value: &Number, min: u64, max: u64) -> Result<u64, To
             "field `{field}`: expected an integer from {min} through {max}, got {value}"
         ))
     })
-}
-
-/// The compact JSON text of a typed result: keys in the order the types declare them, which is
-/// the order of each tool's declared output schema (REFERENCE d.3).
-fn to_text<T: serde::Serialize>(value: &T) -> Result<String, ToolError> {
-    serde_json::to_string(value).map_err(|e| ToolError::other("TOOL_INTERNAL_ERROR", e.to_string()))
-}
-
-/// The exact text `spawn_teammate` returns for `member` (recovery rebuilds it, DESIGN
-/// decision 10).
-pub(crate) fn spawn_result_text(member: &troupe_team::MemberView) -> String {
-    to_text(&SpawnOutput { member }).unwrap_or_default()
-}
-
-/// The exact text `send_message` / `followup_task` return (recovery rebuilds it).
-pub(crate) fn send_result_text(id: &troupe_protocol::MessageId, status: &'static str) -> String {
-    to_text(&SendOutput {
-        message_id: id,
-        status,
-    })
-    .unwrap_or_default()
-}
-
-/// `spawn_teammate`'s output: `{member}`.
-#[derive(Serialize)]
-struct SpawnOutput<'a> {
-    member: &'a troupe_team::MemberView,
-}
-
-/// `send_message` / `followup_task` output: `{messageId, status}`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SendOutput<'a> {
-    message_id: &'a troupe_protocol::MessageId,
-    status: &'static str,
-}
-
-/// `wait_agent`'s output: `{timedOut, noProgress?}`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct WaitOutput {
-    timed_out: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    no_progress: Option<NoProgressOutput>,
-}
-
-/// The `noProgress` object of `wait_agent`: `{reason, message}`.
-#[derive(Serialize)]
-struct NoProgressOutput {
-    reason: &'static str,
-    message: &'static str,
-}
-
-/// `interrupt_agent`'s output: `{previousStatus}`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct InterruptOutput {
-    previous_status: &'static str,
 }
 
 #[derive(Deserialize)]
@@ -265,181 +211,154 @@ struct UpdateArgs {
     owner: Option<String>,
 }
 
-/// The call a Team record will be linked to (`tool/effect`), when the runtime named it.
-fn origin(tool: &'static str, caller: &Agent, ctx: &ToolContext) -> Option<super::CallOrigin> {
-    ctx.call_id().map(|call_id| super::CallOrigin {
-        session: caller.id().clone(),
-        call_id: call_id.to_owned(),
-        tool,
-    })
-}
-
-impl TeamTool {
-    async fn run(
-        &self,
-        rt: &Runtime,
-        caller: &Agent,
-        ctx: &ToolContext,
-        args: Value,
-    ) -> Result<String, ToolError> {
-        match self.name {
-            "spawn_teammate" => {
+impl TeamToolName {
+    /// The [`TeamOp`] of this tool's arguments, checked against its declared schema (see the
+    /// module docs).
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENTS` naming the field.
+    fn request(self, args: Value) -> Result<TeamOp, ToolError> {
+        Ok(match self {
+            TeamToolName::SpawnTeammate => {
                 let a: SpawnArgs = parse_arguments(args)?;
-                let member = rt
-                    .team_spawn_as(
-                        caller,
-                        &a.name,
-                        &a.description,
-                        &a.prompt,
-                        a.context.unwrap_or(MemberContext::Fresh),
-                        Some(ctx.cancellation().clone()),
-                        origin(self.name, caller, ctx).as_ref(),
-                    )
-                    .await
-                    .map_err(|e| op_error(&e))?;
-                to_text(&SpawnOutput { member: &member })
-            }
-            "send_message" | "followup_task" => {
-                let a: SendArgs = parse_arguments(args)?;
-                let delivery = if self.name == "send_message" {
-                    Delivery::Quiet
-                } else {
-                    Delivery::Wakeup
-                };
-                let (id, accepted) = rt
-                    .team_send_as(
-                        caller,
-                        &a.target,
-                        &a.message,
-                        delivery,
-                        origin(self.name, caller, ctx).as_ref(),
-                    )
-                    .await
-                    .map_err(|e| op_error(&e))?;
-                to_text(&SendOutput {
-                    message_id: &id,
-                    status: if accepted { "accepted" } else { "queued" },
-                })
-            }
-            "list_agents" => {
-                let _: NoArgs = parse_arguments(args)?;
-                let members = rt
-                    .team_list_members(caller)
-                    .await
-                    .map_err(|e| op_error(&e))?;
-                to_text(&members)
-            }
-            "wait_agent" => {
-                let a: WaitArgs = parse_arguments(args)?;
-                let timeout = a
-                    .timeout_ms
-                    .unwrap_or_else(|| json!(troupe_team::WAIT_TIMEOUT_DEFAULT_MS));
-                match rt
-                    .team_wait(caller, &timeout, ctx.cancellation())
-                    .await
-                    .map_err(|e| op_error(&e))?
-                {
-                    WaitOutcome::Waited { timed_out } => to_text(&WaitOutput {
-                        timed_out,
-                        no_progress: None,
-                    }),
-                    WaitOutcome::NoProgress => to_text(&WaitOutput {
-                        timed_out: false,
-                        no_progress: Some(NoProgressOutput {
-                            reason: "no-active-peer",
-                            message: NO_PROGRESS_MESSAGE,
-                        }),
-                    }),
+                TeamOp::SpawnTeammate {
+                    name: a.name,
+                    description: a.description,
+                    prompt: a.prompt,
+                    context: a.context.unwrap_or(MemberContext::Fresh),
                 }
             }
-            "interrupt_agent" => {
-                let a: TargetArgs = parse_arguments(args)?;
-                let previous = rt
-                    .team_interrupt(caller, &a.target)
-                    .await
-                    .map_err(|e| op_error(&e))?;
-                to_text(&InterruptOutput {
-                    previous_status: previous,
-                })
+            TeamToolName::SendMessage | TeamToolName::FollowupTask => {
+                let a: SendArgs = parse_arguments(args)?;
+                TeamOp::Send {
+                    target: a.target,
+                    text: a.message,
+                    delivery: if self == TeamToolName::SendMessage {
+                        Delivery::Quiet
+                    } else {
+                        Delivery::Wakeup
+                    },
+                }
             }
-            "team_task_create" => {
+            TeamToolName::ListAgents => {
+                let _: NoArgs = parse_arguments(args)?;
+                TeamOp::ListAgents
+            }
+            TeamToolName::WaitAgent => {
+                let a: WaitArgs = parse_arguments(args)?;
+                TeamOp::WaitAgent {
+                    timeout_ms: a
+                        .timeout_ms
+                        .unwrap_or_else(|| json!(troupe_team::WAIT_TIMEOUT_DEFAULT_MS)),
+                }
+            }
+            TeamToolName::InterruptAgent => {
+                let a: TargetArgs = parse_arguments(args)?;
+                TeamOp::InterruptAgent { target: a.target }
+            }
+            TeamToolName::TaskCreate => {
                 let a: CreateArgs = parse_arguments(args)?;
-                let request = CreateTask {
+                TeamOp::CreateTask(CreateTask {
                     subject: a.subject,
                     description: a.description,
                     blocked_by: a.blocked_by,
                     write_scopes: a.write_scopes,
-                };
-                let view = rt
-                    .team_create_task_as(caller, &request, origin(self.name, caller, ctx).as_ref())
-                    .await
-                    .map_err(|e| op_error(&e))?;
-                to_text(&view)
+                })
             }
-            "team_task_list" => {
-                let a: ListArgs = parse_arguments(args)?;
-                // REFERENCE d.4.2 step 3: plain (argument) errors, before the service.
-                let cursor = match &a.cursor {
-                    Some(n) => integer_in("cursor", n, 0, MAX_SAFE_INTEGER)?,
-                    None => 0,
-                };
-                let limit = match &a.limit {
-                    Some(n) => integer_in("limit", n, 1, 100)?,
-                    None => 50,
-                };
-                let query = TaskListQuery {
-                    status: a.status.map(TaskStatus::from),
-                    owner: a.owner,
-                    ready: a.ready,
-                    cursor,
-                    limit,
-                };
-                let page = rt
-                    .team_list_tasks(caller, &query)
-                    .await
-                    .map_err(|e| op_error(&e))?;
-                to_text(&page)
+            TeamToolName::TaskList => {
+                TeamOp::ListTasks(parse_arguments::<ListArgs>(args)?.query()?)
             }
-            "team_task_get" => {
+            TeamToolName::TaskGet => {
                 let a: GetArgs = parse_arguments(args)?;
-                let view = rt
-                    .team_get_task(caller, &a.task_id)
-                    .await
-                    .map_err(|e| op_error(&e))?;
-                to_text(&view)
+                TeamOp::GetTask { task_id: a.task_id }
             }
-            "team_task_update" => {
-                let a: UpdateArgs = parse_arguments(args)?;
-                // A revision is a positive safe integer (REFERENCE c.3); anything else can
-                // never be a compare-and-set token, so it is malformed, not stale.
-                let revision = integer_in(
-                    "expected_revision",
-                    &a.expected_revision,
-                    1,
-                    MAX_SAFE_INTEGER,
-                )?;
-                let mut request = UpdateTask::new(a.task_id, revision, a.action);
-                request.subject = a.subject;
-                request.description = a.description;
-                request.blocked_by = a.blocked_by;
-                request.write_scopes = a.write_scopes;
-                request.owner = a.owner;
-                let view = rt
-                    .team_update_task_as(caller, &request, origin(self.name, caller, ctx).as_ref())
-                    .await
-                    .map_err(|e| op_error(&e))?;
-                to_text(&view)
+            TeamToolName::TaskUpdate => {
+                TeamOp::UpdateTask(parse_arguments::<UpdateArgs>(args)?.request()?)
             }
-            other => Err(ToolError::UnknownTool {
-                name: other.to_owned(),
-            }),
-        }
+        })
+    }
+}
+
+impl ListArgs {
+    /// The query, its integers checked against their declared bounds (REFERENCE d.4.2 step
+    /// 3: plain argument errors, before the service).
+    fn query(self) -> Result<TaskListQuery, ToolError> {
+        let cursor = match &self.cursor {
+            Some(n) => integer_in("cursor", n, 0, MAX_SAFE_INTEGER)?,
+            None => 0,
+        };
+        let limit = match &self.limit {
+            Some(n) => integer_in("limit", n, 1, 100)?,
+            None => 50,
+        };
+        Ok(TaskListQuery {
+            status: self.status.map(TaskStatus::from),
+            owner: self.owner,
+            ready: self.ready,
+            cursor,
+            limit,
+        })
+    }
+}
+
+impl UpdateArgs {
+    /// The update, its revision checked: a positive safe integer (REFERENCE c.3) — anything
+    /// else can never be a compare-and-set token, so it is malformed, not stale.
+    fn request(self) -> Result<UpdateTask, ToolError> {
+        let revision = integer_in(
+            "expected_revision",
+            &self.expected_revision,
+            1,
+            MAX_SAFE_INTEGER,
+        )?;
+        let mut request = UpdateTask::new(self.task_id, revision, self.action);
+        request.subject = self.subject;
+        request.description = self.description;
+        request.blocked_by = self.blocked_by;
+        request.write_scopes = self.write_scopes;
+        request.owner = self.owner;
+        Ok(request)
+    }
+}
+
+impl TeamTool {
+    /// One call: the caller resolved from the tool context's owner session, the arguments
+    /// turned into the request, the service asked, the reply rendered.
+    async fn run(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
+        let service = self
+            .service
+            .upgrade()
+            .ok_or_else(|| ToolError::other("TEAM_DISPOSED", "Error: the runtime is shut down"))?;
+        let caller = service
+            .resident(ctx.owner())
+            .ok_or_else(|| ToolError::UnknownTool {
+                name: self.name.name().to_owned(),
+            })?;
+        let op = self.name.request(args)?;
+        // A Team record is linked to the tool call that made it (DESIGN decision 10).
+        let origin = ctx
+            .call_id()
+            .filter(|_| self.name.writes())
+            .map(|call_id| CallOrigin {
+                session: caller.id().clone(),
+                call_id: call_id.to_owned(),
+                tool: self.name,
+            });
+        let context = OpContext {
+            cancel: Some(ctx.cancellation().clone()),
+            origin,
+        };
+        let reply = service
+            .call(&caller, op, context)
+            .await
+            .map_err(|e| op_error(&e))?;
+        render(&reply)
     }
 }
 
 impl Tool for TeamTool {
     fn name(&self) -> &str {
-        self.name
+        self.name.name()
     }
 
     fn description(&self) -> &str {
@@ -467,32 +386,12 @@ impl Tool for TeamTool {
     fn call_text<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> TextFuture<'a> {
         // Every Team tool failure reads `Error: <message>` (REFERENCE d.2), including
         // argument errors raised before the service is reached.
-        Box::pin(async move { self.call_inner(ctx, args).await.map_err(prefixed) })
+        Box::pin(async move { self.run(ctx, args).await.map_err(prefixed) })
     }
 
     /// The registry's own refusals (arguments that are not an object, a call cancelled before
     /// it started) read `Error: <message>` too.
     fn shape_error(&self, error: ToolError) -> ToolError {
         prefixed(error)
-    }
-}
-
-impl TeamTool {
-    async fn call_inner(&self, ctx: &ToolContext, args: Value) -> Result<String, ToolError> {
-        {
-            let rt = self
-                .runtime
-                .upgrade()
-                .ok_or_else(|| {
-                    ToolError::other("TEAM_DISPOSED", "Error: the runtime is shut down")
-                })?
-                .runtime();
-            let caller = rt
-                .agent(ctx.owner())
-                .ok_or_else(|| ToolError::UnknownTool {
-                    name: self.name.to_owned(),
-                })?;
-            self.run(&rt, &caller, ctx, args).await
-        }
     }
 }

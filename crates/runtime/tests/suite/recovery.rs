@@ -215,7 +215,8 @@ async fn a_teammates_team_call_is_resolved_from_the_lead_log() {
     let lead = h.team_lead().await;
     let lead_id = lead.id().clone();
     h.runtime
-        .team_create_task(
+        .teams()
+        .create_task(
             &lead,
             &troupe_team::CreateTask {
                 subject: "s".to_owned(),
@@ -703,7 +704,8 @@ async fn a_cut_teammate_woken_by_redelivered_mail_is_continued_too() {
         let lead = lead.clone();
         tokio::spawn(async move {
             runtime
-                .team_send(
+                .teams()
+                .send(
                     &lead,
                     "worker",
                     "also do more",
@@ -789,7 +791,8 @@ async fn a_cut_teammate_with_wakeup_mail_waiting_runs_it_and_is_continued() {
     .expect("the command never started");
     let (_, accepted) = h
         .runtime
-        .team_send(
+        .teams()
+        .send(
             &lead,
             "worker",
             "also do more",

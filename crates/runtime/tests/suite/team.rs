@@ -122,7 +122,8 @@ pub(super) async fn spawn(h: &Harness, lead: &Agent, name: &str, steps: Vec<Step
     h.models.model(name).push(steps);
     let view = h
         .runtime
-        .team_spawn(
+        .teams()
+        .spawn(
             lead,
             name,
             &format!("{name} job"),
@@ -166,6 +167,7 @@ pub(super) fn team_child(
         continuable: true,
         notify_parent: false,
         profile,
+        model: None,
         cancel: None,
     }
 }
@@ -194,7 +196,7 @@ pub(super) fn provisioning(team: &SessionId, id: &SessionId, name: &str) -> Team
             id: id.clone(),
             name: troupe_team::MemberName::new(name).unwrap(),
             description: "by hand".to_owned(),
-            provider: "spawn".to_owned(),
+            provider: troupe_team::MemberProvider::Spawn,
             context: MemberContext::Fresh,
             phase: troupe_team::MemberPhase::Provisioning,
             error: None,
@@ -306,7 +308,8 @@ async fn quiet_mail_to_an_inactive_teammate_stays_queued_across_a_restart() {
     settled(&h, &worker).await;
     let (id, accepted) = h
         .runtime
-        .team_send(&lead, "mail-worker", "fyi", Delivery::Quiet)
+        .teams()
+        .send(&lead, "mail-worker", "fyi", Delivery::Quiet)
         .await
         .unwrap();
     assert!(!accepted, "quiet mail to an inactive teammate is queued");
@@ -394,7 +397,7 @@ async fn a_crash_between_queued_and_delivered_delivers_exactly_one_copy() {
 async fn a_fresh_team_lists_only_the_lead() {
     let h = Harness::new();
     let lead = h.team_lead().await;
-    let rows = h.runtime.team_list_members(&lead).await.unwrap();
+    let rows = h.runtime.teams().list_members(&lead).await.unwrap();
     let row = serde_json::to_value(&rows).unwrap();
     assert_eq!(row.as_array().unwrap().len(), 1);
     assert_eq!(row[0]["name"], "lead");
@@ -419,13 +422,15 @@ async fn fork_and_fresh_teammates_and_the_member_limit() {
     h.models.model("fresh-worker").push([text("g")]);
     let fork = h
         .runtime
-        .team_spawn(&lead, "fork-worker", "d", "p", MemberContext::Fork, None)
+        .teams()
+        .spawn(&lead, "fork-worker", "d", "p", MemberContext::Fork, None)
         .await
         .unwrap()
         .id;
     let fresh = h
         .runtime
-        .team_spawn(&lead, "fresh-worker", "d", "p", MemberContext::Fresh, None)
+        .teams()
+        .spawn(&lead, "fresh-worker", "d", "p", MemberContext::Fresh, None)
         .await
         .unwrap()
         .id;
@@ -433,7 +438,7 @@ async fn fork_and_fresh_teammates_and_the_member_limit() {
     settled(&h, &fresh).await;
     assert!(h.journal().read(&fork).unwrap().header.seed_length.unwrap() > 0);
     assert_eq!(h.journal().read(&fresh).unwrap().header.seed_length, None);
-    let rows = serde_json::to_value(h.runtime.team_list_members(&lead).await.unwrap()).unwrap();
+    let rows = serde_json::to_value(h.runtime.teams().list_members(&lead).await.unwrap()).unwrap();
     let triples: Vec<(String, Value, String)> = rows
         .as_array()
         .unwrap()
@@ -465,7 +470,8 @@ async fn fork_and_fresh_teammates_and_the_member_limit() {
     assert_eq!(
         code(
             h.runtime
-                .team_spawn(&lead, "third-worker", "d", "p", MemberContext::Fresh, None)
+                .teams()
+                .spawn(&lead, "third-worker", "d", "p", MemberContext::Fresh, None)
                 .await
         ),
         "TEAM_MEMBER_LIMIT"
@@ -473,7 +479,8 @@ async fn fork_and_fresh_teammates_and_the_member_limit() {
     assert_eq!(
         code(
             h.runtime
-                .team_spawn(&lead, "fresh-worker", "d", "p", MemberContext::Fresh, None)
+                .teams()
+                .spawn(&lead, "fresh-worker", "d", "p", MemberContext::Fresh, None)
                 .await
         ),
         "TEAM_MEMBER_NAME_TAKEN"
@@ -514,14 +521,15 @@ async fn a_failed_start_records_a_failed_member_that_keeps_its_name_and_slot() {
     let lead = h.team_lead().await;
     let err = h
         .runtime
-        .team_spawn(&lead, "failed-worker", "d", "p", MemberContext::Fresh, None)
+        .teams()
+        .spawn(&lead, "failed-worker", "d", "p", MemberContext::Fresh, None)
         .await
         .unwrap_err();
     assert!(
         err.to_string().contains("no model for failed-worker"),
         "{err}"
     );
-    let rows = serde_json::to_value(h.runtime.team_list_members(&lead).await.unwrap()).unwrap();
+    let rows = serde_json::to_value(h.runtime.teams().list_members(&lead).await.unwrap()).unwrap();
     assert_eq!(rows[1]["name"], "failed-worker");
     assert_eq!(rows[1]["status"], "failed");
     assert_eq!(rows[1]["provider"], "spawn");
@@ -534,7 +542,8 @@ async fn a_failed_start_records_a_failed_member_that_keeps_its_name_and_slot() {
     assert_eq!(
         code(
             h.runtime
-                .team_spawn(&lead, "failed-worker", "d", "p", MemberContext::Fresh, None)
+                .teams()
+                .spawn(&lead, "failed-worker", "d", "p", MemberContext::Fresh, None)
                 .await
         ),
         "TEAM_MEMBER_NAME_TAKEN"
@@ -542,7 +551,8 @@ async fn a_failed_start_records_a_failed_member_that_keeps_its_name_and_slot() {
     assert_eq!(
         code(
             h.runtime
-                .team_spawn(&lead, "other-worker", "d", "p", MemberContext::Fresh, None)
+                .teams()
+                .spawn(&lead, "other-worker", "d", "p", MemberContext::Fresh, None)
                 .await
         ),
         "TEAM_MEMBER_LIMIT"
@@ -550,7 +560,8 @@ async fn a_failed_start_records_a_failed_member_that_keeps_its_name_and_slot() {
     assert_eq!(
         code(
             h.runtime
-                .team_send(&lead, "failed-worker", "hi", Delivery::Wakeup)
+                .teams()
+                .send(&lead, "failed-worker", "hi", Delivery::Wakeup)
                 .await
         ),
         "TEAM_MEMBER_NOT_FOUND"
@@ -568,7 +579,8 @@ async fn invalid_spawn_arguments_write_nothing() {
         assert_eq!(
             code(
                 h.runtime
-                    .team_spawn(&lead, name, "d", "p", MemberContext::Fresh, None)
+                    .teams()
+                    .spawn(&lead, name, "d", "p", MemberContext::Fresh, None)
                     .await
             ),
             "TEAM_INVALID_MEMBER_NAME",
@@ -578,7 +590,8 @@ async fn invalid_spawn_arguments_write_nothing() {
     assert_eq!(
         code(
             h.runtime
-                .team_spawn(&lead, "ok-name", " ", "p", MemberContext::Fresh, None)
+                .teams()
+                .spawn(&lead, "ok-name", " ", "p", MemberContext::Fresh, None)
                 .await
         ),
         "TEAM_INVALID_ARGUMENT"
@@ -588,7 +601,8 @@ async fn invalid_spawn_arguments_write_nothing() {
     assert_eq!(
         code(
             h.runtime
-                .team_spawn(
+                .teams()
+                .spawn(
                     &lead,
                     "ok-name",
                     "d",
@@ -617,26 +631,27 @@ async fn interrupt_is_lead_only_and_reports_the_previous_status() {
     assert_eq!(
         code(
             h.runtime
-                .team_spawn(&worker, "sub", "d", "p", MemberContext::Fresh, None)
+                .teams()
+                .spawn(&worker, "sub", "d", "p", MemberContext::Fresh, None)
                 .await
         ),
         "TEAM_LEAD_REQUIRED"
     );
     assert_eq!(
-        code(h.runtime.team_interrupt(&worker, "worker").await),
+        code(h.runtime.teams().interrupt(&worker, "worker").await),
         "TEAM_LEAD_REQUIRED"
     );
     assert_eq!(
-        code(h.runtime.team_interrupt(&lead, "lead").await),
+        code(h.runtime.teams().interrupt(&lead, "lead").await),
         "TEAM_INVALID_TARGET"
     );
     assert_eq!(
-        h.runtime.team_interrupt(&lead, "worker").await.unwrap(),
+        h.runtime.teams().interrupt(&lead, "worker").await.unwrap(),
         "running"
     );
     settled(&h, &worker_id).await;
     assert_eq!(
-        h.runtime.team_interrupt(&lead, "worker").await.unwrap(),
+        h.runtime.teams().interrupt(&lead, "worker").await.unwrap(),
         "inactive"
     );
 }
@@ -648,7 +663,8 @@ async fn a_host_fork_of_the_lead_is_a_new_team() {
     h.models.model("lead").push([text("t")]);
     let lead = h.team_lead().await;
     h.runtime
-        .team_create_task(
+        .teams()
+        .create_task(
             &lead,
             &troupe_team::CreateTask {
                 subject: "s".into(),
@@ -690,12 +706,12 @@ async fn an_ordinary_child_of_the_lead_is_not_a_member() {
         .await
         .unwrap();
     let child = h.runtime.agent(&started.child_id).unwrap();
-    assert!(h.runtime.team_of(&child).is_none());
+    assert!(h.runtime.teams().team_of(&child).is_none());
     assert_eq!(
-        code(h.runtime.team_list_members(&child).await),
+        code(h.runtime.teams().list_members(&child).await),
         "TEAM_NOT_MEMBER"
     );
-    assert!(h.runtime.team_of(&lead).is_some());
+    assert!(h.runtime.teams().team_of(&lead).is_some());
     h.runtime.shutdown().await.unwrap();
 }
 
@@ -718,7 +734,8 @@ async fn wakeups_to_a_running_lead_are_accepted_immediately() {
     for n in 0..2 {
         let (_, accepted) = h
             .runtime
-            .team_send(&worker, "lead", &format!("w{n}"), Delivery::Wakeup)
+            .teams()
+            .send(&worker, "lead", &format!("w{n}"), Delivery::Wakeup)
             .await
             .unwrap();
         assert!(accepted);
@@ -738,7 +755,8 @@ async fn quiet_mail_to_a_running_teammate_is_injected_and_framed() {
     model_called(&h.models.model("w"), 1).await;
     let (id, accepted) = h
         .runtime
-        .team_send(&lead, "w", "heads up", Delivery::Quiet)
+        .teams()
+        .send(&lead, "w", "heads up", Delivery::Quiet)
         .await
         .unwrap();
     assert!(accepted);
@@ -767,7 +785,8 @@ async fn a_wakeup_is_durable_in_the_lead_then_the_target_then_acknowledged() {
         let before = log.len();
         let (_, accepted) = h
             .runtime
-            .team_send(&lead, "w", &format!("more {n}"), Delivery::Wakeup)
+            .teams()
+            .send(&lead, "w", &format!("more {n}"), Delivery::Wakeup)
             .await
             .unwrap();
         assert!(accepted);
@@ -797,21 +816,24 @@ async fn mailbox_limits_and_bad_targets_are_refused() {
     assert_eq!(
         code(
             h.runtime
-                .team_send(&lead, "w", &"x".repeat(300), Delivery::Quiet)
+                .teams()
+                .send(&lead, "w", &"x".repeat(300), Delivery::Quiet)
                 .await
         ),
         "TEAM_MESSAGE_TOO_LARGE"
     );
     let (_, accepted) = h
         .runtime
-        .team_send(&lead, "w", "one", Delivery::Quiet)
+        .teams()
+        .send(&lead, "w", "one", Delivery::Quiet)
         .await
         .unwrap();
     assert!(!accepted);
     assert_eq!(
         code(
             h.runtime
-                .team_send(&lead, "w", "two", Delivery::Quiet)
+                .teams()
+                .send(&lead, "w", "two", Delivery::Quiet)
                 .await
         ),
         "TEAM_MAILBOX_FULL"
@@ -819,7 +841,8 @@ async fn mailbox_limits_and_bad_targets_are_refused() {
     assert_eq!(
         code(
             h.runtime
-                .team_send(&lead, "lead", "me", Delivery::Quiet)
+                .teams()
+                .send(&lead, "lead", "me", Delivery::Quiet)
                 .await
         ),
         "TEAM_SELF_MESSAGE"
@@ -827,7 +850,8 @@ async fn mailbox_limits_and_bad_targets_are_refused() {
     assert_eq!(
         code(
             h.runtime
-                .team_send(&lead, "missing", "x", Delivery::Quiet)
+                .teams()
+                .send(&lead, "missing", "x", Delivery::Quiet)
                 .await
         ),
         "TEAM_MEMBER_NOT_FOUND"
@@ -845,12 +869,13 @@ async fn an_interrupted_teammate_keeps_its_accepted_followup() {
     model_called(&h.models.model("w"), 1).await;
     let (id, accepted) = h
         .runtime
-        .team_send(&lead, "w", "next job", Delivery::Wakeup)
+        .teams()
+        .send(&lead, "w", "next job", Delivery::Wakeup)
         .await
         .unwrap();
     assert!(accepted);
     assert_eq!(
-        h.runtime.team_interrupt(&lead, "w").await.unwrap(),
+        h.runtime.teams().interrupt(&lead, "w").await.unwrap(),
         "running"
     );
     settled(&h, &worker_id).await;
@@ -866,7 +891,8 @@ async fn an_interrupted_teammate_keeps_its_accepted_followup() {
     // The next wakeup runs the parked follow-up first (cold resume, FIFO).
     h.models.model("w").push([text("again")]);
     h.runtime
-        .team_send(&lead, "w", "go", Delivery::Wakeup)
+        .teams()
+        .send(&lead, "w", "go", Delivery::Wakeup)
         .await
         .unwrap();
     settled(&h, &worker_id).await;
@@ -886,13 +912,15 @@ async fn older_quiet_mail_precedes_the_wakeup_that_resumes_a_teammate() {
     settled(&h, &worker_id).await;
     let (quiet_id, accepted) = h
         .runtime
-        .team_send(&lead, "w", "note", Delivery::Quiet)
+        .teams()
+        .send(&lead, "w", "note", Delivery::Quiet)
         .await
         .unwrap();
     assert!(!accepted);
     let (_, accepted) = h
         .runtime
-        .team_send(&lead, "w", "act", Delivery::Wakeup)
+        .teams()
+        .send(&lead, "w", "act", Delivery::Wakeup)
         .await
         .unwrap();
     assert!(accepted);
@@ -914,12 +942,13 @@ async fn waits_validate_the_timeout_see_no_progress_and_time_out() {
     let lead = h.team_lead().await;
     let token = tokio_util::sync::CancellationToken::new();
     assert_eq!(
-        code(h.runtime.team_wait(&lead, &json!(9999), &token).await),
+        code(h.runtime.teams().wait(&lead, &json!(9999), &token).await),
         "TEAM_INVALID_TIMEOUT"
     );
     assert_eq!(
         h.runtime
-            .team_wait(&lead, &json!(10_000), &token)
+            .teams()
+            .wait(&lead, &json!(10_000), &token)
             .await
             .unwrap(),
         troupe_runtime::team::WaitOutcome::NoProgress,
@@ -931,10 +960,11 @@ async fn waits_validate_the_timeout_see_no_progress_and_time_out() {
     let rt = h.runtime.clone();
     let l2 = lead.clone();
     let t2 = token.clone();
-    let waiting = tokio::spawn(async move { rt.team_wait(&l2, &json!(3_600_000), &t2).await });
+    let waiting = tokio::spawn(async move { rt.teams().wait(&l2, &json!(3_600_000), &t2).await });
     tokio::time::sleep(Duration::from_millis(20)).await;
     h.runtime
-        .team_create_task(
+        .teams()
+        .create_task(
             &lead,
             &troupe_team::CreateTask {
                 subject: "s".into(),
@@ -957,7 +987,7 @@ async fn waits_validate_the_timeout_see_no_progress_and_time_out() {
     let rt = h.runtime.clone();
     let l2 = lead.clone();
     let t2 = token.clone();
-    let waiting = tokio::spawn(async move { rt.team_wait(&l2, &json!(3_600_000), &t2).await });
+    let waiting = tokio::spawn(async move { rt.teams().wait(&l2, &json!(3_600_000), &t2).await });
     tokio::time::sleep(Duration::from_millis(20)).await;
     token.cancel();
     let err = tokio::time::timeout(Duration::from_secs(10), waiting)
@@ -971,12 +1001,13 @@ async fn waits_validate_the_timeout_see_no_progress_and_time_out() {
     let rt = h.runtime.clone();
     let l2 = lead.clone();
     let waiting = tokio::spawn(async move {
-        rt.team_wait(
-            &l2,
-            &json!(3_600_000),
-            &tokio_util::sync::CancellationToken::new(),
-        )
-        .await
+        rt.teams()
+            .wait(
+                &l2,
+                &json!(3_600_000),
+                &tokio_util::sync::CancellationToken::new(),
+            )
+            .await
     });
     tokio::time::sleep(Duration::from_millis(20)).await;
     h.runtime.shutdown().await.unwrap();
@@ -1002,14 +1033,16 @@ async fn a_wait_times_out_and_earlier_edges_are_not_replayed() {
     let lead = h.team_lead().await;
     h.models.model("w").push([Step::Hang]);
     h.runtime
-        .team_spawn(&lead, "w", "d", "p", MemberContext::Fresh, None)
+        .teams()
+        .spawn(&lead, "w", "d", "p", MemberContext::Fresh, None)
         .await
         .unwrap();
     while h.models.model("w").requests().is_empty() {
         tokio::task::yield_now().await;
     }
     h.runtime
-        .team_create_task(
+        .teams()
+        .create_task(
             &lead,
             &troupe_team::CreateTask {
                 subject: "s".into(),
@@ -1023,7 +1056,8 @@ async fn a_wait_times_out_and_earlier_edges_are_not_replayed() {
     let start = tokio::time::Instant::now();
     let outcome = h
         .runtime
-        .team_wait(
+        .teams()
+        .wait(
             &lead,
             &json!(10_000),
             &tokio_util::sync::CancellationToken::new(),
@@ -1177,7 +1211,8 @@ async fn the_tools_enforce_roles_and_return_compact_json() {
     h.models.model("lead").push([text("reviewed")]);
     let worker_id = SessionId::new(results_member(&h, lead.id())).unwrap();
     h.runtime
-        .team_send(&lead, "json-worker", "go", Delivery::Wakeup)
+        .teams()
+        .send(&lead, "json-worker", "go", Delivery::Wakeup)
         .await
         .unwrap();
     quiet(&h, &lead).await;
@@ -1319,7 +1354,8 @@ async fn a_cold_resumed_teammate_has_the_team_tools_and_policy() {
     .await;
     settled(&h, &worker_id).await;
     h.runtime
-        .team_send(&lead, "cold-worker", "again", Delivery::Wakeup)
+        .teams()
+        .send(&lead, "cold-worker", "again", Delivery::Wakeup)
         .await
         .unwrap();
     settled(&h, &worker_id).await;
@@ -1400,7 +1436,8 @@ async fn concurrent_task_mutations_are_serializable() {
     }
     for n in 0..6 {
         h.runtime
-            .team_create_task(
+            .teams()
+            .create_task(
                 &lead,
                 &troupe_team::CreateTask {
                     subject: format!("t{n}"),
@@ -1420,7 +1457,7 @@ async fn concurrent_task_mutations_are_serializable() {
             let mut ok = 0u64;
             for _ in 0..1000 {
                 let task = format!("task-{}", rng.random_range(1..=6));
-                let Ok(view) = rt.team_get_task(&worker, &task).await else {
+                let Ok(view) = rt.teams().get_task(&worker, &task).await else {
                     continue;
                 };
                 let action = match rng.random_range(0..4) {
@@ -1430,7 +1467,7 @@ async fn concurrent_task_mutations_are_serializable() {
                     _ => troupe_team::TaskAction::Reopen,
                 };
                 let request = troupe_team::UpdateTask::new(task, view.revision, action);
-                if rt.team_update_task(&worker, &request).await.is_ok() {
+                if rt.teams().update_task(&worker, &request).await.is_ok() {
                     ok += 1;
                 }
             }
@@ -1446,7 +1483,7 @@ async fn concurrent_task_mutations_are_serializable() {
     let state = fold(&h, lead.id());
     let revisions: u64 = state.tasks().iter().map(|t| t.revision.get() - 1).sum();
     assert_eq!(revisions, successes, "no lost or phantom update");
-    let live = h.runtime.team(lead.id()).unwrap().snapshot().await;
+    let live = h.runtime.teams().team(lead.id()).unwrap().snapshot().await;
     assert_eq!(
         serde_json::to_value(live.task_views(true)).unwrap(),
         serde_json::to_value(state.task_views(true)).unwrap()
@@ -1481,11 +1518,20 @@ async fn team_limits_are_recorded_and_survive_a_resume() {
     // A new runtime with default options (as `troupe resume` without limit flags).
     h.restart();
     let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
-    assert_eq!(h.runtime.team(&lead_id).unwrap().limits().max_members, 1);
+    assert_eq!(
+        h.runtime
+            .teams()
+            .team(&lead_id)
+            .unwrap()
+            .limits()
+            .max_members,
+        1
+    );
     assert_eq!(
         code(
             h.runtime
-                .team_spawn(&lead, "second", "d", "p", MemberContext::Fresh, None)
+                .teams()
+                .spawn(&lead, "second", "d", "p", MemberContext::Fresh, None)
                 .await
         ),
         "TEAM_MEMBER_LIMIT"
@@ -1511,7 +1557,8 @@ async fn concurrent_sends_to_one_target_keep_queue_order() {
         sends.push(tokio::spawn(async move {
             for k in 0..10 {
                 let (_, accepted) = rt
-                    .team_send(&sender, "target", &format!("{n}-{k}"), Delivery::Quiet)
+                    .teams()
+                    .send(&sender, "target", &format!("{n}-{k}"), Delivery::Quiet)
                     .await
                     .unwrap();
                 assert!(accepted);
@@ -1546,11 +1593,11 @@ async fn a_pre_aborted_wait_is_refused_after_timeout_validation() {
     let token = tokio_util::sync::CancellationToken::new();
     token.cancel();
     assert_eq!(
-        code(h.runtime.team_wait(&lead, &json!(5), &token).await),
+        code(h.runtime.teams().wait(&lead, &json!(5), &token).await),
         "TEAM_INVALID_TIMEOUT"
     );
     assert_eq!(
-        code(h.runtime.team_wait(&lead, &json!(10_000), &token).await),
+        code(h.runtime.teams().wait(&lead, &json!(10_000), &token).await),
         "TEAM_WAIT_ABORTED"
     );
 }
@@ -1574,7 +1621,8 @@ async fn a_wakeup_to_an_unreadable_inactive_teammate_stays_queued() {
     std::fs::write(&path, text_now).unwrap();
     let (id, accepted) = h
         .runtime
-        .team_send(&lead, "w", "please", Delivery::Wakeup)
+        .teams()
+        .send(&lead, "w", "please", Delivery::Wakeup)
         .await
         .unwrap();
     assert!(!accepted, "the send is stored but not delivered");
@@ -1655,29 +1703,36 @@ async fn stale_handles_are_not_members_and_a_shut_down_team_is_disposed() {
     h.models.model("w").push([Step::Hang]);
     let id = h
         .runtime
-        .team_spawn(&lead, "w", "d", "p", MemberContext::Fresh, None)
+        .teams()
+        .spawn(&lead, "w", "d", "p", MemberContext::Fresh, None)
         .await
         .unwrap()
         .id;
     let handle = h.runtime.agent(&id).unwrap();
-    h.runtime.team_interrupt(&lead, "w").await.unwrap();
+    h.runtime.teams().interrupt(&lead, "w").await.unwrap();
     settled(&h, &id).await;
     // The old activation's handle is stale: disposed, so refused.
     assert_eq!(
-        code(h.runtime.team_list_members(&handle).await),
+        code(h.runtime.teams().list_members(&handle).await),
         "TEAM_DISPOSED"
     );
     h.runtime.shutdown().await.unwrap();
     assert_eq!(
         code(
             h.runtime
-                .team_spawn(&lead, "x", "d", "p", MemberContext::Fresh, None)
+                .teams()
+                .spawn(&lead, "x", "d", "p", MemberContext::Fresh, None)
                 .await
         ),
         "TEAM_DISPOSED"
     );
     assert_eq!(
-        code(h.runtime.team_send(&lead, "w", "hi", Delivery::Quiet).await),
+        code(
+            h.runtime
+                .teams()
+                .send(&lead, "w", "hi", Delivery::Quiet)
+                .await
+        ),
         "TEAM_DISPOSED"
     );
 }
@@ -1696,15 +1751,16 @@ async fn aborting_one_waiter_leaves_the_others_waiting() {
     model_called(&h.models.model("lead"), 1).await;
     let first_token = tokio_util::sync::CancellationToken::new();
     let (rt1, l1, t1) = (h.runtime.clone(), lead.clone(), first_token.clone());
-    let first = tokio::spawn(async move { rt1.team_wait(&l1, &json!(3_600_000), &t1).await });
+    let first = tokio::spawn(async move { rt1.teams().wait(&l1, &json!(3_600_000), &t1).await });
     let (rt2, w2) = (h.runtime.clone(), worker.clone());
     let second = tokio::spawn(async move {
-        rt2.team_wait(
-            &w2,
-            &json!(3_600_000),
-            &tokio_util::sync::CancellationToken::new(),
-        )
-        .await
+        rt2.teams()
+            .wait(
+                &w2,
+                &json!(3_600_000),
+                &tokio_util::sync::CancellationToken::new(),
+            )
+            .await
     });
     tokio::time::sleep(Duration::from_millis(30)).await;
     first_token.cancel();
@@ -1714,7 +1770,8 @@ async fn aborting_one_waiter_leaves_the_others_waiting() {
     );
     assert!(!second.is_finished());
     h.runtime
-        .team_create_task(
+        .teams()
+        .create_task(
             &lead,
             &troupe_team::CreateTask {
                 subject: "s".into(),
@@ -1828,7 +1885,8 @@ async fn a_failed_cold_resume_leaves_the_wakeup_queued() {
     h.models.refuse.lock().unwrap().push("w".to_owned());
     let (id, accepted) = h
         .runtime
-        .team_send(&lead, "w", "again", Delivery::Wakeup)
+        .teams()
+        .send(&lead, "w", "again", Delivery::Wakeup)
         .await
         .unwrap();
     assert!(!accepted);
@@ -1892,7 +1950,8 @@ async fn lead_tools_interrupt_a_teammate_and_wait_for_a_change() {
     tool_called(&h, lead.id()).await;
     tokio::time::sleep(Duration::from_millis(30)).await;
     h.runtime
-        .team_create_task(
+        .teams()
+        .create_task(
             &worker,
             &troupe_team::CreateTask {
                 subject: "s".into(),
@@ -1933,7 +1992,8 @@ async fn fast_settling_targets_are_still_acknowledged() {
     for n in 0..40 {
         let (_, accepted) = h
             .runtime
-            .team_send(&lead, "pinger", &format!("ping {n}"), Delivery::Wakeup)
+            .teams()
+            .send(&lead, "pinger", &format!("ping {n}"), Delivery::Wakeup)
             .await
             .unwrap();
         assert!(accepted, "ping {n} was reported queued");
@@ -1989,7 +2049,12 @@ async fn empty_messages_are_refused_and_tool_argument_errors_are_prefixed() {
     let lead = h.team_lead().await;
     spawn(&h, &lead, "w", vec![Step::Hang]).await;
     assert_eq!(
-        code(h.runtime.team_send(&lead, "w", "  ", Delivery::Quiet).await),
+        code(
+            h.runtime
+                .teams()
+                .send(&lead, "w", "  ", Delivery::Quiet)
+                .await
+        ),
         "TEAM_INVALID_ARGUMENT"
     );
     let r = lead_turn(

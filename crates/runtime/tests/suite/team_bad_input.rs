@@ -800,18 +800,20 @@ async fn team_snapshot(h: &Harness, lead: &Agent) -> TeamSnapshot {
         .into_iter()
         .map(|l| l.header.id.to_string())
         .collect();
-    let members = serde_json::to_value(h.runtime.team_list_members(lead).await.unwrap()).unwrap();
+    let members =
+        serde_json::to_value(h.runtime.teams().list_members(lead).await.unwrap()).unwrap();
     let query = TaskListQuery {
         limit: 100,
         ..TaskListQuery::default()
     };
     let tasks =
-        serde_json::to_value(h.runtime.team_list_tasks(lead, &query).await.unwrap()).unwrap();
+        serde_json::to_value(h.runtime.teams().list_tasks(lead, &query).await.unwrap()).unwrap();
     let mut each_task = Vec::new();
     for n in 1..=4 {
         let view = h
             .runtime
-            .team_get_task(lead, &format!("task-{n}"))
+            .teams()
+            .get_task(lead, &format!("task-{n}"))
             .await
             .unwrap();
         each_task.push(serde_json::to_value(view).unwrap());
@@ -845,23 +847,30 @@ async fn fixture(h: &Harness, worker_steps: Vec<Step>) -> (Agent, SessionId) {
         ("four", &["task-1"]),
     ] {
         h.runtime
-            .team_create_task(&lead, &task(subject, blockers))
+            .teams()
+            .create_task(&lead, &task(subject, blockers))
             .await
             .unwrap();
     }
     h.runtime
-        .team_update_task(&lead, &UpdateTask::new("task-2", 1, TaskAction::Delete))
+        .teams()
+        .update_task(&lead, &UpdateTask::new("task-2", 1, TaskAction::Delete))
         .await
         .unwrap();
     let worker = spawn(h, &lead, "worker", worker_steps).await;
     settled(h, &worker).await;
     let mut reassign = UpdateTask::new("task-3", 1, TaskAction::Reassign);
     reassign.owner = Some("worker".into());
-    h.runtime.team_update_task(&lead, &reassign).await.unwrap();
+    h.runtime
+        .teams()
+        .update_task(&lead, &reassign)
+        .await
+        .unwrap();
     h.models.refuse.lock().unwrap().push("broken".into());
     assert!(
         h.runtime
-            .team_spawn(&lead, "broken", "d", "p", MemberContext::Fresh, None)
+            .teams()
+            .spawn(&lead, "broken", "d", "p", MemberContext::Fresh, None)
             .await
             .is_err()
     );
@@ -999,7 +1008,7 @@ async fn text_and_message_limits_are_exact_at_the_boundary() {
             delivery: Delivery::Quiet,
             content: vec![json!({"type": "text", "text": t})],
         };
-        troupe_team::framed_size(&snapshot)
+        troupe_team::framed_size(&troupe_team::TeamId::new(lead.id().clone()), &snapshot)
     };
     let base = framed("");
     // Fill with ASCII, then end with a four-byte character so the boundary falls on it.
@@ -1068,7 +1077,8 @@ async fn integral_numbers_are_integers_in_any_spelling() {
     let h = Harness::new();
     let lead = h.team_lead().await;
     h.runtime
-        .team_create_task(&lead, &task("one", &[]))
+        .teams()
+        .create_task(&lead, &task("one", &[]))
         .await
         .unwrap();
     let r = lead_turn(

@@ -74,7 +74,8 @@ fn spawn_task(
 ) -> tokio::task::JoinHandle<Result<troupe_team::MemberView, troupe_runtime::team::TeamOpError>> {
     let (rt, lead, name) = (h.runtime.clone(), lead.clone(), name.to_owned());
     tokio::spawn(async move {
-        rt.team_spawn(&lead, &name, "d", "p", MemberContext::Fresh, None)
+        rt.teams()
+            .spawn(&lead, &name, "d", "p", MemberContext::Fresh, None)
             .await
     })
 }
@@ -95,7 +96,8 @@ async fn c46_a_prompt_that_cannot_be_made_durable_fails_the_member_and_drains_th
     h.models.model("w").push([Step::Hang]);
     let err = h
         .runtime
-        .team_spawn(&lead, "w", "d", "p", MemberContext::Fresh, None)
+        .teams()
+        .spawn(&lead, "w", "d", "p", MemberContext::Fresh, None)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("checkpoint failed"), "{err}");
@@ -115,7 +117,7 @@ async fn c46_a_prompt_that_cannot_be_made_durable_fails_the_member_and_drains_th
     assert_eq!(child.header.parent_session.as_ref(), Some(lead.id()));
     assert_eq!(h.runtime.live_ids(), vec![lead.id().clone()]);
     assert!(h.models.model("w").requests().is_empty(), "it never ran");
-    let rows = serde_json::to_value(h.runtime.team_list_members(&lead).await.unwrap()).unwrap();
+    let rows = serde_json::to_value(h.runtime.teams().list_members(&lead).await.unwrap()).unwrap();
     assert_eq!(rows[1]["status"], "failed");
 }
 
@@ -128,24 +130,27 @@ async fn c63_stale_and_impostor_handles_have_no_membership() {
     h.models.model("w").push([Step::Hang]);
     let id = spawn(&h, &lead, "w", vec![]).await;
     let stale = h.runtime.agent(&id).unwrap();
-    assert!(h.runtime.team_of(&stale).is_some());
-    h.runtime.team_interrupt(&lead, "w").await.unwrap();
+    assert!(h.runtime.teams().team_of(&stale).is_some());
+    h.runtime.teams().interrupt(&lead, "w").await.unwrap();
     settled(&h, &id).await;
-    assert!(h.runtime.team_of(&stale).is_none(), "a stale handle");
+    assert!(
+        h.runtime.teams().team_of(&stale).is_none(),
+        "a stale handle"
+    );
 
     let other = Harness::new();
     let impostor = other.team_lead().await;
-    assert!(h.runtime.team_of(&impostor).is_none());
+    assert!(h.runtime.teams().team_of(&impostor).is_none());
     assert_eq!(
-        code(h.runtime.team_list_members(&impostor).await),
+        code(h.runtime.teams().list_members(&impostor).await),
         "TEAM_NOT_MEMBER"
     );
     assert_eq!(
-        code(h.runtime.team_create_task(&impostor, &task("s")).await),
+        code(h.runtime.teams().create_task(&impostor, &task("s")).await),
         "TEAM_NOT_MEMBER"
     );
     // The real Lead is unaffected.
-    assert!(h.runtime.team_of(&lead).is_some());
+    assert!(h.runtime.teams().team_of(&lead).is_some());
     h.runtime.shutdown().await.unwrap();
     other.runtime.shutdown().await.unwrap();
 }
@@ -182,10 +187,10 @@ async fn c64_a_resumed_host_fork_of_a_lead_leads_its_own_team() {
     h.restart();
     let fork_id = host_fork(&h, &lead_id).await;
     let (fork, _) = h.runtime.resume_root(&fork_id).await.unwrap();
-    let (team, caller) = h.runtime.team_of(&fork).unwrap();
+    let (team, caller) = h.runtime.teams().team_of(&fork).unwrap();
     assert_eq!(team.id().as_str(), fork_id.as_str());
     assert_eq!(caller, fork_id);
-    let rows = serde_json::to_value(h.runtime.team_list_members(&fork).await.unwrap()).unwrap();
+    let rows = serde_json::to_value(h.runtime.teams().list_members(&fork).await.unwrap()).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), 1);
     assert_eq!(rows[0]["name"], "lead");
     assert_eq!(rows[0]["role"], "lead");
@@ -235,18 +240,18 @@ async fn c65_children_resumed_without_their_parent_have_no_team() {
     h.restart();
 
     let (child, _) = h.runtime.resume_root(&plain).await.unwrap();
-    assert!(h.runtime.team_of(&child).is_none());
+    assert!(h.runtime.teams().team_of(&child).is_none());
     assert!(h.runtime.parent_of(&plain).is_none());
     assert_eq!(
-        code(h.runtime.team_list_members(&child).await),
+        code(h.runtime.teams().list_members(&child).await),
         "TEAM_NOT_MEMBER"
     );
     let (teammate, _) = h.runtime.resume_root(&mate).await.unwrap();
     assert!(
-        h.runtime.team(&mate).is_none(),
+        h.runtime.teams().team(&mate).is_none(),
         "an orphaned teammate is not a Team root"
     );
-    assert!(h.runtime.team_of(&teammate).is_none());
+    assert!(h.runtime.teams().team_of(&teammate).is_none());
     // Neither is registered as a live child of anyone: the Lead, resumed, owns no children.
     let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), h.runtime.wait_quiescent(&lead))
@@ -271,7 +276,8 @@ async fn c100_a_message_the_live_target_already_holds_is_acknowledged_once() {
     settled(&h, &w).await;
     let (quiet_id, accepted) = h
         .runtime
-        .team_send(&lead, "w", "note", Delivery::Quiet)
+        .teams()
+        .send(&lead, "w", "note", Delivery::Quiet)
         .await
         .unwrap();
     assert!(!accepted);
@@ -297,7 +303,8 @@ async fn c100_a_message_the_live_target_already_holds_is_acknowledged_once() {
     let before = log.len();
     let (wake_id, accepted) = h
         .runtime
-        .team_send(&lead, "w", "act", Delivery::Wakeup)
+        .teams()
+        .send(&lead, "w", "act", Delivery::Wakeup)
         .await
         .unwrap();
     assert!(accepted);
@@ -334,7 +341,8 @@ async fn c104_a_message_already_in_the_live_targets_history_is_only_acknowledged
         .push([text("read m0"), text("read m1")]);
     let (m0, accepted) = h
         .runtime
-        .team_send(&worker, "lead", "m0", Delivery::Wakeup)
+        .teams()
+        .send(&worker, "lead", "m0", Delivery::Wakeup)
         .await
         .unwrap();
     assert!(accepted);
@@ -362,7 +370,7 @@ async fn c104_a_message_already_in_the_live_targets_history_is_only_acknowledged
         .unwrap();
     idle(&lead).await;
     assert_eq!(copies(&h, &lead_id, m1.id.as_str()), (1, 1));
-    h.runtime.team_interrupt(&lead, "w").await.unwrap();
+    h.runtime.teams().interrupt(&lead, "w").await.unwrap();
     settled(&h, &w).await;
     h.runtime.shutdown().await.unwrap();
     let lead_calls = h.models.model("lead").requests().len();
@@ -400,7 +408,8 @@ async fn c106_a_failed_acknowledgement_flush_is_a_warning_and_the_message_stays_
     );
     let (id, accepted) = h
         .runtime
-        .team_send(&lead, "w", "note", Delivery::Quiet)
+        .teams()
+        .send(&lead, "w", "note", Delivery::Quiet)
         .await
         .unwrap();
     assert!(!accepted, "not acknowledged");
@@ -438,7 +447,8 @@ async fn c107_an_uninspectable_inactive_target_leaves_the_wakeup_queued_with_a_w
     std::fs::write(&path, damaged).unwrap();
     let (id, accepted) = h
         .runtime
-        .team_send(&lead, "w", "please", Delivery::Wakeup)
+        .teams()
+        .send(&lead, "w", "please", Delivery::Wakeup)
         .await
         .unwrap();
     assert!(!accepted);
@@ -464,7 +474,8 @@ async fn c108_a_failed_delivery_leaves_the_wakeup_queued_with_a_warning() {
     h.models.refuse.lock().unwrap().push("w".to_owned());
     let (id, accepted) = h
         .runtime
-        .team_send(&lead, "w", "again", Delivery::Wakeup)
+        .teams()
+        .send(&lead, "w", "again", Delivery::Wakeup)
         .await
         .unwrap();
     assert!(!accepted);
@@ -485,14 +496,15 @@ async fn c115_a_wait_is_released_only_after_the_changes_flush() {
     model_called(&h.models.model("w"), 1).await;
     let (rt, l) = (h.runtime.clone(), lead.clone());
     let waiting = tokio::spawn(async move {
-        rt.team_wait(&l, &json!(3_600_000), &CancellationToken::new())
+        rt.teams()
+            .wait(&l, &json!(3_600_000), &CancellationToken::new())
             .await
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(!waiting.is_finished());
     let gate = faults.hold_when(append_of(lead.id(), "team/task"));
     let (rt, l) = (h.runtime.clone(), lead.clone());
-    let creating = tokio::spawn(async move { rt.team_create_task(&l, &task("s")).await });
+    let creating = tokio::spawn(async move { rt.teams().create_task(&l, &task("s")).await });
     gate.reached().await;
     still_pending(&waiting, "the wait").await;
     gate.release();
@@ -633,12 +645,15 @@ async fn c124_the_live_roster_shows_a_failed_record_of_a_live_child_as_failed() 
         .await
         .unwrap();
     model_called(&h.models.model("odd"), 1).await;
-    let rows = serde_json::to_value(h.runtime.team_list_members(&lead).await.unwrap()).unwrap();
+    let rows = serde_json::to_value(h.runtime.teams().list_members(&lead).await.unwrap()).unwrap();
     assert_eq!(rows[1]["name"], "odd");
     assert_eq!(rows[1]["status"], "failed");
     assert_eq!(rows[1]["diagnostics"], json!(["lost race"]));
     let live = h.runtime.agent(&child).unwrap();
-    assert!(h.runtime.team_of(&live).is_none(), "a failed member");
+    assert!(
+        h.runtime.teams().team_of(&live).is_none(),
+        "a failed member"
+    );
     h.runtime.shutdown().await.unwrap();
     assert!(h.runtime.agent(&child).is_none(), "drained");
 }
@@ -655,7 +670,7 @@ async fn c125_the_shutdown_waits_for_an_in_flight_cold_resume_delivery() {
     let gate = faults.hold_when(append_of(&w, "agent/inbox/spliced"));
     let (rt, l) = (h.runtime.clone(), lead.clone());
     let sending =
-        tokio::spawn(async move { rt.team_send(&l, "w", "again", Delivery::Wakeup).await });
+        tokio::spawn(async move { rt.teams().send(&l, "w", "again", Delivery::Wakeup).await });
     gate.reached().await;
     let rt = h.runtime.clone();
     let shutdown = tokio::spawn(async move { rt.shutdown().await });
@@ -686,7 +701,8 @@ async fn c126_the_shutdown_waits_for_a_held_acknowledgement_flush() {
     let gate = faults.hold_when(append_of(lead.id(), "team/message/delivered"));
     let rt = h.runtime.clone();
     let sending = tokio::spawn(async move {
-        rt.team_send(&worker, "lead", "review", Delivery::Wakeup)
+        rt.teams()
+            .send(&worker, "lead", "review", Delivery::Wakeup)
             .await
     });
     gate.reached().await;
@@ -866,10 +882,11 @@ async fn the_roster_right_after_an_interrupt_shows_the_settled_status() {
         spawn(&h, &lead, &name, vec![Step::Hang]).await;
         model_called(&h.models.model(&name), 1).await;
         assert_eq!(
-            h.runtime.team_interrupt(&lead, &name).await.unwrap(),
+            h.runtime.teams().interrupt(&lead, &name).await.unwrap(),
             "running"
         );
-        let rows = serde_json::to_value(h.runtime.team_list_members(&lead).await.unwrap()).unwrap();
+        let rows =
+            serde_json::to_value(h.runtime.teams().list_members(&lead).await.unwrap()).unwrap();
         let status = status_of(&rows, &name);
         assert!(
             status == "idle" || status == "inactive",

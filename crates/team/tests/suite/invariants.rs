@@ -90,3 +90,45 @@ fn check_does_not_change_a_non_empty_state() {
     assert_eq!(board.state, before);
     board.state.verify_indexes().unwrap();
 }
+
+/// The typed candidate of `(kind, data)`, as a decision would build it.
+fn typed(kind: &str, data: &Value) -> troupe_team::TeamEvent {
+    match troupe_team::decode(kind, data).unwrap() {
+        troupe_team::Decoded::Record { team_id, record } => troupe_team::TeamEvent {
+            team_id: troupe_team::TeamId::new(troupe_protocol::SessionId::new(team_id).unwrap()),
+            record,
+        },
+        _ => panic!("not a version 1 Team record"),
+    }
+}
+
+/// `TeamState::stage` (the runtime's one check of a typed candidate) refuses exactly what the
+/// invariant companion refuses, with the same error, and a staged event that is dropped
+/// instead of applied changes nothing.
+#[test]
+fn staging_refuses_as_the_check_does_and_a_dropped_stage_changes_nothing() {
+    let mut board = Board::new();
+    board.append_raw(member("w1", "worker-a", "provisioning"));
+    board.append_raw(task("task-1", 1, "pending", &[]));
+    let before = board.state.clone();
+    for (kind, data) in [
+        task("task-1", 3, "pending", &[]),
+        task("task-2", 1, "pending", &["missing"]),
+        member("w2", "worker-b", "active"),
+        member("w3", "worker-a", "provisioning"),
+    ] {
+        let checked = board.state.check_candidate(kind, &data).unwrap_err();
+        let staged = board.state.stage(&typed(kind, &data)).unwrap_err();
+        assert_eq!(staged, checked);
+        assert_eq!(staged.code(), "INVARIANT");
+        assert_eq!(board.state, before);
+    }
+    let (kind, data) = task("task-1", 2, "pending", &[]);
+    drop(board.state.stage(&typed(kind, &data)).unwrap());
+    assert_eq!(board.state, before, "a dropped stage applies nothing");
+    board.state.stage(&typed(kind, &data)).unwrap().apply();
+    let mut stored = before.clone();
+    stored.apply_data(kind, &data).unwrap();
+    assert_eq!(board.state, stored);
+    board.state.verify_indexes().unwrap();
+}

@@ -449,6 +449,9 @@ fn task_record(event: &TeamEvent) -> MTask {
 
 struct Harness {
     state: TeamState,
+    /// The same events as the runtime commits them: staged (checked once, typed), then
+    /// applied.
+    staged: TeamState,
     log: Vec<Event>,
     model: Model,
     revisions: HashMap<String, u64>,
@@ -465,6 +468,11 @@ impl Harness {
         self.state
             .apply(&stored)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        self.staged
+            .stage(event)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?
+            .apply();
+        prop_assert_eq!(&self.staged, &self.state);
         if let TeamRecord::Task(task) = &event.record {
             // Revisions are contiguous per task, independently of the fold's own check.
             let last = self.revisions.entry(task.id.to_string()).or_insert(0);
@@ -769,6 +777,7 @@ proptest! {
     ) {
         let mut harness = Harness {
             state: TeamState::new(team()),
+            staged: TeamState::new(team()),
             log: Vec::new(),
             model: Model::new(),
             revisions: HashMap::new(),

@@ -106,6 +106,9 @@ pub struct Board {
     pub limits: TeamLimits,
     /// The same log folded through its lines (the fast path of `team show` and attach).
     fast: TeamState,
+    /// The same events applied as the runtime commits them: staged (checked once, typed),
+    /// then applied.
+    staged: TeamState,
 }
 
 impl Board {
@@ -119,6 +122,7 @@ impl Board {
             log: Vec::new(),
             limits,
             fast: TeamState::new(team()),
+            staged: TeamState::new(team()),
         }
     }
 
@@ -140,12 +144,16 @@ impl Board {
             self.fast.apply(&event).unwrap();
         }
         assert_eq!(self.fast, self.state, "the fast path differs: {line}");
+        // A record written by hand reaches the runtime's state as a stored event.
+        self.staged.apply(&event).unwrap();
         self.log.push(event);
     }
 
     /// Commits a decided event: invariant check, append, apply, then compare with a full
     /// re-fold of the whole log.
     pub fn commit(&mut self, decided: TeamEvent) {
+        // The runtime's path: the typed event checked once, applied without a `Value`.
+        self.staged.stage(&decided).unwrap().apply();
         let draft = decided.to_draft();
         self.state
             .check_candidate(&draft.kind, &draft.data)
@@ -169,6 +177,11 @@ impl Board {
         );
         assert_eq!(self.fast, self.state, "the fast path differs: {line}");
         self.fast.verify_indexes().unwrap();
+        assert_eq!(
+            self.staged, self.state,
+            "staging and applying differs from applying the stored event"
+        );
+        self.staged.verify_indexes().unwrap();
     }
 
     /// Provisions and activates a teammate named `name` (child id `child-<name>`).

@@ -1,0 +1,238 @@
+//! The Team's journal (DESIGN decision 5): the serializer around the folded [`TeamState`],
+//! the one commit path, what a commit publishes, and the fold of a stored Lead log.
+//!
+//! Every read-check-append of roster, board and mailbox runs inside the serializer — a FIFO
+//! async lock around the state — as *decide → check once → append → flush → apply →
+//! publish*: the decision (the team crate) builds the typed event; [`TeamState::stage`] checks
+//! it against the fold rules once (REFERENCE c.5, `INVARIANT`), in its typed form; its draft is
+//! appended to the Lead log through the Lead agent (so the Lead's transcript stays the fold of
+//! its log) and flushed; only then is the staged event applied and published — the roster
+//! copy updated and waiters woken — so nobody ever sees a Team event that is not durable. The
+//! Lead's writer is the only writer of the Lead log, so the state never diverges from the
+//! file.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::watch;
+use troupe_journal::{Journal, LineCheck, LineUse, Selected};
+use troupe_protocol::{EventDraft, Seq, SessionId, event_types as ty, sync::lock};
+use troupe_team::{
+    Caller, MemberPhase, StreamFold, TeamError, TeamEvent, TeamId, TeamLimits, TeamRecord,
+    TeamState,
+};
+
+use super::op::{CallOrigin, LogError, TeamOpError};
+use crate::agent::Agent;
+use crate::events::ToolEffectRecord;
+use crate::transcript::{Transcript, to_value};
+
+/// One Lead's Team journal: its identity and limits, the serializer, and what commits
+/// publish.
+pub(super) struct TeamJournal {
+    id: TeamId,
+    lead: Agent,
+    limits: TeamLimits,
+    /// Where the members' own logs are read (reconciliation, de-duplication, continuation).
+    store: Journal,
+    /// The serializer: a FIFO async lock around the folded state.
+    state: tokio::sync::Mutex<TeamState>,
+    /// The roster as last published (id → name, phase), for synchronous membership
+    /// resolution outside the serializer.
+    published: Mutex<HashMap<SessionId, (String, MemberPhase)>>,
+    /// Change edges: bumped after every durable Team event and every member status change.
+    edges: watch::Sender<u64>,
+}
+
+/// The member tool call a commit is the effect of (DESIGN decision 10), with the call's
+/// result text when it is known before the commit.
+pub(super) struct Effect<'a> {
+    /// The call.
+    pub(super) origin: &'a CallOrigin,
+    /// Its result text (a task view), `None` when only recovery can build it.
+    pub(super) result: Option<String>,
+}
+
+impl TeamJournal {
+    /// The journal of the Team led by `lead`, whose log folds to `state`.
+    pub(super) fn new(lead: Agent, state: TeamState, limits: TeamLimits, store: Journal) -> Self {
+        let published = state
+            .members()
+            .iter()
+            .map(|m| (m.id.clone(), (m.name.to_string(), m.phase)))
+            .collect();
+        Self {
+            id: TeamId::new(lead.id().clone()),
+            lead,
+            limits,
+            store,
+            state: tokio::sync::Mutex::new(state),
+            published: Mutex::new(published),
+            edges: watch::channel(0).0,
+        }
+    }
+
+    /// The Team id (= the Lead's session id).
+    pub(super) fn id(&self) -> &TeamId {
+        &self.id
+    }
+
+    /// The Lead.
+    pub(super) fn lead(&self) -> &Agent {
+        &self.lead
+    }
+
+    /// The limits in force.
+    pub(super) fn limits(&self) -> &TeamLimits {
+        &self.limits
+    }
+
+    /// The session store the members' logs are read from.
+    pub(super) fn store(&self) -> &Journal {
+        &self.store
+    }
+
+    /// Enters the serializer (FIFO): the folded state, for as long as the guard lives.
+    pub(super) async fn enter(&self) -> tokio::sync::MutexGuard<'_, TeamState> {
+        self.state.lock().await
+    }
+
+    /// The [`Caller`] for `agent` in `state` (inside the serializer): the Lead, or a roster
+    /// member.
+    ///
+    /// # Errors
+    /// `TEAM_NOT_MEMBER`.
+    pub(super) fn caller(&self, state: &TeamState, agent: &Agent) -> Result<Caller, TeamOpError> {
+        if agent.id() == self.lead.id() {
+            return Ok(Caller::lead(&self.id));
+        }
+        state.caller(agent.id()).ok_or_else(|| not_member(agent))
+    }
+
+    /// The published roster phase of `id` (and its name).
+    pub(super) fn phase_of(&self, id: &SessionId) -> Option<(String, MemberPhase)> {
+        lock(&self.published).get(id).cloned()
+    }
+
+    /// Wakes every current waiter (a change edge).
+    pub(super) fn edge(&self) {
+        self.edges.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The change edges from now on.
+    pub(super) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.edges.subscribe()
+    }
+
+    /// Commits `event` inside the serializer (`state` is the guarded state): checks it once
+    /// ([`TeamState::stage`]), appends it — after its `tool/effect` link when `effect` names
+    /// the member's call, in one batch — flushes, applies it and publishes it (roster copy,
+    /// change edge; never before the flush).
+    ///
+    /// What survives a crash: the batch whole or nothing of it (DESIGN decision 9) — the link
+    /// and the record, so recovery rebuilds the call's result, or neither, so recovery asks
+    /// the call again. A failed append or flush leaves the state unchanged.
+    ///
+    /// # Errors
+    /// `INVARIANT` (nothing appended); journal errors of the append or the flush;
+    /// `TEAM_LOG_INVALID` when the stored event differs from the checked one (a secret was
+    /// redacted from it) and the fold refuses it. Returns the seq of the record.
+    pub(super) async fn commit(
+        &self,
+        state: &mut TeamState,
+        event: &TeamEvent,
+        effect: Option<Effect<'_>>,
+    ) -> Result<Seq, TeamOpError> {
+        let staged = state.stage(event)?;
+        let mut drafts = Vec::with_capacity(2);
+        if let Some(Effect { origin, result }) = effect {
+            let link = ToolEffectRecord {
+                session_id: origin.session.clone(),
+                call_id: origin.call_id.clone(),
+                tool: origin.tool.name().to_owned(),
+                result,
+            };
+            drafts.push(EventDraft::ignorable(ty::TOOL_EFFECT, to_value(&link)));
+        }
+        drafts.push(event.to_draft());
+        let (stored, redacted) = self.lead.append_records_redacted(drafts)?;
+        self.lead.writer().flush().await?;
+        if redacted {
+            // The log holds the redacted record: the state must be the fold of the log.
+            drop(staged);
+            for e in stored.iter().filter(|e| e.kind != ty::TOOL_EFFECT) {
+                state.apply(e).map_err(LogError::Fold)?;
+            }
+        } else {
+            staged.apply();
+        }
+        if let TeamRecord::Member(m) = &event.record {
+            lock(&self.published).insert(m.id.clone(), (m.name.to_string(), m.phase));
+        }
+        self.edge();
+        Ok(stored.last().map_or(Seq(0), |e| e.seq))
+    }
+}
+
+impl std::fmt::Debug for TeamJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TeamJournal")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `TEAM_NOT_MEMBER` for `agent`.
+pub(super) fn not_member(agent: &Agent) -> TeamOpError {
+    TeamOpError::Team(TeamError::NotMember {
+        id: agent.id().to_string(),
+    })
+}
+
+/// Hands one item of a selective journal scan (`Journal::read_selected_each` or
+/// `troupe_journal::scan_selected_each`, selecting with [`StreamFold::reads`]) to `fold` and
+/// answers the scan: an unparsed Team line is decoded by the fold when it can
+/// ([`LineUse::Used`]) or asked for parsed ([`LineUse::NeedEvent`]); a parsed event is
+/// applied. The one adapter between the journal's selective scan and the Team fold.
+pub fn feed_stream_fold(fold: &mut StreamFold, selected: Selected<'_>) -> LineUse {
+    match selected {
+        Selected::Line(line) => {
+            if fold.line(line.kind, line.text) {
+                LineUse::Used
+            } else {
+                LineUse::NeedEvent
+            }
+        }
+        Selected::Event(event) => {
+            fold.event(&event);
+            LineUse::Used
+        }
+    }
+}
+
+/// Folds the Team of Lead `lead` from its stored log with one selective scan: only `team/…`
+/// lines are decoded ([`feed_stream_fold`]); of every other line the envelope prefix is
+/// checked (`check`: [`LineCheck::Prefix`] right after a resume replayed and checked every
+/// line, or for a log only this process wrote; [`LineCheck::Full`] to check every line). A
+/// damaged log is reported before a fold refusal, as when the whole log is read first.
+///
+/// # Errors
+/// Journal errors (`SESSION_NOT_FOUND`, `JOURNAL_CORRUPT`, …); `TEAM_LOG_INVALID` naming the
+/// first event the fold refuses.
+pub fn fold_team_log(
+    store: &Journal,
+    lead: &SessionId,
+    check: LineCheck,
+) -> Result<TeamState, TeamOpError> {
+    let mut fold = StreamFold::new(TeamId::new(lead.clone()));
+    store.read_selected_each(lead, check, &StreamFold::reads, &mut |selected| {
+        feed_stream_fold(&mut fold, selected)
+    })?;
+    Ok(fold.finish()?)
+}
+
+/// The fold of the stored log of `id`, if it reads and replays.
+pub(super) fn stored_transcript(store: &Journal, id: &SessionId) -> Option<Transcript> {
+    let replay = store.read(id).ok()?;
+    Transcript::fold(replay.header.seed_len(), &replay.events).ok()
+}

@@ -1,0 +1,553 @@
+//! The Team's mailbox (REFERENCE c.10, DESIGN decision 1): durable enqueue, per-target FIFO
+//! dispatch, target-side de-duplication, acknowledgement, and the recovery of pending mail.
+//!
+//! A send is durable in the Lead log (`team/message/queued`) before any delivery; delivery is
+//! per-target FIFO (a ticket taken inside the serializer right after the queued record is
+//! durable); the delivered inbox item carries the Team message id as its own id, so "the
+//! target already holds it" is the target's transcript `accepted` predicate;
+//! `team/message/delivered` is appended only after the target's log durably holds the
+//! message. A failed delivery leaves the message queued: it is never lost and never resent
+//! by the model (its status `queued` still means stored).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+use troupe_protocol::{MessageId, Seq, SessionId, sync::lock};
+use troupe_team::{
+    Delivery, MessageSnapshot, SendMessage, TeamError, TeamRecord, UserSend, UserSendDecision,
+    delivered_user_message, js_trim, team_message_id,
+};
+
+use super::journal::{Effect, TeamJournal, stored_transcript};
+use super::lifecycle::{Lifecycle, disposed};
+use super::op::{CallOrigin, LogError, TeamOpError};
+use crate::agent::Agent;
+use crate::control::ChildControl;
+
+/// One Team's delivery state: the per-target queues and the messages being dispatched.
+#[derive(Debug, Default)]
+pub(super) struct Mailbox {
+    /// Messages being dispatched by this process (no duplicate attempts).
+    in_flight: Mutex<HashSet<MessageId>>,
+    /// Per-target FIFO dispatch chains (ticket queues).
+    chains: Mutex<HashMap<SessionId, Arc<Chain>>>,
+}
+
+/// `send_message`'s / `followup_task`'s request, as the mailbox takes it.
+pub(super) struct SendCall<'a> {
+    /// The sender (the Lead or a teammate).
+    pub(super) agent: &'a Agent,
+    /// A member name, or `lead`.
+    pub(super) target: &'a str,
+    /// The text.
+    pub(super) text: &'a str,
+    /// Quiet or wakeup.
+    pub(super) delivery: Delivery,
+    /// The tool call the `queued` record is linked to.
+    pub(super) origin: Option<&'a CallOrigin>,
+}
+
+/// Why a dispatch left its message queued: the step that failed and its error.
+struct DispatchFailure {
+    step: &'static str,
+    error: TeamOpError,
+}
+
+impl DispatchFailure {
+    /// The inactive target's stored log could not be read or replayed (CASES 107).
+    fn inspect(error: impl Into<TeamOpError>) -> Self {
+        Self {
+            step: "the target's log could not be inspected",
+            error: error.into(),
+        }
+    }
+
+    /// Injecting, following up or cold-resuming the target failed (CASES 108).
+    fn delivery(error: impl Into<TeamOpError>) -> Self {
+        Self {
+            step: "delivery failed",
+            error: error.into(),
+        }
+    }
+
+    /// The target's flush or the Lead's `delivered` record failed (CASES 106).
+    fn acknowledgement(error: impl Into<TeamOpError>) -> Self {
+        Self {
+            step: "acknowledgement flush failed",
+            error: error.into(),
+        }
+    }
+}
+
+/// The parts of a Team a dispatch works with.
+#[derive(Clone, Copy)]
+pub(super) struct Dispatcher<'a> {
+    /// The Lead log.
+    pub(super) journal: &'a TeamJournal,
+    /// The admission cutoff and the dispatch count.
+    pub(super) lifecycle: &'a Lifecycle,
+    /// The members' activations.
+    pub(super) control: &'a dyn ChildControl,
+}
+
+impl Mailbox {
+    /// `send_message` (quiet) / `followup_task` (wakeup) (REFERENCE c.10.1): the message is
+    /// durable in the Lead log before delivery starts; returns its id and `true` (`accepted`)
+    /// when the target durably holds it now, `false` (`queued`) otherwise (still stored:
+    /// never resend).
+    ///
+    /// # Errors
+    /// `TEAM_MEMBER_NOT_FOUND`, `TEAM_SELF_MESSAGE`, `TEAM_MAILBOX_FULL`,
+    /// `TEAM_MESSAGE_TOO_LARGE`, `TEAM_INVALID_ARGUMENT`, `TEAM_NOT_MEMBER`.
+    pub(super) async fn send(
+        &self,
+        parts: Dispatcher<'_>,
+        call: SendCall<'_>,
+    ) -> Result<(MessageId, bool), TeamOpError> {
+        // Whitespace as JavaScript's `trim` sees it, like every other Team text (c.11.6).
+        if js_trim(call.text).is_empty() {
+            return Err(TeamError::InvalidArgument {
+                message: "message must not be empty".to_owned(),
+            }
+            .into());
+        }
+        let (message, ticket) = {
+            let journal = parts.journal;
+            let mut state = journal.enter().await;
+            let caller = journal.caller(&state, call.agent)?;
+            let id = team_message_id(SessionId::random().as_ref())?;
+            let request = SendMessage {
+                target: call.target.to_owned(),
+                content: vec![json!({"type": "text", "text": call.text})],
+                delivery: call.delivery,
+            };
+            let event = state.decide_send(&caller, &request, id, journal.limits())?;
+            let effect = call.origin.map(|origin| Effect {
+                origin,
+                result: None,
+            });
+            journal.commit(&mut state, &event, effect).await?;
+            let TeamRecord::MessageQueued(message) = event.record else {
+                return Err(LogError::Decision {
+                    expected: troupe_protocol::event_types::TEAM_MESSAGE_QUEUED,
+                }
+                .into());
+            };
+            // Inside the serializer, right after the queued record is durable: delivery
+            // order is durable queue order even when senders race (c.10.1 step 3).
+            let ticket = self.ticket(&message.target_id);
+            (message, ticket)
+        };
+        let accepted = self.dispatch(parts, &message, ticket).await;
+        Ok((message.id, accepted))
+    }
+
+    /// A message from the user (`troupe send`, see [`crate::user_mail`]): decided by
+    /// [`troupe_team::TeamState::decide_user_send`] inside the serializer, committed
+    /// (`team/message/queued` with the Lead as sender and `senderName: "user"`), then
+    /// dispatched exactly as Team mail (REFERENCE c.10.3). Returns the message, the seq of its
+    /// `queued` record (`None`: a retry found it queued before) and whether the target durably
+    /// holds it now.
+    ///
+    /// What survives a crash: before the `queued` record's flush returns, the whole record or
+    /// nothing (decision 9) — the caller was told nothing and retries with the same id; after
+    /// it, the message is durable and is delivered by this dispatch or by the next resume's
+    /// mailbox recovery, once (target-side de-duplication).
+    ///
+    /// # Errors
+    /// `TEAM_INVALID_ARGUMENT`, `TEAM_MEMBER_NOT_FOUND`, `TEAM_MAILBOX_FULL`,
+    /// `TEAM_MESSAGE_TOO_LARGE`; the journal's error when the Lead log fails.
+    pub(super) async fn user_send(
+        &self,
+        parts: Dispatcher<'_>,
+        message_id: MessageId,
+        request: &UserSend,
+    ) -> Result<(MessageSnapshot, Option<Seq>, bool), TeamOpError> {
+        let (message, seq, ticket, delivered) = {
+            let journal = parts.journal;
+            let mut state = journal.enter().await;
+            if parts.lifecycle.is_closed() {
+                return Err(disposed().into());
+            }
+            match state.decide_user_send(request, message_id, journal.limits())? {
+                UserSendDecision::Append(event) => {
+                    let seq = journal.commit(&mut state, &event, None).await?;
+                    let TeamRecord::MessageQueued(message) = event.record else {
+                        return Err(LogError::Decision {
+                            expected: troupe_protocol::event_types::TEAM_MESSAGE_QUEUED,
+                        }
+                        .into());
+                    };
+                    // Inside the serializer, right after the queued record is durable, as
+                    // for Team mail (c.10.1 step 3).
+                    let ticket = self.ticket(&message.target_id);
+                    (message, Some(seq), Some(ticket), false)
+                }
+                UserSendDecision::AlreadyQueued { message, delivered } => {
+                    (message, None, None, delivered)
+                }
+            }
+        };
+        let delivered = match ticket {
+            Some(ticket) => self.dispatch(parts, &message, ticket).await,
+            None => delivered,
+        };
+        Ok((message, seq, delivered))
+    }
+
+    /// Mailbox recovery of a resumed Team (REFERENCE c.9): pending messages in queue order;
+    /// quiet mail to an inactive teammate stays queued (unless a crash came after the target
+    /// already held it: then it is acknowledged), wakeup mail cold-resumes its target.
+    pub(super) async fn recover(&self, parts: Dispatcher<'_>) {
+        let journal = parts.journal;
+        let pending: Vec<MessageSnapshot> = {
+            let state = journal.enter().await;
+            state.pending_messages().cloned().collect()
+        };
+        for message in pending {
+            if parts.lifecycle.is_closed() {
+                return;
+            }
+            let to_inactive_teammate = message.target_id != *journal.lead().id()
+                && parts.control.agent(&message.target_id).is_none();
+            if message.delivery == Delivery::Quiet && to_inactive_teammate {
+                if held_in_log(journal, &message)
+                    && let Err(e) = mark_delivered(journal, &message).await
+                    && !parts.lifecycle.is_closed()
+                {
+                    tracing::warn!(message = %message.id, error = %e, "acknowledgement failed");
+                }
+                continue;
+            }
+            let ticket = self.ticket(&message.target_id);
+            self.dispatch(parts, &message, ticket).await;
+        }
+    }
+
+    /// Takes the next place in `target`'s delivery queue.
+    fn ticket(&self, target: &SessionId) -> Ticket {
+        let chain = Arc::clone(
+            lock(&self.chains)
+                .entry(target.clone())
+                .or_insert_with(|| Arc::new(Chain::default())),
+        );
+        let number = {
+            let mut st = lock(&chain.state);
+            let n = st.next;
+            st.next += 1;
+            n
+        };
+        Ticket { chain, number }
+    }
+
+    /// Delivers one queued message (REFERENCE c.10.3); never fails (a failure leaves the
+    /// message queued and is logged as a warning naming the step that failed: `the target's
+    /// log could not be inspected`, `delivery failed` or `acknowledgement flush failed`).
+    /// Returns whether the target durably holds it. Tracked until it settles, so a shutdown
+    /// waits for it (REFERENCE c.14 step 4); once the Team is closed, a dispatch that has not
+    /// started does nothing.
+    async fn dispatch(
+        &self,
+        parts: Dispatcher<'_>,
+        message: &MessageSnapshot,
+        ticket: Ticket,
+    ) -> bool {
+        let _in_flight = parts.lifecycle.dispatch();
+        ticket.wait_turn().await;
+        if parts.lifecycle.is_closed() || !lock(&self.in_flight).insert(message.id.clone()) {
+            return false;
+        }
+        let result = dispatch_once(parts, message).await;
+        drop(ticket);
+        lock(&self.in_flight).remove(&message.id);
+        match result {
+            Ok(delivered) => delivered,
+            Err(DispatchFailure { step, error }) => {
+                tracing::warn!(
+                    message = %message.id,
+                    target = %message.target_id,
+                    error = %error,
+                    "team message remains queued: {step}"
+                );
+                false
+            }
+        }
+    }
+}
+
+/// One delivery attempt of `message`, by where its target is: the Lead, a resident teammate,
+/// or an inactive one (quiet mail waits; wakeup mail is de-duplicated against the stored log,
+/// then cold-resumes the target).
+async fn dispatch_once(
+    parts: Dispatcher<'_>,
+    message: &MessageSnapshot,
+) -> Result<bool, DispatchFailure> {
+    let journal = parts.journal;
+    let item = delivered_user_message(journal.id(), message);
+    let target = &message.target_id;
+    let lead = journal.lead();
+    let held = |a: &Agent| a.with_transcript(|t| t.accepted(&message.id));
+    if target == lead.id() {
+        if !held(lead) {
+            match message.delivery {
+                Delivery::Wakeup => lead.followup(item).await,
+                Delivery::Quiet => lead.inject(item).await,
+            }
+            .map_err(DispatchFailure::delivery)?;
+        }
+        return acknowledge(journal, lead, message).await;
+    }
+    if let Some(live) = parts.control.agent(target) {
+        if !held(&live) {
+            match message.delivery {
+                Delivery::Quiet => live.inject(item).await.map(|_| ()),
+                Delivery::Wakeup => parts
+                    .control
+                    .follow_up(lead, target, item)
+                    .await
+                    .map(|_| ()),
+            }
+            .map_err(DispatchFailure::delivery)?;
+        }
+        // The target may have settled and been re-activated meanwhile: check the current
+        // activation's log.
+        let current = parts.control.agent(target).unwrap_or(live);
+        return acknowledge(journal, &current, message).await;
+    }
+    if message.delivery == Delivery::Quiet {
+        // Quiet mail never starts an inactive teammate: it waits until the target runs.
+        return Ok(false);
+    }
+    wake_inactive(parts, message, item).await
+}
+
+/// Delivers wakeup mail to an inactive teammate: de-duplicated against its stored log first
+/// (a crash may have come between the target's flush and the `delivered` record), then a cold
+/// resume with the target's older quiet mail first, so its history keeps queue order
+/// (REFERENCE c.10 porting note).
+async fn wake_inactive(
+    parts: Dispatcher<'_>,
+    message: &MessageSnapshot,
+    item: troupe_protocol::UserMessage,
+) -> Result<bool, DispatchFailure> {
+    let journal = parts.journal;
+    let lead = journal.lead();
+    let target = &message.target_id;
+    let stored = journal
+        .store()
+        .read(target)
+        .map_err(TeamOpError::from)
+        .and_then(|replay| {
+            crate::transcript::Transcript::fold(replay.header.seed_len(), &replay.events)
+                .map_err(Into::into)
+        })
+        .map_err(DispatchFailure::inspect)?;
+    if stored.accepted(&message.id) {
+        // Already held. If it is still waiting in the inactive target's inbox, wake the
+        // target so the wakeup takes effect — without a second copy.
+        let pending = stored
+            .next_turn()
+            .iter()
+            .chain(stored.next_step())
+            .any(|m| m.id == message.id);
+        if pending {
+            parts
+                .control
+                .wake(lead, target)
+                .await
+                .map_err(DispatchFailure::delivery)?;
+        }
+        mark_delivered(journal, message)
+            .await
+            .map_err(DispatchFailure::acknowledgement)?;
+        return Ok(true);
+    }
+    // A closing Team starts no cold resume: the message stays queued for the next run.
+    if parts.lifecycle.is_closed() {
+        return Ok(false);
+    }
+    let agent = parts
+        .control
+        .activate(lead, target)
+        .await
+        .map_err(DispatchFailure::delivery)?;
+    if let Err(e) = deliver_older_quiet(journal, &agent, Some(message)).await {
+        // The cold-resumed target must still settle (its log failed, or a flush did).
+        parts.control.watch(&agent);
+        return Err(e);
+    }
+    parts
+        .control
+        .follow_up(lead, target, item)
+        .await
+        .map_err(DispatchFailure::delivery)?;
+    acknowledge(journal, &agent, message).await
+}
+
+/// Cold-resumes teammate `id` (its inbox stays parked) when it has pending quiet mail, and
+/// delivers all of it in queue order ([`deliver_older_quiet`] with no bound): the recovery
+/// calls it for a teammate it starts again, so the mail is in its history before the
+/// continuation note (REFERENCE c.9 mailbox recovery). Crash safety: each message is injected
+/// and the teammate's log flushed before its `delivered` record; a crash in between leaves it
+/// queued and held, which the next recovery acknowledges without a second copy. A failure is
+/// logged as a warning (the message stays queued), unless the Team is closing.
+pub(super) async fn deliver_pending_quiet(parts: Dispatcher<'_>, id: &SessionId) {
+    let journal = parts.journal;
+    let any = {
+        let state = journal.enter().await;
+        state
+            .pending_messages_for(id)
+            .any(|m| m.delivery == Delivery::Quiet)
+    };
+    if !any {
+        return;
+    }
+    let result = match parts.control.activate(journal.lead(), id).await {
+        Ok(agent) => {
+            let delivered = deliver_older_quiet(journal, &agent, None).await;
+            if delivered.is_err() {
+                // The cold-resumed teammate must still settle.
+                parts.control.watch(&agent);
+            }
+            delivered
+        }
+        Err(e) => Err(DispatchFailure::delivery(e)),
+    };
+    if let Err(DispatchFailure { step, error }) = result
+        && !parts.lifecycle.is_closed()
+    {
+        tracing::warn!(teammate = %id, error = %error, "team message remains queued: {step}");
+    }
+}
+
+/// Delivers the target's pending quiet messages — those queued before `before` when a wakeup
+/// cold-resumes it, every one when the recovery continues it (`None`) — in queue order,
+/// acknowledging each.
+async fn deliver_older_quiet(
+    journal: &TeamJournal,
+    agent: &Agent,
+    before: Option<&MessageSnapshot>,
+) -> Result<(), DispatchFailure> {
+    let older: Vec<MessageSnapshot> = {
+        let state = journal.enter().await;
+        state
+            .pending_messages_for(agent.id())
+            .filter(|m| {
+                m.delivery == Delivery::Quiet
+                    && before.is_none_or(|b| state.queued_before(&m.id, &b.id))
+            })
+            .cloned()
+            .collect()
+    };
+    for m in older {
+        if !agent.with_transcript(|t| t.accepted(&m.id)) {
+            agent
+                .inject(delivered_user_message(journal.id(), &m))
+                .await
+                .map_err(DispatchFailure::delivery)?;
+        }
+        acknowledge(journal, agent, &m).await?;
+    }
+    Ok(())
+}
+
+/// Acknowledges `message` once `target`'s log durably holds it (REFERENCE c.10.3): the
+/// target's flush comes before the Lead's `delivered` record.
+async fn acknowledge(
+    journal: &TeamJournal,
+    target: &Agent,
+    message: &MessageSnapshot,
+) -> Result<bool, DispatchFailure> {
+    match target.writer().flush().await {
+        // A target that settled meanwhile closed its writer, which flushed everything it
+        // had appended: its transcript is still exactly its durable log.
+        Ok(_) | Err(troupe_journal::JournalError::Closed { .. }) => {}
+        Err(e) => return Err(DispatchFailure::acknowledgement(e)),
+    }
+    // The handle may be an activation that settled and was replaced meanwhile; the stored
+    // log is the authority then.
+    if !target.with_transcript(|t| t.accepted(&message.id)) && !held_in_log(journal, message) {
+        return Ok(false);
+    }
+    mark_delivered(journal, message)
+        .await
+        .map_err(DispatchFailure::acknowledgement)?;
+    Ok(true)
+}
+
+/// Appends `team/message/delivered` for `message` unless it is already recorded.
+async fn mark_delivered(
+    journal: &TeamJournal,
+    message: &MessageSnapshot,
+) -> Result<(), TeamOpError> {
+    let mut state = journal.enter().await;
+    if let Some(event) = state.decide_delivered(&message.id, &message.target_id) {
+        journal.commit(&mut state, &event, None).await?;
+    }
+    Ok(())
+}
+
+/// Whether the (inactive) target's stored log already holds `message`.
+fn held_in_log(journal: &TeamJournal, message: &MessageSnapshot) -> bool {
+    stored_transcript(journal.store(), &message.target_id).is_some_and(|t| t.accepted(&message.id))
+}
+
+/// One target's delivery queue: tickets are served strictly in order.
+#[derive(Debug, Default)]
+struct Chain {
+    state: Mutex<ChainState>,
+    turn: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct ChainState {
+    /// The number the next ticket gets.
+    next: u64,
+    /// The ticket whose turn it is.
+    serving: u64,
+    /// Tickets dropped before their turn (their dispatch was abandoned): skipped when reached.
+    abandoned: BTreeSet<u64>,
+}
+
+/// A place in a [`Chain`]. Dropping it after its turn lets the next ticket through; dropping
+/// it before its turn marks it abandoned, so the queue skips it.
+struct Ticket {
+    chain: Arc<Chain>,
+    number: u64,
+}
+
+impl Ticket {
+    /// Waits until every earlier ticket of the chain was served.
+    async fn wait_turn(&self) {
+        loop {
+            let notified = self.chain.turn.notified();
+            if lock(&self.chain.state).serving == self.number {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut st = lock(&self.chain.state);
+        if st.serving == self.number {
+            // This ticket's turn is over: pass it on, skipping abandoned tickets.
+            st.serving += 1;
+            loop {
+                let serving = st.serving;
+                if !st.abandoned.remove(&serving) {
+                    break;
+                }
+                st.serving += 1;
+            }
+        } else if st.serving < self.number {
+            // Dropped before its turn: skip it when the queue gets there.
+            st.abandoned.insert(self.number);
+        }
+        drop(st);
+        self.chain.turn.notify_waiters();
+    }
+}

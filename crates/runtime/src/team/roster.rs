@@ -1,0 +1,560 @@
+//! The Team's roster: membership views, provisioning (REFERENCE c.8), interruption (c.13),
+//! the reconciliation of a resumed Team's roster (c.9) and the continuation of its
+//! teammates, and the one rule for "is this child session a valid teammate?".
+//!
+//! Decision recorded here (REFERENCE g.10.c): teammates do not send settlement notices to the
+//! Lead; the Lead follows them through `wait_agent`/`list_agents`, which see every status edge.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use troupe_journal::JournalError;
+use troupe_protocol::{ErrorCode, Event, MessageId, SessionId, event_types as ty};
+use troupe_team::{
+    Delivery, LiveAgent, LiveStatus, MemberContext, MemberPhase, MemberSnapshot, MemberView,
+    ProvisionTeammate, ProvisioningOutcome, SettleDecision, TeamError, TeamRecord, js_trim,
+};
+
+use super::journal::{Effect, TeamJournal, stored_transcript};
+use super::lifecycle::Lifecycle;
+use super::mailbox::{Dispatcher, deliver_pending_quiet};
+use super::op::{CallOrigin, LogError, TeamOpError};
+use crate::agent::{Agent, AgentStatus};
+use crate::control::{ChildControl, ChildSpec};
+use crate::error::RuntimeError;
+use crate::events::{ChildProvider, Profile};
+use crate::recovery::{
+    SpawnRequest, TeammateRecovery, continuation_note, spawn_requests, teammate_recovery,
+};
+use crate::teammate::teammate_problem;
+use crate::transcript::{ContinuationRule, OpenTurn, Transcript};
+
+/// A resident member's live status and model, for its [`MemberView`].
+pub(super) fn live_agent(control: &dyn ChildControl, id: &SessionId) -> Option<LiveAgent> {
+    control.agent(id).map(|agent| live_of(&agent))
+}
+
+/// `agent`'s live status and model.
+pub(super) fn live_of(agent: &Agent) -> LiveAgent {
+    LiveAgent {
+        status: match agent.status() {
+            AgentStatus::Running => LiveStatus::Running,
+            AgentStatus::Idle => LiveStatus::Idle,
+        },
+        model: Some(agent.setup().model.model.clone()),
+    }
+}
+
+/// The model of the teammate `name` the Lead creates: the one its recorded config's
+/// [`TeammateModels`](crate::events::TeammateModels) names, `None` for the session's.
+fn teammate_model(lead: &Agent, name: &str) -> Option<troupe_llm::ModelSpec> {
+    lead.with_transcript(|t| {
+        t.config()
+            .and_then(|c| c.teammate_models.as_ref())
+            .and_then(|models| models.for_member(name).cloned())
+    })
+}
+
+/// The roster as `list_agents` shows it (REFERENCE c.7): the Lead row, then every member
+/// (failed included), with live statuses.
+pub(super) fn members(
+    journal: &TeamJournal,
+    state: &troupe_team::TeamState,
+    control: &dyn ChildControl,
+) -> Vec<MemberView> {
+    state.list_members_with_models(
+        &live_of(journal.lead()),
+        &|id| live_agent(control, id),
+        &|id| control.model_seen(id),
+    )
+}
+
+/// `list_agents` (REFERENCE c.7) for `agent`.
+///
+/// # Errors
+/// `TEAM_NOT_MEMBER`.
+pub(super) async fn list(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    agent: &Agent,
+) -> Result<Vec<MemberView>, TeamOpError> {
+    let state = journal.enter().await;
+    journal.caller(&state, agent)?;
+    Ok(members(journal, &state, control))
+}
+
+/// `spawn_teammate`'s request, as the roster takes it.
+pub(super) struct SpawnCall<'a> {
+    /// The caller (must be the Lead).
+    pub(super) agent: &'a Agent,
+    /// The member name.
+    pub(super) name: &'a str,
+    /// The delegated job.
+    pub(super) description: &'a str,
+    /// The initial assignment.
+    pub(super) prompt: &'a str,
+    /// Fresh or fork.
+    pub(super) context: MemberContext,
+    /// The caller's signal.
+    pub(super) cancel: Option<CancellationToken>,
+    /// The tool call the `provisioning` record is linked to.
+    pub(super) origin: Option<&'a CallOrigin>,
+}
+
+/// The child provider of a member context.
+fn provider_of(context: MemberContext) -> ChildProvider {
+    match context {
+        MemberContext::Fresh => ChildProvider::Spawn,
+        MemberContext::Fork => ChildProvider::Fork,
+    }
+}
+
+/// `spawn_teammate` (REFERENCE c.8): records `provisioning`, starts the child with the
+/// reserved id (its initial prompt is durable in the child log before this returns), then
+/// records `active` — or `failed` with the error, draining the child. Tracked until it
+/// settles, so a shutdown waits for it (c.8 step 1, c.14).
+///
+/// Checks, in order: the Lead role, the name, the description, the name's availability and
+/// the member limit (c.8), then the prompt, which must not be empty or whitespace (a Troupe
+/// rule, like empty messages: a teammate needs an assignment); nothing is appended before
+/// every check passed.
+///
+/// # Errors
+/// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_MEMBER_NAME`, `TEAM_INVALID_ARGUMENT` (description,
+/// prompt), `TEAM_MEMBER_NAME_TAKEN`, `TEAM_MEMBER_LIMIT`, `TEAM_PROVISIONING_CONFLICT`,
+/// `TEAM_DISPOSED`, `CANCELLED`, the child start's own error (the member is then `failed`).
+pub(super) async fn spawn(
+    journal: &TeamJournal,
+    lifecycle: &Lifecycle,
+    control: &dyn ChildControl,
+    call: SpawnCall<'_>,
+) -> Result<MemberView, TeamOpError> {
+    let _in_flight = lifecycle.creation();
+    lifecycle.admit()?;
+    if call
+        .cancel
+        .as_ref()
+        .is_some_and(CancellationToken::is_cancelled)
+    {
+        return Err(RuntimeError::Cancelled("teammate creation was cancelled".into()).into());
+    }
+    let result = spawn_admitted(journal, lifecycle, control, call).await;
+    if let Err(e) = &result
+        && lifecycle.is_closed()
+        && e.code() != "TEAM_DISPOSED"
+    {
+        // A creation that failed on its own while the Team was closing: the shutdown
+        // reports it (REFERENCE c.14 step 6).
+        lifecycle.note_close_failure(format!("{}: {e}", e.code()));
+    }
+    result
+}
+
+/// [`spawn`] once admitted and tracked: reserve, start, settle.
+async fn spawn_admitted(
+    journal: &TeamJournal,
+    lifecycle: &Lifecycle,
+    control: &dyn ChildControl,
+    call: SpawnCall<'_>,
+) -> Result<MemberView, TeamOpError> {
+    // The caller's signal or the Team's closing stops the creation (REFERENCE c.8 step 3:
+    // `any(request signal, runtime signal)`).
+    let stop = stop_signal(lifecycle.closing(), call.cancel.clone());
+    let _stop_watch = stop.clone().drop_guard();
+    let provider = provider_of(call.context);
+    let child_id = SessionId::random();
+    let member = reserve(journal, &call, provider, &child_id).await?;
+    let started = control
+        .start(
+            journal.lead(),
+            ChildSpec {
+                provider,
+                label: member.name.to_string(),
+                child_id: Some(child_id.clone()),
+                prompt: call.prompt.to_owned(),
+                continuable: true,
+                notify_parent: false,
+                profile: Profile::Team,
+                model: teammate_model(journal.lead(), member.name.as_str()),
+                cancel: Some(stop.clone()),
+            },
+        )
+        .await;
+    // Stopped by the Team's closing (not by the caller): the creation was disposed.
+    let started: Result<_, TeamOpError> = match started {
+        Err(RuntimeError::Cancelled(_)) if lifecycle.is_closed() => Err(TeamError::Disposed {
+            message: "teammate creation aborted: the Team runtime is shut down".to_owned(),
+        }
+        .into()),
+        other => other.map_err(TeamOpError::from),
+    };
+    let outcome = match &started {
+        Ok(_) => ProvisioningOutcome::Active,
+        Err(e) => ProvisioningOutcome::Failed {
+            error: e.to_string(),
+        },
+    };
+    let settled = settle(journal, &child_id, &outcome).await?;
+    let drain = || control.drain(journal.lead(), std::slice::from_ref(&child_id));
+    match (started, settled) {
+        (Err(e), _) => {
+            let _ = drain().await;
+            Err(e)
+        }
+        (Ok(_), Some(MemberPhase::Failed)) => {
+            let _ = drain().await;
+            Err(TeamError::ProvisioningConflict {
+                message: format!(
+                    "teammate {} was marked failed by recovery while it was being created",
+                    member.name
+                ),
+            }
+            .into())
+        }
+        (Ok(_), _) => {
+            let state = journal.enter().await;
+            let snapshot = state.member(&child_id).cloned().unwrap_or(member);
+            Ok(MemberView::spawned(
+                &snapshot,
+                live_agent(control, &child_id).as_ref(),
+            ))
+        }
+    }
+}
+
+/// A signal cancelled by the Team's closing or by the caller's signal, whichever comes first
+/// (the watcher ends when the returned token is cancelled or dropped through its guard).
+fn stop_signal(
+    closing: &CancellationToken,
+    caller: Option<CancellationToken>,
+) -> CancellationToken {
+    let stop = CancellationToken::new();
+    let watched = stop.clone();
+    let closing = closing.clone();
+    tokio::spawn(async move {
+        let caller_cancelled = async {
+            match caller {
+                Some(c) => c.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = closing.cancelled() => watched.cancel(),
+            () = caller_cancelled => watched.cancel(),
+            () = watched.cancelled() => {}
+        }
+    });
+    stop
+}
+
+/// Reserves the member (REFERENCE c.8 steps 2–5): every check, then the `provisioning` record
+/// (linked to the call). Returns the reserved snapshot.
+async fn reserve(
+    journal: &TeamJournal,
+    call: &SpawnCall<'_>,
+    provider: ChildProvider,
+    child_id: &SessionId,
+) -> Result<MemberSnapshot, TeamOpError> {
+    let mut state = journal.enter().await;
+    let caller = journal.caller(&state, call.agent)?;
+    let request = ProvisionTeammate {
+        name: call.name.to_owned(),
+        description: call.description.to_owned(),
+        provider: provider.as_str().to_owned(),
+        context: call.context,
+    };
+    let event = state.decide_provision(&caller, &request, child_id.clone(), journal.limits())?;
+    if js_trim(call.prompt).is_empty() {
+        return Err(TeamError::InvalidArgument {
+            message: "prompt must not be empty: give the teammate its assignment".to_owned(),
+        }
+        .into());
+    }
+    let effect = call.origin.map(|origin| Effect {
+        origin,
+        result: None,
+    });
+    journal.commit(&mut state, &event, effect).await?;
+    match event.record {
+        TeamRecord::Member(m) => Ok(m),
+        _ => Err(LogError::Decision {
+            expected: ty::TEAM_MEMBER,
+        }
+        .into()),
+    }
+}
+
+/// Settles member `child_id`'s provisioning with `outcome` (c.8 steps 7–8): appends the
+/// terminal edge, or returns the phase someone else (recovery) already settled it in.
+async fn settle(
+    journal: &TeamJournal,
+    child_id: &SessionId,
+    outcome: &ProvisioningOutcome,
+) -> Result<Option<MemberPhase>, TeamOpError> {
+    let mut state = journal.enter().await;
+    match state.decide_settle_provisioning(child_id, outcome)? {
+        SettleDecision::Append(event) => {
+            journal.commit(&mut state, &event, None).await?;
+            Ok(None)
+        }
+        SettleDecision::AlreadySettled(phase) => Ok(Some(phase)),
+    }
+}
+
+/// `interrupt_agent` (REFERENCE c.13): Lead only; stops a live teammate's turn keeping its
+/// inbox; returns its status before the interrupt (`inactive` when not resident), once the
+/// interrupted turn has closed — so the roster read right after shows the settled status,
+/// not `running` — or the disposal bound passed (a tool that ignores cancellation keeps the
+/// turn open, and the Lead must not hang on it).
+///
+/// # Errors
+/// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_TARGET`, `TEAM_MEMBER_NOT_FOUND`, `TEAM_NOT_MEMBER`.
+pub(super) async fn interrupt(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    agent: &Agent,
+    target: &str,
+) -> Result<&'static str, TeamOpError> {
+    let target_id = {
+        let state = journal.enter().await;
+        let caller = journal.caller(&state, agent)?;
+        state.resolve_interrupt_target(&caller, target)?.id.clone()
+    };
+    let Some(live) = control.agent(&target_id) else {
+        return Ok("inactive");
+    };
+    let previous = match live.status() {
+        AgentStatus::Running => "running",
+        AgentStatus::Idle => "idle",
+    };
+    control.interrupt(journal.lead(), &target_id).await?;
+    let bound = Duration::from_millis(journal.limits().disposal_timeout_ms);
+    if tokio::time::timeout(bound, live.wait_idle()).await.is_err() {
+        tracing::warn!(teammate = %target_id, "the interrupted turn did not close in time");
+    }
+    Ok(previous)
+}
+
+/// Roster reconciliation of a Team root being resumed (REFERENCE c.9, issue 10 defect 6):
+/// members left `provisioning` by a crash become `active` or `failed` from their child logs
+/// ([`teammate_problem`], the rule `troupe team verify` checks too). A child with no log, or a valid one without its prompt and
+/// without a turn, has done nothing: when the Lead's `spawn_teammate` call that reserved the
+/// name is in the Lead log `lead_events`, the child is created again under its reserved id
+/// with that prompt waiting (the continuation of the Team recovery runs it) and the member
+/// becomes `active`; otherwise it is `failed` as REFERENCE c.9 says. Failures are warnings,
+/// silent once the Team is closed.
+pub(super) async fn reconcile(
+    journal: &TeamJournal,
+    lifecycle: &Lifecycle,
+    control: &dyn ChildControl,
+    lead_events: &[Event],
+) {
+    if let Err(e) = reconcile_provisioning(journal, lifecycle, control, lead_events).await {
+        // A pass the shutdown cut short is not a failure worth reporting (REFERENCE c.9:
+        // warnings are suppressed after disposal).
+        if !lifecycle.is_closed() {
+            tracing::warn!(team = %journal.id(), error = %e, "roster reconciliation failed");
+        }
+    }
+}
+
+async fn reconcile_provisioning(
+    journal: &TeamJournal,
+    lifecycle: &Lifecycle,
+    control: &dyn ChildControl,
+    lead_events: &[Event],
+) -> Result<(), TeamOpError> {
+    let requests = spawn_requests(lead_events);
+    let provisioning: Vec<MemberSnapshot> = {
+        let state = journal.enter().await;
+        state.provisioning_members().cloned().collect()
+    };
+    for member in provisioning {
+        if lifecycle.is_closed() {
+            return Ok(());
+        }
+        // A live child's creator owns its terminal edge (REFERENCE c.9 step 1).
+        if control.agent(&member.id).is_some() {
+            continue;
+        }
+        let request = requests.get(member.name.as_str());
+        let recreate = |log_exists| {
+            recreate_member(journal, control, &member, request, lead_events, log_exists)
+        };
+        let outcome = match journal.store().read(&member.id) {
+            Err(JournalError::NotFound { .. }) if request.is_some() => recreate(false).await,
+            Err(e) => inspect_failed(&e),
+            Ok(replay) => match Transcript::fold(replay.header.seed_len(), &replay.events) {
+                Err(e) => inspect_failed(&e),
+                Ok(t) => {
+                    // The one teammate rule `troupe team verify` checks too.
+                    let matches =
+                        teammate_problem(&replay.header, &t, journal.lead().id(), &member.provider)
+                            .is_none();
+                    if matches && t.accepted_user_message() {
+                        ProvisioningOutcome::Active
+                    } else if matches && request.is_some() && t.stats().turns == 0 {
+                        recreate(true).await
+                    } else {
+                        mismatch()
+                    }
+                }
+            },
+        };
+        let mut state = journal.enter().await;
+        if lifecycle.is_closed() {
+            return Ok(());
+        }
+        if let SettleDecision::Append(event) =
+            state.decide_settle_provisioning(&member.id, &outcome)?
+        {
+            journal.commit(&mut state, &event, None).await?;
+        }
+    }
+    Ok(())
+}
+
+/// `failed`: inspecting the child failed (REFERENCE c.9 step 3).
+fn inspect_failed(e: &dyn fmt::Display) -> ProvisioningOutcome {
+    ProvisioningOutcome::Failed {
+        error: format!("{}{e}", troupe_team::RECOVERY_INSPECT_FAILED_PREFIX),
+    }
+}
+
+/// `failed`: the child does not match the provisioned continuation (REFERENCE c.9 step 3).
+fn mismatch() -> ProvisioningOutcome {
+    ProvisioningOutcome::Failed {
+        error: troupe_team::RECOVERY_CHILD_MISMATCH.to_owned(),
+    }
+}
+
+/// Creates again the child of a member whose spawn a crash cut before its prompt was durable
+/// (see [`reconcile`]): `active` once its log holds the prompt, `failed` naming the error
+/// otherwise.
+async fn recreate_member(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    member: &MemberSnapshot,
+    request: Option<&SpawnRequest>,
+    lead_events: &[Event],
+    log_exists: bool,
+) -> ProvisioningOutcome {
+    let Some(request) = request else {
+        return mismatch();
+    };
+    let spec = ChildSpec {
+        provider: provider_of(member.context),
+        label: member.name.to_string(),
+        child_id: Some(member.id.clone()),
+        prompt: request.prompt.clone(),
+        continuable: true,
+        notify_parent: false,
+        profile: Profile::Team,
+        // The choice the Lead's recorded config makes, as at the spawn the crash cut.
+        model: teammate_model(journal.lead(), member.name.as_str()),
+        cancel: None,
+    };
+    let seed = lead_events[..request.seed_end.min(lead_events.len())].to_vec();
+    match control
+        .recreate(journal.lead(), &member.id, spec, seed, log_exists)
+        .await
+    {
+        Ok(()) => ProvisioningOutcome::Active,
+        Err(e) => inspect_failed(&e),
+    }
+}
+
+/// Continues the work of active teammates a stop left unfinished (REFERENCE c.9 extended;
+/// "nothing accepted is lost"): a teammate that holds parked *wakeup* mail is woken (its
+/// parked items run in order); every turn of a teammate that a crash cut or the user
+/// cancelled (Ctrl-C/SIGTERM) gets exactly one continuation note asking it to check the
+/// state and continue: a note an earlier resume queued counts even before it ran, and a
+/// teammate the mailbox recovery already woke (its wakeup runs a turn of its own) is still
+/// continued. A turn the Lead
+/// interrupted on purpose (`{"kind":"parent"}`) is left alone. What each is owed is decided
+/// from its log ([`crate::recovery::teammate_recovery`],
+/// [`Transcript::owed_continuations`]).
+pub(super) async fn continue_teammates(
+    journal: &TeamJournal,
+    lifecycle: &Lifecycle,
+    control: &dyn ChildControl,
+) {
+    let (members, wakeups): (Vec<SessionId>, HashSet<MessageId>) = {
+        let state = journal.enter().await;
+        (
+            state
+                .members()
+                .iter()
+                .filter(|m| m.phase == MemberPhase::Active)
+                .map(|m| m.id.clone())
+                .collect(),
+            state
+                .messages()
+                .iter()
+                .filter(|m| m.delivery == Delivery::Wakeup)
+                .map(|m| m.id.clone())
+                .collect(),
+        )
+    };
+    for id in members {
+        if lifecycle.is_closed() {
+            return;
+        }
+        let resident = control.agent(&id).is_some();
+        let plan = match control.agent(&id) {
+            // Resident already (the mailbox recovery delivered wakeup mail to it, or the
+            // Lead's new work reached it): it is running or has run, and its cold resume
+            // closed the turn the stop cut. What it is owed is read from its live
+            // transcript, which is the fold of its log; its open turn, if any, is running.
+            Some(agent) => TeammateRecovery {
+                wake: false,
+                notes: agent.with_transcript(|t| {
+                    t.owed_continuations(ContinuationRule::Teammate, OpenTurn::Running)
+                }),
+            },
+            None => {
+                let Some(t) = stored_transcript(journal.store(), &id) else {
+                    continue;
+                };
+                // What `list_agents` shows for it while it is not live.
+                if let Some(config) = t.config() {
+                    control.remember_model(&id, config);
+                }
+                teammate_recovery(&t, &wakeups)
+            }
+        };
+        // A teammate this recovery starts again gets its pending quiet mail first (the
+        // mailbox pass left it queued while the teammate was inactive): a teammate's own
+        // start delivers all its pending mail (REFERENCE c.9 mailbox recovery, c.10 porting
+        // note), so the message is in its history before the continuation note.
+        if !resident && (plan.notes > 0 || plan.wake) {
+            let parts = Dispatcher {
+                journal,
+                lifecycle,
+                control,
+            };
+            deliver_pending_quiet(parts, &id).await;
+        }
+        let mut result = Ok(());
+        for _ in 0..plan.notes {
+            let note = continuation_note();
+            result = control
+                .follow_up(journal.lead(), &id, note)
+                .await
+                .map(|_| ());
+            if result.is_err() {
+                break;
+            }
+        }
+        if plan.notes == 0 && plan.wake {
+            result = control.wake(journal.lead(), &id).await.map(|_| ());
+        }
+        if let Err(e) = result
+            && !lifecycle.is_closed()
+        {
+            tracing::warn!(teammate = %id, error = %e, "could not continue a teammate");
+        }
+    }
+}
