@@ -31,8 +31,12 @@ pub(crate) struct ApproveFlags {
     /// are listed.
     request: Option<String>,
     /// Deny the request instead of approving it.
-    #[arg(long, requires = "request")]
+    #[arg(long, requires = "request", conflicts_with = "always")]
     deny: bool,
+    /// Approve it, and let that member run this exact command outside the sandbox again
+    /// without asking, for the rest of its session (recorded in its log: a resume keeps it).
+    #[arg(long, requires = "request")]
+    always: bool,
     /// List as JSON (an array of {session, id, callId, command, justification, member,
     /// requestedAt}).
     #[arg(long, conflicts_with = "request")]
@@ -53,33 +57,62 @@ pub(crate) fn run(journal: &Journal, flags: ApproveFlags) -> Result<(), Failure>
     };
     let decision = if flags.deny {
         Decision::Deny
+    } else if flags.always {
+        Decision::Always
     } else {
         Decision::Approve
     };
+    let said = decide_one(journal, &id, &request, decision, DecidedBy::Cli)?;
+    let mut out = Stdout::lock();
+    use std::io::Write;
+    writeln!(
+        out,
+        "{said}: a running troupe sees it within a second; a stopped session takes it when it \
+         is resumed"
+    )
+    .context("writing output")?;
+    Ok(())
+}
+
+/// Decides request `request` of `session` (or of one of its members) — through its decision
+/// log, see [`troupe_runtime::approval::decide`] — and says what was decided: `approved
+/// request ID of session S` (`approved always`, `denied`).
+///
+/// # Errors
+/// As [`run`]'s: `APPROVAL_NOT_FOUND`, `APPROVAL_ALREADY_DECIDED` are bad input (nothing
+/// changed).
+pub(crate) fn decide_one(
+    journal: &Journal,
+    session: &SessionId,
+    request: &str,
+    decision: Decision,
+    by: DecidedBy,
+) -> Result<String, Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let decided = runtime.block_on(decide(journal, &id, &request, decision, DecidedBy::Cli));
-    match decided {
-        Ok((member, decided)) => {
-            let verb = if decided.decision.approves() {
-                "approved"
-            } else {
-                "denied"
-            };
-            let mut out = Stdout::lock();
-            use std::io::Write;
-            writeln!(
-                out,
-                "{verb} request {request} of session {member}: a running troupe sees it within a \
-                 second; a stopped session takes it when it is resumed"
-            )
-            .context("writing output")?;
-            Ok(())
-        }
-        Err(e) => Err(approval_failure(e)),
-    }
+    let (member, decided) = runtime
+        .block_on(decide(journal, session, request, decision, by))
+        .map_err(approval_failure)?;
+    let verb = match decided.decision {
+        Decision::Approve => "approved",
+        Decision::Always => "approved always",
+        Decision::Deny => "denied",
+    };
+    Ok(format!("{verb} request {request} of session {member}"))
+}
+
+/// The pending requests of `session` and its members (see
+/// [`troupe_runtime::approval::pending`]).
+///
+/// # Errors
+/// A log that cannot be read.
+pub(crate) fn pending_of(
+    journal: &Journal,
+    session: &SessionId,
+) -> Result<Vec<PendingApproval>, Failure> {
+    pending(journal, session).map_err(approval_failure)
 }
 
 fn approval_failure(error: ApprovalError) -> Failure {
@@ -130,7 +163,8 @@ fn list(journal: &Journal, id: &SessionId, json: bool) -> Result<(), Failure> {
     }
     drop(out);
     crate::output::eprint_line!(
-        "approve one with: troupe approve {id} REQUEST (or --deny to deny it)"
+        "approve one with: troupe approve {id} REQUEST (or --deny to deny it, --always to allow \
+         that command from then on)"
     );
     Ok(())
 }

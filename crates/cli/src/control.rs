@@ -8,6 +8,10 @@
 //!   ([`troupe_runtime::TeamService::user_send`]); answer
 //!   `{"ok":true,"messageId","to","seq","delivered","repeated"}`.
 //! - `{"op":"agents"}` — the live roster; answer `{"ok":true,"members":[MemberView…]}`.
+//! - `{"op":"interrupt"}` — `troupe chat`'s Ctrl-C (and its Ctrl-D, which leaves too): the
+//!   running process stops every running turn as a Ctrl-C at its own terminal does (inboxes
+//!   kept, so the Team is parked and `troupe resume` continues it); answer `{"ok":true}` once
+//!   the run has been told.
 //!
 //! A refusal is `{"ok":false,"code":CODE,"message":TEXT}` (a Team rule's code, `TEAM_DISPOSED`
 //! while the Team closes, `CONTROL_BAD_REQUEST` for a line that is not a request). A request
@@ -67,6 +71,17 @@ pub(crate) enum Request {
     },
     /// The live roster.
     Agents,
+    /// Stop the running turns (keeping every inbox), as a Ctrl-C at the run's terminal does.
+    Interrupt,
+}
+
+/// What the control socket tells the run that serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ControlNote {
+    /// A line for the run's output.
+    Line(String),
+    /// A [`Request::Interrupt`]: stop the running turns, keeping inboxes.
+    Interrupt,
 }
 
 /// Whether `id` may name a message (`troupe send --id`): 1–64 characters of
@@ -88,7 +103,7 @@ pub(crate) struct ControlServer {
 impl ControlServer {
     /// Serves the control socket of the live Team of `lead` (which this process holds: see the
     /// module docs). `notes` gets one line per message from the user that was accepted (for
-    /// the run's output).
+    /// the run's output), and each interrupt asked for.
     ///
     /// # Errors
     /// The `run` directory cannot be made or the socket cannot be bound (e.g. a home path too
@@ -98,7 +113,7 @@ impl ControlServer {
         home: &Path,
         runtime: Runtime,
         lead: SessionId,
-        notes: mpsc::UnboundedSender<String>,
+        notes: mpsc::UnboundedSender<ControlNote>,
     ) -> std::io::Result<Self> {
         let path = socket_path(home, &lead);
         if let Some(dir) = path.parent() {
@@ -176,7 +191,7 @@ impl Drop for ControlServer {
 struct Context {
     runtime: Runtime,
     lead: SessionId,
-    notes: mpsc::UnboundedSender<String>,
+    notes: mpsc::UnboundedSender<ControlNote>,
 }
 
 /// Answers the requests of one connection, in order, until it closes.
@@ -259,10 +274,10 @@ async fn answer(request: Request, context: &Context) -> Value {
                     } else {
                         "queued for"
                     };
-                    let _ = context.notes.send(format!(
+                    let _ = context.notes.send(ControlNote::Line(format!(
                         "message from the user {status} {} (troupe send; seq {})",
                         receipt.target_name, receipt.seq.0
-                    ));
+                    )));
                     json!({
                         "ok": true,
                         "messageId": receipt.message_id,
@@ -273,6 +288,15 @@ async fn answer(request: Request, context: &Context) -> Value {
                     })
                 }
                 Err(e) => refusal(e.code(), &e.to_string()),
+            }
+        }
+        Request::Interrupt => {
+            if context.runtime.teams().team(&context.lead).is_none() {
+                return refusal("TEAM_DISPOSED", "the Team is not running");
+            }
+            match context.notes.send(ControlNote::Interrupt) {
+                Ok(()) => json!({"ok": true}),
+                Err(_) => refusal("TEAM_DISPOSED", "the run is ending"),
             }
         }
         Request::Agents => {

@@ -165,6 +165,8 @@ pub enum DecidedBy {
     Cli,
     /// The user in the web panel (`troupe web`).
     Web,
+    /// The user in `troupe chat` (its `/approve`).
+    Chat,
     /// Nobody answered within the timeout: denied.
     Timeout,
     /// An earlier `always` decision of the same session for the same exact command.
@@ -175,12 +177,13 @@ pub enum DecidedBy {
 }
 
 impl DecidedBy {
-    /// `terminal`, `cli`, `web`, `timeout`, `always`, `interrupt`.
+    /// `terminal`, `cli`, `web`, `chat`, `timeout`, `always`, `interrupt`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Terminal => "terminal",
             Self::Cli => "cli",
             Self::Web => "web",
+            Self::Chat => "chat",
             Self::Timeout => "timeout",
             Self::Always => "always",
             Self::Interrupt => "interrupt",
@@ -193,6 +196,7 @@ impl DecidedBy {
             Self::Terminal => "by the user at the terminal",
             Self::Cli => "by the user with troupe approve",
             Self::Web => "by the user in the web panel",
+            Self::Chat => "by the user in troupe chat",
             Self::Timeout => "because nobody answered in time",
             Self::Always => "by the user's earlier \"always\" for this command",
             Self::Interrupt => "because the turn was interrupted",

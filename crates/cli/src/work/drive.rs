@@ -28,7 +28,7 @@ use super::config::{Start, WorkConfig};
 use super::model::LEAD;
 use super::report::{Driven, report};
 use crate::approve::Prompts;
-use crate::control::ControlServer;
+use crate::control::{ControlNote, ControlServer};
 use crate::exit::Failure;
 use crate::progress::{Board, OutputMode, Printer};
 
@@ -311,8 +311,10 @@ async fn drive(
         // No new message once the work is done; the ones being answered still are, and a
         // wakeup among them may have started a turn: the run waits for it too.
         server.stop().await;
-        while let Ok(line) = notes.try_recv() {
-            printer.note(&line);
+        while let Ok(note) = notes.try_recv() {
+            if let ControlNote::Line(line) = note {
+                printer.note(&line);
+            }
         }
         if interrupt == Interrupt::None {
             interrupt = wait(
@@ -486,7 +488,7 @@ async fn wait(
     events: &mut broadcast::Receiver<AgentProgress>,
     sigint: &mut Interrupts,
     prompts: &mut Prompts,
-    notes: &mut mpsc::UnboundedReceiver<String>,
+    notes: &mut mpsc::UnboundedReceiver<ControlNote>,
 ) -> Interrupt {
     let quiescent = runtime.wait_quiescent(agent);
     tokio::pin!(quiescent);
@@ -521,7 +523,18 @@ async fn wait(
                 Err(broadcast::error::RecvError::Lagged(skipped)) => printer.lagged(skipped),
                 Err(broadcast::error::RecvError::Closed) => events_open = false,
             },
-            Some(line) = notes.recv() => printer.note(&line),
+            Some(note) = notes.recv() => match note {
+                ControlNote::Line(line) => printer.note(&line),
+                // troupe chat's Ctrl-C / Ctrl-D: as a first Ctrl-C here (a second one is not
+                // needed to stop waiting: the grace period bounds it).
+                ControlNote::Interrupt if interrupt == Interrupt::None => {
+                    interrupt = Interrupt::Graceful;
+                    printer.note("interrupting: troupe chat asked to stop the running turns");
+                    interrupt_all(runtime, agent, printer).await;
+                    grace = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
+                }
+                ControlNote::Interrupt => {}
+            },
             () = &mut quiescent => {
                 show_board(runtime, agent, printer).await;
                 break;
@@ -537,20 +550,7 @@ async fn wait(
                 }
                 interrupt = Interrupt::Graceful;
                 printer.note("interrupting: stopping the current turn (Ctrl-C again to stop waiting)");
-                // Keep the inbox: anything queued stays parked for `troupe resume`. Teammates
-                // (and any other live agent of this run) are stopped the same way.
-                if let Err(e) = agent.cancel(json!({"kind": "user"}), true).await {
-                    printer.note(&format!("troupe: cancelling the turn failed: {e}"));
-                }
-                for id in runtime.live_ids() {
-                    if id != *agent.id()
-                        && let Some(other) = runtime.agent(&id)
-                        && let Err(e) = other.cancel(json!({"kind": "user"}), true).await
-                    {
-                        let name = other.name();
-                        printer.note(&format!("troupe: cancelling {name}'s turn failed: {e}"));
-                    }
-                }
+                interrupt_all(runtime, agent, printer).await;
                 grace = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
             }
             () = async {
@@ -575,6 +575,23 @@ async fn wait(
         }
     }
     interrupt
+}
+
+/// Cancels the Lead's turn and every other live agent's, keeping their inboxes: anything
+/// queued stays parked for `troupe resume`.
+async fn interrupt_all(runtime: &Runtime, agent: &Agent, printer: &mut Printer) {
+    if let Err(e) = agent.cancel(json!({"kind": "user"}), true).await {
+        printer.note(&format!("troupe: cancelling the turn failed: {e}"));
+    }
+    for id in runtime.live_ids() {
+        if id != *agent.id()
+            && let Some(other) = runtime.agent(&id)
+            && let Err(e) = other.cancel(json!({"kind": "user"}), true).await
+        {
+            let name = other.name();
+            printer.note(&format!("troupe: cancelling {name}'s turn failed: {e}"));
+        }
+    }
 }
 
 /// Reports the board of `lead`'s Team, if it leads one.
