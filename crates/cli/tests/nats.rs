@@ -3,7 +3,8 @@
 //! the same output as on files, `troupe store copy` both ways byte for byte and cut by a
 //! kill -9, kill -9 of a Team run then `troupe resume`, a live session's lease, a three-server
 //! cluster losing one server and then two, `troupe log --follow`, `troupe web --store`,
-//! `troupe send` to a running and to a stopped Team, and the bad input of the issue.
+//! `troupe send` to a running and to a stopped Team, an approval request answered with
+//! `troupe approve --store`, and the bad input of the issue.
 //!
 //! Every command runs with a short `TROUPE_LEASE_TTL` (6 s on one server, 10 s on a cluster),
 //! so a killed holder's lease frees itself soon (the first command on a fresh server creates
@@ -1303,4 +1304,88 @@ fn send_on_nats_reaches_a_running_and_a_stopped_team() {
         );
     }
     s.ok(&["team", "verify", &lead]);
+}
+
+/// Approvals on NATS: a run's request (in its log on the store) is listed and approved with
+/// `troupe approve --store URL` from another process — the decision log is created on the
+/// store and the running member, following it, runs the command exactly once outside the
+/// sandbox; deciding it again, or a request nobody made, is exit 2 and adds nothing to the
+/// stream.
+#[test]
+fn an_approval_on_nats_is_answered_with_troupe_approve_store() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    let outside = s.path("outside");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let target = outside.join("nats.txt");
+    let script = s.path("approve.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [
+            {"tool_calls": [{"name": "bash", "arguments": {
+                "command": format!("echo x >> {}", target.display()),
+                "escalate": true, "justification": "publish it"}}]},
+            {"text": "approved on nats"},
+        ]}})
+        .to_string(),
+    )
+    .unwrap();
+    let mut run = Running(
+        s.troupe(&["run", "--approval", "on-request", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("do it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let (lead, asked) = loop {
+        assert!(start.elapsed() < DEADLINE, "no request became pending");
+        std::thread::sleep(Duration::from_millis(100));
+        let Some(lead) = s.sessions().into_iter().next() else {
+            continue;
+        };
+        let listed: Value = serde_json::from_str(&s.ok(&["approve", &lead, "--json"])).unwrap();
+        if let Some(first) = listed.as_array().unwrap().first() {
+            break (lead, first.clone());
+        }
+    };
+    assert_eq!(asked["member"], "lead");
+    assert_eq!(asked["justification"], "publish it");
+    let request = asked["id"].as_str().unwrap().to_owned();
+    assert!(!target.exists(), "nothing ran before the answer");
+    let out = s.ok(&["approve", &lead, &request]);
+    assert!(
+        out.starts_with(&format!("approved request {request}")),
+        "{out}"
+    );
+    assert!(wait_exit(&mut run).success());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "x\n", "ran once");
+    let decided: Vec<Value> = s
+        .log(&lead)
+        .into_iter()
+        .filter(|e| e["type"] == "approval/decided")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["decision"], "approve");
+    assert_eq!(decided[0]["by"], "cli");
+    // Bad input: exit 2, one line, nothing added to the stream.
+    let messages = s.messages();
+    for (request, says) in [
+        (request.as_str(), "APPROVAL_ALREADY_DECIDED"),
+        ("00000000", "APPROVAL_NOT_FOUND"),
+    ] {
+        let out = s.run(&["approve", &lead, request]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains(says), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert_eq!(s.messages(), messages);
+    assert_eq!(s.sessions(), [lead]);
 }

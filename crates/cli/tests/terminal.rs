@@ -690,3 +690,186 @@ fn chat_talks_to_the_lead_and_to_a_teammate() {
         );
     }
 }
+
+/// `troupe chat` deciding an approval and stopping a live Team (a real terminal, tmux): a
+/// Team run with `--approval on-request` asks to run a command outside the sandbox; `/approve`
+/// without an argument approves the one pending request (it runs once, decided by `chat`).
+/// Ctrl-C then interrupts the Lead's running `bash` through the control socket: the run ends,
+/// the chat stays, and `/agents` says the Team is not running. A resume runs it again, and
+/// Ctrl-D leaves the chat (exit 0) and parks that resumed run as well. A last `troupe resume`
+/// finishes the work: nothing was lost.
+#[test]
+fn chat_approves_interrupts_with_ctrl_c_and_parks_with_ctrl_d() {
+    use serde_json::json;
+    let Some(tmux) = Tmux::start("chatstop") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (home, workspace, outside) = (
+        root.path().join("home"),
+        root.path().join("ws"),
+        root.path().join("outside"),
+    );
+    std::fs::create_dir(&workspace).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    let target = outside.join("chat.txt");
+    let script = root.path().join("lead.json");
+    let bash = |arguments: serde_json::Value| json!({"tool_calls": [{"name": "bash", "arguments": arguments}]});
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [
+            bash(json!({"command": format!("echo x >> {}", target.display()),
+                "escalate": true, "justification": "publish it"})),
+            bash(json!({"command": "while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+            {"text": "lead done"},
+        ]}})
+        .to_string(),
+    )
+    .unwrap();
+    let troupe = PathBuf::from(env!("CARGO_BIN_EXE_troupe"));
+    let spawn = |args: &[&str]| {
+        Command::new(&troupe)
+            .arg("--home")
+            .arg(&home)
+            .env_remove("TROUPE_HOME")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let model = format!("script:{}", script.display());
+    let ws = workspace.display().to_string();
+    let mut run = spawn(&[
+        "run",
+        "--team",
+        "--approval",
+        "on-request",
+        "--workspace",
+        &ws,
+        "--model",
+        &model,
+        "ship it",
+    ]);
+    let socket = |lead: &str| home.join("run").join(format!("{lead}.sock"));
+    let processes = |lead: &str| {
+        session_events(&home, lead)
+            .iter()
+            .filter(|e| e["type"] == "tool/process")
+            .count()
+    };
+    let wait_until = |what: &str, done: &mut dyn FnMut() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let mut lead = String::new();
+    wait_until("the Lead never asked", &mut || {
+        let Some(id) = std::fs::read_dir(home.join("run")).ok().and_then(|mut d| {
+            d.find_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                name.strip_suffix(".sock").map(str::to_owned)
+            })
+        }) else {
+            return false;
+        };
+        lead = id;
+        session_events(&home, &lead)
+            .iter()
+            .any(|e| e["type"] == "approval/requested")
+    });
+    let status = status_file(root.path());
+    tmux.start_pane(
+        120,
+        30,
+        &format!(
+            "env -u TROUPE_HOME {} --home {} chat {lead}; echo $? > {}",
+            troupe.display(),
+            home.display(),
+            status.display()
+        ),
+    );
+    wait_shown(&tmux, &format!("chat with the Team of {lead} (running)"));
+    type_line(&tmux, "/approve --sometimes");
+    wait_shown(&tmux, "usage: /approve [REQUEST] [--deny|--always]");
+    type_line(&tmux, "/approve");
+    wait_shown(&tmux, "approval: approved request ");
+    wait_shown(&tmux, "lead: request ");
+    // The approved command ran (once), then the Lead's loop runs in the sandbox.
+    wait_until("the loop never started", &mut || processes(&lead) >= 2);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "x\n");
+    let decided: Vec<_> = session_events(&home, &lead)
+        .into_iter()
+        .filter(|e| e["type"] == "approval/decided")
+        .map(|e| (e["data"]["decision"].clone(), e["data"]["by"].clone()))
+        .collect();
+    assert_eq!(decided, [(json!("approve"), json!("chat"))]);
+
+    // Ctrl-C: the running turn stops, the run ends; the chat stays.
+    tmux.run(&["send-keys", "-t", "t", "C-c"]);
+    wait_shown(
+        &tmux,
+        "interrupting: the running turns stop, every inbox is kept",
+    );
+    wait_until("the run did not end on the chat's Ctrl-C", &mut || {
+        run.try_wait().unwrap().is_some()
+    });
+    assert!(!socket(&lead).exists(), "the run stopped serving");
+    let cut = |lead: &str| {
+        session_events(&home, lead)
+            .iter()
+            .filter(|e| e["type"] == "turn/end" && e["data"]["reason"] != "completed")
+            .count()
+    };
+    assert_eq!(cut(&lead), 1, "the turn was cut");
+    type_line(&tmux, "/agents");
+    wait_shown(&tmux, "(the Team is not running)");
+    assert!(tmux.exit_status(&status).is_none(), "the chat stays");
+
+    // A resume runs the loop again; Ctrl-D leaves and parks it.
+    let before = processes(&lead);
+    let mut resumed = spawn(&["resume", &lead]);
+    wait_until("the resume never ran the loop", &mut || {
+        socket(&lead).exists() && processes(&lead) > before
+    });
+    tmux.run(&["send-keys", "-t", "t", "C-d"]);
+    wait_shown(&tmux, "leaving: the Team is parked");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Some(code) = tmux.exit_status(&status) {
+            break code;
+        }
+        assert!(Instant::now() < deadline, "chat did not leave on Ctrl-D");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, 0, "{}", tmux.history().join("\n"));
+    wait_until("the resumed run was not parked", &mut || {
+        resumed.try_wait().unwrap().is_some()
+    });
+    assert_eq!(cut(&lead), 2, "the resumed turn was cut too");
+
+    // Nothing was lost: the next resume finishes the work.
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let out = Command::new(&troupe)
+        .arg("--home")
+        .arg(&home)
+        .env_remove("TROUPE_HOME")
+        .args(["resume", &lead])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "lead done\n");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "x\n",
+        "never again"
+    );
+}

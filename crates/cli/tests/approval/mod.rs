@@ -389,8 +389,10 @@ fn troupe_approve_from_another_terminal_answers_a_waiting_run() {
         assert_eq!(call["batchLast"], seq, "{call}");
     }
 
-    // Deciding again, or a request nobody made: exit 2, one line, nothing changed.
+    // Deciding again, or a request nobody made: exit 2, one line, nothing changed (the
+    // member's log, and no decision log added).
     let events = log.len();
+    let files = std::fs::read_dir(s.home.join("sessions")).unwrap().count();
     for (request, says) in [
         (request.as_str(), "APPROVAL_ALREADY_DECIDED"),
         (
@@ -405,6 +407,10 @@ fn troupe_approve_from_another_terminal_answers_a_waiting_run() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
     assert_eq!(s.log(&id).len(), events);
+    assert_eq!(
+        std::fs::read_dir(s.home.join("sessions")).unwrap().count(),
+        files
+    );
     assert_eq!(lines(&first), ["one"]);
     // Decision logs are no sessions to list.
     let out = s.troupe().args(["sessions"]).assert().success();
@@ -558,8 +564,10 @@ fn a_resume_killed_while_it_runs_the_approved_command_never_runs_it_again() {
         .args(["approve", &id, &request])
         .assert()
         .success();
+    // Killed once the command runs and its process group is durable (recorded as it starts,
+    // flushed at once but not in the same write).
     let deadline = Instant::now() + Duration::from_secs(60);
-    while lines(&target).is_empty() {
+    while lines(&target).is_empty() || of_type(&s, &id, "tool/process").is_empty() {
         assert!(Instant::now() < deadline, "the command never ran");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -606,4 +614,80 @@ fn ctrl_c_while_a_request_waits_withdraws_it() {
         "{}",
         stderr(&out)
     );
+}
+
+/// `troupe approve --always`: the command runs, and the same exact command asked again later
+/// in the member's session — after the run ended, in a `troupe resume` — runs without a
+/// question (decided `approve` by `always`, naming the rule), because the `always` decision is
+/// in the member's log; another command is still asked (and denied here by the timeout).
+#[test]
+fn always_from_troupe_approve_is_recorded_and_the_resume_honours_it() {
+    let s = Setup::new();
+    let out_dir = outside(&s);
+    let (target, other) = (out_dir.join("always.txt"), out_dir.join("other.txt"));
+    let command = format!("echo x >> {}", target.display());
+    let lead = json!([
+        escalate(&command, "first"),
+        text("first done"),
+        escalate(&command, "again, after a resume"),
+        escalate(&format!("echo y >> {}", other.display()), "another command"),
+        text("second done"),
+    ]);
+    let (run, id) = start_run(&s, "always.json", lead, &[]);
+    let asked = wait_pending(&s, &id);
+    let request = asked["id"].as_str().unwrap().to_owned();
+    // --always needs a request, and goes with neither --deny nor --json.
+    for args in [
+        vec!["approve", id.as_str(), "--always"],
+        vec![
+            "approve",
+            id.as_str(),
+            request.as_str(),
+            "--always",
+            "--deny",
+        ],
+    ] {
+        s.troupe().args(&args).assert().code(2);
+    }
+    let out = s
+        .troupe()
+        .args(["approve", &id, &request, "--always"])
+        .assert()
+        .success();
+    assert!(
+        stdout(&out).starts_with(&format!(
+            "approved always request {request} of session {id}"
+        )),
+        "{}",
+        stdout(&out)
+    );
+    let (code, out, err) = run.finish();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "first done\n");
+    assert_eq!(lines(&target), ["x"]);
+
+    let out = s
+        .troupe()
+        .args(["resume", &id, "--approval-timeout", "1s", "again"])
+        .assert()
+        .success();
+    assert_eq!(stdout(&out), "second done\n", "{}", stderr(&out));
+    assert_eq!(lines(&target), ["x", "x"], "run again without a question");
+    assert!(!other.exists(), "another command is asked, and was denied");
+    let decided: Vec<(Value, Value, Value)> = of_type(&s, &id, "approval/decided")
+        .iter()
+        .map(|e| {
+            let d = &e["data"];
+            (d["decision"].clone(), d["by"].clone(), d["rule"].clone())
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            (json!("always"), json!("cli"), Value::Null),
+            (json!("approve"), json!("always"), json!(request)),
+            (json!("deny"), json!("timeout"), Value::Null),
+        ]
+    );
+    assert!(pending(&s, &id).is_empty());
 }
