@@ -246,7 +246,8 @@ async fn drive(
             Ok(server) => Some(server),
             Err(e) => {
                 printer.note(&format!(
-                    "troupe: note: the control socket {} could not be served ({e}): troupe send                      cannot reach this run, and appends to the Team once it has stopped",
+                    "troupe: note: the control socket {} could not be served ({e}): troupe send \
+                     cannot reach this run, and appends to the Team once it has stopped",
                     crate::control::socket_path(&config.home_dir, &id).display()
                 ));
                 None
