@@ -97,9 +97,12 @@ enum Command {
     /// Talk to a Team line by line: lines go to the Lead, @NAME TEXT to a teammate.
     ///
     /// Each line is sent as troupe send --wakeup sends it (the member runs a turn with it);
-    /// the members' answers and tool calls are printed as their logs grow. /board prints the
-    /// task board, /agents the roster, /quit or Ctrl-D leaves (the Team goes on, or stays
-    /// stopped, as it was). Without SESSION: the Team session started last.
+    /// the members' answers, tool calls and approval requests are printed as their logs grow.
+    /// /board prints the task board, /agents the roster, /approve [REQUEST] [--deny|--always]
+    /// answers an approval request (alone: the one pending). Ctrl-C stops the running turns
+    /// (inboxes kept: the Team stays resumable); Ctrl-D leaves and parks a running Team; /quit
+    /// leaves (the Team goes on, or stays stopped, as it was). Without SESSION: the Team
+    /// session started last.
     Chat(chat::ChatFlags),
     /// List stored sessions, oldest first (id, parent, created, role, cwd).
     ///
@@ -156,8 +159,9 @@ enum Command {
     /// Answer a member's request to run a command outside the sandbox, from any terminal.
     ///
     /// With only SESSION, lists the requests nobody decided yet (of the session and, for a
-    /// Lead, of its teammates). With REQUEST, approves it (or denies it with --deny): the
-    /// decision is recorded at once; a running troupe sees it within a second, a stopped
+    /// Lead, of its teammates). With REQUEST, approves it (or denies it with --deny, or with
+    /// --always also lets that exact command run again without asking): the decision is
+    /// recorded at once; a running troupe sees it within a second, a stopped
     /// session takes it when it is resumed. A request that does not exist or is already
     /// decided is refused (exit 2) and nothing changes.
     Approve(approve::ApproveFlags),
