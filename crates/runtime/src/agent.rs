@@ -33,12 +33,13 @@ use troupe_tools::{
 };
 
 use crate::error::RuntimeError;
-use crate::events::{
+use crate::record::to_value;
+use troupe_session::Transcript;
+use troupe_session::events::{
     AssistantChunk, AssistantRecord, InboxSplice, InboxTarget, ModelAttemptRecord, RequestHeader,
     StepMark, ToolCallRecord, ToolProcessRecord, ToolResultRecord, TurnEnd, TurnEndReason,
     TurnStart,
 };
-use crate::transcript::{Transcript, to_value};
 
 /// Whether an agent is working (REFERENCE b.2): `running` while a turn is active or waking
 /// inbox work was accepted and not yet claimed; `idle` otherwise.
@@ -349,9 +350,7 @@ impl Agent {
     pub(crate) fn close_recovered_turn(
         &self,
         stopped: &[String],
-        resolve: &mut dyn FnMut(
-            &crate::transcript::UnansweredCall,
-        ) -> crate::transcript::CallResolution,
+        resolve: &mut dyn FnMut(&troupe_session::UnansweredCall) -> troupe_session::CallResolution,
     ) -> Result<bool, RuntimeError> {
         let mut st = lock(&self.inner.state);
         if st.transcript.open_turn().is_none() {
@@ -884,7 +883,7 @@ async fn call_model(
         if streak + 1 >= MAX_TRUNCATED_REPLIES_IN_A_ROW {
             // The model keeps running out of output: stop as a failed model call (the
             // answer is not recorded, as for any failed call).
-            return Ok(Err(Outcome::Failed(first.to_error())));
+            return Ok(Err(Outcome::Failed(LlmError::from(first))));
         }
     }
     Ok(Ok(response))

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use troupe_llm::{ModelSpec, ProviderFactory, ProviderKind};
+use troupe_llm::{ModelSpec, ModelSpecExt, ProviderFactory, ProviderKind};
 use troupe_mcp::McpServers;
 use troupe_protocol::SessionId;
 use troupe_runtime::{ResumePlan, StoredSession, takes_instruction};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use troupe_llm::{ClientOptions, ModelSpec, ProviderFactory, ProviderKind};
+use troupe_llm::{ClientOptions, ModelSpec, ModelSpecExt, ProviderFactory, ProviderKind};
 
 use crate::exit::Failure;
 
