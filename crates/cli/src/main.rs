@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod args;
+mod chat;
+mod control;
 mod demo;
 mod exit;
 mod follow;
@@ -20,6 +22,8 @@ mod inspect;
 mod mcp;
 mod output;
 mod progress;
+mod send;
+mod settings;
 mod store;
 mod team;
 mod web;
@@ -69,7 +73,10 @@ enum Command {
     /// or inactive (a teammate that goes idle is put away until a message wakes it). The
     /// session id goes to stderr first, the final answer to stdout (with --json:
     /// JSON lines on stdout, the last one `{"event":"done",…}` holding the answer). Ctrl-C
-    /// stops every running turn and leaves a resumable session (exit 1).
+    /// stops every running turn and leaves a resumable session (exit 1). A setting not given as
+    /// a flag comes from the project's .troupe/config.toml, else the user's
+    /// $TROUPE_HOME/config.toml (see `troupe config`); the AGENTS.md files are recorded and given
+    /// to every member.
     Run(work::RunFlags),
     /// Reopen a session (crash recovery first) and run it until the work is done.
     ///
@@ -78,6 +85,21 @@ enum Command {
     /// recorded model, provider, base URL and workspace are used unless a flag overrides them
     /// (API keys come from the environment and are never recorded).
     Resume(work::ResumeFlags),
+    /// Send a durable message from the user to a Team's Lead or a teammate (running or not).
+    ///
+    /// To a running Team the message goes through its process (the control socket in the
+    /// home's run/ directory) and is delivered as Team mail is; to a stopped Team it is
+    /// appended to the Lead's log and delivered at the next troupe resume. The member sees it
+    /// framed "Message from the user:". Prints one line: delivered or queued, to whom, the seq
+    /// of its record in the Lead's log.
+    Send(send::SendFlags),
+    /// Talk to a Team line by line: lines go to the Lead, @NAME TEXT to a teammate.
+    ///
+    /// Each line is sent as troupe send --wakeup sends it (the member runs a turn with it);
+    /// the members' answers and tool calls are printed as their logs grow. /board prints the
+    /// task board, /agents the roster, /quit or Ctrl-D leaves (the Team goes on, or stays
+    /// stopped, as it was). Without SESSION: the Team session started last.
+    Chat(chat::ChatFlags),
     /// List stored sessions, oldest first (id, parent, created, role, cwd).
     ///
     /// Roles: `lead` (a root session), `teammate` (a Team member's session), `child` (another
@@ -113,6 +135,18 @@ enum Command {
         #[command(subcommand)]
         command: team::TeamCommand,
     },
+    /// Show the configuration a new `troupe run` here would use, and where each value comes from.
+    ///
+    /// Reads the user's file ($TROUPE_HOME/config.toml, i.e. the home's) and the project's
+    /// (<workspace>/.troupe/config.toml) and applies the flags given, exactly as `troupe run`
+    /// does: a flag wins over the project's file, which wins over the user's, which wins over
+    /// the default. Each value's source is a flag, an environment variable, a file with line and
+    /// column, or the default. Shows the MCP servers a run would start ([mcp_servers.<name>],
+    /// or --mcp-config FILE instead) and the store every command uses (`store`, `replicas`: the
+    /// user's file only), and lists the AGENTS.md files the members would be given. An unknown
+    /// key or a bad value is exit 2 naming FILE:LINE:COLUMN. `troupe resume` does not read
+    /// these files: a session keeps what it started with.
+    Config(settings::show::ConfigFlags),
     /// Move sessions between stores: `troupe store copy --from STORE --to STORE [SESSION…]`.
     Store {
         #[command(subcommand)]
@@ -262,6 +296,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
     // `--store file:DIR` is the home DIR: it stands for `--home DIR`.
     let (store_home, spec) = store::resolve(&cli.store, cli.home.as_deref())?;
+    let cli_home_given = cli.home.is_some();
     let home_flag = store_home.or(cli.home);
     let home = troupe_journal::resolve_home(home_flag.as_deref()).ok_or_else(|| {
         Failure::bad_input(anyhow::anyhow!(
@@ -270,8 +305,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
     })?;
     let named = home_name(&home, home_flag.is_some());
     check_home(&home, &named)?;
+    // The user's configuration file may name the store (when --store and $TROUPE_STORE do
+    // not), so every command reads it; a bad one is bad input naming FILE:LINE:COLUMN.
+    let user = settings::UserStore::load(&home)?;
+    let (spec, store_settings) = store::choose(&cli.store, spec, &home, cli_home_given, user);
     let mut store = match &spec {
-        Some(spec) => store::Store::open(spec, cli.store.replicas)?,
+        Some(spec) => store::Store::open(spec, Some(store_settings.replicas.value))?,
         None => store::Store::files(&home),
     };
     store.arg = store::store_arg(&cli.store, spec.as_ref());
@@ -281,11 +320,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
         flag: home_flag.as_deref(),
         named,
         store,
+        store_settings,
     };
     match cli.command {
         Command::Run(flags) => work::run(flags, home),
         Command::Resume(flags) => work::resume(flags, home, demo::resumed_framing),
         Command::Demo(flags) => demo::run(flags, home),
+        Command::Send(flags) => send::run(flags, &home),
+        Command::Chat(flags) => chat::run(flags, &home),
         Command::Sessions { json } => inspect::sessions(&journal, &home.store, json),
         Command::Log {
             session,
@@ -295,6 +337,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         } => inspect::log(&journal, &session, json, from, follow),
         Command::Team { command } => team::run(&journal, command, &home.args()),
         Command::Web(flags) => web::run(flags, &home.dir, &home.store),
+        Command::Config(flags) => settings::show::show(flags, &home),
         // Handled above, before any home is resolved: `store copy` names its own stores.
         Command::Store { .. } => Ok(()),
     }

@@ -1,7 +1,8 @@
 //! Where the session logs live (DESIGN §7, "Selecting it"): `--store URL` / `$TROUPE_STORE`
 //! on every command — a NATS JetStream store `nats://HOST:PORT[,HOST:PORT…]`, or a file store
-//! `file:DIR` / a plain `DIR`, which is the Troupe home `DIR` (its JSONL files). The default
-//! is the JSONL files of the home: nothing changes for a user who never passes `--store`.
+//! `file:DIR` / a plain `DIR`, which is the Troupe home `DIR` (its JSONL files) — else the
+//! `store` key of the home's `config.toml` (a NATS URL; see [`choose`]). The default is the
+//! JSONL files of the home: nothing changes for a user who never names a store.
 //!
 //! `--replicas N` sets the replicas of the NATS stream and lease bucket when a command creates
 //! them (any command's first connection to a fresh server does); `$TROUPE_LEASE_TTL` (e.g.
@@ -20,6 +21,7 @@ use troupe_protocol::{SessionId, SystemClock};
 use troupe_store_nats::{NatsBackend, NatsOptions};
 
 use crate::exit::Failure;
+use crate::settings::{Source, Sourced, StoreSettings, UserStore};
 
 /// The environment variable naming the store (as `--store` does).
 pub(crate) const STORE_ENV: &str = "TROUPE_STORE";
@@ -31,11 +33,12 @@ pub(crate) const LEASE_TTL_ENV: &str = "TROUPE_LEASE_TTL";
 pub(crate) struct StoreFlags {
     /// Where the session logs live: nats://HOST:PORT[,HOST:PORT…] (a NATS JetStream store),
     /// or file:DIR / DIR (the JSONL files of that Troupe home). Default: $TROUPE_STORE, else
-    /// the home's JSONL files.
+    /// `store` in the home's config.toml, else the home's JSONL files.
     #[arg(long, global = true, value_name = "URL")]
     pub(crate) store: Option<String>,
-    /// Replicas of the NATS stream and lease bucket when this command creates them (default
-    /// 1; 3 on a three-server cluster). An existing stream is used as it is.
+    /// Replicas of the NATS stream and lease bucket when this command creates them (default:
+    /// `replicas` in the home's config.toml, else 1; 3 on a three-server cluster). An existing
+    /// stream is used as it is.
     #[arg(long, global = true, value_name = "N", value_parser = replicas)]
     pub(crate) replicas: Option<usize>,
 }
@@ -304,6 +307,58 @@ pub(crate) fn resolve(
     }
 }
 
+/// The store and the replicas a command uses, with their sources (see [`StoreSettings`]):
+/// `spec` as [`resolve`] gave it when `--store` or `$TROUPE_STORE` names a store, else the
+/// user's `store` (`user`, read from the home `home`'s file), else the home's files;
+/// `--replicas`, else the user's `replicas`, else 1. `home_flag`: whether `--home` was given
+/// (it wins over a file store of `$TROUPE_STORE`).
+pub(crate) fn choose(
+    flags: &StoreFlags,
+    spec: Option<StoreSpec>,
+    home: &Path,
+    home_flag: bool,
+    user: UserStore,
+) -> (Option<StoreSpec>, StoreSettings) {
+    let home = std::path::absolute(home).unwrap_or_else(|_| home.to_path_buf());
+    let env_set = std::env::var(STORE_ENV).is_ok_and(|v| !v.is_empty());
+    let named_by = if flags.store.is_some() {
+        Some(Source::Flag("--store"))
+    } else if env_set {
+        Some(if spec.is_none() && home_flag {
+            Source::Flag("--home")
+        } else {
+            Source::Env(STORE_ENV)
+        })
+    } else {
+        None
+    };
+    let mut settings = StoreSettings::files(&home);
+    let spec = match (named_by, user.store) {
+        (Some(source), _) => {
+            if let Some(StoreSpec::Nats(url)) = &spec {
+                settings.store.value = url.clone();
+            }
+            settings.store.source = source;
+            spec
+        }
+        (None, Some(configured)) => {
+            let spec = StoreSpec::Nats(configured.value.clone());
+            settings.store = configured;
+            Some(spec)
+        }
+        (None, None) => None,
+    };
+    settings.replicas = match (flags.replicas, user.replicas) {
+        (Some(n), _) => Sourced {
+            value: n,
+            source: Source::Flag("--replicas"),
+        },
+        (None, Some(configured)) => configured,
+        (None, None) => settings.replicas,
+    };
+    (spec, settings)
+}
+
 fn same_dir(a: &Path, b: &Path) -> bool {
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     absolute(a) == absolute(b)
@@ -431,7 +486,7 @@ pub(crate) fn copy(flags: CopyFlags, replicas: Option<usize>) -> Result<(), Fail
                 let here = from.journal.read_image(id)?;
                 if there.bytes() != here.bytes() {
                     return Err(Failure::bad_input(anyhow!(
-                        "the target already holds a session {id} with other lines ({}):                          nothing was copied",
+                        "the target already holds a session {id} with other lines ({}): nothing was copied",
                         there.location().display()
                     )));
                 }
@@ -468,7 +523,7 @@ pub(crate) fn copy(flags: CopyFlags, replicas: Option<usize>) -> Result<(), Fail
                     .context("writing output")?;
                 if let Some(torn) = torn_tail {
                     eprint_line!(
-                        "troupe: note: session {id}: {} bytes after line {} are an unfinished                          write ({}); they were not copied",
+                        "troupe: note: session {id}: {} bytes after line {} are an unfinished write ({}); they were not copied",
                         torn.bytes,
                         torn.line.saturating_sub(1),
                         escape_controls(&torn.reason)

@@ -134,7 +134,8 @@ fn show(
         LeadRead::TeamAndQueueTimes
     };
     let lead = load_team(journal, session, "show", read, home)?;
-    let view = lead.show(all);
+    // Teammates with a model of their own show it (read from their logs).
+    let view = lead.show_with_models(all, lead.member_models(journal));
     let mut out = Stdout::lock();
     if json {
         let text = serde_json::to_string(&view).context("encoding the Team view")?;
@@ -195,6 +196,7 @@ fn human_show(view: &TeamShow, lead: &LeadLog) -> Vec<String> {
             "PHASE",
             "STATUS",
             "CONTEXT",
+            "MODEL",
             "ID",
             "DESCRIPTION",
         ]
@@ -215,6 +217,7 @@ fn human_show(view: &TeamShow, lead: &LeadLog) -> Vec<String> {
             member
                 .context
                 .map_or_else(|| "-".to_owned(), |c| c.as_str().to_owned()),
+            member.model.as_deref().map_or_else(|| "-".to_owned(), cell),
             escape_controls(member.id.as_str()).into_owned(),
             member
                 .description

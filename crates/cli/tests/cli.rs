@@ -1,7 +1,9 @@
 //! End-to-end tests of the `troupe` binary: `sessions` and `log` here, `run` and `resume` in
 //! `run/`, Team runs and `troupe team show/verify` in `team/`, `troupe demo` and the crash and
 //! resume of a scripted Team in `demo/`, local model servers (mimicked) in `local/`, the bash
-//! sandbox in `sandbox/`, MCP servers in `mcp/`.
+//! sandbox in `sandbox/`, MCP servers in `mcp/`, the configuration files and `troupe config`
+//! in `config/`, AGENTS.md project instructions in `instructions/`, per-member models in
+//! `models/`.
 //!
 //! What a person reads — the `team show` table, the run summary, `troupe log`, `troupe
 //! sessions` and every command's `--help` — is pinned with insta snapshots (`snapshots/` beside
@@ -10,12 +12,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 
+mod config;
 mod demo;
+mod instructions;
 mod local;
 mod mcp;
+mod models;
 mod recovery;
 mod run;
 mod sandbox;
+mod send;
 mod team;
 mod ux;
 
@@ -122,7 +128,10 @@ fn help_works_everywhere() {
         ("help_team_show", &["team", "show", "--help"]),
         ("help_team_verify", &["team", "verify", "--help"]),
         ("help_web", &["web", "--help"]),
+        ("help_config", &["config", "--help"]),
         ("help_store_copy", &["store", "copy", "--help"]),
+        ("help_send", &["send", "--help"]),
+        ("help_chat", &["chat", "--help"]),
         ("help_help", &["help"]),
     ] {
         let out = troupe(home.path()).args(args).assert().success();

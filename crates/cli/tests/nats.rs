@@ -2,8 +2,8 @@
 //! `nats-server`s started on free loopback ports (DESIGN §7, issue 13): the demo on NATS and
 //! the same output as on files, `troupe store copy` both ways byte for byte and cut by a
 //! kill -9, kill -9 of a Team run then `troupe resume`, a live session's lease, a three-server
-//! cluster losing one server and then two, `troupe log --follow`, `troupe web --store`, and
-//! the bad input of the issue.
+//! cluster losing one server and then two, `troupe log --follow`, `troupe web --store`,
+//! `troupe send` to a running and to a stopped Team, and the bad input of the issue.
 //!
 //! Every command runs with a short `TROUPE_LEASE_TTL` (6 s on one server, 10 s on a cluster),
 //! so a killed holder's lease frees itself soon (the first command on a fresh server creates
@@ -1118,4 +1118,186 @@ fn bad_stores_and_sessions_are_one_line_errors_that_change_nothing() {
         .output()
         .unwrap();
     one_line(&out, 2, "two different homes");
+}
+
+/// The user's `store` key puts every command on the NATS store without `--store`: a run's
+/// sessions go there (none to the home's files), `sessions` and `log` read them there, the
+/// printed commands need no `--store` (the next command finds it again), `troupe config`
+/// shows where it came from, and `--store DIR` still wins.
+#[test]
+fn the_users_store_key_is_every_commands_store_and_the_flag_wins() {
+    let Some(s) = Setup::single() else { return };
+    let home = s.home();
+    std::fs::create_dir_all(&home).unwrap();
+    let config = home.join("config.toml");
+    std::fs::write(&config, format!("# mine\nstore = \"{}\"\n", s.url())).unwrap();
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = s.path("script.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [{"text": "on the store"}]}}).to_string(),
+    )
+    .unwrap();
+    let model = format!("script:{}", script.display());
+    let out = on_files(
+        &home,
+        &[
+            "run",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--model",
+            &model,
+            "hi",
+        ],
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(text(&out.stdout), "on the store\n");
+    let id = session_of(&err);
+    assert!(
+        !err.contains("--store"),
+        "found again by the next command: {err}"
+    );
+    let sessions = home.join("sessions");
+    assert!(!sessions.exists() || session_files(&sessions).is_empty());
+    // On the store, as another connection sees it, and through the commands without --store.
+    assert!(s.sessions().contains(&id));
+    let listed: Value = serde_json::from_str(&files_ok(&home, &["sessions", "--json"])).unwrap();
+    assert_eq!(listed[0]["id"], id.as_str(), "{listed}");
+    assert!(files_ok(&home, &["log", &id]).contains("on the store"));
+    let shown: Value = serde_json::from_str(&files_ok(
+        &home,
+        &[
+            "config",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(
+        shown["settings"]["store"],
+        json!({"value": s.url(), "source": {"kind": "user", "path": config.display().to_string(), "line": 2, "column": 9}})
+    );
+    // A flag wins: `--store DIR` is the home's files, which hold no session.
+    let listed = files_ok(
+        &home,
+        &["--store", home.to_str().unwrap(), "sessions", "--json"],
+    );
+    assert_eq!(serde_json::from_str::<Value>(&listed).unwrap(), json!([]));
+    let shown: Value = serde_json::from_str(&files_ok(
+        &home,
+        &[
+            "--store",
+            home.to_str().unwrap(),
+            "config",
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(
+        shown["settings"]["store"]["source"],
+        json!({"kind": "flag", "flag": "--store"})
+    );
+}
+
+/// `troupe send` on the NATS store: to a Team a process on this host runs (through its
+/// control socket, delivered at once), then — the run over — to the stopped Team (appended
+/// under the Lead's lease, delivered by the next resume), each reaching alpha once, framed
+/// `Message from the user:`.
+#[test]
+fn send_on_nats_reaches_a_running_and_a_stopped_team() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                {"text": "spawned alpha"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": "while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                {"text": "alpha answer 1"},
+                {"text": "alpha answer 2"},
+                {"text": "alpha answer 3"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let mut run = Running(
+        s.troupe(&["run", "--team", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("fix it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let lead = loop {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the Team never served its socket"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let served = std::fs::read_dir(s.home().join("run"))
+            .ok()
+            .and_then(|mut d| {
+                d.find_map(|e| {
+                    let name = e.ok()?.file_name().into_string().ok()?;
+                    name.strip_suffix(".sock").map(str::to_owned)
+                })
+            });
+        if let Some(lead) = served {
+            break lead;
+        }
+    };
+    let alpha = loop {
+        assert!(start.elapsed() < DEADLINE, "alpha never started its loop");
+        std::thread::sleep(Duration::from_millis(50));
+        let Some(alpha) = s.log(&lead).iter().find_map(|e| {
+            (e["type"] == "team/member")
+                .then(|| e["data"]["member"]["id"].as_str().unwrap().to_owned())
+        }) else {
+            continue;
+        };
+        if s.log(&alpha).iter().any(|e| e["type"] == "tool/process") {
+            break alpha;
+        }
+    };
+    let out = s.ok(&["send", &lead, "--to", "alpha", "while you run"]);
+    assert!(out.starts_with("delivered to alpha (seq "), "{out}");
+    std::fs::write(workspace.join("go"), "").unwrap();
+    assert!(wait_exit(&mut run).success());
+    let out = s.ok(&["send", &lead, "--to", "alpha", "--wakeup", "once stopped"]);
+    assert!(out.starts_with("queued for alpha (seq "), "{out}");
+    s.ok(&["resume", &lead]);
+    for needle in ["while you run", "once stopped"] {
+        let seen: Vec<Value> = s
+            .log(&alpha)
+            .into_iter()
+            .filter(|e| {
+                e["type"] == "user/message" && e["data"]["content"].to_string().contains(needle)
+            })
+            .map(|e| e["data"]["content"].clone())
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                json!([{"type": "text", "text": "Message from the user:"}, {"type": "text", "text": needle}])
+            ],
+            "{needle}"
+        );
+    }
+    s.ok(&["team", "verify", &lead]);
 }

@@ -282,3 +282,46 @@ fn a_teammates_full_disk_fails_the_demo_and_resume_finishes_after_space_is_freed
         String::from_utf8_lossy(&verify.stdout)
     );
 }
+
+/// A session whose very first write fails (the home's disk is full before `troupe run`
+/// starts) was never created: exit 1 with `JOURNAL_FAILED`, the OS error and what to do, in
+/// one line, and no session or staging file left. Before, the line read `journal writer for
+/// session … is poisoned by an earlier failure: …` — a failure the user never saw — without
+/// a code or a way forward.
+#[test]
+fn a_session_that_cannot_be_created_on_a_full_disk_says_so_plainly() {
+    let Some(fs) = tmpfs_or_skip("256k") else {
+        return;
+    };
+    let home = fs.path().join("home");
+    let sessions = home.join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let script = root.path().join("one.json");
+    std::fs::write(&script, r#"{"agents": {"lead": [{"text": "done"}]}}"#).unwrap();
+    assert!(
+        fill(&fs.path().join("filler")) > 0,
+        "the tmpfs was already full"
+    );
+    let out = troupe(&home)
+        .args(["run", "--workspace"])
+        .arg(root.path())
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("hi")
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("troupe: JOURNAL_FAILED: session ")
+            && err.contains("could not be created: ")
+            && err.contains("No space left on device")
+            && err.contains("nothing was recorded")
+            && !err.contains("poisoned"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&sessions).unwrap().flatten().collect();
+    assert!(left.is_empty(), "nothing left in the home: {left:?}");
+}

@@ -366,3 +366,196 @@ fn a_narrowed_terminal_is_followed_and_leaves_no_stale_line() {
     assert_eq!(tmux.display("#{window_width}"), "40");
     assert_no_stale_lines(&watched.history, 40);
 }
+
+/// Waits (generous deadline) until the pane's scrollback and screen hold a line containing
+/// `needle`; returns everything shown.
+fn wait_shown(tmux: &Tmux, needle: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let history = tmux.history();
+        if history.iter().any(|l| l.contains(needle)) {
+            return history;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{needle:?} was never shown:\n{}",
+            history.join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Types `line` into the pane and, once it is shown after the prompt (or after 2 s), presses
+/// Enter — as a person does. (Keys that reach the line editor in one read while it waits for
+/// output to print above the prompt are shown only at the next key: rustyline's external
+/// printer selects on the terminal without looking at what it has buffered. The Enter, a
+/// separate key, brings them.)
+fn type_line(tmux: &Tmux, line: &str) {
+    tmux.run(&["send-keys", "-t", "t", "-l", line]);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline
+        && !tmux
+            .screen()
+            .iter()
+            .any(|l| l.strip_prefix("> ") == Some(line))
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tmux.run(&["send-keys", "-t", "t", "Enter"]);
+}
+
+/// The events of a session file, read without a lock while a run writes it.
+fn session_events(home: &Path, id: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(home.join("sessions").join(format!("{id}.jsonl")))
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// `troupe chat` on a real terminal (tmux), talking to a Team another process runs: opened
+/// without a session (the Team started last), one exchange with the Lead (a typed line, the
+/// Lead's answer shown above the prompt), one `@alpha` message (alpha, busy in a turn, takes it
+/// as its next turn and its answer is shown), `/board` and `/agents`, then `/quit` (exit 0).
+/// Each member's model saw the line once, framed `Message from the user:`.
+#[test]
+fn chat_talks_to_the_lead_and_to_a_teammate() {
+    use serde_json::json;
+    let Some(tmux) = Tmux::start("chat") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (home, workspace) = (root.path().join("home"), root.path().join("ws"));
+    std::fs::create_dir(&workspace).unwrap();
+    let script = root.path().join("team.json");
+    let call = |name: &str, arguments: serde_json::Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                {"text": "spawned alpha"},
+                {"text": "hello from the lead"},
+                {"text": "lead spare answer"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": "while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                {"text": "alpha finished the first task"},
+                {"text": "alpha heard you"},
+                {"text": "alpha spare answer"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let troupe = PathBuf::from(env!("CARGO_BIN_EXE_troupe"));
+    let mut run = Command::new(&troupe)
+        .arg("--home")
+        .arg(&home)
+        .env_remove("TROUPE_HOME")
+        .args(["run", "--team", "--workspace"])
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("fix it")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The Team runs and alpha waits in its loop (its process group is recorded).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let (lead, alpha) = loop {
+        assert!(Instant::now() < deadline, "the Team never got going");
+        std::thread::sleep(Duration::from_millis(20));
+        let Some(lead) = std::fs::read_dir(home.join("run")).ok().and_then(|mut d| {
+            d.find_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                name.strip_suffix(".sock").map(str::to_owned)
+            })
+        }) else {
+            continue;
+        };
+        let Some(alpha) = session_events(&home, &lead).iter().find_map(|e| {
+            (e["type"] == "team/member")
+                .then(|| e["data"]["member"]["id"].as_str().unwrap().to_owned())
+        }) else {
+            continue;
+        };
+        let lead_answered = session_events(&home, &lead)
+            .iter()
+            .any(|e| e["type"] == "turn/end");
+        if lead_answered
+            && session_events(&home, &alpha)
+                .iter()
+                .any(|e| e["type"] == "tool/process")
+        {
+            break (lead, alpha);
+        }
+    };
+    let status = status_file(root.path());
+    tmux.start_pane(
+        100,
+        30,
+        &format!(
+            "env -u TROUPE_HOME {} --home {} chat; echo $? > {}",
+            troupe.display(),
+            home.display(),
+            status.display()
+        ),
+    );
+    wait_shown(&tmux, &format!("chat with the Team of {lead} (running)"));
+    type_line(&tmux, "hello lead, how is it going?");
+    wait_shown(&tmux, "→ delivered to lead (seq ");
+    wait_shown(&tmux, "lead: hello from the lead");
+    type_line(&tmux, "@alpha please also check the docs");
+    wait_shown(&tmux, "→ delivered to alpha (seq ");
+    std::fs::write(workspace.join("go"), "").unwrap();
+    wait_shown(&tmux, "alpha: alpha finished the first task");
+    wait_shown(&tmux, "alpha: alpha heard you");
+    type_line(&tmux, "/board");
+    wait_shown(&tmux, "board: no tasks");
+    type_line(&tmux, "/agents");
+    let shown = wait_shown(&tmux, "agent: alpha ");
+    assert!(
+        shown.iter().any(|l| l.starts_with("agent: lead ")),
+        "{}",
+        shown.join("\n")
+    );
+    type_line(&tmux, "/quit");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Some(code) = tmux.exit_status(&status) {
+            break code;
+        }
+        assert!(Instant::now() < deadline, "chat did not leave on /quit");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, 0, "{}", tmux.history().join("\n"));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while run.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the Team run did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(run.wait().unwrap().success());
+    for (id, text) in [
+        (&lead, "hello lead, how is it going?"),
+        (&alpha, "please also check the docs"),
+    ] {
+        let seen: Vec<_> = session_events(&home, id)
+            .into_iter()
+            .filter(|e| {
+                e["type"] == "user/message" && e["data"]["content"].to_string().contains(text)
+            })
+            .map(|e| e["data"]["content"].clone())
+            .collect();
+        assert_eq!(
+            seen,
+            vec![json!([
+                {"type": "text", "text": "Message from the user:"},
+                {"type": "text", "text": text}
+            ])]
+        );
+    }
+}

@@ -1,7 +1,8 @@
 //! `troupe web` end to end: the command's flags and output, and a real headless Chromium that
 //! watches a scripted Team run in another process.
 //!
-//! The browser test needs Node with `crates/web/e2e/node_modules` (`npm ci` there) and a
+//! The browser test needs Node with `crates/web/e2e/node_modules` (it runs `npm ci` there when
+//! they are missing) and a
 //! Chromium (`/usr/bin/chromium`, or `$TROUPE_CHROMIUM`); `.ci/run` installs both. Without them
 //! it **fails**, naming what is missing and how to install it — a browser test that cannot
 //! run is not a pass. `TROUPE_SKIP_BROWSER=1` is the explicit opt-out: the test then passes
@@ -188,6 +189,38 @@ const SLOW_TEAM: &str = r#"{"agents": {
   {"text": "task-1 done."}
  ]}}"#;
 
+/// Runs `npm ci` in `e2e` when its `node_modules` is missing (a fresh clone: the README's one
+/// test command needs no setup step of its own), once per test process; tests that start at
+/// the same time wait for the first one's install.
+fn install_node_modules(e2e: &Path) -> Result<(), String> {
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _once = INSTALL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if e2e.join("node_modules/playwright-core").is_dir() {
+        return Ok(());
+    }
+    eprintln!("npm ci in {} (no node_modules yet)", e2e.display());
+    let out = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(e2e)
+        .output()
+        .map_err(|e| {
+            format!(
+                "no node_modules in {} and npm could not run: {e}",
+                e2e.display()
+            )
+        })?;
+    if !out.status.success() || !e2e.join("node_modules/playwright-core").is_dir() {
+        return Err(format!(
+            "no node_modules in {}: npm ci failed: {}",
+            e2e.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
 /// What the browser test needs, or why it cannot run.
 fn browser_setup() -> Result<(PathBuf, PathBuf), String> {
     let e2e = Path::new(env!("CARGO_MANIFEST_DIR")).join("../web/e2e");
@@ -196,12 +229,7 @@ fn browser_setup() -> Result<(PathBuf, PathBuf), String> {
     if !chromium.is_file() {
         return Err(format!("no Chromium at {}", chromium.display()));
     }
-    if !e2e.join("node_modules/playwright-core").is_dir() {
-        return Err(format!(
-            "no node_modules in {} (run npm ci there)",
-            e2e.display()
-        ));
-    }
+    install_node_modules(&e2e)?;
     match Command::new("node").arg("--version").output() {
         Ok(out) if out.status.success() => Ok((e2e, chromium)),
         _ => Err("no node on PATH".to_owned()),

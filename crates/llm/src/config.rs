@@ -60,7 +60,7 @@ fn preset_of(kind: ProviderKind) -> Option<(&'static str, &'static str, &'static
 /// How a [`ModelSpec`] is made from the flags and resolved against the environment (the spec
 /// itself is plain session data, `troupe_session::model::ModelSpec`). Implemented for
 /// [`ModelSpec`] only; bring it into scope to call `ModelSpec::from_flags(…)`,
-/// `spec.with_overrides(…)` and `spec.resolve(…)`.
+/// `spec.with_overrides(…)`, `spec.sibling(…)` and `spec.resolve(…)`.
 pub trait ModelSpecExt: Sized {
     /// Parses and validates the flags. Rules:
     /// - no `--model`: `deepseek:deepseek-chat`, unless `--base-url` is given (then `--model`
@@ -86,6 +86,19 @@ pub trait ModelSpecExt: Sized {
     /// # Errors
     /// As [`ModelSpecExt::from_flags`].
     fn with_overrides(&self, flags: &ModelFlags) -> Result<Self, LlmError>;
+
+    /// The spec of another model named `model` beside this one — a teammate model
+    /// (`--teammate-model`) beside the Lead's spec `self`. `model` is written as for
+    /// `--model` (`name`, `provider:name`, `script:FILE`). A model of this spec's provider —
+    /// a `deepseek:`/`openai:`/`compatible:` prefix naming it, or a bare name inferred to it
+    /// (with a compatible server, any bare name) — uses this spec's base URL and API key
+    /// variable; another provider uses its own preset. The tool choice is this spec's (none
+    /// for a script).
+    ///
+    /// # Errors
+    /// [`LlmError::Config`] (`LLM_CONFIG`) as [`ModelSpecExt::from_flags`], e.g. for
+    /// `compatible:M` beside a spec without a base URL.
+    fn sibling(&self, model: &str) -> Result<Self, LlmError>;
 
     /// Resolves the spec against the environment (`env` looks a variable up, e.g.
     /// `|name| std::env::var(name).ok()`), reading the API key.
@@ -126,6 +139,32 @@ impl ModelSpecExt for ModelSpec {
                 .or_else(|| self.api_key_env.clone()),
             tool_choice: flags.tool_choice.or(recorded_choice),
         })
+    }
+
+    fn sibling(&self, model: &str) -> Result<Self, LlmError> {
+        let trimmed = model.trim();
+        let prefixed = trimmed
+            .split_once(':')
+            .and_then(|(prefix, _)| ProviderKind::from_prefix(prefix));
+        let kind = match prefixed {
+            Some(kind) => Some(kind),
+            None if self.provider == ProviderKind::Compatible => Some(ProviderKind::Compatible),
+            None => infer_provider(trimmed),
+        };
+        let same = kind == Some(self.provider) && self.provider != ProviderKind::Script;
+        let choice = (!self.tool_choice.is_omit()).then_some(self.tool_choice);
+        let flags = ModelFlags {
+            // A bare name gets its provider written out, so that the base URL passed with it
+            // does not make it a compatible server's (and `qwen2.5:7b` is no provider prefix).
+            model: Some(match (prefixed, kind) {
+                (None, Some(kind)) if !trimmed.is_empty() => format!("{kind}:{trimmed}"),
+                _ => trimmed.to_owned(),
+            }),
+            base_url: same.then(|| self.base_url.clone()).flatten(),
+            api_key_env: same.then(|| self.api_key_env.clone()).flatten(),
+            tool_choice: choice.filter(|_| kind != Some(ProviderKind::Script)),
+        };
+        Self::from_flags(&flags)
     }
 
     fn resolve(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<ProviderConfig, LlmError> {

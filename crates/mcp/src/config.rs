@@ -370,6 +370,15 @@ impl<'de> Deserialize<'de> for ServerConfig {
 #[serde(transparent)]
 pub struct McpServers(BTreeMap<ServerName, ServerConfig>);
 
+/// The servers of several sources merged into one set (a configuration file embedding
+/// `[mcp_servers.<name>]` tables beside other keys checks each with [`ServerConfig`]'s
+/// `Deserialize` and collects them here); a name given twice keeps the last.
+impl FromIterator<(ServerName, ServerConfig)> for McpServers {
+    fn from_iter<I: IntoIterator<Item = (ServerName, ServerConfig)>>(servers: I) -> Self {
+        Self(servers.into_iter().collect())
+    }
+}
+
 /// A file holding only `[mcp_servers.<name>]` tables.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

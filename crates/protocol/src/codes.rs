@@ -594,6 +594,11 @@ pub const STABLE_CODES: &[StableCode] = &[
         "runtime",
         "A member's session log failed while the run wrote it: the run failed, the session stays resumable.",
     ),
+    c(
+        "NOT_A_TEAM",
+        "runtime",
+        "A message from the user (troupe send) to a session that is not a Team's Lead.",
+    ),
     // web
     c(
         "WEB_NOT_A_LEAD",
@@ -623,6 +628,16 @@ pub const STABLE_CODES: &[StableCode] = &[
         "DEMO_TESTS_FAILED",
         "cli",
         "troupe demo (or a resumed demo) ended with the project's tests still failing.",
+    ),
+    c(
+        "CONTROL_UNREACHABLE",
+        "cli",
+        "troupe send found the Team held by a running process that did not answer on its control socket in time: nothing was sent.",
+    ),
+    c(
+        "CONTROL_BAD_REQUEST",
+        "cli",
+        "A line on a Team's control socket that is not a request (or an answer that is not one): nothing was done.",
     ),
 ];
 

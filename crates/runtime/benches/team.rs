@@ -56,6 +56,8 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),
+            teammate_models: Default::default(),
+            project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
         },

@@ -72,6 +72,8 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             extra_tools: vec![Arc::new(Noop)],
             secret_env: Vec::new(),
             secrets: Vec::new(),
+            teammate_models: Default::default(),
+            project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
         },

@@ -174,6 +174,10 @@ pub struct AgentSetup {
     pub system_prompt: String,
     /// The model.
     pub provider: Arc<dyn ModelProvider>,
+    /// The model spec `provider` serves: the agent's own model, or the session's (see
+    /// [`AgentConfigRecord::own_model`](troupe_session::events::AgentConfigRecord::own_model)). What
+    /// `list_agents` and the Team views show for the agent while it is live.
+    pub model: troupe_llm::ModelSpec,
     /// The tools the model may call.
     pub tools: ToolRegistry,
     /// Workspace, owner session and file observations for tool calls.

@@ -12,11 +12,12 @@ use std::future::Future;
 use std::pin::Pin;
 
 use tokio_util::sync::CancellationToken;
+use troupe_llm::ModelSpec;
 use troupe_protocol::{Event, MessageId, SessionId, UserMessage};
 
 use crate::agent::Agent;
 use crate::error::RuntimeError;
-use troupe_session::events::{ChildProvider, Profile};
+use troupe_session::events::{AgentConfigRecord, ChildProvider, Profile};
 
 /// A request to start a child (REFERENCE b.3).
 #[derive(Debug, Clone)]
@@ -37,6 +38,9 @@ pub struct ChildSpec {
     pub notify_parent: bool,
     /// Tool profile of the child.
     pub profile: Profile,
+    /// The child's own model (a teammate model), recorded in its config with `ownModel`;
+    /// `None`: it runs the session's model.
+    pub model: Option<ModelSpec>,
     /// The caller's signal: once cancelled, creation stops and rolls back (no live child is
     /// left). It only governs the call until the inbox accepted the prompt (REFERENCE b.3).
     pub cancel: Option<CancellationToken>,
@@ -67,6 +71,13 @@ pub trait ChildControl: Send + Sync {
 
     /// The parent of the resident agent `id`, if it is resident and has one.
     fn parent_of(&self, id: &SessionId) -> Option<SessionId>;
+
+    /// Remembers the model the member `id`, whose latest recorded configuration is `config`,
+    /// runs (its own model, else the session's), for views of it while it is not resident.
+    fn remember_model(&self, id: &SessionId, config: &AgentConfigRecord);
+
+    /// The model name `id` runs, as last set up or remembered in this process, if known.
+    fn model_seen(&self, id: &SessionId) -> Option<String>;
 
     /// Starts a child of `parent` (REFERENCE b.3); resolves once the child's inbox durably
     /// holds the prompt. A failure before that leaves no live child.

@@ -13,13 +13,13 @@
 //! Lead's own log replays as a resume would replay it, and every active teammate's child
 //! session is a valid teammate. Pure reads: nothing here writes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Selected};
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
 use troupe_team::{
-    MemberPhase, MemberSnapshot, MemberView, ReplayError, ShowOptions, StreamFold, TaskView,
-    TeamId, TeamShow, TeamState,
+    MemberPhase, MemberSnapshot, MemberStatus, MemberView, ReplayError, ShowOptions, StreamFold,
+    TaskView, TeamId, TeamShow, TeamState,
 };
 
 use crate::teammate::{parent_problem, teammate_problem};
@@ -49,6 +49,9 @@ pub struct LeadLog {
     id: SessionId,
     state: TeamState,
     config: Option<AgentConfigRecord>,
+    /// The model of the Lead's latest own `agent/config` (a resume's `--model` records a new
+    /// one): the session's model, which teammates without a model of their own run.
+    latest_model: Option<String>,
     /// The seq of the last `team/member` record of each member (where a member's checks point).
     member_seqs: HashMap<SessionId, Seq>,
     /// When each message was queued (the event's time, epoch ms), with
@@ -400,14 +403,24 @@ impl LeadLog {
             failure: Box::new(FoldFailure(e)),
         })?;
         // The Lead's own configuration: the first one after any seeded prefix.
-        let config = configs
+        let own: Vec<_> = configs
             .into_iter()
-            .find(|(seq, _)| seq.0 >= summary.header.seed_len())
+            .filter(|(seq, _)| seq.0 >= summary.header.seed_len())
+            .collect();
+        let latest_model = own.last().and_then(|(_, data)| {
+            serde_json::from_value::<AgentConfigRecord>(data.clone())
+                .ok()
+                .map(|c| c.model.model)
+        });
+        let config = own
+            .into_iter()
+            .next()
             .and_then(|(_, data)| serde_json::from_value::<AgentConfigRecord>(data).ok());
         Ok(Self {
             id: id.clone(),
             state,
             config,
+            latest_model,
             member_seqs,
             queued_at,
             summary,
@@ -467,10 +480,64 @@ impl LeadLog {
     /// DESIGN §6's view of the Team: the roster (the Lead row first, with its recorded model),
     /// the tasks (deleted ones with `include_deleted`), the pending messages.
     pub fn show(&self, include_deleted: bool) -> TeamShow {
+        self.show_with_models(include_deleted, BTreeMap::new())
+    }
+
+    /// [`LeadLog::show`] with the model of each teammate that runs one of its own
+    /// (`member_models`, from [`LeadLog::member_models`]); the others show the Lead's latest
+    /// recorded model, which they run.
+    pub fn show_with_models(
+        &self,
+        include_deleted: bool,
+        member_models: BTreeMap<SessionId, String>,
+    ) -> TeamShow {
         self.state.show(&ShowOptions {
             include_deleted,
-            lead_model: self.config.as_ref().map(|c| c.model.model.clone()),
+            lead_model: self
+                .latest_model
+                .clone()
+                .or_else(|| self.config.as_ref().map(|c| c.model.model.clone())),
+            member_models,
         })
+    }
+
+    /// The model of every active teammate that runs a model of its own (`ownModel` in its
+    /// latest `agent/config`), read from its session (a selective scan of its `agent/config`
+    /// lines, no lock). A teammate whose log cannot be read, or that runs the session's model,
+    /// is left out.
+    pub fn member_models(&self, journal: &Journal) -> BTreeMap<SessionId, String> {
+        let mut models = BTreeMap::new();
+        for member in self.state.members() {
+            if member.phase != MemberPhase::Active {
+                continue;
+            }
+            let mut latest: Option<AgentConfigRecord> = None;
+            let read = journal
+                .read_selected_each(
+                    &member.id,
+                    LineCheck::Prefix,
+                    &|kind| kind == event_types::AGENT_CONFIG,
+                    &mut |selected| match selected {
+                        Selected::Line(_) => LineUse::NeedEvent,
+                        Selected::Event(event) => {
+                            if let Ok(config) = serde_json::from_value(event.data) {
+                                latest = Some(config);
+                            }
+                            LineUse::Used
+                        }
+                    },
+                )
+                .is_ok();
+            // A fork's seed holds the Lead's configurations; its own come after them (a child
+            // is created with one), so the last one read is its own.
+            if read
+                && let Some(config) = latest
+                && config.own_model
+            {
+                models.insert(member.id.clone(), config.model.model);
+            }
+        }
+        models
     }
 
     /// What `troupe team verify` checks beyond the fold, in order: the Lead's own log replays
@@ -567,6 +634,22 @@ pub struct FailedTurn {
     pub message: String,
 }
 
+/// A teammate whose session log could not be read or replayed after a Team run: its work
+/// cannot go on from that log, so the run failed ([`crate::RunFailure::UnreadableLogs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableLog {
+    /// The teammate's name.
+    pub name: String,
+    /// Its session id.
+    pub session: SessionId,
+    /// The error's stable code: `JOURNAL_CORRUPT` or `JOURNAL_UNSUPPORTED` (a damaged line,
+    /// named by file, line and byte offset), `SESSION_NOT_FOUND` (the file is gone), or a
+    /// replay code such as `TRANSCRIPT_INVALID`.
+    pub code: &'static str,
+    /// The error and its causes, `: `-joined (file, line and offset for a damaged line).
+    pub error: String,
+}
+
 /// Why a [`TeamReport`] is empty: the Lead log could not be folded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TeamReportProblem {
@@ -588,6 +671,9 @@ pub struct TeamReport {
     /// from (no later turn of that teammate completed). A teammate whose creation failed is not
     /// listed here (the Lead got that error from `spawn_teammate`).
     pub failed_turns: Vec<FailedTurn>,
+    /// Teammates in the roster's `active` phase whose session log cannot be read or replayed
+    /// (damaged, unsupported or missing), in creation order.
+    pub unreadable: Vec<UnreadableLog>,
     /// The non-deleted tasks.
     pub tasks: Vec<TaskView>,
     /// Messages sent.
@@ -605,7 +691,8 @@ impl TeamReport {
     /// row gets `lead_stats` (its statistics and server answers). `server`: whether the model
     /// is a server (its answers should carry usage) rather than a script. A log that cannot be
     /// folded gives an empty report with its [`TeamReport::problem`]; a teammate's session that
-    /// cannot be read has no statistics.
+    /// cannot be read or replayed has no statistics, and an `active` one is listed in
+    /// [`TeamReport::unreadable`].
     pub fn read(
         journal: &Journal,
         lead: &SessionId,
@@ -615,6 +702,7 @@ impl TeamReport {
         let mut report = Self {
             members: Vec::new(),
             failed_turns: Vec::new(),
+            unreadable: Vec::new(),
             tasks: Vec::new(),
             sent: 0,
             delivered: 0,
@@ -633,13 +721,36 @@ impl TeamReport {
             }
         };
         let view = folded.show(false);
-        for member in view.members.into_iter().map(|row| row.member) {
+        for mut member in view.members.into_iter().map(|row| row.member) {
             let stats = if member.id == *lead {
                 Some(lead_stats)
             } else {
-                let folded = journal.read(&member.id).ok().and_then(|replay| {
-                    Transcript::fold(replay.header.seed_len(), &replay.events).ok()
-                });
+                let folded = journal
+                    .read(&member.id)
+                    .map_err(|e| (e.code(), error_chain(&e)))
+                    .and_then(|replay| {
+                        Transcript::fold(replay.header.seed_len(), &replay.events)
+                            .map_err(|e| (e.code(), error_chain(&e)))
+                    });
+                // Only an `active` teammate has a log to go on from (a `provisioning` or
+                // `failed` one may have none).
+                let folded = match folded {
+                    Ok(t) => Some(t),
+                    Err((code, error)) => {
+                        if !matches!(
+                            member.status,
+                            MemberStatus::Failed | MemberStatus::Provisioning
+                        ) {
+                            report.unreadable.push(UnreadableLog {
+                                name: member.name.to_string(),
+                                session: member.id.clone(),
+                                code,
+                                error,
+                            });
+                        }
+                        None
+                    }
+                };
                 if let Some(Some(TurnEndReason::Failed { code, message })) =
                     folded.as_ref().map(Transcript::last_turn_end)
                 {
@@ -648,6 +759,11 @@ impl TeamReport {
                         code: code.clone(),
                         message: message.clone(),
                     });
+                }
+                if let Some(config) = folded.as_ref().and_then(Transcript::config)
+                    && config.own_model
+                {
+                    member.model = Some(config.model.model.clone());
                 }
                 folded.map(|t| (t.stats(), if server { t.model_calls() } else { 0 }))
             };

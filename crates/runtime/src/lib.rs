@@ -14,6 +14,11 @@
 //! fold, session roles — is the session model, `troupe_session`, beneath this crate: a reader
 //! of logs (the web panel, `troupe log` / `sessions`) uses it without the runtime.
 //!
+//! - [`instructions`]: the `AGENTS.md` files a new session starts with, found and read (what
+//!   is recorded of them is `troupe_session::instructions`).
+//! - [`user_mail`]: messages from the user to a Team (`troupe send`), through the Team's
+//!   mailbox: [`crate::team::TeamService::user_send`] in the running process, [`append_user_message`] to a
+//!   stopped Team.
 //! - [`LogFailure`]: every agent whose session log failed, collected by the runtime (DESIGN
 //!   decision 11: every member's failure is the run's failure).
 //!
@@ -43,6 +48,7 @@
 mod agent;
 mod control;
 mod error;
+pub mod instructions;
 mod lead_log;
 mod outcome;
 mod prompt;
@@ -53,6 +59,7 @@ mod runtime;
 mod subagent;
 pub mod team;
 mod teammate;
+pub mod user_mail;
 
 pub use agent::{
     Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW,
@@ -60,9 +67,10 @@ pub use agent::{
 };
 pub use control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 pub use error::RuntimeError;
+pub use instructions::{Discovery, SkippedFile};
 pub use lead_log::{
     FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
-    Violation,
+    UnreadableLog, Violation,
 };
 pub use outcome::{
     Idle, JOURNAL_FAILED, RunEnd, RunFailure, RunOutcome, RunStatus, TEAMMATE_FAILED,
@@ -74,3 +82,4 @@ pub use resume_plan::{
     record_model_override, takes_instruction,
 };
 pub use runtime::{LogFailure, ModelSource, Runtime, RuntimeOptions, stored_config};
+pub use user_mail::{UserMailError, UserMailReceipt, append_user_message, user_message_content};

@@ -8,8 +8,10 @@
 //!    whatever the Lead answered: work that could not be recorded was not done durably.
 //! 2. **The Lead answered** ([`RunStatus::Answered`]): its last turn ran in this run and
 //!    completed, or a resume found nothing to run — and no signal stopped the run. The run
-//!    still failed when a teammate's last turn failed and the Lead did not recover it
-//!    (`TEAMMATE_FAILED`), or else when the command's own check of the result failed.
+//!    still failed when an active teammate's session log cannot be read (damaged or missing:
+//!    its work cannot go on; `JOURNAL_CORRUPT` or the read's own code), or else when a
+//!    teammate's last turn failed and the Lead did not recover it (`TEAMMATE_FAILED`), or else
+//!    when the command's own check of the result failed.
 //! 3. **The Lead's turn failed** ([`RunStatus::LeadFailed`]): its last turn ran in this run and
 //!    ended failed, with no signal.
 //! 4. **Interrupted** ([`RunStatus::Interrupted`]): a signal, a shutdown, or a turn that never
@@ -21,7 +23,7 @@
 use troupe_llm::ProviderFactory;
 use troupe_protocol::SessionId;
 
-use crate::lead_log::{FailedTurn, TeamReport};
+use crate::lead_log::{FailedTurn, TeamReport, UnreadableLog};
 use crate::resume_plan::takes_instruction;
 use crate::runtime::LogFailure;
 use troupe_session::events::TurnEndReason;
@@ -100,6 +102,10 @@ pub enum RunStatus {
 /// Why a run whose Lead answered failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunFailure {
+    /// Active teammates' session logs cannot be read or replayed (damaged, unsupported or
+    /// missing): the first one's code (`JOURNAL_CORRUPT`, `JOURNAL_UNSUPPORTED`,
+    /// `SESSION_NOT_FOUND`, …). Nothing was repaired.
+    UnreadableLogs(Vec<UnreadableLog>),
     /// Teammates' last turns failed and the Lead did not recover them: `TEAMMATE_FAILED`.
     Teammates(Vec<FailedTurn>),
     /// The command's own check failed, with its code and message.
@@ -112,9 +118,11 @@ pub enum RunFailure {
 }
 
 impl RunFailure {
-    /// The failure's stable code: `TEAMMATE_FAILED`, or the check's.
+    /// The failure's stable code: the first unreadable log's, `TEAMMATE_FAILED`, or the
+    /// check's.
     pub fn code(&self) -> &'static str {
         match self {
+            RunFailure::UnreadableLogs(logs) => logs.first().map_or("JOURNAL_CORRUPT", |l| l.code),
             RunFailure::Teammates(_) => TEAMMATE_FAILED,
             RunFailure::Check { code, .. } => code,
         }
@@ -122,9 +130,24 @@ impl RunFailure {
 
     /// The failure's message: for teammates, `a teammate's last turn failed and the Lead did
     /// not recover it: NAME (CODE: message)` (`teammates' last turns failed … them: A (…), B
-    /// (…)` for several); for a check, its message. Control characters as stored.
+    /// (…)` for several); for unreadable logs, `the session log of teammate NAME (session S)
+    /// cannot be read, so its work cannot go on (nothing was repaired): CODE: error` (`; `
+    /// between several); for a check, its message. Control characters as stored.
     pub fn message(&self) -> String {
         match self {
+            RunFailure::UnreadableLogs(logs) => {
+                let each: Vec<String> = logs
+                    .iter()
+                    .map(|l| {
+                        format!(
+                            "the session log of teammate {} (session {}) cannot be read, so its \
+                             work cannot go on (nothing was repaired): {}: {}",
+                            l.name, l.session, l.code, l.error
+                        )
+                    })
+                    .collect();
+                each.join("; ")
+            }
             RunFailure::Teammates(failed) => {
                 let each: Vec<String> = failed
                     .iter()
@@ -240,13 +263,15 @@ fn classify_status(end: &RunEnd<'_>) -> RunStatus {
     let ran = last_turn > end.turn_before;
     let completed = ran && last_end == Some(&TurnEndReason::Completed) && !end.interrupted;
     if completed || (end.nothing_to_do && !end.interrupted) {
-        let failure = unrecovered(end.team).or_else(|| {
-            let (code, message) = end.check_failure?;
-            Some(RunFailure::Check {
-                code,
-                message: message.to_owned(),
-            })
-        });
+        let failure = unreadable(end.team)
+            .or_else(|| unrecovered(end.team))
+            .or_else(|| {
+                let (code, message) = end.check_failure?;
+                Some(RunFailure::Check {
+                    code,
+                    message: message.to_owned(),
+                })
+            });
         let idle = (end.nothing_to_do && !ran).then(|| Idle {
             turns_ever: last_turn > 0,
             quiet_waiting: t.next_step().len(),
@@ -267,6 +292,13 @@ fn classify_status(end: &RunEnd<'_>) -> RunStatus {
         };
     }
     RunStatus::Interrupted
+}
+
+/// The failure of a Team run whose Lead answered: every active teammate whose session log
+/// cannot be read (a damaged log is reported, never passed over).
+fn unreadable(team: Option<&TeamReport>) -> Option<RunFailure> {
+    let logs = &team?.unreadable;
+    (!logs.is_empty()).then(|| RunFailure::UnreadableLogs(logs.clone()))
 }
 
 /// The failure of a Team run whose Lead answered: every teammate whose last turn failed (the

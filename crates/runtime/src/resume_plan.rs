@@ -27,7 +27,7 @@ use troupe_tools::SandboxPolicy;
 use crate::agent::{Agent, AgentStatus};
 use crate::error::RuntimeError;
 use crate::runtime::Runtime;
-use troupe_session::events::{AgentConfigRecord, Profile, TurnEndReason};
+use troupe_session::events::{AgentConfigRecord, Profile, TeammateModels, TurnEndReason};
 use troupe_session::{CONTINUATION_SOURCE, ContinuationRule, OpenTurn, Transcript};
 use troupe_session::{RoleProbe, SessionRole};
 
@@ -76,6 +76,7 @@ pub struct ResumePlan {
     unfinished: Option<String>,
     owed_continuations: usize,
     spent_model_calls: usize,
+    teammate_specs: Vec<ModelSpec>,
 }
 
 impl ResumePlan {
@@ -121,8 +122,33 @@ impl ResumePlan {
                 id: id.to_string(),
                 reason: "it has no agent configuration (not created by troupe run)".to_owned(),
             })?;
+        // Every model a teammate of this Lead can run as its own: each was chosen from a
+        // `teammateModels` its configuration recorded (the latest, or an earlier one).
+        let mut teammate_specs: Vec<ModelSpec> = Vec::new();
+        for event in events
+            .iter()
+            .skip(usize::try_from(header.seed_len()).unwrap_or(0))
+        {
+            if event.kind != troupe_protocol::event_types::AGENT_CONFIG {
+                continue;
+            }
+            let Ok(recorded) = serde_json::from_value::<AgentConfigRecord>(event.data.clone())
+            else {
+                continue;
+            };
+            for spec in recorded
+                .teammate_models
+                .iter()
+                .flat_map(TeammateModels::specs)
+            {
+                if !teammate_specs.contains(spec) {
+                    teammate_specs.push(spec.clone());
+                }
+            }
+        }
         Ok(StoredSession::Root(Box::new(Self {
             id: id.clone(),
+            teammate_specs,
             config,
             last_turn: lead.last_turn(),
             unfinished: unfinished(&lead),
@@ -140,6 +166,14 @@ impl ResumePlan {
     /// override included).
     pub fn config(&self) -> &AgentConfigRecord {
         &self.config
+    }
+
+    /// Every model a teammate of this Lead may run as its own: the specs of every
+    /// [`TeammateModels`] its log recorded (teammates keep the model they were created with,
+    /// so earlier choices count too). A front end sets these up (API keys, scripts) before
+    /// the resume writes anything.
+    pub fn teammate_specs(&self) -> &[ModelSpec] {
+        &self.teammate_specs
     }
 
     /// Whether the session is a Team root (its configuration has the Team profile).
@@ -301,10 +335,13 @@ pub fn takes_instruction(models: &ProviderFactory, agent: &str, spent: usize) ->
 }
 
 /// Records a `--model`/`--base-url`/`--api-key-env`/`--tool-choice` override, a stricter
-/// `--sandbox` / `--network`, or other `--mcp-config` servers, of a resumed session as a new
-/// `agent/config` holding `spec`, `sandbox` and `mcp_servers` (the latest one wins), so a later
-/// plain resume keeps using it. Nothing is written when all are the ones already recorded, or
-/// when the session has no configuration.
+/// `--sandbox` / `--network`, other `--mcp-config` servers (`mcp_servers`, recorded as given),
+/// or a `--teammate-model` (`teammate_models`: `Some` replaces the recorded [`TeammateModels`]
+/// of a Team root, for the teammates it creates from now on; existing teammates keep theirs)
+/// of a resumed session as a new `agent/config` holding them (the latest one wins), so a later
+/// plain resume keeps using them. Everything else of the recorded configuration — its project
+/// instructions included — is copied unchanged. Nothing is written when all are the ones
+/// already recorded, or when the session has no configuration.
 ///
 /// Durability: one append, then a flush, before the Lead is given any work. A crash before the
 /// flush completes loses only the record: that run's agents already ran under the stricter
@@ -319,13 +356,18 @@ pub async fn record_model_override(
     spec: &ModelSpec,
     sandbox: SandboxPolicy,
     mcp_servers: Option<serde_json::Value>,
+    teammate_models: Option<&TeammateModels>,
 ) -> Result<(), RuntimeError> {
     let Some(mut config) = agent.with_transcript(|t| t.config().cloned()) else {
         return Ok(());
     };
+    let teammates = teammate_models
+        .map(|models| (!models.is_empty()).then(|| models.clone()))
+        .unwrap_or_else(|| config.teammate_models.clone());
     if config.model == *spec
         && config.sandbox_policy() == sandbox
         && config.mcp_servers == mcp_servers
+        && config.teammate_models == teammates
     {
         return Ok(());
     }
@@ -334,6 +376,7 @@ pub async fn record_model_override(
     if config.sandbox_policy() != sandbox {
         config.sandbox = Some(sandbox);
     }
+    config.teammate_models = teammates;
     agent.append_records(vec![EventDraft::new(
         troupe_protocol::event_types::AGENT_CONFIG,
         crate::record::to_value(&config),

@@ -33,8 +33,10 @@ use crate::subagent::SubagentTool;
 use crate::team::{TeamOpError, TeamService};
 use troupe_session::Transcript;
 use troupe_session::events::{
-    AgentConfigRecord, ChildProvider, Descriptor, DescriptorMode, Profile, TurnEndReason,
+    AgentConfigRecord, ChildProvider, Descriptor, DescriptorMode, Profile, TeammateModels,
+    TurnEndReason,
 };
+use troupe_session::instructions::ProjectInstructions;
 
 /// Where agents get their model: one provider per agent name (the scripted provider keys its
 /// steps by name). Implemented by [`ProviderFactory`]; tests implement it with programmable
@@ -45,6 +47,19 @@ pub trait ModelSource: Send + Sync {
     /// # Errors
     /// The provider's setup error (e.g. `LLM_SCRIPT` when a script has no steps for `name`).
     fn for_agent(&self, name: &str) -> Result<Arc<dyn ModelProvider>, LlmError>;
+
+    /// The provider for the agent named `name` running the model `spec` (a teammate with a
+    /// model of its own, or the session's model). The default ignores `spec` and calls
+    /// [`ModelSource::for_agent`]: right for a source that serves one model (tests); the CLI's
+    /// source serves every spec a session names.
+    ///
+    /// # Errors
+    /// As [`ModelSource::for_agent`]; a source serving several models also fails with the
+    /// setup error of `spec` (a missing API key, an unreadable script).
+    fn for_member(&self, name: &str, spec: &ModelSpec) -> Result<Arc<dyn ModelProvider>, LlmError> {
+        let _ = spec;
+        self.for_agent(name)
+    }
 }
 
 impl ModelSource for ProviderFactory {
@@ -60,8 +75,20 @@ pub struct RuntimeOptions {
     pub workspace: PathBuf,
     /// Model providers, one per agent name.
     pub models: Arc<dyn ModelSource>,
-    /// The model spec recorded in new agents' configs (no secrets).
+    /// The session's model (no secrets): recorded in the configs of roots this runtime
+    /// creates, and run by every agent without a model of its own (the Lead, subagents,
+    /// teammates created without a teammate model) — on a resume, the recorded model with the
+    /// resume's overrides.
     pub model_spec: ModelSpec,
+    /// The teammate models recorded in the configs of Team roots this runtime creates
+    /// ([`TeammateModels`]; empty: every teammate runs the session's model). A resumed root
+    /// keeps its recorded choice (a resume's override is recorded with
+    /// [`record_model_override`](crate::record_model_override)).
+    pub teammate_models: TeammateModels,
+    /// The `AGENTS.md` instructions recorded in the configs of roots this runtime creates
+    /// (see [`crate::instructions`]); children copy their parent's, resumed agents keep
+    /// their recorded ones.
+    pub project_instructions: Option<ProjectInstructions>,
     /// Stream chunk coalescing.
     pub chunks: ChunkPolicy,
     /// Tool limits.
@@ -144,6 +171,9 @@ struct RtInner {
     control: Arc<dyn ChildControl>,
     /// Agents whose log failed, in the order they stopped (one entry per session).
     log_failures: Mutex<Vec<LogFailure>>,
+    /// The model name each agent set up (or each teammate's log read) in this process runs:
+    /// what `list_agents` shows for a member that is not live.
+    models_seen: Mutex<HashMap<SessionId, String>>,
 }
 
 struct Live {
@@ -179,6 +209,7 @@ impl Runtime {
                 teams,
                 control,
                 log_failures: Mutex::new(Vec::new()),
+                models_seen: Mutex::new(HashMap::new()),
             }
         });
         Self { inner }
@@ -284,6 +315,11 @@ impl Runtime {
         let config = AgentConfigRecord {
             name: name.to_owned(),
             model: self.inner.options.model_spec.clone(),
+            own_model: false,
+            teammate_models: (profile == Profile::Team
+                && !self.inner.options.teammate_models.is_empty())
+            .then(|| self.inner.options.teammate_models.clone()),
+            project_instructions: self.inner.options.project_instructions.clone(),
             profile,
             workspace,
             depth: 0,
@@ -552,6 +588,26 @@ impl Runtime {
         config.sandbox_policy().meet(self.inner.options.sandbox)
     }
 
+    /// The model an agent with `config` runs: its own ([`AgentConfigRecord::own_model`]),
+    /// else the session's ([`RuntimeOptions::model_spec`]).
+    pub(crate) fn effective_model(&self, config: &AgentConfigRecord) -> ModelSpec {
+        if config.own_model {
+            config.model.clone()
+        } else {
+            self.inner.options.model_spec.clone()
+        }
+    }
+
+    /// Remembers the model the member `id` runs, for views of it while it is not live.
+    pub(crate) fn remember_model(&self, id: &SessionId, model: &ModelSpec) {
+        lock(&self.inner.models_seen).insert(id.clone(), model.model.clone());
+    }
+
+    /// The model name of `id` as last set up or read in this process, if known.
+    pub(crate) fn model_seen(&self, id: &SessionId) -> Option<String> {
+        lock(&self.inner.models_seen).get(id).cloned()
+    }
+
     fn build_setup(
         &self,
         id: &SessionId,
@@ -562,7 +618,9 @@ impl Runtime {
             id: id.to_string(),
             reason,
         };
-        let provider = self.inner.options.models.for_agent(&config.name)?;
+        let model = self.effective_model(config);
+        let provider = self.inner.options.models.for_member(&config.name, &model)?;
+        self.remember_model(id, &model);
         let mut tools = ToolRegistry::with_core_tools();
         let mut has_subagents = false;
         let mut policy = None;
@@ -614,6 +672,11 @@ impl Runtime {
                 .map_or_else(|| session_temp_dir(id), PathBuf::from),
         ));
         let mut system_prompt = default_system_prompt(config, has_subagents);
+        // The recorded instructions, under their heading, before the Team policy.
+        if let Some(instructions) = &config.project_instructions {
+            system_prompt.push('\n');
+            system_prompt.push_str(&instructions.section());
+        }
         if let Some(policy) = policy {
             system_prompt.push('\n');
             system_prompt.push_str(&policy);
@@ -622,6 +685,7 @@ impl Runtime {
             name: config.name.clone(),
             system_prompt,
             provider,
+            model,
             tools,
             tool_context,
             chunks: self.inner.options.chunks,
@@ -787,6 +851,11 @@ impl Runtime {
             .with_parent(parent.id().clone())
             .with_origin("subagent");
         header.cwd = parent_header.cwd.clone();
+        // The child's own model, else the one the parent runs (the session's model).
+        let model = spec
+            .model
+            .clone()
+            .unwrap_or_else(|| self.effective_model(&parent_config));
         let writer = if seed.is_empty() {
             self.inner.journal.create(header)?
         } else {
@@ -801,12 +870,16 @@ impl Runtime {
             },
             provider: spec.provider,
             label: spec.label.clone(),
-            agent_provider: Some(parent_config.model.provider.as_str().to_owned()),
-            agent_model: Some(parent_config.model.model.clone()),
+            agent_provider: Some(model.provider.as_str().to_owned()),
+            agent_model: Some(model.model.clone()),
         };
         let config = AgentConfigRecord {
             name: spec.label.clone(),
-            model: parent_config.model.clone(),
+            model,
+            own_model: spec.model.is_some(),
+            teammate_models: None,
+            // Exactly what the session started with, never read again.
+            project_instructions: parent_config.project_instructions.clone(),
             profile: spec.profile,
             workspace: parent_config.workspace.clone(),
             depth: parent_config.depth + 1,
@@ -1420,6 +1493,16 @@ impl ChildControl for Control {
 
     fn parent_of(&self, id: &SessionId) -> Option<SessionId> {
         self.runtime().ok()?.parent_of(id)
+    }
+
+    fn remember_model(&self, id: &SessionId, config: &AgentConfigRecord) {
+        if let Ok(rt) = self.runtime() {
+            rt.remember_model(id, &rt.effective_model(config));
+        }
+    }
+
+    fn model_seen(&self, id: &SessionId) -> Option<String> {
+        self.runtime().ok()?.model_seen(id)
     }
 
     fn start<'a>(&'a self, parent: &'a Agent, spec: ChildSpec) -> ControlFuture<'a, ChildStart> {

@@ -106,6 +106,7 @@ impl Tool for SubagentTool {
                         continuable: false,
                         notify_parent: false,
                         profile: Profile::Default,
+                        model: None,
                         cancel: Some(ctx.cancellation().clone()),
                     },
                 )

@@ -10,6 +10,8 @@
 //!
 //! [`Event`]: troupe_protocol::Event
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use troupe_protocol::UserMessage;
@@ -17,6 +19,7 @@ use troupe_protocol::UserMessage;
 use crate::chat::{AssistantMessage, Attempt, FinishReason, TruncatedCall, Usage};
 use crate::effect::{FileEffect, FileSeen};
 use crate::error::ParseError;
+use crate::instructions::ProjectInstructions;
 use crate::model::ModelSpec;
 use crate::sandbox::SandboxPolicy;
 
@@ -286,8 +289,25 @@ pub struct AgentConfigRecord {
     /// The agent's name (`lead` for a root; a child's label) — also the scripted provider's
     /// agent key.
     pub name: String,
-    /// The model, without any secret.
+    /// The model, without any secret: the one the agent runs with when the config was
+    /// recorded.
     pub model: ModelSpec,
+    /// Whether `model` is the agent's own, chosen for it at its creation (a teammate model:
+    /// `--teammate-model`, `[team] teammate_model`, `[team.models]`), and so kept whatever the
+    /// session's model becomes. When false (absent), the agent runs the session's model —
+    /// the Lead's, which a resume's `--model` changes for every such member — and `model` only
+    /// says what that was when the config was recorded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_model: bool,
+    /// A Team root's choice of models for the teammates it creates
+    /// ([`TeammateModels`]); absent when every teammate runs the session's model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teammate_models: Option<TeammateModels>,
+    /// The `AGENTS.md` instructions the session started with, in the agent's system prompt
+    /// (a child copies its parent's; see [`crate::instructions`]). Absent when there were
+    /// none or they were turned off (`--no-project-instructions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_instructions: Option<ProjectInstructions>,
     /// The tool profile.
     pub profile: Profile,
     /// The workspace directory (absolute).
@@ -314,6 +334,40 @@ pub struct AgentConfigRecord {
     /// child's config: the servers are the process's, shared by every member).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_servers: Option<serde_json::Value>,
+}
+
+/// Which model each teammate a Team root creates runs with: `byName` for the member with
+/// that name, else `default`, else (neither) the session's model. Chosen once, when the
+/// teammate is created, and recorded in its own `agent/config` as its own model.
+///
+/// Wire shape: `{"default"?: ModelSpec, "byName"?: {"<member name>": ModelSpec}}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TeammateModels {
+    /// The model of every teammate without an entry in `by_name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<ModelSpec>,
+    /// Models by member name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_name: BTreeMap<String, ModelSpec>,
+}
+
+impl TeammateModels {
+    /// The model a teammate named `name` gets: its `by_name` entry, else `default`; `None`
+    /// when it runs the session's model.
+    pub fn for_member(&self, name: &str) -> Option<&ModelSpec> {
+        self.by_name.get(name).or(self.default.as_ref())
+    }
+
+    /// Whether no teammate gets a model of its own.
+    pub fn is_empty(&self) -> bool {
+        self.default.is_none() && self.by_name.is_empty()
+    }
+
+    /// Every model named, `default` first, then by name.
+    pub fn specs(&self) -> impl Iterator<Item = &ModelSpec> {
+        self.default.iter().chain(self.by_name.values())
+    }
 }
 
 impl AgentConfigRecord {

@@ -8,7 +8,8 @@
 //! - The plain data those payloads embed: the chat types ([`chat`]: messages, the model's
 //!   answers and tool calls, usage, finish reasons, attempts, truncated calls; OpenAI wire
 //!   format), the recorded model choice ([`model`]: [`ModelSpec`], never a key), what a tool
-//!   call recorded of a file ([`effect`]) and the `bash` sandbox policy ([`sandbox`]).
+//!   call recorded of a file ([`effect`]), the `bash` sandbox policy ([`sandbox`]) and the
+//!   `AGENTS.md` instructions a session started with ([`instructions`]).
 //!   `troupe_llm` and `troupe_tools` re-export them and do the work on them (HTTP, parsing the
 //!   flags, hashing files, Landlock).
 //! - [`Transcript`]: the fold of one session log into the model history, the pending inbox,
@@ -32,6 +33,7 @@ pub mod chat;
 pub mod effect;
 mod error;
 pub mod events;
+pub mod instructions;
 pub mod model;
 mod role;
 pub mod sandbox;

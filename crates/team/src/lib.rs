@@ -17,7 +17,8 @@
 //! - **Decisions** — given state, caller and command, a typed [`TeamError`] or the exact event
 //!   to append: [`TeamState::decide_create_task`], [`TeamState::decide_update_task`] (c.11),
 //!   [`TeamState::decide_provision`], [`TeamState::decide_settle_provisioning`] (c.8–c.9),
-//!   [`TeamState::decide_send`], [`TeamState::decide_delivered`] (c.10).
+//!   [`TeamState::decide_send`], [`TeamState::decide_delivered`] (c.10), and a message from
+//!   the user through the same mailbox, [`TeamState::decide_user_send`] (a Troupe addition).
 //! - **Views** ([`MemberView`], [`TaskView`], [`TeamShow`]) — c.7, c.11.1, DESIGN §6.
 //! - **Limits** ([`TeamLimits`]) — c.15. **Errors** — every code of c.16 on [`TeamError`].
 //!
@@ -51,9 +52,10 @@ pub use ids::{
 };
 pub use limits::{LIMIT_KEYS, TeamLimits};
 pub use mailbox::{
-    SendMessage, TEAM_MESSAGE_SOURCE_KIND, WAIT_TIMEOUT_DEFAULT_MS, WAIT_TIMEOUT_MAX_MS,
-    WAIT_TIMEOUT_MIN_MS, delivered_user_message, frame_content, frame_header, framed_size,
-    team_message_source, validate_wait_timeout,
+    SendMessage, TEAM_MESSAGE_SOURCE_KIND, USER_FRAME_HEADER, USER_SENDER_NAME, UserSend,
+    UserSendDecision, WAIT_TIMEOUT_DEFAULT_MS, WAIT_TIMEOUT_MAX_MS, WAIT_TIMEOUT_MIN_MS,
+    delivered_user_message, frame_content, frame_header, framed_size, team_message_source,
+    validate_wait_timeout,
 };
 pub use record::{
     Decoded, Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MessageSnapshot,

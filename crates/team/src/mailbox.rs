@@ -16,6 +16,52 @@ use crate::state::{Caller, TeamState};
 /// The source kind of a delivered Team message (REFERENCE c.3 `TeamMessageSource`).
 pub const TEAM_MESSAGE_SOURCE_KIND: &str = "team-message";
 
+/// The `senderName` of a message from the user (`troupe send`, `troupe chat`). A message from
+/// the user is queued with the Lead's session id as `senderId` (the user speaks to the Team
+/// through the Lead's session, where their prompts are) and this name; the Lead itself always
+/// sends as [`crate::LEAD_NAME`] and no teammate has the Lead's id, so the pair names the user
+/// and nobody else (a teammate may be named `user`: its `senderId` is its own).
+pub const USER_SENDER_NAME: &str = "user";
+
+/// The header line every delivered message from the user opens with, so members can tell it
+/// from Team mail (whose header is [`frame_header`]).
+pub const USER_FRAME_HEADER: &str = "Message from the user:";
+
+/// A message from the user to one member (`troupe send`): what [`TeamState::decide_user_send`]
+/// decides on. Unlike [`SendMessage`] it has no caller: the user is no member.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserSend {
+    /// `lead` or an active member's name (trimmed before resolution).
+    pub target: String,
+    /// The content blocks (validated like replayed content, REFERENCE c.3).
+    pub content: Vec<Value>,
+    /// Quiet (read at the target's next step, never wakes it) or wakeup (runs a turn,
+    /// cold-resumes an inactive teammate).
+    pub delivery: Delivery,
+}
+
+/// What [`TeamState::decide_user_send`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UserSendDecision {
+    /// Append this `team/message/queued` event.
+    Append(TeamEvent),
+    /// The message id is already queued as a message from the user to the same target: a
+    /// retried send, which is the same message (nothing to append).
+    AlreadyQueued {
+        /// The message as queued (its `content` is empty once delivered).
+        message: MessageSnapshot,
+        /// Whether it has its `team/message/delivered` record.
+        delivered: bool,
+    },
+}
+
+impl MessageSnapshot {
+    /// Whether this message of Team `team` is from the user (see [`USER_SENDER_NAME`]).
+    pub fn is_from_user(&self, team: &TeamId) -> bool {
+        self.sender_name == USER_SENDER_NAME && self.sender_id == *team.lead_id()
+    }
+}
+
 /// `sendMessage` (REFERENCE c.10.1): one message from the caller to `target`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SendMessage {
@@ -73,7 +119,7 @@ impl TeamState {
             delivery: request.delivery,
             content: request.content.clone(),
         };
-        let bytes = framed_size(&snapshot);
+        let bytes = framed_size(self.id(), &snapshot);
         if bytes > limits.max_message_bytes {
             return Err(TeamError::MessageTooLarge {
                 bytes,
@@ -84,6 +130,63 @@ impl TeamState {
             team_id: self.id().clone(),
             record: TeamRecord::MessageQueued(snapshot),
         })
+    }
+
+    /// Decides a message from the user (`troupe send`; a Troupe addition to REFERENCE c.10,
+    /// delivered through the same mailbox): checks, in order, the content blocks, the message
+    /// id (already queued as a message from the user to the same target: the same message,
+    /// [`UserSendDecision::AlreadyQueued`]; queued as anything else: `TEAM_INVALID_ARGUMENT`),
+    /// the target (`lead` or an active member), the target's pending count and the framed size,
+    /// as [`TeamState::decide_send`] does. The snapshot's sender is the user
+    /// ([`USER_SENDER_NAME`], the Lead's session id); a message to the Lead is no self-message.
+    ///
+    /// # Errors
+    /// `TEAM_INVALID_ARGUMENT`, `TEAM_MEMBER_NOT_FOUND`, `TEAM_MAILBOX_FULL`,
+    /// `TEAM_MESSAGE_TOO_LARGE`.
+    pub fn decide_user_send(
+        &self,
+        request: &UserSend,
+        message_id: MessageId,
+        limits: &TeamLimits,
+    ) -> Result<UserSendDecision, TeamError> {
+        validate_content(&request.content).map_err(TeamError::invalid_argument)?;
+        let (target_id, target_name) = self.resolve_target(&request.target)?;
+        if let Some(queued) = self.message(&message_id) {
+            if queued.is_from_user(self.id()) && queued.target_id == target_id {
+                return Ok(UserSendDecision::AlreadyQueued {
+                    message: queued.clone(),
+                    delivered: self.is_delivered(&message_id),
+                });
+            }
+            return Err(TeamError::invalid_argument(format!(
+                "message id {message_id} is already used by another message"
+            )));
+        }
+        if self.pending_count_for(&target_id) as u64 >= limits.max_pending_messages_per_member {
+            return Err(TeamError::MailboxFull {
+                target: target_name,
+                limit: limits.max_pending_messages_per_member,
+            });
+        }
+        let snapshot = MessageSnapshot {
+            id: message_id,
+            sender_id: self.id().lead_id().clone(),
+            sender_name: USER_SENDER_NAME.to_owned(),
+            target_id,
+            delivery: request.delivery,
+            content: request.content.clone(),
+        };
+        let bytes = framed_size(self.id(), &snapshot);
+        if bytes > limits.max_message_bytes {
+            return Err(TeamError::MessageTooLarge {
+                bytes,
+                limit: limits.max_message_bytes,
+            });
+        }
+        Ok(UserSendDecision::Append(TeamEvent {
+            team_id: self.id().clone(),
+            record: TeamRecord::MessageQueued(snapshot),
+        }))
     }
 
     /// Decides `markDelivered` (REFERENCE c.10.3): the `team/message/delivered` event, or
@@ -114,19 +217,30 @@ pub fn frame_header(message_id: &MessageId, sender_name: &str) -> String {
     format!("Team message {message_id} from {sender_name}:")
 }
 
-/// The delivered content (REFERENCE c.10.2): a text block with [`frame_header`], then the
-/// sender's blocks unchanged.
-pub fn frame_content(message: &MessageSnapshot) -> Vec<Value> {
+/// The header block of `message` of Team `team`: [`USER_FRAME_HEADER`] for a message from the
+/// user, else [`frame_header`].
+fn header_block(team: &TeamId, message: &MessageSnapshot) -> Value {
+    let text = if message.is_from_user(team) {
+        USER_FRAME_HEADER.to_owned()
+    } else {
+        frame_header(&message.id, &message.sender_name)
+    };
+    json!({"type": "text", "text": text})
+}
+
+/// The delivered content (REFERENCE c.10.2): a text block with [`frame_header`] — or
+/// [`USER_FRAME_HEADER`] for a message from the user —, then the sender's blocks unchanged.
+pub fn frame_content(team: &TeamId, message: &MessageSnapshot) -> Vec<Value> {
     let mut framed = Vec::with_capacity(message.content.len() + 1);
-    framed.push(json!({"type": "text", "text": frame_header(&message.id, &message.sender_name)}));
+    framed.push(header_block(team, message));
     framed.extend(message.content.iter().cloned());
     framed
 }
 
 /// UTF-8 bytes of the compact JSON of [`frame_content`] (what `maxMessageBytes` bounds),
 /// computed without building the framed array.
-pub fn framed_size(message: &MessageSnapshot) -> u64 {
-    let header = json!({"type": "text", "text": frame_header(&message.id, &message.sender_name)});
+pub fn framed_size(team: &TeamId, message: &MessageSnapshot) -> u64 {
+    let header = header_block(team, message);
     // Brackets, the header, then a comma and the block for every content block.
     let mut total = 2 + json_len(&header);
     for block in &message.content {
@@ -154,7 +268,8 @@ fn json_len(value: &Value) -> u64 {
 
 /// The source stored on the delivered message (REFERENCE c.3 `TeamMessageSource`):
 /// `{kind:"team-message", teamId, messageId, senderId, senderName}`. It is the target-side
-/// de-duplication key.
+/// de-duplication key. A message from the user carries `senderName: "user"` and the Lead's id
+/// ([`USER_SENDER_NAME`]).
 pub fn team_message_source(team_id: &TeamId, message: &MessageSnapshot) -> MessageSource {
     MessageSource::kind(TEAM_MESSAGE_SOURCE_KIND)
         .with("teamId", team_id.as_str())
@@ -169,7 +284,7 @@ pub fn delivered_user_message(team_id: &TeamId, message: &MessageSnapshot) -> Us
     UserMessage {
         id: message.id.clone(),
         role: "user".to_owned(),
-        content: frame_content(message),
+        content: frame_content(team_id, message),
         source: team_message_source(team_id, message),
     }
 }

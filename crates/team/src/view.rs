@@ -252,6 +252,9 @@ pub struct ShowOptions {
     pub include_deleted: bool,
     /// The Lead's recorded model, if known (shown on the Lead row and as teammates' fallback).
     pub lead_model: Option<String>,
+    /// The model each teammate runs, by session id, where known (a teammate with a model of
+    /// its own runs another than the Lead's): shown instead of `lead_model`.
+    pub member_models: std::collections::BTreeMap<SessionId, String>,
 }
 
 /// Filters and paging of `team_task_list` (REFERENCE d.4.2).
@@ -303,12 +306,26 @@ impl TeamState {
         lead: &LiveAgent,
         live: &dyn Fn(&SessionId) -> Option<LiveAgent>,
     ) -> Vec<MemberView> {
+        self.list_members_with_models(lead, live, &|_| None)
+    }
+
+    /// [`TeamState::list_members`] where a teammate that is not resident shows `known(id)`,
+    /// the model it runs when known (a teammate may have a model of its own), before the
+    /// Lead's. (REFERENCE c.7 falls back to the Lead's model alone: it has one model per Team.)
+    pub fn list_members_with_models(
+        &self,
+        lead: &LiveAgent,
+        live: &dyn Fn(&SessionId) -> Option<LiveAgent>,
+        known: &dyn Fn(&SessionId) -> Option<String>,
+    ) -> Vec<MemberView> {
         let lead_model = lead.model.as_deref();
         let mut rows = Vec::with_capacity(self.members().len() + 1);
         rows.push(MemberView::lead(self.id(), lead.status.into(), lead_model));
         for member in self.members() {
             let live = live(&member.id);
-            rows.push(MemberView::teammate(member, live.as_ref(), lead_model));
+            let known = known(&member.id);
+            let fallback = known.as_deref().or(lead_model);
+            rows.push(MemberView::teammate(member, live.as_ref(), fallback));
         }
         rows
     }
@@ -462,9 +479,16 @@ impl TeamState {
             member: MemberView::lead(self.id(), MemberStatus::Inactive, lead_model),
             phase: MemberPhase::Active,
         });
-        members.extend(self.members().iter().map(|member| RosterRow {
-            member: MemberView::teammate(member, None, lead_model),
-            phase: member.phase,
+        members.extend(self.members().iter().map(|member| {
+            let fallback = options
+                .member_models
+                .get(&member.id)
+                .map(String::as_str)
+                .or(lead_model);
+            RosterRow {
+                member: MemberView::teammate(member, None, fallback),
+                phase: member.phase,
+            }
         }));
         let pending_messages = self
             .pending_messages()

@@ -505,6 +505,8 @@ impl RecordedRequest {
 #[derive(Debug, Default)]
 struct ServerState {
     queue: VecDeque<FakeResponse>,
+    /// Responses for requests naming one model (`push_for`), served before `queue`.
+    by_model: BTreeMap<String, VecDeque<FakeResponse>>,
     requests: Vec<RecordedRequest>,
     mimic: Mimic,
 }
@@ -537,6 +539,7 @@ impl FakeOpenAi {
         let address = listener.local_addr()?;
         let state: SharedState = Arc::new(Mutex::new(ServerState {
             queue: responses.into(),
+            by_model: BTreeMap::new(),
             requests: Vec::new(),
             mimic: Mimic::default(),
         }));
@@ -591,6 +594,26 @@ impl FakeOpenAi {
     pub fn push(&self, response: FakeResponse) -> &Self {
         lock(&self.state).queue.push_back(response);
         self
+    }
+
+    /// Queues a response for the next request whose `model` is `model` (each model has its
+    /// own queue, served before the shared one): how a test scripts members that run
+    /// different models and call the server concurrently.
+    pub fn push_for(&self, model: &str, response: FakeResponse) -> &Self {
+        lock(&self.state)
+            .by_model
+            .entry(model.to_owned())
+            .or_default()
+            .push_back(response);
+        self
+    }
+
+    /// How many responses queued for `model` ([`FakeOpenAi::push_for`]) are still unserved.
+    pub fn pending_for(&self, model: &str) -> usize {
+        lock(&self.state)
+            .by_model
+            .get(model)
+            .map_or(0, VecDeque::len)
     }
 
     /// Queues several responses.
@@ -661,9 +684,11 @@ async fn handle(
             let mimic = state.mimic.clone();
             match mimicked_answer(&mimic, &parsed) {
                 Some(answer) => Some(answer),
-                None => state
-                    .queue
-                    .pop_front()
+                None => parsed["model"]
+                    .as_str()
+                    .and_then(|model| state.by_model.get_mut(model))
+                    .and_then(VecDeque::pop_front)
+                    .or_else(|| state.queue.pop_front())
                     .map(|response| mimic.reshape(response)),
             }
         } else {

@@ -89,6 +89,9 @@ struct Activity {
     resident: Option<bool>,
     /// The model of the latest `agent/config` (a resume may record a new one).
     model: Option<String>,
+    /// Whether that model is the member's own (a teammate model, `ownModel`); a member
+    /// without one runs the session's model, the Lead's.
+    own_model: bool,
 }
 
 impl Activity {
@@ -97,15 +100,15 @@ impl Activity {
             event_types::TURN_START => !std::mem::replace(&mut self.open_turn, true),
             event_types::TURN_END => std::mem::replace(&mut self.open_turn, false),
             event_types::AGENT_CONFIG => {
-                let model = serde_json::from_value::<AgentConfigRecord>(event.data.clone())
-                    .ok()
-                    .map(|c| c.model.to_string());
-                if model.is_some() && model != self.model {
-                    self.model = model;
-                    true
-                } else {
-                    false
-                }
+                let Ok(config) = serde_json::from_value::<AgentConfigRecord>(event.data.clone())
+                else {
+                    return false;
+                };
+                let model = Some(config.model.to_string());
+                let changed = model != self.model || config.own_model != self.own_model;
+                self.model = model;
+                self.own_model = config.own_model;
+                changed
             }
             _ => false,
         }
@@ -250,14 +253,20 @@ impl TeamProjection {
             phase: MemberPhase::Active,
         });
         for member in self.state.members() {
-            let live = self.members.get(&member.id).and_then(Activity::live);
-            let fallback = self
-                .members
-                .get(&member.id)
+            let activity = self.members.get(&member.id);
+            // Its own model, else the session's: the Lead's (which a resume's `--model`
+            // changes for every member without one of its own).
+            let model = activity
+                .filter(|a| a.own_model)
                 .and_then(|a| a.model.as_deref())
-                .or(lead_model);
+                .or(lead_model)
+                .or_else(|| activity.and_then(|a| a.model.as_deref()));
+            let live = activity.and_then(Activity::live).map(|mut live| {
+                live.model = model.map(str::to_owned);
+                live
+            });
             members.push(MemberRow {
-                member: MemberView::teammate(member, live.as_ref(), fallback),
+                member: MemberView::teammate(member, live.as_ref(), model),
                 phase: member.phase,
             });
         }

@@ -8,21 +8,25 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use troupe_llm::{ModelSpec, ModelSpecExt, ProviderFactory, ProviderKind};
+use troupe_llm::{ModelSpec, ModelSpecExt, ProviderKind};
 use troupe_mcp::McpServers;
 use troupe_protocol::SessionId;
+use troupe_runtime::instructions::{changes, discover};
 use troupe_runtime::{ResumePlan, StoredSession, takes_instruction};
+use troupe_session::events::TeammateModels;
+use troupe_session::instructions::ProjectInstructions;
 use troupe_team::TeamLimits;
 use troupe_tools::SandboxPolicy;
 
-use super::flags::{PaceArgs, ResumeFlags, RunFlags};
-use super::model::{LEAD, ModelSetup, absolute_script, provider_factory};
+use super::flags::{PaceArgs, ResumeFlags, RunFlags, settings_flags};
+use super::model::{LEAD, ModelSet, ModelSetup, absolute_script, model_set};
 use crate::args::resolve_session;
 use crate::exit::Failure;
 use crate::framing::Framing;
 use crate::hints::not_a_root;
 use crate::home::Home;
 use crate::progress::OutputMode;
+use crate::settings::Settings;
 
 /// Gives the framing of a resumed session: from the home, its scripted model's file (if it
 /// runs a script) and its workspace.
@@ -34,11 +38,21 @@ pub(super) struct WorkConfig {
     pub(super) home_args: String,
     /// The store of the sessions.
     pub(super) store: crate::store::Store,
+    /// The Troupe home (its `run/` directory holds the control socket of a running Team).
+    pub(super) home_dir: PathBuf,
     /// Canonical, existing, writable directory.
     pub(super) workspace: PathBuf,
     /// The model in effect (recorded in new agents' configs; never holds a key).
     pub(super) spec: ModelSpec,
-    pub(super) models: Arc<ProviderFactory>,
+    /// A provider for the Lead's model and every teammate model of the session.
+    pub(super) models: Arc<ModelSet>,
+    /// The teammate models of a new Team root (recorded in its configuration).
+    pub(super) teammate_models: TeammateModels,
+    /// A resume's `--teammate-model`: the recorded teammate models with a new default, to
+    /// be recorded as the session's (`None`: the recorded ones stay).
+    pub(super) teammate_override: Option<TeammateModels>,
+    /// The `AGENTS.md` instructions of a new session (recorded in its configuration).
+    pub(super) project_instructions: Option<ProjectInstructions>,
     pub(super) mode: OutputMode,
     /// Whether the Lead runs with the Team profile (`--team`, or as recorded for a resume).
     pub(super) team: bool,
@@ -88,44 +102,118 @@ impl Start {
 /// `troupe run`'s flags checked into a [`WorkConfig`] (see the module docs for the order).
 pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig, Failure> {
     // The command line itself first, then what the user points at, in the order they would
-    // fix it: the workspace, then the model (provider, API key, script, pace), then the home.
+    // fix it: the workspace, then the configuration files, then the model (provider, API key,
+    // script, pace), then the home.
     let prompt = run_prompt(&flags.prompt)?;
-    if !flags.team
-        && let Some(flag) = flags.limits.first_given()
-    {
-        return Err(Failure::bad_input(anyhow!(
-            "{flag} applies to Team runs only: add --team"
-        )));
+    if !flags.team {
+        let team_flag = flags.limits.first_given().or(flags
+            .model
+            .teammate_model
+            .as_ref()
+            .map(|_| "--teammate-model"));
+        if let Some(flag) = team_flag {
+            return Err(Failure::bad_input(anyhow!(
+                "{flag} applies to Team runs only: add --team"
+            )));
+        }
     }
-    let team_limits = flags.limits.limits()?;
-    let sandbox = flags.sandbox.for_new()?;
-    let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
-    let workspace = match flags.workspace {
-        Some(dir) => dir,
+    flags.limits.limits()?;
+    let flag_sandbox = flags.sandbox.for_new()?;
+    let flag_values = settings_flags(
+        &flags.model,
+        &flags.sandbox,
+        &flags.limits,
+        &flags.instructions,
+    )?;
+    let workspace = match &flags.workspace {
+        Some(dir) => dir.clone(),
         None => std::env::current_dir()
             .map_err(|e| Failure::bad_input(anyhow!("cannot read the current directory: {e}")))?,
     };
     let workspace = check_workspace(&workspace)?;
-    let spec = absolute_script(ModelSpec::from_flags(&flags.model.flags())?)?;
-    work_config(
-        home,
-        true,
-        workspace,
-        spec,
-        &flags.model.pace,
-        RunShape {
-            json: flags.json,
-            team: flags.team,
-            team_limits,
-            sandbox,
-            mcp,
-            start: Start::New {
-                id: SessionId::random(),
-                prompt,
-            },
-            framing: Framing::default(),
+    // The user's and the project's configuration files, under the flags.
+    let settings = Settings::load(&home.dir, &workspace, flag_values)?;
+    let team_limits = settings.team_limits()?;
+    let sandbox = settings.sandbox_policy();
+    if sandbox != flag_sandbox {
+        // A file's sandbox, checked against this kernel as a flag's is.
+        troupe_tools::probe_sandbox(&sandbox).map_err(|e| {
+            let at = [&settings.sandbox.source, &settings.network.source]
+                .into_iter()
+                .find_map(|source| match source {
+                    crate::settings::Source::File { at, .. } => Some(at.to_string()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            Failure::bad_input(anyhow!("{at}: {e}"))
+        })?;
+    }
+    let spec = absolute_script(settings.model_spec()?)?;
+    let teammate_models = if flags.team {
+        absolute_scripts(settings.teammate_models(&spec)?)?
+    } else {
+        TeammateModels::default()
+    };
+    let mcp = settings.mcp();
+    let mut framing = Framing::default();
+    let project_instructions = if settings.project_instructions.value {
+        let found = discover(&home.dir, &workspace);
+        framing.prologue.extend(instruction_notes(&found));
+        found.instructions
+    } else {
+        None
+    };
+    let mut shape = RunShape::new(
+        flags.json,
+        flags.team,
+        team_limits,
+        sandbox,
+        mcp,
+        Start::New {
+            id: SessionId::random(),
+            prompt,
         },
-    )
+        framing,
+    );
+    shape.teammates = teammate_models;
+    shape.project_instructions = project_instructions;
+    work_config(home, true, workspace, spec, &flags.pace, shape)
+}
+
+/// The teammate models with every script path made absolute.
+fn absolute_scripts(mut models: TeammateModels) -> Result<TeammateModels, Failure> {
+    if let Some(spec) = models.default.take() {
+        models.default = Some(absolute_script(spec)?);
+    }
+    for spec in models.by_name.values_mut() {
+        *spec = absolute_script(spec.clone())?;
+    }
+    Ok(models)
+}
+
+/// The lines a new session's start prints about its `AGENTS.md` files: each one used, a
+/// warning for each one skipped, and one when the cap cut them.
+fn instruction_notes(found: &troupe_runtime::Discovery) -> Vec<String> {
+    let mut notes = Vec::new();
+    for skipped in &found.skipped {
+        notes.push(format!(
+            "warning: {} skipped: {}",
+            skipped.path.display(),
+            skipped.reason
+        ));
+    }
+    if let Some(instructions) = &found.instructions {
+        let files: Vec<String> = instructions.files.iter().map(|f| f.path.clone()).collect();
+        notes.push(format!("project instructions: {}", files.join(", ")));
+        if let Some(left_out) = instructions.left_out() {
+            notes.push(format!(
+                "warning: project instructions truncated to 32 KiB ({} bytes in all): left out \
+                 {left_out}",
+                instructions.total_bytes()
+            ));
+        }
+    }
+    notes
 }
 
 /// `troupe resume`'s flags checked into a [`WorkConfig`], the session read (not locked) into
@@ -168,6 +256,11 @@ pub(super) fn validate_resume(
             "{flag} applies to Team sessions only, and session {id} is not one"
         )));
     }
+    if !team && flags.model.teammate_model.is_some() {
+        return Err(Failure::bad_input(anyhow!(
+            "--teammate-model applies to Team sessions only, and session {id} is not one"
+        )));
+    }
     let team_limits = flags.limits.limits()?;
     let sandbox = flags.sandbox.for_resume(recorded.sandbox_policy())?;
     let mcp = crate::mcp::for_resume(
@@ -190,26 +283,54 @@ pub(super) fn validate_resume(
     // The same order as `run`: the workspace, then the model, then the home.
     let workspace = check_workspace(Path::new(&recorded.workspace))?;
     let spec = absolute_script(recorded.model.with_overrides(&flags.model.flags())?)?;
+    // `--teammate-model` replaces the recorded default for the teammates created from now on
+    // (those by name, and existing teammates, keep theirs).
+    let teammate_override = match &flags.model.teammate_model {
+        Some(model) => {
+            let mut models = recorded.teammate_models.clone().unwrap_or_default();
+            let sibling = spec
+                .sibling(model)
+                .map_err(|e| Failure::bad_input(anyhow!("--teammate-model {model}: {e}")))?;
+            models.default = Some(absolute_script(sibling)?);
+            Some(models)
+        }
+        None => None,
+    };
+    // The instructions the session started with stay; a note says when the files differ.
+    let found = discover(&home.dir, &workspace);
+    let differences = changes(recorded.project_instructions.as_ref(), &found);
+    if !differences.is_empty() {
+        framing.prologue.push(match &recorded.project_instructions {
+            Some(_) => format!(
+                "project instructions: the AGENTS.md files changed since session {id} started \
+                 ({}); it keeps the copy it started with (start a new session to use them)",
+                differences.join(", ")
+            ),
+            None => format!(
+                "project instructions: session {id} started without AGENTS.md instructions, \
+                 and keeps running without them ({})",
+                differences.join(", ")
+            ),
+        });
+    }
     // A resumed demo checks its project's tests as `troupe demo` does; the sandbox note above
     // is kept (only the check is taken from the resumed framing).
     let script = (spec.provider == ProviderKind::Script).then(|| Path::new(&spec.model));
     framing.check = framing_of(&home.dir, script, &workspace).check;
-    work_config(
-        home,
-        true,
-        workspace,
-        spec,
-        &flags.model.pace,
-        RunShape {
-            json: flags.json,
-            team,
-            team_limits,
-            sandbox,
-            mcp,
-            start: Start::Resume { id, prompt, plan },
-            framing,
-        },
-    )
+    let mut teammate_specs: Vec<ModelSpec> = plan.teammate_specs().to_vec();
+    teammate_specs.extend(teammate_override.iter().flat_map(|m| m.specs().cloned()));
+    let mut shape = RunShape::new(
+        flags.json,
+        team,
+        team_limits,
+        sandbox,
+        mcp,
+        Start::Resume { id, prompt, plan },
+        framing,
+    );
+    shape.teammate_override = teammate_override;
+    shape.teammate_specs = teammate_specs;
+    work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 
 /// How a validated run goes: what [`work_config`] takes besides the home, the workspace and
@@ -222,6 +343,41 @@ pub(super) struct RunShape {
     pub(super) mcp: Option<McpServers>,
     pub(super) start: Start,
     pub(super) framing: Framing,
+    /// A new Team root's teammate models (set up, and recorded in its configuration).
+    pub(super) teammates: TeammateModels,
+    /// A resume's `--teammate-model` (see [`WorkConfig::teammate_override`]).
+    pub(super) teammate_override: Option<TeammateModels>,
+    /// More models to set up: those a resumed session's teammates may run.
+    pub(super) teammate_specs: Vec<ModelSpec>,
+    /// A new session's `AGENTS.md` instructions.
+    pub(super) project_instructions: Option<ProjectInstructions>,
+}
+
+impl RunShape {
+    /// A run without teammate models or project instructions.
+    pub(super) fn new(
+        json: bool,
+        team: bool,
+        team_limits: TeamLimits,
+        sandbox: SandboxPolicy,
+        mcp: Option<McpServers>,
+        start: Start,
+        framing: Framing,
+    ) -> Self {
+        Self {
+            json,
+            team,
+            team_limits,
+            sandbox,
+            mcp,
+            start,
+            framing,
+            teammates: TeammateModels::default(),
+            teammate_override: None,
+            teammate_specs: Vec::new(),
+            project_instructions: None,
+        }
+    }
 }
 
 /// The end of every validation (`run`, `resume`, the demo), in the documented order: the pace
@@ -236,17 +392,36 @@ pub(super) fn work_config(
     shape: RunShape,
 ) -> Result<WorkConfig, Failure> {
     let pace = pace.for_model(&spec)?;
+    let others: Vec<(String, ModelSpec)> = shape
+        .teammates
+        .default
+        .iter()
+        .map(|spec| ("teammate model".to_owned(), spec.clone()))
+        .chain(
+            shape
+                .teammates
+                .by_name
+                .iter()
+                .map(|(name, spec)| (format!("the model of teammate {name}"), spec.clone())),
+        )
+        .chain(
+            shape
+                .teammate_specs
+                .iter()
+                .map(|spec| ("teammate model".to_owned(), spec.clone())),
+        )
+        .collect();
     let ModelSetup {
-        factory: models,
+        models,
         secret_env,
         secrets,
-    } = provider_factory(&spec, pace)?;
+    } = model_set(&spec, &others, pace)?;
     if let Start::Resume {
         id,
         prompt: Some(_),
         plan,
     } = &shape.start
-        && !takes_instruction(&models, LEAD, plan.spent_model_calls())
+        && !takes_instruction(models.lead(), LEAD, plan.spent_model_calls())
     {
         return Err(Failure::bad_input(anyhow!(
             "session {id} runs the scripted model {spec}, and its script has no step left for \
@@ -259,10 +434,14 @@ pub(super) fn work_config(
     }
     Ok(WorkConfig {
         home_args: home.args(),
+        home_dir: home.dir,
         store: home.store,
         workspace,
         spec,
         models,
+        teammate_models: shape.teammates,
+        teammate_override: shape.teammate_override,
+        project_instructions: shape.project_instructions,
         secret_env,
         secrets,
         sandbox: shape.sandbox,
@@ -339,7 +518,7 @@ fn prompt_from_stdin() -> Result<String, Failure> {
 }
 
 /// The workspace must exist, be a directory and be writable; returns its canonical path.
-pub(super) fn check_workspace(dir: &Path) -> Result<PathBuf, Failure> {
+pub(crate) fn check_workspace(dir: &Path) -> Result<PathBuf, Failure> {
     let shown = dir.display();
     let metadata = std::fs::metadata(dir).map_err(|e| {
         Failure::bad_input(if e.kind() == std::io::ErrorKind::NotFound {
@@ -386,6 +565,7 @@ mod tests {
                 flag: None,
                 named: "the test home".to_owned(),
                 store: crate::store::Store::files(&dir.join("home")),
+                store_settings: crate::settings::StoreSettings::files(&dir.join("home")),
             },
         )
     }
@@ -393,9 +573,9 @@ mod tests {
     #[test]
     fn the_pace_reaches_the_scripted_models() {
         let dir = tempfile::tempdir().unwrap();
-        let pace_of = |config: &WorkConfig| match config.models.as_ref() {
-            ProviderFactory::Scripted(script) => script.pace(),
-            ProviderFactory::Http(_) => panic!("a script gives scripted models"),
+        let pace_of = |config: &WorkConfig| match config.models.lead() {
+            troupe_llm::ProviderFactory::Scripted(script) => script.pace(),
+            troupe_llm::ProviderFactory::Http(_) => panic!("a script gives scripted models"),
         };
         let paced = validated(&["--pace", "400", "go"], dir.path())
             .ok()

@@ -12,14 +12,14 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use serde_json::json;
 use tokio::signal::unix::{Signal, SignalKind};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 use troupe_journal::JournalError;
 use troupe_llm::ProviderKind;
 use troupe_mcp::McpServers;
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
 use troupe_runtime::{
-    Agent, AgentProgress, ChunkPolicy, Progress, ResumeStarted, ResumeStep, Runtime, RuntimeError,
-    RuntimeOptions, record_model_override,
+    Agent, AgentProgress, ChunkPolicy, JOURNAL_FAILED, Progress, ResumeStarted, ResumeStep,
+    Runtime, RuntimeError, RuntimeOptions, record_model_override,
 };
 use troupe_session::Transcript;
 use troupe_session::events::Profile;
@@ -28,6 +28,7 @@ use troupe_tools::ToolLimits;
 use super::config::{Start, WorkConfig};
 use super::model::LEAD;
 use super::report::{Driven, report};
+use crate::control::ControlServer;
 use crate::exit::Failure;
 use crate::progress::{Board, OutputMode, Printer};
 
@@ -82,6 +83,8 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
             workspace: config.workspace.clone(),
             models: Arc::clone(&config.models) as _,
             model_spec: config.spec.clone(),
+            teammate_models: config.teammate_models.clone(),
+            project_instructions: config.project_instructions.clone(),
             chunks: ChunkPolicy::default(),
             tool_limits: ToolLimits::default(),
             max_depth: 1,
@@ -165,7 +168,8 @@ async fn drive(
             let first = UserMessage::text(prompt.clone(), MessageSource::kind("user"));
             let agent = runtime
                 .create_root_with(id.clone(), LEAD, profile, Some(first))
-                .await?;
+                .await
+                .map_err(|e| create_error(&id, e))?;
             printer.session_started(&id, false, &model);
             for line in &config.framing.prologue {
                 printer.note(line);
@@ -187,7 +191,14 @@ async fn drive(
                 printer.note(line);
             }
             let mcp = config.mcp.as_ref().map(McpServers::to_record);
-            record_model_override(&agent, &config.spec, config.sandbox, mcp).await?;
+            record_model_override(
+                &agent,
+                &config.spec,
+                config.sandbox,
+                mcp,
+                config.teammate_override.as_ref(),
+            )
+            .await?;
             if recovered {
                 printer.note(
                     "recovered: the previous run stopped in the middle of a turn; it was closed \
@@ -229,11 +240,38 @@ async fn drive(
     if !started.lead_runs && started.others_run {
         printer.note("teammates have work left: running until they are done");
     }
-    let interrupt = if started.any() {
-        wait(runtime, &agent, printer, events, sigint).await
+    // A Team takes messages from the user (`troupe send`, `troupe chat`) while it runs.
+    let (notes_tx, mut notes) = mpsc::unbounded_channel();
+    let server = if runtime.teams().team(&id).is_some() {
+        match ControlServer::start(&config.home_dir, runtime.clone(), id.clone(), notes_tx) {
+            Ok(server) => Some(server),
+            Err(e) => {
+                printer.note(&format!(
+                    "troupe: note: the control socket {} could not be served ({e}): troupe send                      cannot reach this run, and appends to the Team once it has stopped",
+                    crate::control::socket_path(&config.home_dir, &id).display()
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut interrupt = if started.any() {
+        wait(runtime, &agent, printer, events, sigint, &mut notes).await
     } else {
         Interrupt::None
     };
+    if let Some(server) = server {
+        // No new message once the work is done; the ones being answered still are, and a
+        // wakeup among them may have started a turn: the run waits for it too.
+        server.stop().await;
+        while let Ok(line) = notes.try_recv() {
+            printer.note(&line);
+        }
+        if interrupt == Interrupt::None {
+            interrupt = wait(runtime, &agent, printer, events, sigint, &mut notes).await;
+        }
+    }
     Ok(Driven {
         agent,
         id,
@@ -241,6 +279,23 @@ async fn drive(
         nothing_to_do: !started.lead_runs,
         interrupted: interrupt != Interrupt::None,
     })
+}
+
+/// A session whose creating write failed (a full disk, an I/O error) was never published: the
+/// batch that creates the file is written to a staging file, linked into place only once it is
+/// durable, and the staging file is removed. So nothing was recorded, and the command can be
+/// run again once the cause is fixed: `JOURNAL_FAILED` (exit 1) with the write's own OS error —
+/// not the writer's "poisoned by an earlier failure", which names a failure the user never saw.
+fn create_error(id: &SessionId, error: RuntimeError) -> Failure {
+    let cause = match &error {
+        RuntimeError::Journal(JournalError::Poisoned { cause, .. }) => cause.clone(),
+        RuntimeError::Journal(io @ JournalError::Io { .. }) => io.to_string(),
+        _ => return error.into(),
+    };
+    Failure::work(anyhow!(
+        "{JOURNAL_FAILED}: session {id} could not be created: {cause}; nothing was recorded: \
+         free space (or fix the home) and run the command again"
+    ))
 }
 
 /// A lock held by another process is bad input with its own words; a Lead log that breaks a
@@ -308,6 +363,7 @@ async fn wait(
     printer: &mut Printer,
     events: &mut broadcast::Receiver<AgentProgress>,
     sigint: &mut Interrupts,
+    notes: &mut mpsc::UnboundedReceiver<String>,
 ) -> Interrupt {
     let quiescent = runtime.wait_quiescent(agent);
     tokio::pin!(quiescent);
@@ -341,6 +397,7 @@ async fn wait(
                 Err(broadcast::error::RecvError::Lagged(skipped)) => printer.lagged(skipped),
                 Err(broadcast::error::RecvError::Closed) => events_open = false,
             },
+            Some(line) = notes.recv() => printer.note(&line),
             () = &mut quiescent => {
                 show_board(runtime, agent, printer).await;
                 break;

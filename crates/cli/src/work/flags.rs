@@ -1,8 +1,10 @@
 //! The flags of `troupe run` and `troupe resume` as typed (clap), each group with what it
 //! turns into: `--pace` into the wait before each scripted reply, `--model`/`--base-url`/
-//! `--api-key-env`/`--tool-choice` into [`ModelFlags`], `--sandbox`/`--network` into a
-//! [`SandboxPolicy`], the Team limit flags into [`TeamLimits`]. Checking them
-//! against each other and the world is [`super::config`]'s.
+//! `--api-key-env`/`--tool-choice` into [`ModelFlags`] (and `--teammate-model`),
+//! `--sandbox`/`--network` into a [`SandboxPolicy`], the Team limit flags into [`TeamLimits`],
+//! `--no-project-instructions`; for a new session they are merged over the configuration files
+//! by [`crate::settings`] ([`settings_flags`]). Checking them against each other and the world
+//! is [`super::config`]'s.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,6 +16,7 @@ use troupe_team::{TeamError, TeamLimits};
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
 
 use crate::exit::Failure;
+use crate::settings::FlagValues;
 
 /// The largest `--pace`, in milliseconds.
 pub(crate) const MAX_PACE_MS: u64 = 60_000;
@@ -72,8 +75,8 @@ pub(crate) struct SandboxArgs {
     pub(super) network: Option<NetworkAccess>,
     /// MCP servers whose tools every member gets (as mcp__<server>__<tool>): a TOML file of
     /// [mcp_servers.<name>] tables (command, args, env — or url —, enabled_tools). Programs run
-    /// under the sandbox. Recorded in the session; `resume` starts the recorded ones unless
-    /// given.
+    /// under the sandbox. Replaces the configuration files' servers. Recorded in the session;
+    /// `resume` starts the recorded ones unless given.
     #[arg(long, value_name = "FILE")]
     pub(crate) mcp_config: Option<PathBuf>,
 }
@@ -145,8 +148,12 @@ pub(crate) struct ModelArgs {
     /// Recorded with the model: resume keeps it.
     #[arg(long, value_name = "C", value_parser = tool_choice)]
     pub(super) tool_choice: Option<ToolChoice>,
-    #[command(flatten)]
-    pub(super) pace: PaceArgs,
+    /// Team only: the model of the teammates the Lead creates (default: the Lead's), written
+    /// as for --model. On the Lead's provider it uses the Lead's --base-url and --api-key-env;
+    /// deepseek: and openai: models use their own. Recorded in each teammate's configuration
+    /// and kept across resumes; on `resume`, it applies to teammates created from then on.
+    #[arg(long, value_name = "M")]
+    pub(super) teammate_model: Option<String>,
 }
 
 /// `--tool-choice C`: one of auto, required, none, omit.
@@ -164,6 +171,46 @@ impl ModelArgs {
             tool_choice: self.tool_choice,
         }
     }
+}
+
+/// `--no-project-instructions` as typed (`run`, `config`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct InstructionArgs {
+    /// Do not read AGENTS.md files: no project instructions in the members' prompts (by
+    /// default, $TROUPE_HOME/AGENTS.md and each AGENTS.md from the repository's top level down
+    /// to the workspace are recorded when the session starts and put in every member's system
+    /// prompt, 32 KiB at most).
+    #[arg(long)]
+    pub(super) no_project_instructions: bool,
+}
+
+/// The settings flags of a command, as [`crate::settings`] merges them over the
+/// configuration files. `--mcp-config FILE` is read and checked here: an unreadable or
+/// invalid file is bad input (exit 2, one line naming file:line:column).
+pub(crate) fn settings_flags(
+    model: &ModelArgs,
+    sandbox: &SandboxArgs,
+    limits: &TeamLimitArgs,
+    instructions: &InstructionArgs,
+) -> Result<FlagValues, Failure> {
+    let mcp_config = match &sandbox.mcp_config {
+        Some(path) => crate::mcp::for_new(Some(path))?.map(|servers| (path.clone(), servers)),
+        None => None,
+    };
+    Ok(FlagValues {
+        model: model.flags(),
+        teammate_model: model.teammate_model.clone(),
+        sandbox: sandbox.sandbox,
+        network: sandbox.network,
+        limits: limits
+            .entries()
+            .into_iter()
+            .zip(crate::settings::LIMIT_KEYS)
+            .filter_map(|((_, _, value), (key, _, _))| value.map(|v| (key, v)))
+            .collect(),
+        no_project_instructions: instructions.no_project_instructions,
+        mcp_config,
+    })
 }
 
 /// The Team limit flags (REFERENCE c.15) as typed. Each is a positive integer up to 2^53-1;
@@ -265,7 +312,11 @@ pub(crate) struct RunFlags {
     #[command(flatten)]
     pub(super) model: ModelArgs,
     #[command(flatten)]
+    pub(super) pace: PaceArgs,
+    #[command(flatten)]
     pub(super) sandbox: SandboxArgs,
+    #[command(flatten)]
+    pub(super) instructions: InstructionArgs,
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     pub(super) json: bool,
@@ -282,6 +333,8 @@ pub(crate) struct ResumeFlags {
     pub(super) session: String,
     #[command(flatten)]
     pub(super) model: ModelArgs,
+    #[command(flatten)]
+    pub(super) pace: PaceArgs,
     #[command(flatten)]
     pub(super) limits: TeamLimitArgs,
     #[command(flatten)]

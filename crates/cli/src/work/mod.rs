@@ -22,12 +22,16 @@ use troupe_team::TeamLimits;
 use troupe_tools::SandboxPolicy;
 
 pub(crate) use config::ResumedFraming;
-pub(crate) use flags::{PaceArgs, ResumeFlags, RunFlags, SandboxArgs};
+pub(crate) use config::check_workspace;
+pub(crate) use flags::{
+    InstructionArgs, ModelArgs, PaceArgs, ResumeFlags, RunFlags, SandboxArgs, TeamLimitArgs,
+    settings_flags,
+};
 
 use crate::exit::Failure;
 use crate::framing::Framing;
 use crate::home::Home;
-use config::{RunShape, Start, check_workspace, validate_resume, validate_run, work_config};
+use config::{RunShape, Start, validate_resume, validate_run, work_config};
 use drive::execute;
 use model::absolute_script;
 
@@ -73,18 +77,18 @@ pub(crate) fn run_scripted_team(
         workspace,
         spec,
         &run.pace,
-        RunShape {
-            json: run.json,
-            team: true,
-            team_limits: TeamLimits::default(),
-            sandbox: run.sandbox,
-            mcp: run.mcp,
-            start: Start::New {
+        RunShape::new(
+            run.json,
+            true,
+            TeamLimits::default(),
+            run.sandbox,
+            run.mcp,
+            Start::New {
                 id: SessionId::random(),
                 prompt,
             },
             framing,
-        },
+        ),
     )?;
     execute(config)
 }

@@ -77,7 +77,7 @@ pub(super) fn report(
                 .as_ref()
                 .and_then(|c| c.failure.as_ref())
                 .map(|(code, message)| (*code, message.as_str())),
-            models: &config.models,
+            models: config.models.lead(),
         })
     });
     // `continue: troupe resume ID "…"` only when a new instruction can be answered (a script
@@ -177,7 +177,9 @@ pub(super) fn report(
             print_summary(printer, true);
             if let Some((_, message)) = problem {
                 printer.note(&format!("troupe: {message}"));
-                if config.framing.run_hints && can_continue {
+                // A new instruction cannot repair a damaged teammate log: no hint to give one.
+                let damaged = matches!(failure, Some(RunFailure::UnreadableLogs(_)));
+                if config.framing.run_hints && can_continue && !damaged {
                     printer.note(&hints.continue_with());
                 }
                 return Err(Failure::reported(WORK_FAILED));
@@ -222,7 +224,9 @@ pub(super) fn report(
 /// characters escaped; a command's own check's message as it is.
 fn failure_message(failure: &RunFailure) -> String {
     match failure {
-        RunFailure::Teammates(_) => escape_controls(&failure.message()).into_owned(),
+        RunFailure::Teammates(_) | RunFailure::UnreadableLogs(_) => {
+            escape_controls(&failure.message()).into_owned()
+        }
         RunFailure::Check { .. } => failure.message(),
     }
 }

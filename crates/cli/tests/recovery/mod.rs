@@ -843,3 +843,150 @@ fn a_lead_turn_started_by_redelivered_mail_is_waited_for() {
         .collect();
     assert_eq!(ends, [json!("completed"), json!("completed")], "{err}");
 }
+
+/// Quiet mail queued for a running teammate right before a crash (the Lead's
+/// `team/message/queued` is durable, the teammate's inbox never got it) reaches the teammate
+/// when the recovery starts it again for its continuation turn: a teammate's own start delivers
+/// all its pending mail (REFERENCE c.9 mailbox recovery). Before, the Lead's mailbox pass left
+/// it queued (the teammate was inactive then) and nothing delivered it afterwards: the resume
+/// exited 0 with the message pending for a teammate that had run a whole turn since.
+#[test]
+fn quiet_mail_for_a_teammate_the_recovery_continues_is_delivered() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "quiet-before-kill.json",
+        json!({
+            "lead": [
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "w", "description": "works", "prompt": "work"}}]},
+                {"tool_calls": [{"name": "send_message", "arguments": {
+                    "target": "w", "message": "note for w"}}]},
+                {"tool_calls": [{"name": "wait_agent", "arguments": {"timeout_ms": 30000}}]},
+                {"text": "lead done"},
+                {"text": "lead done again"}
+            ],
+            "w": [
+                {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 1"}}]},
+                {"text": "w done"},
+                {"text": "w done again"}
+            ]
+        }),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--model", &model, "go"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let lead_file = s.home.join("sessions").join(format!("{id}.jsonl"));
+    let w_file = member_file(&s.home, "w").unwrap();
+    // The kill: right after the Lead's quiet message to w is durable, while w's `bash` runs
+    // (w's log ends with that call: the message never reached it).
+    cut_after_batch(&lead_file, 1, |e| e["type"] == "team/message/queued");
+    cut_after_batch(&w_file, 1, |e| {
+        e["type"] == "tool/call" && e["data"]["name"] == "bash"
+    });
+    let note = |events: &[Value]| {
+        events
+            .iter()
+            .filter(|e| {
+                e["type"] == "user/message"
+                    && e["data"]["source"]["kind"] == "team-message"
+                    && e["data"].to_string().contains("note for w")
+            })
+            .count()
+    };
+    assert_eq!(note(&read_events(&w_file)), 0, "w never got the note");
+
+    let out = s.troupe().args(["resume", &id]).assert();
+    let err = stderr(&out);
+    assert_eq!(out.get_output().status.code(), Some(0), "{err}");
+    let out = s
+        .troupe()
+        .args(["team", "show", &id, "--json"])
+        .assert()
+        .success();
+    let view: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(view["pendingMessages"], json!([]), "{err}");
+    assert_eq!(
+        note(&read_events(&w_file)),
+        1,
+        "the note is in w's log once"
+    );
+    s.troupe().args(["team", "verify", &id]).assert().success();
+    // A second resume has nothing left to deliver and adds no second copy.
+    s.troupe().args(["resume", &id]).assert().success();
+    assert_eq!(note(&read_events(&w_file)), 1);
+}
+
+/// A teammate whose session log is damaged (a bad line in the middle) or missing cannot go on
+/// from it: `troupe resume` of its Team exits 1 with the journal's code and the file, line and
+/// byte offset — as `troupe team verify` does — and rewrites nothing. Before, the resume
+/// exited 0, the summary said only `w: no readable session`, and the teammate's work was
+/// silently left where it was.
+#[test]
+fn a_damaged_or_missing_teammate_log_fails_the_resume_naming_it() {
+    let s = Setup::new();
+    let script = s.script_agents(
+        "teammate.json",
+        json!({
+            "lead": [
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "w", "description": "works", "prompt": "work"}}]},
+                {"tool_calls": [{"name": "wait_agent", "arguments": {"timeout_ms": 30000}}]},
+                {"text": "lead done"}
+            ],
+            "w": [
+                {"tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
+                {"text": "w done"}
+            ]
+        }),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--model", &model, "go"])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let w_file = member_file(&s.home, "w").unwrap();
+    let w_id = w_file.file_stem().unwrap().to_str().unwrap().to_owned();
+    let good = std::fs::read_to_string(&w_file).unwrap();
+    let mut lines: Vec<String> = good.lines().map(str::to_owned).collect();
+    lines[3] = "{not json".to_owned();
+    std::fs::write(&w_file, lines.join("\n") + "\n").unwrap();
+    let damaged = std::fs::read(&w_file).unwrap();
+
+    let out = s.troupe().args(["resume", &id]).assert();
+    let err = stderr(&out);
+    assert_eq!(out.get_output().status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!(
+            "troupe: the session log of teammate w (session {w_id}) cannot be read"
+        )) && last.contains("JOURNAL_CORRUPT")
+            && last.contains(&format!("{w_id}.jsonl: line 4, byte offset")),
+        "{err}"
+    );
+    assert!(
+        !err.contains("continue: "),
+        "no hint to give an instruction: {err}"
+    );
+    assert_eq!(
+        std::fs::read(&w_file).unwrap(),
+        damaged,
+        "nothing rewritten"
+    );
+    let out = s.troupe().args(["resume", &id, "--json"]).assert();
+    let done: Value = serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    assert_eq!(done["status"], "failed");
+    assert_eq!(done["error"]["code"], "JOURNAL_CORRUPT");
+
+    std::fs::remove_file(&w_file).unwrap();
+    let out = s.troupe().args(["resume", &id]).assert();
+    let err = stderr(&out);
+    assert_eq!(out.get_output().status.code(), Some(1), "{err}");
+    assert!(
+        err.lines().last().unwrap().contains("SESSION_NOT_FOUND"),
+        "{err}"
+    );
+}

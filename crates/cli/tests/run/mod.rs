@@ -63,7 +63,7 @@ impl Setup {
     }
 
     /// The same, as a spawned child process (for signals).
-    fn spawn_run(&self, args: &[&str]) -> Child {
+    pub(crate) fn spawn_run(&self, args: &[&str]) -> Child {
         std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
             .arg("--home")
             .arg(&self.home)
@@ -156,7 +156,7 @@ fn assert_in_order(events: &[Value], wanted: &[&str]) {
 }
 
 /// Sends `signal` to a process, or to a process group when `pid` is negative.
-fn signal(pid: i32, signal: rustix::process::Signal) {
+pub(crate) fn signal(pid: i32, signal: rustix::process::Signal) {
     let target = rustix::process::Pid::from_raw(pid.abs()).unwrap();
     let _ = if pid < 0 {
         rustix::process::kill_process_group(target, signal)
@@ -165,7 +165,7 @@ fn signal(pid: i32, signal: rustix::process::Signal) {
     };
 }
 
-fn finish(child: Child) -> (i32, String, String) {
+pub(crate) fn finish(child: Child) -> (i32, String, String) {
     let out = child.wait_with_output().unwrap();
     (
         out.status.code().unwrap_or(-1),

@@ -271,10 +271,12 @@ fn a_scripted_team_works_through_dependent_tasks_and_the_lead_answers() {
     // `members (2 teammates):`, `task-2  completed  beta`, `pending messages: none`.
     let out = s.troupe().args(["team", "show", &id]).assert().success();
     let table = stdout(&out);
+    let scripts = s.scripts.display().to_string();
     let names = [
         (id.as_str(), "[LEAD]"),
         (alpha, "[ALPHA]"),
         (beta, "[BETA]"),
+        (&scripts, "[SCRIPTS]"),
     ];
     snapshot_settings(&names).bind(|| insta::assert_snapshot!("team_show_table", table));
     let out = s.troupe().args(["team", "verify", &id]).assert().success();

@@ -418,3 +418,95 @@ fn tool_choice_is_recorded_with_the_model_and_kept_on_resume() {
         Err("--tool-choice cannot be used with a script: model"),
     );
 }
+
+/// A teammate model beside the Lead's (`ModelSpec::sibling`): the Lead's provider keeps the
+/// Lead's base URL and key variable (and a compatible server serves any bare name), another
+/// provider uses its preset, a script is a script; the tool choice follows, except to a script.
+#[test]
+fn a_sibling_model_shares_the_leads_server_only_on_its_provider() {
+    let local = "http://127.0.0.1:8080/v1";
+    let mut lead = spec(
+        ProviderKind::Compatible,
+        "big",
+        Some(local),
+        Some("LOCAL_KEY"),
+    );
+    lead.tool_choice = ToolChoice::Auto;
+    let with_auto = |mut spec: ModelSpec| {
+        spec.tool_choice = ToolChoice::Auto;
+        spec
+    };
+    for (model, expected) in [
+        (
+            "small",
+            with_auto(spec(
+                ProviderKind::Compatible,
+                "small",
+                Some(local),
+                Some("LOCAL_KEY"),
+            )),
+        ),
+        (
+            "qwen2.5:7b",
+            with_auto(spec(
+                ProviderKind::Compatible,
+                "qwen2.5:7b",
+                Some(local),
+                Some("LOCAL_KEY"),
+            )),
+        ),
+        (
+            "compatible:tiny",
+            with_auto(spec(
+                ProviderKind::Compatible,
+                "tiny",
+                Some(local),
+                Some("LOCAL_KEY"),
+            )),
+        ),
+        (
+            "openai:gpt-4.1-mini",
+            with_auto(spec(
+                ProviderKind::Openai,
+                "gpt-4.1-mini",
+                Some(OA),
+                Some("OPENAI_API_KEY"),
+            )),
+        ),
+        (
+            "script:/s.json",
+            spec(ProviderKind::Script, "/s.json", None, None),
+        ),
+    ] {
+        assert_eq!(lead.sibling(model).unwrap(), expected, "{model}");
+    }
+    let deepseek = spec(
+        ProviderKind::Deepseek,
+        "deepseek-reasoner",
+        Some("http://proxy.test/v1"),
+        Some("DS_KEY"),
+    );
+    assert_eq!(
+        deepseek.sibling("deepseek-chat").unwrap(),
+        spec(
+            ProviderKind::Deepseek,
+            "deepseek-chat",
+            Some("http://proxy.test/v1"),
+            Some("DS_KEY")
+        )
+    );
+    assert_eq!(
+        deepseek.sibling("gpt-4.1-mini").unwrap(),
+        spec(
+            ProviderKind::Openai,
+            "gpt-4.1-mini",
+            Some(OA),
+            Some("OPENAI_API_KEY")
+        )
+    );
+    let script = spec(ProviderKind::Script, "/lead.json", None, None);
+    let error = script.sibling("compatible:x").unwrap_err().to_string();
+    assert!(error.contains("needs --base-url"), "{error}");
+    let error = script.sibling("llama").unwrap_err().to_string();
+    assert!(error.contains("cannot tell which provider"), "{error}");
+}

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use tokio::sync::watch;
 use troupe_journal::{Journal, LineCheck, LineUse, Selected};
-use troupe_protocol::{EventDraft, SessionId, event_types as ty, sync::lock};
+use troupe_protocol::{EventDraft, Seq, SessionId, event_types as ty, sync::lock};
 use troupe_team::{
     Caller, MemberPhase, StreamFold, TeamError, TeamEvent, TeamId, TeamLimits, TeamRecord,
     TeamState,
@@ -25,6 +25,7 @@ use troupe_team::{
 use super::op::{CallOrigin, LogError, TeamOpError};
 use crate::agent::Agent;
 use crate::record::to_value;
+use troupe_session::Transcript;
 use troupe_session::events::ToolEffectRecord;
 
 /// One Lead's Team journal: its identity and limits, the serializer, and what commits
@@ -136,13 +137,13 @@ impl TeamJournal {
     /// # Errors
     /// `INVARIANT` (nothing appended); journal errors of the append or the flush;
     /// `TEAM_LOG_INVALID` when the stored event differs from the checked one (a secret was
-    /// redacted from it) and the fold refuses it.
+    /// redacted from it) and the fold refuses it. Returns the seq of the record.
     pub(super) async fn commit(
         &self,
         state: &mut TeamState,
         event: &TeamEvent,
         effect: Option<Effect<'_>>,
-    ) -> Result<(), TeamOpError> {
+    ) -> Result<Seq, TeamOpError> {
         let staged = state.stage(event)?;
         let mut drafts = Vec::with_capacity(2);
         if let Some(Effect { origin, result }) = effect {
@@ -170,7 +171,7 @@ impl TeamJournal {
             lock(&self.published).insert(m.id.clone(), (m.name.to_string(), m.phase));
         }
         self.edge();
-        Ok(())
+        Ok(stored.last().map_or(Seq(0), |e| e.seq))
     }
 }
 
@@ -229,4 +230,10 @@ pub fn fold_team_log(
         feed_stream_fold(&mut fold, selected)
     })?;
     Ok(fold.finish()?)
+}
+
+/// The fold of the stored log of `id`, if it reads and replays.
+pub(super) fn stored_transcript(store: &Journal, id: &SessionId) -> Option<Transcript> {
+    let replay = store.read(id).ok()?;
+    Transcript::fold(replay.header.seed_len(), &replay.events).ok()
 }

@@ -13,16 +13,15 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use serde_json::json;
-use troupe_protocol::{MessageId, SessionId, sync::lock};
+use troupe_protocol::{MessageId, Seq, SessionId, sync::lock};
 use troupe_team::{
-    Delivery, MessageSnapshot, SendMessage, TeamError, TeamRecord, delivered_user_message, js_trim,
-    team_message_id,
+    Delivery, MessageSnapshot, SendMessage, TeamError, TeamRecord, UserSend, UserSendDecision,
+    delivered_user_message, js_trim, team_message_id,
 };
 
-use super::journal::{Effect, TeamJournal};
-use super::lifecycle::Lifecycle;
+use super::journal::{Effect, TeamJournal, stored_transcript};
+use super::lifecycle::{Lifecycle, disposed};
 use super::op::{CallOrigin, LogError, TeamOpError};
-use super::roster::stored_transcript;
 use crate::agent::Agent;
 use crate::control::ChildControl;
 
@@ -142,6 +141,59 @@ impl Mailbox {
         };
         let accepted = self.dispatch(parts, &message, ticket).await;
         Ok((message.id, accepted))
+    }
+
+    /// A message from the user (`troupe send`, see [`crate::user_mail`]): decided by
+    /// [`troupe_team::TeamState::decide_user_send`] inside the serializer, committed
+    /// (`team/message/queued` with the Lead as sender and `senderName: "user"`), then
+    /// dispatched exactly as Team mail (REFERENCE c.10.3). Returns the message, the seq of its
+    /// `queued` record (`None`: a retry found it queued before) and whether the target durably
+    /// holds it now.
+    ///
+    /// What survives a crash: before the `queued` record's flush returns, the whole record or
+    /// nothing (decision 9) — the caller was told nothing and retries with the same id; after
+    /// it, the message is durable and is delivered by this dispatch or by the next resume's
+    /// mailbox recovery, once (target-side de-duplication).
+    ///
+    /// # Errors
+    /// `TEAM_INVALID_ARGUMENT`, `TEAM_MEMBER_NOT_FOUND`, `TEAM_MAILBOX_FULL`,
+    /// `TEAM_MESSAGE_TOO_LARGE`; the journal's error when the Lead log fails.
+    pub(super) async fn user_send(
+        &self,
+        parts: Dispatcher<'_>,
+        message_id: MessageId,
+        request: &UserSend,
+    ) -> Result<(MessageSnapshot, Option<Seq>, bool), TeamOpError> {
+        let (message, seq, ticket, delivered) = {
+            let journal = parts.journal;
+            let mut state = journal.enter().await;
+            if parts.lifecycle.is_closed() {
+                return Err(disposed().into());
+            }
+            match state.decide_user_send(request, message_id, journal.limits())? {
+                UserSendDecision::Append(event) => {
+                    let seq = journal.commit(&mut state, &event, None).await?;
+                    let TeamRecord::MessageQueued(message) = event.record else {
+                        return Err(LogError::Decision {
+                            expected: troupe_protocol::event_types::TEAM_MESSAGE_QUEUED,
+                        }
+                        .into());
+                    };
+                    // Inside the serializer, right after the queued record is durable, as
+                    // for Team mail (c.10.1 step 3).
+                    let ticket = self.ticket(&message.target_id);
+                    (message, Some(seq), Some(ticket), false)
+                }
+                UserSendDecision::AlreadyQueued { message, delivered } => {
+                    (message, None, None, delivered)
+                }
+            }
+        };
+        let delivered = match ticket {
+            Some(ticket) => self.dispatch(parts, &message, ticket).await,
+            None => delivered,
+        };
+        Ok((message, seq, delivered))
     }
 
     /// Mailbox recovery of a resumed Team (REFERENCE c.9): pending messages in queue order;
@@ -320,7 +372,7 @@ async fn wake_inactive(
         .activate(lead, target)
         .await
         .map_err(DispatchFailure::delivery)?;
-    if let Err(e) = deliver_older_quiet(journal, &agent, message).await {
+    if let Err(e) = deliver_older_quiet(journal, &agent, Some(message)).await {
         // The cold-resumed target must still settle (its log failed, or a flush did).
         parts.control.watch(&agent);
         return Err(e);
@@ -333,18 +385,58 @@ async fn wake_inactive(
     acknowledge(journal, &agent, message).await
 }
 
-/// Delivers the target's pending quiet messages queued before `before` (used when a wakeup
-/// cold-resumes it), acknowledging each.
+/// Cold-resumes teammate `id` (its inbox stays parked) when it has pending quiet mail, and
+/// delivers all of it in queue order ([`deliver_older_quiet`] with no bound): the recovery
+/// calls it for a teammate it starts again, so the mail is in its history before the
+/// continuation note (REFERENCE c.9 mailbox recovery). Crash safety: each message is injected
+/// and the teammate's log flushed before its `delivered` record; a crash in between leaves it
+/// queued and held, which the next recovery acknowledges without a second copy. A failure is
+/// logged as a warning (the message stays queued), unless the Team is closing.
+pub(super) async fn deliver_pending_quiet(parts: Dispatcher<'_>, id: &SessionId) {
+    let journal = parts.journal;
+    let any = {
+        let state = journal.enter().await;
+        state
+            .pending_messages_for(id)
+            .any(|m| m.delivery == Delivery::Quiet)
+    };
+    if !any {
+        return;
+    }
+    let result = match parts.control.activate(journal.lead(), id).await {
+        Ok(agent) => {
+            let delivered = deliver_older_quiet(journal, &agent, None).await;
+            if delivered.is_err() {
+                // The cold-resumed teammate must still settle.
+                parts.control.watch(&agent);
+            }
+            delivered
+        }
+        Err(e) => Err(DispatchFailure::delivery(e)),
+    };
+    if let Err(DispatchFailure { step, error }) = result
+        && !parts.lifecycle.is_closed()
+    {
+        tracing::warn!(teammate = %id, error = %error, "team message remains queued: {step}");
+    }
+}
+
+/// Delivers the target's pending quiet messages — those queued before `before` when a wakeup
+/// cold-resumes it, every one when the recovery continues it (`None`) — in queue order,
+/// acknowledging each.
 async fn deliver_older_quiet(
     journal: &TeamJournal,
     agent: &Agent,
-    before: &MessageSnapshot,
+    before: Option<&MessageSnapshot>,
 ) -> Result<(), DispatchFailure> {
     let older: Vec<MessageSnapshot> = {
         let state = journal.enter().await;
         state
             .pending_messages_for(agent.id())
-            .filter(|m| m.delivery == Delivery::Quiet && state.queued_before(&m.id, &before.id))
+            .filter(|m| {
+                m.delivery == Delivery::Quiet
+                    && before.is_none_or(|b| state.queued_before(&m.id, &b.id))
+            })
             .cloned()
             .collect()
     };

@@ -10,15 +10,16 @@ use std::fmt;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use troupe_journal::{Journal, JournalError};
+use troupe_journal::JournalError;
 use troupe_protocol::{ErrorCode, Event, MessageId, SessionId, event_types as ty};
 use troupe_team::{
     Delivery, LiveAgent, LiveStatus, MemberContext, MemberPhase, MemberSnapshot, MemberView,
     ProvisionTeammate, ProvisioningOutcome, SettleDecision, TeamError, TeamRecord, js_trim,
 };
 
-use super::journal::{Effect, TeamJournal};
+use super::journal::{Effect, TeamJournal, stored_transcript};
 use super::lifecycle::Lifecycle;
+use super::mailbox::{Dispatcher, deliver_pending_quiet};
 use super::op::{CallOrigin, LogError, TeamOpError};
 use crate::agent::{Agent, AgentStatus};
 use crate::control::{ChildControl, ChildSpec};
@@ -42,8 +43,18 @@ pub(super) fn live_of(agent: &Agent) -> LiveAgent {
             AgentStatus::Running => LiveStatus::Running,
             AgentStatus::Idle => LiveStatus::Idle,
         },
-        model: agent.with_transcript(|t| t.config().map(|c| c.model.model.clone())),
+        model: Some(agent.setup().model.model.clone()),
     }
+}
+
+/// The model of the teammate `name` the Lead creates: the one its recorded config's
+/// [`TeammateModels`](troupe_session::events::TeammateModels) names, `None` for the session's.
+fn teammate_model(lead: &Agent, name: &str) -> Option<troupe_llm::ModelSpec> {
+    lead.with_transcript(|t| {
+        t.config()
+            .and_then(|c| c.teammate_models.as_ref())
+            .and_then(|models| models.for_member(name).cloned())
+    })
 }
 
 /// The roster as `list_agents` shows it (REFERENCE c.7): the Lead row, then every member
@@ -53,7 +64,11 @@ pub(super) fn members(
     state: &troupe_team::TeamState,
     control: &dyn ChildControl,
 ) -> Vec<MemberView> {
-    state.list_members(&live_of(journal.lead()), &|id| live_agent(control, id))
+    state.list_members_with_models(
+        &live_of(journal.lead()),
+        &|id| live_agent(control, id),
+        &|id| control.model_seen(id),
+    )
 }
 
 /// `list_agents` (REFERENCE c.7) for `agent`.
@@ -162,6 +177,7 @@ async fn spawn_admitted(
                 continuable: true,
                 notify_parent: false,
                 profile: Profile::Team,
+                model: teammate_model(journal.lead(), member.name.as_str()),
                 cancel: Some(stop.clone()),
             },
         )
@@ -436,6 +452,8 @@ async fn recreate_member(
         continuable: true,
         notify_parent: false,
         profile: Profile::Team,
+        // The choice the Lead's recorded config makes, as at the spawn the crash cut.
+        model: teammate_model(journal.lead(), member.name.as_str()),
         cancel: None,
     };
     let seed = lead_events[..request.seed_end.min(lead_events.len())].to_vec();
@@ -484,6 +502,7 @@ pub(super) async fn continue_teammates(
         if lifecycle.is_closed() {
             return;
         }
+        let resident = control.agent(&id).is_some();
         let plan = match control.agent(&id) {
             // Resident already (the mailbox recovery delivered wakeup mail to it, or the
             // Lead's new work reached it): it is running or has run, and its cold resume
@@ -499,9 +518,25 @@ pub(super) async fn continue_teammates(
                 let Some(t) = stored_transcript(journal.store(), &id) else {
                     continue;
                 };
+                // What `list_agents` shows for it while it is not live.
+                if let Some(config) = t.config() {
+                    control.remember_model(&id, config);
+                }
                 teammate_recovery(&t, &wakeups)
             }
         };
+        // A teammate this recovery starts again gets its pending quiet mail first (the
+        // mailbox pass left it queued while the teammate was inactive): a teammate's own
+        // start delivers all its pending mail (REFERENCE c.9 mailbox recovery, c.10 porting
+        // note), so the message is in its history before the continuation note.
+        if !resident && (plan.notes > 0 || plan.wake) {
+            let parts = Dispatcher {
+                journal,
+                lifecycle,
+                control,
+            };
+            deliver_pending_quiet(parts, &id).await;
+        }
         let mut result = Ok(());
         for _ in 0..plan.notes {
             let note = continuation_note();
@@ -522,10 +557,4 @@ pub(super) async fn continue_teammates(
             tracing::warn!(teammate = %id, error = %e, "could not continue a teammate");
         }
     }
-}
-
-/// The fold of the stored log of `id`, if it reads and replays.
-pub(super) fn stored_transcript(store: &Journal, id: &SessionId) -> Option<Transcript> {
-    let replay = store.read(id).ok()?;
-    Transcript::fold(replay.header.seed_len(), &replay.events).ok()
 }

@@ -12,10 +12,10 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use troupe_journal::{Journal, LineCheck};
-use troupe_protocol::{Event, MessageId, SessionId, sync::lock};
+use troupe_protocol::{Event, MessageId, Seq, SessionId, sync::lock};
 use troupe_team::{
     CreateTask, Delivery, MemberContext, MemberPhase, MemberView, TaskListQuery, TaskPage,
-    TaskView, TeamId, TeamLimits, TeamState, UpdateTask,
+    TaskView, TeamError, TeamId, TeamLimits, TeamState, UpdateTask, UserSend,
 };
 
 use super::journal::{TeamJournal, fold_team_log, not_member};
@@ -26,6 +26,7 @@ use super::roster::{self, SpawnCall};
 use super::{board, waiters};
 use crate::agent::{Agent, AgentProgress, Progress};
 use crate::control::ChildControl;
+use crate::user_mail::{UserMailReceipt, queued_seq, user_message_text_is_empty};
 
 /// One Lead's Team: its journal (identity, limits, serializer, publication), mailbox and
 /// lifecycle.
@@ -319,6 +320,74 @@ impl TeamService {
             origin: None,
         })
         .await
+    }
+
+    /// A message from the user to the live Team of `lead` (`troupe send` through the control
+    /// socket of the running process; see [`crate::user_mail`]), as Team mail from the Lead
+    /// with `senderName: "user"` (REFERENCE c.10.3: quiet is injected into a live target and
+    /// waits for an inactive one; wakeup follows up, cold-resuming an inactive teammate).
+    /// `message_id` is the caller's: a send retried with the same id finds the message queued
+    /// and returns it (`repeated`), never a second copy.
+    ///
+    /// What survives a crash at each point: see the mailbox's user send — before the flush of
+    /// `team/message/queued` returns, nothing or the whole record (decision 9); after it, the
+    /// message is delivered by this dispatch or by the next resume's mailbox recovery, once.
+    ///
+    /// # Errors
+    /// `TEAM_DISPOSED` when `lead` has no live Team here or it is closing (the caller appends
+    /// to the stopped Team instead, once the process released it); `TEAM_INVALID_ARGUMENT`
+    /// (empty text, invalid content, an id used by another message), `TEAM_MEMBER_NOT_FOUND`,
+    /// `TEAM_MAILBOX_FULL`, `TEAM_MESSAGE_TOO_LARGE`; the journal's error when the Lead log
+    /// fails.
+    pub async fn user_send(
+        &self,
+        lead: &SessionId,
+        message_id: MessageId,
+        request: &UserSend,
+    ) -> Result<UserMailReceipt, TeamOpError> {
+        let Some(team) = self.team(lead) else {
+            return Err(TeamError::Disposed {
+                message: format!("no Team of {lead} runs in this process"),
+            }
+            .into());
+        };
+        if team.lifecycle.is_closed() {
+            return Err(disposed().into());
+        }
+        if user_message_text_is_empty(&request.content) {
+            return Err(TeamError::InvalidArgument {
+                message: "message must not be empty".to_owned(),
+            }
+            .into());
+        }
+        let parts = team.dispatcher(self.control.as_ref());
+        let (message, seq, delivered) = team.mailbox.user_send(parts, message_id, request).await?;
+        let target_name = {
+            let state = team.journal.enter().await;
+            if message.target_id == *team.journal.lead().id() {
+                troupe_team::LEAD_NAME.to_owned()
+            } else {
+                state
+                    .member(&message.target_id)
+                    .map_or_else(|| message.target_id.to_string(), |m| m.name.to_string())
+            }
+        };
+        let (seq, repeated) = match seq {
+            Some(seq) => (seq, false),
+            // A retry: the message is the one queued before. Where it was queued is read back
+            // from the Lead log (a rare path: only a send whose answer was lost comes here).
+            None => (
+                queued_seq(&self.store, lead, &message.id)?.unwrap_or(Seq(0)),
+                true,
+            ),
+        };
+        Ok(UserMailReceipt {
+            message_id: message.id,
+            target_name,
+            seq,
+            delivered,
+            repeated,
+        })
     }
 
     async fn send_call(&self, call: SendCall<'_>) -> Result<(MessageId, bool), TeamOpError> {

@@ -18,6 +18,7 @@ fn spec(label: &str, provider: ChildProvider, child_id: Option<&str>) -> ChildSp
         continuable: true,
         notify_parent: true,
         profile: Profile::Default,
+        model: None,
         cancel: None,
     }
 }

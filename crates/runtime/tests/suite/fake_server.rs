@@ -55,6 +55,8 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),
+            teammate_models: Default::default(),
+            project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
         },

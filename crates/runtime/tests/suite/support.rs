@@ -648,6 +648,8 @@ fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> 
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),
+            teammate_models: Default::default(),
+            project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
         },

@@ -167,6 +167,7 @@ pub(super) fn team_child(
         continuable: true,
         notify_parent: false,
         profile,
+        model: None,
         cancel: None,
     }
 }

@@ -1008,7 +1008,7 @@ async fn text_and_message_limits_are_exact_at_the_boundary() {
             delivery: Delivery::Quiet,
             content: vec![json!({"type": "text", "text": t})],
         };
-        troupe_team::framed_size(&snapshot)
+        troupe_team::framed_size(&troupe_team::TeamId::new(lead.id().clone()), &snapshot)
     };
     let base = framed("");
     // Fill with ASCII, then end with a four-byte character so the boundary falls on it.

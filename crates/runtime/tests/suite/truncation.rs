@@ -47,6 +47,8 @@ fn http_runtime(home: &Path, workspace: &Path, server: &FakeOpenAi) -> Runtime {
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),
+            teammate_models: Default::default(),
+            project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
         },

@@ -9,8 +9,9 @@ use troupe_protocol::{ErrorCode, MessageId};
 use troupe_team::{
     Caller, Delivery, LIMIT_KEYS, LiveAgent, LiveStatus, MemberContext, MemberPhase, MemberStatus,
     MemberView, ProvisionTeammate, ProvisioningOutcome, SendMessage, SettleDecision, ShowOptions,
-    TaskAction, TeamError, TeamLimits, TeamState, delivered_user_message, frame_content,
-    team_message_id, validate_wait_timeout,
+    TaskAction, TeamError, TeamLimits, TeamState, USER_FRAME_HEADER, USER_SENDER_NAME, UserSend,
+    UserSendDecision, delivered_user_message, frame_content, team_message_id,
+    validate_wait_timeout,
 };
 
 use super::support::*;
@@ -479,9 +480,10 @@ fn message_size_counts_the_framed_compact_json() {
     let troupe_team::TeamRecord::MessageQueued(snapshot) = &decided.record else {
         panic!()
     };
-    let framed = frame_content(snapshot);
+    let team = worker_board.state.id().clone();
+    let framed = frame_content(&team, snapshot);
     let exact = serde_json::to_string(&framed).unwrap().len() as u64;
-    assert_eq!(troupe_team::framed_size(snapshot), exact);
+    assert_eq!(troupe_team::framed_size(&team, snapshot), exact);
     // Exactly at the limit passes; one byte less fails.
     for (limit, ok) in [(exact, true), (exact - 1, false)] {
         let limits = TeamLimits {
@@ -526,6 +528,166 @@ fn framing_and_source() {
         serde_json::to_value(&delivered.source).unwrap(),
         json!({"kind": "team-message", "teamId": ROOT, "messageId": mid(1).as_str(),
                "senderId": ROOT, "senderName": "lead"})
+    );
+}
+
+fn user_send(target: &str, text: &str, delivery: Delivery) -> UserSend {
+    UserSend {
+        target: target.to_owned(),
+        content: vec![json!({"type": "text", "text": text})],
+        delivery,
+    }
+}
+
+/// A message from the user (`troupe send`): queued with the Lead's id and `senderName: "user"`,
+/// framed `Message from the user:` (so members tell it from Team mail, whose header names the
+/// message and its sender), to the Lead too (no self-message), and a retry with the same id is
+/// the same message — never a second one.
+#[test]
+fn a_message_from_the_user_is_framed_apart_and_a_retry_is_the_same_message() {
+    let mut board = Board::new();
+    board.spawn("worker");
+    // A teammate may be named `user`: its mail is still Team mail (its sender id is its own).
+    let named_user = board.spawn("user");
+    let request = user_send("worker", "please also run the linter", Delivery::Wakeup);
+    let UserSendDecision::Append(event) = board
+        .state
+        .decide_user_send(&request, mid(1), &board.limits)
+        .unwrap()
+    else {
+        panic!("a new message is appended")
+    };
+    board.commit(event);
+    let message = board.state.message(&mid(1)).unwrap().clone();
+    assert!(message.is_from_user(&team()));
+    assert_eq!(
+        (message.sender_id.as_str(), message.sender_name.as_str()),
+        (ROOT, USER_SENDER_NAME)
+    );
+    let delivered = delivered_user_message(&team(), &message);
+    assert_eq!(
+        delivered.content,
+        vec![
+            json!({"type": "text", "text": USER_FRAME_HEADER}),
+            json!({"type": "text", "text": "please also run the linter"}),
+        ]
+    );
+    assert_eq!(USER_FRAME_HEADER, "Message from the user:");
+    // The same id again, to the same target: the same message, nothing to append.
+    let again = board
+        .state
+        .decide_user_send(&request, mid(1), &board.limits)
+        .unwrap();
+    assert_eq!(
+        again,
+        UserSendDecision::AlreadyQueued {
+            message: message.clone(),
+            delivered: false
+        }
+    );
+    // The same id to another target, or an id a member's message has: refused.
+    assert_code(
+        board.state.decide_user_send(
+            &user_send("lead", "x", Delivery::Quiet),
+            mid(1),
+            &board.limits,
+        ),
+        "TEAM_INVALID_ARGUMENT",
+    );
+    let from_member = board
+        .state
+        .decide_send(
+            &named_user,
+            &send("worker", "hi", Delivery::Quiet),
+            mid(2),
+            &board.limits,
+        )
+        .unwrap();
+    board.commit(from_member);
+    let member_mail = board.state.message(&mid(2)).unwrap();
+    assert_eq!(member_mail.sender_name, "user");
+    assert!(!member_mail.is_from_user(&team()));
+    assert_eq!(
+        frame_content(&team(), member_mail)[0],
+        json!({"type": "text", "text": format!("Team message {} from user:", mid(2))})
+    );
+    assert_code(
+        board
+            .state
+            .decide_user_send(&request, mid(2), &board.limits),
+        "TEAM_INVALID_ARGUMENT",
+    );
+    // To the Lead: no self-message.
+    let to_lead = board
+        .state
+        .decide_user_send(
+            &user_send(" lead ", "status?", Delivery::Quiet),
+            mid(3),
+            &board.limits,
+        )
+        .unwrap();
+    let UserSendDecision::Append(event) = to_lead else {
+        panic!("appended")
+    };
+    let troupe_team::TeamRecord::MessageQueued(snapshot) = &event.record else {
+        panic!("queued")
+    };
+    assert_eq!(snapshot.target_id.as_str(), ROOT);
+}
+
+/// A message from the user meets the rules Team mail meets: an unknown or inactive target, a
+/// full mailbox, a message too large, invalid content — each a coded refusal, nothing decided.
+#[test]
+fn a_message_from_the_user_meets_the_mailbox_rules() {
+    let mut board = Board::new();
+    board.spawn("worker");
+    let limits = TeamLimits {
+        max_pending_messages_per_member: 1,
+        max_message_bytes: 200,
+        ..TeamLimits::default()
+    };
+    assert_code(
+        board
+            .state
+            .decide_user_send(&user_send("nobody", "hi", Delivery::Quiet), mid(1), &limits),
+        "TEAM_MEMBER_NOT_FOUND",
+    );
+    assert_code(
+        board.state.decide_user_send(
+            &user_send("worker", &"x".repeat(200), Delivery::Quiet),
+            mid(1),
+            &limits,
+        ),
+        "TEAM_MESSAGE_TOO_LARGE",
+    );
+    let bad = UserSend {
+        target: "worker".to_owned(),
+        content: vec![json!({"type": "text"})],
+        delivery: Delivery::Quiet,
+    };
+    assert_code(
+        board.state.decide_user_send(&bad, mid(1), &limits),
+        "TEAM_INVALID_ARGUMENT",
+    );
+    let UserSendDecision::Append(first) = board
+        .state
+        .decide_user_send(
+            &user_send("worker", "one", Delivery::Quiet),
+            mid(1),
+            &limits,
+        )
+        .unwrap()
+    else {
+        panic!("appended")
+    };
+    board.commit(first);
+    assert_code(
+        board.state.decide_user_send(
+            &user_send("worker", "two", Delivery::Quiet),
+            mid(2),
+            &limits,
+        ),
+        "TEAM_MAILBOX_FULL",
     );
 }
 
@@ -624,6 +786,7 @@ fn offline_show_view() {
     let all = board.state.show(&ShowOptions {
         include_deleted: true,
         lead_model: Some("m".to_owned()),
+        ..ShowOptions::default()
     });
     assert_eq!(all.tasks.len(), 2);
     assert_eq!(all.members[0].member.model.as_deref(), Some("m"));

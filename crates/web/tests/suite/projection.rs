@@ -93,3 +93,68 @@ fn a_log_that_stops_folding_inside_an_open_turn_is_running_only_while_a_process_
     projection.set_resident(&sid(LEAD), Some(true));
     assert_eq!(lead(&projection), "running");
 }
+
+/// An `agent/config` of `name` running `model` (`openai:<model>`), its own when `own`.
+fn config_with_model(name: &str, depth: u32, model: &str, own: bool) -> EventDraft {
+    let mut draft = config(name, depth);
+    draft.data["model"]["model"] = json!(model);
+    if own {
+        draft.data["ownModel"] = json!(true);
+    }
+    draft
+}
+
+/// The panel shows the model each member runs: a teammate with a model of its own
+/// (`ownModel`) shows it, live or not; one without runs the session's model, the Lead's —
+/// also after a resume recorded a new one for the Lead.
+#[test]
+fn a_teammate_with_its_own_model_shows_it_and_the_others_the_leads() {
+    let mut projection = TeamProjection::new(sid(LEAD));
+    projection.apply_lead(&stored(0, config_with_model("lead", 0, "big", false)));
+    projection.apply_lead(&stored(1, member(ALPHA, "alpha", "provisioning", None)));
+    projection.apply_lead(&stored(2, member(ALPHA, "alpha", "active", None)));
+    projection.apply_lead(&stored(3, member(BETA, "beta", "provisioning", None)));
+    projection.apply_lead(&stored(4, member(BETA, "beta", "active", None)));
+    assert_eq!(projection.failure(), None);
+    projection.apply_member(
+        &sid(ALPHA),
+        &stored(0, config_with_model("alpha", 1, "small", true)),
+    );
+    projection.apply_member(
+        &sid(BETA),
+        &stored(0, config_with_model("beta", 1, "big", false)),
+    );
+    let models = |p: &TeamProjection| -> Vec<Value> {
+        p.view()
+            .members
+            .iter()
+            .map(|row| serde_json::to_value(row).unwrap()["model"].clone())
+            .collect()
+    };
+    assert_eq!(
+        models(&projection),
+        [
+            json!("openai:big"),
+            json!("openai:small"),
+            json!("openai:big")
+        ]
+    );
+    // Live (an open turn) or not, the same.
+    projection.apply_member(&sid(ALPHA), &stored(1, turn_start(1)));
+    assert_eq!(models(&projection)[1], "openai:small");
+    // A resume records a new model for the Lead: beta follows it, alpha keeps its own.
+    projection.take_view();
+    projection.apply_lead(&stored(5, config_with_model("lead", 0, "bigger", false)));
+    assert!(
+        projection.take_view().is_some(),
+        "a model change is a change"
+    );
+    assert_eq!(
+        models(&projection),
+        [
+            json!("openai:bigger"),
+            json!("openai:small"),
+            json!("openai:bigger")
+        ]
+    );
+}

@@ -1,0 +1,525 @@
+//! The configuration files through the real binary: `troupe config` (snapshots of what it
+//! prints, table and JSON), precedence user < project < flag in what a run really sends the
+//! model server, a resume keeping what the session recorded, and bad files (exit 2 naming
+//! `FILE:LINE:COLUMN`, nothing written).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use troupe_test_support::fake_openai::chunks;
+use troupe_test_support::{FakeOpenAi, FakeResponse};
+
+use super::run::{Setup, session_id, stderr, stdout};
+use super::{listing, snapshot_settings};
+
+impl Setup {
+    /// Writes the user's configuration file (`<home>/config.toml`).
+    pub(crate) fn user_config(&self, text: &str) -> PathBuf {
+        std::fs::create_dir_all(&self.home).unwrap();
+        let path = self.home.join("config.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Writes the project's configuration file (`<workspace>/.troupe/config.toml`).
+    pub(crate) fn project_config(&self, text: &str) -> PathBuf {
+        let dir = self.workspace.join(".troupe");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// `troupe config --workspace WS ARGS…`.
+    fn config(&self, args: &[&str]) -> assert_cmd::Command {
+        let mut cmd = self.troupe();
+        cmd.arg("config")
+            .arg("--workspace")
+            .arg(&self.workspace)
+            .args(args);
+        cmd
+    }
+
+    /// Placeholders for the paths `troupe config` prints.
+    fn names(&self) -> Vec<(String, &'static str)> {
+        let workspace = std::fs::canonicalize(&self.workspace).unwrap();
+        vec![
+            (workspace.display().to_string(), "[WS]"),
+            (self.home.display().to_string(), "[HOME]"),
+        ]
+    }
+}
+
+fn placeholders<'a>(names: &'a [(String, &'static str)]) -> Vec<(&'a str, &'static str)> {
+    names.iter().map(|(t, p)| (t.as_str(), *p)).collect()
+}
+
+/// `troupe config` with both files and flags: every key with its value and source — a flag,
+/// the project's file or the user's with line and column, or the default — and the AGENTS.md
+/// files; the same as one JSON object.
+#[test]
+fn config_shows_every_value_with_its_source() {
+    let s = Setup::new();
+    // The user's key variable goes with the user's model, which the project's replaces.
+    s.user_config(
+        "# mine\nmodel = \"openai:gpt-4.1\"\napi_key_env = \"MY_OPENAI_KEY\"\nnetwork = \"off\"\n\n\
+         [team]\nmax_members = 4\nteammate_model = \"deepseek-chat\"\n\n[team.models]\n\
+         reviewer = \"gpt-4.1-mini\"\n",
+    );
+    s.project_config(
+        "model = \"deepseek-chat\"\ntool_choice = \"auto\"\n[team]\n\
+         teammate_model = \"deepseek-reasoner\"\nmax_members = 6\n[team.models]\n\
+         reviewer = \"deepseek-reasoner\"\n\
+         [mcp_servers.files]\ncommand = \"npx\"\nargs = [\"-y\", \"server\"]\n",
+    );
+    std::fs::write(s.workspace.join("AGENTS.md"), "Run the tests.\n").unwrap();
+    let out = s
+        .config(&["--max-tasks", "9", "--sandbox", "read-only"])
+        .assert()
+        .success();
+    assert_eq!(stderr(&out), "");
+    let names = s.names();
+    snapshot_settings(&placeholders(&names))
+        .bind(|| insta::assert_snapshot!("config_table", stdout(&out)));
+    let out = s
+        .config(&["--max-tasks", "9", "--sandbox", "read-only", "--json"])
+        .assert()
+        .success();
+    let value: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(stdout(&out).lines().count(), 1);
+    let pretty = serde_json::to_string_pretty(&value).unwrap();
+    snapshot_settings(&placeholders(&names))
+        .bind(|| insta::assert_snapshot!("config_json", pretty));
+    // Nothing is written by looking.
+    assert!(!s.home.join("sessions").exists());
+}
+
+/// Without any file: every value is the default, and both files are named as not found.
+#[test]
+fn config_without_files_shows_the_defaults() {
+    let s = Setup::new();
+    let out = s.config(&[]).assert().success();
+    let names = s.names();
+    snapshot_settings(&placeholders(&names))
+        .bind(|| insta::assert_snapshot!("config_defaults", stdout(&out)));
+    let out = s
+        .config(&["--no-project-instructions", "--json"])
+        .assert()
+        .success();
+    let value: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(value["projectInstructions"], Value::Null);
+    assert_eq!(
+        value["settings"]["project_instructions"],
+        json!({"value": false, "source": {"kind": "flag", "flag": "--no-project-instructions"}})
+    );
+    assert_eq!(value["files"][0]["found"], false);
+}
+
+/// What a run sends the model server follows user < project < flag; the base URL, key
+/// variable and tool choice go with the model they were written beside: a project's model
+/// does not take the user's tool choice, its `openai:` model does not use the user's local
+/// server, and `--model` (a script here) takes none of them from the files.
+#[test]
+fn a_run_uses_user_then_project_then_flag_values() {
+    let s = Setup::new();
+    let server = FakeOpenAi::start().unwrap();
+    let base = server.base_url();
+    s.user_config(&format!(
+        "model = \"compatible:user-model\"\nbase_url = \"{base}\"\ntool_choice = \"required\"\n"
+    ));
+    let run = |args: &[&str]| {
+        server.push(FakeResponse::json(chunks::text_completion("ok")));
+        let mut all = args.to_vec();
+        all.push("hi");
+        s.run(&all).assert().success();
+        server.requests().pop().unwrap().body
+    };
+    let sent = run(&[]);
+    assert_eq!(sent["model"], "user-model");
+    assert_eq!(sent["tool_choice"], "required");
+
+    s.project_config(&format!(
+        "model = \"project-model\"\nbase_url = \"{base}\"\n"
+    ));
+    let sent = run(&[]);
+    assert_eq!(sent["model"], "project-model");
+    assert!(
+        sent.get("tool_choice").is_none(),
+        "the user's goes with the user's model"
+    );
+
+    let sent = run(&[
+        "--model",
+        "flag-model",
+        "--base-url",
+        &base,
+        "--tool-choice",
+        "auto",
+    ]);
+    assert_eq!(sent["model"], "flag-model");
+    assert_eq!(sent["tool_choice"], "auto");
+
+    // The user's base URL stays with the user's model.
+    s.project_config("model = \"openai:gpt-4.1\"\n");
+    let out = s.config(&["--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["base_url"]["value"],
+        "https://api.openai.com/v1"
+    );
+    assert_eq!(shown["settings"]["base_url"]["source"]["kind"], "default");
+    let script = s.script_agents("s.json", json!({"lead": [{"text": "scripted"}]}));
+    let out = s
+        .run(&["--model", &format!("script:{}", script.display()), "hi"])
+        .assert()
+        .success();
+    assert_eq!(stdout(&out), "scripted\n");
+}
+
+/// A session records what it started with; `troupe resume` does not read the files again (a
+/// changed file changes nothing), only its own flags override the record.
+#[test]
+fn resume_keeps_the_recorded_configuration_whatever_the_files_say() {
+    let s = Setup::new();
+    let server = FakeOpenAi::start().unwrap();
+    s.project_config(&format!(
+        "model = \"first-model\"\nbase_url = \"{}\"\n",
+        server.base_url()
+    ));
+    server.push(FakeResponse::json(chunks::text_completion("one")));
+    let out = s.run(&["hi"]).assert().success();
+    let id = session_id(&stderr(&out));
+    s.project_config("model = \"other-model\"\nbase_url = \"http://127.0.0.1:9/v1\"\n");
+    server.push(FakeResponse::json(chunks::text_completion("two")));
+    let out = s.troupe().args(["resume", &id, "again"]).assert().success();
+    assert_eq!(stdout(&out), "two\n");
+    assert_eq!(server.requests()[1].body["model"], "first-model");
+    // Even a broken file does not stop a resume.
+    s.project_config("model = \n");
+    server.push(FakeResponse::json(chunks::text_completion("three")));
+    s.troupe()
+        .args([
+            "resume",
+            &id,
+            "--model",
+            "third-model",
+            "--base-url",
+            &server.base_url(),
+        ])
+        .arg("more")
+        .assert()
+        .success();
+    assert_eq!(server.requests()[2].body["model"], "third-model");
+}
+
+fn assert_refused(s: &Setup, args: &[&str], expected: &str) {
+    let before = listing(&s.home);
+    let out = s.run(args).assert().code(2).stdout("");
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains(expected),
+        "{err:?} should contain {expected:?}"
+    );
+    assert_eq!(listing(&s.home), before, "bad input writes nothing");
+}
+
+/// A bad file is bad input for `run` and for `config`: exit 2, one line naming the file, the
+/// line and the column, and nothing written.
+#[test]
+fn a_bad_file_is_exit_2_naming_file_line_and_column() {
+    let s = Setup::new();
+    let path = |p: &Path| p.display().to_string();
+    let cases: [(&str, &str); 9] = [
+        (
+            "model = \"deepseek-chat\"\nmodle = \"x\"\n",
+            "2:1: unknown field `modle`",
+        ),
+        (
+            "[team]\nmax_members = 0\n",
+            "2:15: team.max_members = 0: it must be a positive",
+        ),
+        (
+            "[team]\nmax_tasks = \"many\"\n",
+            "2:13: invalid type: string \"many\", expected i64",
+        ),
+        (
+            "tool_choice = \"sometimes\"\n",
+            "1:15: tool_choice \"sometimes\" is not one of",
+        ),
+        ("sandbox = \"jail\"\n", "1:11: sandbox: "),
+        (
+            "[team.models]\nLead = \"x\"\n",
+            "2:1: team.models: \"Lead\" is not a teammate name",
+        ),
+        ("model = \"x\n", "1:11: invalid basic string"),
+        (
+            "base_url = \"http://127.0.0.1:1/v1\"\n",
+            "1:12: --model is required with --base-url",
+        ),
+        (
+            "[team]\nteammate_model = \"compatible:x\"\n",
+            "2:18: team.teammate_model \"compatible:x\": ",
+        ),
+    ];
+    for (text, expected) in cases {
+        let file = s.project_config(text);
+        let expected = format!("{}:{expected}", path(&file));
+        assert_refused(&s, &["--team", "go"], &expected);
+        let out = s.config(&[]).assert().code(2).stdout("");
+        assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+    }
+    std::fs::remove_file(s.workspace.join(".troupe/config.toml")).unwrap();
+    // The user's file is checked the same way, and a file that is not UTF-8 is named too.
+    let file = s.user_config("network = \"sometimes\"\n");
+    assert_refused(&s, &["go"], &format!("{}:1:11: network: ", path(&file)));
+    std::fs::write(&file, b"model = \"\xff\"\n").unwrap();
+    assert_refused(
+        &s,
+        &["go"],
+        &format!("{}:1:10: the file is not UTF-8 text", path(&file)),
+    );
+}
+
+/// `[mcp_servers.<name>]` running the test MCP server, as a TOML table.
+fn test_server_table(name: &str) -> String {
+    let binary = troupe_test_support::mcp_server_binary();
+    format!(
+        "[mcp_servers.{name}]\ncommand = {}\n",
+        serde_json::to_string(&binary.display().to_string()).unwrap()
+    )
+}
+
+/// The `(name, isError, content)` of every tool result of session `id`.
+fn tool_results(s: &Setup, id: &str) -> Vec<(String, bool, String)> {
+    s.log(id)
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .map(|e| {
+            let d = &e["data"];
+            (
+                d["name"].as_str().unwrap().to_owned(),
+                d["isError"].as_bool().unwrap(),
+                d["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// An MCP server named only in the project's file is started for a scripted run, its tool is
+/// called and recorded, and it is recorded in the session (a resume starts it without the
+/// file); the project's table replaces the user's of the same name; `troupe config` shows it
+/// with its source; `--mcp-config FILE` replaces the files' servers, in the run and in what
+/// `troupe config` shows.
+#[test]
+fn an_mcp_server_of_the_project_file_serves_a_run_and_troupe_config_shows_its_source() {
+    let s = Setup::new();
+    // The user's server of the same name would not start: the project's replaces it.
+    s.user_config("[mcp_servers.test]\ncommand = \"/nonexistent/mcp\"\n");
+    let project = s.project_config(&format!(
+        "# the project's MCP servers\n\n{}",
+        test_server_table("test")
+    ));
+    let script = s.script_agents(
+        "mcp.json",
+        json!({"lead": [
+            {"tool_calls": [{"name": "mcp__test__add", "arguments": {"a": 20, "b": 22}}]},
+            {"text": "The sum is 42."},
+            {"tool_calls": [{"name": "mcp__test__echo", "arguments": {"text": "resumed"}}]},
+            {"text": "Echoed."},
+        ]}),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s.run(&["--model", &model, "add"]).assert().success();
+    assert_eq!(stdout(&out), "The sum is 42.\n");
+    let err = stderr(&out);
+    assert!(err.contains("mcp: server test runs ("), "{err}");
+    assert!(!err.contains("did not start"), "{err}");
+    let id = session_id(&err);
+    let results = tool_results(&s, &id);
+    assert_eq!(
+        (results[0].0.as_str(), results[0].1),
+        ("mcp__test__add", false)
+    );
+    let content: Value = serde_json::from_str(&results[0].2).unwrap();
+    assert_eq!(content["structuredContent"], json!({"sum": 42}));
+    let recorded = s
+        .log(&id)
+        .iter()
+        .find(|e| e["type"] == "agent/config")
+        .map(|e| e["data"]["mcpServers"].clone())
+        .unwrap();
+    assert_eq!(
+        recorded["test"]["command"],
+        json!(
+            troupe_test_support::mcp_server_binary()
+                .display()
+                .to_string()
+        )
+    );
+
+    // `troupe config` names it and where it was written.
+    let out = s.config(&["--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let row = &shown["settings"]["mcp_servers.test"];
+    assert_eq!(
+        row["value"],
+        json!({
+            "command": troupe_test_support::mcp_server_binary().display().to_string(),
+            "args": [],
+            "env": {},
+            "startup_timeout_sec": 10,
+            "tool_timeout_sec": 60,
+        })
+    );
+    assert_eq!(
+        row["source"],
+        json!({"kind": "project", "path": project.display().to_string(), "line": 3, "column": 1})
+    );
+
+    // The session keeps its record: a resume starts the server the file no longer names.
+    // (The user's file still names the server that would not start.)
+    std::fs::remove_file(&project).unwrap();
+    let out = s.troupe().args(["resume", &id, "again"]).assert().success();
+    assert_eq!(stdout(&out), "Echoed.\n");
+    let results = tool_results(&s, &id);
+    let last = results.last().unwrap();
+    assert!(
+        last.0 == "mcp__test__echo" && !last.1 && last.2.contains("resumed"),
+        "{results:?}"
+    );
+
+    // `--mcp-config FILE` replaces the files' servers.
+    s.project_config(&test_server_table("test"));
+    let flag_file = s.scripts.join("mcp.toml");
+    std::fs::write(&flag_file, test_server_table("other")).unwrap();
+    let flag = flag_file.to_str().unwrap();
+    let out = s
+        .config(&["--mcp-config", flag, "--json"])
+        .assert()
+        .success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(
+        shown["settings"].get("mcp_servers.test").is_none(),
+        "{shown}"
+    );
+    assert_eq!(
+        shown["settings"]["mcp_servers.other"]["source"],
+        json!({"kind": "flag", "flag": "--mcp-config", "path": flag})
+    );
+    let out = s.config(&["--mcp-config", flag]).assert().success();
+    assert!(
+        stdout(&out)
+            .lines()
+            .any(|l| l.starts_with("mcp_servers.other")
+                && l.ends_with(&format!("flag --mcp-config {flag}"))),
+        "{}",
+        stdout(&out)
+    );
+    let script = s.script_agents("plain.json", json!({"lead": [{"text": "done"}]}));
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--model", &model, "--mcp-config", flag, "go"])
+        .assert()
+        .success();
+    let err = stderr(&out);
+    assert!(err.contains("mcp: server other runs ("), "{err}");
+    assert!(!err.contains("mcp: server test"), "{err}");
+}
+
+/// A bad `[mcp_servers.<name>]` in either file is bad input for `run` and for `config`: exit
+/// 2, one line naming the file, the line and the column, nothing written.
+#[test]
+fn a_bad_mcp_server_in_a_file_is_exit_2_naming_file_line_and_column() {
+    let s = Setup::new();
+    let path = |p: &Path| p.display().to_string();
+    for (text, expected) in [
+        (
+            "[mcp_servers.files]\ncommand = \"npx\"\ncomand = \"x\"\n",
+            "3:1: unknown field `comand`",
+        ),
+        (
+            "model = \"x\"\n\n[mcp_servers.files]\nargs = [\"-y\"]\n",
+            "3:1: missing `command` (a program to start) or `url`",
+        ),
+        (
+            "[mcp_servers.\"my files\"]\ncommand = \"npx\"\n",
+            "1:14: MCP server name \"my files\" may only hold letters",
+        ),
+        (
+            "[mcp_servers.docs]\nurl = \"ftp://docs\"\n",
+            "1:1: `url` must be an http:// or https:// URL",
+        ),
+    ] {
+        let file = s.project_config(text);
+        let expected = format!("{}:{expected}", path(&file));
+        assert_refused(&s, &["go"], &expected);
+        let out = s.config(&[]).assert().code(2).stdout("");
+        assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+    }
+    std::fs::remove_file(s.workspace.join(".troupe/config.toml")).unwrap();
+    let file = s.user_config("[mcp_servers.x]\ncommand = \"y\"\nstartup_timeout_sec = 0\n");
+    assert_refused(
+        &s,
+        &["go"],
+        &format!("{}:1:1: startup_timeout_sec must be", path(&file)),
+    );
+}
+
+/// `store` and `replicas` are read by every command from the user's file, checked there
+/// (exit 2 naming `FILE:LINE:COLUMN` for any command), and refused in a project's file.
+#[test]
+fn store_keys_belong_to_the_users_file_and_every_command_checks_them() {
+    let s = Setup::new();
+    let path = |p: &Path| p.display().to_string();
+    let file = s.project_config("store = \"nats://127.0.0.1:4222\"\n");
+    let expected = format!(
+        "{}:1:9: store belongs in the user's file ($TROUPE_HOME/config.toml)",
+        path(&file)
+    );
+    assert_refused(&s, &["go"], &expected);
+    std::fs::write(&file, "[team]\nmax_tasks = 3\nreplicas = 3\n").unwrap();
+    assert_refused(&s, &["go"], "3:1: unknown field `replicas`");
+    std::fs::write(&file, "replicas = 3\n").unwrap();
+    assert_refused(&s, &["go"], "1:12: replicas belongs in the user's file");
+    std::fs::remove_file(&file).unwrap();
+    for (text, expected) in [
+        (
+            "store = \"file:/elsewhere\"\n",
+            "1:9: store \"file:/elsewhere\" is not a NATS store",
+        ),
+        ("replicas = 0\n", "1:12: replicas = 0: give 1 to 5"),
+        ("store = \"nats://\"\n", "1:9: store: "),
+    ] {
+        let file = s.user_config(text);
+        let expected = format!("{}:{expected}", path(&file));
+        // Every command reads the user's file, since it may name the store.
+        for args in [&["sessions"][..], &["log", "x"], &["config"]] {
+            let before = listing(&s.home);
+            let out = s.troupe().args(args).assert().code(2).stdout("");
+            let err = stderr(&out);
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains(&expected), "{args:?}: {err}");
+            assert_eq!(listing(&s.home), before);
+        }
+        assert_refused(&s, &["go"], &expected);
+    }
+    // `--replicas` wins over the user's `replicas`; both shown with their source.
+    let file = s.user_config("replicas = 3\n");
+    let out = s.config(&["--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["replicas"],
+        json!({"value": 3, "source": {"kind": "user", "path": path(&file), "line": 1, "column": 12}})
+    );
+    let out = s.config(&["--replicas", "2", "--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["replicas"],
+        json!({"value": 2, "source": {"kind": "flag", "flag": "--replicas"}})
+    );
+    assert_eq!(
+        shown["settings"]["store"]["source"],
+        json!({"kind": "default"})
+    );
+}
