@@ -10,12 +10,11 @@ use std::collections::VecDeque;
 
 use anyhow::{Context, anyhow};
 use tokio::sync::mpsc;
+use troupe_approval::{ApprovalError, PendingApproval, decide, pending};
 use troupe_journal::Journal;
 use troupe_protocol::{ErrorCode, SessionId};
-use troupe_runtime::approval::{
-    self, ApprovalError, DecidedBy, Decision, PendingApproval, decide, pending,
-};
 use troupe_runtime::{AgentProgress, Progress, Runtime};
+use troupe_session::approval::{DecidedBy, Decision};
 
 use crate::exit::Failure;
 use crate::output::{Stdout, escape_controls};
@@ -75,7 +74,7 @@ pub(crate) fn run(journal: &Journal, flags: ApproveFlags) -> Result<(), Failure>
 }
 
 /// Decides request `request` of `session` (or of one of its members) — through its decision
-/// log, see [`troupe_runtime::approval::decide`] — and says what was decided: `approved
+/// log, see [`troupe_approval::decide`] — and says what was decided: `approved
 /// request ID of session S` (`approved always`, `denied`).
 ///
 /// # Errors
@@ -104,7 +103,7 @@ pub(crate) fn decide_one(
 }
 
 /// The pending requests of `session` and its members (see
-/// [`troupe_runtime::approval::pending`]).
+/// [`troupe_approval::pending`]).
 ///
 /// # Errors
 /// A log that cannot be read.
@@ -118,9 +117,9 @@ pub(crate) fn pending_of(
 fn approval_failure(error: ApprovalError) -> Failure {
     let code = error.code();
     match error {
-        ApprovalError::NotFound { .. }
-        | ApprovalError::AlreadyDecided { .. }
-        | ApprovalError::UnknownMode { .. } => Failure::bad_input(anyhow!("{code}: {error}")),
+        ApprovalError::NotFound { .. } | ApprovalError::AlreadyDecided { .. } => {
+            Failure::bad_input(anyhow!("{code}: {error}"))
+        }
         ApprovalError::Journal(e) => e.into(),
         other => Failure::work(anyhow!("{code}: {other}")),
     }
@@ -326,5 +325,5 @@ impl Prompts {
 
 /// Whether `header` is a decision log (left out of session lists).
 pub(crate) fn is_decision_log(header: &troupe_protocol::SessionHeader) -> bool {
-    approval::is_decision_log(header)
+    troupe_approval::is_decision_log(header)
 }

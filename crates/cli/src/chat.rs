@@ -31,10 +31,11 @@ use anyhow::{Context, anyhow};
 use rustyline::ExternalPrinter;
 use rustyline::error::ReadlineError;
 use serde_json::Value;
+use troupe_approval::PendingApproval;
 use troupe_journal::{Journal, ScanPosition};
 use troupe_protocol::{Event, SessionId, event_types};
-use troupe_runtime::approval::{DecidedBy, Decision, PendingApproval};
 use troupe_runtime::{LeadLog, LeadRead};
+use troupe_session::approval::{DecidedBy, Decision};
 use troupe_team::LEAD_NAME;
 
 use crate::control::{Request, socket_path};

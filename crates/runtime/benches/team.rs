@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 use troupe_journal::Journal;
 use troupe_llm::{ModelSpec, ProviderKind, ScriptedProvider};
 use troupe_protocol::SessionId;
-use troupe_runtime::{Agent, ChunkPolicy, Profile, Runtime, RuntimeOptions};
+use troupe_runtime::{Agent, ChunkPolicy, Runtime, RuntimeOptions};
+use troupe_session::events::Profile;
 use troupe_team::{CreateTask, TaskAction, TaskListQuery, TeamLimits, UpdateTask};
 use troupe_tools::ToolLimits;
 
@@ -59,7 +60,7 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
-            approval: troupe_runtime::approval::ApprovalPolicy::default(),
+            approval: troupe_session::approval::ApprovalPolicy::default(),
         },
     )
 }

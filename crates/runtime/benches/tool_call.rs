@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 use troupe_journal::Journal;
 use troupe_llm::{ModelSpec, ProviderKind, ScriptedProvider};
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
-use troupe_runtime::{ChunkPolicy, Profile, Runtime, RuntimeOptions};
+use troupe_runtime::{ChunkPolicy, Runtime, RuntimeOptions};
+use troupe_session::events::Profile;
 use troupe_tools::{Tool, ToolContext, ToolFuture, ToolLimits};
 
 const CALLS: usize = 50;
@@ -75,7 +76,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
-            approval: troupe_runtime::approval::ApprovalPolicy::default(),
+            approval: troupe_session::approval::ApprovalPolicy::default(),
         },
     );
     let lead = rt

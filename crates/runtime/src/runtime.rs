@@ -28,22 +28,22 @@ use crate::agent::{
     Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, Progress, denial_result,
     redact_text,
 };
-use crate::approval::{
-    ApprovalEntry, ApprovalMode, ApprovalPolicy, Approvals, Waited, read_decision,
-};
+use crate::approval::{Approvals, Waited};
 use crate::control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 use crate::error::RuntimeError;
-use crate::events::{
-    AgentConfigRecord, ChildProvider, Descriptor, DescriptorMode, Profile, TeammateModels,
-    TurnEndReason,
-};
-use crate::events::{ToolProcessRecord, ToolResultRecord};
-use crate::instructions::ProjectInstructions;
 use crate::prompt::{TeamRole, default_system_prompt, team_policy};
+use crate::record::to_value;
 use crate::recovery::{Resolver, TeamLinks, needs_team_links};
 use crate::subagent::SubagentTool;
 use crate::team::{TeamOpError, TeamService};
-use crate::transcript::{CallResolution, Transcript, to_value};
+use troupe_approval::read_decision;
+use troupe_session::approval::{ApprovalEntry, ApprovalMode, ApprovalPolicy};
+use troupe_session::events::{
+    AgentConfigRecord, ChildProvider, Descriptor, DescriptorMode, Profile, TeammateModels,
+    ToolProcessRecord, ToolResultRecord, TurnEndReason,
+};
+use troupe_session::instructions::ProjectInstructions;
+use troupe_session::{CallResolution, Transcript};
 
 /// Where agents get their model: one provider per agent name (the scripted provider keys its
 /// steps by name). Implemented by [`ProviderFactory`]; tests implement it with programmable
@@ -129,7 +129,7 @@ pub struct RuntimeOptions {
     /// The approvals of every agent of this runtime (`--approval`, `--approval-timeout`):
     /// recorded in the config of every session it creates (a child records it too), and in
     /// force for all of them — with [`ApprovalMode::OnRequest`] every member's `bash` offers
-    /// `escalate` and asks the user (see [`crate::approval`]). Requests a crash left pending
+    /// `escalate` and asks the user (see [`troupe_approval`]). Requests a crash left pending
     /// are asked again by the resume whatever the mode.
     pub approval: ApprovalPolicy,
 }
@@ -815,7 +815,7 @@ impl Runtime {
 
     /// Settles the approval requests of the calls a crash cut (`cut`, from
     /// [`cut_approvals`]) before recovery closes their turn, deciding from the logs (DESIGN
-    /// decision 10; the table in [`crate::approval`]): a call whose approval is durable in the
+    /// decision 10; the table in [`troupe_approval`]): a call whose approval is durable in the
     /// member's log may have run and is left to the default resolution
     /// (`TOOL_OUTCOME_UNKNOWN`, never run again); a durable denial is rebuilt; a request still
     /// undecided takes its decision log's decision, or — when there is none — is **asked
@@ -1686,9 +1686,9 @@ fn done(result: ToolResultRecord) -> CallResolution {
 }
 
 /// An approval failure during recovery, as the runtime's error (journal failures keep theirs).
-fn approval_error(error: crate::approval::ApprovalError) -> RuntimeError {
+fn approval_error(error: troupe_approval::ApprovalError) -> RuntimeError {
     match error {
-        crate::approval::ApprovalError::Journal(e) => RuntimeError::Journal(e),
+        troupe_approval::ApprovalError::Journal(e) => RuntimeError::Journal(e),
         other => RuntimeError::InvalidEvent {
             seq: 0,
             kind: troupe_protocol::event_types::APPROVAL_DECIDED.to_owned(),
@@ -1699,8 +1699,8 @@ fn approval_error(error: crate::approval::ApprovalError) -> RuntimeError {
 
 /// The inbox insertion that queues `prompt` as a follow-up (next turn).
 fn prompt_splice(prompt: UserMessage) -> EventDraft {
-    let splice = crate::events::InboxSplice {
-        target: crate::events::InboxTarget::NextTurn,
+    let splice = troupe_session::events::InboxSplice {
+        target: troupe_session::events::InboxTarget::NextTurn,
         start: 0,
         removed_count: 0,
         inserted: vec![prompt],

@@ -54,7 +54,7 @@ pub enum WebError {
     /// `APPROVAL_NOT_FOUND` 404, `APPROVAL_ALREADY_DECIDED` 409, `SESSION_NOT_FOUND` 404,
     /// others 500): nothing changed.
     #[error(transparent)]
-    Approval(#[from] troupe_runtime::approval::ApprovalError),
+    Approval(#[from] troupe_approval::ApprovalError),
     /// A non-loopback address without the explicit opt-in (`WEB_REMOTE_REFUSED`).
     #[error(
         "refusing to serve on {0}, which is not a loopback address: pass --allow-remote to \

@@ -33,7 +33,7 @@
 //! Bearer` header ([`WebConfig::write_token`]; CSRF-safe: a page of another site can neither
 //! know it nor send the header without a preflight this server never allows, and an
 //! `Origin` other than the host served is refused) and whose only effect is the request's
-//! decision log (`troupe_runtime::approval::decide`: created once, never a member's log or
+//! decision log (`troupe_approval::decide`: created once, never a member's log or
 //! lock). API keys are never read (the runtime keeps them out of the logs and the panel shows
 //! only messages, tool calls and results). The server binds to loopback unless
 //! [`access_for`] is told `allow_remote`, which then requires a generated token on every API

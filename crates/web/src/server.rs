@@ -476,10 +476,9 @@ async fn approvals(
 ) -> Result<Json<Value>, WebError> {
     let id = session_id(&id)?;
     let hub = Arc::clone(&app.hub);
-    let waiting =
-        tokio::task::spawn_blocking(move || troupe_runtime::approval::pending(hub.journal(), &id))
-            .await
-            .map_err(|e| WebError::Io(format!("a read did not finish: {e}")))??;
+    let waiting = tokio::task::spawn_blocking(move || troupe_approval::pending(hub.journal(), &id))
+        .await
+        .map_err(|e| WebError::Io(format!("a read did not finish: {e}")))??;
     Ok(Json(json!({ "approvals": waiting })))
 }
 
@@ -509,20 +508,20 @@ async fn decide_approval(
         ))
     })?;
     let decision = match body.decision.as_str() {
-        "approve" => troupe_runtime::approval::Decision::Approve,
-        "deny" => troupe_runtime::approval::Decision::Deny,
+        "approve" => troupe_session::approval::Decision::Approve,
+        "deny" => troupe_session::approval::Decision::Deny,
         other => {
             return Err(WebError::BadRequest(format!(
                 "decision {other:?} is not approve or deny"
             )));
         }
     };
-    let (member, decided) = troupe_runtime::approval::decide(
+    let (member, decided) = troupe_approval::decide(
         app.hub.journal(),
         &id,
         &request,
         decision,
-        troupe_runtime::approval::DecidedBy::Web,
+        troupe_session::approval::DecidedBy::Web,
     )
     .await?;
     Ok(Json(json!({ "session": member, "decided": decided })))

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use troupe_llm::ToolChoice;
 use troupe_mcp::{ServerConfig, ServerName};
-use troupe_runtime::approval::ApprovalMode;
+use troupe_session::approval::ApprovalMode;
 use troupe_team::{MemberName, TeamLimits};
 use troupe_tools::{NetworkAccess, SandboxMode};
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use serde_json::json;
 use troupe_llm::{ModelFlags, ModelSpec, ProviderKind, ToolChoice};
-use troupe_runtime::approval::{ApprovalMode, ApprovalPolicy};
+use troupe_session::approval::{ApprovalMode, ApprovalPolicy};
 use troupe_team::{TeamError, TeamLimits};
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
 

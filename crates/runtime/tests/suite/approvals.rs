@@ -7,11 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use troupe_approval::{
+    ApprovalError, decide, decision_log_id, pending, read_decision, record_decision,
+};
 use troupe_journal::Journal;
 use troupe_protocol::{EventDraft, SessionHeader, SessionId};
-use troupe_runtime::approval::{
-    ApprovalDecided, ApprovalError, ApprovalMode, ApprovalPolicy, Approvals, DecidedBy, Decision,
-    decide, decision_log_id, pending, read_decision, record_decision,
+use troupe_runtime::approval::Approvals;
+use troupe_session::approval::{
+    ApprovalDecided, ApprovalMode, ApprovalPolicy, DecidedBy, Decision,
 };
 
 fn sid(id: &str) -> SessionId {

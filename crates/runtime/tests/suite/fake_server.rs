@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 use troupe_journal::Journal;
-use troupe_llm::{ModelFlags, ModelSpec, ProviderFactory};
+use troupe_llm::{ModelFlags, ModelSpec, ModelSpecExt, ProviderFactory};
 use troupe_protocol::SessionId;
-use troupe_runtime::{ChunkPolicy, Profile, Runtime, RuntimeOptions};
+use troupe_runtime::{ChunkPolicy, Runtime, RuntimeOptions};
+use troupe_session::events::Profile;
 use troupe_test_support::fake_openai::{FakeOpenAi, FakeResponse};
 use troupe_tools::ToolLimits;
 
@@ -58,7 +59,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
-            approval: troupe_runtime::approval::ApprovalPolicy::default(),
+            approval: troupe_session::approval::ApprovalPolicy::default(),
         },
     );
     let lead = rt

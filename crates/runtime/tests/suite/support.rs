@@ -15,7 +15,8 @@ use troupe_llm::{
     ModelResponse, ModelSpec, ProviderKind, StreamEvent, StreamObserver, ToolCall, Usage,
 };
 use troupe_protocol::{Event, MessageSource, SessionId, UserMessage};
-use troupe_runtime::{Agent, ChunkPolicy, ModelSource, Profile, Runtime, RuntimeOptions};
+use troupe_runtime::{Agent, ChunkPolicy, ModelSource, Runtime, RuntimeOptions};
+use troupe_session::events::Profile;
 use troupe_tools::ToolLimits;
 
 /// One scripted model response.
@@ -651,7 +652,7 @@ fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> 
             project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
-            approval: troupe_runtime::approval::ApprovalPolicy::default(),
+            approval: troupe_session::approval::ApprovalPolicy::default(),
         },
     )
 }
