@@ -611,17 +611,17 @@ pub const STABLE_CODES: &[StableCode] = &[
     ),
     c(
         "APPROVAL_NOT_FOUND",
-        "runtime",
+        "approval",
         "troupe approve (or the panel) named an approval request the session does not hold.",
     ),
     c(
         "APPROVAL_ALREADY_DECIDED",
-        "runtime",
+        "approval",
         "An approval request that was already decided (by whom and how is named): nothing changed.",
     ),
     c(
         "APPROVAL_UNKNOWN_MODE",
-        "runtime",
+        "session",
         "An --approval value that is not never or on-request.",
     ),
     c(
