@@ -17,6 +17,7 @@ mod approval;
 mod config;
 mod demo;
 mod instructions;
+mod layering;
 mod local;
 mod mcp;
 mod models;
