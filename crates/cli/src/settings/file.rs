@@ -19,6 +19,20 @@ use troupe_tools::{NetworkAccess, SandboxMode};
 
 use crate::exit::Failure;
 
+/// The longest `--approval-timeout` (and `approval_timeout`): one day.
+pub(crate) const MAX_APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+/// `--approval-timeout DURATION` (and the files' `approval_timeout`): a humantime duration
+/// from 1 s to [`MAX_APPROVAL_TIMEOUT`]; the error says what is accepted.
+pub(crate) fn approval_timeout(raw: &str) -> Result<std::time::Duration, String> {
+    let duration = humantime::parse_duration(raw)
+        .map_err(|e| format!("{e} (a duration such as 10m, 90s or 1h)"))?;
+    if duration < std::time::Duration::from_secs(1) || duration > MAX_APPROVAL_TIMEOUT {
+        return Err("it must be from 1s to 24h".to_owned());
+    }
+    Ok(duration)
+}
+
 /// The largest configuration file read (1 MiB): a bigger one is refused, never read whole.
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
@@ -304,7 +318,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<FileValues, anyhow::Error
     }
     if let Some(v) = raw.approval_timeout {
         let (text, location) = parsed(v, "approval_timeout", "a duration such as 10m or 90s")?;
-        let timeout = crate::work::approval_timeout(&text).map_err(|e| {
+        let timeout = approval_timeout(&text).map_err(|e| {
             anyhow!(
                 "{location}: approval_timeout \"{}\": {e}",
                 text.escape_debug()

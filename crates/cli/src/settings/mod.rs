@@ -54,7 +54,7 @@ use troupe_session::events::TeammateModels;
 use troupe_team::TeamLimits;
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
 
-pub(crate) use file::{LIMIT_KEYS, Location, Scope};
+pub(crate) use file::{LIMIT_KEYS, Location, Scope, approval_timeout};
 
 use crate::exit::Failure;
 use file::{At, ConfigFile};

@@ -128,9 +128,6 @@ fn check_sandbox(policy: &SandboxPolicy) -> Result<(), Failure> {
     troupe_tools::probe_sandbox(policy).map_err(Failure::bad_input)
 }
 
-/// The longest `--approval-timeout`: one day.
-pub(crate) const MAX_APPROVAL_TIMEOUT: Duration = Duration::from_secs(86_400);
-
 /// `--approval MODE`, `--approval-timeout DURATION` as typed (`run`, `resume`, `config`). For a
 /// new session they win over the configuration files' `approval` and `approval_timeout`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -144,23 +141,12 @@ pub(crate) struct ApprovalArgs {
     pub(super) approval: Option<ApprovalMode>,
     /// How long a request waits for an answer before it is denied, e.g. 10m (the default),
     /// 90s, 1h (at most 24h). Config key: approval_timeout. Recorded like --approval.
-    #[arg(long, value_name = "DURATION", value_parser = approval_timeout)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::settings::approval_timeout)]
     pub(super) approval_timeout: Option<Duration>,
 }
 
 fn approval_mode(raw: &str) -> Result<ApprovalMode, String> {
     ApprovalMode::parse(raw).map_err(|e| e.to_string())
-}
-
-/// `--approval-timeout DURATION` (and the files' `approval_timeout`): a humantime duration
-/// from 1 s to [`MAX_APPROVAL_TIMEOUT`]; the error says what is accepted.
-pub(crate) fn approval_timeout(raw: &str) -> Result<Duration, String> {
-    let duration = humantime::parse_duration(raw)
-        .map_err(|e| format!("{e} (a duration such as 10m, 90s or 1h)"))?;
-    if duration < Duration::from_secs(1) || duration > MAX_APPROVAL_TIMEOUT {
-        return Err("it must be from 1s to 24h".to_owned());
-    }
-    Ok(duration)
 }
 
 impl ApprovalArgs {

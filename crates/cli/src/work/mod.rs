@@ -25,7 +25,7 @@ pub(crate) use config::ResumedFraming;
 pub(crate) use config::check_workspace;
 pub(crate) use flags::{
     ApprovalArgs, InstructionArgs, ModelArgs, PaceArgs, ResumeFlags, RunFlags, SandboxArgs,
-    TeamLimitArgs, approval_timeout, settings_flags,
+    TeamLimitArgs, settings_flags,
 };
 
 use crate::exit::Failure;
