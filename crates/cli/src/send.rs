@@ -251,7 +251,7 @@ pub(crate) fn deliver(
             Asked::Lost => {
                 if !lost_answer {
                     note(
-                        "the Team's process did not answer (it ended, or its answer was lost); \
+                        "the Team's process ended before it answered (or its answer was lost): \
                          trying again with the same message id (it is not sent twice)",
                     );
                 }
