@@ -10,7 +10,7 @@
 //! payload of one NATS request (the same JSON, without the newline) and its answer the payload
 //! of the one reply. Requests:
 //! - `{"op":"send","id":ID,"to":NAME,"text":TEXT,"wakeup":BOOL}` — a message from the user
-//!   ([`troupe_runtime::TeamService::user_send`]); answer
+//!   ([`troupe_runtime::team::TeamService::user_send`]); answer
 //!   `{"ok":true,"messageId","to","seq","delivered","repeated"}`.
 //! - `{"op":"agents"}` — the live roster; answer `{"ok":true,"members":[MemberView…]}`.
 //!
