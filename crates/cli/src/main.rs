@@ -146,7 +146,7 @@ enum Command {
     /// user's file only), and lists the AGENTS.md files the members would be given. An unknown
     /// key or a bad value is exit 2 naming FILE:LINE:COLUMN. `troupe resume` does not read
     /// these files: a session keeps what it started with.
-    Config(settings::ConfigFlags),
+    Config(settings::show::ConfigFlags),
     /// Move sessions between stores: `troupe store copy --from STORE --to STORE [SESSION…]`.
     Store {
         #[command(subcommand)]
@@ -316,7 +316,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             troupe_store_nats::parse_url(url)?;
             store::nats_options(Some(store_settings.replicas.value))?;
         }
-        return settings::show(flags, &home, &store_settings);
+        return settings::show::show(flags, &home, &store_settings);
     }
     let mut store = match &spec {
         Some(spec) => store::Store::open(spec, Some(store_settings.replicas.value))?,

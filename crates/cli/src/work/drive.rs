@@ -17,11 +17,12 @@ use troupe_journal::JournalError;
 use troupe_llm::ProviderKind;
 use troupe_mcp::McpServers;
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
-use troupe_runtime::events::Profile;
 use troupe_runtime::{
     Agent, AgentProgress, ChunkPolicy, JOURNAL_FAILED, Progress, ResumeStarted, ResumeStep,
-    Runtime, RuntimeError, RuntimeOptions, Transcript, record_model_override,
+    Runtime, RuntimeError, RuntimeOptions, record_model_override,
 };
+use troupe_session::Transcript;
+use troupe_session::events::Profile;
 use troupe_tools::ToolLimits;
 
 use super::config::{Start, WorkConfig};
