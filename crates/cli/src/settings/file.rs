@@ -446,7 +446,7 @@ mod tests {
             ),
             (
                 "[mcp_servers.x]\ncommand = \"y\"\nstartup_timeout_sec = \"soon\"\n",
-                "/c.toml:1:1: invalid type: string \"soon\", expected a number",
+                "/c.toml:3:23: invalid type: string \"soon\", expected a number",
             ),
             (
                 "project_instructions = 1\n",
