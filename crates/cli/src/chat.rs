@@ -38,11 +38,11 @@ use troupe_runtime::{LeadLog, LeadRead};
 use troupe_session::approval::{DecidedBy, Decision};
 use troupe_team::LEAD_NAME;
 
-use crate::control::{Request, socket_path};
+use crate::control::Request;
 use crate::exit::Failure;
 use crate::home::Home;
 use crate::output::escape_controls;
-use crate::send::{Asked, Outgoing, Sent, ask_socket, check_team, deliver, uuid};
+use crate::send::{Asked, Outgoing, Sent, ask_team, check_team, deliver, uuid};
 
 /// `troupe chat`'s flags.
 #[derive(Debug, clap::Args)]
@@ -66,7 +66,6 @@ pub(crate) fn run(flags: ChatFlags, home: &Home<'_>) -> Result<(), Failure> {
         None => latest_team(&journal)?.to_string(),
     };
     let lead = check_team(&journal, &raw, LEAD_NAME, &home.args())?;
-    let socket = socket_path(&home.dir, &lead);
     let mut editor = rustyline::DefaultEditor::new()
         .context("starting the line editor")
         .map_err(Failure::work)?;
@@ -75,7 +74,7 @@ pub(crate) fn run(flags: ChatFlags, home: &Home<'_>) -> Result<(), Failure> {
         Err(_) => Output::Plain,
     };
     let out = Arc::new(std::sync::Mutex::new(out));
-    let running = matches!(ask_socket(&socket, &Request::Agents), Asked::Answer(_));
+    let running = matches!(ask_team(home, &lead, &Request::Agents), Asked::Answer(_));
     emit(
         &out,
         &format!(
@@ -206,7 +205,7 @@ fn read_lines(
             "/quit" | "/exit" => return Ok(()),
             "/help" => emit(out, HELP),
             "/board" => board(journal, lead, out),
-            "/agents" => agents(journal, &home.dir, lead, out),
+            "/agents" => agents(journal, home, lead, out),
             command if command == "/approve" || command.starts_with("/approve ") => {
                 approve(journal, lead, &command["/approve".len()..], out);
             }
@@ -230,11 +229,12 @@ fn read_lines(
     }
 }
 
-/// Asks the running process of the Team to stop its running turns (keeping inboxes); whether
+/// Asks the running process of the Team (its socket, or on NATS its control subject) to stop
+/// its running turns (keeping inboxes); whether
 /// a running process took it.
 fn interrupt(home: &Home<'_>, lead: &SessionId) -> bool {
     matches!(
-        ask_socket(&socket_path(&home.dir, lead), &Request::Interrupt),
+        ask_team(home, lead, &Request::Interrupt),
         Asked::Answer(answer) if answer["ok"] == true
     )
 }
@@ -325,7 +325,7 @@ fn send_line(
         wakeup: true,
         id: uuid(),
     };
-    let sent = deliver(journal, &home.dir, &outgoing, &mut |note| {
+    let sent = deliver(home, &outgoing, &mut |note| {
         emit(out, &format!("note: {note}"));
     });
     match sent {
@@ -383,49 +383,43 @@ fn board(journal: &Journal, lead: &SessionId, out: &std::sync::Mutex<Output>) {
 }
 
 /// `/agents`: the roster with live statuses when the Team runs, else as stored.
-fn agents(
-    journal: &Journal,
-    home: &std::path::Path,
-    lead: &SessionId,
-    out: &std::sync::Mutex<Output>,
-) {
-    let members: Vec<(String, String)> =
-        match ask_socket(&socket_path(home, lead), &Request::Agents) {
-            Asked::Answer(answer) if answer["ok"] == true => answer["members"]
-                .as_array()
-                .map(|rows| {
-                    rows.iter()
-                        .map(|m| {
-                            (
-                                m["name"].as_str().unwrap_or("?").to_owned(),
-                                m["status"].as_str().unwrap_or("?").to_owned(),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            _ => match LeadLog::read(journal, lead, LeadRead::Team) {
-                Ok(log) => log
-                    .show(false)
-                    .members
-                    .iter()
+fn agents(journal: &Journal, home: &Home<'_>, lead: &SessionId, out: &std::sync::Mutex<Output>) {
+    let members: Vec<(String, String)> = match ask_team(home, lead, &Request::Agents) {
+        Asked::Answer(answer) if answer["ok"] == true => answer["members"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
                     .map(|m| {
-                        let status = serde_json::to_value(m.member.status)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_default();
                         (
-                            m.member.name.clone(),
-                            format!("{status} (the Team is not running)"),
+                            m["name"].as_str().unwrap_or("?").to_owned(),
+                            m["status"].as_str().unwrap_or("?").to_owned(),
                         )
                     })
-                    .collect(),
-                Err(_) => {
-                    emit(out, "the Lead log cannot be read now");
-                    return;
-                }
-            },
-        };
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => match LeadLog::read(journal, lead, LeadRead::Team) {
+            Ok(log) => log
+                .show(false)
+                .members
+                .iter()
+                .map(|m| {
+                    let status = serde_json::to_value(m.member.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    (
+                        m.member.name.clone(),
+                        format!("{status} (the Team is not running)"),
+                    )
+                })
+                .collect(),
+            Err(_) => {
+                emit(out, "the Lead log cannot be read now");
+                return;
+            }
+        },
+    };
     for (name, status) in members {
         emit(out, &escape_controls(&format!("agent: {name} {status}")));
     }

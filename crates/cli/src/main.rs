@@ -324,6 +324,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
     // not), so every command reads it; a bad one is bad input naming FILE:LINE:COLUMN.
     let user = settings::UserStore::load(&home)?;
     let (spec, store_settings) = store::choose(&cli.store, spec, &home, cli_home_given, user);
+    if let Command::Config(flags) = cli.command {
+        // `troupe config` only shows the settings: the store's URL is checked, never
+        // connected to (a NATS server that is down is no reason not to show the file).
+        if let Some(store::StoreSpec::Nats(url)) = &spec {
+            troupe_store_nats::parse_url(url)?;
+            store::nats_options(Some(store_settings.replicas.value))?;
+        }
+        return settings::show::show(flags, &home, &store_settings);
+    }
     let mut store = match &spec {
         Some(spec) => store::Store::open(spec, Some(store_settings.replicas.value))?,
         None => store::Store::files(&home),
@@ -335,7 +344,6 @@ fn run(cli: Cli) -> Result<(), Failure> {
         flag: home_flag.as_deref(),
         named,
         store,
-        store_settings,
     };
     match cli.command {
         Command::Run(flags) => work::run(flags, home),
@@ -353,7 +361,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Team { command } => team::run(&journal, command, &home.args()),
         Command::Approve(flags) => approve::run(&journal, flags),
         Command::Web(flags) => web::run(flags, &home.dir, &home.store),
-        Command::Config(flags) => settings::show::show(flags, &home),
+        // Handled above, before any store is opened.
+        Command::Config(_) => Ok(()),
         // Handled above, before any home is resolved: `store copy` names its own stores.
         Command::Store { .. } => Ok(()),
     }

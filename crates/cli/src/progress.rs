@@ -31,6 +31,8 @@ use troupe_session::events::TurnEndReason;
 use crate::output::escape_controls;
 use troupe_team::TeamState;
 
+use crate::output::fit;
+
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OutputMode {
@@ -891,33 +893,6 @@ fn clear_sequence(widths: &[usize], columns: usize) -> String {
     }
     text.push_str("\x1b[J");
     text
-}
-
-/// `text` with control characters escaped, cut to at most `max` display columns (ending with
-/// `…` when cut), and its display width.
-fn fit(text: &str, max: usize) -> (String, usize) {
-    use unicode_width::UnicodeWidthChar;
-    let text = crate::output::escape_controls(text);
-    let width_of = |c: char| c.width().unwrap_or(0);
-    let full: usize = text.chars().map(width_of).sum();
-    if full <= max {
-        return (text.into_owned(), full);
-    }
-    if max == 0 {
-        return (String::new(), 0);
-    }
-    let mut out = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let w = width_of(c);
-        if used + w > max - 1 {
-            break;
-        }
-        out.push(c);
-        used += w;
-    }
-    out.push('…');
-    (out, used + 1)
 }
 
 #[cfg(test)]

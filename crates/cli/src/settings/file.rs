@@ -434,9 +434,27 @@ fn position(path: &Path, text: &[u8], offset: usize) -> Location {
     }
 }
 
-/// A parser message on one line.
+/// A parser message on one line, with serde's Rust type names said as a file's writer knows
+/// them: `expected i64` is `expected a whole number`, `expected f64` `expected a number`.
 fn one_line(message: &str) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
+    let words: Vec<&str> = message.split_whitespace().collect();
+    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    for (i, word) in words.iter().enumerate() {
+        let bare = word.trim_end_matches([',', '.', ';', ')']);
+        let plain = match bare {
+            "i8" | "i16" | "i32" | "i64" | "i128" | "isize" | "u8" | "u16" | "u32" | "u64"
+            | "u128" | "usize" => Some("a whole number"),
+            "f32" | "f64" => Some("a number"),
+            _ => None,
+        };
+        match plain {
+            Some(plain) if i > 0 && words[i - 1] == "expected" => {
+                out.push(format!("{plain}{}", &word[bare.len()..]));
+            }
+            _ => out.push((*word).to_owned()),
+        }
+    }
+    out.join(" ")
 }
 
 #[cfg(test)]
@@ -462,7 +480,19 @@ mod tests {
             ),
             (
                 "[team]\nmax_tasks = \"8\"\n",
-                "/c.toml:2:13: invalid type: string \"8\"",
+                "/c.toml:2:13: invalid type: string \"8\", expected a whole number",
+            ),
+            (
+                "[team]\nmax_tasks = 1.5\n",
+                "/c.toml:2:13: invalid type: floating point `1.5`, expected a whole number",
+            ),
+            (
+                "[mcp_servers.x]\ncommand = \"y\"\nstartup_timeout_sec = \"soon\"\n",
+                "/c.toml:3:23: invalid type: string \"soon\", expected a number",
+            ),
+            (
+                "project_instructions = 1\n",
+                "/c.toml:1:24: invalid type: integer `1`, expected a boolean",
             ),
             (
                 "tool_choice = \"sometimes\"",

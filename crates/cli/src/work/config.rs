@@ -196,8 +196,8 @@ fn absolute_scripts(mut models: TeammateModels) -> Result<TeammateModels, Failur
     Ok(models)
 }
 
-/// The lines a new session's start prints about its `AGENTS.md` files: each one used, a
-/// warning for each one skipped, and one when the cap cut them.
+/// The lines a new session's start prints about its `AGENTS.md` files: each one used (an
+/// empty one marked `(empty)`), a warning for each one skipped, and one when the cap cut them.
 fn instruction_notes(found: &troupe_runtime::Discovery) -> Vec<String> {
     let mut notes = Vec::new();
     for skipped in &found.skipped {
@@ -208,7 +208,19 @@ fn instruction_notes(found: &troupe_runtime::Discovery) -> Vec<String> {
         ));
     }
     if let Some(instructions) = &found.instructions {
-        let files: Vec<String> = instructions.files.iter().map(|f| f.path.clone()).collect();
+        // A file with no text (0 bytes, or only white space) is used — a resume sees it
+        // change — but gives the prompt nothing: it says so.
+        let files: Vec<String> = instructions
+            .files
+            .iter()
+            .map(|f| {
+                if !f.is_cut() && f.text.trim().is_empty() {
+                    format!("{} (empty)", f.path)
+                } else {
+                    f.path.clone()
+                }
+            })
+            .collect();
         notes.push(format!("project instructions: {}", files.join(", ")));
         if let Some(left_out) = instructions.left_out() {
             notes.push(format!(
@@ -576,7 +588,6 @@ mod tests {
                 flag: None,
                 named: "the test home".to_owned(),
                 store: crate::store::Store::files(&dir.join("home")),
-                store_settings: crate::settings::StoreSettings::files(&dir.join("home")),
             },
         )
     }

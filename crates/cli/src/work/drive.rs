@@ -29,7 +29,7 @@ use super::config::{Start, WorkConfig};
 use super::model::LEAD;
 use super::report::{Driven, report};
 use crate::approve::Prompts;
-use crate::control::{ControlNote, ControlServer};
+use crate::control::{ControlNote, ControlServer, NatsControl};
 use crate::exit::Failure;
 use crate::progress::{Board, OutputMode, Printer};
 
@@ -283,22 +283,51 @@ async fn drive(
     if !started.lead_runs && started.others_run {
         printer.note("teammates have work left: running until they are done");
     }
-    // A Team takes messages from the user (`troupe send`, `troupe chat`) while it runs.
+    // A Team takes messages from the user (`troupe send`, `troupe chat`) while it runs: on
+    // its control socket, and on a NATS store on its control subject too.
     let (notes_tx, mut notes) = mpsc::unbounded_channel();
-    let server = if runtime.teams().team(&id).is_some() {
-        match ControlServer::start(&config.home_dir, runtime.clone(), id.clone(), notes_tx) {
+    let (server, nats_server) = if runtime.teams().team(&id).is_some() {
+        let server = match ControlServer::start(
+            &config.home_dir,
+            runtime.clone(),
+            id.clone(),
+            notes_tx.clone(),
+        ) {
             Ok(server) => Some(server),
             Err(e) => {
                 printer.note(&format!(
-                    "troupe: note: the control socket {} could not be served ({e}): troupe send \
-                     cannot reach this run, and appends to the Team once it has stopped",
-                    crate::control::socket_path(&config.home_dir, &id).display()
+                    "troupe: note: the control socket {} could not be served ({e}): troupe \
+                         send cannot reach this run through it{}",
+                    crate::control::socket_path(&config.home_dir, &id).display(),
+                    if config.store.is_nats() {
+                        " (it still can over NATS)"
+                    } else {
+                        ", and appends to the Team once it has stopped"
+                    }
                 ));
                 None
             }
-        }
+        };
+        let nats_server = match config.store.nats_backend() {
+            Some(nats) => {
+                match NatsControl::start(nats, runtime.clone(), id.clone(), notes_tx).await {
+                    Ok(server) => Some(server),
+                    Err(e) => {
+                        printer.note(&format!(
+                        "troupe: note: the control subject {} could not be served ({e}): troupe \
+                         send from another home or host cannot reach this run, and appends to \
+                         the Team once it has stopped",
+                        troupe_store_nats::NatsBackend::control_subject(&id)
+                    ));
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        (server, nats_server)
     } else {
-        None
+        (None, None)
     };
     let mut interrupt = if started.any() {
         wait(
@@ -308,10 +337,16 @@ async fn drive(
     } else {
         Interrupt::None
     };
-    if let Some(server) = server {
+    let serving = server.is_some() || nats_server.is_some();
+    if serving {
         // No new message once the work is done; the ones being answered still are, and a
         // wakeup among them may have started a turn: the run waits for it too.
-        server.stop().await;
+        if let Some(nats_server) = nats_server {
+            nats_server.stop().await;
+        }
+        if let Some(server) = server {
+            server.stop().await;
+        }
         while let Ok(note) = notes.try_recv() {
             if let ControlNote::Line(line) = note {
                 printer.note(&line);
