@@ -15,6 +15,7 @@
 mod config;
 mod demo;
 mod instructions;
+mod layering;
 mod local;
 mod mcp;
 mod models;

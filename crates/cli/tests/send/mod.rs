@@ -422,7 +422,12 @@ fn kill_while_answering() -> bool {
     let start = Instant::now();
     'watch: loop {
         for append in watcher.poll(Duration::from_millis(200)) {
-            if append.session == lead && append.last_type.starts_with("team/message/queued") {
+            if append.session == lead
+                && append
+                    .types
+                    .iter()
+                    .any(|t| t.starts_with("team/message/queued"))
+            {
                 break 'watch;
             }
         }
