@@ -864,9 +864,12 @@ fn sse_frames(
     path: &str,
     last_event_id: Option<&str>,
 ) -> Receiver<(Option<String>, String)> {
+    // `HOST:PORT` of `http://HOST:PORT/?token=…`.
     let addr = url
         .trim_start_matches("http://")
-        .trim_end_matches('/')
+        .split('/')
+        .next()
+        .unwrap()
         .to_owned();
     let mut stream = std::net::TcpStream::connect(&addr).unwrap();
     let last = last_event_id.map_or_else(String::new, |id| format!("Last-Event-ID: {id}\r\n"));
