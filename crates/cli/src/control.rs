@@ -219,13 +219,19 @@ impl ControlServer {
     pub(crate) async fn stop(mut self) {
         let _ = std::fs::remove_file(&self.path);
         self.stop.cancel();
-        if let Some(accept) = self.accept.take()
-            && let Ok(mut connections) = accept.await
-        {
-            let drained = async { while connections.join_next().await.is_some() {} };
-            if tokio::time::timeout(STOP_LIMIT, drained).await.is_err() {
-                connections.abort_all();
-            }
+        if let Some(accept) = self.accept.take() {
+            drain(accept).await;
+        }
+    }
+}
+
+/// Waits for a server's loop to end (it hands back the requests it is still answering), then
+/// up to [`STOP_LIMIT`] for those answers; the ones left are aborted.
+async fn drain(server: tokio::task::JoinHandle<JoinSet<()>>) {
+    if let Ok(mut answering) = server.await {
+        let drained = async { while answering.join_next().await.is_some() {} };
+        if tokio::time::timeout(STOP_LIMIT, drained).await.is_err() {
+            answering.abort_all();
         }
     }
 }
@@ -319,13 +325,8 @@ impl NatsControl {
     /// flight to be answered.
     pub(crate) async fn stop(mut self) {
         self.stop.cancel();
-        if let Some(serve) = self.serve.take()
-            && let Ok(mut answering) = serve.await
-        {
-            let drained = async { while answering.join_next().await.is_some() {} };
-            if tokio::time::timeout(STOP_LIMIT, drained).await.is_err() {
-                answering.abort_all();
-            }
+        if let Some(serve) = self.serve.take() {
+            drain(serve).await;
         }
     }
 }

@@ -516,9 +516,11 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-/// A parser message on one line, with serde's Rust type names said as a file's writer knows
-/// them: `expected f64` is `expected a number`, `expected u64` `expected a whole number`.
-fn plain_message(message: &str) -> String {
+/// A TOML parser's message on one line, with serde's Rust type names said as a file's writer
+/// knows them: `expected f64` is `expected a number`, `expected u64` `expected a whole
+/// number`; every other word is kept. Used for `--mcp-config` files here and for Troupe's own
+/// `config.toml` files by the binary.
+pub fn plain_message(message: &str) -> String {
     let words: Vec<&str> = message.split_whitespace().collect();
     let mut out: Vec<String> = Vec::with_capacity(words.len());
     for (i, word) in words.iter().enumerate() {

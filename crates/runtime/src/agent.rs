@@ -1061,50 +1061,11 @@ async fn run_call(
         });
         return Ok(());
     }
-    // Process groups the call starts are recorded (and flushed) as they start, so a restart
-    // after a crash can stop them (`tool/process`).
-    let observer = {
-        let inner = Arc::downgrade(inner);
-        let call_id = call.id.clone();
-        ProcessObserver::new(move |info| {
-            if let Some(inner) = inner.upgrade() {
-                inner.record_process(turn, step, &call_id, info);
-            }
-        })
+    let ctx = match plan {
+        Some(plan) => ctx.with_file_plan(plan),
+        None => ctx,
     };
-    // What a `read` saw goes with its result, so a restart can rebuild the session's file
-    // observations from the log (`troupe_tools::restore_observations`).
-    let seen = Arc::new(Mutex::new(None));
-    let seen_observer = {
-        let seen = Arc::clone(&seen);
-        SeenObserver::new(move |s| {
-            *lock(&seen) = Some(s);
-        })
-    };
-    let mut ctx = ctx
-        .with_process_observer(observer)
-        .with_seen_observer(seen_observer);
-    if let Some(plan) = plan {
-        ctx = ctx.with_file_plan(plan);
-    }
-    let outcome = inner
-        .setup
-        .tools
-        .dispatch_text(&ctx, &call.name, call.arguments.clone())
-        .await;
-    let code = outcome.as_ref().err().map(|e| e.code().to_owned());
-    inner.finish_call(ToolResultRecord {
-        turn,
-        step,
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        is_error: outcome.is_err(),
-        code,
-        content: render_text_outcome(&outcome),
-        message_id: None,
-        source_event_seqs: Vec::new(),
-        seen: lock(&seen).take(),
-    })
+    execute_call(inner, turn, step, call, ctx).await
 }
 
 /// Closes the turn: a `TOOL_CANCELED` result for every call of the open step that has none,

@@ -240,7 +240,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<FileValues, anyhow::Error
     let at = |span: Range<usize>| position(path, text.as_bytes(), span.start);
     let raw: FileToml = toml::from_str(text).map_err(|e| {
         let location = at(e.span().unwrap_or(0..0));
-        anyhow!("{location}: {}", one_line(e.message()))
+        anyhow!("{location}: {}", troupe_mcp::plain_message(e.message()))
     })?;
     let string = |value: Spanned<String>, key: &str| -> Result<At<String>, anyhow::Error> {
         let location = at(value.span());
@@ -432,29 +432,6 @@ fn position(path: &Path, text: &[u8], offset: usize) -> Location {
         line: before.iter().filter(|b| **b == b'\n').count() + 1,
         column,
     }
-}
-
-/// A parser message on one line, with serde's Rust type names said as a file's writer knows
-/// them: `expected i64` is `expected a whole number`, `expected f64` `expected a number`.
-fn one_line(message: &str) -> String {
-    let words: Vec<&str> = message.split_whitespace().collect();
-    let mut out: Vec<String> = Vec::with_capacity(words.len());
-    for (i, word) in words.iter().enumerate() {
-        let bare = word.trim_end_matches([',', '.', ';', ')']);
-        let plain = match bare {
-            "i8" | "i16" | "i32" | "i64" | "i128" | "isize" | "u8" | "u16" | "u32" | "u64"
-            | "u128" | "usize" => Some("a whole number"),
-            "f32" | "f64" => Some("a number"),
-            _ => None,
-        };
-        match plain {
-            Some(plain) if i > 0 && words[i - 1] == "expected" => {
-                out.push(format!("{plain}{}", &word[bare.len()..]));
-            }
-            _ => out.push((*word).to_owned()),
-        }
-    }
-    out.join(" ")
 }
 
 #[cfg(test)]
