@@ -172,7 +172,8 @@ impl ConfigFile {
     /// that cannot be read, is not a regular file, is larger than 1 MiB, is not UTF-8, or whose
     /// content is refused is bad input (exit 2) naming it — as is a project file setting
     /// `store` or `replicas`, which every command reads from the user's file (only `run`
-    /// knows the project).
+    /// knows the project), or a value that loosens the sandbox (`sandbox = "off"`,
+    /// `network = "on"`), which the members' commands could otherwise write into it.
     pub(crate) fn load(scope: Scope, path: PathBuf) -> Result<Self, Failure> {
         let shown = path.display().to_string();
         let metadata = match std::fs::metadata(&path) {
@@ -223,6 +224,28 @@ impl ConfigFile {
                 return Err(Failure::bad_input(anyhow!(
                     "{at}: {key} belongs in the user's file ($TROUPE_HOME/config.toml): every \
                      command reads it, and only troupe run knows the project"
+                )));
+            }
+            // The project's file lies in the workspace, which the members' `bash` may write
+            // (`--sandbox workspace-write`): a value in it that loosens the sandbox would let
+            // one run's command switch every later run's sandbox off. It may tighten it.
+            let loosening = [
+                values
+                    .sandbox
+                    .as_ref()
+                    .filter(|v| v.value == SandboxMode::Off)
+                    .map(|v| ("sandbox = \"off\"", "--sandbox off", &v.at)),
+                values
+                    .network
+                    .as_ref()
+                    .filter(|v| v.value == NetworkAccess::On)
+                    .map(|v| ("network = \"on\"", "--network on", &v.at)),
+            ];
+            if let Some((setting, flag, at)) = loosening.into_iter().flatten().next() {
+                return Err(Failure::bad_input(anyhow!(
+                    "{at}: {setting} cannot come from a project's file, which the agents \
+                     themselves can write: put it in the user's file ($TROUPE_HOME/config.toml) \
+                     or pass {flag}"
                 )));
             }
         }

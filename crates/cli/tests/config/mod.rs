@@ -555,6 +555,41 @@ fn a_bad_mcp_server_in_a_file_is_exit_2_naming_file_line_and_column() {
 
 /// `store` and `replicas` are read by every command from the user's file, checked there
 /// (exit 2 naming `FILE:LINE:COLUMN` for any command), and refused in a project's file.
+/// The project's file lies in the workspace the members' `bash` may write: a value there that
+/// loosens the sandbox is refused (so one run's command cannot switch later runs' sandbox off),
+/// one that tightens it is taken.
+#[test]
+fn a_projects_file_may_tighten_the_sandbox_but_never_loosen_it() {
+    let s = Setup::new();
+    let path = |p: &Path| p.display().to_string();
+    for (text, expected) in [
+        (
+            "sandbox = \"off\"\n",
+            "1:11: sandbox = \"off\" cannot come from a project's file",
+        ),
+        (
+            "network = \"on\"\n",
+            "1:11: network = \"on\" cannot come from a project's file",
+        ),
+    ] {
+        let file = s.project_config(text);
+        let expected = format!("{}:{expected}", path(&file));
+        assert_refused(&s, &["go"], &expected);
+        let out = s.config(&[]).assert().code(2);
+        assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+    }
+    // The same values from the user's file, and tighter ones from the project's, are taken.
+    s.user_config("sandbox = \"off\"\nnetwork = \"on\"\n");
+    s.project_config("sandbox = \"read-only\"\nnetwork = \"off\"\n");
+    let out = s.config(&["--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["sandbox"]["value"], "read-only",
+        "{shown}"
+    );
+    assert_eq!(shown["settings"]["network"]["value"], "off", "{shown}");
+}
+
 #[test]
 fn store_keys_belong_to_the_users_file_and_every_command_checks_them() {
     let s = Setup::new();
@@ -692,7 +727,8 @@ fn readme_example() -> String {
 #[test]
 fn the_readme_example_is_a_valid_user_file_and_without_the_store_keys_a_project_file() {
     let example = readme_example();
-    let user_only = ["store", "replicas"];
+    // `network = "on"` loosens the sandbox, which a project's file may not do.
+    let user_only = ["store", "replicas", "network"];
     let key_of = |line: &str| line.split('=').next().unwrap().trim().to_owned();
     for key in user_only {
         let line = example
@@ -757,7 +793,7 @@ fn the_readme_example_is_a_valid_user_file_and_without_the_store_keys_a_project_
         .filter(|l| !user_only.contains(&key_of(l).as_str()))
         .map(|l| format!("{l}\n"))
         .collect();
-    assert_eq!(project.lines().count() + 2, example.lines().count());
+    assert_eq!(project.lines().count() + 3, example.lines().count());
     s.project_config(&project);
     let out = s.config(&["--json"]).assert().success();
     assert_eq!(stderr(&out), "");
@@ -766,7 +802,7 @@ fn the_readme_example_is_a_valid_user_file_and_without_the_store_keys_a_project_
     for key in [
         "model",
         "tool_choice",
-        "network",
+        "sandbox",
         "team.max_tasks",
         "mcp_servers.docs",
     ] {
