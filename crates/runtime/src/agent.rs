@@ -1018,18 +1018,7 @@ async fn run_call(
         Some(Ok(plan)) => (Some(plan), None),
         Some(Err(e)) => (None, Some(e)),
     };
-    let refused = refused.map(|e| ToolResultRecord {
-        turn,
-        step,
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        is_error: true,
-        code: Some(e.code().to_owned()),
-        content: render_text_outcome(&Err(e)),
-        message_id: None,
-        source_event_seqs: Vec::new(),
-        seen: None,
-    });
+    let refused = refused.map(|e| refusal_result(turn, step, call, e));
     {
         let mut st = lock(&inner.state);
         let rec = ToolCallRecord {
@@ -1186,6 +1175,23 @@ async fn execute_call(
     inner.finish_call(rec)
 }
 
+/// The `tool/result` of a call refused with `error` before it ran (rendered as a tool's own
+/// error result is).
+fn refusal_result(turn: u64, step: u64, call: &ToolCall, error: ToolError) -> ToolResultRecord {
+    ToolResultRecord {
+        turn,
+        step,
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        is_error: true,
+        code: Some(error.code().to_owned()),
+        content: render_text_outcome(&Err(error)),
+        message_id: None,
+        source_event_seqs: Vec::new(),
+        seen: None,
+    }
+}
+
 /// An error result of a call (its own `tool/result`).
 fn error_result(
     turn: u64,
@@ -1316,18 +1322,7 @@ async fn run_escalated(
             "field `justification`: required with escalate: true (say why this command needs \
              to run outside the sandbox; the user reads it)",
         );
-        let result = ToolResultRecord {
-            turn,
-            step,
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            is_error: true,
-            code: Some(refused.code().to_owned()),
-            content: render_text_outcome(&Err(refused)),
-            message_id: None,
-            source_event_seqs: Vec::new(),
-            seen: None,
-        };
+        let result = refusal_result(turn, step, call, refused);
         {
             let mut st = lock(&inner.state);
             inner.record(
