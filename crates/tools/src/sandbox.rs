@@ -36,14 +36,17 @@
 //! call builds its ruleset with the same hard requirements, so even without the probe a
 //! command never runs less confined than its policy says: it fails with `SANDBOX_UNSUPPORTED`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus,
 };
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::process::{Child, Command};
+use troupe_protocol::sync::lock;
 use troupe_protocol::{ErrorCode, SessionId};
 
 /// The environment variable that makes [`probe`] (and every confined `bash` call) behave as on
@@ -207,6 +210,125 @@ fn handled_ruleset(policy: &SandboxPolicy) -> Result<RulesetCreated, SandboxErro
     ruleset.create().map_err(kernel_refused)
 }
 
+/// The TCP ports no confined command may connect to, and the Landlock ruleset that says so.
+struct PortGuard {
+    /// The guarded ports (never empty).
+    ports: BTreeSet<u16>,
+    /// The ruleset allowing `connect` to every other port: built by the first confined spawn
+    /// that needs it (65 536 − `ports.len()` rules), then only duplicated (`try_clone`, one
+    /// `dup`) for each spawn. `Err` holds why the kernel refused it.
+    ruleset: OnceLock<Result<RulesetCreated, String>>,
+}
+
+/// The guard every confined spawn of this process applies (see [`guard_tcp_ports`]).
+static PORT_GUARD: Mutex<Option<Arc<PortGuard>>> = Mutex::new(None);
+
+/// Keeps every command confined from now on (`bash`, MCP servers: whatever
+/// [`spawn_confined`] starts under a policy that [confines](SandboxPolicy::confines) with
+/// [`NetworkAccess::On`]) from connecting over TCP to any of `ports`, on any address — in
+/// addition to the ports guarded before. A front end calls it with the client ports of a NATS
+/// session store (`NatsBackend::client_ports`) as soon as it has connected: whoever can
+/// reach that server can write every session log, decide approvals and pose as the user on a
+/// Team's control subject, so a member's command must not. (The file store needs no guard:
+/// `$TROUPE_HOME` is not writable from the sandbox.) [`NetworkAccess::Off`] denies every port
+/// anyway; [`SandboxMode::Off`] with the network on confines nothing, this included.
+///
+/// Enforced by a second Landlock layer handling TCP `connect` only, with a rule allowing each
+/// other port: built once per process (per set of ports), then applied to each spawned
+/// command by one `landlock_restrict_self` (the kernel copies the rules into the command's
+/// domain, which is what a spawn costs more: see BENCHMARKS.md). A blocked `connect` fails
+/// with `EACCES` ("Permission denied"), and [`sandbox_note`] names the rule. A kernel without
+/// Landlock's network rules (ABI < 4) cannot enforce it: every confined spawn then fails with
+/// `SANDBOX_UNSUPPORTED` (never a silent downgrade).
+pub fn guard_tcp_ports(ports: impl IntoIterator<Item = u16>) {
+    let mut guard = lock(&PORT_GUARD);
+    let mut all: BTreeSet<u16> = guard.as_ref().map(|g| g.ports.clone()).unwrap_or_default();
+    let before = all.len();
+    all.extend(ports);
+    if all.len() != before {
+        *guard = Some(Arc::new(PortGuard {
+            ports: all,
+            ruleset: OnceLock::new(),
+        }));
+    }
+}
+
+/// The TCP ports [`guard_tcp_ports`] guards in this process (empty: none).
+pub fn guarded_tcp_ports() -> BTreeSet<u16> {
+    lock(&PORT_GUARD)
+        .as_ref()
+        .map(|g| g.ports.clone())
+        .unwrap_or_default()
+}
+
+/// The guard a spawn under `policy` applies, if any: a confining policy with the network on,
+/// while ports are guarded.
+fn port_guard_for(policy: &SandboxPolicy) -> Option<Arc<PortGuard>> {
+    if !policy.confines() || policy.network == NetworkAccess::Off {
+        return None;
+    }
+    lock(&PORT_GUARD).clone()
+}
+
+/// The ruleset of `ports`: TCP `connect` handled, every port but those allowed.
+fn port_ruleset(ports: &BTreeSet<u16>) -> Result<RulesetCreated, String> {
+    if let Some(abi) = test_abi_override()
+        && abi < 4
+    {
+        return Err(format!(
+            "Landlock ABI {abi} (set by {TEST_LANDLOCK_ABI_ENV}, a test override) has no network \
+             rules"
+        ));
+    }
+    let refused = |error: RulesetError| format!("Landlock network rules (ABI 4) failed: {error}");
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessNet::ConnectTcp)
+        .map_err(refused)?
+        .create()
+        .map_err(refused)?;
+    for port in (0..=u16::MAX).filter(|port| !ports.contains(port)) {
+        ruleset = ruleset
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(refused)?;
+    }
+    Ok(ruleset)
+}
+
+/// Restricts the calling thread with `guard`'s ruleset (built here on first use), as a layer
+/// on top of the one [`restrict_current_thread`] applied.
+///
+/// # Errors
+/// `SANDBOX_UNSUPPORTED` when the kernel cannot build or enforce it.
+fn guard_current_thread(policy: &SandboxPolicy, guard: &PortGuard) -> Result<(), SandboxError> {
+    let unenforceable = |reason: String| SandboxError::Unsupported {
+        policy: *policy,
+        reason: format!(
+            "the session store's TCP ports ({}) cannot be closed to commands: {reason}",
+            port_list(&guard.ports)
+        ),
+        remedy: "--network off (no TCP at all) or --sandbox off",
+    };
+    let built = guard
+        .ruleset
+        .get_or_init(|| port_ruleset(&guard.ports))
+        .as_ref()
+        .map_err(|reason| unenforceable(reason.clone()))?;
+    let ruleset = built
+        .try_clone()
+        .map_err(|e| unenforceable(format!("duplicating the ruleset failed ({e})")))?;
+    restrict_current_thread(policy, ruleset)
+}
+
+/// `ports` as `4222, 6222`.
+fn port_list(ports: &BTreeSet<u16>) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The access rights of a writable directory: everything the file-system rules handle.
 fn writable_dir_access() -> BitFlags<AccessFs> {
     AccessFs::from_all(ABI::V5)
@@ -315,6 +437,7 @@ pub async fn spawn_confined(
     if !policy.confines() {
         return Ok(command.spawn());
     }
+    let guard = port_guard_for(&policy);
     let runtime = tokio::runtime::Handle::current();
     let (sender, receiver) =
         tokio::sync::oneshot::channel::<Result<std::io::Result<Child>, SandboxError>>();
@@ -324,6 +447,10 @@ pub async fn spawn_confined(
             let _entered = runtime.enter();
             let spawned = ruleset(&policy, &workspace, temp_dir.as_deref())
                 .and_then(|ruleset| restrict_current_thread(&policy, ruleset))
+                .and_then(|()| match &guard {
+                    Some(guard) => guard_current_thread(&policy, guard),
+                    None => Ok(()),
+                })
                 .map(|()| command.spawn());
             if let Err(Ok(Ok(child))) = sender.send(spawned) {
                 // Nobody waits for this process any more: stop it (and its group) at once.
@@ -420,15 +547,26 @@ pub fn sandbox_note(
              /dev/null-like devices",
             workspace.display()
         )),
-        SandboxMode::ReadOnly => rules.push(format!(
-            "--sandbox read-only allows no writes, not even in the workspace (only{} \
-             /dev/null-like devices)",
-            temp.trim_start_matches(',')
-        )),
+        SandboxMode::ReadOnly => {
+            let temp = match temp_dir {
+                Some(dir) => format!(" the session's temp dir {} ($TMPDIR) and", dir.display()),
+                None => String::new(),
+            };
+            rules.push(format!(
+                "--sandbox read-only allows no writes, not even in the workspace (only{temp} \
+                 /dev/null-like devices)"
+            ));
+        }
         SandboxMode::Off => {}
     }
     if policy.network == NetworkAccess::Off {
         rules.push("--network off denies every TCP connect and bind".to_owned());
+    } else if port_guard_for(policy).is_some() {
+        rules.push(format!(
+            "TCP connects to the session store's ports ({}) are denied (they would reach the \
+             session logs, approvals and the Team's control subject)",
+            port_list(&guarded_tcp_ports())
+        ));
     }
     Some(format!(
         "note: this command ran in the sandbox, which may have caused the denial: {}. Reading \
@@ -476,8 +614,15 @@ mod tests {
             filesystem: SandboxMode::ReadOnly,
             network: NetworkAccess::On,
         };
-        let note = sandbox_note(&read_only, ws, tmp, &["Operation not permitted"]);
-        assert!(note.is_some_and(|n| n.contains("not even in the workspace")));
+        let note =
+            sandbox_note(&read_only, ws, tmp, &["Operation not permitted"]).unwrap_or_default();
+        assert!(
+            note.contains(
+                "not even in the workspace (only the session's temp dir /tmp/troupe-x ($TMPDIR) \
+                 and /dev/null-like devices)"
+            ),
+            "{note}"
+        );
     }
 
     #[test]
