@@ -525,10 +525,13 @@ async fn answer(request: Request, context: &Context) -> Value {
                     } else {
                         "queued for"
                     };
-                    let _ = context.notes.send(ControlNote::Line(format!(
-                        "message from the user {status} {} (troupe send; seq {})",
-                        receipt.target_name, receipt.seq.0
-                    )));
+                    // A repeat (the same id again: a retry) is the same message, noted once.
+                    if !receipt.repeated {
+                        let _ = context.notes.send(ControlNote::Line(format!(
+                            "message from the user {status} {} (troupe send; seq {})",
+                            receipt.target_name, receipt.seq.0
+                        )));
+                    }
                     json!({
                         "ok": true,
                         "messageId": receipt.message_id,

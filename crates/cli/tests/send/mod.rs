@@ -201,11 +201,32 @@ fn send_to_a_running_team_reaches_the_named_teammate_once() {
         "{line}"
     );
     assert_eq!(line.lines().count(), 1, "{line}");
+    // The same id again (a retry): the same message, not sent again, noted once by the run.
+    let again = s
+        .troupe()
+        .args([
+            "send",
+            &lead[..8],
+            "--to",
+            "alpha",
+            "--id",
+            "note-1",
+            "please also update the notes",
+        ])
+        .assert()
+        .success();
+    assert!(
+        stdout(&again).contains("not sent again"),
+        "{}",
+        stdout(&again)
+    );
     std::fs::write(s.workspace.join("go"), "").unwrap();
     let (code, _, err) = finish(run);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        err.contains("message from the user delivered to alpha (troupe send; seq "),
+    assert_eq!(
+        err.matches("message from the user delivered to alpha (troupe send; seq ")
+            .count(),
+        1,
         "{err}"
     );
     let got = user_messages(&s, &alpha, "please also update the notes");
