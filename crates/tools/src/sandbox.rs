@@ -234,9 +234,12 @@ static PORT_GUARD: Mutex<Option<Arc<PortGuard>>> = Mutex::new(None);
 /// anyway; [`SandboxMode::Off`] with the network on confines nothing, this included.
 ///
 /// Enforced by a second Landlock layer handling TCP `connect` only, with a rule allowing each
-/// other port: built once per process (per set of ports), then applied to each spawned
-/// command by one `landlock_restrict_self` (the kernel copies the rules into the command's
-/// domain, which is what a spawn costs more: see BENCHMARKS.md). A blocked `connect` fails
+/// other port: built once per process (per set of ports). The kernel copies a layer's rules
+/// into every domain it is applied to, so guarded commands are not each confined on a thread
+/// of their own: one spawner thread per member session (per policy, workspace and temporary
+/// directory) restricts itself once with the file rules and this layer and spawns all of that
+/// session's commands, which share its domain (see `Spawner`; BENCHMARKS.md, "Confined
+/// spawn"). A blocked `connect` fails
 /// with `EACCES` ("Permission denied"), and [`sandbox_note`] names the rule. A kernel without
 /// Landlock's network rules (ABI < 4) cannot enforce it: every confined spawn then fails with
 /// `SANDBOX_UNSUPPORTED` (never a silent downgrade).
@@ -441,30 +444,35 @@ pub async fn spawn_confined(
     let runtime = tokio::runtime::Handle::current();
     let (sender, receiver) =
         tokio::sync::oneshot::channel::<Result<std::io::Result<Child>, SandboxError>>();
+    if let Some(guard) = guard {
+        // Guarded: the session's spawner thread, confined once, spawns it (see `Spawner`).
+        Spawner::submit(
+            SpawnerKey {
+                policy,
+                workspace,
+                temp_dir,
+                guard,
+            },
+            Job {
+                command,
+                runtime,
+                reply: sender,
+            },
+        );
+        return receiver.await.unwrap_or_else(|_| {
+            Ok(Err(std::io::Error::other(
+                "the sandbox thread ended without starting the process",
+            )))
+        });
+    }
     let thread = std::thread::Builder::new()
         .name("troupe-sandbox".to_owned())
         .spawn(move || {
             let _entered = runtime.enter();
             let spawned = ruleset(&policy, &workspace, temp_dir.as_deref())
                 .and_then(|ruleset| restrict_current_thread(&policy, ruleset))
-                .and_then(|()| match &guard {
-                    Some(guard) => guard_current_thread(&policy, guard),
-                    None => Ok(()),
-                })
                 .map(|()| command.spawn());
-            if let Err(Ok(Ok(child))) = sender.send(spawned) {
-                // Nobody waits for this process any more: stop it (and its group) at once.
-                if let Some(pid) = child
-                    .id()
-                    .and_then(|pid| i32::try_from(pid).ok())
-                    .and_then(Pid::from_raw)
-                {
-                    // ESRCH when the child leads no group: then `kill_on_drop` (or nothing)
-                    // is all there is.
-                    let _ = kill_process_group(pid, Signal::KILL);
-                }
-                drop(child);
-            }
+            reply(sender, spawned);
         });
     if let Err(error) = thread {
         return Ok(Err(error));
@@ -474,6 +482,196 @@ pub async fn spawn_confined(
             "the sandbox thread ended without starting the process",
         )))
     })
+}
+
+/// Hands `spawned` to whoever waits for it; when nobody does any more (the caller's future
+/// was dropped), stops the new process — and its group, when it leads one — with `SIGKILL`.
+fn reply(
+    sender: tokio::sync::oneshot::Sender<Result<std::io::Result<Child>, SandboxError>>,
+    spawned: Result<std::io::Result<Child>, SandboxError>,
+) {
+    if let Err(Ok(Ok(child))) = sender.send(spawned) {
+        if let Some(pid) = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .and_then(Pid::from_raw)
+        {
+            // ESRCH when the child leads no group: then `kill_on_drop` (or nothing) is all
+            // there is.
+            let _ = kill_process_group(pid, Signal::KILL);
+        }
+        drop(child);
+    }
+}
+
+/// What a spawner confines its commands with: one per policy, workspace, temporary directory
+/// and port guard — in practice one per member session on a NATS store.
+struct SpawnerKey {
+    policy: SandboxPolicy,
+    workspace: PathBuf,
+    temp_dir: Option<PathBuf>,
+    guard: Arc<PortGuard>,
+}
+
+impl SpawnerKey {
+    fn same(&self, other: &SpawnerKey) -> bool {
+        self.policy == other.policy
+            && self.workspace == other.workspace
+            && self.temp_dir == other.temp_dir
+            && Arc::ptr_eq(&self.guard, &other.guard)
+    }
+}
+
+/// One command to spawn, in `runtime` (entered for the spawn, so the child is registered with
+/// its process driver), and where its outcome goes.
+struct Job {
+    command: Command,
+    runtime: tokio::runtime::Handle,
+    reply: tokio::sync::oneshot::Sender<Result<std::io::Result<Child>, SandboxError>>,
+}
+
+/// The live spawner threads. A job is sent only while this lock is held, and a spawner leaves
+/// the list under it (after finding no job queued), so no job is sent to a thread that has
+/// stopped taking them.
+static SPAWNERS: Mutex<Vec<SpawnerEntry>> = Mutex::new(Vec::new());
+
+/// A live spawner: its number (to leave the list by), key and queue.
+type SpawnerEntry = (u64, SpawnerKey, std::sync::mpsc::Sender<Job>);
+
+/// The number of the next spawner.
+static NEXT_SPAWNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How long a spawner waits for its next command before it ends (and its Landlock domain, with
+/// its copy of the port rules, is freed once its commands exit too).
+const SPAWNER_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A thread that restricts itself once — the file rules of its [`SpawnerKey`], then the port
+/// guard's layer — and spawns every command with that key from then on: the commands share
+/// its Landlock domain, so the kernel copies the guard's 65 535 rules into a domain once per
+/// spawner, not once per command (see BENCHMARKS.md, "Confined spawn"). It ends after
+/// [`SPAWNER_IDLE`] without a command. Only guarded spawns use it; no other thread of the
+/// process is confined.
+struct Spawner;
+
+impl Spawner {
+    /// Queues `job` on the spawner of `key`, starting one when there is none.
+    fn submit(key: SpawnerKey, job: Job) {
+        let mut spawners = lock(&SPAWNERS);
+        let job = match spawners.iter().find(|(_, k, _)| k.same(&key)) {
+            Some((_, _, jobs)) => match jobs.send(job) {
+                Ok(()) => return,
+                Err(std::sync::mpsc::SendError(job)) => job,
+            },
+            None => job,
+        };
+        spawners.retain(|(_, k, _)| !k.same(&key));
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let number = NEXT_SPAWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let policy = key.policy;
+        let workspace = key.workspace.clone();
+        let temp_dir = key.temp_dir.clone();
+        let guard = Arc::clone(&key.guard);
+        let started = std::thread::Builder::new()
+            .name("troupe-sandbox-spawner".to_owned())
+            .spawn(move || {
+                Self::serve(
+                    number,
+                    policy,
+                    &workspace,
+                    temp_dir.as_deref(),
+                    &guard,
+                    &queue,
+                );
+            });
+        match started {
+            Ok(_) => {
+                // The thread cannot have ended yet: it needs this lock to leave the list.
+                match jobs.send(job) {
+                    Ok(()) => spawners.push((number, key, jobs)),
+                    Err(std::sync::mpsc::SendError(job)) => reply(
+                        job.reply,
+                        Ok(Err(std::io::Error::other(
+                            "the sandbox spawner ended at once",
+                        ))),
+                    ),
+                }
+            }
+            Err(error) => reply(job.reply, Ok(Err(error))),
+        }
+    }
+
+    /// The thread of spawner `number`: confines itself, then spawns the queued commands until
+    /// it has been idle for [`SPAWNER_IDLE`]. When it cannot confine itself it leaves the list
+    /// (the next command tries a new spawner) and answers every queued command with the error.
+    fn serve(
+        number: u64,
+        policy: SandboxPolicy,
+        workspace: &Path,
+        temp_dir: Option<&Path>,
+        guard: &PortGuard,
+        queue: &std::sync::mpsc::Receiver<Job>,
+    ) {
+        let leave = |spawners: &mut Vec<SpawnerEntry>| spawners.retain(|(n, _, _)| *n != number);
+        let confined = ruleset(&policy, workspace, temp_dir)
+            .and_then(|ruleset| restrict_current_thread(&policy, ruleset))
+            .and_then(|()| guard_current_thread(&policy, guard));
+        if let Err(error) = confined {
+            // Nothing is sent once it left the list (sends happen under the lock).
+            leave(&mut lock(&SPAWNERS));
+            while let Ok(job) = queue.try_recv() {
+                reply(job.reply, Err(error.duplicate()));
+            }
+            return;
+        }
+        loop {
+            let job = match queue.recv_timeout(SPAWNER_IDLE) {
+                Ok(job) => job,
+                Err(_) => {
+                    let mut spawners = lock(&SPAWNERS);
+                    match queue.try_recv() {
+                        Ok(job) => job,
+                        Err(_) => {
+                            leave(&mut spawners);
+                            return;
+                        }
+                    }
+                }
+            };
+            let Job {
+                mut command,
+                runtime,
+                reply: sender,
+            } = job;
+            let _entered = runtime.enter();
+            let spawned = command.spawn();
+            reply(sender, Ok(spawned));
+        }
+    }
+}
+
+impl SandboxError {
+    /// The same error (for every command a failed spawner was asked to start).
+    fn duplicate(&self) -> Self {
+        match self {
+            Self::Unsupported {
+                policy,
+                reason,
+                remedy,
+            } => Self::Unsupported {
+                policy: *policy,
+                reason: reason.clone(),
+                remedy,
+            },
+            Self::Setup(reason) => Self::Setup(reason.clone()),
+            Self::Looser {
+                recorded,
+                requested,
+            } => Self::Looser {
+                recorded: *recorded,
+                requested: *requested,
+            },
+        }
+    }
 }
 
 /// The default temporary directory of session `owner`: `<system temp dir>/troupe-<owner>`
