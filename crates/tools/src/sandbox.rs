@@ -30,6 +30,12 @@
 //! no `pre_exec` closure: nothing runs between `fork` and `exec` but the standard library's own
 //! spawn code, so there is no async-signal-safety question and no `unsafe` block.
 //!
+//! On a NATS store ([`guard_tcp_ports`]) a command is also kept from the store's ports by a
+//! second layer of 65 535 rules, which the kernel copies into every domain: those commands are
+//! spawned instead by a long-lived spawner thread per member session, confined once with both
+//! layers, whose commands share its domain (it ends after 30 s without a command). It is the
+//! only other confined thread; it runs nothing but spawns.
+//!
 //! # A kernel without Landlock
 //! [`probe`] tells whether this kernel can enforce a policy; a front end calls it before
 //! starting anything and refuses to run otherwise (never a silent downgrade). Every `bash`
