@@ -18,11 +18,12 @@ use std::collections::{BTreeMap, HashMap};
 use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Selected};
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
 use troupe_team::{
-    MemberPhase, MemberSnapshot, MemberStatus, MemberView, ReplayError, ShowOptions, StreamFold,
-    TaskView, TeamId, TeamShow, TeamState,
+    MemberPhase, MemberSnapshot, MemberStatus, MemberView, MessageReceipt, Receipts, ReplayError,
+    ShowOptions, StreamFold, TaskView, TeamId, TeamShow, TeamState,
 };
 
 use crate::error::RuntimeError;
+use crate::time_travel::{Cut, TeamShowFull};
 use crate::events::{AgentConfigRecord, Profile, TurnEndReason};
 use crate::role::SessionRole;
 use crate::teammate::{parent_problem, teammate_problem};
@@ -35,9 +36,12 @@ pub enum LeadRead {
     /// [`StreamFold`]); of every other line just the envelope prefix is checked
     /// ([`LineCheck::Prefix`]): `troupe team show --json`, the run's summary.
     Team,
-    /// As [`LeadRead::Team`], and the `team/message/queued` lines are parsed in full for when
-    /// each message was queued ([`LeadLog::queued_at`]): the table of `troupe team show`.
-    TeamAndQueueTimes,
+    /// As [`LeadRead::Team`], and the lines of each message's life in the Lead log are parsed
+    /// in full — `team/message/queued` and `…/delivered`, and (the Lead being a target too)
+    /// its `agent/inbox/spliced`, `user/message`, `turn/start` and `turn/end` — for when each
+    /// message was queued ([`LeadLog::queued_at`]) and the receipts ([`LeadLog::receipts`]):
+    /// `troupe team show` (both forms) and the panel's view at a past event.
+    TeamAndMail,
     /// Every line is checked in full, and every non-Team event is also replayed as a resume
     /// replays it ([`Transcript::apply`]), in the same single pass: `troupe team verify`
     /// ([`LeadLog::violation`]).
@@ -56,8 +60,12 @@ pub struct LeadLog {
     /// The seq of the last `team/member` record of each member (where a member's checks point).
     member_seqs: HashMap<SessionId, Seq>,
     /// When each message was queued (the event's time, epoch ms), with
-    /// [`LeadRead::TeamAndQueueTimes`].
+    /// [`LeadRead::TeamAndMail`].
     queued_at: HashMap<MessageId, u64>,
+    /// The Lead-log half of the receipts fold, with [`LeadRead::TeamAndMail`].
+    receipts: Option<Receipts>,
+    /// Where the read stopped, for a read at a past point ([`LeadLog::read_at`]).
+    cut: Option<Cut>,
     summary: ScanSummary,
     /// The one-pass replay's result ([`LeadRead::Verify`] only).
     replayed: Option<Option<Violation>>,
@@ -104,7 +112,7 @@ impl ErrorCode for LeadLogError {
 
 impl LeadLogError {
     /// Sorts a journal error of reading `id`: a corrupt line is [`LeadLogError::Damaged`].
-    fn of(id: &SessionId, error: JournalError) -> Self {
+    pub(crate) fn of(id: &SessionId, error: JournalError) -> Self {
         match &error {
             JournalError::Corrupt { line, .. } => {
                 // Line 1 is the header; line n ≥ 2 holds seq n − 2.
@@ -336,26 +344,71 @@ impl LeadLog {
     /// for a corrupt committed line; [`LeadLogError::Invalid`] (`TEAM_LOG_INVALID`) when the
     /// fold refuses an event.
     pub fn read(journal: &Journal, id: &SessionId, read: LeadRead) -> Result<Self, LeadLogError> {
+        Self::read_at(journal, id, read, None)
+    }
+
+    /// [`LeadLog::read`] of the log's prefix up to `cut` (a point [`Cut::resolve`] found): the
+    /// events after [`Cut::last_seq`] are checked as the scan checks every line, and not
+    /// folded. `None` reads it all. The teammates' logs read later ([`LeadLog::receipts`],
+    /// [`LeadLog::member_models`]) are cut at the same time ([`Cut::time`]).
+    ///
+    /// # Errors
+    /// As [`LeadLog::read`] (a damaged line after the cut is still an error: the log is read
+    /// to its end).
+    pub fn read_at(
+        journal: &Journal,
+        id: &SessionId,
+        read: LeadRead,
+        cut: Option<Cut>,
+    ) -> Result<Self, LeadLogError> {
+        let beyond = |seq: Seq| cut.as_ref().is_some_and(|c| c.last_seq.is_none_or(|l| seq > l));
         let mut fold = StreamFold::new(TeamId::new(id.clone()));
         let mut configs: Vec<(Seq, serde_json::Value)> = Vec::new();
         let mut member_seqs = HashMap::new();
         let mut queued_at = HashMap::new();
-        let want_times = read == LeadRead::TeamAndQueueTimes;
+        let want_times = read == LeadRead::TeamAndMail;
+        let mut receipts = want_times.then(|| Receipts::new(TeamId::new(id.clone())));
+        let mut seed_len: Option<u64> = None;
         let mut replay = (read == LeadRead::Verify).then(LeadReplay::new);
         let (check, everything) = match read {
-            LeadRead::Team | LeadRead::TeamAndQueueTimes => (LineCheck::Prefix, false),
+            LeadRead::Team | LeadRead::TeamAndMail => (LineCheck::Prefix, false),
             LeadRead::Verify => (LineCheck::Full, true),
         };
-        let select =
-            |kind: &str| everything || StreamFold::reads(kind) || kind == event_types::AGENT_CONFIG;
+        let select = |kind: &str| {
+            everything
+                || StreamFold::reads(kind)
+                || kind == event_types::AGENT_CONFIG
+                || (want_times && Receipts::reads(kind))
+        };
+        // The Lead's own suffix begins after its seeded prefix (its header says how long).
+        if want_times {
+            seed_len = Some(
+                journal
+                    .header(id)
+                    .map_err(|e| LeadLogError::of(id, e))?
+                    .seed_len(),
+            );
+        }
         let summary = journal
             .read_selected_each(id, check, &select, &mut |selected| {
+                // Past the cut: checked as the scan checks a line, never folded.
+                match &selected {
+                    Selected::Line(line) if beyond(line.seq) => {
+                        return if is_valid_event(line.text) {
+                            LineUse::Used
+                        } else {
+                            LineUse::NeedEvent
+                        };
+                    }
+                    Selected::Event(event) if beyond(event.seq) => return LineUse::Used,
+                    _ => {}
+                }
                 let event = match selected {
                     // A member record names where the member's checks point: read it parsed.
                     Selected::Line(line)
                         if line.kind == event_types::AGENT_CONFIG
                             || line.kind == event_types::TEAM_MEMBER
-                            || (want_times && line.kind == event_types::TEAM_MESSAGE_QUEUED) =>
+                            || (want_times && Receipts::reads(line.kind)) =>
                     {
                         return LineUse::NeedEvent;
                     }
@@ -402,6 +455,11 @@ impl LeadLog {
                 {
                     queued_at.insert(message, event.time);
                 }
+                if let Some(receipts) = &mut receipts
+                    && event.seq.0 >= seed_len.unwrap_or(0)
+                {
+                    receipts.apply_lead(&event);
+                }
                 if !StreamFold::reads(&event.kind) {
                     return LineUse::Used;
                 }
@@ -441,9 +499,68 @@ impl LeadLog {
             latest_model,
             member_seqs,
             queued_at,
+            receipts,
+            cut,
             summary,
             replayed: replay.map(|r| r.problem),
         })
+    }
+
+    /// Where this read stopped, when it read a prefix ([`LeadLog::read_at`]).
+    pub fn cut(&self) -> Option<&Cut> {
+        self.cut.as_ref()
+    }
+
+    /// Each message's life ([`MessageReceipt`], in queue order): the Lead-log points from this
+    /// read ([`LeadRead::TeamAndMail`]; without it, an empty list), and the target-side points
+    /// (received, consumed) from each target's own log, read now (a selective scan of its
+    /// own suffix, no lock; cut at [`Cut::time`] for a read at a past point). A target whose
+    /// log cannot be read shows neither point.
+    pub fn receipts(&self, journal: &Journal) -> Vec<MessageReceipt> {
+        let Some(lead_side) = &self.receipts else {
+            return Vec::new();
+        };
+        let mut receipts = lead_side.clone();
+        let until = self.cut.as_ref().map(|c| c.time);
+        let targets: std::collections::BTreeSet<&SessionId> = self
+            .state
+            .messages()
+            .iter()
+            .map(|m| &m.target_id)
+            .filter(|t| *t != &self.id)
+            .collect();
+        for target in targets {
+            let Ok(header) = journal.header(target) else {
+                continue;
+            };
+            let seed = header.seed_len();
+            let _ = journal.read_selected_each(
+                target,
+                LineCheck::Prefix,
+                &Receipts::reads,
+                &mut |selected| match selected {
+                    Selected::Line(_) => LineUse::NeedEvent,
+                    Selected::Event(event) => {
+                        if event.seq.0 >= seed && until.is_none_or(|t| event.time <= t) {
+                            receipts.apply_target(target, &event);
+                        }
+                        LineUse::Used
+                    }
+                },
+            );
+        }
+        receipts.list(&self.state)
+    }
+
+    /// `troupe team show --json`'s object (and the panel's view at a past event): DESIGN §6's
+    /// view ([`LeadLog::show_with_models`], with each teammate's own model read from its log)
+    /// plus every message's receipt and, for a read at a past point, where it stopped.
+    pub fn show_full(&self, journal: &Journal, include_deleted: bool) -> TeamShowFull {
+        TeamShowFull {
+            show: self.show_with_models(include_deleted, self.member_models(journal)),
+            messages: self.receipts(journal),
+            at: self.cut.as_ref().map(|c| c.point()),
+        }
     }
 
     /// The Lead's session.
@@ -473,7 +590,7 @@ impl LeadLog {
         self.summary.next_seq.0
     }
 
-    /// When message `id` was queued (epoch ms), when [`LeadRead::TeamAndQueueTimes`] read it.
+    /// When message `id` was queued (epoch ms), when [`LeadRead::TeamAndMail`] read it.
     pub fn queued_at(&self, id: &MessageId) -> Option<u64> {
         self.queued_at.get(id).copied()
     }
@@ -519,8 +636,10 @@ impl LeadLog {
     /// The model of every active teammate that runs a model of its own (`ownModel` in its
     /// latest `agent/config`), read from its session (a selective scan of its `agent/config`
     /// lines, no lock). A teammate whose log cannot be read, or that runs the session's model,
-    /// is left out.
+    /// is left out. For a read at a past point, only the configurations recorded by then
+    /// ([`Cut::time`]) count.
     pub fn member_models(&self, journal: &Journal) -> BTreeMap<SessionId, String> {
+        let until = self.cut.as_ref().map(|c| c.time);
         let mut models = BTreeMap::new();
         for member in self.state.members() {
             if member.phase != MemberPhase::Active {
@@ -535,7 +654,9 @@ impl LeadLog {
                     &mut |selected| match selected {
                         Selected::Line(_) => LineUse::NeedEvent,
                         Selected::Event(event) => {
-                            if let Ok(config) = serde_json::from_value(event.data) {
+                            if until.is_none_or(|t| event.time <= t)
+                                && let Ok(config) = serde_json::from_value(event.data)
+                            {
                                 latest = Some(config);
                             }
                             LineUse::Used

@@ -27,7 +27,12 @@
 //!   the shutdown ([`RunEnd`]).
 //! - [`LeadLog`]: the one Lead-log fold entry point (the journal's selective scan, the Team
 //!   fold, the Lead's configuration, the replay `troupe team verify` checks), and
-//!   [`TeamReport`], a Team run's summary folded from the logs.
+//!   [`TeamReport`], a Team run's summary folded from the logs; [`LeadLog::receipts`], each
+//!   message's life read from the Lead's and the targets' logs.
+//! - Time travel: [`Cut`] (a past point of a Lead log, [`At`]: a seq or a time) folded with
+//!   [`LeadLog::read_at`] (the teammates' logs cut at the same time), [`TeamShowFull`] (the
+//!   object `troupe team show --json` prints), and [`read_timeline`], one line per Team event
+//!   (`troupe team log`).
 //!
 //! Invariants: the runtime never prints (progress goes to a broadcast channel); accepted inbox
 //! items are durable before an operation returns and are never dropped by settlement or
@@ -56,6 +61,7 @@ mod runtime;
 mod subagent;
 pub mod team;
 mod teammate;
+mod time_travel;
 mod transcript;
 pub mod user_mail;
 
@@ -82,6 +88,7 @@ pub use resume_plan::{
 };
 pub use role::{RoleProbe, SessionRole};
 pub use runtime::{LogFailure, ModelSource, Runtime, RuntimeOptions, stored_config};
+pub use time_travel::{At, AtPoint, Cut, TeamShowFull, TimeTravelError, read_timeline};
 pub use transcript::{
     CONTINUATION_SOURCE, CallResolution, ContinuationRule, OpenTurn, READ_ONLY_TOOLS, Transcript,
     TranscriptStats, UnansweredCall,
