@@ -51,8 +51,9 @@ pub(crate) enum TeamCommand {
         /// Include deleted tasks.
         #[arg(long)]
         all: bool,
-        /// Show the Team as it was at a past point of the Lead's log: SEQ, right after the
-        /// event with that seq, or TIME, after every event up to that time.
+        /// Show the Team as it was at a past point of the Lead's log: SEQ, once the event with
+        /// that seq was committed (after the batch it was appended with: events appended
+        /// together are durable together), or TIME, after every whole batch up to that time.
         ///
         /// TIME is an RFC 3339 date and time: `2026-12-01T19:47:25Z`, with fractional seconds
         /// (`2026-12-01T19:47:25.250Z`) or a numeric offset (`2026-12-01T20:47:25+01:00`); the

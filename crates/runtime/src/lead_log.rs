@@ -23,7 +23,7 @@ use troupe_team::{
 };
 
 use crate::error::RuntimeError;
-use crate::time_travel::{Cut, TeamShowFull};
+use crate::time_travel::{Cut, TeamShowFull, read_until};
 use crate::events::{AgentConfigRecord, Profile, TurnEndReason};
 use crate::role::SessionRole;
 use crate::teammate::{parent_problem, teammate_problem};
@@ -514,7 +514,8 @@ impl LeadLog {
     /// Each message's life ([`MessageReceipt`], in queue order): the Lead-log points from this
     /// read ([`LeadRead::TeamAndMail`]; without it, an empty list), and the target-side points
     /// (received, consumed) from each target's own log, read now (a selective scan of its
-    /// own suffix, no lock; cut at [`Cut::time`] for a read at a past point). A target whose
+    /// own suffix, no lock; for a read at a past point, its longest prefix of whole batches up
+    /// to [`Cut::time`], as the Lead's own TIME cut). A target whose
     /// log cannot be read shows neither point.
     pub fn receipts(&self, journal: &Journal) -> Vec<MessageReceipt> {
         let Some(lead_side) = &self.receipts else {
@@ -534,20 +535,30 @@ impl LeadLog {
                 continue;
             };
             let seed = header.seed_len();
-            let _ = journal.read_selected_each(
-                target,
-                LineCheck::Prefix,
-                &Receipts::reads,
-                &mut |selected| match selected {
-                    Selected::Line(_) => LineUse::NeedEvent,
-                    Selected::Event(event) => {
-                        if event.seq.0 >= seed && until.is_none_or(|t| event.time <= t) {
-                            receipts.apply_target(target, &event);
-                        }
-                        LineUse::Used
+            let _ = match until {
+                Some(time) => read_until(journal, target, time, &mut |event| {
+                    if event.seq.0 >= seed {
+                        receipts.apply_target(target, event);
                     }
-                },
-            );
+                })
+                .map(drop),
+                None => journal
+                    .read_selected_each(
+                        target,
+                        LineCheck::Prefix,
+                        &Receipts::reads,
+                        &mut |selected| match selected {
+                            Selected::Line(_) => LineUse::NeedEvent,
+                            Selected::Event(event) => {
+                                if event.seq.0 >= seed {
+                                    receipts.apply_target(target, &event);
+                                }
+                                LineUse::Used
+                            }
+                        },
+                    )
+                    .map(drop),
+            };
         }
         receipts.list(&self.state)
     }
@@ -646,24 +657,32 @@ impl LeadLog {
                 continue;
             }
             let mut latest: Option<AgentConfigRecord> = None;
-            let read = journal
-                .read_selected_each(
-                    &member.id,
-                    LineCheck::Prefix,
-                    &|kind| kind == event_types::AGENT_CONFIG,
-                    &mut |selected| match selected {
-                        Selected::Line(_) => LineUse::NeedEvent,
-                        Selected::Event(event) => {
-                            if until.is_none_or(|t| event.time <= t)
-                                && let Ok(config) = serde_json::from_value(event.data)
-                            {
-                                latest = Some(config);
+            let read = match until {
+                Some(time) => read_until(journal, &member.id, time, &mut |event| {
+                    if event.kind == event_types::AGENT_CONFIG
+                        && let Ok(config) = serde_json::from_value(event.data.clone())
+                    {
+                        latest = Some(config);
+                    }
+                })
+                .is_ok(),
+                None => journal
+                    .read_selected_each(
+                        &member.id,
+                        LineCheck::Prefix,
+                        &|kind| kind == event_types::AGENT_CONFIG,
+                        &mut |selected| match selected {
+                            Selected::Line(_) => LineUse::NeedEvent,
+                            Selected::Event(event) => {
+                                if let Ok(config) = serde_json::from_value(event.data) {
+                                    latest = Some(config);
+                                }
+                                LineUse::Used
                             }
-                            LineUse::Used
-                        }
-                    },
-                )
-                .is_ok();
+                        },
+                    )
+                    .is_ok(),
+            };
             // A fork's seed holds the Lead's configurations; its own come after them (a child
             // is created with one), so the last one read is its own.
             if read

@@ -1,13 +1,17 @@
 //! Time travel (issue 17 item 4): a Team as it was at a past point of its Lead log
-//! ([`Cut`], [`LeadLog::read_at`]), and the Team timeline ([`read_timeline`]).
+//! ([`Cut`], [`crate::LeadLog::read_at`]), and the Team timeline ([`read_timeline`]).
 //!
-//! **Where a point is.** [`At::Seq`]`(N)` is the state right after the Lead log's event N;
-//! [`At::Time`]`(T)` the state after the longest prefix of the Lead log whose events all have
-//! a time at or before T (epoch ms; `troupe team show --at` takes RFC 3339). Either way the
-//! point has a time: event N's, or T. The teammates' logs are read up to that same time
-//! (their events with a time at or before it), so a receipt's `received` and `consumed` and a
-//! teammate's model are what they were then. Times are the writers' wall clocks in
-//! milliseconds: events of two logs in the same millisecond are taken as simultaneous.
+//! **Where a point is.** A batch is atomic (DESIGN decision 9): events appended together are
+//! durable together, so a point is always a batch boundary. [`At::Seq`]`(N)` is the state
+//! once the Lead log's event N was committed: after the last event of N's batch (N itself for
+//! a batch of one, the common case of a Team record). [`At::Time`]`(T)` is the state after the
+//! longest prefix of whole batches of the Lead log whose events all have a time at or before
+//! T (epoch ms; `troupe team show --at` takes RFC 3339). Either way the point has a time: that
+//! last event's, or T. The teammates' logs are read up to that same time
+//! (each its longest prefix of whole batches whose events all have a time at or before it), so
+//! a receipt's `received` and `consumed` and a teammate's model are what they were then. Times
+//! are the writers' wall clocks in milliseconds: events of two logs in one millisecond count as
+//! simultaneous.
 //!
 //! A point outside the log is refused ([`TimeTravelError::OutsideLog`],
 //! `TEAM_AT_OUTSIDE_LOG`, naming the log's last seq and its time): a seq after the last one, a
@@ -25,7 +29,7 @@ use crate::lead_log::{FoldFailure, LeadLogError};
 /// A point of a Lead log to fold up to (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum At {
-    /// Right after the event with this seq.
+    /// Once the event with this seq was committed (after its batch).
     Seq(Seq),
     /// After every event up to this time (epoch ms), the longest such prefix.
     Time(u64),
@@ -80,20 +84,37 @@ impl Cut {
     /// journal's code, e.g. `SESSION_NOT_FOUND`, `JOURNAL_CORRUPT`).
     pub fn resolve(journal: &Journal, id: &SessionId, at: At) -> Result<Self, TimeTravelError> {
         let mut last: Option<(Seq, u64)> = None;
+        // The last event of the batch being read (a batch is `seq..=batchLast`).
+        let mut batch_end = Seq(0);
+        // For `At::Seq`: the end of the asked event's batch, once seen.
+        let mut wanted_end: Option<Seq> = None;
         let mut found: Option<(Option<Seq>, u64)> = None;
         let mut stopped = false;
         let summary = journal
             .read_each(id, &mut |event| {
+                batch_end = match event.batch_last {
+                    Some(end) => end,
+                    None if event.seq <= batch_end && last.is_some() => batch_end,
+                    None => event.seq,
+                };
+                let closes_batch = event.seq == batch_end;
                 match at {
-                    At::Seq(seq) if event.seq == seq => found = Some((Some(seq), event.time)),
-                    At::Time(t) if !stopped => {
-                        if event.time <= t {
-                            found = Some((Some(event.seq), t));
-                        } else {
-                            stopped = true;
+                    At::Seq(seq) => {
+                        if event.seq == seq {
+                            wanted_end = Some(batch_end);
+                        }
+                        if wanted_end == Some(event.seq) {
+                            found = Some((Some(event.seq), event.time));
                         }
                     }
-                    _ => {}
+                    At::Time(t) if !stopped => {
+                        if event.time > t {
+                            stopped = true;
+                        } else if closes_batch {
+                            found = Some((Some(event.seq), t));
+                        }
+                    }
+                    At::Time(_) => {}
                 }
                 last = Some((event.seq, event.time));
             })
@@ -128,6 +149,45 @@ impl Cut {
             last_seq: self.log_last.map(|(seq, _)| seq),
         }
     }
+}
+
+/// Reads the session `id` up to `time` (epoch ms): its longest prefix of whole batches whose
+/// events all have a time at or before it (see the module docs), each event handed to
+/// `on_event` once its batch is known to be in. One streamed read of the whole log, no lock.
+///
+/// # Errors
+/// The journal's, as [`Journal::read_each`].
+pub(crate) fn read_until(
+    journal: &Journal,
+    id: &SessionId,
+    time: u64,
+    on_event: &mut dyn FnMut(&troupe_protocol::Event),
+) -> Result<ScanSummary, troupe_journal::JournalError> {
+    let mut batch: Vec<troupe_protocol::Event> = Vec::new();
+    let mut batch_end: Option<Seq> = None;
+    let mut stopped = false;
+    journal.read_each(id, &mut |event| {
+        if stopped {
+            return;
+        }
+        if event.time > time {
+            stopped = true;
+            return;
+        }
+        let end = match (event.batch_last, batch_end) {
+            (Some(end), _) => end,
+            (None, Some(end)) if event.seq <= end => end,
+            (None, _) => event.seq,
+        };
+        batch_end = Some(end);
+        let closes = event.seq == end;
+        batch.push(event);
+        if closes {
+            for event in batch.drain(..) {
+                on_event(&event);
+            }
+        }
+    })
 }
 
 /// `troupe team show --json`'s object: DESIGN §6's view, every message's receipt, and for a
