@@ -56,8 +56,8 @@ pub(crate) enum TeamCommand {
         /// together are durable together), or TIME, after every whole batch up to that time.
         ///
         /// TIME is an RFC 3339 date and time: `2026-12-01T19:47:25Z`, with fractional seconds
-        /// (`2026-12-01T19:47:25.250Z`) or a numeric offset (`2026-12-01T20:47:25+01:00`); the
-        /// `T` and `Z` may be lower case. The teammates' logs are read up to the same time (for
+        /// (`2026-12-01T19:47:25.250Z`) or a numeric offset (`2026-12-01T20:47:25+01:00`); a
+        /// space instead of the `T` works too, and `z` for `Z`. The teammates' logs are read up to the same time (for
         /// SEQ, that event's time), so receipts show what had happened by then. A point after
         /// the last event, or before the session was created, is bad input (exit 2) naming the
         /// last seq; so is anything else.

@@ -23,6 +23,7 @@ mod run;
 mod sandbox;
 mod send;
 mod team;
+mod timeline;
 mod ux;
 
 use std::path::Path;
