@@ -60,7 +60,7 @@ pub(crate) enum TeamCommand {
         /// space instead of the `T` works too, and `z` for `Z`. The teammates' logs are read up to the same time (for
         /// SEQ, that event's time), so receipts show what had happened by then. A point after
         /// the last event, or before the session was created, is bad input (exit 2) naming the
-        /// last seq; so is anything else.
+        /// last seq; so is a value that is neither a seq nor such a time.
         #[arg(long, value_name = "SEQ|TIME", value_parser = parse_at)]
         at: Option<At>,
     },
