@@ -5,7 +5,7 @@
 //! **Protocol**: JSON lines over a Unix stream socket. Each request is one line, answered by
 //! one line, in order; a connection may carry several requests. Requests:
 //! - `{"op":"send","id":ID,"to":NAME,"text":TEXT,"wakeup":BOOL}` — a message from the user
-//!   ([`troupe_runtime::TeamService::user_send`]); answer
+//!   ([`troupe_runtime::team::TeamService::user_send`]); answer
 //!   `{"ok":true,"messageId","to","seq","delivered","repeated"}`.
 //! - `{"op":"agents"}` — the live roster; answer `{"ok":true,"members":[MemberView…]}`.
 //!

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::anyhow;
 use troupe_protocol::SessionId;
-use troupe_runtime::SessionRole;
+use troupe_session::SessionRole;
 
 use crate::exit::Failure;
 

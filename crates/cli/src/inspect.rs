@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Context;
 use troupe_journal::{Journal, JournalError};
 use troupe_protocol::{Event, SessionId};
-use troupe_runtime::{RoleProbe, SessionRole};
+use troupe_session::{RoleProbe, SessionRole};
 
 use crate::args::resolve_session;
 use crate::exit::Failure;

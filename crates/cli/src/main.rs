@@ -147,7 +147,7 @@ enum Command {
     /// user's file only), and lists the AGENTS.md files the members would be given. An unknown
     /// key or a bad value is exit 2 naming FILE:LINE:COLUMN. `troupe resume` does not read
     /// these files: a session keeps what it started with.
-    Config(settings::ConfigFlags),
+    Config(settings::show::ConfigFlags),
     /// Move sessions between stores: `troupe store copy --from STORE --to STORE [SESSION…]`.
     Store {
         #[command(subcommand)]
@@ -338,7 +338,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         } => inspect::log(&journal, &session, json, from, follow),
         Command::Team { command } => team::run(&journal, command, &home.args()),
         Command::Web(flags) => web::run(flags, &home.dir, &home.store),
-        Command::Config(flags) => settings::show(flags, &home),
+        Command::Config(flags) => settings::show::show(flags, &home),
         // Handled above, before any home is resolved: `store copy` names its own stores.
         Command::Store { .. } => Ok(()),
     }

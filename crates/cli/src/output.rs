@@ -14,7 +14,7 @@
 use std::borrow::Cow;
 use std::io::{self, Write};
 
-use troupe_runtime::TranscriptStats;
+use troupe_session::TranscriptStats;
 
 /// Writes one line on stderr, ignoring write errors (unlike `eprintln!`, which panics).
 macro_rules! eprint_line {

@@ -23,8 +23,9 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use troupe_protocol::SessionId;
-use troupe_runtime::events::TurnEndReason;
-use troupe_runtime::{AgentProgress, AgentStatus, Progress, TranscriptStats};
+use troupe_runtime::{AgentProgress, AgentStatus, Progress};
+use troupe_session::TranscriptStats;
+use troupe_session::events::TurnEndReason;
 use troupe_team::TeamState;
 
 /// How progress is shown.

@@ -16,7 +16,7 @@
 //! queued by the next one and not sent twice. What survives a crash at each point: of this
 //! process, before it printed, the message is queued or not, and the same `--id` sent again
 //! gives the one message either way; of the Team's process, see
-//! [`troupe_runtime::TeamService::user_send`] — a message is either in the Lead log (and is
+//! [`troupe_runtime::team::TeamService::user_send`] — a message is either in the Lead log (and is
 //! delivered once, by that process or the next resume) or was never acknowledged.
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};

@@ -17,12 +17,10 @@
 use std::io::Write;
 
 use anyhow::{Context, anyhow};
-use troupe_journal::{Journal, ScanSummary};
+use troupe_journal::{At, Journal, ScanSummary};
 use troupe_protocol::SessionId;
-use troupe_runtime::{
-    At, Cut, LeadLog, LeadLogError, LeadRead, TeamShowFull, TimeTravelError, read_timeline,
-};
-use troupe_team::{LogPoint, MemberPhase, MemberStatus, MessageReceipt};
+use troupe_runtime::{Cut, LeadLog, LeadLogError, LeadRead, TimeTravelError, read_timeline};
+use troupe_team::{LogPoint, MemberPhase, MemberStatus, MessageReceipt, TeamShowFull};
 
 use crate::args::resolve_session;
 use crate::exit::Failure;

@@ -4,12 +4,15 @@
 //! Two stages, as in ripgrep: [`ModelFlags`] (what the user typed) is parsed into a
 //! [`ModelSpec`] (validated, serializable, recorded in the session for `troupe resume`, never
 //! holding a key), which is resolved against the environment into a [`ProviderConfig`] (holding
-//! the [`ApiKey`], never serializable).
+//! the [`ApiKey`], never serializable). [`ModelSpec`], [`ProviderKind`] and [`ToolChoice`] are
+//! session data (`troupe_session::model`, re-exported here); their parsing and resolution are
+//! this crate's ([`ModelSpecExt`]).
 
 use std::fmt;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+pub use troupe_session::model::{ModelSpec, ProviderKind, ToolChoice};
 
 use crate::error::LlmError;
 
@@ -26,136 +29,6 @@ pub const OPENAI_API_KEY_ENV: &str = "OPENAI_API_KEY";
 /// The model used for `openai:` without a model name.
 pub const OPENAI_DEFAULT_MODEL: &str = "gpt-4.1";
 
-/// Which kind of provider serves the model. Serialized lowercase (`"deepseek"`, …).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    /// DeepSeek's API (preset base URL and key variable).
-    Deepseek,
-    /// OpenAI's API (preset base URL and key variable).
-    Openai,
-    /// Any OpenAI-compatible server given by `--base-url` (Ollama, vLLM, llama.cpp, LM Studio);
-    /// the key is optional.
-    Compatible,
-    /// The offline scripted provider (`script:FILE`).
-    Script,
-}
-
-impl ProviderKind {
-    /// The provider's name as written in `--model provider:model`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Deepseek => "deepseek",
-            Self::Openai => "openai",
-            Self::Compatible => "compatible",
-            Self::Script => "script",
-        }
-    }
-
-    fn from_prefix(prefix: &str) -> Option<Self> {
-        match prefix {
-            "deepseek" => Some(Self::Deepseek),
-            "openai" => Some(Self::Openai),
-            "compatible" => Some(Self::Compatible),
-            "script" => Some(Self::Script),
-            _ => None,
-        }
-    }
-
-    /// The preset (base URL, key variable, default model) of DeepSeek and OpenAI.
-    fn preset(self) -> Option<(&'static str, &'static str, &'static str)> {
-        match self {
-            Self::Deepseek => Some((
-                DEEPSEEK_BASE_URL,
-                DEEPSEEK_API_KEY_ENV,
-                DEEPSEEK_DEFAULT_MODEL,
-            )),
-            Self::Openai => Some((OPENAI_BASE_URL, OPENAI_API_KEY_ENV, OPENAI_DEFAULT_MODEL)),
-            Self::Compatible | Self::Script => None,
-        }
-    }
-}
-
-impl fmt::Display for ProviderKind {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(self.as_str())
-    }
-}
-
-/// Whether and how the request's `tool_choice` is sent (`--tool-choice`), recorded with the
-/// model choice ([`ModelSpec::tool_choice`]) so that `troupe resume` sends the same.
-///
-/// Serialized lowercase (`"auto"`, `"required"`, `"none"`, `"omit"`). Sent only with a request
-/// that offers tools (servers refuse a `tool_choice` without `tools`). OpenAI, DeepSeek
-/// and llama.cpp's `llama-server` read a missing `tool_choice` as `auto` when tools are
-/// offered; llama-cpp-python's `chatml-function-calling` format leaves the tools out of the
-/// prompt unless it is given, so it needs `auto`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolChoice {
-    /// `"tool_choice": "auto"`: the model decides whether to call tools.
-    Auto,
-    /// `"tool_choice": "required"`: the model must call at least one tool.
-    Required,
-    /// `"tool_choice": "none"`: the model must not call tools (they are still described).
-    None,
-    /// No `tool_choice` key at all: the server's default. The default.
-    #[default]
-    Omit,
-}
-
-impl ToolChoice {
-    /// Every choice, in the order `--tool-choice` lists them.
-    pub const ALL: [Self; 4] = [Self::Auto, Self::Required, Self::None, Self::Omit];
-
-    /// The flag value: `auto`, `required`, `none` or `omit`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Required => "required",
-            Self::None => "none",
-            Self::Omit => "omit",
-        }
-    }
-
-    /// Whether no `tool_choice` is sent (the default, left out of the recorded spec).
-    pub fn is_omit(&self) -> bool {
-        *self == Self::Omit
-    }
-
-    /// The wire value of `tool_choice`; `None` for [`ToolChoice::Omit`].
-    pub fn wire_value(self) -> Option<&'static str> {
-        match self {
-            Self::Omit => Option::None,
-            other => Some(other.as_str()),
-        }
-    }
-}
-
-impl fmt::Display for ToolChoice {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for ToolChoice {
-    type Err = LlmError;
-
-    /// Parses `auto`, `required`, `none` or `omit` (surrounding blanks ignored, case
-    /// sensitive). Fails with [`LlmError::Config`] naming the accepted values.
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let text = text.trim();
-        Self::ALL
-            .into_iter()
-            .find(|choice| choice.as_str() == text)
-            .ok_or_else(|| {
-                LlmError::config(format!(
-                    "--tool-choice `{text}` is not one of auto, required, none, omit"
-                ))
-            })
-    }
-}
-
 /// The model flags as the user gave them (`troupe run --model M --base-url URL
 /// --api-key-env VAR --tool-choice C`); every field optional.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -171,34 +44,24 @@ pub struct ModelFlags {
     pub tool_choice: Option<ToolChoice>,
 }
 
-/// A validated model choice, without any secret: what a session records so that
-/// `troupe resume` calls the same model.
-///
-/// Serialized camelCase: `{"provider":"deepseek","model":"deepseek-chat",
-/// "baseUrl":"https://api.deepseek.com","apiKeyEnv":"DEEPSEEK_API_KEY"}`, plus
-/// `"toolChoice":"auto"|"required"|"none"` when `--tool-choice` asked for one (absent means
-/// [`ToolChoice::Omit`], so specs recorded before the flag existed read unchanged); for a
-/// script, `{"provider":"script","model":"<file path>"}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelSpec {
-    /// The provider kind.
-    pub provider: ProviderKind,
-    /// The model name sent to the server; for [`ProviderKind::Script`], the script file path.
-    pub model: String,
-    /// The effective API base URL (without `/chat/completions`); `None` for a script.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base_url: Option<String>,
-    /// The environment variable the key is read from; `None` for a script and for a compatible
-    /// server without a key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_key_env: Option<String>,
-    /// How `tool_choice` is sent ([`ToolChoice`]); always [`ToolChoice::Omit`] for a script.
-    #[serde(default, skip_serializing_if = "ToolChoice::is_omit")]
-    pub tool_choice: ToolChoice,
+/// The preset (base URL, key variable, default model) of DeepSeek and OpenAI.
+fn preset_of(kind: ProviderKind) -> Option<(&'static str, &'static str, &'static str)> {
+    match kind {
+        ProviderKind::Deepseek => Some((
+            DEEPSEEK_BASE_URL,
+            DEEPSEEK_API_KEY_ENV,
+            DEEPSEEK_DEFAULT_MODEL,
+        )),
+        ProviderKind::Openai => Some((OPENAI_BASE_URL, OPENAI_API_KEY_ENV, OPENAI_DEFAULT_MODEL)),
+        ProviderKind::Compatible | ProviderKind::Script => None,
+    }
 }
 
-impl ModelSpec {
+/// How a [`ModelSpec`] is made from the flags and resolved against the environment (the spec
+/// itself is plain session data, `troupe_session::model::ModelSpec`). Implemented for
+/// [`ModelSpec`] only; bring it into scope to call `ModelSpec::from_flags(…)`,
+/// `spec.with_overrides(…)`, `spec.sibling(…)` and `spec.resolve(…)`.
+pub trait ModelSpecExt: Sized {
     /// Parses and validates the flags. Rules:
     /// - no `--model`: `deepseek:deepseek-chat`, unless `--base-url` is given (then `--model`
     ///   is required); an empty (or blank) `--model` is refused;
@@ -212,9 +75,43 @@ impl ModelSpec {
     /// - `--tool-choice C` is recorded as [`ModelSpec::tool_choice`] (absent:
     ///   [`ToolChoice::Omit`]); it is refused with a script (which has no server to send it to).
     ///
-    /// Fails with [`LlmError::Config`] and a one-line message.
-    pub fn from_flags(flags: &ModelFlags) -> Result<Self, LlmError> {
-        let mut spec = Self::from_model_flags(flags)?;
+    /// # Errors
+    /// [`LlmError::Config`] (`LLM_CONFIG`) and a one-line message.
+    fn from_flags(flags: &ModelFlags) -> Result<Self, LlmError>;
+
+    /// Applies the flags of `troupe resume` to this recorded spec: a `--model` flag starts over
+    /// from the flags (as `troupe run` would read them); otherwise `--base-url` /
+    /// `--api-key-env` / `--tool-choice` replace the recorded values and the others are kept.
+    ///
+    /// # Errors
+    /// As [`ModelSpecExt::from_flags`].
+    fn with_overrides(&self, flags: &ModelFlags) -> Result<Self, LlmError>;
+
+    /// The spec of another model named `model` beside this one — a teammate model
+    /// (`--teammate-model`) beside the Lead's spec `self`. `model` is written as for
+    /// `--model` (`name`, `provider:name`, `script:FILE`). A model of this spec's provider —
+    /// a `deepseek:`/`openai:`/`compatible:` prefix naming it, or a bare name inferred to it
+    /// (with a compatible server, any bare name) — uses this spec's base URL and API key
+    /// variable; another provider uses its own preset. The tool choice is this spec's (none
+    /// for a script).
+    ///
+    /// # Errors
+    /// [`LlmError::Config`] (`LLM_CONFIG`) as [`ModelSpecExt::from_flags`], e.g. for
+    /// `compatible:M` beside a spec without a base URL.
+    fn sibling(&self, model: &str) -> Result<Self, LlmError>;
+
+    /// Resolves the spec against the environment (`env` looks a variable up, e.g.
+    /// `|name| std::env::var(name).ok()`), reading the API key.
+    ///
+    /// # Errors
+    /// [`LlmError::Config`] when a needed key is missing or empty (the message names the
+    /// variable), or when a deserialized spec is inconsistent.
+    fn resolve(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<ProviderConfig, LlmError>;
+}
+
+impl ModelSpecExt for ModelSpec {
+    fn from_flags(flags: &ModelFlags) -> Result<Self, LlmError> {
+        let mut spec = from_model_flags(flags)?;
         if let Some(choice) = flags.tool_choice {
             if spec.provider == ProviderKind::Script {
                 return Err(LlmError::config(
@@ -226,94 +123,7 @@ impl ModelSpec {
         Ok(spec)
     }
 
-    /// [`ModelSpec::from_flags`] without `--tool-choice` (the spec gets [`ToolChoice::Omit`]).
-    fn from_model_flags(flags: &ModelFlags) -> Result<Self, LlmError> {
-        let base_url = flags
-            .base_url
-            .as_deref()
-            .map(str::trim)
-            .filter(|url| !url.is_empty());
-        let api_key_env = flags
-            .api_key_env
-            .as_deref()
-            .map(str::trim)
-            .filter(|var| !var.is_empty());
-        if let Some(var) = api_key_env {
-            validate_env_name(var)?;
-        }
-        // An empty `--model ""` is a mistake (an unset variable, say), not a request for
-        // the default model.
-        let model = flags.model.as_deref().map(str::trim);
-        if model.is_some_and(str::is_empty) {
-            return Err(LlmError::config(
-                "--model is empty: give a model name, provider:name or script:FILE (or leave the flag out for deepseek:deepseek-chat)",
-            ));
-        }
-
-        let Some(model) = model else {
-            if base_url.is_some() {
-                return Err(LlmError::config(
-                    "--model is required with --base-url (the model name the server expects)",
-                ));
-            }
-            return Self::preset(ProviderKind::Deepseek, "", None, api_key_env);
-        };
-
-        let prefixed = model
-            .split_once(':')
-            .and_then(|(prefix, rest)| ProviderKind::from_prefix(prefix).map(|kind| (kind, rest)));
-        match prefixed {
-            Some((ProviderKind::Script, path)) => {
-                if base_url.is_some() || api_key_env.is_some() {
-                    return Err(LlmError::config(
-                        "--base-url and --api-key-env cannot be used with a script: model",
-                    ));
-                }
-                if path.trim().is_empty() {
-                    return Err(LlmError::config(
-                        "--model script:FILE needs a file path after `script:`",
-                    ));
-                }
-                Ok(Self {
-                    provider: ProviderKind::Script,
-                    model: path.to_owned(),
-                    base_url: None,
-                    api_key_env: None,
-                    tool_choice: ToolChoice::Omit,
-                })
-            }
-            Some((ProviderKind::Compatible, name)) => {
-                let Some(base_url) = base_url else {
-                    return Err(LlmError::config(
-                        "--model compatible:M needs --base-url URL (the OpenAI-compatible server)",
-                    ));
-                };
-                Self::compatible(name, base_url, api_key_env)
-            }
-            Some((kind, name)) => Self::preset(kind, name, base_url, api_key_env),
-            None => {
-                if let Some(base_url) = base_url {
-                    return Self::compatible(model, base_url, api_key_env);
-                }
-                if let Some((prefix, _)) = model.split_once(':') {
-                    return Err(LlmError::config(format!(
-                        "unknown model provider `{prefix}` in --model {model} (known: deepseek, openai, compatible (with --base-url URL), script)"
-                    )));
-                }
-                match infer_provider(model) {
-                    Some(kind) => Self::preset(kind, model, None, api_key_env),
-                    None => Err(LlmError::config(format!(
-                        "cannot tell which provider serves model `{model}`: write deepseek:{model} or openai:{model}, or pass --base-url URL for an OpenAI-compatible server"
-                    ))),
-                }
-            }
-        }
-    }
-
-    /// Applies the flags of `troupe resume` to this recorded spec: a `--model` flag starts over
-    /// from the flags (as `troupe run` would read them); otherwise `--base-url` /
-    /// `--api-key-env` / `--tool-choice` replace the recorded values and the others are kept.
-    pub fn with_overrides(&self, flags: &ModelFlags) -> Result<Self, LlmError> {
+    fn with_overrides(&self, flags: &ModelFlags) -> Result<Self, LlmError> {
         if flags.model.is_some() {
             // An empty `--model ""` is refused there, as for `troupe run`.
             return Self::from_flags(flags);
@@ -331,17 +141,7 @@ impl ModelSpec {
         })
     }
 
-    /// The spec of another model named `model` beside this one — a teammate model
-    /// (`--teammate-model`) beside the Lead's spec `self`. `model` is written as for
-    /// `--model` (`name`, `provider:name`, `script:FILE`). A model of this spec's provider —
-    /// a `deepseek:`/`openai:`/`compatible:` prefix naming it, or a bare name inferred to it
-    /// (with a compatible server, any bare name) — uses this spec's base URL and API key
-    /// variable; another provider uses its own preset. The tool choice is this spec's (none
-    /// for a script).
-    ///
-    /// Fails with [`LlmError::Config`] as [`ModelSpec::from_flags`] does, e.g. for
-    /// `compatible:M` beside a spec without a base URL.
-    pub fn sibling(&self, model: &str) -> Result<Self, LlmError> {
+    fn sibling(&self, model: &str) -> Result<Self, LlmError> {
         let trimmed = model.trim();
         let prefixed = trimmed
             .split_once(':')
@@ -367,50 +167,7 @@ impl ModelSpec {
         Self::from_flags(&flags)
     }
 
-    fn preset(
-        kind: ProviderKind,
-        name: &str,
-        base_url: Option<&str>,
-        api_key_env: Option<&str>,
-    ) -> Result<Self, LlmError> {
-        let Some((preset_url, preset_env, default_model)) = kind.preset() else {
-            return Err(LlmError::config(format!("provider {kind} has no preset")));
-        };
-        let name = name.trim();
-        Ok(Self {
-            provider: kind,
-            model: if name.is_empty() { default_model } else { name }.to_owned(),
-            base_url: Some(validate_base_url(base_url.unwrap_or(preset_url))?),
-            api_key_env: Some(api_key_env.unwrap_or(preset_env).to_owned()),
-            tool_choice: ToolChoice::Omit,
-        })
-    }
-
-    fn compatible(name: &str, base_url: &str, api_key_env: Option<&str>) -> Result<Self, LlmError> {
-        let name = name.trim();
-        if name.is_empty() {
-            return Err(LlmError::config(
-                "--model compatible:M needs a model name after `compatible:`",
-            ));
-        }
-        Ok(Self {
-            provider: ProviderKind::Compatible,
-            model: name.to_owned(),
-            base_url: Some(validate_base_url(base_url)?),
-            api_key_env: api_key_env.map(str::to_owned),
-            tool_choice: ToolChoice::Omit,
-        })
-    }
-
-    /// Resolves the spec against the environment (`env` looks a variable up, e.g.
-    /// `|name| std::env::var(name).ok()`), reading the API key.
-    ///
-    /// Fails with [`LlmError::Config`] when a needed key is missing or empty (the message names
-    /// the variable), or when a deserialized spec is inconsistent.
-    pub fn resolve(
-        &self,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<ProviderConfig, LlmError> {
+    fn resolve(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<ProviderConfig, LlmError> {
         if self.provider == ProviderKind::Script {
             return Ok(ProviderConfig::Script {
                 path: PathBuf::from(&self.model),
@@ -457,13 +214,132 @@ impl ModelSpec {
     }
 }
 
-impl fmt::Display for ModelSpec {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{}:{}", self.provider, self.model)
+/// [`ModelSpecExt::from_flags`] without `--tool-choice` (the spec gets [`ToolChoice::Omit`]).
+fn from_model_flags(flags: &ModelFlags) -> Result<ModelSpec, LlmError> {
+    let base_url = flags
+        .base_url
+        .as_deref()
+        .map(str::trim)
+        .filter(|url| !url.is_empty());
+    let api_key_env = flags
+        .api_key_env
+        .as_deref()
+        .map(str::trim)
+        .filter(|var| !var.is_empty());
+    if let Some(var) = api_key_env {
+        validate_env_name(var)?;
+    }
+    // An empty `--model ""` is a mistake (an unset variable, say), not a request for
+    // the default model.
+    let model = flags.model.as_deref().map(str::trim);
+    if model.is_some_and(str::is_empty) {
+        return Err(LlmError::config(
+            "--model is empty: give a model name, provider:name or script:FILE (or leave the flag out for deepseek:deepseek-chat)",
+        ));
+    }
+
+    let Some(model) = model else {
+        if base_url.is_some() {
+            return Err(LlmError::config(
+                "--model is required with --base-url (the model name the server expects)",
+            ));
+        }
+        return preset(ProviderKind::Deepseek, "", None, api_key_env);
+    };
+
+    let prefixed = model
+        .split_once(':')
+        .and_then(|(prefix, rest)| ProviderKind::from_prefix(prefix).map(|kind| (kind, rest)));
+    match prefixed {
+        Some((ProviderKind::Script, path)) => {
+            if base_url.is_some() || api_key_env.is_some() {
+                return Err(LlmError::config(
+                    "--base-url and --api-key-env cannot be used with a script: model",
+                ));
+            }
+            if path.trim().is_empty() {
+                return Err(LlmError::config(
+                    "--model script:FILE needs a file path after `script:`",
+                ));
+            }
+            Ok(ModelSpec {
+                provider: ProviderKind::Script,
+                model: path.to_owned(),
+                base_url: None,
+                api_key_env: None,
+                tool_choice: ToolChoice::Omit,
+            })
+        }
+        Some((ProviderKind::Compatible, name)) => {
+            let Some(base_url) = base_url else {
+                return Err(LlmError::config(
+                    "--model compatible:M needs --base-url URL (the OpenAI-compatible server)",
+                ));
+            };
+            compatible(name, base_url, api_key_env)
+        }
+        Some((kind, name)) => preset(kind, name, base_url, api_key_env),
+        None => {
+            if let Some(base_url) = base_url {
+                return compatible(model, base_url, api_key_env);
+            }
+            if let Some((prefix, _)) = model.split_once(':') {
+                return Err(LlmError::config(format!(
+                    "unknown model provider `{prefix}` in --model {model} (known: deepseek, openai, compatible (with --base-url URL), script)"
+                )));
+            }
+            match infer_provider(model) {
+                Some(kind) => preset(kind, model, None, api_key_env),
+                None => Err(LlmError::config(format!(
+                    "cannot tell which provider serves model `{model}`: write deepseek:{model} or openai:{model}, or pass --base-url URL for an OpenAI-compatible server"
+                ))),
+            }
+        }
     }
 }
 
-/// Parses the flags and resolves them: [`ModelSpec::from_flags`] then [`ModelSpec::resolve`].
+/// The spec of a preset provider (DeepSeek, OpenAI).
+fn preset(
+    kind: ProviderKind,
+    name: &str,
+    base_url: Option<&str>,
+    api_key_env: Option<&str>,
+) -> Result<ModelSpec, LlmError> {
+    let Some((preset_url, preset_env, default_model)) = preset_of(kind) else {
+        return Err(LlmError::config(format!("provider {kind} has no preset")));
+    };
+    let name = name.trim();
+    Ok(ModelSpec {
+        provider: kind,
+        model: if name.is_empty() { default_model } else { name }.to_owned(),
+        base_url: Some(validate_base_url(base_url.unwrap_or(preset_url))?),
+        api_key_env: Some(api_key_env.unwrap_or(preset_env).to_owned()),
+        tool_choice: ToolChoice::Omit,
+    })
+}
+
+/// The spec of an OpenAI-compatible server.
+fn compatible(
+    name: &str,
+    base_url: &str,
+    api_key_env: Option<&str>,
+) -> Result<ModelSpec, LlmError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(LlmError::config(
+            "--model compatible:M needs a model name after `compatible:`",
+        ));
+    }
+    Ok(ModelSpec {
+        provider: ProviderKind::Compatible,
+        model: name.to_owned(),
+        base_url: Some(validate_base_url(base_url)?),
+        api_key_env: api_key_env.map(str::to_owned),
+        tool_choice: ToolChoice::Omit,
+    })
+}
+
+/// Parses the flags and resolves them: [`ModelSpecExt::from_flags`] then [`ModelSpecExt::resolve`].
 pub fn resolve_model(
     flags: &ModelFlags,
     env: &dyn Fn(&str) -> Option<String>,

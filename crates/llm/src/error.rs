@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use troupe_protocol::ErrorCode;
+use troupe_session::chat::{FinishReason, TruncatedCall};
 
 /// Everything that can go wrong while configuring or calling a model.
 ///
@@ -144,7 +145,7 @@ pub enum LlmError {
     /// never dispatched with made-up arguments. Returned by the HTTP client when the answer was
     /// *not* cut by the output token limit (a call cut by `finish_reason: length` is returned as
     /// a [`TruncatedCall`](crate::TruncatedCall) instead), and built by callers that give up on
-    /// repeatedly truncated answers ([`TruncatedCall::to_error`](crate::TruncatedCall::to_error)).
+    /// repeatedly truncated answers (`LlmError::from(&TruncatedCall)`).
     /// Never retried.
     #[error(
         "the model's call of tool `{name}` (id {id}) has truncated or invalid JSON arguments ({arguments_len} bytes{finish}): {reason}",
@@ -294,6 +295,20 @@ impl LlmError {
     pub(crate) fn protocol(message: impl Into<String>) -> Self {
         Self::Protocol {
             message: message.into(),
+        }
+    }
+}
+
+impl From<&TruncatedCall> for LlmError {
+    /// The call as [`LlmError::TruncatedToolCall`] (`LLM_TRUNCATED_TOOL_CALL`), with finish
+    /// reason `length`: what a caller reports when it gives up on truncated answers.
+    fn from(call: &TruncatedCall) -> Self {
+        Self::TruncatedToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments_len: call.arguments.len(),
+            finish_reason: Some(FinishReason::Length.as_str().to_owned()),
+            reason: call.reason.clone(),
         }
     }
 }

@@ -1,12 +1,16 @@
 //! OpenAI-compatible chat-completions client (streaming, tool calls, retries) and the scripted
 //! provider.
 //!
-//! This crate knows nothing of sessions: the runtime records what it returns.
+//! This crate knows nothing of session logs: the runtime records what it returns. The plain
+//! data it sends and returns that a log records — the chat types ([`ChatMessage`],
+//! [`AssistantMessage`], [`ToolCall`], [`Usage`], [`FinishReason`], [`Attempt`],
+//! [`TruncatedCall`]) and the model choice ([`ModelSpec`], [`ProviderKind`], [`ToolChoice`]) —
+//! is the session model's (`troupe_session::{chat, model}`), re-exported here unchanged.
 //!
 //! # How the runtime uses it
-//! 1. Parse the flags into a [`ModelSpec`] ([`ModelSpec::from_flags`]; record it in the session:
-//!    it holds no key), resolve it with [`ModelSpec::resolve`] into a [`ProviderConfig`], and
-//!    build a [`ProviderFactory`].
+//! 1. Parse the flags into a [`ModelSpec`] ([`ModelSpecExt::from_flags`]; record it in the
+//!    session: it holds no key), resolve it with [`ModelSpecExt::resolve`] into a
+//!    [`ProviderConfig`], and build a [`ProviderFactory`].
 //! 2. For each agent, [`ProviderFactory::for_agent`] gives an `Arc<dyn ModelProvider>`. On a
 //!    cold resume, call [`ModelProvider::set_calls_made`] with the number of model calls the
 //!    agent's log already holds (the scripted provider then continues its script; HTTP ignores
@@ -49,7 +53,7 @@ use std::sync::Arc;
 pub use client::OpenAiClient;
 pub use config::{
     ApiKey, ClientOptions, DEEPSEEK_API_KEY_ENV, DEEPSEEK_BASE_URL, DEEPSEEK_DEFAULT_MODEL,
-    HttpProviderConfig, ModelFlags, ModelSpec, OPENAI_API_KEY_ENV, OPENAI_BASE_URL,
+    HttpProviderConfig, ModelFlags, ModelSpec, ModelSpecExt, OPENAI_API_KEY_ENV, OPENAI_BASE_URL,
     OPENAI_DEFAULT_MODEL, ProviderConfig, ProviderKind, ReasoningReplay, RetryPolicy, ToolChoice,
     resolve_model,
 };

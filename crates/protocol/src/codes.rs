@@ -1,7 +1,7 @@
 //! Every stable code Troupe publishes, in one list: [`STABLE_CODES`].
 //!
 //! A code is what [`ErrorCode::code`](crate::ErrorCode::code) returns for a library error (of
-//! every crate: protocol, journal, llm, tools, team, runtime, web — and the NATS store, which
+//! every crate: protocol, journal, session, llm, tools, team, runtime, web — and the NATS store, which
 //! reports through the journal's error), what a tool result or a synthetic closer carries as
 //! its `code`, and the few codes of a run's outcome (`TEAMMATE_FAILED`, `JOURNAL_FAILED`,
 //! `DEMO_TESTS_FAILED`). Codes never change meaning once published: tools return them to the
@@ -150,6 +150,27 @@ pub const STABLE_CODES: &[StableCode] = &[
         "JOURNAL_IO",
         "journal",
         "An operating-system error reading or writing a session file or directory.",
+    ),
+    // session
+    c(
+        "UNKNOWN_PROVIDER",
+        "session",
+        "A child provider other than spawn or fork.",
+    ),
+    c(
+        "SANDBOX_UNKNOWN_MODE",
+        "session",
+        "A --sandbox or --network value that is not one of the known settings.",
+    ),
+    c(
+        "TOOL_NOT_STARTED",
+        "session",
+        "A tool call a stop cut had no effect (it never started, or only reads): call it again if needed.",
+    ),
+    c(
+        "TOOL_OUTCOME_UNKNOWN",
+        "session",
+        "A tool call a stop cut may or may not have taken effect: check before repeating it.",
     ),
     // llm
     c(
@@ -323,11 +344,6 @@ pub const STABLE_CODES: &[StableCode] = &[
         "SANDBOX_SETUP_FAILED",
         "tools",
         "A path the sandbox rules name could not be opened or prepared (the workspace removed, a temporary directory not this user's).",
-    ),
-    c(
-        "SANDBOX_UNKNOWN_MODE",
-        "tools",
-        "A --sandbox or --network value that is not one of the known settings.",
     ),
     c(
         "SANDBOX_LOOSER",
@@ -549,11 +565,6 @@ pub const STABLE_CODES: &[StableCode] = &[
         "The caller is not the exact parent (or ancestor) the operation requires.",
     ),
     c(
-        "UNKNOWN_PROVIDER",
-        "runtime",
-        "A child provider other than spawn or fork.",
-    ),
-    c(
         "CANCELLED",
         "runtime",
         "The caller cancelled the operation before it took effect.",
@@ -572,16 +583,6 @@ pub const STABLE_CODES: &[StableCode] = &[
         "ACTIVATION_TEARDOWN_FAILED",
         "runtime",
         "Disposing one or more child activations failed (every branch was still released).",
-    ),
-    c(
-        "TOOL_NOT_STARTED",
-        "runtime",
-        "A tool call a stop cut had no effect (it never started, or only reads): call it again if needed.",
-    ),
-    c(
-        "TOOL_OUTCOME_UNKNOWN",
-        "runtime",
-        "A tool call a stop cut may or may not have taken effect: check before repeating it.",
     ),
     c(
         "TOOL_ARGUMENTS_TRUNCATED",

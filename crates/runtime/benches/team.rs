@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 use troupe_journal::Journal;
 use troupe_llm::{ModelSpec, ProviderKind, ScriptedProvider};
 use troupe_protocol::SessionId;
-use troupe_runtime::{Agent, ChunkPolicy, Profile, Runtime, RuntimeOptions};
+use troupe_runtime::{Agent, ChunkPolicy, Runtime, RuntimeOptions};
+use troupe_session::events::Profile;
 use troupe_team::{CreateTask, TaskAction, TaskListQuery, TeamLimits, UpdateTask};
 use troupe_tools::ToolLimits;
 

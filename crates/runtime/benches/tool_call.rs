@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 use troupe_journal::Journal;
 use troupe_llm::{ModelSpec, ProviderKind, ScriptedProvider};
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
-use troupe_runtime::{ChunkPolicy, Profile, Runtime, RuntimeOptions};
+use troupe_runtime::{ChunkPolicy, Runtime, RuntimeOptions};
+use troupe_session::events::Profile;
 use troupe_tools::{Tool, ToolContext, ToolFuture, ToolLimits};
 
 const CALLS: usize = 50;

@@ -33,12 +33,13 @@ use troupe_tools::{
 };
 
 use crate::error::RuntimeError;
-use crate::events::{
+use crate::record::to_value;
+use troupe_session::Transcript;
+use troupe_session::events::{
     AssistantChunk, AssistantRecord, InboxSplice, InboxTarget, ModelAttemptRecord, RequestHeader,
     StepMark, ToolCallRecord, ToolProcessRecord, ToolResultRecord, TurnEnd, TurnEndReason,
     TurnStart,
 };
-use crate::transcript::{Transcript, to_value};
 
 /// Whether an agent is working (REFERENCE b.2): `running` while a turn is active or waking
 /// inbox work was accepted and not yet claimed; `idle` otherwise.
@@ -174,7 +175,7 @@ pub struct AgentSetup {
     /// The model.
     pub provider: Arc<dyn ModelProvider>,
     /// The model spec `provider` serves: the agent's own model, or the session's (see
-    /// [`AgentConfigRecord::own_model`](crate::events::AgentConfigRecord::own_model)). What
+    /// [`AgentConfigRecord::own_model`](troupe_session::events::AgentConfigRecord::own_model)). What
     /// `list_agents` and the Team views show for the agent while it is live.
     pub model: troupe_llm::ModelSpec,
     /// The tools the model may call.
@@ -353,9 +354,7 @@ impl Agent {
     pub(crate) fn close_recovered_turn(
         &self,
         stopped: &[String],
-        resolve: &mut dyn FnMut(
-            &crate::transcript::UnansweredCall,
-        ) -> crate::transcript::CallResolution,
+        resolve: &mut dyn FnMut(&troupe_session::UnansweredCall) -> troupe_session::CallResolution,
     ) -> Result<bool, RuntimeError> {
         let mut st = lock(&self.inner.state);
         if st.transcript.open_turn().is_none() {
@@ -888,7 +887,7 @@ async fn call_model(
         if streak + 1 >= MAX_TRUNCATED_REPLIES_IN_A_ROW {
             // The model keeps running out of output: stop as a failed model call (the
             // answer is not recorded, as for any failed call).
-            return Ok(Err(Outcome::Failed(first.to_error())));
+            return Ok(Err(Outcome::Failed(LlmError::from(first))));
         }
     }
     Ok(Ok(response))

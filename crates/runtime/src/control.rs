@@ -17,7 +17,7 @@ use troupe_protocol::{Event, MessageId, SessionId, UserMessage};
 
 use crate::agent::Agent;
 use crate::error::RuntimeError;
-use crate::events::{AgentConfigRecord, ChildProvider, Profile};
+use troupe_session::events::{AgentConfigRecord, ChildProvider, Profile};
 
 /// A request to start a child (REFERENCE b.3).
 #[derive(Debug, Clone)]

@@ -1,6 +1,7 @@
 use troupe_journal::JournalError;
 use troupe_llm::LlmError;
 use troupe_protocol::ErrorCode;
+use troupe_session::InvalidEvent;
 
 /// Errors of the agent runtime. Each maps to a stable code (see [`ErrorCode`]).
 #[derive(Debug, thiserror::Error)]
@@ -12,8 +13,9 @@ pub enum RuntimeError {
     /// `LLM_AUTH`).
     #[error(transparent)]
     Model(#[from] LlmError),
-    /// A runtime event in a log does not decode (or an inbox splice is out of range).
-    /// Code `RUNTIME_INVALID_EVENT`.
+    /// A runtime event in a log does not decode (or an inbox splice is out of range): the
+    /// session model's [`InvalidEvent`] as the runtime reports it. Code
+    /// `RUNTIME_INVALID_EVENT`.
     #[error("event {seq} ({kind}) is invalid: {reason}")]
     InvalidEvent {
         /// The event's seq.
@@ -52,9 +54,6 @@ pub enum RuntimeError {
     /// (REFERENCE b.6–b.9). Code `UNAUTHORIZED`.
     #[error("unauthorized: {0}")]
     Unauthorized(String),
-    /// A child provider name that is not `spawn` or `fork`. Code `UNKNOWN_PROVIDER`.
-    #[error("child provider {0:?} does not support continuable children (use spawn or fork)")]
-    UnknownProvider(String),
     /// The caller cancelled the operation before it took effect. Code `CANCELLED`.
     #[error("{0}")]
     Cancelled(String),
@@ -85,12 +84,17 @@ impl ErrorCode for RuntimeError {
             RuntimeError::TeamLog { .. } => "TEAM_LOG_INVALID",
             RuntimeError::DuplicateChild { .. } => "DUPLICATE_CHILD",
             RuntimeError::Unauthorized(_) => "UNAUTHORIZED",
-            RuntimeError::UnknownProvider(_) => "UNKNOWN_PROVIDER",
             RuntimeError::Cancelled(_) => "CANCELLED",
             RuntimeError::Disposed(_) => "AGENT_DISPOSED",
             RuntimeError::Workspace { .. } => "WORKSPACE_INVALID",
             RuntimeError::TeardownFailed(_) => "ACTIVATION_TEARDOWN_FAILED",
         }
+    }
+}
+
+impl From<InvalidEvent> for RuntimeError {
+    fn from(InvalidEvent { seq, kind, reason }: InvalidEvent) -> Self {
+        RuntimeError::InvalidEvent { seq, kind, reason }
     }
 }
 

@@ -19,15 +19,14 @@ use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Sel
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
 use troupe_team::{
     MemberPhase, MemberSnapshot, MemberStatus, MemberView, MessageReceipt, Receipts, ReplayError,
-    ShowOptions, StreamFold, TaskView, TeamId, TeamShow, TeamState,
+    ShowOptions, StreamFold, TaskView, TeamId, TeamShow, TeamShowFull, TeamState,
 };
 
-use crate::error::RuntimeError;
-use crate::time_travel::{Cut, TeamShowFull, read_until};
-use crate::events::{AgentConfigRecord, Profile, TurnEndReason};
-use crate::role::SessionRole;
+use crate::time_travel::Cut;
 use crate::teammate::{parent_problem, teammate_problem};
-use crate::transcript::{Transcript, TranscriptStats};
+use troupe_session::events::{AgentConfigRecord, TurnEndReason};
+use troupe_session::{InvalidEvent, SessionRole, is_team_session};
+use troupe_session::{Transcript, TranscriptStats};
 
 /// How much of the Lead log [`LeadLog::read`] reads besides its Team.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,16 +207,6 @@ impl std::fmt::Display for Violation {
     }
 }
 
-/// Whether a Lead's session is a Team session: its configuration has the Team profile, or its
-/// log holds any Team record (a member, a task or a message). The rule behind `troupe team`'s
-/// refusal of a session without a Team and the web panel's session list.
-pub fn is_team_session(profile: Option<Profile>, state: &TeamState) -> bool {
-    profile == Some(Profile::Team)
-        || !state.members().is_empty()
-        || !state.tasks().is_empty()
-        || !state.messages().is_empty()
-}
-
 /// The Lead's own log replayed as a resume does ([`Transcript::apply`]), alongside the Team
 /// fold: the first event that does not replay.
 struct LeadReplay {
@@ -241,21 +230,14 @@ impl LeadReplay {
             return;
         }
         if let Err(e) = self.transcript.apply(event) {
-            self.problem = Some(replay_violation(event, e));
+            self.problem = Some(replay_violation(e));
         }
     }
 }
 
 /// The violation of an event `apply` refused with `error`.
-fn replay_violation(event: &Event, error: RuntimeError) -> Violation {
-    match error {
-        RuntimeError::InvalidEvent { seq, kind, reason } => Violation::Replay { seq, kind, reason },
-        other => Violation::Replay {
-            seq: event.seq.0,
-            kind: event.kind.clone(),
-            reason: other.to_string(),
-        },
-    }
+fn replay_violation(InvalidEvent { seq, kind, reason }: InvalidEvent) -> Violation {
+    Violation::Replay { seq, kind, reason }
 }
 
 /// Whether `line` is a valid [`troupe_protocol::Event`] — exactly what `serde_json` accepts as
@@ -536,7 +518,7 @@ impl LeadLog {
             };
             let seed = header.seed_len();
             let _ = match until {
-                Some(time) => read_until(journal, target, time, &mut |event| {
+                Some(time) => journal.read_until(target, time, &mut |event| {
                     if event.seq.0 >= seed {
                         receipts.apply_target(target, event);
                     }
@@ -615,9 +597,12 @@ impl LeadLog {
         )
     }
 
-    /// Whether the session is a Team session ([`is_team_session`]).
+    /// Whether the session is a Team session (`troupe_session::is_team_session`).
     pub fn is_team(&self) -> bool {
-        is_team_session(self.config.as_ref().map(|c| c.profile), &self.state)
+        is_team_session(
+            self.config.as_ref().map(|c| c.profile),
+            self.state.has_records(),
+        )
     }
 
     /// DESIGN §6's view of the Team: the roster (the Lead row first, with its recorded model),
@@ -658,7 +643,7 @@ impl LeadLog {
             }
             let mut latest: Option<AgentConfigRecord> = None;
             let read = match until {
-                Some(time) => read_until(journal, &member.id, time, &mut |event| {
+                Some(time) => journal.read_until(&member.id, time, &mut |event| {
                     if event.kind == event_types::AGENT_CONFIG
                         && let Ok(config) = serde_json::from_value(event.data.clone())
                     {
@@ -720,7 +705,7 @@ fn replay_lead(journal: &Journal, lead: &LeadLog) -> Option<Violation> {
             return;
         }
         if let Err(e) = transcript.apply(&event) {
-            problem = Some(replay_violation(&event, e));
+            problem = Some(replay_violation(e));
         }
     });
     match read {

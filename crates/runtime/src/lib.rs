@@ -2,18 +2,22 @@
 //!
 //! - [`Agent`]: a session log + a durable inbox + a model + a tool scope, driven by one task;
 //!   the turn loop records every request, coalesced stream chunk, answer, tool call and result,
-//!   so the model history is the fold of the log ([`Transcript`]).
+//!   so the model history is the fold of the log (`troupe_session::Transcript`).
 //! - [`Runtime`]: the registry of live agents, root sessions (create / cold resume with
 //!   REFERENCE a.9's synthetic closers, each cut tool call decided from the logs where they
-//!   tell — DESIGN decision 10: [`CallResolution`]), continuable children (spawn / fork providers,
+//!   tell — DESIGN decision 10: `troupe_session::CallResolution`), continuable children (spawn / fork providers,
 //!   descriptor, exact-parent authorization, follow-ups to live or cold children, interrupt
 //!   with keep-inbox, exact-child drain, settlement notices) and shutdown.
 //! - The default profile's `subagent` / `subagent_fork` tools.
-//! - [`SessionRole`] / [`RoleProbe`]: a stored session's role (`lead`, `teammate`, `child`,
-//!   `fork`), the one rule `troupe sessions`, `troupe team` and the web panel share.
 //!
+//! What the log's events mean — their payloads, the plain data they embed, the transcript
+//! fold, session roles — is the session model, `troupe_session`, beneath this crate: a reader
+//! of logs (the web panel, `troupe log` / `sessions`) uses it without the runtime.
+//!
+//! - [`instructions`]: the `AGENTS.md` files a new session starts with, found and read (what
+//!   is recorded of them is `troupe_session::instructions`).
 //! - [`user_mail`]: messages from the user to a Team (`troupe send`), through the Team's
-//!   mailbox: [`crate::TeamService::user_send`] in the running process, [`append_user_message`] to a
+//!   mailbox: [`crate::team::TeamService::user_send`] in the running process, [`append_user_message`] to a
 //!   stopped Team.
 //! - [`LogFailure`]: every agent whose session log failed, collected by the runtime (DESIGN
 //!   decision 11: every member's failure is the run's failure).
@@ -29,8 +33,8 @@
 //!   fold, the Lead's configuration, the replay `troupe team verify` checks), and
 //!   [`TeamReport`], a Team run's summary folded from the logs; [`LeadLog::receipts`], each
 //!   message's life read from the Lead's and the targets' logs.
-//! - Time travel: [`Cut`] (a past point of a Lead log, [`At`]: a seq or a time) folded with
-//!   [`LeadLog::read_at`] (the teammates' logs cut at the same time), [`TeamShowFull`] (the
+//! - Time travel: [`Cut`] (a past point of a Lead log, [`troupe_journal::At`]: a seq or a time) folded with
+//!   [`LeadLog::read_at`] (the teammates' logs cut at the same time), [`troupe_team::TeamShowFull`] (the
 //!   object `troupe team show --json` prints), and [`read_timeline`], one line per Team event
 //!   (`troupe team log`).
 //!
@@ -49,20 +53,18 @@
 mod agent;
 mod control;
 mod error;
-pub mod events;
 pub mod instructions;
 mod lead_log;
 mod outcome;
 mod prompt;
+mod record;
 mod recovery;
 mod resume_plan;
-mod role;
 mod runtime;
 mod subagent;
 pub mod team;
 mod teammate;
 mod time_travel;
-mod transcript;
 pub mod user_mail;
 
 pub use agent::{
@@ -71,11 +73,10 @@ pub use agent::{
 };
 pub use control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 pub use error::RuntimeError;
-pub use events::{ChildProvider, DescriptorMode, Profile, TeammateModels, TurnEndReason};
-pub use instructions::{Discovery, InstructionFile, ProjectInstructions, SkippedFile};
+pub use instructions::{Discovery, SkippedFile};
 pub use lead_log::{
     FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
-    UnreadableLog, Violation, is_team_session,
+    UnreadableLog, Violation,
 };
 pub use outcome::{
     Idle, JOURNAL_FAILED, RunEnd, RunFailure, RunOutcome, RunStatus, TEAMMATE_FAILED,
@@ -86,11 +87,6 @@ pub use resume_plan::{
     CONTINUATION, ResumePlan, ResumeStarted, ResumeStep, StoredSession, continuation_message,
     record_model_override, takes_instruction,
 };
-pub use role::{RoleProbe, SessionRole};
 pub use runtime::{LogFailure, ModelSource, Runtime, RuntimeOptions, stored_config};
-pub use time_travel::{At, AtPoint, Cut, TeamShowFull, TimeTravelError, read_timeline};
-pub use transcript::{
-    CONTINUATION_SOURCE, CallResolution, ContinuationRule, OpenTurn, READ_ONLY_TOOLS, Transcript,
-    TranscriptStats, UnansweredCall,
-};
+pub use time_travel::{Cut, TimeTravelError, read_timeline};
 pub use user_mail::{UserMailError, UserMailReceipt, append_user_message, user_message_content};

@@ -23,11 +23,11 @@
 use troupe_llm::ProviderFactory;
 use troupe_protocol::SessionId;
 
-use crate::events::TurnEndReason;
 use crate::lead_log::{FailedTurn, TeamReport, UnreadableLog};
 use crate::resume_plan::takes_instruction;
 use crate::runtime::LogFailure;
-use crate::transcript::{Transcript, TranscriptStats};
+use troupe_session::events::TurnEndReason;
+use troupe_session::{Transcript, TranscriptStats};
 
 /// The facts a run's outcome is classified from, gathered once every agent stopped.
 #[derive(Debug, Clone, Copy)]

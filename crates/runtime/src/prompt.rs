@@ -1,6 +1,6 @@
 //! System prompts.
 
-use crate::events::AgentConfigRecord;
+use troupe_session::events::AgentConfigRecord;
 
 /// The default profile's system prompt for an agent with `config`: who it is, where it
 /// works, and how to use the tools safely.

@@ -24,10 +24,10 @@ use troupe_protocol::{Event, MessageId, MessageSource, SessionId, UserMessage, e
 use troupe_team::{MemberPhase, MemberView, TeamState};
 use troupe_tools::{FileEffectState, file_effect_state};
 
-use crate::events::ToolEffectRecord;
 use crate::team::output::{send_result_text, spawn_result_text};
 use crate::team::schema::TeamToolName;
-use crate::transcript::{
+use troupe_session::events::ToolEffectRecord;
+use troupe_session::{
     CONTINUATION_SOURCE, CallResolution, ContinuationRule, OpenTurn, READ_ONLY_TOOLS, Transcript,
     UnansweredCall,
 };

@@ -26,10 +26,10 @@ use troupe_tools::SandboxPolicy;
 
 use crate::agent::{Agent, AgentStatus};
 use crate::error::RuntimeError;
-use crate::events::{AgentConfigRecord, Profile, TeammateModels, TurnEndReason};
-use crate::role::{RoleProbe, SessionRole};
 use crate::runtime::Runtime;
-use crate::transcript::{CONTINUATION_SOURCE, ContinuationRule, OpenTurn, Transcript};
+use troupe_session::events::{AgentConfigRecord, Profile, TeammateModels, TurnEndReason};
+use troupe_session::{CONTINUATION_SOURCE, ContinuationRule, OpenTurn, Transcript};
+use troupe_session::{RoleProbe, SessionRole};
 
 /// The text sent to the Lead when a resume continues an interrupted or failed turn; `{why}`
 /// is replaced by the reason ([`ResumePlan::unfinished`]).
@@ -104,7 +104,7 @@ impl ResumePlan {
         header: &SessionHeader,
         events: &[Event],
     ) -> Result<StoredSession, RuntimeError> {
-        if header.origin.as_deref() == Some(crate::role::SUBAGENT_ORIGIN) {
+        if header.origin.as_deref() == Some(troupe_session::SUBAGENT_ORIGIN) {
             let mut probe = RoleProbe::new(header);
             for event in events {
                 probe.observe(event);
@@ -379,7 +379,7 @@ pub async fn record_model_override(
     config.teammate_models = teammates;
     agent.append_records(vec![EventDraft::new(
         troupe_protocol::event_types::AGENT_CONFIG,
-        crate::transcript::to_value(&config),
+        crate::record::to_value(&config),
     )])?;
     agent.writer().flush().await?;
     Ok(())
@@ -407,10 +407,10 @@ fn unfinished(t: &Transcript) -> Option<String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::events::{AssistantRecord, ToolResultRecord, TurnEnd, TurnStart};
     use serde_json::{Value, json};
     use troupe_llm::{AssistantMessage, ToolCall};
     use troupe_protocol::{Seq, event_types as ty};
+    use troupe_session::events::{AssistantRecord, ToolResultRecord, TurnEnd, TurnStart};
 
     fn events(kinds: &[(&str, Value)]) -> Vec<Event> {
         kinds
@@ -423,7 +423,7 @@ mod tests {
     }
 
     fn assistant(calls: &[&str]) -> Value {
-        crate::transcript::to_value(&AssistantRecord {
+        crate::record::to_value(&AssistantRecord {
             turn: 1,
             step: 1,
             message: AssistantMessage {
@@ -445,7 +445,7 @@ mod tests {
     }
 
     fn turn_start(turn: u64) -> Value {
-        crate::transcript::to_value(&TurnStart { turn })
+        crate::record::to_value(&TurnStart { turn })
     }
 
     /// Whether the last turn of `events` holds its final answer, as the plan reads it.
@@ -459,7 +459,7 @@ mod tests {
     fn an_open_turn_with_its_final_answer_needs_no_continuation() {
         let call = assistant(&["c1"]);
         let text = assistant(&[]);
-        let result = crate::transcript::to_value(&ToolResultRecord {
+        let result = crate::record::to_value(&ToolResultRecord {
             turn: 1,
             step: 1,
             call_id: "c1".to_owned(),
@@ -471,7 +471,7 @@ mod tests {
             source_event_seqs: Vec::new(),
             seen: None,
         });
-        let end = crate::transcript::to_value(&TurnEnd {
+        let end = crate::record::to_value(&TurnEnd {
             turn: 1,
             reason: TurnEndReason::Completed,
         });

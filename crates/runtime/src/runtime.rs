@@ -26,16 +26,17 @@ use troupe_tools::{
 use crate::agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy};
 use crate::control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 use crate::error::RuntimeError;
-use crate::events::{
-    AgentConfigRecord, ChildProvider, Descriptor, DescriptorMode, Profile, TeammateModels,
-    TurnEndReason,
-};
-use crate::instructions::ProjectInstructions;
 use crate::prompt::{TeamRole, default_system_prompt, team_policy};
+use crate::record::to_value;
 use crate::recovery::{Resolver, TeamLinks, needs_team_links};
 use crate::subagent::SubagentTool;
 use crate::team::{TeamOpError, TeamService};
-use crate::transcript::{Transcript, to_value};
+use troupe_session::Transcript;
+use troupe_session::events::{
+    AgentConfigRecord, ChildProvider, Descriptor, DescriptorMode, Profile, TeammateModels,
+    TurnEndReason,
+};
+use troupe_session::instructions::ProjectInstructions;
 
 /// Where agents get their model: one provider per agent name (the scripted provider keys its
 /// steps by name). Implemented by [`ProviderFactory`]; tests implement it with programmable
@@ -1339,8 +1340,8 @@ impl Runtime {
 
 /// The inbox insertion that queues `prompt` as a follow-up (next turn).
 fn prompt_splice(prompt: UserMessage) -> EventDraft {
-    let splice = crate::events::InboxSplice {
-        target: crate::events::InboxTarget::NextTurn,
+    let splice = troupe_session::events::InboxSplice {
+        target: troupe_session::events::InboxTarget::NextTurn,
         start: 0,
         removed_count: 0,
         inserted: vec![prompt],

@@ -9,7 +9,7 @@ use troupe_tools::{Tool, ToolContext, ToolError, ToolFuture, parse_arguments};
 
 use crate::agent::AgentStatus;
 use crate::control::{ChildControl, ChildSpec};
-use crate::events::{ChildProvider, Profile, TurnEndReason};
+use troupe_session::events::{ChildProvider, Profile, TurnEndReason};
 
 /// `subagent {prompt, label?}` (fresh child) or `subagent_fork {prompt, label?}` (a child
 /// seeded with the caller's completed turns). Result:

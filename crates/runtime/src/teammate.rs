@@ -8,8 +8,8 @@ use std::fmt;
 use troupe_protocol::{SessionHeader, SessionId};
 use troupe_team::MemberProvider;
 
-use crate::events::{ChildProvider, DescriptorMode, Profile};
-use crate::transcript::Transcript;
+use troupe_session::Transcript;
+use troupe_session::events::{ChildProvider, DescriptorMode, Profile};
 
 /// Why a child session is not a valid teammate of its Lead. The `Display` text is what
 /// `troupe team verify` prints after `teammate NAME (ID): `.

@@ -11,7 +11,7 @@
 //!
 //! Two ways in, under the one-writer rule of the Lead log:
 //! - **A running Team** (its process holds the Lead log's lock or lease): through
-//!   [`crate::TeamService::user_send`] in that process, which the binary's control socket calls.
+//!   [`crate::team::TeamService::user_send`] in that process, which the binary's control socket calls.
 //! - **A stopped Team**: [`append_user_message`] takes the Lead log's writer (the lock or the
 //!   lease: a running Team refuses it with `JOURNAL_LOCKED`, and then the message must go to
 //!   the running process), appends the record and flushes; the next `troupe resume` delivers
@@ -27,8 +27,8 @@ use troupe_team::{
 };
 
 use crate::error::RuntimeError;
-use crate::events::Profile;
-use crate::transcript::Transcript;
+use troupe_session::Transcript;
+use troupe_session::events::Profile;
 
 /// What a message from the user became (the answer to `troupe send`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -77,7 +77,7 @@ pub use text::{
     SHORT_TEXT_MAX, TASK_DESCRIPTION_MAX, js_trim, normalize_write_scope, normalize_write_scopes,
     required_text, scopes_overlap, utf16_len,
 };
-pub use timeline::TimelineEntry;
+pub use timeline::{AtPoint, TeamShowFull, Timeline, TimelineEntry};
 pub use view::{
     LiveAgent, LiveStatus, MemberStatus, MemberView, PendingMessageView, RosterRow, ScopeOverlap,
     ShowOptions, TaskListQuery, TaskPage, TaskView, TeamShow,

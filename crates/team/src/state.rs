@@ -1136,6 +1136,13 @@ impl TeamState {
         &self.messages
     }
 
+    /// Whether the fold holds any Team record: a member, a task or a message (what makes a
+    /// Lead's log a Team session's even without the Team profile; see
+    /// `troupe_session::is_team_session`).
+    pub fn has_records(&self) -> bool {
+        !self.members.is_empty() || !self.tasks.is_empty() || !self.messages.is_empty()
+    }
+
     /// The queued message with id `id` (with empty `content` once delivered, see
     /// [`TeamState::messages`]).
     pub fn message(&self, id: &MessageId) -> Option<&MessageSnapshot> {

@@ -212,3 +212,76 @@ impl TeamState {
         )
     }
 }
+
+/// The timeline fold of a whole Lead log: [`Timeline::event`] for each event in order, then
+/// [`Timeline::finish`]. Each event is described against the state before it and then folded;
+/// the first refusal is kept and ends the timeline (a log that does not fold has none).
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    fold: crate::state::StreamFold,
+    entries: Vec<TimelineEntry>,
+}
+
+impl Timeline {
+    /// The empty timeline of the Team `team`.
+    pub fn new(team: crate::ids::TeamId) -> Self {
+        Self {
+            fold: crate::state::StreamFold::new(team),
+            entries: Vec::new(),
+        }
+    }
+
+    /// Describes and folds one event of the Lead log (only `team/…` events matter: the others
+    /// may be left out, see [`crate::StreamFold::reads`]).
+    pub fn event(&mut self, event: &Event) {
+        if self.fold.is_refused() {
+            return;
+        }
+        if let Some(entry) = self.fold.state().describe(event) {
+            self.entries.push(entry);
+        }
+        self.fold.event(event);
+    }
+
+    /// The entries in log order.
+    ///
+    /// # Errors
+    /// [`crate::ReplayError`] (`TEAM_LOG_INVALID`) naming the first event the fold refused.
+    pub fn finish(self) -> Result<Vec<TimelineEntry>, crate::ReplayError> {
+        self.fold.finish().map(|_| self.entries)
+    }
+}
+
+/// Where a view of a past point stopped (`troupe team show --at`).
+///
+/// Wire shape: `{"seq"?,"time","lastSeq"?}`: `seq` the last Lead event folded (absent for the
+/// empty prefix), `time` the point's time (epoch ms), `lastSeq` the Lead log's last seq.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AtPoint {
+    /// The last Lead event folded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<Seq>,
+    /// The point's time, epoch ms.
+    pub time: u64,
+    /// The Lead log's last seq.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<Seq>,
+}
+
+/// `troupe team show --json`'s object (and the panel's `…/team/show`): DESIGN §6's view, every
+/// message's receipt, and for a view at a past point, where it stopped.
+///
+/// Wire shape: `{"teamId","members","tasks","pendingMessages","messages":[MessageReceipt…],
+/// "at"?:AtPoint}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TeamShowFull {
+    /// The view (roster, board, pending mail).
+    #[serde(flatten)]
+    pub show: crate::view::TeamShow,
+    /// Every message queued (up to the point), in queue order, with its life.
+    pub messages: Vec<crate::receipts::MessageReceipt>,
+    /// Where the read stopped, for a view at a past point.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<AtPoint>,
+}

@@ -13,34 +13,13 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
+pub use troupe_session::effect::FileEffect;
 
 use crate::error::ToolError;
 use crate::fsops::io_error;
 use crate::observe::FileVersion;
 use crate::path::resolve;
-
-/// A `write`/`edit` call's whole effect on its one file (recorded in its `tool/call` before the
-/// file is touched).
-///
-/// Wire shape (camelCase): `{"path", "preImage": "sha256:<hex>" | null, "postImage":
-/// "sha256:<hex>", "result": {…}}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FileEffect {
-    /// The file, relative to the workspace (as the call's result names it).
-    pub path: String,
-    /// The hash of the file's content before the call (`sha256:` and 64 lowercase hex
-    /// digits), or `None` when the call creates the file (it did not exist).
-    pub pre_image: Option<String>,
-    /// The hash of the content the call writes, in the same form.
-    pub post_image: String,
-    /// The call's result when it writes (the tool's JSON value, e.g. `{"path","bytes",
-    /// "created"}` for `write`, `{"path","replacements"}` for `edit`).
-    pub result: Value,
-}
 
 /// Where a recorded [`FileEffect`] stands, judged from the file now ([`file_effect_state`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

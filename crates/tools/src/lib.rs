@@ -49,7 +49,10 @@
 //!   version (REFERENCE a.12); the check and the publication happen under one in-process lock
 //!   per target. External writers (bash, other processes) bypass the lock, but are detected by
 //!   the version token.
-//! - This crate knows nothing of teams, sessions logs or models.
+//! - This crate knows nothing of teams, session logs or models. The plain data a log records of
+//!   a tool call — [`FileEffect`], [`FileSeen`] — and the recorded [`SandboxPolicy`] (with
+//!   [`SandboxMode`], [`NetworkAccess`]) are the session model's (`troupe_session::{effect,
+//!   sandbox}`), re-exported here unchanged.
 
 mod bash;
 mod context;

@@ -7,9 +7,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
 
-use serde::{Deserialize, Serialize};
 use troupe_protocol::SessionId;
 use troupe_protocol::sync::lock;
+pub use troupe_session::effect::FileSeen;
 
 use crate::context::ToolContext;
 use crate::effect::image_of;
@@ -126,22 +126,6 @@ impl FileObservations {
         // single insert or remove), so a poisoned lock is still usable.
         lock(&self.by_owner)
     }
-}
-
-/// What a `read` left its owner session knowing about one file: the hash of the content it
-/// read (the same `sha256:<hex>` form as a [`crate::FileEffect`]'s images), or `None` when it
-/// found no file. A runtime records it with the call's result, so a restarted session's
-/// observations can be rebuilt from its log ([`restore_observations`]); a `write`/`edit` needs
-/// none, its recorded effect's post-image is what its owner saw.
-///
-/// Wire shape (camelCase): `{"path": "<workspace-relative>", "image": "sha256:<hex>" | null}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FileSeen {
-    /// The file, relative to the workspace (as the call's result names it).
-    pub path: String,
-    /// The hash of the whole content read, or `None`: no file was there.
-    pub image: Option<String>,
 }
 
 /// A callback told what a tool call saw of a file ([`FileSeen`]), right after it looked. It

@@ -8,7 +8,7 @@
 use serde::Serialize;
 use serde_json::Value;
 use troupe_protocol::{Event, UserMessage, event_types};
-use troupe_runtime::events::{
+use troupe_session::events::{
     AssistantRecord, ModelAttemptRecord, ToolCallRecord, ToolResultRecord, TurnEnd, TurnEndReason,
     TurnStart,
 };

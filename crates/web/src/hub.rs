@@ -12,7 +12,7 @@ use tokio::sync::{Notify, watch};
 use troupe_journal::{Journal, JournalError, JsonlBackend, Wake};
 use troupe_protocol::sync::lock;
 use troupe_protocol::{Event, SessionId};
-use troupe_runtime::{RoleProbe, SessionRole};
+use troupe_session::{RoleProbe, SessionRole};
 use troupe_team::{TeamId, TeamState};
 
 use crate::WebError;
@@ -417,9 +417,9 @@ impl Hub {
                 // The rule `troupe team` refuses a session without a Team by (a Lead's
                 // `team` is always folded).
                 team: role.role() == SessionRole::Lead
-                    && team
-                        .as_ref()
-                        .is_some_and(|t| troupe_runtime::is_team_session(role.profile(), t)),
+                    && team.as_ref().is_some_and(|t| {
+                        troupe_session::is_team_session(role.profile(), t.has_records())
+                    }),
             });
         }
         rows.sort_by(|a, b| {

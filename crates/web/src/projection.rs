@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 use troupe_protocol::{Event, Seq, SessionId, event_types};
-use troupe_runtime::events::AgentConfigRecord;
+use troupe_session::events::AgentConfigRecord;
 use troupe_team::{
     LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, ScopeOverlap, TaskView, TeamId,
     TeamState,

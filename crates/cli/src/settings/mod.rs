@@ -37,21 +37,22 @@
 //! bad value is bad input (exit 2) naming `FILE:LINE:COLUMN`.
 
 mod file;
-mod show;
+// `troupe config` is reached as `settings::show`, not re-exported here: `show.rs` reads the
+// work flags (`crate::work`), which read this module, so a re-export would be a circle.
+pub(crate) mod show;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
-use troupe_llm::{LlmError, ModelFlags, ModelSpec, ToolChoice};
+use troupe_llm::{LlmError, ModelFlags, ModelSpec, ModelSpecExt, ToolChoice};
 use troupe_mcp::{McpServers, ServerConfig, ServerName};
-use troupe_runtime::TeammateModels;
+use troupe_session::events::TeammateModels;
 use troupe_team::TeamLimits;
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
 
 pub(crate) use file::{LIMIT_KEYS, Location, Scope};
-pub(crate) use show::{ConfigFlags, show};
 
 use crate::exit::Failure;
 use file::{At, ConfigFile};

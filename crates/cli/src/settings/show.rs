@@ -142,7 +142,7 @@ fn rows(
     settings: &Settings,
     store: &StoreSettings,
     spec: &ModelSpec,
-    teammates: &troupe_runtime::TeammateModels,
+    teammates: &troupe_session::events::TeammateModels,
 ) -> Vec<Row> {
     let source_of =
         |value: Option<&Sourced<String>>| value.map_or(Source::Default, |v| v.source.clone());

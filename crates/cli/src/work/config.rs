@@ -8,11 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use troupe_llm::{ModelSpec, ProviderKind};
+use troupe_llm::{ModelSpec, ModelSpecExt, ProviderKind};
 use troupe_mcp::McpServers;
 use troupe_protocol::SessionId;
-use troupe_runtime::instructions::{ProjectInstructions, changes, discover};
-use troupe_runtime::{ResumePlan, StoredSession, TeammateModels, takes_instruction};
+use troupe_runtime::instructions::{changes, discover};
+use troupe_runtime::{ResumePlan, StoredSession, takes_instruction};
+use troupe_session::events::TeammateModels;
+use troupe_session::instructions::ProjectInstructions;
 use troupe_team::TeamLimits;
 use troupe_tools::SandboxPolicy;
 

@@ -17,11 +17,12 @@ use troupe_journal::JournalError;
 use troupe_llm::ProviderKind;
 use troupe_mcp::McpServers;
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
-use troupe_runtime::events::Profile;
 use troupe_runtime::{
     Agent, AgentProgress, ChunkPolicy, JOURNAL_FAILED, Progress, ResumeStarted, ResumeStep,
-    Runtime, RuntimeError, RuntimeOptions, Transcript, record_model_override,
+    Runtime, RuntimeError, RuntimeOptions, record_model_override,
 };
+use troupe_session::Transcript;
+use troupe_session::events::Profile;
 use troupe_tools::ToolLimits;
 
 use super::config::{Start, WorkConfig};
@@ -246,7 +247,8 @@ async fn drive(
             Ok(server) => Some(server),
             Err(e) => {
                 printer.note(&format!(
-                    "troupe: note: the control socket {} could not be served ({e}): troupe send                      cannot reach this run, and appends to the Team once it has stopped",
+                    "troupe: note: the control socket {} could not be served ({e}): troupe send \
+                     cannot reach this run, and appends to the Team once it has stopped",
                     crate::control::socket_path(&config.home_dir, &id).display()
                 ));
                 None

@@ -16,7 +16,7 @@ mod report;
 
 use std::path::Path;
 
-use troupe_llm::{ModelFlags, ModelSpec};
+use troupe_llm::{ModelFlags, ModelSpec, ModelSpecExt};
 use troupe_protocol::SessionId;
 use troupe_team::TeamLimits;
 use troupe_tools::SandboxPolicy;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use troupe_llm::{
-    ClientOptions, LlmError, ModelProvider, ModelSpec, ProviderFactory, ProviderKind,
+    ClientOptions, LlmError, ModelProvider, ModelSpec, ModelSpecExt, ProviderFactory, ProviderKind,
 };
 use troupe_runtime::ModelSource;
 

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use troupe_llm::{
-    ApiKey, ClientOptions, HttpProviderConfig, LlmError, ModelFlags, ModelSpec, OpenAiClient,
-    ProviderConfig, ProviderFactory, ProviderKind, ToolChoice, resolve_model,
+    ApiKey, ClientOptions, HttpProviderConfig, LlmError, ModelFlags, ModelSpec, ModelSpecExt,
+    OpenAiClient, ProviderConfig, ProviderFactory, ProviderKind, ToolChoice, resolve_model,
 };
 use troupe_protocol::ErrorCode;
 

@@ -379,7 +379,7 @@ async fn calls_cut_by_the_output_limit_are_returned_apart_with_their_raw_argumen
             }]
         );
         assert!(!response.truncated_calls[0].reason.is_empty());
-        let error = response.truncated_calls[0].to_error();
+        let error = LlmError::from(&response.truncated_calls[0]);
         assert_eq!(error.code(), "LLM_TRUNCATED_TOOL_CALL");
         assert!(
             error.to_string().contains("finish_reason length"),

@@ -6,8 +6,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use troupe_llm::{
     AssistantMessage, ChatMessage, ChatRequest, ClientOptions, EventLog, FinishReason, LlmError,
-    ModelProvider, ModelSpec, ProviderConfig, ProviderFactory, ScriptedProvider, StreamEvent,
-    ToolCall,
+    ModelProvider, ModelSpec, ModelSpecExt, ProviderConfig, ProviderFactory, ScriptedProvider,
+    StreamEvent, ToolCall,
 };
 use troupe_protocol::ErrorCode;
 

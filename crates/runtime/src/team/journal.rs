@@ -24,8 +24,9 @@ use troupe_team::{
 
 use super::op::{CallOrigin, LogError, TeamOpError};
 use crate::agent::Agent;
-use crate::events::ToolEffectRecord;
-use crate::transcript::{Transcript, to_value};
+use crate::record::to_value;
+use troupe_session::Transcript;
+use troupe_session::events::ToolEffectRecord;
 
 /// One Lead's Team journal: its identity and limits, the serializer, and what commits
 /// publish.

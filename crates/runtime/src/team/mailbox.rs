@@ -339,7 +339,7 @@ async fn wake_inactive(
         .read(target)
         .map_err(TeamOpError::from)
         .and_then(|replay| {
-            crate::transcript::Transcript::fold(replay.header.seed_len(), &replay.events)
+            troupe_session::Transcript::fold(replay.header.seed_len(), &replay.events)
                 .map_err(Into::into)
         })
         .map_err(DispatchFailure::inspect)?;

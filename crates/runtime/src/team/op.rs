@@ -203,6 +203,12 @@ impl From<troupe_journal::JournalError> for TeamOpError {
     }
 }
 
+impl From<troupe_session::InvalidEvent> for TeamOpError {
+    fn from(e: troupe_session::InvalidEvent) -> Self {
+        TeamOpError::Runtime(RuntimeError::from(e))
+    }
+}
+
 impl From<ReplayError> for TeamOpError {
     fn from(e: ReplayError) -> Self {
         TeamOpError::Log(LogError::Replay(e))

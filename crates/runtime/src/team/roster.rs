@@ -24,12 +24,12 @@ use super::op::{CallOrigin, LogError, TeamOpError};
 use crate::agent::{Agent, AgentStatus};
 use crate::control::{ChildControl, ChildSpec};
 use crate::error::RuntimeError;
-use crate::events::{ChildProvider, Profile};
 use crate::recovery::{
     SpawnRequest, TeammateRecovery, continuation_note, spawn_requests, teammate_recovery,
 };
 use crate::teammate::teammate_problem;
-use crate::transcript::{ContinuationRule, OpenTurn, Transcript};
+use troupe_session::events::{ChildProvider, Profile};
+use troupe_session::{ContinuationRule, OpenTurn, Transcript};
 
 /// A resident member's live status and model, for its [`MemberView`].
 pub(super) fn live_agent(control: &dyn ChildControl, id: &SessionId) -> Option<LiveAgent> {
@@ -48,7 +48,7 @@ pub(super) fn live_of(agent: &Agent) -> LiveAgent {
 }
 
 /// The model of the teammate `name` the Lead creates: the one its recorded config's
-/// [`TeammateModels`](crate::events::TeammateModels) names, `None` for the session's.
+/// [`TeammateModels`](troupe_session::events::TeammateModels) names, `None` for the session's.
 fn teammate_model(lead: &Agent, name: &str) -> Option<troupe_llm::ModelSpec> {
     lead.with_transcript(|t| {
         t.config()

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use troupe_protocol::{ErrorCode, SessionId};
-use troupe_runtime::{Agent, ChildProvider, ChildSpec, Profile, Runtime};
+use troupe_runtime::{Agent, ChildSpec, Runtime};
+use troupe_session::events::{ChildProvider, Profile};
 
 use super::support::*;
 

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 use troupe_journal::Journal;
-use troupe_llm::{ModelFlags, ModelSpec, ProviderFactory};
+use troupe_llm::{ModelFlags, ModelSpec, ModelSpecExt, ProviderFactory};
 use troupe_protocol::SessionId;
-use troupe_runtime::{ChunkPolicy, Profile, Runtime, RuntimeOptions};
+use troupe_runtime::{ChunkPolicy, Runtime, RuntimeOptions};
+use troupe_session::events::Profile;
 use troupe_test_support::fake_openai::{FakeOpenAi, FakeResponse};
 use troupe_tools::ToolLimits;
 

@@ -165,7 +165,7 @@ async fn a_team_call_cut_after_its_record_is_done_with_its_exact_result() {
         "the exact text the call returned"
     );
     assert_eq!(fold(&h, &lead_id).tasks().len(), 1);
-    let t = troupe_runtime::Transcript::fold(0, &h.events(&lead_id)).unwrap();
+    let t = troupe_session::Transcript::fold(0, &h.events(&lead_id)).unwrap();
     assert_eq!(
         t.spent_model_calls(),
         t.model_calls(),
@@ -335,7 +335,7 @@ async fn an_edit_whose_file_holds_its_pre_image_is_not_run() {
             .contains("a.txt is exactly as it was before the call"),
         "{result}"
     );
-    let t = troupe_runtime::Transcript::fold(0, &h.events(&lead_id)).unwrap();
+    let t = troupe_session::Transcript::fold(0, &h.events(&lead_id)).unwrap();
     assert_eq!(
         t.spent_model_calls() + 1,
         t.model_calls(),
@@ -385,7 +385,7 @@ async fn read_only_calls_are_not_run_and_bash_stays_unknown() {
     assert_eq!(bash["code"], "TOOL_NOT_STARTED", "{bash}");
     assert!(bash["content"].as_str().unwrap().contains("it did not run"));
     // Nothing of the step took effect, so a script takes it again.
-    let t = troupe_runtime::Transcript::fold(0, &h.events(&lead_id)).unwrap();
+    let t = troupe_session::Transcript::fold(0, &h.events(&lead_id)).unwrap();
     assert_eq!(t.spent_model_calls() + 1, t.model_calls());
 }
 
@@ -452,7 +452,7 @@ async fn a_turn_whose_answer_is_logged_closes_as_completed_on_every_resume() {
             Some("the final answer"),
             "resume {round}"
         );
-        assert_eq!(end, Some(troupe_runtime::TurnEndReason::Completed));
+        assert_eq!(end, Some(troupe_session::events::TurnEndReason::Completed));
         h.runtime.shutdown().await.unwrap();
         h.restart();
     }
@@ -560,7 +560,7 @@ async fn a_teammate_whose_prompt_never_ran_runs_it_on_recovery() {
         faults.fail_when(first_elsewhere(&lead_id, "turn/start"), "killed");
         faults.fail_when(nth_append_of(&lead_id, "team/member", 2), "killed");
         let (lead_id, w) = spawn_and_crash(&mut h, &lead).await;
-        let t = troupe_runtime::Transcript::fold(0, &h.events(&w)).unwrap();
+        let t = troupe_session::Transcript::fold(0, &h.events(&w)).unwrap();
         if t.next_turn().is_empty() {
             assert!(attempt < 20, "the prompt never became durable alone");
             continue;
@@ -634,7 +634,7 @@ async fn a_continuation_already_waiting_is_run_not_queued_again() {
     // write fails whole, no note is durable, and the resume is tried again — each try is the
     // same stop, with the turn still owed its continuation.
     let waiting = |h: &Harness| {
-        troupe_runtime::Transcript::fold(0, &h.events(&w))
+        troupe_session::Transcript::fold(0, &h.events(&w))
             .unwrap()
             .next_turn()
             .iter()
@@ -804,7 +804,7 @@ async fn a_cut_teammate_with_wakeup_mail_waiting_runs_it_and_is_continued() {
     std::fs::write(h.path("go"), "").unwrap();
     quiet(&h, &lead).await;
     crash(&mut h).await;
-    let t = troupe_runtime::Transcript::fold(0, &h.events(&w)).unwrap();
+    let t = troupe_session::Transcript::fold(0, &h.events(&w)).unwrap();
     assert!(t.open_turn().is_some(), "{:?}", h.kinds(&w));
     assert_eq!(t.next_turn().len(), 1, "the wakeup waits");
 

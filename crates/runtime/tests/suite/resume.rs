@@ -274,8 +274,8 @@ async fn a_log_ending_right_after_turn_start_gets_only_the_turn_closed() {
     let id = lead.id().clone();
     h.runtime.shutdown().await.unwrap();
     let (writer, _) = h.journal().open(&id).unwrap();
-    let splice = troupe_runtime::events::InboxSplice {
-        target: troupe_runtime::events::InboxTarget::NextTurn,
+    let splice = troupe_session::events::InboxSplice {
+        target: troupe_session::events::InboxTarget::NextTurn,
         start: 0,
         removed_count: 0,
         inserted: vec![user("the prompt")],

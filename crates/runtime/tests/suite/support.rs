@@ -15,7 +15,8 @@ use troupe_llm::{
     ModelResponse, ModelSpec, ProviderKind, StreamEvent, StreamObserver, ToolCall, Usage,
 };
 use troupe_protocol::{Event, MessageSource, SessionId, UserMessage};
-use troupe_runtime::{Agent, ChunkPolicy, ModelSource, Profile, Runtime, RuntimeOptions};
+use troupe_runtime::{Agent, ChunkPolicy, ModelSource, Runtime, RuntimeOptions};
+use troupe_session::events::Profile;
 use troupe_tools::ToolLimits;
 
 /// One scripted model response.

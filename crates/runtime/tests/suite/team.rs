@@ -156,8 +156,8 @@ pub(super) async fn settled(h: &Harness, id: &SessionId) {
 pub(super) fn team_child(
     label: &str,
     id: Option<&SessionId>,
-    provider: troupe_runtime::ChildProvider,
-    profile: troupe_runtime::Profile,
+    provider: troupe_session::events::ChildProvider,
+    profile: troupe_session::events::Profile,
 ) -> troupe_runtime::ChildSpec {
     troupe_runtime::ChildSpec {
         provider,
@@ -224,8 +224,8 @@ async fn restart_reconciles_provisioning_members_from_their_child_logs() {
             team_child(
                 "worker-a",
                 Some(&a),
-                troupe_runtime::ChildProvider::Spawn,
-                troupe_runtime::Profile::Team,
+                troupe_session::events::ChildProvider::Spawn,
+                troupe_session::events::Profile::Team,
             ),
         )
         .await
@@ -293,7 +293,7 @@ async fn restart_reconciles_provisioning_members_from_their_child_logs() {
         h.models.model("worker-c").user_texts(0)
     );
     let c_log = h.journal().read(&c).unwrap();
-    let t = troupe_runtime::Transcript::fold(0, &c_log.events).unwrap();
+    let t = troupe_session::Transcript::fold(0, &c_log.events).unwrap();
     assert!(t.next_turn().is_empty());
     assert_eq!(turn_end_kinds(&c_log.events), ["completed"]);
 }
@@ -699,8 +699,8 @@ async fn an_ordinary_child_of_the_lead_is_not_a_member() {
             team_child(
                 "plain",
                 None,
-                troupe_runtime::ChildProvider::Spawn,
-                troupe_runtime::Profile::Default,
+                troupe_session::events::ChildProvider::Spawn,
+                troupe_session::events::Profile::Default,
             ),
         )
         .await
@@ -879,7 +879,7 @@ async fn an_interrupted_teammate_keeps_its_accepted_followup() {
         "running"
     );
     settled(&h, &worker_id).await;
-    let stored = troupe_runtime::Transcript::fold(0, &h.events(&worker_id)).unwrap();
+    let stored = troupe_session::Transcript::fold(0, &h.events(&worker_id)).unwrap();
     assert_eq!(
         stored
             .next_turn()
@@ -1415,7 +1415,11 @@ async fn a_clashing_tool_name_refuses_the_team_setup() {
     options.extra_tools = vec![std::sync::Arc::new(Clash)];
     let rt = troupe_runtime::Runtime::new(h.journal(), options);
     let err = rt
-        .create_root(SessionId::random(), "lead", troupe_runtime::Profile::Team)
+        .create_root(
+            SessionId::random(),
+            "lead",
+            troupe_session::events::Profile::Team,
+        )
         .await
         .unwrap_err();
     assert!(err.to_string().contains("already registered"), "{err}");
@@ -1672,7 +1676,11 @@ async fn shutdown_is_bounded_by_the_disposal_timeout() {
     let rt = troupe_runtime::Runtime::new(h.journal(), options);
     h.models.model("lead").push([call("stubborn", json!({}))]);
     let lead = rt
-        .create_root(SessionId::random(), "lead", troupe_runtime::Profile::Team)
+        .create_root(
+            SessionId::random(),
+            "lead",
+            troupe_session::events::Profile::Team,
+        )
         .await
         .unwrap();
     lead.followup(user("go")).await.unwrap();
@@ -1809,8 +1817,8 @@ async fn a_live_child_of_a_failed_record_is_failed_and_still_drained() {
             team_child(
                 "odd",
                 Some(&child),
-                troupe_runtime::ChildProvider::Spawn,
-                troupe_runtime::Profile::Team,
+                troupe_session::events::ChildProvider::Spawn,
+                troupe_session::events::Profile::Team,
             ),
         )
         .await
@@ -1857,8 +1865,8 @@ async fn recovery_fails_a_member_whose_child_does_not_match() {
             team_child(
                 "mismatch",
                 Some(&child),
-                troupe_runtime::ChildProvider::Fork,
-                troupe_runtime::Profile::Team,
+                troupe_session::events::ChildProvider::Fork,
+                troupe_session::events::Profile::Team,
             ),
         )
         .await

@@ -226,8 +226,8 @@ async fn c65_children_resumed_without_their_parent_have_no_team() {
             team_child(
                 "plain",
                 None,
-                troupe_runtime::ChildProvider::Spawn,
-                troupe_runtime::Profile::Default,
+                troupe_session::events::ChildProvider::Spawn,
+                troupe_session::events::Profile::Default,
             ),
         )
         .await
@@ -638,8 +638,8 @@ async fn c124_the_live_roster_shows_a_failed_record_of_a_live_child_as_failed() 
             team_child(
                 "odd",
                 Some(&child),
-                troupe_runtime::ChildProvider::Spawn,
-                troupe_runtime::Profile::Team,
+                troupe_session::events::ChildProvider::Spawn,
+                troupe_session::events::Profile::Team,
             ),
         )
         .await

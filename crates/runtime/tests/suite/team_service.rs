@@ -2,8 +2,9 @@
 //! commit path's fallback when redaction changes a record.
 
 use troupe_protocol::SessionId;
+use troupe_runtime::Runtime;
 use troupe_runtime::team::{OpContext, TEAM_TOOL_NAMES, TeamOp, TeamReply, TeamToolName};
-use troupe_runtime::{Profile, Runtime};
+use troupe_session::events::Profile;
 use troupe_team::{CreateTask, TaskListQuery};
 
 use super::support::*;

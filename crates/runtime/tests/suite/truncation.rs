@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use troupe_journal::Journal;
-use troupe_llm::{ModelFlags, ModelSpec, ProviderFactory};
+use troupe_llm::{ModelFlags, ModelSpec, ModelSpecExt, ProviderFactory};
 use troupe_protocol::SessionId;
 use troupe_runtime::{
-    ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW, Profile, Runtime, RuntimeOptions,
-    TOOL_ARGUMENTS_TRUNCATED, Transcript, TurnEndReason,
+    ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW, Runtime, RuntimeOptions, TOOL_ARGUMENTS_TRUNCATED,
 };
+use troupe_session::Transcript;
+use troupe_session::events::{Profile, TurnEndReason};
 use troupe_test_support::fake_openai::{FakeOpenAi, FakeResponse, chunks};
 use troupe_tools::ToolLimits;
 

@@ -12,7 +12,9 @@ use troupe_llm::{
     ProviderFactory, StreamEvent, StreamObserver, ToolCall,
 };
 use troupe_protocol::{Clock, ErrorCode, SessionId};
-use troupe_runtime::{ModelSource, Profile, Runtime, RuntimeOptions, Transcript, TurnEndReason};
+use troupe_runtime::{ModelSource, Runtime, RuntimeOptions};
+use troupe_session::Transcript;
+use troupe_session::events::{Profile, TurnEndReason};
 use troupe_test_support::{FakeOpenAi, FakeResponse};
 
 use super::support::*;

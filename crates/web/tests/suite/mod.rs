@@ -1,6 +1,7 @@
 //! Shared helpers: a temporary Troupe home with hand-written session logs, requests through the
 //! router, and a small SSE reader that also shows heartbeat comments.
 
+mod dependencies;
 mod projection;
 mod router;
 mod sse;

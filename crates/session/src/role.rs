@@ -1,6 +1,6 @@
 //! How a stored session relates to the others (DESIGN §6: "Lead or teammate"): the one rule
 //! behind `troupe sessions`, `troupe team show`'s refusal of a member's session and the web
-//! panel's session list.
+//! panel's session list; and whether a Lead's session is a Team session ([`is_team_session`]).
 //!
 //! The header says whether a session is a root, a subagent child or a fork; whether a subagent
 //! child is a Team member is recorded in its own log: its first `agent/config` after the seeded
@@ -12,8 +12,9 @@ use troupe_protocol::{Event, SessionHeader, event_types};
 
 use crate::events::Profile;
 
-/// The `origin` of a subagent child's header.
-pub(crate) const SUBAGENT_ORIGIN: &str = "subagent";
+/// The `origin` of a subagent child's header (`SessionHeader::origin`): what
+/// [`SessionRole::of`] reads as a subagent child.
+pub const SUBAGENT_ORIGIN: &str = "subagent";
 
 /// A session's role. Wire (`troupe sessions --json`, `GET /api/sessions`): `"lead"` |
 /// `"teammate"` | `"child"` | `"fork"`.
@@ -68,6 +69,15 @@ impl std::fmt::Display for SessionRole {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Whether a Lead's session is a Team session: its configuration has the Team profile
+/// (`profile`: its own first `agent/config`'s, `None` when it has none), or its log holds any
+/// Team record — a member, a task or a message (`has_team_records`: what
+/// `troupe_team::TeamState::has_records` says of its fold). The rule behind `troupe team`'s
+/// refusal of a session without a Team and the web panel's session list.
+pub fn is_team_session(profile: Option<Profile>, has_team_records: bool) -> bool {
+    profile == Some(Profile::Team) || has_team_records
 }
 
 /// Reads a session's role from its header and its events, fed in log order (all of them, or

@@ -4,18 +4,24 @@
 //! history; every other runtime event is log-only. The model history is a fold of these
 //! events (see [`crate::Transcript`]).
 //!
+//! Every payload here is what the runtime (`troupe_runtime`) writes and what every reader — the
+//! runtime's own resume, `troupe log`, `troupe sessions`, the web panel — decodes; changing a
+//! field's wire shape changes the log format.
+//!
 //! [`Event`]: troupe_protocol::Event
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use troupe_llm::{AssistantMessage, Attempt, FinishReason, ModelSpec, TruncatedCall, Usage};
 use troupe_protocol::UserMessage;
-use troupe_tools::FileEffect;
-use troupe_tools::SandboxPolicy;
 
+use crate::chat::{AssistantMessage, Attempt, FinishReason, TruncatedCall, Usage};
+use crate::effect::{FileEffect, FileSeen};
+use crate::error::ParseError;
 use crate::instructions::ProjectInstructions;
+use crate::model::ModelSpec;
+use crate::sandbox::SandboxPolicy;
 
 /// `turn/start {turn}`: turn numbers increase by one per turn within a log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -226,11 +232,11 @@ pub struct ToolResultRecord {
     /// For synthetic results: the events this one answers (the `tool/call` seq).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub source_event_seqs: Vec<u64>,
-    /// What a `read` saw of its file (`{path, image}`, see [`troupe_tools::FileSeen`]): a
+    /// What a `read` saw of its file (`{path, image}`, see [`FileSeen`]): a
     /// restarted agent's file observations are rebuilt from it (absent in older logs and for
     /// every other call).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seen: Option<troupe_tools::FileSeen>,
+    pub seen: Option<FileSeen>,
 }
 
 /// Which inbox list a splice changes (REFERENCE b.2).
@@ -429,14 +435,12 @@ impl ChildProvider {
     /// Parses `spawn` / `fork`.
     ///
     /// # Errors
-    /// `UNKNOWN_PROVIDER` for any other name.
-    pub fn parse(name: &str) -> Result<Self, crate::error::RuntimeError> {
+    /// [`ParseError::UnknownProvider`] (`UNKNOWN_PROVIDER`) for any other name.
+    pub fn parse(name: &str) -> Result<Self, ParseError> {
         match name {
             "spawn" => Ok(Self::Spawn),
             "fork" => Ok(Self::Fork),
-            other => Err(crate::error::RuntimeError::UnknownProvider(
-                other.to_owned(),
-            )),
+            other => Err(ParseError::UnknownProvider(other.to_owned())),
         }
     }
 

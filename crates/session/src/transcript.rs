@@ -8,15 +8,15 @@ use std::collections::{HashMap, HashSet};
 
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use troupe_llm::{ChatMessage, ToolCall};
 use troupe_protocol::{Event, EventDraft, MessageId, UserMessage, event_types as ty};
 
-use crate::error::RuntimeError;
+use crate::chat::{ChatMessage, ToolCall};
+use crate::effect::FileEffect;
+use crate::error::InvalidEvent;
 use crate::events::{
     AgentConfigRecord, AssistantRecord, Descriptor, InboxSplice, InboxTarget, StepMark,
     ToolCallRecord, ToolProcessRecord, ToolResultRecord, TurnEnd, TurnEndReason, TurnStart,
 };
-use troupe_tools::FileEffect;
 
 /// Per-agent counters over the own suffix (for summaries and progress).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -189,9 +189,9 @@ struct VoidCandidate {
     any_void: bool,
 }
 
-fn decode<T: DeserializeOwned>(event: &Event) -> Result<T, RuntimeError> {
+fn decode<T: DeserializeOwned>(event: &Event) -> Result<T, InvalidEvent> {
     // Deserialized from the borrowed payload: no copy of the `Value` tree.
-    T::deserialize(&event.data).map_err(|e| RuntimeError::InvalidEvent {
+    T::deserialize(&event.data).map_err(|e| InvalidEvent {
         seq: event.seq.0,
         kind: event.kind.clone(),
         reason: e.to_string(),
@@ -217,7 +217,7 @@ impl Transcript {
     pub fn fold<'a>(
         seed_len: u64,
         events: impl IntoIterator<Item = &'a Event>,
-    ) -> Result<Self, RuntimeError> {
+    ) -> Result<Self, InvalidEvent> {
         let mut t = Self::new(seed_len);
         for e in events {
             t.apply(e)?;
@@ -250,7 +250,7 @@ impl Transcript {
     ///
     /// # Errors
     /// As [`Transcript::fold`].
-    pub fn apply(&mut self, event: &Event) -> Result<(), RuntimeError> {
+    pub fn apply(&mut self, event: &Event) -> Result<(), InvalidEvent> {
         let own = event.seq.0 >= self.seed_len;
         self.next_seq = event.seq.0 + 1;
         self.last_time = event.time;
@@ -386,7 +386,7 @@ impl Transcript {
                 };
                 let end = splice.start.checked_add(splice.removed_count);
                 if splice.start > list.len() || end.is_none_or(|end| end > list.len()) {
-                    return Err(RuntimeError::InvalidEvent {
+                    return Err(InvalidEvent {
                         seq: event.seq.0,
                         kind: event.kind.clone(),
                         reason: format!(
@@ -450,7 +450,7 @@ impl Transcript {
     /// workspace-relative path: the image (`sha256:<hex>`) of the content it last read (a
     /// `tool/result`'s `seen`) or wrote (the post-image of a `write`/`edit` whose result is
     /// not an error), or `None` when its last read found no file. A restarted agent's file
-    /// observations are rebuilt from it ([`troupe_tools::restore_observations`]).
+    /// observations are rebuilt from it (`troupe_tools::restore_observations`).
     pub fn seen_files(&self) -> &HashMap<String, Option<String>> {
         &self.seen_files
     }
@@ -496,7 +496,7 @@ impl Transcript {
     }
 
     /// Model calls of the own suffix that count as taken, for a scripted model's cursor
-    /// ([`troupe_llm::ModelProvider::set_calls_made`]): every `assistant/message`, except one that
+    /// (`troupe_llm::ModelProvider::set_calls_made`): every `assistant/message`, except one that
     /// asked for tool calls of which at least one says the call had no effect — it was
     /// cancelled (`TOOL_CANCELED`: not started, or a `bash` group killed mid-run;
     /// `TEAM_WAIT_ABORTED`; `CANCELLED`: a teammate creation stopped) or did not run
@@ -514,7 +514,7 @@ impl Transcript {
     /// turn, had tool calls cut by the output token limit (`truncatedCalls` of
     /// `assistant/message`); 0 when the latest answer had none or no answer followed the last
     /// `turn/start`. The turn loop fails the turn instead of recording one more such answer
-    /// when this would reach [`crate::MAX_TRUNCATED_REPLIES_IN_A_ROW`].
+    /// when this would reach `troupe_runtime::MAX_TRUNCATED_REPLIES_IN_A_ROW`.
     pub fn truncated_replies_in_a_row(&self) -> usize {
         self.truncated_streak
     }
@@ -733,7 +733,7 @@ impl Transcript {
 }
 
 /// Serializes a payload known to be representable as JSON.
-pub(crate) fn to_value<T: serde::Serialize>(value: &T) -> serde_json::Value {
+fn to_value<T: serde::Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
 }
 
@@ -741,8 +741,8 @@ pub(crate) fn to_value<T: serde::Serialize>(value: &T) -> serde_json::Value {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::chat::AssistantMessage;
     use serde_json::Value;
-    use troupe_llm::AssistantMessage;
 
     /// Every known type that `can_refuse` says is never refused is applied without error
     /// whatever its payload, own or seeded, and every type it names is refused for a payload
