@@ -19,10 +19,9 @@ use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Sel
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
 use troupe_team::{
     MemberPhase, MemberSnapshot, MemberStatus, MemberView, MessageReceipt, Receipts, ReplayError,
-    ShowOptions, StreamFold, TaskView, TeamId, TeamShow, TeamShowFull, TeamState,
+    AtPoint, ShowOptions, StreamFold, TaskView, TeamId, TeamShow, TeamShowFull, TeamState,
 };
 
-use crate::time_travel::Cut;
 use crate::teammate::{parent_problem, teammate_problem};
 use troupe_session::events::{AgentConfigRecord, TurnEndReason};
 use troupe_session::{InvalidEvent, SessionRole, is_team_session};
@@ -68,6 +67,29 @@ pub struct LeadLog {
     summary: ScanSummary,
     /// The one-pass replay's result ([`LeadRead::Verify`] only).
     replayed: Option<Option<Violation>>,
+}
+
+/// A resolved point of a Lead log (`Cut::resolve`, in `time_travel.rs`): the prefix to fold
+/// ([`LeadLog::read_at`]) and the time the other logs are cut at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// The last event of the prefix (a batch's last); `None` for the empty prefix.
+    pub last_seq: Option<Seq>,
+    /// The point's time (epoch ms); the teammates' logs are read up to it.
+    pub time: u64,
+    /// The log's last event (seq, time) when the point was resolved.
+    pub log_last: Option<(Seq, u64)>,
+}
+
+impl Cut {
+    /// The point as outputs show it.
+    pub fn point(&self) -> AtPoint {
+        AtPoint {
+            seq: self.last_seq,
+            time: self.time,
+            last_seq: self.log_last.map(|(seq, _)| seq),
+        }
+    }
 }
 
 /// Why [`LeadLog::read`] could not fold a Lead log.

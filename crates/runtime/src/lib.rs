@@ -75,7 +75,7 @@ pub use control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 pub use error::RuntimeError;
 pub use instructions::{Discovery, SkippedFile};
 pub use lead_log::{
-    FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
+    Cut, FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
     UnreadableLog, Violation,
 };
 pub use outcome::{
@@ -88,5 +88,5 @@ pub use resume_plan::{
     record_model_override, takes_instruction,
 };
 pub use runtime::{LogFailure, ModelSource, Runtime, RuntimeOptions, stored_config};
-pub use time_travel::{Cut, TimeTravelError, read_timeline};
+pub use time_travel::{TimeTravelError, read_timeline};
 pub use user_mail::{UserMailError, UserMailReceipt, append_user_message, user_message_content};

@@ -21,21 +21,9 @@
 
 use troupe_journal::{At, Journal, LineCheck, LineUse, ScanSummary, Selected};
 use troupe_protocol::{ErrorCode, Seq, SessionId};
-use troupe_team::{AtPoint, StreamFold, TeamId, Timeline, TimelineEntry};
+use troupe_team::{StreamFold, TeamId, Timeline, TimelineEntry};
 
-use crate::lead_log::{FoldFailure, LeadLogError};
-
-/// A resolved point of a Lead log ([`Cut::resolve`]): the prefix to fold and the time the
-/// other logs are cut at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cut {
-    /// The last event of the prefix; `None` for the empty prefix.
-    pub last_seq: Option<Seq>,
-    /// The point's time (epoch ms); the teammates' logs are read up to it.
-    pub time: u64,
-    /// The log's last event (seq, time) when the point was resolved.
-    pub log_last: Option<(Seq, u64)>,
-}
+use crate::lead_log::{Cut, FoldFailure, LeadLogError};
 
 impl Cut {
     /// Finds `at` in the Lead log of `id` (one streamed read of the whole log, no lock).
@@ -63,14 +51,6 @@ impl Cut {
         }
     }
 
-    /// The point as outputs show it.
-    pub fn point(&self) -> AtPoint {
-        AtPoint {
-            seq: self.last_seq,
-            time: self.time,
-            last_seq: self.log_last.map(|(seq, _)| seq),
-        }
-    }
 }
 
 /// Why a past point of a Team cannot be shown.
