@@ -192,9 +192,7 @@ fn parse_at(raw: &str) -> Result<At, String> {
     }
     let time = time::OffsetDateTime::parse(raw, &time::format_description::well_known::Rfc3339)
         .map_err(|e| {
-            format!(
-                "expected a seq (like 17) or an RFC 3339 time (like 2026-12-01T19:47:25Z): {e}"
-            )
+            format!("expected a seq (like 17) or an RFC 3339 time (like 2026-12-01T19:47:25Z): {e}")
         })?;
     let ms = time.unix_timestamp_nanos() / 1_000_000;
     u64::try_from(ms)
@@ -469,7 +467,9 @@ fn human_receipts(messages: &[MessageReceipt]) -> Vec<String> {
         "messages ({}; RECEIVED and CONSUMED are seqs of the target's log):",
         messages.len()
     )];
-    let seq = |point: Option<LogPoint>| point.map_or_else(|| "-".to_owned(), |p| format!("seq {}", p.seq));
+    let seq = |point: Option<LogPoint>| {
+        point.map_or_else(|| "-".to_owned(), |p| format!("seq {}", p.seq))
+    };
     let mut rows = vec![
         [
             "QUEUED",

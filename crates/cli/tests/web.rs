@@ -614,7 +614,12 @@ fn the_timeline_slider_shows_the_roster_and_board_at_past_events() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| (t[0].as_str().unwrap().to_owned(), t[1].as_str().unwrap().to_owned()))
+        .map(|t| {
+            (
+                t[0].as_str().unwrap().to_owned(),
+                t[1].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     expected_tasks.sort();
     middle_tasks.sort();

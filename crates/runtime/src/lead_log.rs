@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Selected};
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
 use troupe_team::{
-    MemberPhase, MemberSnapshot, MemberStatus, MemberView, MessageReceipt, Receipts, ReplayError,
-    AtPoint, ShowOptions, StreamFold, TaskView, TeamId, TeamShow, TeamShowFull, TeamState,
+    AtPoint, MemberPhase, MemberSnapshot, MemberStatus, MemberView, MessageReceipt, Receipts,
+    ReplayError, ShowOptions, StreamFold, TaskView, TeamId, TeamShow, TeamShowFull, TeamState,
 };
 
 use crate::teammate::{parent_problem, teammate_problem};
@@ -365,7 +365,10 @@ impl LeadLog {
         read: LeadRead,
         cut: Option<Cut>,
     ) -> Result<Self, LeadLogError> {
-        let beyond = |seq: Seq| cut.as_ref().is_some_and(|c| c.last_seq.is_none_or(|l| seq > l));
+        let beyond = |seq: Seq| {
+            cut.as_ref()
+                .is_some_and(|c| c.last_seq.is_none_or(|l| seq > l))
+        };
         let mut fold = StreamFold::new(TeamId::new(id.clone()));
         let mut configs: Vec<(Seq, serde_json::Value)> = Vec::new();
         let mut member_seqs = HashMap::new();
@@ -540,12 +543,13 @@ impl LeadLog {
             };
             let seed = header.seed_len();
             let _ = match until {
-                Some(time) => journal.read_until(target, time, &mut |event| {
-                    if event.seq.0 >= seed {
-                        receipts.apply_target(target, event);
-                    }
-                })
-                .map(drop),
+                Some(time) => journal
+                    .read_until(target, time, &mut |event| {
+                        if event.seq.0 >= seed {
+                            receipts.apply_target(target, event);
+                        }
+                    })
+                    .map(drop),
                 None => journal
                     .read_selected_each(
                         target,
@@ -665,14 +669,15 @@ impl LeadLog {
             }
             let mut latest: Option<AgentConfigRecord> = None;
             let read = match until {
-                Some(time) => journal.read_until(&member.id, time, &mut |event| {
-                    if event.kind == event_types::AGENT_CONFIG
-                        && let Ok(config) = serde_json::from_value(event.data.clone())
-                    {
-                        latest = Some(config);
-                    }
-                })
-                .is_ok(),
+                Some(time) => journal
+                    .read_until(&member.id, time, &mut |event| {
+                        if event.kind == event_types::AGENT_CONFIG
+                            && let Ok(config) = serde_json::from_value(event.data.clone())
+                        {
+                            latest = Some(config);
+                        }
+                    })
+                    .is_ok(),
                 None => journal
                     .read_selected_each(
                         &member.id,

@@ -50,7 +50,6 @@ impl Cut {
             }),
         }
     }
-
 }
 
 /// Why a past point of a Team cannot be shown.
@@ -79,9 +78,9 @@ fn outside_message(id: &SessionId, at: &At, last: &Option<(Seq, u64)>, created_a
         None => "it has no events".to_owned(),
     };
     match at {
-        At::Time(t) if *t < created_at => format!(
-            "time {t} ms is before session {id} was created (time {created_at} ms); {end}"
-        ),
+        At::Time(t) if *t < created_at => {
+            format!("time {t} ms is before session {id} was created (time {created_at} ms); {end}")
+        }
         At::Time(t) => format!("time {t} ms is beyond the log of session {id}: {end}"),
         At::Seq(seq) => format!("seq {seq} is beyond the log of session {id}: {end}"),
     }

@@ -114,7 +114,9 @@ impl TargetMail {
                 let inserted = event.data.get("inserted").and_then(Value::as_array);
                 for message in inserted.into_iter().flatten() {
                     if let Some(id) = team_message_id(team, message) {
-                        self.received.entry(id).or_insert_with(|| LogPoint::of(event));
+                        self.received
+                            .entry(id)
+                            .or_insert_with(|| LogPoint::of(event));
                     }
                 }
             }
@@ -188,7 +190,8 @@ impl Receipts {
     /// — the Lead being a target — its own inbox and claims (as [`Receipts::apply_target`]).
     /// Give the Lead log's whole suffix after any seeded prefix.
     pub fn apply_lead(&mut self, event: &Event) {
-        let record_of_team = || event.data.get("teamId").and_then(Value::as_str) == Some(self.team.as_str());
+        let record_of_team =
+            || event.data.get("teamId").and_then(Value::as_str) == Some(self.team.as_str());
         match event.kind.as_str() {
             event_types::TEAM_MESSAGE_QUEUED if record_of_team() => {
                 if let Some(id) = event.data["message"]["id"]
@@ -203,7 +206,9 @@ impl Receipts {
                     .as_str()
                     .and_then(|id| MessageId::new(id).ok())
                 {
-                    self.delivered.entry(id).or_insert_with(|| LogPoint::of(event));
+                    self.delivered
+                        .entry(id)
+                        .or_insert_with(|| LogPoint::of(event));
                 }
             }
             _ => {

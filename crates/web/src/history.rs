@@ -53,15 +53,18 @@ pub(crate) async fn timeline(hub: &Arc<Hub>, id: SessionId) -> Result<Value, Web
     blocking(move || {
         let mut timeline = Timeline::new(TeamId::new(id.clone()));
         hub.journal()
-            .read_selected_each(&id, LineCheck::Prefix, &StreamFold::reads, &mut |selected| {
-                match selected {
+            .read_selected_each(
+                &id,
+                LineCheck::Prefix,
+                &StreamFold::reads,
+                &mut |selected| match selected {
                     Selected::Line(_) => LineUse::NeedEvent,
                     Selected::Event(event) => {
                         timeline.event(&event);
                         LineUse::Used
                     }
-                }
-            })
+                },
+            )
             .map_err(journal_error)?;
         let entries = timeline.finish().map_err(fold_error)?;
         Ok(json!({ "events": entries }))
@@ -89,11 +92,17 @@ pub(crate) async fn show(
     .await
 }
 
-fn show_blocking(journal: &Journal, id: &SessionId, at: Option<u64>) -> Result<TeamShowFull, WebError> {
+fn show_blocking(
+    journal: &Journal,
+    id: &SessionId,
+    at: Option<u64>,
+) -> Result<TeamShowFull, WebError> {
     let point = match at {
         None => None,
         Some(seq) => {
-            let search = journal.find_cut(id, At::Seq(Seq(seq))).map_err(journal_error)?;
+            let search = journal
+                .find_cut(id, At::Seq(Seq(seq)))
+                .map_err(journal_error)?;
             let Some(cut) = search.cut else {
                 let end = match search.last {
                     Some((last, _)) => format!("its last event is seq {last}"),

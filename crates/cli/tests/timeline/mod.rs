@@ -155,8 +155,7 @@ fn check_point(demo: &Demo, at: &str, lead_events: usize, time: u64) {
 
     let (_, events) = lines(&demo.home, &demo.lead);
     let team = TeamId::new(SessionId::new(&demo.lead).unwrap());
-    let state =
-        TeamState::fold(team, events[..lead_events].iter().map(|(_, e)| e)).unwrap();
+    let state = TeamState::fold(team, events[..lead_events].iter().map(|(_, e)| e)).unwrap();
     let folded = serde_json::to_value(state.show(&ShowOptions::default())).unwrap();
     let names = |v: &Value| -> Vec<(String, String)> {
         v["members"]
@@ -297,7 +296,10 @@ fn team_show_has_each_messages_receipts() {
             .rev()
             .find(|(_, e)| e.kind == "turn/start")
             .unwrap();
-        assert_eq!(message["consumed"]["turn"], turn.1.data["turn"], "{message}");
+        assert_eq!(
+            message["consumed"]["turn"], turn.1.data["turn"],
+            "{message}"
+        );
         assert!(received.seq < consumed.seq, "{message}");
         assert!(queued.seq < delivered.seq, "{message}");
     }
@@ -322,7 +324,13 @@ fn team_show_has_each_messages_receipts() {
         .skip_while(|l| !l.starts_with("messages ("))
         .collect();
     assert!(table[1].split_whitespace().eq([
-        "QUEUED", "FROM", "TO", "DELIVERY", "RECEIVED", "DELIVERED", "CONSUMED"
+        "QUEUED",
+        "FROM",
+        "TO",
+        "DELIVERY",
+        "RECEIVED",
+        "DELIVERED",
+        "CONSUMED"
     ]));
     let first = format!(
         "seq {}   beta   lead  wakeup    seq {}",
@@ -330,10 +338,7 @@ fn team_show_has_each_messages_receipts() {
     );
     assert!(table[2].contains(&first), "{text}");
     assert!(
-        table[2].ends_with(&format!(
-            "turn 2 (seq {})",
-            messages[0]["consumed"]["seq"]
-        )),
+        table[2].ends_with(&format!("turn 2 (seq {})", messages[0]["consumed"]["seq"])),
         "{text}"
     );
     assert_eq!(table.len(), 2 + messages.len(), "{text}");
@@ -396,7 +401,10 @@ fn team_log_prints_one_line_per_team_event() {
         assert_eq!(entry["time"], event.time);
         assert!(!entry["text"].as_str().unwrap().contains('\n'), "{entry}");
     }
-    let texts: Vec<&str> = entries.iter().map(|e| e["text"].as_str().unwrap()).collect();
+    let texts: Vec<&str> = entries
+        .iter()
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
     assert_eq!(
         texts[0],
         "task-1 created: \"Fix the off-by-one in top_words\""
@@ -407,11 +415,15 @@ fn team_log_prints_one_line_per_team_event() {
         "{texts:?}"
     );
     assert!(
-        texts.iter().any(|t| t.starts_with("beta sent lead a wakeup message (team-message-")),
+        texts
+            .iter()
+            .any(|t| t.starts_with("beta sent lead a wakeup message (team-message-")),
         "{texts:?}"
     );
     assert!(
-        texts.iter().any(|t| t.starts_with("lead received the message from beta (")),
+        texts
+            .iter()
+            .any(|t| t.starts_with("lead received the message from beta (")),
         "{texts:?}"
     );
     let out = super::troupe(&demo.home)
@@ -423,8 +435,15 @@ fn team_log_prints_one_line_per_team_event() {
     assert_eq!(lines.len(), entries.len(), "{human}");
     for (line, entry) in lines.iter().zip(&entries) {
         let mut parts = line.split_whitespace();
-        assert_eq!(parts.next(), Some(entry["seq"].to_string().as_str()), "{line}");
-        assert_eq!(parts.next(), Some(time_of(entry["time"].as_u64().unwrap()).as_str()));
+        assert_eq!(
+            parts.next(),
+            Some(entry["seq"].to_string().as_str()),
+            "{line}"
+        );
+        assert_eq!(
+            parts.next(),
+            Some(time_of(entry["time"].as_u64().unwrap()).as_str())
+        );
         assert!(line.ends_with(entry["text"].as_str().unwrap()), "{line}");
     }
 }
@@ -439,7 +458,9 @@ fn a_point_outside_the_log_or_a_malformed_one_is_bad_input() {
     assert_bad_input(
         &demo.home,
         &["team", "show", lead, "--at", &beyond],
-        &format!("--at {beyond} is beyond the log of session {lead}: its last event is seq {last} ("),
+        &format!(
+            "--at {beyond} is beyond the log of session {lead}: its last event is seq {last} ("
+        ),
     );
     let later = time_of(events.last().unwrap().1.time + 1);
     assert_bad_input(

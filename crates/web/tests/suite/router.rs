@@ -620,7 +620,10 @@ async fn the_timeline_and_the_team_at_a_past_event() {
     let events = body["events"].as_array().unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, [1, 2, 3, 4, 5, 6]);
-    assert_eq!(events[3]["text"], "task-1 rev 2: pending → in_progress, owner alpha");
+    assert_eq!(
+        events[3]["text"],
+        "task-1 rev 2: pending → in_progress, owner alpha"
+    );
     assert_eq!(events[3]["taskId"], "task-1");
 
     let phases = |body: &Value| -> Vec<String> {
@@ -628,7 +631,13 @@ async fn the_timeline_and_the_team_at_a_past_event() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|m| format!("{}:{}", m["name"].as_str().unwrap(), m["phase"].as_str().unwrap()))
+            .map(|m| {
+                format!(
+                    "{}:{}",
+                    m["name"].as_str().unwrap(),
+                    m["phase"].as_str().unwrap()
+                )
+            })
             .collect()
     };
     let (status, at1) = get(&router, "/api/sessions/lead-1/team/show?at=1").await;
