@@ -4,14 +4,23 @@
 //! sends it ([`crate::send::deliver`]: through the running process's control socket, or
 //! appended to the stopped Team's log), so the member runs a turn with it. `/board` prints the
 //! task board, `/agents` the roster (live statuses from the running process, else as stored),
-//! `/help` the commands, `/quit` or Ctrl-D leaves; Ctrl-C clears the line. Meanwhile the
-//! members' answers and tool calls are printed above the prompt as their logs grow (the logs
+//! `/approve [REQUEST] [--deny|--always]` decides an approval request of any member (without
+//! REQUEST: the one pending request, or the list when there are several; decided through its
+//! decision log as `troupe approve` does, by `chat`), `/help` the commands, `/quit` leaves
+//! (the Team goes on). Ctrl-C asks the running process (its control socket) to stop every
+//! running turn, keeping inboxes — as a Ctrl-C at its own terminal does — so the Team stops
+//! and stays resumable; Ctrl-D does the same and leaves: the Team is parked, and `troupe
+//! resume` continues it. Meanwhile the members' answers, tool calls and approval requests
+//! are printed above the prompt as their logs grow (the logs
 //! are followed as `troupe log --follow` follows one: read again every
 //! [`crate::follow::FILE_INTERVAL`], whole batches only; a teammate's log is followed from
 //! the moment its `team/member` record appears).
 //!
-//! Chat writes nothing but the messages it sends (their durability is `troupe send`'s), and
-//! leaving it changes nothing: a running Team goes on, a stopped one stays as it was.
+//! Chat writes nothing but the messages it sends (their durability is `troupe send`'s) and the
+//! decisions of `/approve` (their durability is the decision log's: created whole or not at
+//! all, see `troupe_runtime::approval`); an interrupt is the running process's Ctrl-C, whose
+//! records are its own. `/quit` (or the end of a stdin that is not a terminal) changes nothing:
+//! a running Team goes on, a stopped one stays as it was.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -22,16 +31,18 @@ use anyhow::{Context, anyhow};
 use rustyline::ExternalPrinter;
 use rustyline::error::ReadlineError;
 use serde_json::Value;
+use troupe_approval::PendingApproval;
 use troupe_journal::{Journal, ScanPosition};
 use troupe_protocol::{Event, SessionId, event_types};
 use troupe_runtime::{LeadLog, LeadRead};
+use troupe_session::approval::{DecidedBy, Decision};
 use troupe_team::LEAD_NAME;
 
-use crate::control::{Request, socket_path};
+use crate::control::Request;
 use crate::exit::Failure;
 use crate::home::Home;
 use crate::output::escape_controls;
-use crate::send::{Asked, Outgoing, Sent, ask_socket, check_team, deliver, uuid};
+use crate::send::{Asked, Outgoing, Sent, ask_team, check_team, deliver, uuid};
 
 /// `troupe chat`'s flags.
 #[derive(Debug, clap::Args)]
@@ -43,8 +54,9 @@ pub(crate) struct ChatFlags {
 /// At most this many characters of a tool call's arguments are shown.
 const ARGUMENTS_SHOWN: usize = 100;
 
-const HELP: &str = "lines go to the Lead; @NAME TEXT to a teammate; /board, /agents, /help, \
-/quit (or Ctrl-D) to leave";
+const HELP: &str = "lines go to the Lead; @NAME TEXT to a teammate; /board, /agents, \
+/approve [REQUEST] [--deny|--always], /help; Ctrl-C stops the running turns; /quit leaves, \
+Ctrl-D leaves and parks the Team";
 
 /// `troupe chat`.
 pub(crate) fn run(flags: ChatFlags, home: &Home<'_>) -> Result<(), Failure> {
@@ -54,7 +66,6 @@ pub(crate) fn run(flags: ChatFlags, home: &Home<'_>) -> Result<(), Failure> {
         None => latest_team(&journal)?.to_string(),
     };
     let lead = check_team(&journal, &raw, LEAD_NAME, &home.args())?;
-    let socket = socket_path(&home.dir, &lead);
     let mut editor = rustyline::DefaultEditor::new()
         .context("starting the line editor")
         .map_err(Failure::work)?;
@@ -63,7 +74,7 @@ pub(crate) fn run(flags: ChatFlags, home: &Home<'_>) -> Result<(), Failure> {
         Err(_) => Output::Plain,
     };
     let out = Arc::new(std::sync::Mutex::new(out));
-    let running = matches!(ask_socket(&socket, &Request::Agents), Asked::Answer(_));
+    let running = matches!(ask_team(home, &lead, &Request::Agents), Asked::Answer(_));
     emit(
         &out,
         &format!(
@@ -142,14 +153,47 @@ fn read_lines(
     lead: &SessionId,
     out: &std::sync::Mutex<Output>,
 ) -> Result<(), Failure> {
+    use std::io::IsTerminal;
+    let resume = format!("troupe resume {lead}{}", home.args());
     loop {
         let line = match editor.readline("> ") {
             Ok(line) => line,
             Err(ReadlineError::Interrupted) => {
-                emit(out, "(Ctrl-D or /quit leaves; the Team goes on as it is)");
+                if interrupt(home, lead) {
+                    emit(
+                        out,
+                        &format!(
+                            "interrupting: the running turns stop, every inbox is kept; the \
+                             Team stays resumable ({resume})"
+                        ),
+                    );
+                } else {
+                    emit(
+                        out,
+                        "nothing runs to interrupt (/quit leaves; Ctrl-D leaves and parks a \
+                         running Team)",
+                    );
+                }
                 continue;
             }
-            Err(ReadlineError::Eof) => return Ok(()),
+            Err(ReadlineError::Eof) => {
+                // The end of a pipe is no Ctrl-D: the Team goes on.
+                if std::io::stdin().is_terminal() {
+                    let parked = interrupt(home, lead);
+                    emit(
+                        out,
+                        &if parked {
+                            format!(
+                                "leaving: the Team is parked (its running turns stopped, every \
+                                 inbox kept); {resume} continues it"
+                            )
+                        } else {
+                            format!("leaving: the Team is not running; {resume} continues it")
+                        },
+                    );
+                }
+                return Ok(());
+            }
             Err(e) => return Err(Failure::work(anyhow!("reading a line: {e}"))),
         };
         let line = line.trim();
@@ -161,7 +205,10 @@ fn read_lines(
             "/quit" | "/exit" => return Ok(()),
             "/help" => emit(out, HELP),
             "/board" => board(journal, lead, out),
-            "/agents" => agents(journal, &home.dir, lead, out),
+            "/agents" => agents(journal, home, lead, out),
+            command if command == "/approve" || command.starts_with("/approve ") => {
+                approve(journal, lead, &command["/approve".len()..], out);
+            }
             command if command.starts_with('/') => {
                 emit(out, &format!("unknown command {command}: {HELP}"));
             }
@@ -182,6 +229,82 @@ fn read_lines(
     }
 }
 
+/// Asks the running process of the Team (its socket, or on NATS its control subject) to stop
+/// its running turns (keeping inboxes); whether
+/// a running process took it.
+fn interrupt(home: &Home<'_>, lead: &SessionId) -> bool {
+    matches!(
+        ask_team(home, lead, &Request::Interrupt),
+        Asked::Answer(answer) if answer["ok"] == true
+    )
+}
+
+const APPROVE_USAGE: &str = "/approve [REQUEST] [--deny|--always]";
+
+/// `/approve [REQUEST] [--deny|--always]`: decides a pending request of the Team (the only one
+/// when REQUEST is not given), or lists them when several wait.
+fn approve(journal: &Journal, lead: &SessionId, args: &str, out: &std::sync::Mutex<Output>) {
+    let mut request = None;
+    let mut decision = Decision::Approve;
+    for word in args.split_whitespace() {
+        match word {
+            "--deny" if decision == Decision::Approve => decision = Decision::Deny,
+            "--always" if decision == Decision::Approve => decision = Decision::Always,
+            id if !id.starts_with('-') && request.is_none() => request = Some(id.to_owned()),
+            _ => {
+                emit(out, &format!("usage: {APPROVE_USAGE}"));
+                return;
+            }
+        }
+    }
+    let request = match request {
+        Some(request) => request,
+        None => {
+            let waiting = match crate::approve::pending_of(journal, lead) {
+                Ok(waiting) => waiting,
+                Err(failure) => {
+                    emit(out, &failure_text("approval", failure));
+                    return;
+                }
+            };
+            match waiting.as_slice() {
+                [] => {
+                    emit(out, "approval: no request is pending");
+                    return;
+                }
+                [only] => only.request.id.clone(),
+                several => {
+                    for waiting in several {
+                        emit(out, &pending_line(waiting));
+                    }
+                    emit(
+                        out,
+                        &format!(
+                            "approval: {} requests are pending: name one, {APPROVE_USAGE}",
+                            several.len()
+                        ),
+                    );
+                    return;
+                }
+            }
+        }
+    };
+    match crate::approve::decide_one(journal, lead, &request, decision, DecidedBy::Chat) {
+        Ok(said) => emit(out, &format!("approval: {said}")),
+        Err(failure) => emit(out, &failure_text("approval", failure)),
+    }
+}
+
+/// A pending request on one line: `approval: ID lead: $ COMMAND (because: WHY)`.
+fn pending_line(waiting: &PendingApproval) -> String {
+    let request = &waiting.request;
+    escape_controls(&format!(
+        "approval: {} {}: $ {} (because: {})",
+        request.id, request.member, request.command, request.justification
+    ))
+    .into_owned()
+}
+
 /// Sends one line as `troupe send --wakeup` would, and prints what became of it.
 fn send_line(
     journal: &Journal,
@@ -192,7 +315,7 @@ fn send_line(
     out: &std::sync::Mutex<Output>,
 ) {
     if let Err(failure) = check_team(journal, lead.as_str(), to, &home.args()) {
-        emit(out, &failure_text(failure));
+        emit(out, &failure_text("not sent", failure));
         return;
     }
     let outgoing = Outgoing {
@@ -202,7 +325,7 @@ fn send_line(
         wakeup: true,
         id: uuid(),
     };
-    let sent = deliver(journal, &home.dir, &outgoing, &mut |note| {
+    let sent = deliver(home, &outgoing, &mut |note| {
         emit(out, &format!("note: {note}"));
     });
     match sent {
@@ -221,14 +344,14 @@ fn send_line(
             }
             emit(out, &line);
         }
-        Err(failure) => emit(out, &failure_text(failure)),
+        Err(failure) => emit(out, &failure_text("not sent", failure)),
     }
 }
 
-fn failure_text(failure: Failure) -> String {
+fn failure_text(what: &str, failure: Failure) -> String {
     failure.error.map_or_else(
-        || "not sent".to_owned(),
-        |e| escape_controls(&format!("not sent: {e:#}")).into_owned(),
+        || what.to_owned(),
+        |e| escape_controls(&format!("{what}: {e:#}")).into_owned(),
     )
 }
 
@@ -260,49 +383,43 @@ fn board(journal: &Journal, lead: &SessionId, out: &std::sync::Mutex<Output>) {
 }
 
 /// `/agents`: the roster with live statuses when the Team runs, else as stored.
-fn agents(
-    journal: &Journal,
-    home: &std::path::Path,
-    lead: &SessionId,
-    out: &std::sync::Mutex<Output>,
-) {
-    let members: Vec<(String, String)> =
-        match ask_socket(&socket_path(home, lead), &Request::Agents) {
-            Asked::Answer(answer) if answer["ok"] == true => answer["members"]
-                .as_array()
-                .map(|rows| {
-                    rows.iter()
-                        .map(|m| {
-                            (
-                                m["name"].as_str().unwrap_or("?").to_owned(),
-                                m["status"].as_str().unwrap_or("?").to_owned(),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            _ => match LeadLog::read(journal, lead, LeadRead::Team) {
-                Ok(log) => log
-                    .show(false)
-                    .members
-                    .iter()
+fn agents(journal: &Journal, home: &Home<'_>, lead: &SessionId, out: &std::sync::Mutex<Output>) {
+    let members: Vec<(String, String)> = match ask_team(home, lead, &Request::Agents) {
+        Asked::Answer(answer) if answer["ok"] == true => answer["members"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
                     .map(|m| {
-                        let status = serde_json::to_value(m.member.status)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_default();
                         (
-                            m.member.name.clone(),
-                            format!("{status} (the Team is not running)"),
+                            m["name"].as_str().unwrap_or("?").to_owned(),
+                            m["status"].as_str().unwrap_or("?").to_owned(),
                         )
                     })
-                    .collect(),
-                Err(_) => {
-                    emit(out, "the Lead log cannot be read now");
-                    return;
-                }
-            },
-        };
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => match LeadLog::read(journal, lead, LeadRead::Team) {
+            Ok(log) => log
+                .show(false)
+                .members
+                .iter()
+                .map(|m| {
+                    let status = serde_json::to_value(m.member.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    (
+                        m.member.name.clone(),
+                        format!("{status} (the Team is not running)"),
+                    )
+                })
+                .collect(),
+            Err(_) => {
+                emit(out, "the Lead log cannot be read now");
+                return;
+            }
+        },
+    };
     for (name, status) in members {
         emit(out, &escape_controls(&format!("agent: {name} {status}")));
     }
@@ -385,6 +502,25 @@ fn render(name: &str, event: &Event) -> Option<String> {
             let tool = event.data["name"].as_str()?;
             let arguments = compact(&event.data["arguments"]);
             format!("{name}: ▸ {tool} {arguments}")
+        }
+        event_types::APPROVAL_REQUESTED => {
+            let data = &event.data;
+            format!(
+                "{name}: asks to run a command outside the sandbox: $ {} (because: {}) — \
+                 /approve {} [--deny|--always]",
+                data["command"].as_str()?,
+                data["justification"].as_str().unwrap_or(""),
+                data["id"].as_str()?
+            )
+        }
+        event_types::APPROVAL_DECIDED => {
+            let data = &event.data;
+            format!(
+                "{name}: request {} decided: {} by {}",
+                data["id"].as_str()?,
+                data["decision"].as_str()?,
+                data["by"].as_str()?
+            )
         }
         event_types::TURN_END => {
             let reason = event.data["reason"].as_str().unwrap_or("completed");

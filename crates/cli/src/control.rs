@@ -1,13 +1,22 @@
 //! The control socket of a running Team: `$TROUPE_HOME/run/<lead-id>.sock`, served by the
 //! `troupe run` / `resume` / `demo` process that holds the Team's Lead log, so that `troupe
-//! send` and `troupe chat` can talk to the live Team (README "Talking to a running team").
+//! send` and `troupe chat` can talk to the live Team (README "Talking to a running team") —
+//! and on a NATS store the same requests on the control subject `troupe.control.<lead-id>`
+//! ([`troupe_store_nats::NatsBackend::control_subject`]), so a sender on another host, or with
+//! another `$TROUPE_HOME`, reaches it too.
 //!
 //! **Protocol**: JSON lines over a Unix stream socket. Each request is one line, answered by
-//! one line, in order; a connection may carry several requests. Requests:
+//! one line, in order; a connection may carry several requests. On NATS each request is the
+//! payload of one NATS request (the same JSON, without the newline) and its answer the payload
+//! of the one reply. Requests:
 //! - `{"op":"send","id":ID,"to":NAME,"text":TEXT,"wakeup":BOOL}` — a message from the user
 //!   ([`troupe_runtime::team::TeamService::user_send`]); answer
 //!   `{"ok":true,"messageId","to","seq","delivered","repeated"}`.
 //! - `{"op":"agents"}` — the live roster; answer `{"ok":true,"members":[MemberView…]}`.
+//! - `{"op":"interrupt"}` — `troupe chat`'s Ctrl-C (and its Ctrl-D, which leaves too): the
+//!   running process stops every running turn as a Ctrl-C at its own terminal does (inboxes
+//!   kept, so the Team is parked and `troupe resume` continues it); answer `{"ok":true}` once
+//!   the run has been told.
 //!
 //! A refusal is `{"ok":false,"code":CODE,"message":TEXT}` (a Team rule's code, `TEAM_DISPOSED`
 //! while the Team closes, `CONTROL_BAD_REQUEST` for a line that is not a request). A request
@@ -19,13 +28,29 @@
 //! is therefore removed only by a holder of the lock — the next run, or `troupe send` while it
 //! appends to the stopped Team — never while a live process could be serving it. The `run`
 //! directory is made private to the user (mode 0700): only they can talk to their Teams.
+//!
+//! **Long home paths**: a socket address holds at most [`MAX_SOCKET_PATH`] bytes of path. A
+//! longer socket path is bound and connected as `/proc/self/fd/<fd>/<lead-id>.sock`, through
+//! an open descriptor of the `run` directory ([`at_short_path`]): the socket is the same file
+//! in the same private directory, only its address is short.
+//!
+//! **On NATS** the holder subscribes to the control subject once it holds the Lead log's
+//! lease, after the socket is bound, and unsubscribes before it stops serving the socket (so
+//! before the Team is shut down and the lease released); a sender that finds no subscriber
+//! (NATS's "no responders") appends to the stopped Team under the lease, as it does when no
+//! socket is served. A server whose writer lost the lease (`JOURNAL_LEASE_LOST`: another
+//! process may hold the Team now) answers `TEAM_DISPOSED` and stops serving the subject, so the
+//! sender asks again and reaches the new holder. Anyone who can use the NATS server can send
+//! requests: the store's users are trusted as its writers are (they can write the logs too).
 
 use std::io::ErrorKind;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -35,6 +60,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::{ErrorCode, SessionId};
 use troupe_runtime::{Runtime, user_message_content};
+use troupe_store_nats::NatsBackend;
 use troupe_team::{Delivery, UserSend, team_message_id};
 
 /// The longest request line served, in bytes (a message is bounded by the Team's
@@ -44,9 +70,38 @@ pub(crate) const MAX_REQUEST_BYTES: u64 = 1 << 20;
 /// How long a stop waits for the requests in flight to be answered.
 const STOP_LIMIT: Duration = Duration::from_secs(10);
 
+/// The longest path a Unix socket address holds (`sun_path` is 108 bytes with its NUL).
+pub(crate) const MAX_SOCKET_PATH: usize = 107;
+
 /// The control socket of the Team led by `lead` in `home`: `<home>/run/<lead>.sock`.
 pub(crate) fn socket_path(home: &Path, lead: &SessionId) -> PathBuf {
     home.join("run").join(format!("{lead}.sock"))
+}
+
+/// Runs `f` (a `bind` or `connect`) with an address for the socket at `path` that fits a
+/// socket address: `path` itself when it has at most [`MAX_SOCKET_PATH`] bytes, else
+/// `/proc/self/fd/<fd>/<name>` through a descriptor of `path`'s directory opened for the call
+/// (Linux resolves it to that very directory, so the socket is bound in, or connected from,
+/// the private `run` directory itself; the descriptor is closed when `f` returns).
+///
+/// # Errors
+/// The directory cannot be opened (missing: `NotFound`, which senders take as "not served");
+/// `f`'s own error.
+pub(crate) fn at_short_path<T>(
+    path: &Path,
+    f: impl FnOnce(&Path) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return f(path);
+    };
+    if path.as_os_str().len() <= MAX_SOCKET_PATH {
+        return f(path);
+    }
+    let dir = std::fs::File::open(dir)?;
+    let short = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+    let result = f(&short);
+    drop(dir);
+    result
 }
 
 /// One request to the control socket.
@@ -67,6 +122,17 @@ pub(crate) enum Request {
     },
     /// The live roster.
     Agents,
+    /// Stop the running turns (keeping every inbox), as a Ctrl-C at the run's terminal does.
+    Interrupt,
+}
+
+/// What the control socket tells the run that serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ControlNote {
+    /// A line for the run's output.
+    Line(String),
+    /// A [`Request::Interrupt`]: stop the running turns, keeping inboxes.
+    Interrupt,
 }
 
 /// Whether `id` may name a message (`troupe send --id`): 1–64 characters of
@@ -88,7 +154,7 @@ pub(crate) struct ControlServer {
 impl ControlServer {
     /// Serves the control socket of the live Team of `lead` (which this process holds: see the
     /// module docs). `notes` gets one line per message from the user that was accepted (for
-    /// the run's output).
+    /// the run's output), and each interrupt asked for.
     ///
     /// # Errors
     /// The `run` directory cannot be made or the socket cannot be bound (e.g. a home path too
@@ -98,7 +164,7 @@ impl ControlServer {
         home: &Path,
         runtime: Runtime,
         lead: SessionId,
-        notes: mpsc::UnboundedSender<String>,
+        notes: mpsc::UnboundedSender<ControlNote>,
     ) -> std::io::Result<Self> {
         let path = socket_path(home, &lead);
         if let Some(dir) = path.parent() {
@@ -114,7 +180,7 @@ impl ControlServer {
             Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        let listener = UnixListener::bind(&path)?;
+        let listener = at_short_path(&path, |address| UnixListener::bind(address))?;
         let stop = CancellationToken::new();
         let stopped = stop.clone();
         let context = Arc::new(Context {
@@ -153,13 +219,19 @@ impl ControlServer {
     pub(crate) async fn stop(mut self) {
         let _ = std::fs::remove_file(&self.path);
         self.stop.cancel();
-        if let Some(accept) = self.accept.take()
-            && let Ok(mut connections) = accept.await
-        {
-            let drained = async { while connections.join_next().await.is_some() {} };
-            if tokio::time::timeout(STOP_LIMIT, drained).await.is_err() {
-                connections.abort_all();
-            }
+        if let Some(accept) = self.accept.take() {
+            drain(accept).await;
+        }
+    }
+}
+
+/// Waits for a server's loop to end (it hands back the requests it is still answering), then
+/// up to [`STOP_LIMIT`] for those answers; the ones left are aborted.
+async fn drain(server: tokio::task::JoinHandle<JoinSet<()>>) {
+    if let Ok(mut answering) = server.await {
+        let drained = async { while answering.join_next().await.is_some() {} };
+        if tokio::time::timeout(STOP_LIMIT, drained).await.is_err() {
+            answering.abort_all();
         }
     }
 }
@@ -173,10 +245,104 @@ impl Drop for ControlServer {
     }
 }
 
+/// The control subject of a running Team on a NATS store (see the module docs, "On NATS");
+/// dropping it stops serving (the subscription is dropped, the requests in flight aborted).
+pub(crate) struct NatsControl {
+    serve: Option<tokio::task::JoinHandle<JoinSet<()>>>,
+    stop: CancellationToken,
+}
+
+impl NatsControl {
+    /// Subscribes to the control subject of the live Team of `lead`
+    /// ([`NatsBackend::control_subject`]) with the store's client and serves its requests.
+    /// Returns once the server has the subscription (a flush), so a sender told the Team
+    /// runs finds it served. `notes` as for [`ControlServer::start`].
+    ///
+    /// # Errors
+    /// The subscription or the flush fails (the connection is down): the run goes on without
+    /// it, and senders elsewhere wait for the Team to stop, then append to it.
+    pub(crate) async fn start(
+        nats: &NatsBackend,
+        runtime: Runtime,
+        lead: SessionId,
+        notes: mpsc::UnboundedSender<ControlNote>,
+    ) -> Result<Self, async_nats::Error> {
+        let client = nats.client();
+        let mut requests = client
+            .subscribe(NatsBackend::control_subject(&lead))
+            .await?;
+        client.flush().await?;
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let context = Arc::new(Context {
+            runtime,
+            lead,
+            notes,
+        });
+        let serve = tokio::spawn(async move {
+            let mut answering = JoinSet::new();
+            loop {
+                tokio::select! {
+                    () = stopped.cancelled() => break,
+                    request = requests.next() => {
+                        let Some(request) = request else { break };
+                        let Some(reply) = request.reply.clone() else { continue };
+                        let (context, client, lost) =
+                            (Arc::clone(&context), client.clone(), stopped.clone());
+                        answering.spawn(async move {
+                            let too_long = request.payload.len() as u64 > MAX_REQUEST_BYTES;
+                            let mut answer =
+                                answer_text(&request.payload, too_long, &context).await;
+                            if answer["code"] == "JOURNAL_LEASE_LOST" {
+                                // Another process may hold the Team now: this one stops
+                                // serving it, and the sender asks again.
+                                answer = refusal(
+                                    "TEAM_DISPOSED",
+                                    "this process lost the Team's lease: it no longer runs it",
+                                );
+                                lost.cancel();
+                            }
+                            let _ = client.publish(reply, answer.to_string().into()).await;
+                            let _ = client.flush().await;
+                        });
+                    }
+                    Some(_) = answering.join_next(), if !answering.is_empty() => {}
+                }
+            }
+            // New requests find no responder from here on.
+            let _ = requests.unsubscribe().await;
+            let _ = client.flush().await;
+            answering
+        });
+        Ok(Self {
+            serve: Some(serve),
+            stop,
+        })
+    }
+
+    /// Stops serving: unsubscribes (new senders find no responder and wait for the Team to be
+    /// released, then append to its log) and waits up to [`STOP_LIMIT`] for the requests in
+    /// flight to be answered.
+    pub(crate) async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(serve) = self.serve.take() {
+            drain(serve).await;
+        }
+    }
+}
+
+impl Drop for NatsControl {
+    fn drop(&mut self) {
+        if let Some(serve) = self.serve.take() {
+            serve.abort();
+        }
+    }
+}
+
 struct Context {
     runtime: Runtime,
     lead: SessionId,
-    notes: mpsc::UnboundedSender<String>,
+    notes: mpsc::UnboundedSender<ControlNote>,
 }
 
 /// Answers the requests of one connection, in order, until it closes.
@@ -194,25 +360,29 @@ async fn serve(stream: UnixStream, context: &Context) {
             Ok(_) => {}
         }
         let too_long = line.len() as u64 > MAX_REQUEST_BYTES;
-        let answer = if too_long {
-            refusal(
-                "CONTROL_BAD_REQUEST",
-                &format!("a request line is at most {MAX_REQUEST_BYTES} bytes"),
-            )
-        } else {
-            match serde_json::from_str::<Request>(line.trim_end()) {
-                Ok(request) => answer(request, context).await,
-                Err(e) => refusal(
-                    "CONTROL_BAD_REQUEST",
-                    &format!("not a control request: {e}"),
-                ),
-            }
-        };
+        let answer = answer_text(line.trim_end().as_bytes(), too_long, context).await;
         let mut text = answer.to_string();
         text.push('\n');
         if write.write_all(text.as_bytes()).await.is_err() || too_long {
             return;
         }
+    }
+}
+
+/// The answer to one request's text (`too_long`: it had more than [`MAX_REQUEST_BYTES`]).
+async fn answer_text(request: &[u8], too_long: bool, context: &Context) -> Value {
+    if too_long {
+        return refusal(
+            "CONTROL_BAD_REQUEST",
+            &format!("a request is at most {MAX_REQUEST_BYTES} bytes"),
+        );
+    }
+    match serde_json::from_slice::<Request>(request) {
+        Ok(request) => answer(request, context).await,
+        Err(e) => refusal(
+            "CONTROL_BAD_REQUEST",
+            &format!("not a control request: {e}"),
+        ),
     }
 }
 
@@ -259,10 +429,10 @@ async fn answer(request: Request, context: &Context) -> Value {
                     } else {
                         "queued for"
                     };
-                    let _ = context.notes.send(format!(
+                    let _ = context.notes.send(ControlNote::Line(format!(
                         "message from the user {status} {} (troupe send; seq {})",
                         receipt.target_name, receipt.seq.0
-                    ));
+                    )));
                     json!({
                         "ok": true,
                         "messageId": receipt.message_id,
@@ -273,6 +443,15 @@ async fn answer(request: Request, context: &Context) -> Value {
                     })
                 }
                 Err(e) => refusal(e.code(), &e.to_string()),
+            }
+        }
+        Request::Interrupt => {
+            if context.runtime.teams().team(&context.lead).is_none() {
+                return refusal("TEAM_DISPOSED", "the Team is not running");
+            }
+            match context.notes.send(ControlNote::Interrupt) {
+                Ok(()) => json!({"ok": true}),
+                Err(_) => refusal("TEAM_DISPOSED", "the run is ending"),
             }
         }
         Request::Agents => {

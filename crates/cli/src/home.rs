@@ -15,8 +15,6 @@ pub(crate) struct Home<'a> {
     pub(crate) named: String,
     /// The store of the sessions: the home's JSONL files, or `--store`'s.
     pub(crate) store: crate::store::Store,
-    /// How the store and its replicas were chosen (what `troupe config` shows).
-    pub(crate) store_settings: crate::settings::StoreSettings,
 }
 
 impl Home<'_> {

@@ -27,6 +27,11 @@ pub(crate) fn sessions(
             );
         })
         .context("listing sessions")?;
+    // Decision logs of approvals are records of a member's session, not sessions to open.
+    let listed: Vec<_> = listed
+        .into_iter()
+        .filter(|l| !crate::approve::is_decision_log(&l.header))
+        .collect();
     // Each log is read once (streamed, no lock): its own first `agent/config` settles the
     // role of a subagent child, and a log damaged past its header is still listed, with a
     // note naming the damage.

@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod approve;
 mod args;
 mod chat;
 mod control;
@@ -96,9 +97,12 @@ enum Command {
     /// Talk to a Team line by line: lines go to the Lead, @NAME TEXT to a teammate.
     ///
     /// Each line is sent as troupe send --wakeup sends it (the member runs a turn with it);
-    /// the members' answers and tool calls are printed as their logs grow. /board prints the
-    /// task board, /agents the roster, /quit or Ctrl-D leaves (the Team goes on, or stays
-    /// stopped, as it was). Without SESSION: the Team session started last.
+    /// the members' answers, tool calls and approval requests are printed as their logs grow.
+    /// /board prints the task board, /agents the roster, /approve [REQUEST] [--deny|--always]
+    /// answers an approval request (alone: the one pending). Ctrl-C stops the running turns
+    /// (inboxes kept: the Team stays resumable); Ctrl-D leaves and parks a running Team; /quit
+    /// leaves (the Team goes on, or stays stopped, as it was). Without SESSION: the Team
+    /// session started last.
     Chat(chat::ChatFlags),
     /// List stored sessions, oldest first (id, parent, created, role, cwd).
     ///
@@ -153,11 +157,22 @@ enum Command {
         #[command(subcommand)]
         command: store::StoreCommand,
     },
-    /// Serve the web panel: watch Teams live in a browser (read-only, 127.0.0.1 by default).
+    /// Answer a member's request to run a command outside the sandbox, from any terminal.
     ///
-    /// Prints the URL to open. The panel shows the sessions of the home, each Team's roster
-    /// with live status, its task board and any member's conversation, updated live from the
-    /// session files while `troupe run` writes them from another process.
+    /// With only SESSION, lists the requests nobody decided yet (of the session and, for a
+    /// Lead, of its teammates). With REQUEST, approves it (or denies it with --deny, or with
+    /// --always also lets that exact command run again without asking): the decision is
+    /// recorded at once; a running troupe sees it within a second, a stopped
+    /// session takes it when it is resumed. A request that does not exist or is already
+    /// decided is refused (exit 2) and nothing changes.
+    Approve(approve::ApproveFlags),
+    /// Serve the web panel: watch Teams live in a browser (127.0.0.1 by default).
+    ///
+    /// Prints the URL to open (it carries the panel's token). The panel shows the sessions of
+    /// the home, each Team's roster with live status, its task board, any member's
+    /// conversation, and the requests to run a command outside the sandbox that wait for an
+    /// answer, updated live from the session files while `troupe run` writes them from another
+    /// process. Answering a request (its Approve / Deny buttons) is its only write.
     Web(web::WebFlags),
 }
 
@@ -310,6 +325,15 @@ fn run(cli: Cli) -> Result<(), Failure> {
     // not), so every command reads it; a bad one is bad input naming FILE:LINE:COLUMN.
     let user = settings::UserStore::load(&home)?;
     let (spec, store_settings) = store::choose(&cli.store, spec, &home, cli_home_given, user);
+    if let Command::Config(flags) = cli.command {
+        // `troupe config` only shows the settings: the store's URL is checked, never
+        // connected to (a NATS server that is down is no reason not to show the file).
+        if let Some(store::StoreSpec::Nats(url)) = &spec {
+            troupe_store_nats::parse_url(url)?;
+            store::nats_options(Some(store_settings.replicas.value))?;
+        }
+        return settings::show::show(flags, &home, &store_settings);
+    }
     let mut store = match &spec {
         Some(spec) => store::Store::open(spec, Some(store_settings.replicas.value))?,
         None => store::Store::files(&home),
@@ -321,7 +345,6 @@ fn run(cli: Cli) -> Result<(), Failure> {
         flag: home_flag.as_deref(),
         named,
         store,
-        store_settings,
     };
     match cli.command {
         Command::Run(flags) => work::run(flags, home),
@@ -337,8 +360,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
             follow,
         } => inspect::log(&journal, &session, json, from, follow),
         Command::Team { command } => team::run(&journal, command, &home.args()),
+        Command::Approve(flags) => approve::run(&journal, flags),
         Command::Web(flags) => web::run(flags, &home.dir, &home.store),
-        Command::Config(flags) => settings::show::show(flags, &home),
+        // Handled above, before any store is opened.
+        Command::Config(_) => Ok(()),
         // Handled above, before any home is resolved: `store copy` names its own stores.
         Command::Store { .. } => Ok(()),
     }

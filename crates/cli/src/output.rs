@@ -9,7 +9,7 @@
 //!   characters are shown as visible escapes so they cannot drive the terminal or break the
 //!   one-line formats.
 //! - The words and numbers every command prints alike: [`count`] (`1 turn`, `2 turns`),
-//!   [`stats_text`], [`tokens_text`], [`format_time`], [`align_columns`].
+//!   [`stats_text`], [`tokens_text`], [`format_time`], [`align_columns`], [`fit`].
 
 use std::borrow::Cow;
 use std::io::{self, Write};
@@ -107,6 +107,33 @@ pub(crate) fn escape_controls(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// `text` with control characters escaped, cut to at most `max` display columns (ending with
+/// `…` when cut), and its display width.
+pub(crate) fn fit(text: &str, max: usize) -> (String, usize) {
+    use unicode_width::UnicodeWidthChar;
+    let text = escape_controls(text);
+    let width_of = |c: char| c.width().unwrap_or(0);
+    let full: usize = text.chars().map(width_of).sum();
+    if full <= max {
+        return (text.into_owned(), full);
+    }
+    if max == 0 {
+        return (String::new(), 0);
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = width_of(c);
+        if used + w > max - 1 {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    (out, used + 1)
 }
 
 /// Lays out `rows` (cells already escaped) as columns two spaces apart, each as wide as its

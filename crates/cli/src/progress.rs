@@ -25,8 +25,13 @@ use serde_json::{Value, json};
 use troupe_protocol::SessionId;
 use troupe_runtime::{AgentProgress, AgentStatus, Progress};
 use troupe_session::TranscriptStats;
+use troupe_session::approval::Decision;
 use troupe_session::events::TurnEndReason;
+
+use crate::output::escape_controls;
 use troupe_team::TeamState;
+
+use crate::output::fit;
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +144,13 @@ pub(crate) struct Printer {
     board: Option<Board>,
     /// Looks up an agent's inherited turns when it is first seen (none: 0).
     inherited_turns: Option<InheritedTurns>,
+    /// The question shown on the last line while the terminal answers an approval request.
+    prompt: Option<String>,
+    /// The run's root session (and `--home`/`--store` as given), named by the `troupe
+    /// approve` hints.
+    root: Option<(SessionId, String)>,
+    /// Whether approvals are answered at this terminal.
+    answers_here: bool,
 }
 
 /// What a Team looks like now, folded from its Lead log by the Team service: the roster, the
@@ -254,6 +266,9 @@ impl Printer {
             recorded: None,
             board: None,
             inherited_turns: None,
+            prompt: None,
+            root: None,
+            answers_here: false,
         }
     }
 
@@ -329,9 +344,15 @@ impl Printer {
         }
     }
 
-    /// One stderr line (clearing the live line first).
+    /// One stderr line (clearing the live line first; above an open prompt).
     pub(crate) fn note(&mut self, line: &str) {
         self.clear_live();
+        if let Some(prompt) = self.prompt.clone() {
+            self.write_raw("\r\x1b[2K");
+            crate::output::eprint_line!("{line}");
+            self.write_raw(&prompt);
+            return;
+        }
         #[cfg(test)]
         if self.recorded.is_some() {
             self.write_raw(&format!("{line}\n"));
@@ -349,8 +370,82 @@ impl Printer {
                 if let Some(line) = plain_line(event, self) {
                     self.note(&line);
                 }
+            }
+        }
+        // A request is shown in every mode (on stderr): someone has to see it.
+        if let Progress::ApprovalRequested {
+            request,
+            command,
+            justification,
+            timeout_ms,
+            again,
+            ..
+        } = &event.progress
+        {
+            let who = &event.agent_name;
+            let again = if *again {
+                " again (it was pending when the last run stopped)"
+            } else {
+                ""
+            };
+            self.note(&format!(
+                "approval: {who} asks to run a command outside the sandbox{again} (request \
+                 {request}; denied in {} without an answer):",
+                humanize_ms(*timeout_ms)
+            ));
+            self.note(&format!("  $ {}", escape_controls(command)));
+            self.note(&format!("  because: {}", escape_controls(justification)));
+            if let Some((root, home)) = &self.root {
+                let here = if self.answers_here {
+                    "answer here, or "
+                } else {
+                    ""
+                };
+                self.note(&format!(
+                    "  {here}answer with: troupe approve {root} {request}{home} [--deny] (or in \
+                     troupe web)"
+                ));
+            }
+        }
+        self.redraw();
+    }
+
+    /// Says which session `troupe approve` names in the hints (the run's root) and whether
+    /// approvals are answered at this terminal too.
+    pub(crate) fn set_approval_hints(
+        &mut self,
+        root: SessionId,
+        home_args: &str,
+        answers_here: bool,
+    ) {
+        self.root = Some((root, home_args.to_owned()));
+        self.answers_here = answers_here;
+    }
+
+    /// Shows `text` as the question the terminal answers, on the last line (the cursor
+    /// after it, so what is typed follows it): the live area is put away while it is shown,
+    /// and permanent lines are printed above it. `None` takes it away (`answered`: the user's
+    /// Enter already moved to a new line, so the question and the answer stay on screen).
+    pub(crate) fn set_prompt(&mut self, text: Option<String>, answered: bool) {
+        match (text, self.mode) {
+            (Some(text), OutputMode::Tty) => {
+                self.clear_live();
+                if self.prompt.is_some() {
+                    self.write_raw("\r\x1b[2K");
+                }
+                self.write_raw(&text);
+                self.prompt = Some(text);
+            }
+            (Some(text), _) => {
+                self.note(&text);
+            }
+            (None, OutputMode::Tty) => {
+                if self.prompt.take().is_some() && !answered {
+                    self.write_raw("\r\x1b[2K");
+                }
                 self.redraw();
             }
+            (None, _) => {}
         }
     }
 
@@ -393,7 +488,7 @@ impl Printer {
     /// one is cut and ends with `…`. The area is at most the terminal's height less one row
     /// (member rows beyond that are summed up in one line), so all of it can be erased again.
     pub(crate) fn redraw(&mut self) {
-        if self.mode != OutputMode::Tty {
+        if self.mode != OutputMode::Tty || self.prompt.is_some() {
             return;
         }
         let size = self.term_size();
@@ -616,6 +711,12 @@ impl Printer {
                     entry.doing = "idle".to_owned();
                 }
             }
+            Progress::ApprovalRequested { .. } => {
+                entry.doing = "waiting for your approval".to_owned();
+            }
+            Progress::ApprovalDecided { .. } => {
+                entry.doing = entry.tool.clone().unwrap_or_else(|| "thinking".to_owned());
+            }
         }
         let who = &event.agent_name;
         match &event.progress {
@@ -664,6 +765,12 @@ impl Printer {
             Progress::TurnEnded { turn, reason } => {
                 let turn = self.shown_turn(event, *turn);
                 self.activity = format!("{who}: turn {turn} {}", turn_end_text(reason));
+            }
+            Progress::ApprovalRequested { request, .. } => {
+                self.activity = format!("{who}: waiting for your approval (request {request})");
+            }
+            Progress::ApprovalDecided { request, .. } => {
+                self.activity = format!("{who}: request {request} decided");
             }
         }
     }
@@ -714,6 +821,19 @@ fn plain_line(event: &AgentProgress, printer: &Printer) -> Option<String> {
             ),
             None => format!("{who}: model attempt failed ({code}: {message})"),
         }),
+        Progress::ApprovalDecided {
+            request,
+            decision,
+            by,
+        } => Some(format!(
+            "approval: request {request} of {who} {} {}",
+            match decision {
+                Decision::Approve => "approved",
+                Decision::Always => "approved (always, for this exact command)",
+                Decision::Deny => "denied",
+            },
+            by.described()
+        )),
         Progress::TurnEnded { turn, reason } => {
             let how = turn_end_text(reason);
             // This agent's own counts: with a Team, each member's line says what it did.
@@ -731,6 +851,17 @@ fn plain_line(event: &AgentProgress, printer: &Printer) -> Option<String> {
             ))
         }
         _ => None,
+    }
+}
+
+/// `10m`, `90s`, `1500ms`: a duration as a person reads it.
+pub(crate) fn humanize_ms(ms: u64) -> String {
+    if ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
     }
 }
 
@@ -762,33 +893,6 @@ fn clear_sequence(widths: &[usize], columns: usize) -> String {
     }
     text.push_str("\x1b[J");
     text
-}
-
-/// `text` with control characters escaped, cut to at most `max` display columns (ending with
-/// `…` when cut), and its display width.
-fn fit(text: &str, max: usize) -> (String, usize) {
-    use unicode_width::UnicodeWidthChar;
-    let text = crate::output::escape_controls(text);
-    let width_of = |c: char| c.width().unwrap_or(0);
-    let full: usize = text.chars().map(width_of).sum();
-    if full <= max {
-        return (text.into_owned(), full);
-    }
-    if max == 0 {
-        return (String::new(), 0);
-    }
-    let mut out = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let w = width_of(c);
-        if used + w > max - 1 {
-            break;
-        }
-        out.push(c);
-        used += w;
-    }
-    out.push('…');
-    (out, used + 1)
 }
 
 #[cfg(test)]

@@ -1,15 +1,21 @@
 //! `troupe send SESSION [--to NAME] [--wakeup] [--id ID] TEXT`: a durable message from the user
 //! to a Team's Lead or one of its teammates (README "Talking to a running team").
 //!
-//! Where the message goes, decided afresh on every attempt:
+//! Where the message goes, decided afresh on every attempt ([`ask_team`], which `troupe chat`
+//! uses too):
 //! 1. The control socket of the process running the Team (`control.rs`): it appends the
-//!    message through the Team's serializer and delivers it as Team mail is delivered.
-//! 2. No process serves the socket: the message is appended to the stopped Team's Lead log
+//!    message through the Team's serializer and delivers it as Team mail is delivered. On a
+//!    NATS store, when no process of this home serves the socket, the same request goes to
+//!    the Team's control subject `troupe.control.<lead-id>` (NATS request-reply, answered by
+//!    the process holding the Lead's lease, on any host); NATS's "no responders" means not
+//!    served.
+//! 2. No process serves either: the message is appended to the stopped Team's Lead log
 //!    ([`troupe_runtime::append_user_message`], under the log's lock or lease), and the next
 //!    `troupe resume` delivers it. A socket file found there was left by a dead process (only
 //!    the holder of the lock serves it): it is removed, with a note.
-//! 3. The lock is held but nobody answers (the Team is starting or stopping): try again, for
-//!    up to [`DEADLINE`]; then `CONTROL_UNREACHABLE`.
+//! 3. The lock is held but nobody answers (the Team is starting or stopping), or an answer is
+//!    lost (the process died, a NATS request timed out): try again, for up to [`DEADLINE`];
+//!    then `CONTROL_UNREACHABLE`.
 //!
 //! The message's id is chosen here (`--id`, else a random UUID) and stays the same across
 //! attempts, so an attempt whose answer was lost (the process died after appending) is found
@@ -25,16 +31,18 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
+use async_nats::RequestErrorKind;
 use serde_json::Value;
 use troupe_journal::{Journal, JournalError};
 use troupe_protocol::{ErrorCode, SessionId};
 use troupe_runtime::{
     LeadLog, LeadRead, UserMailError, UserMailReceipt, append_user_message, user_message_content,
 };
+use troupe_store_nats::NatsBackend;
 use troupe_team::{Delivery, LEAD_NAME, UserSend, js_trim, team_message_id};
 
 use crate::args::resolve_session;
-use crate::control::{Request, socket_path, valid_message_id};
+use crate::control::{Request, at_short_path, socket_path, valid_message_id};
 use crate::exit::Failure;
 use crate::hints::not_a_root;
 use crate::home::Home;
@@ -44,7 +52,7 @@ use crate::output::{eprint_line, escape_controls};
 /// answer on its control socket (it is starting up or shutting down).
 pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
 
-/// How long one answer of the control socket may take (a wakeup that cold-resumes a teammate
+/// How long one answer of the control socket (or subject) may take (a wakeup that cold-resumes a teammate
 /// is answered once the teammate's log holds the message).
 const ANSWER_LIMIT: Duration = Duration::from_secs(60);
 
@@ -124,7 +132,7 @@ pub(crate) fn run(flags: SendFlags, home: &Home<'_>) -> Result<(), Failure> {
         wakeup: flags.wakeup,
         id,
     };
-    let sent = deliver(journal, &home.dir, &outgoing, &mut |note| {
+    let sent = deliver(home, &outgoing, &mut |note| {
         eprint_line!("troupe: note: {note}");
     })?;
     println!(
@@ -209,16 +217,22 @@ pub(crate) struct Sent {
 /// A Team refusal (bad input for [`BAD_MESSAGE_CODES`]), `CONTROL_UNREACHABLE` after
 /// [`DEADLINE`], a journal error of the direct append.
 pub(crate) fn deliver(
-    journal: &Journal,
-    home: &Path,
+    home: &Home<'_>,
     outgoing: &Outgoing,
     note: &mut dyn FnMut(&str),
 ) -> Result<Sent, Failure> {
-    let socket = socket_path(home, &outgoing.lead);
+    let journal = &home.store.journal;
+    let socket = socket_path(&home.dir, &outgoing.lead);
     let started = Instant::now();
     let mut lost_answer = false;
+    let request = Request::Send {
+        id: outgoing.id.clone(),
+        to: outgoing.to.clone(),
+        text: outgoing.text.clone(),
+        wakeup: outgoing.wakeup,
+    };
     loop {
-        match ask(&socket, outgoing) {
+        match ask_team(home, &outgoing.lead, &request) {
             Asked::Answer(answer) => {
                 if answer["ok"] == true {
                     return Ok(Sent {
@@ -237,8 +251,8 @@ pub(crate) fn deliver(
             Asked::Lost => {
                 if !lost_answer {
                     note(
-                        "the Team's process ended before it answered; trying again with the \
-                         same message id (it is not sent twice)",
+                        "the Team's process ended before it answered (or its answer was lost): \
+                         trying again with the same message id (it is not sent twice)",
                     );
                 }
                 lost_answer = true;
@@ -262,10 +276,18 @@ pub(crate) fn deliver(
             },
         }
         if started.elapsed() >= DEADLINE {
+            let subject = if home.store.is_nats() {
+                format!(
+                    " or its control subject {}",
+                    NatsBackend::control_subject(&outgoing.lead)
+                )
+            } else {
+                String::new()
+            };
             return Err(Failure::work(anyhow!(
                 "{CONTROL_UNREACHABLE}: the Team of {} is held by a running process that did not \
-                 answer on its control socket {} within {} s (is it an older troupe?); nothing \
-                 was sent",
+                 answer on its control socket {}{subject} within {} s (is it an older troupe?); \
+                 nothing was sent",
                 outgoing.lead,
                 socket.display(),
                 DEADLINE.as_secs()
@@ -294,26 +316,44 @@ pub(crate) enum Asked {
     Lost,
 }
 
-/// The send request of `outgoing` to the control socket at `socket`.
-fn ask(socket: &Path, outgoing: &Outgoing) -> Asked {
-    let request = Request::Send {
-        id: outgoing.id.clone(),
-        to: outgoing.to.clone(),
-        text: outgoing.text.clone(),
-        wakeup: outgoing.wakeup,
-    };
-    ask_socket(socket, &request)
+/// One control request to the running Team of `lead`: to its control socket in `home`, and
+/// when no process serves that, on a NATS store to its control subject (NATS request-reply;
+/// "no responders" is not served). The one function `troupe send` and `troupe chat` reach a
+/// running Team through.
+pub(crate) fn ask_team(home: &Home<'_>, lead: &SessionId, request: &Request) -> Asked {
+    match ask_socket(&socket_path(&home.dir, lead), request) {
+        Asked::NotServed => {}
+        asked => return asked,
+    }
+    match home.store.nats_backend() {
+        Some(nats) => ask_nats(nats, lead, request),
+        None => Asked::NotServed,
+    }
 }
 
-/// One request to the control socket at `socket`, and its answer.
-pub(crate) fn ask_socket(socket: &Path, request: &Request) -> Asked {
-    let stream = match UnixStream::connect(socket) {
+/// One request to the control subject of `lead` on the NATS store `nats`, and its answer.
+fn ask_nats(nats: &NatsBackend, lead: &SessionId, request: &Request) -> Asked {
+    let Ok(payload) = serde_json::to_vec(request) else {
+        return Asked::Lost;
+    };
+    match nats.request_blocking(NatsBackend::control_subject(lead), payload, ANSWER_LIMIT) {
+        Ok(answer) => serde_json::from_slice(&answer).map_or(Asked::Lost, Asked::Answer),
+        Err(e) if e.kind() == RequestErrorKind::NoResponders => Asked::NotServed,
+        // Timed out (the process died, or is stuck) or the connection failed: the next attempt
+        // asks again with the same message id.
+        Err(_) => Asked::Lost,
+    }
+}
+
+/// One request to the control socket at `socket` (through a short address when its path is
+/// too long for one: [`at_short_path`]), and its answer.
+fn ask_socket(socket: &Path, request: &Request) -> Asked {
+    let stream = match at_short_path(socket, |address| UnixStream::connect(address)) {
         Ok(stream) => stream,
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
             return Asked::NotServed;
         }
-        // Anything else (a path too long for a socket address, permissions): nobody this
-        // process can reach serves it.
+        // Anything else (permissions): nobody this process can reach serves it.
         Err(_) => return Asked::NotServed,
     };
     let Ok(mut line) = serde_json::to_string(request) else {

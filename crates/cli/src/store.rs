@@ -185,6 +185,12 @@ impl Store {
         self.nats.is_some()
     }
 
+    /// The NATS backend, for a NATS store (its client serves and asks the control subjects of
+    /// running Teams: `control.rs`, `send.rs`).
+    pub(crate) fn nats_backend(&self) -> Option<&NatsBackend> {
+        self.nats.as_ref()
+    }
+
     /// The NATS URL, for a NATS store.
     pub(crate) fn url(&self) -> Option<&str> {
         self.nats.as_ref().map(NatsBackend::url)

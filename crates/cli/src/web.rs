@@ -4,7 +4,7 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use anyhow::{Context, anyhow};
-use troupe_web::{WebConfig, access_for, panel_url};
+use troupe_web::{WebConfig, access_for, panel_url_with_token, write_token_for};
 
 use crate::exit::Failure;
 use crate::output::{Stdout, eprint_line, escape_controls};
@@ -24,8 +24,9 @@ pub(crate) struct WebFlags {
     #[arg(long, value_name = "ADDR", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST),
           value_parser = parse_host)]
     host: IpAddr,
-    /// Serve a non-loopback --host. A random access token is generated, printed in the URL,
-    /// and required on every API request (the page itself carries no data).
+    /// Serve a non-loopback --host. The random token printed in the URL is then required on
+    /// every API request (the page itself carries no data); on loopback it is needed only to
+    /// answer approval requests.
     #[arg(long)]
     allow_remote: bool,
 }
@@ -76,7 +77,8 @@ pub(crate) fn run(
                 ))
             })?;
         let addr = listener.local_addr().context("reading the bound address")?;
-        let url = panel_url(addr, &access);
+        let write_token = write_token_for(&access);
+        let url = panel_url_with_token(addr, &write_token);
         let mut out = Stdout::lock();
         writeln!(out, "{url}").context("writing output")?;
         out.flush().context("writing output")?;
@@ -86,7 +88,8 @@ pub(crate) fn run(
             |url| format!("on {url}"),
         );
         eprint_line!(
-            "troupe web: serving the sessions {} (read-only) at {url}; Ctrl-C stops",
+            "troupe web: serving the sessions {} at {url} (read-only but for answering \
+             approval requests, which needs the token in this URL); Ctrl-C stops",
             escape_controls(&place)
         );
         if !store.is_nats() && !home.exists() {
@@ -105,6 +108,7 @@ pub(crate) fn run(
         }
         let config = WebConfig {
             access,
+            write_token: Some(write_token),
             store: store.is_nats().then(|| store.journal.clone()),
             ..WebConfig::new(home.to_path_buf())
         };

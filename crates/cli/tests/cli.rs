@@ -1,9 +1,10 @@
 //! End-to-end tests of the `troupe` binary: `sessions` and `log` here, `run` and `resume` in
 //! `run/`, Team runs and `troupe team show/verify` in `team/`, `troupe demo` and the crash and
 //! resume of a scripted Team in `demo/`, local model servers (mimicked) in `local/`, the bash
-//! sandbox in `sandbox/`, MCP servers in `mcp/`, the configuration files and `troupe config`
-//! in `config/`, AGENTS.md project instructions in `instructions/`, per-member models in
-//! `models/`.
+//! sandbox in `sandbox/`, MCP servers in `mcp/`, approvals (`--approval on-request`, `troupe
+//! approve`, kill -9 while a request waits) in `approval/`, the configuration files and
+//! `troupe config` in `config/`, AGENTS.md project instructions in `instructions/`,
+//! per-member models in `models/`.
 //!
 //! What a person reads — the `team show` table, the run summary, `troupe log`, `troupe
 //! sessions` and every command's `--help` — is pinned with insta snapshots (`snapshots/` beside
@@ -12,9 +13,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 
+mod approval;
 mod config;
 mod demo;
 mod instructions;
+mod layering;
 mod local;
 mod mcp;
 mod models;
@@ -130,6 +133,7 @@ fn help_works_everywhere() {
         ("help_team_log", &["team", "log", "--help"]),
         ("help_team_verify", &["team", "verify", "--help"]),
         ("help_web", &["web", "--help"]),
+        ("help_approve", &["approve", "--help"]),
         ("help_config", &["config", "--help"]),
         ("help_store_copy", &["store", "copy", "--help"]),
         ("help_send", &["send", "--help"]),

@@ -3,7 +3,8 @@
 //! the same output as on files, `troupe store copy` both ways byte for byte and cut by a
 //! kill -9, kill -9 of a Team run then `troupe resume`, a live session's lease, a three-server
 //! cluster losing one server and then two, `troupe log --follow`, `troupe web --store`,
-//! `troupe send` to a running and to a stopped Team, and the bad input of the issue.
+//! `troupe send` to a running and to a stopped Team, an approval request answered with
+//! `troupe approve --store`, and the bad input of the issue.
 //!
 //! Every command runs with a short `TROUPE_LEASE_TTL` (6 s on one server, 10 s on a cluster),
 //! so a killed holder's lease frees itself soon (the first command on a fresh server creates
@@ -863,9 +864,12 @@ fn sse_frames(
     path: &str,
     last_event_id: Option<&str>,
 ) -> Receiver<(Option<String>, String)> {
+    // `HOST:PORT` of `http://HOST:PORT/?token=…`.
     let addr = url
         .trim_start_matches("http://")
-        .trim_end_matches('/')
+        .split('/')
+        .next()
+        .unwrap()
         .to_owned();
     let mut stream = std::net::TcpStream::connect(&addr).unwrap();
     let last = last_event_id.map_or_else(String::new, |id| format!("Last-Event-ID: {id}\r\n"));
@@ -1300,4 +1304,215 @@ fn send_on_nats_reaches_a_running_and_a_stopped_team() {
         );
     }
     s.ok(&["team", "verify", &lead]);
+}
+
+/// `troupe send` on the NATS store from another Troupe home (so no shared control socket: as
+/// from another host) reaches a running Team over NATS request-reply on its control subject
+/// `troupe.control.<lead>`: delivered at once to the running alpha, and a repeat with the
+/// same `--id` (a retry whose answer was lost) is the same message, not a second one — alpha's
+/// log holds it exactly once, the Lead log one `team/message/queued`, and `team verify` passes.
+#[test]
+fn send_on_nats_from_another_home_reaches_a_running_team_over_nats() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                {"text": "spawned alpha"},
+                {"text": "lead answer 2"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": "while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                {"text": "alpha answer 1"},
+                {"text": "alpha answer 2"},
+                {"text": "alpha answer 3"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let mut run = Running(
+        s.troupe(&["run", "--team", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("fix it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let lead = loop {
+        assert!(start.elapsed() < DEADLINE, "the Team never started");
+        if let Some(lead) = s.lead() {
+            break lead.to_string();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let alpha = loop {
+        assert!(start.elapsed() < DEADLINE, "alpha never started its loop");
+        std::thread::sleep(Duration::from_millis(50));
+        let Some(alpha) = s.log(&lead).iter().find_map(|e| {
+            (e["type"] == "team/member")
+                .then(|| e["data"]["member"]["id"].as_str().unwrap().to_owned())
+        }) else {
+            continue;
+        };
+        if s.log(&alpha).iter().any(|e| e["type"] == "tool/process") {
+            break alpha;
+        }
+    };
+    // Another home: its `run` directory holds no socket of this Team.
+    let home_b = s.path("home-b");
+    let send_b = |message: &str| {
+        let out = bin()
+            .env("TROUPE_LEASE_TTL", format!("{}s", s.lease_ttl.as_secs()))
+            .arg("--home")
+            .arg(&home_b)
+            .arg("--store")
+            .arg(s.url())
+            .args(["send", &lead, "--to", "alpha", "--id", "far-1", message])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "troupe send: {}\n{}",
+            out.status,
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    };
+    let out = send_b("from another home");
+    assert!(
+        out.starts_with("delivered to alpha (seq ") && out.contains("team-message-far-1"),
+        "{out}"
+    );
+    let again = send_b("from another home");
+    assert!(
+        again.contains("already queued by an earlier send with this id: not sent again"),
+        "{again}"
+    );
+    assert!(
+        !home_b.join("run").join(format!("{lead}.sock")).exists(),
+        "no socket of the Team in the sender's home"
+    );
+    std::fs::write(workspace.join("go"), "").unwrap();
+    assert!(wait_exit(&mut run).success());
+    let seen: Vec<Value> = s
+        .log(&alpha)
+        .into_iter()
+        .filter(|e| {
+            e["type"] == "user/message"
+                && e["data"]["content"]
+                    .to_string()
+                    .contains("from another home")
+        })
+        .map(|e| e["data"]["content"].clone())
+        .collect();
+    assert_eq!(
+        seen,
+        vec![json!([
+            {"type": "text", "text": "Message from the user:"},
+            {"type": "text", "text": "from another home"}
+        ])]
+    );
+    let queued = s
+        .log(&lead)
+        .iter()
+        .filter(|e| {
+            e["type"] == "team/message/queued" && e["data"]["message"]["id"] == "team-message-far-1"
+        })
+        .count();
+    assert_eq!(queued, 1);
+    s.ok(&["team", "verify", &lead]);
+}
+
+/// Approvals on NATS: a run's request (in its log on the store) is listed and approved with
+/// `troupe approve --store URL` from another process — the decision log is created on the
+/// store and the running member, following it, runs the command exactly once outside the
+/// sandbox; deciding it again, or a request nobody made, is exit 2 and adds nothing to the
+/// stream.
+#[test]
+fn an_approval_on_nats_is_answered_with_troupe_approve_store() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    let outside = s.path("outside");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let target = outside.join("nats.txt");
+    let script = s.path("approve.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [
+            {"tool_calls": [{"name": "bash", "arguments": {
+                "command": format!("echo x >> {}", target.display()),
+                "escalate": true, "justification": "publish it"}}]},
+            {"text": "approved on nats"},
+        ]}})
+        .to_string(),
+    )
+    .unwrap();
+    let mut run = Running(
+        s.troupe(&["run", "--approval", "on-request", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("do it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let (lead, asked) = loop {
+        assert!(start.elapsed() < DEADLINE, "no request became pending");
+        std::thread::sleep(Duration::from_millis(100));
+        let Some(lead) = s.sessions().into_iter().next() else {
+            continue;
+        };
+        let listed: Value = serde_json::from_str(&s.ok(&["approve", &lead, "--json"])).unwrap();
+        if let Some(first) = listed.as_array().unwrap().first() {
+            break (lead, first.clone());
+        }
+    };
+    assert_eq!(asked["member"], "lead");
+    assert_eq!(asked["justification"], "publish it");
+    let request = asked["id"].as_str().unwrap().to_owned();
+    assert!(!target.exists(), "nothing ran before the answer");
+    let out = s.ok(&["approve", &lead, &request]);
+    assert!(
+        out.starts_with(&format!("approved request {request}")),
+        "{out}"
+    );
+    assert!(wait_exit(&mut run).success());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "x\n", "ran once");
+    let decided: Vec<Value> = s
+        .log(&lead)
+        .into_iter()
+        .filter(|e| e["type"] == "approval/decided")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["decision"], "approve");
+    assert_eq!(decided[0]["by"], "cli");
+    // Bad input: exit 2, one line, nothing added to the stream.
+    let messages = s.messages();
+    for (request, says) in [
+        (request.as_str(), "APPROVAL_ALREADY_DECIDED"),
+        ("00000000", "APPROVAL_NOT_FOUND"),
+    ] {
+        let out = s.run(&["approve", &lead, request]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains(says), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert_eq!(s.messages(), messages);
+    assert_eq!(s.sessions(), [lead]);
 }

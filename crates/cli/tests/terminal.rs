@@ -367,6 +367,137 @@ fn a_narrowed_terminal_is_followed_and_leaves_no_stale_line() {
     assert_no_stale_lines(&watched.history, 40);
 }
 
+/// The request on screen waiting for an answer: the id in the prompt on the last written row
+/// (`approve lead's request ID? [y]es / [n]o / [a]lways this command: `), when it is there.
+fn open_prompt(screen: &[String]) -> Option<String> {
+    let last = screen.iter().rev().find(|r| !r.trim().is_empty())?;
+    let rest = last.strip_prefix("approve lead's request ")?;
+    let (id, tail) = rest.split_once('?')?;
+    (tail.trim() == "[y]es / [n]o / [a]lways this command:").then(|| id.to_owned())
+}
+
+/// Approvals answered at the terminal of `troupe run` (a real PTY in tmux): the prompt names
+/// the member, the command and why; `n` denies, `y` approves once, `a` approves that exact
+/// command for the rest of the session (the next identical request is approved without a
+/// question), each recorded as decided by the terminal (or by the `always`).
+#[test]
+fn approvals_are_answered_at_the_terminal_with_y_n_and_a() {
+    let Some(tmux) = Tmux::start("approve") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (home, workspace, outside) = (
+        root.path().join("home"),
+        root.path().join("ws"),
+        root.path().join("outside"),
+    );
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let write = |name: &str| format!("echo {name} >> {}", outside.join(name).display());
+    let escalate = |command: &str, why: &str| {
+        serde_json::json!({"tool_calls": [{"name": "bash", "arguments": {
+            "command": command, "escalate": true, "justification": why}}]})
+    };
+    let script = root.path().join("script.json");
+    let steps = serde_json::json!({"agents": {"lead": [
+        escalate(&write("no"), "first: deny me"),
+        escalate(&write("yes"), "second: approve me once"),
+        escalate(&write("always"), "third: approve me always"),
+        escalate(&write("always"), "fourth: already allowed"),
+        {"text": "asked four times"}
+    ]}});
+    std::fs::write(&script, steps.to_string()).unwrap();
+    let troupe = PathBuf::from(env!("CARGO_BIN_EXE_troupe"));
+    let command = format!(
+        "env -u TROUPE_HOME {} --home {} run --workspace {} --model script:{} --approval \
+         on-request 'ask away'; echo $? > {}",
+        troupe.display(),
+        home.display(),
+        workspace.display(),
+        script.display(),
+        status_file(root.path()).display()
+    );
+    tmux.start_pane(120, 40, &command);
+    let mut answered: Vec<String> = Vec::new();
+    let answers = ["n", "y", "a"];
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let status = loop {
+        if let Some(status) = tmux.exit_status(&status_file(root.path())) {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run did not finish:\n{}",
+            tmux.screen().join("\n")
+        );
+        let screen = tmux.screen();
+        if let Some(id) = open_prompt(&screen)
+            && !answered.contains(&id)
+        {
+            let answer = answers
+                .get(answered.len())
+                .unwrap_or_else(|| panic!("a fourth question:\n{}", screen.join("\n")));
+            tmux.run(&["send-keys", "-t", "t", answer, "Enter"]);
+            answered.push(id);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let history = tmux.history().join("\n");
+    assert_eq!(status, 0, "{history}");
+    assert_eq!(answered.len(), 3, "three questions: {history}");
+    // What the question showed, and the answers on the prompt lines.
+    for shown in [
+        "approval: lead asks to run a command outside the sandbox",
+        "  because: first: deny me",
+        &format!("  $ {}", write("no")),
+        "answer here, or answer with: troupe approve ",
+    ] {
+        assert!(history.contains(shown), "{shown:?} not shown:\n{history}");
+    }
+    for (id, answer) in answered.iter().zip(answers) {
+        let line =
+            format!("approve lead's request {id}? [y]es / [n]o / [a]lways this command: {answer}");
+        assert!(history.contains(&line), "{line:?} missing:\n{history}");
+    }
+    assert!(!outside.join("no").exists(), "denied");
+    let read = |name: &str| std::fs::read_to_string(outside.join(name)).unwrap();
+    assert_eq!(read("yes"), "yes\n");
+    assert_eq!(
+        read("always"),
+        "always\nalways\n",
+        "the fourth ran without a question"
+    );
+
+    let sessions = std::fs::read_dir(home.join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|n| !n.starts_with("approval-"))
+        .unwrap();
+    let log = std::fs::read_to_string(home.join("sessions").join(sessions)).unwrap();
+    let decided: Vec<(String, String)> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["type"] == "approval/decided")
+        .map(|e| {
+            (
+                e["data"]["decision"].as_str().unwrap().to_owned(),
+                e["data"]["by"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = [
+        ("deny", "terminal"),
+        ("approve", "terminal"),
+        ("always", "terminal"),
+        ("approve", "always"),
+    ];
+    assert_eq!(
+        decided,
+        want.map(|(d, b)| (d.to_owned(), b.to_owned())),
+        "{log}"
+    );
+}
+
 /// Waits (generous deadline) until the pane's scrollback and screen hold a line containing
 /// `needle`; returns everything shown.
 fn wait_shown(tmux: &Tmux, needle: &str) -> Vec<String> {
@@ -558,4 +689,187 @@ fn chat_talks_to_the_lead_and_to_a_teammate() {
             ])]
         );
     }
+}
+
+/// `troupe chat` deciding an approval and stopping a live Team (a real terminal, tmux): a
+/// Team run with `--approval on-request` asks to run a command outside the sandbox; `/approve`
+/// without an argument approves the one pending request (it runs once, decided by `chat`).
+/// Ctrl-C then interrupts the Lead's running `bash` through the control socket: the run ends,
+/// the chat stays, and `/agents` says the Team is not running. A resume runs it again, and
+/// Ctrl-D leaves the chat (exit 0) and parks that resumed run as well. A last `troupe resume`
+/// finishes the work: nothing was lost.
+#[test]
+fn chat_approves_interrupts_with_ctrl_c_and_parks_with_ctrl_d() {
+    use serde_json::json;
+    let Some(tmux) = Tmux::start("chatstop") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let (home, workspace, outside) = (
+        root.path().join("home"),
+        root.path().join("ws"),
+        root.path().join("outside"),
+    );
+    std::fs::create_dir(&workspace).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    let target = outside.join("chat.txt");
+    let script = root.path().join("lead.json");
+    let bash = |arguments: serde_json::Value| json!({"tool_calls": [{"name": "bash", "arguments": arguments}]});
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [
+            bash(json!({"command": format!("echo x >> {}", target.display()),
+                "escalate": true, "justification": "publish it"})),
+            bash(json!({"command": "while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+            {"text": "lead done"},
+        ]}})
+        .to_string(),
+    )
+    .unwrap();
+    let troupe = PathBuf::from(env!("CARGO_BIN_EXE_troupe"));
+    let spawn = |args: &[&str]| {
+        Command::new(&troupe)
+            .arg("--home")
+            .arg(&home)
+            .env_remove("TROUPE_HOME")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let model = format!("script:{}", script.display());
+    let ws = workspace.display().to_string();
+    let mut run = spawn(&[
+        "run",
+        "--team",
+        "--approval",
+        "on-request",
+        "--workspace",
+        &ws,
+        "--model",
+        &model,
+        "ship it",
+    ]);
+    let socket = |lead: &str| home.join("run").join(format!("{lead}.sock"));
+    let processes = |lead: &str| {
+        session_events(&home, lead)
+            .iter()
+            .filter(|e| e["type"] == "tool/process")
+            .count()
+    };
+    let wait_until = |what: &str, done: &mut dyn FnMut() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let mut lead = String::new();
+    wait_until("the Lead never asked", &mut || {
+        let Some(id) = std::fs::read_dir(home.join("run")).ok().and_then(|mut d| {
+            d.find_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                name.strip_suffix(".sock").map(str::to_owned)
+            })
+        }) else {
+            return false;
+        };
+        lead = id;
+        session_events(&home, &lead)
+            .iter()
+            .any(|e| e["type"] == "approval/requested")
+    });
+    let status = status_file(root.path());
+    tmux.start_pane(
+        120,
+        30,
+        &format!(
+            "env -u TROUPE_HOME {} --home {} chat {lead}; echo $? > {}",
+            troupe.display(),
+            home.display(),
+            status.display()
+        ),
+    );
+    wait_shown(&tmux, &format!("chat with the Team of {lead} (running)"));
+    type_line(&tmux, "/approve --sometimes");
+    wait_shown(&tmux, "usage: /approve [REQUEST] [--deny|--always]");
+    type_line(&tmux, "/approve");
+    wait_shown(&tmux, "approval: approved request ");
+    wait_shown(&tmux, "lead: request ");
+    // The approved command ran (once), then the Lead's loop runs in the sandbox.
+    wait_until("the loop never started", &mut || processes(&lead) >= 2);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "x\n");
+    let decided: Vec<_> = session_events(&home, &lead)
+        .into_iter()
+        .filter(|e| e["type"] == "approval/decided")
+        .map(|e| (e["data"]["decision"].clone(), e["data"]["by"].clone()))
+        .collect();
+    assert_eq!(decided, [(json!("approve"), json!("chat"))]);
+
+    // Ctrl-C: the running turn stops, the run ends; the chat stays.
+    tmux.run(&["send-keys", "-t", "t", "C-c"]);
+    wait_shown(
+        &tmux,
+        "interrupting: the running turns stop, every inbox is kept",
+    );
+    wait_until("the run did not end on the chat's Ctrl-C", &mut || {
+        run.try_wait().unwrap().is_some()
+    });
+    assert!(!socket(&lead).exists(), "the run stopped serving");
+    let cut = |lead: &str| {
+        session_events(&home, lead)
+            .iter()
+            .filter(|e| e["type"] == "turn/end" && e["data"]["reason"] != "completed")
+            .count()
+    };
+    assert_eq!(cut(&lead), 1, "the turn was cut");
+    type_line(&tmux, "/agents");
+    wait_shown(&tmux, "(the Team is not running)");
+    assert!(tmux.exit_status(&status).is_none(), "the chat stays");
+
+    // A resume runs the loop again; Ctrl-D leaves and parks it.
+    let before = processes(&lead);
+    let mut resumed = spawn(&["resume", &lead]);
+    wait_until("the resume never ran the loop", &mut || {
+        socket(&lead).exists() && processes(&lead) > before
+    });
+    tmux.run(&["send-keys", "-t", "t", "C-d"]);
+    wait_shown(&tmux, "leaving: the Team is parked");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Some(code) = tmux.exit_status(&status) {
+            break code;
+        }
+        assert!(Instant::now() < deadline, "chat did not leave on Ctrl-D");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code, 0, "{}", tmux.history().join("\n"));
+    wait_until("the resumed run was not parked", &mut || {
+        resumed.try_wait().unwrap().is_some()
+    });
+    assert_eq!(cut(&lead), 2, "the resumed turn was cut too");
+
+    // Nothing was lost: the next resume finishes the work.
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let out = Command::new(&troupe)
+        .arg("--home")
+        .arg(&home)
+        .env_remove("TROUPE_HOME")
+        .args(["resume", &lead])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "lead done\n");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "x\n",
+        "never again"
+    );
 }

@@ -47,26 +47,43 @@ fn start_web(home: &Path) -> (Running, String) {
         .read_line(&mut line)
         .unwrap();
     let url = line.trim().to_owned();
+    // The panel's token rides in the URL: on loopback it is needed to answer approvals only.
+    let token = url.split_once("/?token=").map_or("", |(_, t)| t);
     assert!(
-        url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
+        url.starts_with("http://127.0.0.1:") && token.len() == 32,
         "{url:?}"
     );
     (Running(child), url)
 }
 
+/// `HOST:PORT` of a panel URL.
+fn addr_of(url: &str) -> String {
+    let rest = url.trim_start_matches("http://");
+    rest.split('/').next().unwrap().to_owned()
+}
+
 /// A plain HTTP/1.1 GET over loopback: (status, body).
 fn http_get(url: &str, path: &str) -> (u16, String) {
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_owned();
+    http(url, "GET", path, &[], "")
+}
+
+/// A plain HTTP/1.1 request over loopback with extra headers and a body: (status, body).
+fn http(url: &str, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
+    let addr = addr_of(url);
     let mut stream = std::net::TcpStream::connect(&addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    let mut extra = String::new();
+    for header in headers {
+        extra.push_str(header);
+        extra.push_str("\r\n");
+    }
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}Content-Length: \
+         {}\r\n\r\n{body}",
+        body.len()
     )
     .unwrap();
     let mut response = String::new();
@@ -635,4 +652,188 @@ fn the_timeline_slider_shows_the_roster_and_board_at_past_events() {
         screenshot.display()
     );
     eprintln!("browser saw {seen}; screenshot {}", screenshot.display());
+}
+
+/// The Team of the approval test: the Lead spawns `builder`, whose first step asks to write
+/// outside the workspace (`OUTSIDE` is replaced by a directory next to it).
+const APPROVING_TEAM: &str = r#"{"agents": {
+ "lead": [
+  {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "builder", "description": "Builds the release", "prompt": "Build the release."}}]},
+  {"text": "builder is on it."}
+ ],
+ "builder": [
+  {"tool_calls": [{"name": "bash", "arguments": {"command": "echo built >> OUTSIDE/release.txt", "escalate": true, "justification": "the release directory is outside the workspace"}}]},
+  {"text": "built."}
+ ]}}"#;
+
+/// A teammate's request reaches the human in the web panel, which answers it with one click
+/// (a real Chromium): listed by `troupe approve LEAD` too, refused without the panel's token
+/// (403, nothing changed — also from the page itself, which says why), approved with it; the
+/// command then runs outside the sandbox exactly once and the teammate's log says `by: web`.
+#[test]
+fn the_panel_answers_a_teammates_request_with_one_click() {
+    let Some((e2e, chromium)) = browser_or_skip() else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    let workspace = root.path().join("workspace");
+    let outside = root.path().join("outside");
+    for dir in [&home, &workspace, &outside] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let script = root.path().join("team.json");
+    std::fs::write(
+        &script,
+        APPROVING_TEAM.replace("OUTSIDE", &outside.display().to_string()),
+    )
+    .unwrap();
+    let (_web, url) = start_web(&home);
+    let token = url.split_once("?token=").unwrap().1.to_owned();
+
+    let run = troupe()
+        .args(["run", "--team", "--approval", "on-request", "--home"])
+        .arg(&home)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("Release it.")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut run = Running(run);
+    let mut stderr = BufReader::new(run.0.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    let lead = first
+        .strip_prefix("session ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no session line: {first:?}"))
+        .to_owned();
+    let rest_of_stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).unwrap();
+        text
+    });
+
+    // The teammate's request, as `troupe approve LEAD` lists it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let pending = loop {
+        let out = troupe()
+            .args(["approve", &lead, "--json", "--home"])
+            .arg(&home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if let Some(first) = listed.as_array().unwrap().first() {
+            break first.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no request appeared");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(pending["member"], "builder", "{pending}");
+    assert_ne!(
+        pending["session"],
+        lead.as_str(),
+        "the teammate's own session"
+    );
+    let request = pending["id"].as_str().unwrap().to_owned();
+    let member = pending["session"].as_str().unwrap().to_owned();
+
+    // Without the token (or with another one, or from another origin): 403, nothing changed.
+    let path = format!("/api/sessions/{lead}/approvals/{request}");
+    let body = r#"{"decision":"approve"}"#;
+    let json = "Content-Type: application/json";
+    let bearer = format!("Authorization: Bearer {token}");
+    for headers in [
+        vec![json],
+        vec![
+            json,
+            "Authorization: Bearer 0123456789abcdef0123456789abcdef",
+        ],
+        vec![json, bearer.as_str(), "Origin: http://evil.example"],
+    ] {
+        let (status, answer) = http(&url, "POST", &path, &headers, body);
+        assert_eq!(status, 403, "{headers:?}: {answer}");
+        assert!(answer.contains("WEB_TOKEN_REQUIRED"), "{answer}");
+    }
+    let (status, answer) = http_get(&url, &format!("/api/sessions/{lead}/approvals"));
+    assert_eq!(status, 200);
+    let listed: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(listed["approvals"][0]["id"], request.as_str(), "{listed}");
+    assert!(
+        !home
+            .join("sessions")
+            .join(format!("approval-{member}-{request}.jsonl"))
+            .exists(),
+        "a refused write decided nothing"
+    );
+
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-approval.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let out = Command::new("node")
+        .arg("approve.mjs")
+        .current_dir(&e2e)
+        .env("PANEL_URL", &url)
+        .env("SESSION_ID", &lead)
+        .env("REQUEST_ID", &request)
+        .env("SCREENSHOT", &screenshot)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_str(report.trim()).unwrap();
+    let card = seen["seen"]["card"].as_str().unwrap();
+    for shown in [
+        "builder",
+        "echo built >>",
+        "the release directory is outside the workspace",
+    ] {
+        assert!(card.contains(shown), "{card}");
+    }
+    assert!(
+        seen["seen"]["withoutToken"]
+            .as_str()
+            .unwrap()
+            .contains("without its token"),
+        "{seen}"
+    );
+
+    let status = run.0.wait().unwrap();
+    let run_err = rest_of_stderr.join().unwrap();
+    assert!(status.success(), "troupe run failed:\n{run_err}");
+    assert!(
+        run_err.contains(&format!(
+            "approval: request {request} of builder approved by the user in the web panel"
+        )),
+        "{run_err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join("release.txt")).unwrap(),
+        "built\n",
+        "ran once, outside the sandbox"
+    );
+    let log = troupe()
+        .args(["log", &member, "--json", "--home"])
+        .arg(&home)
+        .output()
+        .unwrap();
+    let decided: Vec<Value> = String::from_utf8(log.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "approval/decided")
+        .collect();
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["data"]["decision"], "approve");
+    assert_eq!(decided[0]["data"]["by"], "web");
 }

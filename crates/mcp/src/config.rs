@@ -447,7 +447,7 @@ impl McpServers {
                     origin: origin.to_owned(),
                     line,
                     column,
-                    message: error.message().replace('\n', " "),
+                    message: plain_message(error.message()),
                 }
             })
     }
@@ -514,6 +514,31 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let line_start = before.rfind('\n').map_or(0, |at| at + 1);
     let column = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
     (line, column)
+}
+
+/// A TOML parser's message on one line, with serde's Rust type names said as a file's writer
+/// knows them: `expected f64` is `expected a number`, `expected u64` `expected a whole
+/// number`; every other word is kept. Used for `--mcp-config` files here and for Troupe's own
+/// `config.toml` files by the binary.
+pub fn plain_message(message: &str) -> String {
+    let words: Vec<&str> = message.split_whitespace().collect();
+    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    for (i, word) in words.iter().enumerate() {
+        let bare = word.trim_end_matches([',', '.', ';', ')']);
+        let plain = match bare {
+            "i8" | "i16" | "i32" | "i64" | "i128" | "isize" | "u8" | "u16" | "u32" | "u64"
+            | "u128" | "usize" => Some("a whole number"),
+            "f32" | "f64" => Some("a number"),
+            _ => None,
+        };
+        match plain {
+            Some(plain) if i > 0 && words[i - 1] == "expected" => {
+                out.push(format!("{plain}{}", &word[bare.len()..]));
+            }
+            _ => out.push((*word).to_owned()),
+        }
+    }
+    out.join(" ")
 }
 
 #[cfg(test)]

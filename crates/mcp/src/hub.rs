@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{ClientCapabilities, ClientConfig, ClientRequest, CustomRequest, Implementation};
 use rmcp::service::{ClientInitializeError, Peer, RoleClient, RunningService};
 use rmcp::transport::IntoTransport;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -62,7 +62,8 @@ pub struct Started {
     /// One error per server that did not start (`MCP_SERVER_START_FAILED`,
     /// `MCP_SERVER_TIMEOUT`), in name order.
     pub failures: Vec<McpError>,
-    /// One line per tool left out (an invalid input schema, a name clash) and per
+    /// One line per tool left out (an invalid `tools/list` entry or input schema, a name
+    /// clash), naming it and why, and per
     /// `enabled_tools` entry the server does not offer, naming the server.
     pub warnings: Vec<String>,
 }
@@ -102,8 +103,10 @@ impl McpHub {
     ///
     /// Never fails as a whole and never hangs: a server whose program cannot be started, that
     /// exits or breaks the protocol before it listed its tools, or that does not answer in
-    /// time is stopped and reported in [`Started::failures`]. A tool whose input schema is not
-    /// an object schema, or whose name (after `mcp__<server>__`, with characters outside
+    /// time is stopped and reported in [`Started::failures`] (a server that answered, but not
+    /// as MCP requires, is said to have been stopped; one that went away, how it ended). A
+    /// `tools/list` entry that is not a tool (no `inputSchema`, say), a tool whose input schema
+    /// is not an object schema, or whose name (after `mcp__<server>__`, with characters outside
     /// `[A-Za-z0-9_-]` replaced by `_` and long names shortened) clashes with an earlier
     /// one, is left out with a warning.
     pub async fn start(servers: &McpServers, options: &StartOptions) -> Started {
@@ -158,7 +161,32 @@ impl McpHub {
     ) {
         let Listed { tools, enabled } = listed;
         let mut offered = BTreeSet::new();
-        for tool in tools {
+        for entry in tools {
+            let tool = match entry {
+                Entry::Tool(tool) => tool,
+                Entry::Invalid {
+                    name: Some(remote),
+                    why,
+                } => {
+                    offered.insert(remote.clone());
+                    if enabled.as_ref().is_none_or(|list| list.contains(&remote)) {
+                        warnings.push(format!(
+                            "MCP server `{}`: tool `{remote}` left out: its tools/list entry \
+                             is invalid ({why})",
+                            server.name
+                        ));
+                    }
+                    continue;
+                }
+                Entry::Invalid { name: None, why } => {
+                    warnings.push(format!(
+                        "MCP server `{}`: a tool left out: its tools/list entry is invalid \
+                         ({why})",
+                        server.name
+                    ));
+                    continue;
+                }
+            };
             let remote = tool.name.to_string();
             offered.insert(remote.clone());
             if enabled.as_ref().is_some_and(|list| !list.contains(&remote)) {
@@ -259,8 +287,34 @@ impl McpHub {
 
 /// What a server listed at start, with its `enabled_tools`.
 struct Listed {
-    tools: Vec<rmcp::model::Tool>,
+    tools: Vec<Entry>,
     enabled: Option<Vec<String>>,
+}
+
+/// One entry of a `tools/list` answer.
+enum Entry {
+    /// A tool as MCP describes one.
+    Tool(rmcp::model::Tool),
+    /// An entry that is not (no `inputSchema`, say): left out alone, with a warning.
+    Invalid {
+        /// Its `name`, when it has one (a string).
+        name: Option<String>,
+        /// Why it is not a tool, e.g. ``missing field `inputSchema` ``.
+        why: String,
+    },
+}
+
+impl Entry {
+    fn parse(raw: Value) -> Self {
+        let name = raw.get("name").and_then(Value::as_str).map(str::to_owned);
+        match serde_json::from_value::<rmcp::model::Tool>(raw) {
+            Ok(tool) => Self::Tool(tool),
+            Err(error) => Self::Invalid {
+                name,
+                why: error.to_string(),
+            },
+        }
+    }
 }
 
 /// One running server.
@@ -297,7 +351,7 @@ impl Server {
     fn new(
         name: String,
         service: RunningService<RoleClient, ClientConfig>,
-        tools: Vec<rmcp::model::Tool>,
+        tools: Vec<Entry>,
         config: ServerConfig,
         options: StartOptions,
         pgid: Option<Pid>,
@@ -418,21 +472,30 @@ async fn start_server(
     }
 }
 
+/// Why the handshake failed.
+struct HandshakeFailure {
+    /// What went wrong, on one line.
+    reason: String,
+    /// Whether the server is still connected (it answered, but not as MCP requires): then
+    /// Troupe stops it, and how it ends says nothing about the failure.
+    connected: bool,
+}
+
 /// `initialize`, then `tools/list` (every page).
 async fn handshake<T, E, A>(
     transport: T,
-) -> Result<
-    (
-        RunningService<RoleClient, ClientConfig>,
-        Vec<rmcp::model::Tool>,
-    ),
-    String,
->
+) -> Result<(RunningService<RoleClient, ClientConfig>, Vec<Entry>), HandshakeFailure>
 where
     T: IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
     let service = client_info().serve(transport).await.map_err(|e| {
+        let connected = !matches!(
+            e,
+            ClientInitializeError::TransportError { .. }
+                | ClientInitializeError::ConnectionClosed(_)
+                | ClientInitializeError::ExpectedInitResponse(None)
+        );
         let why = match &e {
             ClientInitializeError::TransportError { error, context } => {
                 format!(
@@ -442,14 +505,57 @@ where
             }
             other => other.to_string(),
         };
-        format!("the MCP handshake failed: {why}")
+        HandshakeFailure {
+            reason: format!("the MCP handshake failed: {why}"),
+            connected,
+        }
     })?;
-    let tools = service
-        .peer()
-        .list_all_tools()
-        .await
-        .map_err(|e| format!("listing its tools failed: {}", describe_service_error(&e)))?;
+    let tools = list_tools(service.peer()).await?;
     Ok((service, tools))
+}
+
+/// The most pages of `tools/list` read (a server whose cursors never end is refused).
+const MAX_TOOL_PAGES: usize = 1000;
+
+/// Every page of `tools/list`, each entry parsed on its own: an entry that is not a tool (no
+/// `inputSchema`, say) does not cost the server its other tools. rmcp's typed `list_tools`
+/// refuses the whole answer then, so the request is sent as a custom request (the same
+/// JSON-RPC `tools/list`) and its result read as JSON.
+async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Entry>, HandshakeFailure> {
+    let failed = |reason: String, connected: bool| HandshakeFailure {
+        reason: format!("listing its tools failed: {reason}"),
+        connected,
+    };
+    let mut entries = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_TOOL_PAGES {
+        let params = cursor.take().map(|c| serde_json::json!({ "cursor": c }));
+        let request = ClientRequest::CustomRequest(CustomRequest::new("tools/list", params));
+        let result = peer
+            .send_request(request)
+            .await
+            .map_err(|e| failed(describe_service_error(&e), !is_disconnect(&e)))?;
+        let mut page = serde_json::to_value(&result)
+            .map_err(|e| failed(format!("its answer cannot be read: {e}"), true))?;
+        let Some(Value::Array(tools)) = page.get_mut("tools").map(Value::take) else {
+            return Err(failed("its answer holds no `tools` list".to_owned(), true));
+        };
+        entries.extend(tools.into_iter().map(Entry::parse));
+        match page.get("nextCursor") {
+            Some(Value::String(next)) => cursor = Some(next.clone()),
+            None | Some(Value::Null) => return Ok(entries),
+            Some(other) => {
+                return Err(failed(
+                    format!("its answer's nextCursor is not a string ({other})"),
+                    true,
+                ));
+            }
+        }
+    }
+    Err(failed(
+        format!("it gave more than {MAX_TOOL_PAGES} pages"),
+        true,
+    ))
 }
 
 async fn start_stdio(
@@ -516,10 +622,16 @@ async fn start_stdio(
     let (service, tools) =
         match tokio::time::timeout(config.startup_timeout, handshake((stdout, stdin))).await {
             Ok(Ok(started)) => started,
-            Ok(Err(reason)) => {
-                let ended = wait_for_exit(exit.clone())
-                    .await
-                    .map_or(String::new(), |how| format!(" ({how})"));
+            Ok(Err(HandshakeFailure { reason, connected })) => {
+                // A server that answered wrongly is stopped by Troupe (when this returns):
+                // how it ends then says nothing. One that went away: how it ended does.
+                let ended = if connected {
+                    "; it was stopped".to_owned()
+                } else {
+                    wait_for_exit(exit.clone())
+                        .await
+                        .map_or(String::new(), |how| format!(" ({how})"))
+                };
                 // What it wrote before it exited is read to the pipe's end first (bounded: a
                 // process it left behind may hold the pipe open).
                 if let Some(drain) = drained.as_mut() {
@@ -573,7 +685,9 @@ async fn start_http(
     let (service, tools) =
         match tokio::time::timeout(config.startup_timeout, handshake(transport)).await {
             Ok(Ok(started)) => started,
-            Ok(Err(reason)) => return Err(failed(format!("{url}: {reason}"))),
+            Ok(Err(HandshakeFailure { reason, .. })) => {
+                return Err(failed(format!("{url}: {reason}")));
+            }
             Err(_) => {
                 return Err(McpError::StartTimeout {
                     server,

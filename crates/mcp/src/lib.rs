@@ -36,7 +36,7 @@ mod tool;
 
 pub use config::{
     DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, MAX_CONFIG_BYTES, McpServers, ServerConfig,
-    ServerName, Transport,
+    ServerName, Transport, plain_message,
 };
 pub use error::{McpConfigError, McpError};
 pub use hub::{McpHub, StartOptions, Started};

@@ -350,6 +350,11 @@ pub const STABLE_CODES: &[StableCode] = &[
         "tools",
         "A sandbox looser than the recorded or inherited one: a resumed session or a new teammate may only be confined more.",
     ),
+    c(
+        "APPROVAL_DISABLED",
+        "tools",
+        "A bash call asked to run outside the sandbox (escalate: true) in a session run with --approval never: nothing ran.",
+    ),
     // mcp
     c(
         "MCP_CONFIG_UNREADABLE",
@@ -600,6 +605,31 @@ pub const STABLE_CODES: &[StableCode] = &[
         "A member's session log failed while the run wrote it: the run failed, the session stays resumable.",
     ),
     c(
+        "APPROVAL_DENIED",
+        "runtime",
+        "The user denied running a command outside the sandbox (at the terminal, with troupe approve --deny or in the panel): it did not run.",
+    ),
+    c(
+        "APPROVAL_TIMED_OUT",
+        "runtime",
+        "Nobody answered an approval request within --approval-timeout: it was denied and the command did not run.",
+    ),
+    c(
+        "APPROVAL_NOT_FOUND",
+        "approval",
+        "troupe approve (or the panel) named an approval request the session does not hold.",
+    ),
+    c(
+        "APPROVAL_ALREADY_DECIDED",
+        "approval",
+        "An approval request that was already decided (by whom and how is named): nothing changed.",
+    ),
+    c(
+        "APPROVAL_UNKNOWN_MODE",
+        "session",
+        "An --approval value that is not never or on-request.",
+    ),
+    c(
         "NOT_A_TEAM",
         "runtime",
         "A message from the user (troupe send) to a session that is not a Team's Lead.",
@@ -621,7 +651,21 @@ pub const STABLE_CODES: &[StableCode] = &[
         "web",
         "A request naming another host than the one served (DNS rebinding).",
     ),
-    c("WEB_METHOD_NOT_ALLOWED", "web", "Only GET is served."),
+    c(
+        "WEB_METHOD_NOT_ALLOWED",
+        "web",
+        "A method the route does not serve (reads are GET; the one write is POST of an approval).",
+    ),
+    c(
+        "WEB_TOKEN_REQUIRED",
+        "web",
+        "A write (an approval) without the panel's token, or from another origin: refused (403), nothing changed.",
+    ),
+    c(
+        "WEB_BAD_REQUEST",
+        "web",
+        "A write whose body is not the JSON the route takes.",
+    ),
     c(
         "WEB_REMOTE_REFUSED",
         "web",

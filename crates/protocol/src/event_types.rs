@@ -40,6 +40,15 @@ pub const TOOL_PROCESS: &str = "tool/process";
 /// (`{sessionId, callId, tool, result?}`), so recovery can resolve that call from the Lead log
 /// (DESIGN decision 10). Written as `ignorable`: builds that do not know it lose only that.
 pub const TOOL_EFFECT: &str = "tool/effect";
+/// A member asked the user to run one `bash` command outside the sandbox
+/// (`{id, callId, command, justification, member}`), appended in the batch of the call's
+/// `tool/call`; the call waits for the matching [`APPROVAL_DECIDED`].
+pub const APPROVAL_REQUESTED: &str = "approval/requested";
+/// The decision on an approval request (`{id, decision, by, decidedAt}`): the command runs
+/// outside the sandbox only after an `approve`/`always` decision is durable in the member's
+/// log. Also the only event of a decision log (`approval-<member>-<id>`, origin `approval`),
+/// whose exclusive creation is how any front end decides.
+pub const APPROVAL_DECIDED: &str = "approval/decided";
 /// An inbox mutation (REFERENCE a.11).
 pub const AGENT_INBOX_SPLICED: &str = "agent/inbox/spliced";
 /// A continuable child's descriptor (REFERENCE b.5).
@@ -70,6 +79,8 @@ pub const KNOWN: &[&str] = &[
     TOOL_RESULT,
     TOOL_PROCESS,
     TOOL_EFFECT,
+    APPROVAL_REQUESTED,
+    APPROVAL_DECIDED,
     AGENT_INBOX_SPLICED,
     SUBAGENT_DESCRIPTOR,
     TEAM_MEMBER,

@@ -60,6 +60,7 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
+            approval: troupe_session::approval::ApprovalPolicy::default(),
         },
     )
 }

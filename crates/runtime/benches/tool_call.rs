@@ -76,6 +76,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
+            approval: troupe_session::approval::ApprovalPolicy::default(),
         },
     );
     let lead = rt

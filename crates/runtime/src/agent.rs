@@ -29,12 +29,18 @@ use troupe_protocol::{
     ErrorCode, Event, EventDraft, MessageId, SessionId, UserMessage, event_types as ty, sync::lock,
 };
 use troupe_tools::{
-    ProcessInfo, ProcessObserver, SeenObserver, ToolContext, ToolRegistry, render_text_outcome,
+    EscalationRequest, ProcessInfo, ProcessObserver, SeenObserver, ToolContext, ToolError,
+    ToolRegistry, escalation_request, render_text_outcome,
 };
 
+use crate::approval::{Approvals, Waited};
 use crate::error::RuntimeError;
 use crate::record::to_value;
+use troupe_approval::new_request_id;
 use troupe_session::Transcript;
+use troupe_session::approval::{
+    ApprovalDecided, ApprovalMode, ApprovalRequested, DecidedBy, Decision,
+};
 use troupe_session::events::{
     AssistantChunk, AssistantRecord, InboxSplice, InboxTarget, ModelAttemptRecord, RequestHeader,
     StepMark, ToolCallRecord, ToolProcessRecord, ToolResultRecord, TurnEnd, TurnEndReason,
@@ -130,6 +136,34 @@ pub enum Progress {
         /// Why.
         reason: TurnEndReason,
     },
+    /// The agent asks the user to run a command outside the sandbox and waits for the answer
+    /// (its `approval/requested` is durable): a front end shows it and may answer it
+    /// ([`Approvals::decide`](crate::approval::Approvals::decide)). Also sent again when a
+    /// resume asks again for a request a crash left pending (`again: true`).
+    ApprovalRequested {
+        /// The request's id.
+        request: String,
+        /// The waiting `bash` call.
+        call_id: String,
+        /// The command.
+        command: String,
+        /// The member's reason.
+        justification: String,
+        /// How long it waits before it is denied (ms).
+        timeout_ms: u64,
+        /// Whether this asks again after a restart.
+        again: bool,
+    },
+    /// An approval request was decided (its `approval/decided` is durable in the member's
+    /// log).
+    ApprovalDecided {
+        /// The request's id.
+        request: String,
+        /// The decision.
+        decision: Decision,
+        /// Who decided.
+        by: DecidedBy,
+    },
 }
 
 /// A progress event tagged with the agent it comes from.
@@ -190,6 +224,10 @@ pub struct AgentSetup {
     /// reports — tool results, model errors, progress — so they never reach the log or the
     /// model. Empty strings are ignored.
     pub secrets: Vec<String>,
+    /// The runtime's approvals: with [`ApprovalMode::OnRequest`], a `bash` call with
+    /// `escalate: true` asks the user and waits (see [`crate::approval`]); with
+    /// [`ApprovalMode::Never`] the tool refuses it (`APPROVAL_DISABLED`).
+    pub approvals: Arc<Approvals>,
 }
 
 impl std::fmt::Debug for AgentSetup {
@@ -961,6 +999,15 @@ async fn run_call(
         .clone()
         .with_cancellation(cancel.child_token())
         .with_call_id(call.id.as_str());
+    if inner.setup.approvals.policy().mode == ApprovalMode::OnRequest
+        && call.name == "bash"
+        && let Some(escalation) = escalation_request(&call.arguments)
+    {
+        return run_escalated(inner, turn, step, call, escalation, ctx, cancel).await;
+    }
+    // A `write`/`edit` decides its effect on the file first (nothing is touched), so the
+    // effect is recorded with the call (DESIGN decision 10). A call refused while planning
+    // never touches anything: its result goes in the same batch as the call.
     let (plan, refused) = match inner
         .setup
         .tools
@@ -971,18 +1018,7 @@ async fn run_call(
         Some(Ok(plan)) => (Some(plan), None),
         Some(Err(e)) => (None, Some(e)),
     };
-    let refused = refused.map(|e| ToolResultRecord {
-        turn,
-        step,
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        is_error: true,
-        code: Some(e.code().to_owned()),
-        content: render_text_outcome(&Err(e)),
-        message_id: None,
-        source_event_seqs: Vec::new(),
-        seen: None,
-    });
+    let refused = refused.map(|e| refusal_result(turn, step, call, e));
     {
         let mut st = lock(&inner.state);
         let rec = ToolCallRecord {
@@ -1014,50 +1050,11 @@ async fn run_call(
         });
         return Ok(());
     }
-    // Process groups the call starts are recorded (and flushed) as they start, so a restart
-    // after a crash can stop them (`tool/process`).
-    let observer = {
-        let inner = Arc::downgrade(inner);
-        let call_id = call.id.clone();
-        ProcessObserver::new(move |info| {
-            if let Some(inner) = inner.upgrade() {
-                inner.record_process(turn, step, &call_id, info);
-            }
-        })
+    let ctx = match plan {
+        Some(plan) => ctx.with_file_plan(plan),
+        None => ctx,
     };
-    // What a `read` saw goes with its result, so a restart can rebuild the session's file
-    // observations from the log (`troupe_tools::restore_observations`).
-    let seen = Arc::new(Mutex::new(None));
-    let seen_observer = {
-        let seen = Arc::clone(&seen);
-        SeenObserver::new(move |s| {
-            *lock(&seen) = Some(s);
-        })
-    };
-    let mut ctx = ctx
-        .with_process_observer(observer)
-        .with_seen_observer(seen_observer);
-    if let Some(plan) = plan {
-        ctx = ctx.with_file_plan(plan);
-    }
-    let outcome = inner
-        .setup
-        .tools
-        .dispatch_text(&ctx, &call.name, call.arguments.clone())
-        .await;
-    let code = outcome.as_ref().err().map(|e| e.code().to_owned());
-    inner.finish_call(ToolResultRecord {
-        turn,
-        step,
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        is_error: outcome.is_err(),
-        code,
-        content: render_text_outcome(&outcome),
-        message_id: None,
-        source_event_seqs: Vec::new(),
-        seen: lock(&seen).take(),
-    })
+    execute_call(inner, turn, step, call, ctx).await
 }
 
 /// Closes the turn: a `TOOL_CANCELED` result for every call of the open step that has none,
@@ -1125,6 +1122,329 @@ async fn close_turn(
     inner.writer.flush().await?;
     inner.progress(Progress::TurnEnded { turn, reason });
     Ok(())
+}
+
+/// Runs a call whose `tool/call` is durable and records its `tool/result`: process groups it
+/// starts are recorded (and flushed) as they start, so a restart after a crash can stop them
+/// (`tool/process`), and what a `read` saw goes with its result, so a restart can rebuild the
+/// session's file observations from the log (`troupe_tools::restore_observations`).
+async fn execute_call(
+    inner: &Arc<Inner>,
+    turn: u64,
+    step: u64,
+    call: &ToolCall,
+    ctx: ToolContext,
+) -> Result<(), RuntimeError> {
+    let observer = {
+        let inner = Arc::downgrade(inner);
+        let call_id = call.id.clone();
+        ProcessObserver::new(move |info| {
+            if let Some(inner) = inner.upgrade() {
+                inner.record_process(turn, step, &call_id, info);
+            }
+        })
+    };
+    let seen = Arc::new(Mutex::new(None));
+    let seen_observer = {
+        let seen = Arc::clone(&seen);
+        SeenObserver::new(move |s| {
+            *lock(&seen) = Some(s);
+        })
+    };
+    let ctx = ctx
+        .with_process_observer(observer)
+        .with_seen_observer(seen_observer);
+    let outcome = inner
+        .setup
+        .tools
+        .dispatch_text(&ctx, &call.name, call.arguments.clone())
+        .await;
+    let code = outcome.as_ref().err().map(|e| e.code().to_owned());
+    let rec = ToolResultRecord {
+        turn,
+        step,
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        is_error: outcome.is_err(),
+        code,
+        content: render_text_outcome(&outcome),
+        message_id: None,
+        source_event_seqs: Vec::new(),
+        seen: lock(&seen).take(),
+    };
+    inner.finish_call(rec)
+}
+
+/// The `tool/result` of a call refused with `error` before it ran (rendered as a tool's own
+/// error result is).
+fn refusal_result(turn: u64, step: u64, call: &ToolCall, error: ToolError) -> ToolResultRecord {
+    ToolResultRecord {
+        turn,
+        step,
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        is_error: true,
+        code: Some(error.code().to_owned()),
+        content: render_text_outcome(&Err(error)),
+        message_id: None,
+        source_event_seqs: Vec::new(),
+        seen: None,
+    }
+}
+
+/// An error result of a call (its own `tool/result`).
+fn error_result(
+    turn: u64,
+    step: u64,
+    call: &ToolCall,
+    code: &str,
+    message: &str,
+) -> ToolResultRecord {
+    ToolResultRecord {
+        turn,
+        step,
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        is_error: true,
+        code: Some(code.to_owned()),
+        content: json!({"code": code, "message": message}).to_string(),
+        message_id: None,
+        source_event_seqs: Vec::new(),
+        seen: None,
+    }
+}
+
+/// The `tool/result` of an escalated call that did not run: denied (`APPROVAL_DENIED`), not
+/// answered in time (`APPROVAL_TIMED_OUT`) or withdrawn by an interrupt (`TOOL_CANCELED`).
+pub(crate) fn denial_result(
+    turn: u64,
+    step: u64,
+    call: &ToolCall,
+    decided: &ApprovalDecided,
+    timeout_ms: u64,
+) -> ToolResultRecord {
+    match decided.by {
+        DecidedBy::Timeout => error_result(
+            turn,
+            step,
+            call,
+            APPROVAL_TIMED_OUT,
+            &format!(
+                "Nobody answered the request to run this command outside the sandbox within {} \
+                 (request {}), so it was denied and did not run. Do not ask again for the same \
+                 command: do what you can inside the sandbox, or say in your answer what needs \
+                 the user.",
+                humanize_ms(timeout_ms),
+                decided.id
+            ),
+        ),
+        DecidedBy::Interrupt => error_result(
+            turn,
+            step,
+            call,
+            "TOOL_CANCELED",
+            &format!(
+                "not run: the turn was interrupted while the request to run this command outside \
+                 the sandbox (request {}) waited for the user",
+                decided.id
+            ),
+        ),
+        by => error_result(
+            turn,
+            step,
+            call,
+            APPROVAL_DENIED,
+            &format!(
+                "The request to run this command outside the sandbox was denied {} (request {}); \
+                 it did not run. Do not ask again for the same command: do what you can inside \
+                 the sandbox, or say in your answer what you need from the user.",
+                by.described(),
+                decided.id
+            ),
+        ),
+    }
+}
+
+/// `10m`, `90s`, `1500ms`: a duration as a person reads it.
+pub(crate) fn humanize_ms(ms: u64) -> String {
+    if ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// The code of a call the user denied running outside the sandbox.
+pub const APPROVAL_DENIED: &str = "APPROVAL_DENIED";
+/// The code of a call whose approval request nobody answered in time.
+pub const APPROVAL_TIMED_OUT: &str = "APPROVAL_TIMED_OUT";
+
+/// A `bash` call with `escalate: true` under `--approval on-request` (see
+/// [`crate::approval`]): its `tool/call` and `approval/requested` are one batch (flushed),
+/// then the call waits for the decision (an earlier `always` for the same exact command
+/// decides at once, in that same batch); the `approval/decided` is flushed before the
+/// command runs outside the sandbox, and a denial goes in the batch of the call's result.
+///
+/// **What survives a crash**: see the table in [`troupe_approval`]: a pending request is asked
+/// again by the resume; an approved one whose result is missing is never run again.
+async fn run_escalated(
+    inner: &Arc<Inner>,
+    turn: u64,
+    step: u64,
+    call: &ToolCall,
+    escalation: EscalationRequest,
+    ctx: ToolContext,
+    cancel: &CancellationToken,
+) -> Result<(), RuntimeError> {
+    let approvals = Arc::clone(&inner.setup.approvals);
+    let timeout_ms = approvals.policy().timeout_ms;
+    let call_record = EventDraft::new(
+        ty::TOOL_CALL,
+        to_value(&ToolCallRecord {
+            turn,
+            step,
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            effect: None,
+        }),
+    );
+    let started = || Progress::ToolStarted {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        summary: summarize(&inner.redacted(&call.arguments)),
+    };
+    if escalation.justification.is_empty() {
+        // Refused before anything could happen: the result goes with the call.
+        let refused = ToolError::invalid_arguments(
+            "field `justification`: required with escalate: true (say why this command needs \
+             to run outside the sandbox; the user reads it)",
+        );
+        let result = refusal_result(turn, step, call, refused);
+        {
+            let mut st = lock(&inner.state);
+            inner.record(
+                &mut st,
+                vec![
+                    call_record,
+                    EventDraft::new(ty::TOOL_RESULT, to_value(&result)),
+                ],
+            )?;
+        }
+        inner.writer.flush().await?;
+        inner.progress(started());
+        inner.progress(Progress::ToolFinished {
+            call_id: result.call_id,
+            name: result.name,
+            is_error: true,
+            code: result.code,
+        });
+        return Ok(());
+    }
+    let request = ApprovalRequested {
+        id: new_request_id(),
+        call_id: call.id.clone(),
+        command: escalation.command.clone(),
+        justification: escalation.justification.clone(),
+        member: inner.setup.name.clone(),
+    };
+    let rule = lock(&inner.state)
+        .transcript
+        .always_approved(&escalation.command)
+        .map(str::to_owned);
+    let mut drafts = vec![
+        call_record,
+        EventDraft::new(ty::APPROVAL_REQUESTED, to_value(&request)),
+    ];
+    let ruled = rule.map(|rule| ApprovalDecided {
+        id: request.id.clone(),
+        decision: Decision::Approve,
+        by: DecidedBy::Always,
+        decided_at: approvals.now_ms(),
+        session: None,
+        rule: Some(rule),
+    });
+    if let Some(decided) = &ruled {
+        drafts.push(EventDraft::new(ty::APPROVAL_DECIDED, to_value(decided)));
+    }
+    {
+        let mut st = lock(&inner.state);
+        inner.record(&mut st, drafts)?;
+    }
+    inner.writer.flush().await?;
+    inner.progress(started());
+    let decided = match ruled {
+        Some(decided) => {
+            inner.progress(Progress::ApprovalDecided {
+                request: decided.id.clone(),
+                decision: decided.decision,
+                by: decided.by,
+            });
+            decided
+        }
+        None => {
+            inner.progress(Progress::ApprovalRequested {
+                request: request.id.clone(),
+                call_id: call.id.clone(),
+                command: request.command.clone(),
+                justification: request.justification.clone(),
+                timeout_ms,
+                again: false,
+            });
+            let waited = approvals
+                .wait(&inner.id, &request.id, approvals.policy().timeout(), cancel)
+                .await;
+            let decided = match waited {
+                Ok(Waited::Decided(decided) | Waited::Withdrawn(decided)) => decided,
+                Err(e) => {
+                    // The decision could not be read or recorded: the command does not run.
+                    inner.finish_call(error_result(turn, step, call, e.code(), &e.to_string()))?;
+                    return Ok(());
+                }
+            };
+            let mut drafts = vec![EventDraft::new(ty::APPROVAL_DECIDED, to_value(&decided))];
+            let refused = (!decided.decision.approves() || cancel.is_cancelled()).then(|| {
+                if decided.decision.approves() {
+                    // Approved as the turn was cancelled: it does not run now.
+                    let withdrawn = ApprovalDecided {
+                        by: DecidedBy::Interrupt,
+                        ..decided.clone()
+                    };
+                    denial_result(turn, step, call, &withdrawn, timeout_ms)
+                } else {
+                    denial_result(turn, step, call, &decided, timeout_ms)
+                }
+            });
+            if let Some(result) = &refused {
+                drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(result)));
+            }
+            {
+                let mut st = lock(&inner.state);
+                inner.record(&mut st, drafts)?;
+            }
+            // Durable before the command can run outside the sandbox.
+            inner.writer.flush().await?;
+            inner.progress(Progress::ApprovalDecided {
+                request: decided.id.clone(),
+                decision: decided.decision,
+                by: decided.by,
+            });
+            if let Some(result) = refused {
+                inner.progress(Progress::ToolFinished {
+                    call_id: result.call_id,
+                    name: result.name,
+                    is_error: true,
+                    code: result.code,
+                });
+                return Ok(());
+            }
+            decided
+        }
+    };
+    debug_assert!(decided.decision.approves());
+    execute_call(inner, turn, step, call, ctx.with_escalation()).await
 }
 
 /// The records that claim inbox items for a step (REFERENCE b.2): all of next-step, then one
@@ -1451,7 +1771,7 @@ impl StreamObserver for ChunkObserver {
 
 /// Replaces every occurrence of each of `secrets` (non-empty, longest first) in `text` with
 /// `***`; `None` when there was none.
-fn redact_text(text: &str, secrets: &[String]) -> Option<String> {
+pub(crate) fn redact_text(text: &str, secrets: &[String]) -> Option<String> {
     if !secrets.iter().any(|secret| text.contains(secret.as_str())) {
         return None;
     }
@@ -1517,6 +1837,21 @@ fn redact_progress(progress: Progress, secrets: &[String]) -> Progress {
             call_id,
             name,
             summary: clean(summary),
+        },
+        Progress::ApprovalRequested {
+            request,
+            call_id,
+            command,
+            justification,
+            timeout_ms,
+            again,
+        } => Progress::ApprovalRequested {
+            request,
+            call_id,
+            command: clean(command),
+            justification: clean(justification),
+            timeout_ms,
+            again,
         },
         Progress::TurnEnded { turn, reason } => Progress::TurnEnded {
             turn,

@@ -51,6 +51,7 @@
 //! also in the non-resident children of a resumed root.
 
 mod agent;
+pub mod approval;
 mod control;
 mod error;
 pub mod instructions;
@@ -68,8 +69,9 @@ mod time_travel;
 pub mod user_mail;
 
 pub use agent::{
-    Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW,
-    Progress, SUMMARY_MAX_CHARS, TOOL_ARGUMENTS_TRUNCATED,
+    APPROVAL_DENIED, APPROVAL_TIMED_OUT, Agent, AgentProgress, AgentSetup, AgentStatus,
+    ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW, Progress, SUMMARY_MAX_CHARS,
+    TOOL_ARGUMENTS_TRUNCATED,
 };
 pub use control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 pub use error::RuntimeError;

@@ -336,12 +336,13 @@ pub fn takes_instruction(models: &ProviderFactory, agent: &str, spent: usize) ->
 
 /// Records a `--model`/`--base-url`/`--api-key-env`/`--tool-choice` override, a stricter
 /// `--sandbox` / `--network`, other `--mcp-config` servers (`mcp_servers`, recorded as given),
-/// or a `--teammate-model` (`teammate_models`: `Some` replaces the recorded [`TeammateModels`]
-/// of a Team root, for the teammates it creates from now on; existing teammates keep theirs)
-/// of a resumed session as a new `agent/config` holding them (the latest one wins), so a later
-/// plain resume keeps using them. Everything else of the recorded configuration — its project
-/// instructions included — is copied unchanged. Nothing is written when all are the ones
-/// already recorded, or when the session has no configuration.
+/// a `--teammate-model` (`teammate_models`: `Some` replaces the recorded [`TeammateModels`]
+/// of a Team root, for the teammates it creates from now on; existing teammates keep theirs),
+/// or another `--approval` / `--approval-timeout` (`approval`) of a resumed session as a new
+/// `agent/config` holding them (the latest one wins), so a later plain resume keeps using
+/// them. Everything else of the recorded configuration — its project instructions included —
+/// is copied unchanged. Nothing is written when all are the ones already recorded, or when
+/// the session has no configuration.
 ///
 /// Durability: one append, then a flush, before the Lead is given any work. A crash before the
 /// flush completes loses only the record: that run's agents already ran under the stricter
@@ -357,6 +358,7 @@ pub async fn record_model_override(
     sandbox: SandboxPolicy,
     mcp_servers: Option<serde_json::Value>,
     teammate_models: Option<&TeammateModels>,
+    approval: troupe_session::approval::ApprovalPolicy,
 ) -> Result<(), RuntimeError> {
     let Some(mut config) = agent.with_transcript(|t| t.config().cloned()) else {
         return Ok(());
@@ -368,6 +370,7 @@ pub async fn record_model_override(
         && config.sandbox_policy() == sandbox
         && config.mcp_servers == mcp_servers
         && config.teammate_models == teammates
+        && config.approval_policy() == approval
     {
         return Ok(());
     }
@@ -377,6 +380,9 @@ pub async fn record_model_override(
         config.sandbox = Some(sandbox);
     }
     config.teammate_models = teammates;
+    if config.approval_policy() != approval {
+        config.approval = Some(approval);
+    }
     agent.append_records(vec![EventDraft::new(
         troupe_protocol::event_types::AGENT_CONFIG,
         crate::record::to_value(&config),

@@ -20,10 +20,15 @@ use troupe_protocol::{
     event_types as ty, sync::lock,
 };
 use troupe_tools::{
-    FileObservations, SandboxPolicy, ToolContext, ToolLimits, ToolRegistry, session_temp_dir,
+    BashTool, FileObservations, ProcessInfo, ProcessObserver, SandboxPolicy, Tool, ToolContext,
+    ToolLimits, ToolRegistry, render_text_outcome, session_temp_dir,
 };
 
-use crate::agent::{Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy};
+use crate::agent::{
+    Agent, AgentProgress, AgentSetup, AgentStatus, ChunkPolicy, Progress, denial_result,
+    redact_text,
+};
+use crate::approval::{Approvals, Waited};
 use crate::control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 use crate::error::RuntimeError;
 use crate::prompt::{TeamRole, default_system_prompt, team_policy};
@@ -31,12 +36,14 @@ use crate::record::to_value;
 use crate::recovery::{Resolver, TeamLinks, needs_team_links};
 use crate::subagent::SubagentTool;
 use crate::team::{TeamOpError, TeamService};
-use troupe_session::Transcript;
+use troupe_approval::read_decision;
+use troupe_session::approval::{ApprovalEntry, ApprovalMode, ApprovalPolicy};
 use troupe_session::events::{
     AgentConfigRecord, ChildProvider, Descriptor, DescriptorMode, Profile, TeammateModels,
-    TurnEndReason,
+    ToolProcessRecord, ToolResultRecord, TurnEndReason,
 };
 use troupe_session::instructions::ProjectInstructions;
+use troupe_session::{CallResolution, Transcript};
 
 /// Where agents get their model: one provider per agent name (the scripted provider keys its
 /// steps by name). Implemented by [`ProviderFactory`]; tests implement it with programmable
@@ -119,6 +126,12 @@ pub struct RuntimeOptions {
     /// ([`AgentConfigRecord::mcp_servers`]); their tools come in through
     /// [`RuntimeOptions::extra_tools`]. Default (`None`): nothing recorded.
     pub mcp_servers: Option<serde_json::Value>,
+    /// The approvals of every agent of this runtime (`--approval`, `--approval-timeout`):
+    /// recorded in the config of every session it creates (a child records it too), and in
+    /// force for all of them — with [`ApprovalMode::OnRequest`] every member's `bash` offers
+    /// `escalate` and asks the user (see [`troupe_approval`]). Requests a crash left pending
+    /// are asked again by the resume whatever the mode.
+    pub approval: ApprovalPolicy,
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -171,6 +184,8 @@ struct RtInner {
     control: Arc<dyn ChildControl>,
     /// Agents whose log failed, in the order they stopped (one entry per session).
     log_failures: Mutex<Vec<LogFailure>>,
+    /// The approvals of every agent (see [`RuntimeOptions::approval`]).
+    approvals: Arc<Approvals>,
     /// The model name each agent set up (or each teammate's log read) in this process runs:
     /// what `list_agents` shows for a member that is not live.
     models_seen: Mutex<HashMap<SessionId, String>>,
@@ -190,6 +205,7 @@ impl Runtime {
     /// A runtime over `journal`.
     pub fn new(journal: Journal, options: RuntimeOptions) -> Self {
         let (progress, _) = broadcast::channel(1024);
+        let approvals = Arc::new(Approvals::new(journal.clone(), options.approval));
         let inner = Arc::new_cyclic(|weak: &Weak<RtInner>| {
             let control: Arc<dyn ChildControl> = Arc::new(Control(weak.clone()));
             let teams = Arc::new(TeamService::new(
@@ -199,6 +215,7 @@ impl Runtime {
                 options.team_limits,
             ));
             RtInner {
+                approvals,
                 journal,
                 options,
                 observations: Arc::new(FileObservations::new()),
@@ -223,6 +240,12 @@ impl Runtime {
     /// The options.
     pub fn options(&self) -> &RuntimeOptions {
         &self.inner.options
+    }
+
+    /// The approvals of this runtime's agents: a front end answers a request with
+    /// [`Approvals::decide`] (see [`Progress::ApprovalRequested`]).
+    pub fn approvals(&self) -> &Arc<Approvals> {
+        &self.inner.approvals
     }
 
     /// Progress of every agent of this runtime.
@@ -329,6 +352,7 @@ impl Runtime {
             sandbox: Some(self.inner.options.sandbox),
             tmp_dir: Some(session_temp_dir(&id).display().to_string()),
             mcp_servers: self.inner.options.mcp_servers.clone(),
+            approval: Some(self.inner.options.approval),
         };
         // Set up before anything is written: a refused model writes no session.
         let setup = self.build_setup(&id, &config, None)?;
@@ -439,7 +463,34 @@ impl Runtime {
                     .flatten(),
                 team: state.as_ref(),
             };
-            let closed = agent.close_recovered_turn(&stopped, &mut |call| resolver.resolve(call));
+            // Approval requests of the cut calls first: asked again where undecided.
+            let cut = agent.with_transcript(cut_approvals);
+            let settled = if cut.is_empty() {
+                HashMap::new()
+            } else {
+                let settled = self
+                    .settle_cut_approvals(
+                        id,
+                        &config.name,
+                        cut,
+                        agent.setup().tool_context.clone(),
+                        RecoveryLog::Agent(agent.clone()),
+                    )
+                    .await;
+                match settled {
+                    Ok(settled) => settled,
+                    Err(e) => {
+                        let _ = self.release(agent.id()).await;
+                        return Err(e);
+                    }
+                }
+            };
+            let closed = agent.close_recovered_turn(&stopped, &mut |call| {
+                settled
+                    .get(&call.call.id)
+                    .cloned()
+                    .unwrap_or_else(|| resolver.resolve(call))
+            });
             if let Err(e) = closed {
                 let _ = self.release(agent.id()).await;
                 return Err(e);
@@ -549,6 +600,24 @@ impl Runtime {
             return Ok(false);
         }
         let stopped = stop_leftovers(transcript);
+        // Approval requests of the cut calls first: asked again where undecided.
+        let cut = cut_approvals(transcript);
+        let settled = match transcript.config().cloned() {
+            Some(config) if !cut.is_empty() => {
+                let collected = Arc::new(Mutex::new(Vec::new()));
+                let log = RecoveryLog::Writer(writer.clone(), Arc::clone(&collected));
+                let context = self.tool_context_of(id, &config)?;
+                let settled = self
+                    .settle_cut_approvals(id, &config.name, cut, context, log)
+                    .await?;
+                let appended = std::mem::take(&mut *lock(&collected));
+                for e in &appended {
+                    transcript.apply(e)?;
+                }
+                settled
+            }
+            _ => HashMap::new(),
+        };
         let resolver = Resolver {
             session: id,
             workspace: transcript.config().map(|c| PathBuf::from(&c.workspace)),
@@ -557,8 +626,12 @@ impl Runtime {
                 .flatten(),
             team: None,
         };
-        let closers =
-            transcript.recovery_closers_resolved(&stopped, &mut |call| resolver.resolve(call));
+        let closers = transcript.recovery_closers_resolved(&stopped, &mut |call| {
+            settled
+                .get(&call.call.id)
+                .cloned()
+                .unwrap_or_else(|| resolver.resolve(call))
+        });
         let events = writer.append_batch_at(closers, transcript.last_time())?;
         for e in &events {
             transcript.apply(e)?;
@@ -622,6 +695,19 @@ impl Runtime {
         let provider = self.inner.options.models.for_member(&config.name, &model)?;
         self.remember_model(id, &model);
         let mut tools = ToolRegistry::with_core_tools();
+        if self.inner.options.approval.mode == ApprovalMode::OnRequest {
+            // The same tool, offering `escalate` (at its place in the order).
+            let mut ordered = ToolRegistry::new();
+            for name in tools.names() {
+                let tool = match (name, tools.get(name)) {
+                    ("bash", _) => Arc::new(BashTool::with_escalation()) as Arc<dyn Tool>,
+                    (_, Some(tool)) => Arc::clone(tool),
+                    (_, None) => continue,
+                };
+                ordered.register(tool).map_err(|e| refuse(e.to_string()))?;
+            }
+            tools = ordered;
+        }
         let mut has_subagents = false;
         let mut policy = None;
         match config.profile {
@@ -653,24 +739,7 @@ impl Runtime {
                 .register(Arc::clone(tool))
                 .map_err(|e| refuse(e.to_string()))?;
         }
-        let tool_context = ToolContext::new(
-            &config.workspace,
-            id.clone(),
-            Arc::clone(&self.inner.observations),
-        )
-        .map_err(|e| RuntimeError::Workspace {
-            path: config.workspace.clone(),
-            reason: e.to_string(),
-        })?
-        .with_limits(self.inner.options.tool_limits.clone())
-        .with_secret_env(self.inner.options.secret_env.iter().cloned())
-        .with_sandbox(self.effective_sandbox(config))
-        .with_temp_dir(Some(
-            config
-                .tmp_dir
-                .as_ref()
-                .map_or_else(|| session_temp_dir(id), PathBuf::from),
-        ));
+        let tool_context = self.tool_context_of(id, config)?;
         let mut system_prompt = default_system_prompt(config, has_subagents);
         // The recorded instructions, under their heading, before the Team policy.
         if let Some(instructions) = &config.project_instructions {
@@ -691,7 +760,180 @@ impl Runtime {
             chunks: self.inner.options.chunks,
             progress: self.inner.progress.clone(),
             secrets: self.inner.options.secrets.clone(),
+            approvals: Arc::clone(&self.inner.approvals),
         })
+    }
+
+    /// The tool context of the agent of session `id` with `config`: its workspace, limits,
+    /// secret variables, effective sandbox and temporary directory.
+    fn tool_context_of(
+        &self,
+        id: &SessionId,
+        config: &AgentConfigRecord,
+    ) -> Result<ToolContext, RuntimeError> {
+        Ok(ToolContext::new(
+            &config.workspace,
+            id.clone(),
+            Arc::clone(&self.inner.observations),
+        )
+        .map_err(|e| RuntimeError::Workspace {
+            path: config.workspace.clone(),
+            reason: e.to_string(),
+        })?
+        .with_limits(self.inner.options.tool_limits.clone())
+        .with_secret_env(self.inner.options.secret_env.iter().cloned())
+        .with_sandbox(self.effective_sandbox(config))
+        .with_temp_dir(Some(
+            config
+                .tmp_dir
+                .as_ref()
+                .map_or_else(|| session_temp_dir(id), PathBuf::from),
+        )))
+    }
+
+    fn send_progress(&self, agent: &SessionId, name: &str, progress: Progress) {
+        let _ = self.inner.progress.send(AgentProgress {
+            agent: agent.clone(),
+            agent_name: name.to_owned(),
+            progress,
+        });
+    }
+
+    /// `text` with the runtime's secret values replaced by `***`.
+    fn redacted(&self, text: String) -> String {
+        let mut secrets: Vec<String> = self
+            .inner
+            .options
+            .secrets
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect();
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        redact_text(&text, &secrets).unwrap_or(text)
+    }
+
+    /// Settles the approval requests of the calls a crash cut (`cut`, from
+    /// [`cut_approvals`]) before recovery closes their turn, deciding from the logs (DESIGN
+    /// decision 10; the table in [`troupe_approval`]): a call whose approval is durable in the
+    /// member's log may have run and is left to the default resolution
+    /// (`TOOL_OUTCOME_UNKNOWN`, never run again); a durable denial is rebuilt; a request still
+    /// undecided takes its decision log's decision, or — when there is none — is **asked
+    /// again** ([`Progress::ApprovalRequested`] with `again`) and waited for (a fresh timeout).
+    /// Such a decision is appended to the member's log through `log` and flushed before an
+    /// approved command runs (outside the sandbox, its process group recorded as it starts),
+    /// so a crash during the run leaves it approved without a result: unknown, never run
+    /// twice. Returns the resolution of each call it settled.
+    ///
+    /// # Errors
+    /// Journal errors (the member's log or a decision log failed).
+    async fn settle_cut_approvals(
+        &self,
+        id: &SessionId,
+        name: &str,
+        cut: CutApprovals,
+        context: ToolContext,
+        log: RecoveryLog,
+    ) -> Result<HashMap<String, CallResolution>, RuntimeError> {
+        let mut out = HashMap::new();
+        let timeout_ms = self.inner.approvals.policy().timeout_ms;
+        let (turn, step) = (cut.turn, cut.step);
+        for (call, entry) in cut.calls {
+            let decided = match entry.decided {
+                Some(decided) if decided.decision.approves() => continue,
+                Some(decided) => {
+                    out.insert(
+                        call.id.clone(),
+                        done(denial_result(turn, step, &call, &decided, timeout_ms)),
+                    );
+                    continue;
+                }
+                None => {
+                    let journal = self.inner.journal.clone();
+                    let (member, request) = (id.clone(), entry.request.id.clone());
+                    let stored = tokio::task::spawn_blocking(move || {
+                        read_decision(&journal, &member, &request)
+                    })
+                    .await
+                    .unwrap_or(Ok(None))
+                    .map_err(approval_error)?;
+                    match stored {
+                        Some(decided) => decided,
+                        None => {
+                            self.send_progress(
+                                id,
+                                name,
+                                Progress::ApprovalRequested {
+                                    request: entry.request.id.clone(),
+                                    call_id: call.id.clone(),
+                                    command: entry.request.command.clone(),
+                                    justification: entry.request.justification.clone(),
+                                    timeout_ms,
+                                    again: true,
+                                },
+                            );
+                            let waited = self
+                                .inner
+                                .approvals
+                                .wait(
+                                    id,
+                                    &entry.request.id,
+                                    self.inner.approvals.policy().timeout(),
+                                    &CancellationToken::new(),
+                                )
+                                .await
+                                .map_err(approval_error)?;
+                            match waited {
+                                Waited::Decided(decided) | Waited::Withdrawn(decided) => decided,
+                            }
+                        }
+                    }
+                }
+            };
+            log.append(vec![EventDraft::new(
+                ty::APPROVAL_DECIDED,
+                to_value(&decided),
+            )])?;
+            log.writer().flush().await?;
+            self.send_progress(
+                id,
+                name,
+                Progress::ApprovalDecided {
+                    request: decided.id.clone(),
+                    decision: decided.decision,
+                    by: decided.by,
+                },
+            );
+            if !decided.decision.approves() {
+                out.insert(
+                    call.id.clone(),
+                    done(denial_result(turn, step, &call, &decided, timeout_ms)),
+                );
+                continue;
+            }
+            let observer = {
+                let log = log.clone();
+                let call_id = call.id.clone();
+                ProcessObserver::new(move |info| log.record_process(turn, step, &call_id, info))
+            };
+            let ctx = context
+                .clone()
+                .with_call_id(call.id.as_str())
+                .with_process_observer(observer)
+                .with_escalation();
+            let outcome = BashTool::with_escalation()
+                .call_text(&ctx, call.arguments.clone())
+                .await;
+            out.insert(
+                call.id.clone(),
+                CallResolution::Done {
+                    content: self.redacted(render_text_outcome(&outcome)),
+                    is_error: outcome.is_err(),
+                    code: outcome.as_ref().err().map(|e| e.code().to_owned()),
+                },
+            );
+        }
+        Ok(out)
     }
 
     fn register(&self, agent: Agent, parent: Option<SessionId>, notify_parent: bool) {
@@ -888,6 +1130,7 @@ impl Runtime {
             sandbox: Some(self.effective_sandbox(&parent_config)),
             tmp_dir: Some(session_temp_dir(child_id).display().to_string()),
             mcp_servers: None,
+            approval: Some(self.inner.options.approval),
         };
         let mut drafts = vec![
             EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),
@@ -1335,6 +1578,122 @@ impl Runtime {
         } else {
             Err(RuntimeError::TeardownFailed(failures))
         }
+    }
+}
+
+/// The calls of a cut turn's open step that started and asked for approval, with their
+/// requests (what [`Runtime::settle_cut_approvals`] settles).
+struct CutApprovals {
+    turn: u64,
+    step: u64,
+    calls: Vec<(troupe_llm::ToolCall, ApprovalEntry)>,
+}
+
+impl CutApprovals {
+    fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+}
+
+/// The cut calls of `transcript`'s open turn that asked for approval.
+fn cut_approvals(transcript: &Transcript) -> CutApprovals {
+    let calls = if transcript.open_turn().is_some() {
+        transcript
+            .unanswered()
+            .into_iter()
+            .filter(|u| u.call_seq.is_some())
+            .filter_map(|u| {
+                transcript
+                    .approval_for_call(&u.call.id)
+                    .cloned()
+                    .map(|entry| (u.call, entry))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    CutApprovals {
+        turn: transcript.open_turn().unwrap_or(0),
+        step: transcript.open_step().unwrap_or(0),
+        calls,
+    }
+}
+
+/// Where recovery appends what it settles: through a live agent (a resumed root: its
+/// transcript folds the events), or to a writer opened for the recovery alone, collecting the
+/// events for the caller's transcript (in seq order).
+#[derive(Clone)]
+enum RecoveryLog {
+    Agent(Agent),
+    Writer(
+        troupe_journal::SessionWriter,
+        Arc<Mutex<Vec<troupe_protocol::Event>>>,
+    ),
+}
+
+impl RecoveryLog {
+    fn append(&self, drafts: Vec<EventDraft>) -> Result<(), RuntimeError> {
+        match self {
+            Self::Agent(agent) => agent.append_records(drafts).map(drop),
+            Self::Writer(writer, collected) => {
+                let events = writer.append_batch(drafts)?;
+                lock(collected).extend(events);
+                Ok(())
+            }
+        }
+    }
+
+    fn writer(&self) -> &troupe_journal::SessionWriter {
+        match self {
+            Self::Agent(agent) => agent.writer(),
+            Self::Writer(writer, _) => writer,
+        }
+    }
+
+    /// Records (and flushes at once, best effort) the process group a recovery-run command
+    /// started, as a live call does.
+    fn record_process(&self, turn: u64, step: u64, call_id: &str, info: ProcessInfo) {
+        let rec = ToolProcessRecord {
+            turn,
+            step,
+            call_id: call_id.to_owned(),
+            pgid: info.pgid,
+            start_time: info.start_time,
+        };
+        if let Err(e) = self.append(vec![EventDraft::ignorable(
+            ty::TOOL_PROCESS,
+            to_value(&rec),
+        )]) {
+            tracing::warn!(error = %e, "tool process not recorded");
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let writer = self.writer().clone();
+            handle.spawn(async move {
+                let _ = writer.flush().await;
+            });
+        }
+    }
+}
+
+/// A rebuilt result, as recovery's resolution.
+fn done(result: ToolResultRecord) -> CallResolution {
+    CallResolution::Done {
+        content: result.content,
+        is_error: result.is_error,
+        code: result.code,
+    }
+}
+
+/// An approval failure during recovery, as the runtime's error (journal failures keep theirs).
+fn approval_error(error: troupe_approval::ApprovalError) -> RuntimeError {
+    match error {
+        troupe_approval::ApprovalError::Journal(e) => RuntimeError::Journal(e),
+        other => RuntimeError::InvalidEvent {
+            seq: 0,
+            kind: troupe_protocol::event_types::APPROVAL_DECIDED.to_owned(),
+            reason: other.to_string(),
+        },
     }
 }
 

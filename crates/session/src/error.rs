@@ -47,6 +47,11 @@ pub enum ParseError {
     /// unusable model configuration.
     #[error("--tool-choice `{0}` is not one of auto, required, none, omit")]
     UnknownToolChoice(String),
+    /// `--approval` (or the files' `approval`) got a value that is not `never` or `on-request`
+    /// ([`ApprovalMode::parse`](crate::approval::ApprovalMode::parse)). Code
+    /// `APPROVAL_UNKNOWN_MODE`.
+    #[error("unknown approval mode {0:?}: use never or on-request")]
+    UnknownApprovalMode(String),
 }
 
 impl ErrorCode for ParseError {
@@ -55,6 +60,7 @@ impl ErrorCode for ParseError {
             Self::UnknownProvider(_) => "UNKNOWN_PROVIDER",
             Self::UnknownSandboxSetting { .. } => "SANDBOX_UNKNOWN_MODE",
             Self::UnknownToolChoice(_) => "LLM_CONFIG",
+            Self::UnknownApprovalMode(_) => "APPROVAL_UNKNOWN_MODE",
         }
     }
 }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use troupe_protocol::UserMessage;
 
+use crate::approval::ApprovalPolicy;
 use crate::chat::{AssistantMessage, Attempt, FinishReason, TruncatedCall, Usage};
 use crate::effect::{FileEffect, FileSeen};
 use crate::error::ParseError;
@@ -334,6 +335,11 @@ pub struct AgentConfigRecord {
     /// child's config: the servers are the process's, shared by every member).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_servers: Option<serde_json::Value>,
+    /// The session's approvals (`--approval`, `--approval-timeout`), e.g. `{"mode":
+    /// "on-request", "timeoutMs": 600000}`; a child records its parent's. Absent in logs
+    /// written before approvals existed: [`ApprovalPolicy::default`] (never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalPolicy>,
 }
 
 /// Which model each teammate a Team root creates runs with: `byName` for the member with
@@ -375,6 +381,11 @@ impl AgentConfigRecord {
     /// existed.
     pub fn sandbox_policy(&self) -> SandboxPolicy {
         self.sandbox.unwrap_or(SandboxPolicy::OFF)
+    }
+
+    /// The recorded approvals; [`ApprovalPolicy::default`] (never) when none was recorded.
+    pub fn approval_policy(&self) -> ApprovalPolicy {
+        self.approval.unwrap_or_default()
     }
 }
 

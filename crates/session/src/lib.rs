@@ -8,8 +8,9 @@
 //! - The plain data those payloads embed: the chat types ([`chat`]: messages, the model's
 //!   answers and tool calls, usage, finish reasons, attempts, truncated calls; OpenAI wire
 //!   format), the recorded model choice ([`model`]: [`ModelSpec`], never a key), what a tool
-//!   call recorded of a file ([`effect`]), the `bash` sandbox policy ([`sandbox`]) and the
-//!   `AGENTS.md` instructions a session started with ([`instructions`]).
+//!   call recorded of a file ([`effect`]), the `bash` sandbox policy ([`sandbox`]), the
+//!   `AGENTS.md` instructions a session started with ([`instructions`]), and approvals'
+//!   policy, requests and decisions ([`approval`]).
 //!   `troupe_llm` and `troupe_tools` re-export them and do the work on them (HTTP, parsing the
 //!   flags, hashing files, Landlock).
 //! - [`Transcript`]: the fold of one session log into the model history, the pending inbox,
@@ -29,6 +30,7 @@
 //! - The fold is deterministic: the same events give the same [`Transcript`], whether applied
 //!   one by one as the live agent appends them or folded from the file on a cold resume.
 
+pub mod approval;
 pub mod chat;
 pub mod effect;
 mod error;

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use troupe_protocol::{Event, EventDraft, MessageId, UserMessage, event_types as ty};
 
+use crate::approval::{ApprovalDecided, ApprovalEntry, ApprovalRequested, Decision};
 use crate::chat::{ChatMessage, ToolCall};
 use crate::effect::FileEffect;
 use crate::error::InvalidEvent;
@@ -73,6 +74,11 @@ pub struct Transcript {
     /// Per workspace-relative path, what the own session last saw of the file (see
     /// [`Transcript::seen_files`]).
     seen_files: HashMap<String, Option<String>>,
+    /// The own approval requests, in order, with their decisions (see
+    /// [`Transcript::approvals`]).
+    approvals: Vec<ApprovalEntry>,
+    /// Commands an own `always` decision lets run outside the sandbox, with that request's id.
+    always: HashMap<String, String>,
     stats: TranscriptStats,
 }
 
@@ -243,6 +249,8 @@ impl Transcript {
                 | ty::AGENT_INBOX_SPLICED
                 | ty::AGENT_CONFIG
                 | ty::SUBAGENT_DESCRIPTOR
+                | ty::APPROVAL_REQUESTED
+                | ty::APPROVAL_DECIDED
         )
     }
 
@@ -423,6 +431,29 @@ impl Transcript {
             ty::SUBAGENT_DESCRIPTOR if own && self.descriptor.is_none() => {
                 self.descriptor = Some(decode(event)?);
             }
+            ty::APPROVAL_REQUESTED if own => {
+                let request: ApprovalRequested = decode(event)?;
+                self.approvals.push(ApprovalEntry {
+                    request,
+                    requested_at: event.time,
+                    decided: None,
+                });
+            }
+            ty::APPROVAL_DECIDED if own => {
+                let decided: ApprovalDecided = decode(event)?;
+                if let Some(entry) = self
+                    .approvals
+                    .iter_mut()
+                    .rev()
+                    .find(|e| e.request.id == decided.id)
+                {
+                    if decided.decision == Decision::Always {
+                        self.always
+                            .insert(entry.request.command.clone(), decided.id.clone());
+                    }
+                    entry.decided = Some(decided);
+                }
+            }
             _ => {}
         }
         Ok(())
@@ -453,6 +484,26 @@ impl Transcript {
     /// observations are rebuilt from it (`troupe_tools::restore_observations`).
     pub fn seen_files(&self) -> &HashMap<String, Option<String>> {
         &self.seen_files
+    }
+
+    /// The own approval requests (`approval/requested`), oldest first, each with its
+    /// `approval/decided` when the log holds one.
+    pub fn approvals(&self) -> &[ApprovalEntry] {
+        &self.approvals
+    }
+
+    /// The request of the `bash` call `call_id`, if it asked for approval.
+    pub fn approval_for_call(&self, call_id: &str) -> Option<&ApprovalEntry> {
+        self.approvals
+            .iter()
+            .rev()
+            .find(|e| e.request.call_id == call_id)
+    }
+
+    /// The request whose `always` decision lets `command` (exactly) run outside the sandbox
+    /// without asking, if there is one.
+    pub fn always_approved(&self, command: &str) -> Option<&str> {
+        self.always.get(command).map(String::as_str)
     }
 
     /// The model history: user, assistant and tool messages in log order (no system prompt).

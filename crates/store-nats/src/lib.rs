@@ -118,6 +118,10 @@ pub const DEFAULT_LEASE_BUCKET: &str = "TROUPE_LEASES";
 pub const SESSION_SUBJECTS: &str = "troupe.session.>";
 /// The prefix of a session's subject.
 pub const SESSION_SUBJECT_PREFIX: &str = "troupe.session.";
+/// The prefix of a running Team's control subject: `troupe.control.<lead-id>` (see
+/// [`NatsBackend::control_subject`]). No stream may take these subjects (the default stream
+/// takes `troupe.session.>` only): a stream would acknowledge every request itself.
+pub const CONTROL_SUBJECT_PREFIX: &str = "troupe.control.";
 /// The NATS header of a session's header message naming how many events its first append
 /// published with it.
 pub const FIRST_EVENTS_HEADER: &str = "Troupe-First-Events";
@@ -213,6 +217,57 @@ impl NatsBackend {
     /// The subject of session `id`: `troupe.session.<id>`.
     pub fn subject(id: &SessionId) -> String {
         format!("{SESSION_SUBJECT_PREFIX}{id}")
+    }
+
+    /// The control subject of the Team led by `lead`: `troupe.control.<lead>`. The process
+    /// that runs the Team serves its control requests there (NATS request-reply, while it
+    /// holds the Lead log's lease), so `troupe send` and `troupe chat` reach it from any host
+    /// of the store; the protocol is the control socket's (crates/cli `control.rs`).
+    pub fn control_subject(lead: &SessionId) -> String {
+        format!("{CONTROL_SUBJECT_PREFIX}{lead}")
+    }
+
+    /// The backend's NATS client (a clone; clones share the one connection), for Troupe's
+    /// traffic beside the session logs: serving a running Team's control subject
+    /// ([`NatsBackend::control_subject`]) with `subscribe` and `publish` to each request's
+    /// reply subject. Usable from any tokio runtime (its connection runs on the backend's
+    /// own). Never publish to `troupe.session.>` with it: a session's messages are written
+    /// only by the backend's fenced appends under the session's lease (see the crate docs).
+    pub fn client(&self) -> async_nats::Client {
+        self.inner.js.client()
+    }
+
+    /// One NATS request-reply from synchronous code (`troupe send`): publishes `payload` to
+    /// `subject` with a fresh reply inbox and waits up to `timeout` for the first reply, on
+    /// the backend's runtime (the calling thread blocks; safe inside another runtime's task).
+    /// Returns the reply's payload.
+    ///
+    /// # Errors
+    /// `async_nats::RequestError` of kind `NoResponders` when nobody is subscribed to
+    /// `subject` (the server says so at once), `TimedOut` when nobody replied within
+    /// `timeout`, `InvalidSubject`, and `Other` when the connection fails or the backend's
+    /// runtime is gone.
+    pub fn request_blocking(
+        &self,
+        subject: String,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> std::result::Result<bytes::Bytes, async_nats::RequestError> {
+        let client = self.client();
+        let asked = self.inner.call(async move {
+            let request = async_nats::Request::new()
+                .payload(payload.into())
+                .timeout(Some(timeout));
+            client.send_request(subject, request).await
+        });
+        match asked {
+            Ok(Ok(message)) => Ok(message.payload),
+            Ok(Err(e)) => Err(e),
+            Err(e) => Err(async_nats::RequestError::with_source(
+                async_nats::RequestErrorKind::Other,
+                e,
+            )),
+        }
     }
 
     /// Where session `id` lives, as shown in errors and listings:

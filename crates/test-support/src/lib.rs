@@ -8,8 +8,10 @@
 //! - [`mcp_server`]: the test MCP server (a real MCP server built with rmcp's server side:
 //!   `echo`, `add`, `fail`, `sleep`, `write_file`, `env`, `exit`): a stdio binary, built on
 //!   first use by [`mcp_server_binary`], and [`McpHttpServer`] over streamable HTTP.
+//! - [`layering`]: the arrows between a crate's source files and whether they form a circle.
 
 pub mod fake_openai;
+pub mod layering;
 pub mod mcp_server;
 pub mod nats;
 

@@ -24,6 +24,8 @@
 //!
 //! Flags of the stdio binary: `--hang` (never answers: starts, then only sleeps — a server that hangs at start),
 //! `--bad-schema` (adds a tool `bad` whose input schema is `{"type": "string"}`),
+//! `--no-schema` (adds an entry `noschema` without `inputSchema` to `tools/list`, which MCP
+//! requires), `--refuse-list` (answers `tools/list` with a JSON-RPC error),
 //! `--stderr TEXT` (writes `TEXT` to stderr first), `--fail-start` (writes why to stderr and
 //! exits 7 before reading anything), `--pid-file PATH` (writes its process id to `PATH`
 //! first, so a test can watch the process).
@@ -40,11 +42,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
+    ContentBlock, CustomResult, ErrorData, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, ServerResult, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
@@ -277,15 +279,67 @@ impl ServerHandler for TestServer {
     }
 }
 
+/// The stdio server: [`TestServer`] with its `tools/list` answer written as JSON, so that
+/// `--no-schema` can break it as rmcp's typed answer cannot (every `Tool` has an input schema).
+struct StdioServer {
+    server: TestServer,
+    /// `--no-schema`: a `tools/list` entry `noschema` without `inputSchema`.
+    no_schema: bool,
+    /// `--refuse-list`: `tools/list` is answered with an error.
+    refuse_list: bool,
+}
+
+impl rmcp::Service<RoleServer> for StdioServer {
+    async fn handle_request(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        if !matches!(request, ClientRequest::ListToolsRequest(_)) {
+            return rmcp::Service::handle_request(&self.server, request, context).await;
+        }
+        if self.refuse_list {
+            return Err(ErrorData::internal_error(
+                "tools/list refused (--refuse-list)",
+                None,
+            ));
+        }
+        let mut listed = serde_json::to_value(ListToolsResult::with_all_items(self.server.tools()))
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        if self.no_schema
+            && let Some(Value::Array(tools)) = listed.get_mut("tools")
+        {
+            tools.push(json!({"name": "noschema", "description": "Has no input schema."}));
+        }
+        Ok(ServerResult::CustomResult(CustomResult::new(listed)))
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        rmcp::Service::handle_notification(&self.server, notification, context).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        ServerHandler::get_info(&self.server)
+    }
+}
+
 /// The stdio server's `main`: reads the flags (see the module docs) from the command line and
 /// serves on stdin and stdout until stdin closes.
 pub async fn serve_stdio() {
     let mut bad_schema = false;
+    let mut no_schema = false;
+    let mut refuse_list = false;
     let mut hang = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--bad-schema" => bad_schema = true,
+            "--no-schema" => no_schema = true,
+            "--refuse-list" => refuse_list = true,
             "--hang" => hang = true,
             "--stderr" => eprintln!("{}", args.next().unwrap_or_default()),
             "--pid-file" => {
@@ -310,9 +364,13 @@ pub async fn serve_stdio() {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
     }
-    let server = TestServer {
-        bad_schema,
-        in_process: false,
+    let server = StdioServer {
+        server: TestServer {
+            bad_schema,
+            in_process: false,
+        },
+        no_schema,
+        refuse_list,
     };
     use rmcp::ServiceExt;
     match server.serve(rmcp::transport::stdio()).await {

@@ -50,17 +50,78 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// confining policy was in force and the output reports a denied operation (see
 /// [`sandbox_note`](crate::sandbox_note)). Output is decoded as UTF-8 (lossy).
 ///
+/// **Escalation.** `escalate: true` (with a `justification`) asks to run this one command
+/// outside the sandbox. The tool never loosens anything by itself: it runs such a call
+/// unconfined only when the runtime has obtained the user's approval and says so through the
+/// context ([`ToolContext::with_escalation`]); otherwise the call is refused with
+/// `APPROVAL_DISABLED` and nothing runs. The arguments are accepted whatever the tool offers
+/// (so a model that asks anyway gets that clear code, not an unknown-field error), but only
+/// [`BashTool::with_escalation`] offers them in its schema and description.
+///
 /// Errors: `TOOL_CANCELED` (the group was killed), `BASH_SPAWN_FAILED`, `INVALID_ARGUMENTS`,
 /// `SANDBOX_UNSUPPORTED` (this kernel cannot enforce the policy: the command did not run),
-/// `SANDBOX_SETUP_FAILED` (a path of the rules or the temporary directory is unusable).
+/// `SANDBOX_SETUP_FAILED` (a path of the rules or the temporary directory is unusable),
+/// `APPROVAL_DISABLED` (`escalate: true` without an approval in the context).
 #[derive(Debug, Default, Clone, Copy)]
-pub struct BashTool;
+pub struct BashTool {
+    escalation: bool,
+}
 
+impl BashTool {
+    /// The tool of a session that may ask the user to run a command outside the sandbox
+    /// (`--approval on-request`): its schema offers `escalate` and `justification`.
+    pub fn with_escalation() -> Self {
+        Self { escalation: true }
+    }
+
+    /// Whether the schema offers `escalate`.
+    pub fn offers_escalation(&self) -> bool {
+        self.escalation
+    }
+}
+
+/// The arguments of a `bash` call.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BashArgs {
     command: String,
     timeout_ms: Option<u64>,
+    #[serde(default)]
+    escalate: Option<bool>,
+    // Read by the runtime (`escalation_request`): accepted here so the call parses.
+    #[serde(default, rename = "justification")]
+    _justification: Option<String>,
+}
+
+/// What a `bash` call asks when it asks to run outside the sandbox: its `command` and
+/// `justification` (see [`escalation_request`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EscalationRequest {
+    /// The command, exactly as given.
+    pub command: String,
+    /// Why the model says it needs to run outside the sandbox (trimmed; may be empty when the
+    /// model gave none, which a runtime refuses).
+    pub justification: String,
+}
+
+/// The escalation a `bash` call's arguments ask for: `Some` when `escalate` is `true`, `None`
+/// for every other call (including arguments that do not parse: the tool itself reports
+/// those).
+pub fn escalation_request(arguments: &Value) -> Option<EscalationRequest> {
+    if arguments.get("escalate").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let command = arguments.get("command")?.as_str()?.to_owned();
+    let justification = arguments
+        .get("justification")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    Some(EscalationRequest {
+        command,
+        justification,
+    })
 }
 
 /// The marker that replaces the middle of a cut `bash` stream: `\n[... N bytes truncated ...]\n`.
@@ -74,16 +135,30 @@ impl Tool for BashTool {
     }
 
     fn description(&self) -> &str {
-        "Run a bash command in the workspace root and return its exit code, stdout and stderr. \
-         The command and any background processes it starts are killed when it finishes or \
-         times out (timeout_ms, default 120000, max 600000). Long output is truncated. Files \
-         changed by bash bypass the read/write version checks. Commands may run in a sandbox \
-         (writes only in the workspace and $TMPDIR, possibly no network); an operation it \
-         denies fails as usual and the result gets a sandbox_note."
+        if self.escalation {
+            "Run a bash command in the workspace root and return its exit code, stdout and \
+             stderr. The command and any background processes it starts are killed when it \
+             finishes or times out (timeout_ms, default 120000, max 600000). Long output is \
+             truncated. Files changed by bash bypass the read/write version checks. Commands \
+             run in a sandbox (writes only in the workspace and $TMPDIR, possibly no network); \
+             an operation it denies fails as usual and the result gets a sandbox_note. When a \
+             command truly needs more, set escalate: true with a justification: the user is \
+             asked to approve running that one command outside the sandbox, and the call waits \
+             for the answer (a denial or no answer in time is an error: do not retry the same \
+             request)."
+        } else {
+            "Run a bash command in the workspace root and return its exit code, stdout and \
+             stderr. The command and any background processes it starts are killed when it \
+             finishes or times out (timeout_ms, default 120000, max 600000). Long output is \
+             truncated. Files changed by bash bypass the read/write version checks. Commands \
+             may run in a sandbox (writes only in the workspace and $TMPDIR, possibly no \
+             network); an operation it denies fails as usual and the result gets a \
+             sandbox_note."
+        }
     }
 
     fn parameters(&self) -> Value {
-        json!({
+        let mut schema = json!({
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "The command, run with bash -c."},
@@ -91,7 +166,18 @@ impl Tool for BashTool {
             },
             "required": ["command"],
             "additionalProperties": false
-        })
+        });
+        if self.escalation {
+            schema["properties"]["escalate"] = json!({
+                "type": "boolean",
+                "description": "Ask the user to run this one command outside the sandbox (default false)."
+            });
+            schema["properties"]["justification"] = json!({
+                "type": "string",
+                "description": "Required with escalate: why the command needs to run outside the sandbox, shown to the user."
+            });
+        }
+        schema
     }
 
     fn output_schema(&self) -> Option<Value> {
@@ -162,6 +248,9 @@ async fn run_bash(ctx: &ToolContext, args: BashArgs) -> ToolOutcome {
         }
         Some(ms) => Duration::from_millis(ms),
     };
+    if args.escalate == Some(true) && !ctx.is_escalated() {
+        return Err(ToolError::EscalationRefused);
+    }
     if ctx.cancellation().is_cancelled() {
         return Err(ToolError::Canceled);
     }

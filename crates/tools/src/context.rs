@@ -63,6 +63,7 @@ pub struct ToolContext {
     file_plan: Option<Arc<FilePlan>>,
     sandbox: SandboxPolicy,
     temp_dir: Option<PathBuf>,
+    escalated: bool,
 }
 
 impl ToolContext {
@@ -111,6 +112,7 @@ impl ToolContext {
             file_plan: None,
             sandbox: SandboxPolicy::default(),
             temp_dir,
+            escalated: false,
         })
     }
 
@@ -206,6 +208,23 @@ impl ToolContext {
     pub fn with_temp_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.temp_dir = dir;
         self
+    }
+
+    /// The same context for one call the user approved to run outside the sandbox (a `bash`
+    /// call with `escalate: true`): its processes run with [`SandboxPolicy::OFF`], and `bash`
+    /// accepts `escalate`. A runtime sets it only after the approval is durably recorded;
+    /// never on a context that other calls share.
+    #[must_use]
+    pub fn with_escalation(mut self) -> Self {
+        self.sandbox = SandboxPolicy::OFF;
+        self.escalated = true;
+        self
+    }
+
+    /// Whether this context carries an approval to run outside the sandbox (see
+    /// [`ToolContext::with_escalation`]).
+    pub fn is_escalated(&self) -> bool {
+        self.escalated
     }
 
     /// The sandbox policy of the processes tools start.

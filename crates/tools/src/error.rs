@@ -161,6 +161,18 @@ pub enum ToolError {
     #[error("the tool call was canceled")]
     Canceled,
 
+    /// `bash` was asked to run a command outside the sandbox (`escalate: true`) without an
+    /// approval in its context ([`ToolContext::with_escalation`](crate::ToolContext::with_escalation)):
+    /// the session does not take approvals (`--approval never`), so nothing ran. Code
+    /// `APPROVAL_DISABLED`.
+    #[error(
+        "escalate: true asks the user to run one command outside the sandbox, but this session \
+         runs with --approval never, so nothing runs outside the sandbox (the command did not \
+         run). Run it without escalate, inside the sandbox, or tell the user what needs more \
+         (they can resume the session with --approval on-request)"
+    )]
+    EscalationRefused,
+
     /// A bug or a panic inside a tool. Code `TOOL_INTERNAL_ERROR`.
     #[error("internal tool error: {0}")]
     Internal(String),
@@ -233,6 +245,7 @@ impl ErrorCode for ToolError {
             ToolError::BashSpawn(_) => "BASH_SPAWN_FAILED",
             ToolError::Sandbox(error) => error.code(),
             ToolError::Canceled => "TOOL_CANCELED",
+            ToolError::EscalationRefused => "APPROVAL_DISABLED",
             ToolError::Internal(_) => "TOOL_INTERNAL_ERROR",
             ToolError::Other { code, .. } => code,
         }

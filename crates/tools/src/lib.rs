@@ -68,7 +68,7 @@ pub mod sandbox;
 mod search;
 mod tool;
 
-pub use bash::{BashTool, truncation_marker};
+pub use bash::{BashTool, EscalationRequest, escalation_request, truncation_marker};
 pub use context::{ToolContext, ToolLimits};
 pub use effect::{FileEffect, FileEffectState, FilePlan, file_effect_state};
 pub use error::{NOT_OBSERVED_REMEDY, RegistryError, STALE_VERSION_REMEDY, ToolError};

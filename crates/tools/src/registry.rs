@@ -21,7 +21,7 @@ pub fn core_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(EditTool),
         Arc::new(GlobTool),
         Arc::new(GrepTool),
-        Arc::new(BashTool),
+        Arc::new(BashTool::default()),
     ]
 }
 

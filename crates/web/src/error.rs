@@ -35,9 +35,26 @@ pub enum WebError {
     /// 127.0.0.1 must not read the panel (DNS rebinding).
     #[error("requests must name a loopback host (localhost, 127.0.0.1 or [::1]), not {0}")]
     ForbiddenHost(String),
-    /// Only GET is served (`WEB_METHOD_NOT_ALLOWED`, 405): no endpoint changes anything.
-    #[error("the panel is read-only: only GET requests are served")]
+    /// A method the route does not serve (`WEB_METHOD_NOT_ALLOWED`, 405): every route is
+    /// read with GET; the one write is POST of an approval decision.
+    #[error(
+        "this route only serves GET (the one write is POST /api/sessions/ID/approvals/REQUEST)"
+    )]
     MethodNotAllowed,
+    /// A write without the panel's token (`Authorization: Bearer <token>`), or sent from a
+    /// page of another origin (`WEB_TOKEN_REQUIRED`, 403): nothing changed.
+    #[error(
+        "approvals need the panel's token: open the URL troupe web printed (it carries the token) and answer there"
+    )]
+    TokenRequired,
+    /// A write whose body is not the JSON the route takes (`WEB_BAD_REQUEST`, 400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// An approval the runtime refused or could not record (its code:
+    /// `APPROVAL_NOT_FOUND` 404, `APPROVAL_ALREADY_DECIDED` 409, `SESSION_NOT_FOUND` 404,
+    /// others 500): nothing changed.
+    #[error(transparent)]
+    Approval(#[from] troupe_approval::ApprovalError),
     /// A non-loopback address without the explicit opt-in (`WEB_REMOTE_REFUSED`).
     #[error(
         "refusing to serve on {0}, which is not a loopback address: pass --allow-remote to \
@@ -72,6 +89,9 @@ impl ErrorCode for WebError {
             WebError::Unauthorized => "WEB_UNAUTHORIZED",
             WebError::ForbiddenHost(_) => "WEB_FORBIDDEN_HOST",
             WebError::MethodNotAllowed => "WEB_METHOD_NOT_ALLOWED",
+            WebError::TokenRequired => "WEB_TOKEN_REQUIRED",
+            WebError::BadRequest(_) => "WEB_BAD_REQUEST",
+            WebError::Approval(e) => e.code(),
             WebError::RemoteRefused(_) => "WEB_REMOTE_REFUSED",
             WebError::Io(_) => "WEB_IO",
             WebError::OutsideLog(_) => "TEAM_AT_OUTSIDE_LOG",
@@ -93,6 +113,14 @@ impl WebError {
             WebError::Unauthorized => StatusCode::UNAUTHORIZED,
             WebError::ForbiddenHost(_) => StatusCode::FORBIDDEN,
             WebError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            WebError::TokenRequired => StatusCode::FORBIDDEN,
+            WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            WebError::Approval(e) => match e.code() {
+                "APPROVAL_NOT_FOUND" | "SESSION_NOT_FOUND" => StatusCode::NOT_FOUND,
+                "APPROVAL_ALREADY_DECIDED" => StatusCode::CONFLICT,
+                "INVALID_SESSION_ID" => StatusCode::BAD_REQUEST,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            },
             WebError::RemoteRefused(_) | WebError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

@@ -370,6 +370,11 @@ impl Hub {
             .journal
             .list(&mut |e| tracing::warn!(error = %e, "skipping an unreadable session file"))
             .map_err(|e| WebError::Io(e.to_string()))?;
+        // Decision logs of approvals are records of a member's session, not sessions to show.
+        let listed: Vec<_> = listed
+            .into_iter()
+            .filter(|l| !troupe_approval::is_decision_log(&l.header))
+            .collect();
         let mut cache = lock(&self.listing);
         let present: HashSet<&SessionId> = listed.iter().map(|l| &l.header.id).collect();
         cache.retain(|id, _| present.contains(id));

@@ -13,6 +13,8 @@
 //! | `GET /api/sessions/{id}/team/show[?at=SEQ]` | `troupe team show --json [--at SEQ]`'s object: roster, board, pending mail, every message's receipts; with `at`, as it was right after Lead event SEQ (404 `TEAM_AT_OUTSIDE_LOG` past the last one) |
 //! | `GET /api/sessions/{id}/conversation` | `{"sessionId","items":[Item…],"failure"?}`: the member's own log; `failure` says why it cannot be read past the last item |
 //! | `GET /api/sessions/{id}/conversation/events` | SSE: an `item` frame per new [`Item`]; a damaged log ends with one `failure` frame `{"message"}` |
+//! | `GET /api/sessions/{id}/approvals` | `{"approvals":[PendingApproval…]}`: the requests to run a command outside the sandbox that nobody decided yet, of the session and its direct children |
+//! | `POST /api/sessions/{id}/approvals/{request}` | the one write: `{"decision":"approve"\|"deny"}` with `Authorization: Bearer <token>` decides the request (`by: web`); 403 `WEB_TOKEN_REQUIRED` without the token or from another origin, 404 `APPROVAL_NOT_FOUND`, 409 `APPROVAL_ALREADY_DECIDED` (nothing changed) |
 //!
 //! **Live updates** come from the session logs: a watcher per Team follows the Lead's log and
 //! every member's log, folds only the new whole batches, and publishes a frame only when the
@@ -28,9 +30,14 @@
 //! a reconnect resumes after the last item it got. Heartbeats are SSE comments every
 //! [`WebConfig::heartbeat`].
 //!
-//! **Read-only and local by default**: only GET is served; nothing writes to the home; API
-//! keys are never read (the runtime keeps them out of the logs and the panel shows only
-//! messages, tool calls and results). The server binds to loopback unless
+//! **Read-only but for approvals, and local by default**: every route is GET except the POST
+//! of an approval decision, which needs the server's write token in an `Authorization:
+//! Bearer` header ([`WebConfig::write_token`]; CSRF-safe: a page of another site can neither
+//! know it nor send the header without a preflight this server never allows, and an
+//! `Origin` other than the host served is refused) and whose only effect is the request's
+//! decision log (`troupe_approval::decide`: created once, never a member's log or
+//! lock). API keys are never read (the runtime keeps them out of the logs and the panel shows
+//! only messages, tool calls and results). The server binds to loopback unless
 //! [`access_for`] is told `allow_remote`, which then requires a generated token on every API
 //! request. On loopback, requests must name a loopback host (against DNS rebinding).
 //!
@@ -40,7 +47,8 @@
 //! last valid state, which the panel shows above it.
 //!
 //! Invariant: the crate holds no state of its own — watchers and caches are folds of the
-//! session files and can be dropped at any time.
+//! session files and can be dropped at any time; it writes nothing but the decision logs of
+//! approvals, and takes no session's lock.
 
 mod conversation;
 mod error;
@@ -56,6 +64,6 @@ pub use error::WebError;
 pub use hub::{SessionRow, TeamFrame};
 pub use projection::{MailCounts, MemberRow, TaskRow, TeamProjection, TeamView};
 pub use server::{
-    Access, DEFAULT_HEARTBEAT, DEFAULT_POLL_INTERVAL, WebConfig, access_for, panel_url, router,
-    serve,
+    Access, DEFAULT_HEARTBEAT, DEFAULT_POLL_INTERVAL, WebConfig, access_for, panel_url,
+    panel_url_with_token, router, serve, write_token_for,
 };

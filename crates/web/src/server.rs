@@ -57,6 +57,10 @@ pub struct WebConfig {
     pub poll_interval: Duration,
     /// How often idle SSE streams send a heartbeat comment.
     pub heartbeat: Duration,
+    /// The token a write (an approval decision) must carry as `Authorization: Bearer
+    /// <token>`; `None` refuses every write (`WEB_TOKEN_REQUIRED`). `troupe web` generates one
+    /// per server ([`write_token_for`]) and prints it in the URL ([`panel_url_with_token`]).
+    pub write_token: Option<String>,
 }
 
 impl WebConfig {
@@ -68,8 +72,27 @@ impl WebConfig {
             access: Access::Loopback,
             poll_interval: DEFAULT_POLL_INTERVAL,
             heartbeat: DEFAULT_HEARTBEAT,
+            write_token: None,
         }
     }
+}
+
+/// The token writes need on a server with `access`: the access token of a remote bind, else
+/// a fresh random one (128 bits, hex).
+pub fn write_token_for(access: &Access) -> String {
+    match access {
+        Access::Token(token) => token.clone(),
+        Access::Loopback => {
+            let token: u128 = rand::random();
+            format!("{token:032x}")
+        }
+    }
+}
+
+/// The URL to open: `http://ADDR/?token=TOKEN` — the panel reads the token from it and sends
+/// it with its writes (and, on a remote bind, with every API request).
+pub fn panel_url_with_token(addr: SocketAddr, token: &str) -> String {
+    format!("http://{addr}/?token={token}")
 }
 
 /// The access rule for serving on `ip`: a loopback address needs nothing; any other address
@@ -100,6 +123,7 @@ pub fn panel_url(addr: SocketAddr, access: &Access) -> String {
 struct App {
     hub: Arc<Hub>,
     heartbeat: Duration,
+    write_token: Option<String>,
 }
 
 type AppState = Arc<App>;
@@ -109,6 +133,7 @@ pub fn router(config: WebConfig) -> Router {
     let app = Arc::new(App {
         hub: Arc::new(Hub::new(config.home, config.store, config.poll_interval)),
         heartbeat: config.heartbeat,
+        write_token: config.write_token,
     });
     let access = Arc::new(config.access);
     Router::new()
@@ -124,6 +149,11 @@ pub fn router(config: WebConfig) -> Router {
         .route(
             "/api/sessions/{id}/conversation/events",
             get(conversation_events),
+        )
+        .route("/api/sessions/{id}/approvals", get(approvals))
+        .route(
+            "/api/sessions/{id}/approvals/{request}",
+            axum::routing::post(decide_approval),
         )
         .fallback(not_found)
         .with_state(app)
@@ -155,7 +185,8 @@ async fn guard(access: Arc<Access>, request: Request, next: Next) -> Response {
 }
 
 fn admit(access: &Access, request: &Request) -> Result<(), WebError> {
-    if request.method() != Method::GET && request.method() != Method::HEAD {
+    let write = request.method() == Method::POST && is_approval_write(request.uri().path());
+    if request.method() != Method::GET && request.method() != Method::HEAD && !write {
         return Err(WebError::MethodNotAllowed);
     }
     match access {
@@ -174,6 +205,39 @@ fn admit(access: &Access, request: &Request) -> Result<(), WebError> {
             if request.uri().path().starts_with("/api/") && !has_token(request, token) {
                 return Err(WebError::Unauthorized);
             }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `path` is `/api/sessions/{id}/approvals/{request}`, the one route that takes a POST.
+fn is_approval_write(path: &str) -> bool {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    matches!(parts.as_slice(), ["api", "sessions", id, "approvals", request] if !id.is_empty() && !request.is_empty())
+}
+
+/// The write's own checks (CSRF-safe): the token in an `Authorization: Bearer` header — which a
+/// page of another site can neither know nor send without a preflight this server never
+/// allows —, and when the browser names an `Origin`, the origin of the host served.
+fn admit_write(headers: &HeaderMap, token: Option<&str>) -> Result<(), WebError> {
+    let Some(token) = token else {
+        return Err(WebError::TokenRequired);
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "));
+    if !given.is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes())) {
+        return Err(WebError::TokenRequired);
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        let expected = format!("http://{host}");
+        if origin.to_str().ok() != Some(expected.as_str()) {
+            return Err(WebError::TokenRequired);
         }
     }
     Ok(())
@@ -435,6 +499,65 @@ async fn conversation(
         body["failure"] = Value::String(failure);
     }
     Ok(Json(body))
+}
+
+/// `GET /api/sessions/{id}/approvals`: `{"approvals":[PendingApproval…]}`, the requests of the
+/// session and its direct children (a Lead's teammates) that nobody decided yet, oldest first.
+async fn approvals(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, WebError> {
+    let id = session_id(&id)?;
+    let hub = Arc::clone(&app.hub);
+    let waiting = tokio::task::spawn_blocking(move || troupe_approval::pending(hub.journal(), &id))
+        .await
+        .map_err(|e| WebError::Io(format!("a read did not finish: {e}")))??;
+    Ok(Json(json!({ "approvals": waiting })))
+}
+
+/// The body of an approval write.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    /// `approve` or `deny`.
+    decision: String,
+}
+
+/// `POST /api/sessions/{id}/approvals/{request}` with `{"decision":"approve"|"deny"}` and the
+/// panel's token: decides the request (of the session or one of its direct children) as the
+/// web panel (`by: web`), through its decision log — the one write of this server.
+/// Answers `{"session","decided"}`; refusals change nothing.
+async fn decide_approval(
+    State(app): State<AppState>,
+    Path((id, request)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, WebError> {
+    admit_write(&headers, app.write_token.as_deref())?;
+    let id = session_id(&id)?;
+    let body: DecisionBody = serde_json::from_slice(&body).map_err(|e| {
+        WebError::BadRequest(format!(
+            "the body must be {{\"decision\": \"approve\"}} or {{\"decision\": \"deny\"}}: {e}"
+        ))
+    })?;
+    let decision = match body.decision.as_str() {
+        "approve" => troupe_session::approval::Decision::Approve,
+        "deny" => troupe_session::approval::Decision::Deny,
+        other => {
+            return Err(WebError::BadRequest(format!(
+                "decision {other:?} is not approve or deny"
+            )));
+        }
+    };
+    let (member, decided) = troupe_approval::decide(
+        app.hub.journal(),
+        &id,
+        &request,
+        decision,
+        troupe_session::approval::DecidedBy::Web,
+    )
+    .await?;
+    Ok(Json(json!({ "session": member, "decided": decided })))
 }
 
 fn failure_sse(message: &str) -> SseEvent {

@@ -13,10 +13,25 @@ use serde::Deserialize;
 use toml::Spanned;
 use troupe_llm::ToolChoice;
 use troupe_mcp::{ServerConfig, ServerName};
+use troupe_session::approval::ApprovalMode;
 use troupe_team::{MemberName, TeamLimits};
 use troupe_tools::{NetworkAccess, SandboxMode};
 
 use crate::exit::Failure;
+
+/// The longest `--approval-timeout` (and `approval_timeout`): one day.
+pub(crate) const MAX_APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+/// `--approval-timeout DURATION` (and the files' `approval_timeout`): a humantime duration
+/// from 1 s to [`MAX_APPROVAL_TIMEOUT`]; the error says what is accepted.
+pub(crate) fn approval_timeout(raw: &str) -> Result<std::time::Duration, String> {
+    let duration = humantime::parse_duration(raw)
+        .map_err(|e| format!("{e} (a duration such as 10m, 90s or 1h)"))?;
+    if duration < std::time::Duration::from_secs(1) || duration > MAX_APPROVAL_TIMEOUT {
+        return Err("it must be from 1s to 24h".to_owned());
+    }
+    Ok(duration)
+}
 
 /// The largest configuration file read (1 MiB): a bigger one is refused, never read whole.
 const MAX_FILE_BYTES: u64 = 1 << 20;
@@ -93,6 +108,10 @@ pub(crate) struct FileValues {
     pub(crate) sandbox: Option<At<SandboxMode>>,
     pub(crate) network: Option<At<NetworkAccess>>,
     pub(crate) project_instructions: Option<At<bool>>,
+    /// `approval`: `never` or `on-request`.
+    pub(crate) approval: Option<At<ApprovalMode>>,
+    /// `approval_timeout`: a duration as `--approval-timeout` takes it (`"10m"`, `"90s"`).
+    pub(crate) approval_timeout: Option<At<std::time::Duration>>,
     pub(crate) teammate_model: Option<At<String>>,
     /// `[team.models]`: model by member name.
     pub(crate) team_models: BTreeMap<String, At<String>>,
@@ -126,6 +145,8 @@ struct FileToml {
     sandbox: Option<Spanned<String>>,
     network: Option<Spanned<String>>,
     project_instructions: Option<Spanned<bool>>,
+    approval: Option<Spanned<String>>,
+    approval_timeout: Option<Spanned<String>>,
     store: Option<Spanned<String>>,
     replicas: Option<Spanned<i64>>,
     team: Option<TeamToml>,
@@ -151,7 +172,8 @@ impl ConfigFile {
     /// that cannot be read, is not a regular file, is larger than 1 MiB, is not UTF-8, or whose
     /// content is refused is bad input (exit 2) naming it — as is a project file setting
     /// `store` or `replicas`, which every command reads from the user's file (only `run`
-    /// knows the project).
+    /// knows the project), or a value that loosens the sandbox (`sandbox = "off"`,
+    /// `network = "on"`), which the members' commands could otherwise write into it.
     pub(crate) fn load(scope: Scope, path: PathBuf) -> Result<Self, Failure> {
         let shown = path.display().to_string();
         let metadata = match std::fs::metadata(&path) {
@@ -204,6 +226,28 @@ impl ConfigFile {
                      command reads it, and only troupe run knows the project"
                 )));
             }
+            // The project's file lies in the workspace, which the members' `bash` may write
+            // (`--sandbox workspace-write`): a value in it that loosens the sandbox would let
+            // one run's command switch every later run's sandbox off. It may tighten it.
+            let loosening = [
+                values
+                    .sandbox
+                    .as_ref()
+                    .filter(|v| v.value == SandboxMode::Off)
+                    .map(|v| ("sandbox = \"off\"", "--sandbox off", &v.at)),
+                values
+                    .network
+                    .as_ref()
+                    .filter(|v| v.value == NetworkAccess::On)
+                    .map(|v| ("network = \"on\"", "--network on", &v.at)),
+            ];
+            if let Some((setting, flag, at)) = loosening.into_iter().flatten().next() {
+                return Err(Failure::bad_input(anyhow!(
+                    "{at}: {setting} cannot come from a project's file, which the agents \
+                     themselves can write: put it in the user's file ($TROUPE_HOME/config.toml) \
+                     or pass {flag}"
+                )));
+            }
         }
         Ok(Self {
             scope,
@@ -219,7 +263,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<FileValues, anyhow::Error
     let at = |span: Range<usize>| position(path, text.as_bytes(), span.start);
     let raw: FileToml = toml::from_str(text).map_err(|e| {
         let location = at(e.span().unwrap_or(0..0));
-        anyhow!("{location}: {}", one_line(e.message()))
+        anyhow!("{location}: {}", troupe_mcp::plain_message(e.message()))
     })?;
     let string = |value: Spanned<String>, key: &str| -> Result<At<String>, anyhow::Error> {
         let location = at(value.span());
@@ -285,6 +329,27 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<FileValues, anyhow::Error
         values.project_instructions = Some(At {
             at: at(v.span()),
             value: v.into_inner(),
+        });
+    }
+    if let Some(v) = raw.approval {
+        let (text, location) = parsed(v, "approval", "never, on-request")?;
+        let mode = ApprovalMode::parse(&text).map_err(|e| anyhow!("{location}: approval: {e}"))?;
+        values.approval = Some(At {
+            value: mode,
+            at: location,
+        });
+    }
+    if let Some(v) = raw.approval_timeout {
+        let (text, location) = parsed(v, "approval_timeout", "a duration such as 10m or 90s")?;
+        let timeout = approval_timeout(&text).map_err(|e| {
+            anyhow!(
+                "{location}: approval_timeout \"{}\": {e}",
+                text.escape_debug()
+            )
+        })?;
+        values.approval_timeout = Some(At {
+            value: timeout,
+            at: location,
         });
     }
     if let Some(v) = raw.store {
@@ -392,11 +457,6 @@ fn position(path: &Path, text: &[u8], offset: usize) -> Location {
     }
 }
 
-/// A parser message on one line.
-fn one_line(message: &str) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -420,7 +480,19 @@ mod tests {
             ),
             (
                 "[team]\nmax_tasks = \"8\"\n",
-                "/c.toml:2:13: invalid type: string \"8\"",
+                "/c.toml:2:13: invalid type: string \"8\", expected a whole number",
+            ),
+            (
+                "[team]\nmax_tasks = 1.5\n",
+                "/c.toml:2:13: invalid type: floating point `1.5`, expected a whole number",
+            ),
+            (
+                "[mcp_servers.x]\ncommand = \"y\"\nstartup_timeout_sec = \"soon\"\n",
+                "/c.toml:3:23: invalid type: string \"soon\", expected a number",
+            ),
+            (
+                "project_instructions = 1\n",
+                "/c.toml:1:24: invalid type: integer `1`, expected a boolean",
             ),
             (
                 "tool_choice = \"sometimes\"",
@@ -456,6 +528,18 @@ mod tests {
             ),
             ("store = \"nats://\"", "/c.toml:1:9: store: "),
             ("replicas = 7", "/c.toml:1:12: replicas = 7: give 1 to 5"),
+            (
+                "approval = \"ask\"",
+                "/c.toml:1:12: approval: unknown approval mode",
+            ),
+            (
+                "approval_timeout = \"0s\"",
+                "/c.toml:1:20: approval_timeout \"0s\": it must be from 1s to 24h",
+            ),
+            (
+                "approval_timeout = 600",
+                "/c.toml:1:20: invalid type: integer `600`",
+            ),
             (
                 "[mcp_servers.\"my files\"]\ncommand = \"npx\"",
                 "/c.toml:1:14: MCP server name \"my files\" may only hold",

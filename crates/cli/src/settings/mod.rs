@@ -13,6 +13,7 @@
 //! | `model`, `base_url`, `api_key_env`, `tool_choice` | `--model`, `--base-url`, `--api-key-env`, `--tool-choice` |
 //! | `sandbox`, `network` | `--sandbox`, `--network` |
 //! | `project_instructions` (bool) | `--no-project-instructions` (sets false) |
+//! | `approval` (`never`, `on-request`), `approval_timeout` (a duration: `"10m"`, `"90s"`) | `--approval`, `--approval-timeout` |
 //! | `store`, `replicas` (the user's file only) | `--store` (and `$TROUPE_STORE`), `--replicas` |
 //! | `[team] teammate_model` | `--teammate-model` |
 //! | `[team] max_members`, `max_tasks`, `max_pending_messages`, `max_message_bytes`, `disposal_timeout_ms` | the limit flags |
@@ -48,11 +49,12 @@ use std::path::{Path, PathBuf};
 use anyhow::anyhow;
 use troupe_llm::{LlmError, ModelFlags, ModelSpec, ModelSpecExt, ToolChoice};
 use troupe_mcp::{McpServers, ServerConfig, ServerName};
+use troupe_session::approval::{ApprovalMode, ApprovalPolicy};
 use troupe_session::events::TeammateModels;
 use troupe_team::TeamLimits;
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
 
-pub(crate) use file::{LIMIT_KEYS, Location, Scope};
+pub(crate) use file::{LIMIT_KEYS, Location, Scope, approval_timeout};
 
 use crate::exit::Failure;
 use file::{At, ConfigFile};
@@ -123,6 +125,8 @@ pub(crate) struct FlagValues {
     pub(crate) no_project_instructions: bool,
     /// `--mcp-config FILE`: the file and its servers (read and checked already).
     pub(crate) mcp_config: Option<(PathBuf, McpServers)>,
+    pub(crate) approval: Option<ApprovalMode>,
+    pub(crate) approval_timeout: Option<std::time::Duration>,
 }
 
 /// Where the two configuration files of a run of the home `home` in `workspace` are.
@@ -200,6 +204,8 @@ pub(crate) struct Settings {
     pub(crate) sandbox: Sourced<SandboxMode>,
     pub(crate) network: Sourced<NetworkAccess>,
     pub(crate) project_instructions: Sourced<bool>,
+    pub(crate) approval: Sourced<ApprovalMode>,
+    pub(crate) approval_timeout: Sourced<std::time::Duration>,
     pub(crate) teammate_model: Option<Sourced<String>>,
     pub(crate) team_models: BTreeMap<String, Sourced<String>>,
     /// Every Team limit (defaults filled in), by the key of [`LIMIT_KEYS`], in that order.
@@ -309,6 +315,20 @@ impl Settings {
             value: true,
             source: Source::Default,
         });
+        let default_approval = ApprovalPolicy::default();
+        let approval = pick!(flags.approval, "--approval", approval).unwrap_or(Sourced {
+            value: default_approval.mode,
+            source: Source::Default,
+        });
+        let approval_timeout = pick!(
+            flags.approval_timeout,
+            "--approval-timeout",
+            approval_timeout
+        )
+        .unwrap_or(Sourced {
+            value: default_approval.timeout(),
+            source: Source::Default,
+        });
         let defaults = serde_json::to_value(TeamLimits::default()).unwrap_or_default();
         let limits = LIMIT_KEYS
             .into_iter()
@@ -370,6 +390,8 @@ impl Settings {
             sandbox,
             network,
             project_instructions,
+            approval,
+            approval_timeout,
             teammate_model,
             team_models,
             limits,
@@ -463,6 +485,14 @@ impl Settings {
             .validate()
             .map_err(|e| Failure::bad_input(anyhow!("invalid Team limits: {e}")))?;
         Ok(limits)
+    }
+
+    /// The approvals of a new session.
+    pub(crate) fn approval_policy(&self) -> ApprovalPolicy {
+        ApprovalPolicy {
+            mode: self.approval.value,
+            timeout_ms: u64::try_from(self.approval_timeout.value.as_millis()).unwrap_or(u64::MAX),
+        }
     }
 
     /// The sandbox of a new session.

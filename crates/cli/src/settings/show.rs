@@ -3,7 +3,7 @@
 //! the default), and the `AGENTS.md` files its members would be given.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow};
 use serde_json::{Value, json};
@@ -13,9 +13,10 @@ use troupe_runtime::instructions::{Discovery, discover};
 
 use super::{Settings, Source, Sourced, StoreSettings};
 use crate::exit::Failure;
-use crate::home::Home;
-use crate::output::{Stdout, align_columns, escape_controls};
-use crate::work::{InstructionArgs, ModelArgs, SandboxArgs, TeamLimitArgs, settings_flags};
+use crate::output::{Stdout, align_columns, escape_controls, fit};
+use crate::work::{
+    ApprovalArgs, InstructionArgs, ModelArgs, SandboxArgs, TeamLimitArgs, settings_flags,
+};
 
 /// `troupe config` as typed.
 #[derive(Debug, Clone, clap::Args)]
@@ -32,10 +33,18 @@ pub(crate) struct ConfigFlags {
     limits: TeamLimitArgs,
     #[command(flatten)]
     instructions: InstructionArgs,
+    #[command(flatten)]
+    approval: ApprovalArgs,
     /// Print one JSON object: `{"workspace","files","settings","projectInstructions"}`.
     #[arg(long)]
     json: bool,
 }
+
+/// The widest MCP server line (its command line or URL, see [`server_line`]) the table
+/// shows, in display columns: a longer one is cut, ending with `…`, so that one long command
+/// does not widen every row; `--json` has every field whole. (The other values are single
+/// settings — a model, a URL, a path — shown whole.)
+const MAX_SHOWN_WIDTH: usize = 48;
 
 /// One row: the key, its value in force, where it came from.
 struct Row {
@@ -50,7 +59,10 @@ struct Row {
 
 /// `troupe config`: validates the settings exactly as `troupe run` does (a bad file or value
 /// is bad input, exit 2, naming `FILE:LINE:COLUMN`) and prints them.
-pub(crate) fn show(flags: ConfigFlags, home: &Home<'_>) -> Result<(), Failure> {
+///
+/// It opens no store: `store` is shown as configured (a NATS URL is checked, not connected
+/// to), so a NATS server that is down or not set up yet does not stop it.
+pub(crate) fn show(flags: ConfigFlags, home: &Path, store: &StoreSettings) -> Result<(), Failure> {
     let workspace = match &flags.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()
@@ -62,16 +74,17 @@ pub(crate) fn show(flags: ConfigFlags, home: &Home<'_>) -> Result<(), Failure> {
         &flags.sandbox,
         &flags.limits,
         &flags.instructions,
+        &flags.approval,
     )?;
-    let settings = Settings::load(&home.dir, &workspace, flag_values)?;
+    let settings = Settings::load(home, &workspace, flag_values)?;
     let spec = settings.model_spec()?;
     let teammates = settings.teammate_models(&spec)?;
     settings.team_limits()?;
-    let rows = rows(&settings, &home.store_settings, &spec, &teammates);
+    let rows = rows(&settings, store, &spec, &teammates);
     let found = settings
         .project_instructions
         .value
-        .then(|| discover(&home.dir, &workspace));
+        .then(|| discover(home, &workspace));
     let mut out = Stdout::lock();
     if flags.json {
         let value = json!({
@@ -110,10 +123,10 @@ pub(crate) fn show(flags: ConfigFlags, home: &Home<'_>) -> Result<(), Failure> {
     ]];
     for row in &rows {
         let value = match (&row.shown, &row.value) {
-            (Some(shown), _) => shown.clone(),
+            (Some(shown), _) => fit(shown, MAX_SHOWN_WIDTH).0,
             (None, Value::Null) => "-".to_owned(),
-            (None, Value::String(text)) => text.clone(),
-            (None, other) => other.to_string(),
+            (None, Value::String(text)) => escape_controls(text).into_owned(),
+            (None, other) => escape_controls(&other.to_string()).into_owned(),
         };
         let source = match row.note {
             Some(note) => format!("{} ({note})", row.source),
@@ -121,7 +134,7 @@ pub(crate) fn show(flags: ConfigFlags, home: &Home<'_>) -> Result<(), Failure> {
         };
         table.push(vec![
             row.key.clone(),
-            escape_controls(&value).into_owned(),
+            value,
             escape_controls(&source).into_owned(),
         ]);
     }
@@ -200,6 +213,20 @@ fn rows(
             key: "project_instructions".to_owned(),
             value: json!(settings.project_instructions.value),
             source: settings.project_instructions.source.clone(),
+            note: None,
+            shown: None,
+        },
+        Row {
+            key: "approval".to_owned(),
+            value: json!(settings.approval.value.as_str()),
+            source: settings.approval.source.clone(),
+            note: None,
+            shown: None,
+        },
+        Row {
+            key: "approval_timeout".to_owned(),
+            value: json!(humantime::format_duration(settings.approval_timeout.value).to_string()),
+            source: settings.approval_timeout.source.clone(),
             note: None,
             shown: None,
         },
@@ -379,6 +406,8 @@ fn instructions_lines(found: Option<&Discovery>) -> Vec<String> {
                         file.bytes,
                         file.text.len()
                     )
+                } else if file.text.trim().is_empty() {
+                    format!("  {shown} ({} bytes, empty)", file.bytes)
                 } else {
                     format!("  {shown} ({} bytes)", file.bytes)
                 });

@@ -13,6 +13,7 @@ use troupe_mcp::McpServers;
 use troupe_protocol::SessionId;
 use troupe_runtime::instructions::{changes, discover};
 use troupe_runtime::{ResumePlan, StoredSession, takes_instruction};
+use troupe_session::approval::ApprovalPolicy;
 use troupe_session::events::TeammateModels;
 use troupe_session::instructions::ProjectInstructions;
 use troupe_team::TeamLimits;
@@ -64,6 +65,8 @@ pub(super) struct WorkConfig {
     pub(super) sandbox: SandboxPolicy,
     /// The MCP servers to start (`--mcp-config`, or as recorded for a resume).
     pub(super) mcp: Option<McpServers>,
+    /// The approvals (`--approval`, `--approval-timeout`, or as recorded for a resume).
+    pub(super) approval: ApprovalPolicy,
     /// API key values: redacted (`***`) from everything recorded or shown.
     pub(super) secrets: Vec<String>,
     pub(super) start: Start,
@@ -124,6 +127,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
         &flags.sandbox,
         &flags.limits,
         &flags.instructions,
+        &flags.approval,
     )?;
     let workspace = match &flags.workspace {
         Some(dir) => dir.clone(),
@@ -177,6 +181,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     );
     shape.teammates = teammate_models;
     shape.project_instructions = project_instructions;
+    shape.approval = settings.approval_policy();
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 
@@ -191,8 +196,8 @@ fn absolute_scripts(mut models: TeammateModels) -> Result<TeammateModels, Failur
     Ok(models)
 }
 
-/// The lines a new session's start prints about its `AGENTS.md` files: each one used, a
-/// warning for each one skipped, and one when the cap cut them.
+/// The lines a new session's start prints about its `AGENTS.md` files: each one used (an
+/// empty one marked `(empty)`), a warning for each one skipped, and one when the cap cut them.
 fn instruction_notes(found: &troupe_runtime::Discovery) -> Vec<String> {
     let mut notes = Vec::new();
     for skipped in &found.skipped {
@@ -203,7 +208,19 @@ fn instruction_notes(found: &troupe_runtime::Discovery) -> Vec<String> {
         ));
     }
     if let Some(instructions) = &found.instructions {
-        let files: Vec<String> = instructions.files.iter().map(|f| f.path.clone()).collect();
+        // A file with no text (0 bytes, or only white space) is used — a resume sees it
+        // change — but gives the prompt nothing: it says so.
+        let files: Vec<String> = instructions
+            .files
+            .iter()
+            .map(|f| {
+                if !f.is_cut() && f.text.trim().is_empty() {
+                    format!("{} (empty)", f.path)
+                } else {
+                    f.path.clone()
+                }
+            })
+            .collect();
         notes.push(format!("project instructions: {}", files.join(", ")));
         if let Some(left_out) = instructions.left_out() {
             notes.push(format!(
@@ -263,6 +280,7 @@ pub(super) fn validate_resume(
     }
     let team_limits = flags.limits.limits()?;
     let sandbox = flags.sandbox.for_resume(recorded.sandbox_policy())?;
+    let approval = flags.approval.over(recorded.approval_policy());
     let mcp = crate::mcp::for_resume(
         flags.sandbox.mcp_config.as_deref(),
         recorded.mcp_servers.as_ref(),
@@ -330,6 +348,7 @@ pub(super) fn validate_resume(
     );
     shape.teammate_override = teammate_override;
     shape.teammate_specs = teammate_specs;
+    shape.approval = approval;
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 
@@ -341,6 +360,8 @@ pub(super) struct RunShape {
     pub(super) team_limits: TeamLimits,
     pub(super) sandbox: SandboxPolicy,
     pub(super) mcp: Option<McpServers>,
+    /// The approvals (default for [`RunShape::new`]: never).
+    pub(super) approval: ApprovalPolicy,
     pub(super) start: Start,
     pub(super) framing: Framing,
     /// A new Team root's teammate models (set up, and recorded in its configuration).
@@ -376,6 +397,7 @@ impl RunShape {
             teammate_override: None,
             teammate_specs: Vec::new(),
             project_instructions: None,
+            approval: ApprovalPolicy::default(),
         }
     }
 }
@@ -446,6 +468,7 @@ pub(super) fn work_config(
         secrets,
         sandbox: shape.sandbox,
         mcp: shape.mcp,
+        approval: shape.approval,
         mode: output_mode(shape.json),
         team: shape.team,
         team_limits: shape.team_limits,
@@ -565,7 +588,6 @@ mod tests {
                 flag: None,
                 named: "the test home".to_owned(),
                 store: crate::store::Store::files(&dir.join("home")),
-                store_settings: crate::settings::StoreSettings::files(&dir.join("home")),
             },
         )
     }

@@ -28,7 +28,8 @@ use troupe_tools::ToolLimits;
 use super::config::{Start, WorkConfig};
 use super::model::LEAD;
 use super::report::{Driven, report};
-use crate::control::ControlServer;
+use crate::approve::Prompts;
+use crate::control::{ControlNote, ControlServer, NatsControl};
 use crate::exit::Failure;
 use crate::progress::{Board, OutputMode, Printer};
 
@@ -94,6 +95,7 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
             secrets: config.secrets.clone(),
             sandbox: config.sandbox,
             mcp_servers: config.mcp.as_ref().map(McpServers::to_record),
+            approval: config.approval,
         },
     );
     let mut printer = Printer::new(config.mode);
@@ -115,7 +117,16 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
         }
     }));
     let mut events = runtime.subscribe_progress();
-    let driven = drive(&runtime, &config, &mut printer, &mut events, &mut sigint).await;
+    let mut prompts = Prompts::new();
+    let driven = drive(
+        &runtime,
+        &config,
+        &mut printer,
+        &mut events,
+        &mut sigint,
+        &mut prompts,
+    )
+    .await;
     // Always: park inboxes, end running turns, flush every log.
     let shutdown = tokio::time::timeout(SHUTDOWN_LIMIT, runtime.shutdown()).await;
     let _ = tokio::time::timeout(crate::mcp::STOP_LIMIT, mcp.shutdown()).await;
@@ -153,8 +164,11 @@ async fn drive(
     printer: &mut Printer,
     events: &mut broadcast::Receiver<AgentProgress>,
     sigint: &mut Interrupts,
+    prompts: &mut Prompts,
 ) -> Result<Driven, Failure> {
     let model = config.spec.to_string();
+    let (Start::New { id: root, .. } | Start::Resume { id: root, .. }) = &config.start;
+    printer.set_approval_hints(root.clone(), &config.home_args, prompts.answers_here());
     let (agent, id, turn_before, started) = match &config.start {
         Start::New { id, prompt } => {
             let id = id.clone();
@@ -182,13 +196,41 @@ async fn drive(
             (agent, id, 0, started)
         }
         Start::Resume { id, prompt, plan } => {
-            let (agent, recovered) = runtime
-                .resume_root(id)
-                .await
-                .map_err(|e| resume_error(id, &config.store, e))?;
-            printer.session_started(id, true, &model);
+            let mut announced = false;
+            let resumed = resume_answering(
+                runtime,
+                id,
+                Answering {
+                    printer: &mut *printer,
+                    events: &mut *events,
+                    sigint: &mut *sigint,
+                    prompts: &mut *prompts,
+                },
+                &mut announced,
+                &model,
+            )
+            .await;
+            let (agent, recovered, held) = match resumed {
+                Ok(resumed) => resumed,
+                Err(ResumeStop::Failed(e)) => return Err(resume_error(id, &config.store, e)),
+                Err(ResumeStop::Interrupted) => {
+                    return Err(Failure::work(anyhow!(
+                        "interrupted while the resume waited for an approval (the request stays \
+                         pending) — continue with: troupe resume {id}{}",
+                        config.home_args
+                    )));
+                }
+            };
+            if !announced {
+                printer.session_started(id, true, &model);
+            }
             for line in &config.framing.prologue {
                 printer.note(line);
+            }
+            // What the agents reported while the recovery ran, after the prologue (as before).
+            for event in held {
+                printer.progress(&event);
+                prompts.on_progress(&event, printer);
             }
             let mcp = config.mcp.as_ref().map(McpServers::to_record);
             record_model_override(
@@ -197,6 +239,7 @@ async fn drive(
                 config.sandbox,
                 mcp,
                 config.teammate_override.as_ref(),
+                config.approval,
             )
             .await?;
             if recovered {
@@ -240,37 +283,80 @@ async fn drive(
     if !started.lead_runs && started.others_run {
         printer.note("teammates have work left: running until they are done");
     }
-    // A Team takes messages from the user (`troupe send`, `troupe chat`) while it runs.
+    // A Team takes messages from the user (`troupe send`, `troupe chat`) while it runs: on
+    // its control socket, and on a NATS store on its control subject too.
     let (notes_tx, mut notes) = mpsc::unbounded_channel();
-    let server = if runtime.teams().team(&id).is_some() {
-        match ControlServer::start(&config.home_dir, runtime.clone(), id.clone(), notes_tx) {
+    let (server, nats_server) = if runtime.teams().team(&id).is_some() {
+        let server = match ControlServer::start(
+            &config.home_dir,
+            runtime.clone(),
+            id.clone(),
+            notes_tx.clone(),
+        ) {
             Ok(server) => Some(server),
             Err(e) => {
                 printer.note(&format!(
-                    "troupe: note: the control socket {} could not be served ({e}): troupe send \
-                     cannot reach this run, and appends to the Team once it has stopped",
-                    crate::control::socket_path(&config.home_dir, &id).display()
+                    "troupe: note: the control socket {} could not be served ({e}): troupe \
+                         send cannot reach this run through it{}",
+                    crate::control::socket_path(&config.home_dir, &id).display(),
+                    if config.store.is_nats() {
+                        " (it still can over NATS)"
+                    } else {
+                        ", and appends to the Team once it has stopped"
+                    }
                 ));
                 None
             }
-        }
+        };
+        let nats_server = match config.store.nats_backend() {
+            Some(nats) => {
+                match NatsControl::start(nats, runtime.clone(), id.clone(), notes_tx).await {
+                    Ok(server) => Some(server),
+                    Err(e) => {
+                        printer.note(&format!(
+                        "troupe: note: the control subject {} could not be served ({e}): troupe \
+                         send from another home or host cannot reach this run, and appends to \
+                         the Team once it has stopped",
+                        troupe_store_nats::NatsBackend::control_subject(&id)
+                    ));
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        (server, nats_server)
     } else {
-        None
+        (None, None)
     };
     let mut interrupt = if started.any() {
-        wait(runtime, &agent, printer, events, sigint, &mut notes).await
+        wait(
+            runtime, &agent, printer, events, sigint, prompts, &mut notes,
+        )
+        .await
     } else {
         Interrupt::None
     };
-    if let Some(server) = server {
+    let serving = server.is_some() || nats_server.is_some();
+    if serving {
         // No new message once the work is done; the ones being answered still are, and a
         // wakeup among them may have started a turn: the run waits for it too.
-        server.stop().await;
-        while let Ok(line) = notes.try_recv() {
-            printer.note(&line);
+        if let Some(nats_server) = nats_server {
+            nats_server.stop().await;
+        }
+        if let Some(server) = server {
+            server.stop().await;
+        }
+        while let Ok(note) = notes.try_recv() {
+            if let ControlNote::Line(line) = note {
+                printer.note(&line);
+            }
         }
         if interrupt == Interrupt::None {
-            interrupt = wait(runtime, &agent, printer, events, sigint, &mut notes).await;
+            interrupt = wait(
+                runtime, &agent, printer, events, sigint, prompts, &mut notes,
+            )
+            .await;
         }
     }
     Ok(Driven {
@@ -280,6 +366,79 @@ async fn drive(
         nothing_to_do: !started.lead_runs,
         interrupted: interrupt != Interrupt::None,
     })
+}
+
+/// What the resume's answering loop holds while the recovery runs.
+struct Answering<'a> {
+    printer: &'a mut Printer,
+    events: &'a mut broadcast::Receiver<AgentProgress>,
+    sigint: &'a mut Interrupts,
+    prompts: &'a mut Prompts,
+}
+
+/// Why a resume did not get its Lead.
+enum ResumeStop {
+    Failed(RuntimeError),
+    Interrupted,
+}
+
+/// Runs [`Runtime::resume_root`] while answering what its recovery asks: a request a crash
+/// left pending is asked again there (and the recovery waits for it), so approval events are
+/// shown — after `session <id>` — and answered at this terminal at once; every other event is
+/// held and returned, to be shown after the resume's prologue as before. A signal stops the
+/// resume where it is (its log is as a crash at that point would leave it: the request stays
+/// pending).
+async fn resume_answering(
+    runtime: &Runtime,
+    id: &SessionId,
+    on: Answering<'_>,
+    announced: &mut bool,
+    model: &str,
+) -> Result<(Agent, bool, Vec<AgentProgress>), ResumeStop> {
+    let Answering {
+        printer,
+        events,
+        sigint,
+        prompts,
+    } = on;
+    let mut held = Vec::new();
+    let resuming = runtime.resume_root(id);
+    tokio::pin!(resuming);
+    let mut events_open = true;
+    loop {
+        tokio::select! {
+            biased;
+            resumed = &mut resuming => {
+                return resumed
+                    .map(|(agent, recovered)| (agent, recovered, held))
+                    .map_err(ResumeStop::Failed);
+            }
+            received = events.recv(), if events_open => match received {
+                Ok(event) => {
+                    let asks = matches!(
+                        event.progress,
+                        Progress::ApprovalRequested { .. } | Progress::ApprovalDecided { .. }
+                    );
+                    if asks {
+                        if !*announced {
+                            printer.session_started(id, true, model);
+                            *announced = true;
+                        }
+                        printer.progress(&event);
+                        prompts.on_progress(&event, printer);
+                    } else {
+                        held.push(event);
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(skipped)) => printer.lagged(skipped),
+                Err(broadcast::error::RecvError::Closed) => events_open = false,
+            },
+            Some(line) = prompts.next_line() => {
+                prompts.answer(&line, runtime, printer).await;
+            }
+            _ = sigint.recv() => return Err(ResumeStop::Interrupted),
+        }
+    }
 }
 
 /// A session whose creating write failed (a full disk, an I/O error) was never published: the
@@ -364,7 +523,8 @@ async fn wait(
     printer: &mut Printer,
     events: &mut broadcast::Receiver<AgentProgress>,
     sigint: &mut Interrupts,
-    notes: &mut mpsc::UnboundedReceiver<String>,
+    prompts: &mut Prompts,
+    notes: &mut mpsc::UnboundedReceiver<ControlNote>,
 ) -> Interrupt {
     let quiescent = runtime.wait_quiescent(agent);
     tokio::pin!(quiescent);
@@ -388,6 +548,7 @@ async fn wait(
             received = events.recv(), if events_open => match received {
                 Ok(event) => {
                     printer.progress(&event);
+                    prompts.on_progress(&event, printer);
                     // The board changes through the Team tools: look at it after each one.
                     if let Progress::ToolFinished { name, .. } = &event.progress
                         && troupe_runtime::team::TEAM_TOOL_NAMES.contains(&name.as_str())
@@ -398,10 +559,24 @@ async fn wait(
                 Err(broadcast::error::RecvError::Lagged(skipped)) => printer.lagged(skipped),
                 Err(broadcast::error::RecvError::Closed) => events_open = false,
             },
-            Some(line) = notes.recv() => printer.note(&line),
+            Some(note) = notes.recv() => match note {
+                ControlNote::Line(line) => printer.note(&line),
+                // troupe chat's Ctrl-C / Ctrl-D: as a first Ctrl-C here (a second one is not
+                // needed to stop waiting: the grace period bounds it).
+                ControlNote::Interrupt if interrupt == Interrupt::None => {
+                    interrupt = Interrupt::Graceful;
+                    printer.note("interrupting: troupe chat asked to stop the running turns");
+                    interrupt_all(runtime, agent, printer).await;
+                    grace = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
+                }
+                ControlNote::Interrupt => {}
+            },
             () = &mut quiescent => {
                 show_board(runtime, agent, printer).await;
                 break;
+            }
+            Some(line) = prompts.next_line() => {
+                prompts.answer(&line, runtime, printer).await;
             }
             _ = sigint.recv() => {
                 if interrupt != Interrupt::None {
@@ -411,20 +586,7 @@ async fn wait(
                 }
                 interrupt = Interrupt::Graceful;
                 printer.note("interrupting: stopping the current turn (Ctrl-C again to stop waiting)");
-                // Keep the inbox: anything queued stays parked for `troupe resume`. Teammates
-                // (and any other live agent of this run) are stopped the same way.
-                if let Err(e) = agent.cancel(json!({"kind": "user"}), true).await {
-                    printer.note(&format!("troupe: cancelling the turn failed: {e}"));
-                }
-                for id in runtime.live_ids() {
-                    if id != *agent.id()
-                        && let Some(other) = runtime.agent(&id)
-                        && let Err(e) = other.cancel(json!({"kind": "user"}), true).await
-                    {
-                        let name = other.name();
-                        printer.note(&format!("troupe: cancelling {name}'s turn failed: {e}"));
-                    }
-                }
+                interrupt_all(runtime, agent, printer).await;
                 grace = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
             }
             () = async {
@@ -449,6 +611,23 @@ async fn wait(
         }
     }
     interrupt
+}
+
+/// Cancels the Lead's turn and every other live agent's, keeping their inboxes: anything
+/// queued stays parked for `troupe resume`.
+async fn interrupt_all(runtime: &Runtime, agent: &Agent, printer: &mut Printer) {
+    if let Err(e) = agent.cancel(json!({"kind": "user"}), true).await {
+        printer.note(&format!("troupe: cancelling the turn failed: {e}"));
+    }
+    for id in runtime.live_ids() {
+        if id != *agent.id()
+            && let Some(other) = runtime.agent(&id)
+            && let Err(e) = other.cancel(json!({"kind": "user"}), true).await
+        {
+            let name = other.name();
+            printer.note(&format!("troupe: cancelling {name}'s turn failed: {e}"));
+        }
+    }
 }
 
 /// Reports the board of `lead`'s Team, if it leads one.

@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use serde_json::json;
 use troupe_llm::{ModelFlags, ModelSpec, ProviderKind, ToolChoice};
+use troupe_session::approval::{ApprovalMode, ApprovalPolicy};
 use troupe_team::{TeamError, TeamLimits};
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
 
@@ -127,6 +128,40 @@ fn check_sandbox(policy: &SandboxPolicy) -> Result<(), Failure> {
     troupe_tools::probe_sandbox(policy).map_err(Failure::bad_input)
 }
 
+/// `--approval MODE`, `--approval-timeout DURATION` as typed (`run`, `resume`, `config`). For a
+/// new session they win over the configuration files' `approval` and `approval_timeout`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct ApprovalArgs {
+    /// Whether a member may ask you to run one bash command outside the sandbox: never
+    /// (default for a new session: escalate is refused) or on-request (bash takes escalate:
+    /// true with a justification; you are asked at this terminal when it is one, with troupe
+    /// approve, troupe chat's /approve or in troupe web, and the member waits for the answer).
+    /// Config key: approval. Recorded in the session; resume keeps it unless given.
+    #[arg(long, value_name = "MODE", value_parser = approval_mode)]
+    pub(super) approval: Option<ApprovalMode>,
+    /// How long a request waits for an answer before it is denied, e.g. 10m (the default),
+    /// 90s, 1h (at most 24h). Config key: approval_timeout. Recorded like --approval.
+    #[arg(long, value_name = "DURATION", value_parser = crate::settings::approval_timeout)]
+    pub(super) approval_timeout: Option<Duration>,
+}
+
+fn approval_mode(raw: &str) -> Result<ApprovalMode, String> {
+    ApprovalMode::parse(raw).map_err(|e| e.to_string())
+}
+
+impl ApprovalArgs {
+    /// The approvals of a session that recorded `recorded` (a new one: the defaults) with the
+    /// given flags.
+    pub(super) fn over(&self, recorded: ApprovalPolicy) -> ApprovalPolicy {
+        ApprovalPolicy {
+            mode: self.approval.unwrap_or(recorded.mode),
+            timeout_ms: self
+                .approval_timeout
+                .map_or(recorded.timeout_ms, |t| t.as_millis() as u64),
+        }
+    }
+}
+
 /// `--model`, `--base-url`, `--api-key-env`, `--tool-choice` as typed.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ModelArgs {
@@ -192,6 +227,7 @@ pub(crate) fn settings_flags(
     sandbox: &SandboxArgs,
     limits: &TeamLimitArgs,
     instructions: &InstructionArgs,
+    approval: &ApprovalArgs,
 ) -> Result<FlagValues, Failure> {
     let mcp_config = match &sandbox.mcp_config {
         Some(path) => crate::mcp::for_new(Some(path))?.map(|servers| (path.clone(), servers)),
@@ -210,6 +246,8 @@ pub(crate) fn settings_flags(
             .collect(),
         no_project_instructions: instructions.no_project_instructions,
         mcp_config,
+        approval: approval.approval,
+        approval_timeout: approval.approval_timeout,
     })
 }
 
@@ -316,6 +354,8 @@ pub(crate) struct RunFlags {
     #[command(flatten)]
     pub(super) sandbox: SandboxArgs,
     #[command(flatten)]
+    pub(super) approval: ApprovalArgs,
+    #[command(flatten)]
     pub(super) instructions: InstructionArgs,
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
@@ -339,6 +379,8 @@ pub(crate) struct ResumeFlags {
     pub(super) limits: TeamLimitArgs,
     #[command(flatten)]
     pub(super) sandbox: SandboxArgs,
+    #[command(flatten)]
+    pub(super) approval: ApprovalArgs,
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     pub(super) json: bool,

@@ -24,8 +24,8 @@ use troupe_tools::SandboxPolicy;
 pub(crate) use config::ResumedFraming;
 pub(crate) use config::check_workspace;
 pub(crate) use flags::{
-    InstructionArgs, ModelArgs, PaceArgs, ResumeFlags, RunFlags, SandboxArgs, TeamLimitArgs,
-    settings_flags,
+    ApprovalArgs, InstructionArgs, ModelArgs, PaceArgs, ResumeFlags, RunFlags, SandboxArgs,
+    TeamLimitArgs, settings_flags,
 };
 
 use crate::exit::Failure;

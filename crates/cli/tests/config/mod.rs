@@ -176,6 +176,89 @@ fn a_run_uses_user_then_project_then_flag_values() {
     assert_eq!(stdout(&out), "scripted\n");
 }
 
+/// `approval` and `approval_timeout` in the files, key by key: the user's under the
+/// project's under the flags; the new session records the result and `troupe config` shows
+/// where each came from. A bad value is exit 2 naming `FILE:LINE:COLUMN`, nothing written.
+#[test]
+fn approval_keys_come_from_the_files_under_the_flags() {
+    let s = Setup::new();
+    let script = s.script_agents("s.json", json!({"lead": [{"text": "ok"}]}));
+    let model = format!("script:{}", script.display());
+    let recorded = |extra: &[&str]| {
+        let mut args = vec!["--model", model.as_str()];
+        args.extend_from_slice(extra);
+        args.push("hi");
+        let out = s.run(&args).assert().success();
+        let id = session_id(&stderr(&out));
+        let config = s
+            .log(&id)
+            .into_iter()
+            .find(|e| e["type"] == "agent/config")
+            .unwrap();
+        config["data"]["approval"].clone()
+    };
+    assert_eq!(
+        recorded(&[]),
+        json!({"mode": "never", "timeoutMs": 600_000})
+    );
+    let user = s.user_config("approval = \"on-request\"\napproval_timeout = \"90s\"\n");
+    assert_eq!(
+        recorded(&[]),
+        json!({"mode": "on-request", "timeoutMs": 90_000})
+    );
+    let project = s.project_config("approval_timeout = \"2m\"\n");
+    assert_eq!(
+        recorded(&[]),
+        json!({"mode": "on-request", "timeoutMs": 120_000})
+    );
+    assert_eq!(
+        recorded(&["--approval", "never", "--approval-timeout", "5s"]),
+        json!({"mode": "never", "timeoutMs": 5_000})
+    );
+    let out = s.config(&["--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let approval = &shown["settings"]["approval"];
+    assert_eq!(approval["value"], "on-request");
+    assert_eq!(approval["source"]["kind"], "user");
+    assert_eq!(approval["source"]["path"], user.display().to_string());
+    assert_eq!(approval["source"]["line"], 1);
+    let timeout = &shown["settings"]["approval_timeout"];
+    assert_eq!(timeout["value"], "2m");
+    assert_eq!(timeout["source"]["kind"], "project");
+    let out = s
+        .config(&["--json", "--approval", "never"])
+        .assert()
+        .success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["approval"]["source"],
+        json!({"kind": "flag", "flag": "--approval"})
+    );
+
+    let sessions = std::fs::read_dir(s.home.join("sessions")).unwrap().count();
+    s.project_config("approval = \"ask\"\n");
+    let out = s.run(&["--model", &model, "hi"]).assert().code(2);
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!("{}:1:12: approval: ", project.display()))
+            || err.contains(&format!("{}:1:12: approval: ", project.display())),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    s.project_config("approval_timeout = \"forever\"\n");
+    let out = s.config(&[]).assert().code(2);
+    assert!(
+        stderr(&out).contains(":1:20: approval_timeout \"forever\""),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_dir(s.home.join("sessions")).unwrap().count(),
+        sessions,
+        "nothing written"
+    );
+}
+
 /// A session records what it started with; `troupe resume` does not read the files again (a
 /// changed file changes nothing), only its own flags override the record.
 #[test]
@@ -230,7 +313,7 @@ fn assert_refused(s: &Setup, args: &[&str], expected: &str) {
 fn a_bad_file_is_exit_2_naming_file_line_and_column() {
     let s = Setup::new();
     let path = |p: &Path| p.display().to_string();
-    let cases: [(&str, &str); 9] = [
+    let cases: [(&str, &str); 10] = [
         (
             "model = \"deepseek-chat\"\nmodle = \"x\"\n",
             "2:1: unknown field `modle`",
@@ -241,7 +324,11 @@ fn a_bad_file_is_exit_2_naming_file_line_and_column() {
         ),
         (
             "[team]\nmax_tasks = \"many\"\n",
-            "2:13: invalid type: string \"many\", expected i64",
+            "2:13: invalid type: string \"many\", expected a whole number",
+        ),
+        (
+            "[team]\nmax_tasks = 1.5\n",
+            "2:13: invalid type: floating point `1.5`, expected a whole number",
         ),
         (
             "tool_choice = \"sometimes\"\n",
@@ -468,6 +555,41 @@ fn a_bad_mcp_server_in_a_file_is_exit_2_naming_file_line_and_column() {
 
 /// `store` and `replicas` are read by every command from the user's file, checked there
 /// (exit 2 naming `FILE:LINE:COLUMN` for any command), and refused in a project's file.
+/// The project's file lies in the workspace the members' `bash` may write: a value there that
+/// loosens the sandbox is refused (so one run's command cannot switch later runs' sandbox off),
+/// one that tightens it is taken.
+#[test]
+fn a_projects_file_may_tighten_the_sandbox_but_never_loosen_it() {
+    let s = Setup::new();
+    let path = |p: &Path| p.display().to_string();
+    for (text, expected) in [
+        (
+            "sandbox = \"off\"\n",
+            "1:11: sandbox = \"off\" cannot come from a project's file",
+        ),
+        (
+            "network = \"on\"\n",
+            "1:11: network = \"on\" cannot come from a project's file",
+        ),
+    ] {
+        let file = s.project_config(text);
+        let expected = format!("{}:{expected}", path(&file));
+        assert_refused(&s, &["go"], &expected);
+        let out = s.config(&[]).assert().code(2);
+        assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+    }
+    // The same values from the user's file, and tighter ones from the project's, are taken.
+    s.user_config("sandbox = \"off\"\nnetwork = \"on\"\n");
+    s.project_config("sandbox = \"read-only\"\nnetwork = \"off\"\n");
+    let out = s.config(&["--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["sandbox"]["value"], "read-only",
+        "{shown}"
+    );
+    assert_eq!(shown["settings"]["network"]["value"], "off", "{shown}");
+}
+
 #[test]
 fn store_keys_belong_to_the_users_file_and_every_command_checks_them() {
     let s = Setup::new();
@@ -521,5 +643,230 @@ fn store_keys_belong_to_the_users_file_and_every_command_checks_them() {
     assert_eq!(
         shown["settings"]["store"]["source"],
         json!({"kind": "default"})
+    );
+}
+
+/// A port of 127.0.0.1 that nothing listens on (bound, then closed again).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// `troupe config` shows a NATS store — the user's `store`, `$TROUPE_STORE` or `--store` — with
+/// its source without connecting to it: nothing listens at the URL, and it still succeeds. A
+/// URL that does not parse is still bad input.
+#[test]
+fn config_shows_a_nats_store_without_connecting_to_it() {
+    let s = Setup::new();
+    let url = format!("nats://127.0.0.1:{}", closed_port());
+    let file = s.user_config(&format!("store = \"{url}\"\nreplicas = 3\n"));
+    let out = s.config(&["--json"]).assert().success();
+    assert_eq!(stderr(&out), "");
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["store"],
+        json!({"value": url, "source": {"kind": "user", "path": file.display().to_string(), "line": 1, "column": 9}})
+    );
+    assert_eq!(shown["settings"]["replicas"]["value"], 3);
+    let out = s.config(&[]).assert().success();
+    let table = stdout(&out);
+    assert!(
+        table.lines().any(|l| l.starts_with("store ")
+            && l.contains(&url)
+            && l.ends_with(&format!("user {}:1:9", file.display()))),
+        "{table}"
+    );
+    let other = format!("nats://127.0.0.1:{}", closed_port());
+    let out = s
+        .config(&["--json"])
+        .env("TROUPE_STORE", &other)
+        .assert()
+        .success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["store"],
+        json!({"value": other, "source": {"kind": "env", "variable": "TROUPE_STORE"}})
+    );
+    let out = s.config(&["--store", &other, "--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["store"]["source"],
+        json!({"kind": "flag", "flag": "--store"})
+    );
+    // Checked, though not connected to.
+    let out = s
+        .config(&["--store", "nats://127.0.0.1:port"])
+        .assert()
+        .code(2)
+        .stdout("");
+    assert!(
+        stderr(&out).contains("nats://127.0.0.1:port"),
+        "{}",
+        stderr(&out)
+    );
+    // Nothing is written by looking.
+    assert!(!s.home.join("sessions").exists());
+}
+
+/// The README's complete example file ("Configuration"), as it is written there.
+fn readme_example() -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = &readme[readme
+        .find("\n## Configuration\n")
+        .expect("a Configuration section")..];
+    let start = section.find("```toml\n").expect("a TOML block") + "```toml\n".len();
+    let block = &section[start..];
+    block[..block.find("\n```").unwrap() + 1].to_owned()
+}
+
+/// README's complete example is what it says: `troupe config` takes it whole as the user's
+/// file (its `store` names a NATS server that is not running: not connected to), and as a
+/// project's file without the two lines it marks "your file only" — every key it sets shown
+/// with the line it is on.
+#[test]
+fn the_readme_example_is_a_valid_user_file_and_without_the_store_keys_a_project_file() {
+    let example = readme_example();
+    // `network = "on"` loosens the sandbox, which a project's file may not do.
+    let user_only = ["store", "replicas", "network"];
+    let key_of = |line: &str| line.split('=').next().unwrap().trim().to_owned();
+    for key in user_only {
+        let line = example
+            .lines()
+            .find(|l| key_of(l) == key)
+            .unwrap_or_else(|| panic!("the example sets {key}"));
+        assert!(
+            line.contains("your file only"),
+            "{line:?} says where it belongs"
+        );
+    }
+    let s = Setup::new();
+    let file = s.user_config(&example);
+    let out = s.config(&["--json"]).assert().success();
+    assert_eq!(stderr(&out), "");
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let settings = &shown["settings"];
+    let line_of = |text: &str, key: &str| {
+        1 + text
+            .lines()
+            .position(|l| key_of(l) == key)
+            .unwrap_or_else(|| panic!("{key} in {text}"))
+    };
+    for key in [
+        "model",
+        "base_url",
+        "api_key_env",
+        "tool_choice",
+        "sandbox",
+        "network",
+        "project_instructions",
+        "store",
+        "replicas",
+    ] {
+        assert_eq!(settings[key]["source"]["kind"], "user", "{key}: {shown}");
+        assert_eq!(
+            settings[key]["source"]["line"],
+            line_of(&example, key),
+            "{key}"
+        );
+    }
+    assert_eq!(settings["store"]["value"], "nats://127.0.0.1:4222");
+    for key in [
+        "team.teammate_model",
+        "team.max_members",
+        "team.max_tasks",
+        "team.max_pending_messages",
+        "team.max_message_bytes",
+        "team.disposal_timeout_ms",
+        "team.models.reviewer",
+        "mcp_servers.files",
+        "mcp_servers.docs",
+    ] {
+        assert_eq!(settings[key]["source"]["kind"], "user", "{key}: {shown}");
+        assert_eq!(settings[key]["source"]["path"], file.display().to_string());
+    }
+    std::fs::remove_file(&file).unwrap();
+
+    // As the project's file, less the lines it marks "your file only".
+    let project: String = example
+        .lines()
+        .filter(|l| !user_only.contains(&key_of(l).as_str()))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(project.lines().count() + 3, example.lines().count());
+    s.project_config(&project);
+    let out = s.config(&["--json"]).assert().success();
+    assert_eq!(stderr(&out), "");
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let settings = &shown["settings"];
+    for key in [
+        "model",
+        "tool_choice",
+        "sandbox",
+        "team.max_tasks",
+        "mcp_servers.docs",
+    ] {
+        assert_eq!(settings[key]["source"]["kind"], "project", "{key}: {shown}");
+    }
+    assert_eq!(
+        settings["model"]["source"]["line"],
+        line_of(&project, "model")
+    );
+    assert_eq!(settings["store"]["source"], json!({"kind": "default"}));
+    // Whole, it is refused there, as the README says.
+    s.project_config(&example);
+    let out = s.config(&[]).assert().code(2).stdout("");
+    assert!(
+        stderr(&out).contains("store belongs in the user's file"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A long MCP server command line is cut (ending with `…`) in the table, so that it does not
+/// widen every row; `--json` has it whole.
+#[test]
+fn a_long_mcp_command_is_cut_in_the_table_and_whole_in_json() {
+    let s = Setup::new();
+    let long_arg = format!("--root=/srv/{}", "deep/".repeat(16));
+    s.project_config(&format!(
+        "[mcp_servers.files]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-filesystem\", \"{long_arg}\"]\n"
+    ));
+    let out = s.config(&[]).assert().success();
+    let table = stdout(&out);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("mcp_servers.files "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(!row.contains(&long_arg), "{row}");
+    assert!(
+        row.contains("npx -y @modelcontextprotocol/server-"),
+        "{row}"
+    );
+    let value_column = table
+        .lines()
+        .find(|l| l.starts_with("KEY "))
+        .unwrap()
+        .find("VALUE")
+        .unwrap();
+    let source_column = table
+        .lines()
+        .find(|l| l.starts_with("KEY "))
+        .unwrap()
+        .find("SOURCE")
+        .unwrap();
+    // The cut value is 48 columns, ending with the ellipsis.
+    let value: String = row
+        .chars()
+        .skip(value_column)
+        .take(source_column - value_column)
+        .collect();
+    assert_eq!(value.trim_end().chars().count(), 48, "{row}");
+    assert!(value.trim_end().ends_with('…'), "{row}");
+    let out = s.config(&["--json"]).assert().success();
+    let shown: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        shown["settings"]["mcp_servers.files"]["value"]["args"][2],
+        long_arg.as_str()
     );
 }

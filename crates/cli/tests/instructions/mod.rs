@@ -338,3 +338,52 @@ fn the_cap_is_noted_and_a_file_that_is_not_utf8_is_skipped() {
         "the file that is not UTF-8 is not used"
     );
 }
+
+/// An `AGENTS.md` with no text (0 bytes) gives the prompt nothing: the start line marks it
+/// `(empty)` beside the files that do give text, and `troupe config` says so too.
+#[test]
+fn an_empty_agents_md_is_marked_empty() {
+    let s = Setup::new();
+    let server = FakeOpenAi::start().unwrap();
+    let top = s.workspace.parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(top.join(".git")).unwrap();
+    let empty = top.join("AGENTS.md");
+    std::fs::write(&empty, "").unwrap();
+    let local = s.workspace.join("AGENTS.md");
+    std::fs::write(&local, "Local rule.\n").unwrap();
+    server.push(text("ok"));
+    let out = s
+        .run(&["--model", "m", "--base-url", &server.base_url(), "hi"])
+        .assert()
+        .success();
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "project instructions: {} (empty), {}\n",
+            empty.display(),
+            local.display()
+        )),
+        "{err}"
+    );
+    let prompt = system(&server.requests()[0]);
+    assert!(prompt.contains("Local rule."), "{prompt}");
+    assert!(
+        !prompt.contains(&format!("### {}", empty.display())),
+        "{prompt}"
+    );
+    let out = s
+        .troupe()
+        .args(["config", "--workspace"])
+        .arg(&s.workspace)
+        .assert()
+        .success();
+    let shown = stdout(&out);
+    assert!(
+        shown.contains(&format!("  {} (0 bytes, empty)\n", empty.display())),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("  {} (12 bytes)\n", local.display())),
+        "{shown}"
+    );
+}

@@ -339,6 +339,61 @@ fn servers_that_do_not_start_or_die_mid_run_are_clear_errors_and_the_run_goes_on
     );
 }
 
+/// A server whose `tools/list` holds an entry without `inputSchema` keeps its other tools: the
+/// run warns naming the tool and why, and a member calls another of its tools. A server that
+/// refuses `tools/list` did not start, and the warning says Troupe stopped it (not "it exited
+/// with status 0", which only followed from that).
+#[test]
+fn a_tool_without_an_input_schema_costs_its_server_only_that_tool() {
+    let s = Setup::new();
+    let mcp = mcp_config(
+        &s,
+        &[
+            ("noschema", &["--no-schema"], ""),
+            ("refuses", &["--refuse-list"], ""),
+        ],
+    );
+    let script = s.script_agents(
+        "noschema.json",
+        json!({"lead": [
+            call("mcp__noschema__echo", json!({"text": "still listed"})),
+            text("Echoed."),
+        ]}),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&[
+            "--model",
+            &model,
+            "--mcp-config",
+            mcp.to_str().unwrap(),
+            "go",
+        ])
+        .assert()
+        .success();
+    assert_eq!(stdout(&out), "Echoed.\n");
+    let err = stderr(&out);
+    for line in [
+        "warning: MCP server `noschema`: tool `noschema` left out: its tools/list entry is \
+         invalid (missing field `inputSchema`)\n",
+        "warning: MCP server `refuses` did not start: listing its tools failed: the server \
+         refused the request: tools/list refused (--refuse-list); it was stopped; the run goes \
+         on without its tools\n",
+        "mcp: server noschema runs",
+    ] {
+        assert!(err.contains(line), "{line:?} missing from {err}");
+    }
+    assert!(!err.contains("exited with status"), "{err}");
+    let id = session_id(&err);
+    let results = results(&s, &id);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(
+        (results[0].0.as_str(), results[0].1),
+        ("mcp__noschema__echo", false)
+    );
+    assert!(results[0].3.contains("still listed"), "{results:?}");
+}
+
 fn spawn(s: &Setup, args: &[&str]) -> Child {
     std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
         .arg("--home")

@@ -422,7 +422,12 @@ fn kill_while_answering() -> bool {
     let start = Instant::now();
     'watch: loop {
         for append in watcher.poll(Duration::from_millis(200)) {
-            if append.session == lead && append.last_type.starts_with("team/message/queued") {
+            if append.session == lead
+                && append
+                    .types
+                    .iter()
+                    .any(|t| t.starts_with("team/message/queued"))
+            {
                 break 'watch;
             }
         }
@@ -530,4 +535,70 @@ fn send_bad_input_appends_nothing() {
         "nothing appended"
     );
     assert!(!s.home.join("run").join(format!("{lead}.sock")).exists());
+}
+
+/// A home whose path is longer than a Unix socket address holds (more than 110 bytes; its
+/// socket's path `<home>/run/<lead>.sock` is longer still): the run serves its control socket
+/// all the same (bound through a short `/proc/self/fd/<fd>/<name>` address of its `run`
+/// directory, which stays private, 0700), and `troupe send` reaches the running alpha through
+/// it at once, exactly once.
+#[test]
+fn send_reaches_a_running_team_whose_home_path_is_too_long_for_a_socket_address() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut s = Setup::new();
+    s.home = s
+        .home
+        .join("a-troupe-home-whose-path-is-too-long-to-fit-in-a-unix-socket-address")
+        .join("as-deep-project-trees-and-long-user-names-make-it");
+    assert!(s.home.as_os_str().len() > 110, "{}", s.home.display());
+    let script = team_script(&s, true);
+    let run = spawn_run(&s, &script);
+    let lead = served_lead(&s);
+    let socket = s.home.join("run").join(format!("{lead}.sock"));
+    assert!(socket.as_os_str().len() > 107, "{}", socket.display());
+    let mode = std::fs::metadata(s.home.join("run"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "the run directory stays private");
+    let alpha = alpha_id(&s, &lead);
+    wait_for("alpha's bash", || {
+        events(&s, &alpha)
+            .iter()
+            .any(|e| e["type"] == "tool/process")
+            .then_some(())
+    });
+    let out = s
+        .troupe()
+        .args([
+            "send",
+            &lead,
+            "--to",
+            "alpha",
+            "--id",
+            "long-1",
+            "from a long home",
+        ])
+        .assert()
+        .success();
+    let line = stdout(&out);
+    assert!(
+        line.starts_with("delivered to alpha (seq ") && line.contains("team-message-long-1"),
+        "{line}"
+    );
+    std::fs::write(s.workspace.join("go"), "").unwrap();
+    let (code, _, err) = finish(run);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("could not be served"), "{err}");
+    assert_eq!(
+        user_messages(&s, &alpha, "from a long home"),
+        vec![json!([
+            {"type": "text", "text": "Message from the user:"},
+            {"type": "text", "text": "from a long home"}
+        ])]
+    );
+    let (queued, delivered) = mailbox_records(&s, &lead, "team-message-long-1");
+    assert_eq!((queued.len(), delivered), (1, 1));
+    verify(&s, &lead);
+    assert!(!socket.exists(), "the run unlinks its control socket");
 }

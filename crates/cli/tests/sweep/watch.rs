@@ -37,6 +37,9 @@ pub struct Append {
     pub last_seq: u64,
     /// The type of its last event, with what it is about (see [`describe`]): `tool/call edit`.
     pub last_type: String,
+    /// The types of all its events, in order, described as `last_type` is. A poll sees every
+    /// append made since the previous one as one, so an event that matters may be any of them.
+    pub types: Vec<String>,
 }
 
 /// What the watcher knows about one session file.
@@ -197,7 +200,7 @@ fn read_new(path: &Path, session: &str, tracked: &mut Tracked) -> Option<Append>
     }
     tracked.open_batch = None;
     let first_seq = tracked.uncounted[0].0;
-    tracked.uncounted.clear();
+    let types = tracked.uncounted.drain(..).map(|(_, kind)| kind).collect();
     tracked.counted = last_seq.saturating_add(1);
     Some(Append {
         session: session.to_owned(),
@@ -205,6 +208,7 @@ fn read_new(path: &Path, session: &str, tracked: &mut Tracked) -> Option<Append>
         first_seq,
         last_seq,
         last_type,
+        types,
     })
 }
 

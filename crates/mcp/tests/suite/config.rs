@@ -125,6 +125,11 @@ fn every_error_names_the_file_line_and_column() {
         ),
         ("[mcp_servers.a]\ncommand = 3\n", 2, "invalid type"),
         (
+            "[mcp_servers.a]\ncommand = \"x\"\nstartup_timeout_sec = \"soon\"\n",
+            3,
+            "invalid type: string \"soon\", expected a number",
+        ),
+        (
             "[mcp_servers.\"a b\"]\ncommand = \"x\"\n",
             1,
             "letters, digits",

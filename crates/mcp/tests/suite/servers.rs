@@ -170,6 +170,69 @@ async fn a_tool_with_an_invalid_schema_is_left_out_alone() {
     started.hub.shutdown().await;
 }
 
+/// An entry of `tools/list` without `inputSchema` (which rmcp's typed listing refuses whole)
+/// costs the server only that tool: the others are offered, a warning names it and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_without_an_input_schema_is_left_out_alone() {
+    let ws = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}{}",
+        server_table("s", &["--no-schema", "--bad-schema"], ""),
+        server_table(
+            "f",
+            &["--no-schema"],
+            r#"enabled_tools = ["echo", "noschema"]"#
+        )
+    );
+    let started = start(&config, ws.path()).await;
+    assert!(started.failures.is_empty(), "{:?}", started.failures);
+    assert_eq!(started.hub.server_names(), ["f", "s"]);
+    let names = started.hub.tool_names();
+    assert_eq!(names.len(), 8, "{names:?}");
+    assert!(names.contains(&"mcp__s__echo".to_owned()), "{names:?}");
+    assert!(names.contains(&"mcp__f__echo".to_owned()), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.ends_with("__noschema")),
+        "{names:?}"
+    );
+    assert_eq!(
+        started.warnings,
+        [
+            "MCP server `f`: tool `noschema` left out: its tools/list entry is invalid (missing \
+             field `inputSchema`)",
+            "MCP server `s`: tool `bad` left out: its input schema is not an object schema \
+             (type \"string\")",
+            "MCP server `s`: tool `noschema` left out: its tools/list entry is invalid (missing \
+             field `inputSchema`)",
+        ]
+    );
+    // The server's other tools work.
+    let (registry, ctx) = registry(&started.hub, ws.path());
+    assert_eq!(
+        call(&registry, &ctx, "mcp__s__echo", json!({"text": "hi"})).await,
+        Ok(json!({"content": [{"type": "text", "text": "hi"}]}))
+    );
+    started.hub.shutdown().await;
+}
+
+/// A server that answers `tools/list` with an error did not start, and the message says that
+/// Troupe stopped it — not how it exited once Troupe had closed its stdin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_refuses_to_list_its_tools_was_stopped_by_troupe() {
+    let ws = tempfile::tempdir().unwrap();
+    let started = start(&server_table("r", &["--refuse-list"], ""), ws.path()).await;
+    assert!(started.hub.server_names().is_empty());
+    let failures: Vec<String> = started.failures.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        failures,
+        [
+            "MCP server `r` did not start: listing its tools failed: the server refused the \
+          request: tools/list refused (--refuse-list); it was stopped"
+        ]
+    );
+    assert_eq!(started.failures[0].code(), "MCP_SERVER_START_FAILED");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_dies_mid_call_fails_its_calls_naming_it() {
     let ws = tempfile::tempdir().unwrap();

@@ -59,6 +59,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             project_instructions: None,
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
+            approval: troupe_session::approval::ApprovalPolicy::default(),
         },
     );
     let lead = rt

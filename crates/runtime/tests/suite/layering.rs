@@ -1,168 +1,15 @@
-//! The files of `troupe-runtime` import one another without a circle (issue 12): every
-//! `crate::…` and `super::…` path of a source file is an arrow to the file that defines the
-//! module it names, and the arrows form no cycle. `lib.rs` (the crate root, which declares and
-//! re-exports everything) is not a source of arrows; a `mod.rs` is one for what it re-exports.
+//! The files of `troupe-runtime` import one another without a circle (issue 12): see
+//! [`troupe_test_support::layering`] for what counts as an arrow (`lib.rs`, the crate root,
+//! is not a source of arrows).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// Every `.rs` file under `dir`, as paths relative to `src` with `/` separators.
-fn sources(src: &Path, dir: &Path, out: &mut Vec<String>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(src, &path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            let rel = path.strip_prefix(src).unwrap().to_string_lossy();
-            out.push(rel.replace('\\', "/"));
-        }
-    }
-}
-
-/// The module path of a source file: `team/roster.rs` → `["team", "roster"]`, `team/mod.rs` →
-/// `["team"]`, `lib.rs` → `[]`.
-fn module_of(file: &str) -> Vec<String> {
-    let mut parts: Vec<String> = file
-        .trim_end_matches(".rs")
-        .split('/')
-        .map(str::to_owned)
-        .collect();
-    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
-        parts.pop();
-    }
-    parts
-}
-
-/// The code of `text` without comments (line and doc comments, which may name paths that are
-/// links, not imports).
-fn code(text: &str) -> String {
-    text.lines()
-        .map(|line| match line.find("//") {
-            Some(at) => &line[..at],
-            None => line,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Every path that starts with `crate::` or `super::` in `code`, as its segments after that
-/// prefix (a `{…}` group gives one path per member, each with its first segment).
-fn paths(code: &str, prefix: &str) -> Vec<Vec<String>> {
-    let mut out = Vec::new();
-    let mut rest = code;
-    while let Some(at) = rest.find(prefix) {
-        let before = rest[..at].chars().last();
-        rest = &rest[at + prefix.len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-            continue;
-        }
-        out.extend(segments(rest));
-    }
-    out
-}
-
-fn ident(text: &str) -> &str {
-    let end = text
-        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .unwrap_or(text.len());
-    &text[..end]
-}
-
-/// The paths at the start of `text` (after a `crate::`): `a::b::C` or `a::{b, c::D}`.
-fn segments(text: &str) -> Vec<Vec<String>> {
-    if let Some(group) = text.strip_prefix('{') {
-        let mut depth = 0;
-        let mut out = Vec::new();
-        let mut start = 0;
-        for (i, c) in group.char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' if depth == 0 => {
-                    out.extend(segments(group[start..i].trim()));
-                    break;
-                }
-                '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    out.extend(segments(group[start..i].trim()));
-                    start = i + 1;
-                }
-                _ => {}
-            }
-        }
-        return out;
-    }
-    let first = ident(text);
-    if first.is_empty() {
-        return Vec::new();
-    }
-    let rest = &text[first.len()..];
-    match rest.strip_prefix("::") {
-        Some(more) => {
-            let tails = segments(more);
-            if tails.is_empty() {
-                vec![vec![first.to_owned()]]
-            } else {
-                tails
-                    .into_iter()
-                    .map(|mut tail| {
-                        tail.insert(0, first.to_owned());
-                        tail
-                    })
-                    .collect()
-            }
-        }
-        None => vec![vec![first.to_owned()]],
-    }
-}
-
-/// The file among `files` (by module path) that defines the deepest module `path` names.
-fn target(modules: &BTreeMap<Vec<String>, String>, path: &[String]) -> Option<String> {
-    (1..=path.len())
-        .rev()
-        .find_map(|n| modules.get(&path[..n]).cloned())
-}
+use troupe_test_support::layering::{circle, file_arrows};
 
 #[test]
 fn no_circle_between_the_files_of_the_runtime() {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &src, &mut files);
-    let modules: BTreeMap<Vec<String>, String> =
-        files.iter().map(|f| (module_of(f), f.clone())).collect();
-    let mut arrows: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in &files {
-        if file == "lib.rs" {
-            continue;
-        }
-        let text = code(&std::fs::read_to_string(src.join(file)).unwrap());
-        let module = module_of(file);
-        // `super` of `team/roster.rs` is `team`; of `team/mod.rs`, the crate root.
-        let parent: Vec<String> = if file.ends_with("mod.rs") {
-            module[..module.len().saturating_sub(1)].to_vec()
-        } else {
-            module[..module.len() - 1].to_vec()
-        };
-        let mut to = BTreeSet::new();
-        for path in paths(&text, "crate::") {
-            to.extend(target(&modules, &path));
-        }
-        for path in paths(&text, "super::") {
-            let full: Vec<String> = parent.iter().cloned().chain(path).collect();
-            to.extend(target(&modules, &full));
-        }
-        // A `mod.rs` names its own submodules without a prefix (`pub use roster::…`).
-        if file.ends_with("mod.rs") {
-            for path in paths(&text, "use ") {
-                let full: Vec<String> = module.iter().cloned().chain(path).collect();
-                if full.len() > module.len() + 1 {
-                    to.extend(target(&modules, &full).filter(|t| t != file));
-                }
-            }
-        }
-        to.remove(file);
-        to.remove("lib.rs");
-        arrows.insert(file.clone(), to);
-    }
+    let arrows = file_arrows(&src, "lib.rs");
     // The arrows this test must see, so it cannot pass by reading nothing.
     for (from, to) in [
         ("runtime.rs", "team/mod.rs"),
@@ -179,31 +26,7 @@ fn no_circle_between_the_files_of_the_runtime() {
             "{from} -> {to} not seen: {arrows:#?}"
         );
     }
-    // Depth-first search for a cycle.
-    fn visit(
-        file: &str,
-        arrows: &BTreeMap<String, BTreeSet<String>>,
-        done: &mut BTreeSet<String>,
-        stack: &mut Vec<String>,
-    ) {
-        if done.contains(file) {
-            return;
-        }
-        if let Some(at) = stack.iter().position(|f| f == file) {
-            panic!(
-                "a circle between files: {}",
-                stack[at..].join(" -> ") + " -> " + file
-            );
-        }
-        stack.push(file.to_owned());
-        for next in arrows.get(file).into_iter().flatten() {
-            visit(next, arrows, done, stack);
-        }
-        stack.pop();
-        done.insert(file.to_owned());
-    }
-    let mut done = BTreeSet::new();
-    for file in arrows.keys() {
-        visit(file, &arrows, &mut done, &mut Vec::new());
+    if let Some(found) = circle(&arrows) {
+        panic!("a circle between files: {found}");
     }
 }

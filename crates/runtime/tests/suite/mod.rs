@@ -1,3 +1,4 @@
+mod approvals;
 mod children;
 mod fake_server;
 mod inbox;

@@ -146,6 +146,10 @@ function showEmpty(text) {
 function openTeam(lead) {
   if (state.teamSource) state.teamSource.close();
   state.lead = lead;
+  document.getElementById("approval-list").replaceChildren();
+  approvalNote("");
+  document.getElementById("approvals").hidden = true;
+  loadApprovals();
   state.view = null;
   travel.timeline = [];
   travel.past = null;
@@ -378,6 +382,68 @@ function drawTask(task, open) {
     task.description ? details : null);
 }
 
+// ---- approvals: requests to run a command outside the sandbox ----
+// Polled every second while a Team is open. Answering is the panel's one write: a POST with
+// the token of the URL troupe web printed, in an Authorization header.
+
+async function loadApprovals() {
+  const lead = state.lead;
+  if (!lead) return;
+  let body;
+  try {
+    body = await getJson(`/api/sessions/${encodeURIComponent(lead)}/approvals`);
+  } catch (error) {
+    return; // The Team's own view says what is wrong with the session.
+  }
+  if (lead !== state.lead) return;
+  drawApprovals(body.approvals || []);
+}
+
+function drawApprovals(waiting) {
+  const section = document.getElementById("approvals");
+  section.hidden = waiting.length === 0 && document.getElementById("approval-note").hidden;
+  const shown = new Set([...document.querySelectorAll("[data-approval]")].map((n) => n.dataset.approval));
+  const wanted = new Set(waiting.map((a) => a.id));
+  if (shown.size === wanted.size && [...wanted].every((id) => shown.has(id))) return;
+  document.getElementById("approval-list").replaceChildren(
+    ...waiting.map((a) => el("li", { class: "approval", "data-approval": a.id, "data-session": a.session },
+      el("span", { class: "who", text: `${a.member} asks (request ${a.id}, ${ago(a.requestedAt)})` }),
+      el("code", { text: `$ ${a.command}` }),
+      el("span", { class: "because", text: `because: ${a.justification}` }),
+      el("span", { class: "actions" },
+        el("button", { type: "button", "data-decision": "approve", text: "Approve", onclick: () => answer(a, "approve") }),
+        el("button", { type: "button", "data-decision": "deny", text: "Deny", onclick: () => answer(a, "deny") })))),
+  );
+}
+
+function approvalNote(text) {
+  const note = document.getElementById("approval-note");
+  note.textContent = text;
+  note.hidden = !text;
+  if (text) document.getElementById("approvals").hidden = false;
+}
+
+async function answer(request, decision) {
+  if (!token) {
+    approvalNote("This page was opened without its token: open the URL troupe web printed (it ends with ?token=…) to answer.");
+    return;
+  }
+  for (const button of document.querySelectorAll(`[data-approval="${request.id}"] button`)) button.disabled = true;
+  const response = await fetch(`/api/sessions/${encodeURIComponent(request.session)}/approvals/${encodeURIComponent(request.id)}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json", Authorization: `Bearer ${token}` },
+    body: JSON.stringify({ decision }),
+  });
+  const body = await response.json().catch(() => null);
+  if (response.ok) {
+    approvalNote(`${decision === "approve" ? "Approved" : "Denied"}: ${request.member}'s request ${request.id}.`);
+  } else {
+    const message = body && body.error ? `${body.error.message} (${body.error.code})` : `HTTP ${response.status}`;
+    approvalNote(`Not answered: ${message}`);
+  }
+  await loadApprovals();
+}
+
 // ---- a member's conversation ----
 
 function memberName(id) {
@@ -474,4 +540,6 @@ window.addEventListener("hashchange", () => {
       go(newest.id, null, true);
     }
   }, 2000);
+  loadApprovals();
+  setInterval(loadApprovals, 1000);
 })();

@@ -22,6 +22,8 @@ use troupe_web::{Access, WebConfig, router};
 
 /// Every event of these logs is stamped with this time (epoch ms).
 pub const T0: u64 = 1_800_000_000_000;
+/// The write token of every test server ([`Home::config`]).
+pub const WRITE_TOKEN: &str = "feedc0de";
 pub const LEAD: &str = "lead-1";
 pub const ALPHA: &str = "mate-alpha";
 pub const BETA: &str = "mate-beta";
@@ -80,6 +82,7 @@ impl Home {
                 Duration::from_millis(10)
             },
             heartbeat: Duration::from_millis(150),
+            write_token: Some(WRITE_TOKEN.to_owned()),
         }
     }
 

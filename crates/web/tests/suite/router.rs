@@ -412,7 +412,7 @@ async fn the_panel_is_served_from_the_binary_with_a_strict_content_policy() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_endpoint_writes_anything() {
+async fn no_endpoint_but_the_approval_write_writes_anything() {
     let home = Home::new();
     let _held = team_home(&home);
     let before = snapshot_files(&home);
@@ -422,6 +422,7 @@ async fn no_endpoint_writes_anything() {
             "/api/sessions",
             "/api/sessions/lead-1/team",
             "/api/sessions/lead-1/conversation",
+            "/api/sessions/lead-1/approvals",
             "/",
         ] {
             let response = router
@@ -673,4 +674,149 @@ async fn the_timeline_and_the_team_at_a_past_event() {
     let (status, body) = get(&router, "/api/sessions/nobody/team/show?at=1").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "SESSION_NOT_FOUND");
+}
+
+/// The one write: `POST /api/sessions/{id}/approvals/{request}` answers a teammate's request
+/// with the server's token in `Authorization: Bearer`; without it, with another, or from
+/// another origin it is 403 and nothing is decided; a body that is not a decision is 400; an
+/// unknown request 404, a decided one 409 (nothing changed); every other POST is 405; a
+/// server without a write token refuses every write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_is_the_one_write_and_needs_the_token() {
+    let home = Home::new();
+    let _held = team_home(&home);
+    let beta = home.journal.open(&sid(BETA)).unwrap().0;
+    append(
+        &beta,
+        vec![EventDraft::new(
+            "approval/requested",
+            json!({"id": "0a1b2c3d", "callId": "call-1", "command": "make release",
+                   "justification": "writes /srv", "member": "beta"}),
+        )],
+    );
+    drop(beta);
+    let decision_log = home
+        .path()
+        .join("sessions")
+        .join(format!("approval-{BETA}-0a1b2c3d.jsonl"));
+    let send = |router: axum::Router,
+                uri: String,
+                headers: Vec<(&'static str, String)>,
+                body: &'static str| async move {
+        let mut request = Request::post(uri).header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let response = router
+            .oneshot(request.body(Body::from(body)).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (
+            status,
+            serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+        )
+    };
+    let router = home.router();
+    let path = format!("/api/sessions/{LEAD}/approvals/0a1b2c3d");
+    let bearer = |token: &str| vec![("authorization", format!("Bearer {token}"))];
+    let approve = r#"{"decision":"approve"}"#;
+
+    // Listed as pending, for the Lead's Team.
+    let (status, listed) = get(&router, &format!("/api/sessions/{LEAD}/approvals")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed["approvals"][0]["id"], "0a1b2c3d", "{listed}");
+    assert_eq!(listed["approvals"][0]["session"], BETA);
+
+    for headers in [
+        vec![],
+        bearer("feedc0d"),
+        bearer("wrong"),
+        vec![("authorization", format!("token {WRITE_TOKEN}"))],
+        {
+            let mut h = bearer(WRITE_TOKEN);
+            h.push(("origin", "http://evil.example".to_owned()));
+            h
+        },
+    ] {
+        let (status, body) = send(router.clone(), path.clone(), headers.clone(), approve).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{headers:?}");
+        assert_eq!(body["error"]["code"], "WEB_TOKEN_REQUIRED");
+    }
+    // A token in the query is not enough for a write.
+    let (status, _) = send(
+        router.clone(),
+        format!("{path}?token={WRITE_TOKEN}"),
+        vec![],
+        approve,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    for body in [
+        r#"{"decision":"maybe"}"#,
+        "not json",
+        r#"{"decision":"approve","x":1}"#,
+    ] {
+        let (status, answer) = send(router.clone(), path.clone(), bearer(WRITE_TOKEN), body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(answer["error"]["code"], "WEB_BAD_REQUEST");
+    }
+    let (status, answer) = send(
+        router.clone(),
+        format!("/api/sessions/{LEAD}/approvals/99999999"),
+        bearer(WRITE_TOKEN),
+        approve,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(answer["error"]["code"], "APPROVAL_NOT_FOUND");
+    let (status, _) = send(
+        router.clone(),
+        "/api/sessions".to_owned(),
+        bearer(WRITE_TOKEN),
+        approve,
+    )
+    .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(!decision_log.exists(), "nothing was decided");
+
+    // Without a write token the server refuses every write.
+    let tokenless = troupe_web::router(WebConfig {
+        write_token: None,
+        ..home.config()
+    });
+    let (status, _) = send(tokenless, path.clone(), bearer(WRITE_TOKEN), approve).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(!decision_log.exists());
+
+    let (status, answer) = send(router.clone(), path.clone(), bearer(WRITE_TOKEN), approve).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["session"], BETA);
+    assert_eq!(answer["decided"]["decision"], "approve");
+    assert_eq!(answer["decided"]["by"], "web");
+    assert!(decision_log.exists());
+    let (_, listed) = get(&router, &format!("/api/sessions/{LEAD}/approvals")).await;
+    assert_eq!(listed["approvals"], json!([]));
+    let (status, answer) = send(
+        router.clone(),
+        path,
+        bearer(WRITE_TOKEN),
+        r#"{"decision":"deny"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(answer["error"]["code"], "APPROVAL_ALREADY_DECIDED");
+    // The decision log is no session of the list.
+    let (_, sessions) = get(&router, "/api/sessions").await;
+    assert!(
+        sessions["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| !s["id"].as_str().unwrap().starts_with("approval-")),
+        "{sessions}"
+    );
 }
