@@ -18,8 +18,9 @@ use std::collections::{BTreeMap, HashMap};
 use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Selected};
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
 use troupe_team::{
-    AtPoint, MemberPhase, MemberSnapshot, MemberStatus, MemberView, MessageReceipt, Receipts,
-    ReplayError, ShowOptions, StreamFold, TaskView, TeamId, TeamShow, TeamShowFull, TeamState,
+    AtPoint, LogPoint, MemberPhase, MemberSnapshot, MemberStatus, MemberView, MessageReceipt,
+    Receipts, ReplayError, ShowOptions, StreamFold, TEAM_MESSAGE_SOURCE_KIND, TaskView, TeamId,
+    TeamShow, TeamShowFull, TeamState,
 };
 
 use crate::teammate::{parent_problem, teammate_problem};
@@ -34,11 +35,14 @@ pub enum LeadRead {
     /// [`StreamFold`]); of every other line just the envelope prefix is checked
     /// ([`LineCheck::Prefix`]): `troupe team show --json`, the run's summary.
     Team,
-    /// As [`LeadRead::Team`], and the lines of each message's life in the Lead log are parsed
-    /// in full — `team/message/queued` and `…/delivered`, and (the Lead being a target too)
-    /// its `agent/inbox/spliced`, `user/message`, `turn/start` and `turn/end` — for when each
+    /// As [`LeadRead::Team`], and the lines of each message's life in the Lead log are read —
+    /// `team/message/queued` and `…/delivered`, and (the Lead being a target too) its
+    /// `agent/inbox/spliced`, `user/message`, `turn/start` and `turn/end` — for when each
     /// message was queued ([`LeadLog::queued_at`]) and the receipts ([`LeadLog::receipts`]):
-    /// `troupe team show` (both forms) and the panel's view at a past event.
+    /// `troupe team show` (both forms). A `…/queued` line still goes to the Team fold
+    /// unparsed (its point: the line's seq and envelope time); a `user/message` that cannot
+    /// hold a Team message's claim (no `team-message` and no `\u` escape in its text) is only
+    /// checked as a valid event; the others are parsed.
     TeamAndMail,
     /// Every line is checked in full, and every non-Team event is also replayed as a resume
     /// replays it ([`Transcript::apply`]), in the same single pass: `troupe team verify`
@@ -262,6 +266,17 @@ fn replay_violation(InvalidEvent { seq, kind, reason }: InvalidEvent) -> Violati
     Violation::Replay { seq, kind, reason }
 }
 
+/// The envelope `time` (epoch ms) of a line the selective scan handed out unparsed: the scan
+/// has read `seq`, `time` and `type` as its leading members (no escapes; a number `seq`, a
+/// known `type`), so the first `"time"` of the text is that member's key. `None` for a text
+/// not in that form (the caller then asks for the parsed event).
+fn envelope_time(text: &str) -> Option<u64> {
+    let at = text.find("\"time\"")? + "\"time\"".len();
+    let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest[..digits].parse().ok()
+}
+
 /// Whether `line` is a valid [`troupe_protocol::Event`] — exactly what `serde_json` accepts as
 /// one (same members, same duplicate and type rules, every value checked as a
 /// `serde_json::Value` would be, the same recursion limit) — without building its payload.
@@ -414,9 +429,59 @@ impl LeadLog {
                     // A member record names where the member's checks point: read it parsed.
                     Selected::Line(line)
                         if line.kind == event_types::AGENT_CONFIG
-                            || line.kind == event_types::TEAM_MEMBER
-                            || (want_times && Receipts::reads(line.kind)) =>
+                            || line.kind == event_types::TEAM_MEMBER =>
                     {
+                        return LineUse::NeedEvent;
+                    }
+                    // A message queued: the Team fold applies the line unparsed, and its
+                    // receipt point is the line's seq and envelope time.
+                    Selected::Line(line)
+                        if want_times && line.kind == event_types::TEAM_MESSAGE_QUEUED =>
+                    {
+                        let Some(time) = envelope_time(line.text) else {
+                            return LineUse::NeedEvent;
+                        };
+                        let before = fold.state().messages().len();
+                        if !fold.line(line.kind, line.text) {
+                            return LineUse::NeedEvent;
+                        }
+                        let messages = fold.state().messages();
+                        if !fold.is_refused()
+                            && messages.len() > before
+                            && let Some(message) = messages.last()
+                        {
+                            queued_at.insert(message.id.clone(), time);
+                            if let Some(receipts) = &mut receipts
+                                && line.seq.0 >= seed_len.unwrap_or(0)
+                            {
+                                receipts.record_queued(
+                                    message.id.clone(),
+                                    LogPoint {
+                                        seq: line.seq,
+                                        time,
+                                    },
+                                );
+                            }
+                        }
+                        return LineUse::Used;
+                    }
+                    // A claim of a Team message names its source kind `team-message`: a
+                    // `user/message` whose text holds neither that nor any `\u` escape (which
+                    // could spell it) is none, and is only checked as a valid event.
+                    Selected::Line(line)
+                        if want_times
+                            && line.kind == event_types::USER_MESSAGE
+                            && !line.text.contains(TEAM_MESSAGE_SOURCE_KIND)
+                            && !line.text.contains("\\u") =>
+                    {
+                        return if is_valid_event(line.text) {
+                            LineUse::Used
+                        } else {
+                            LineUse::NeedEvent
+                        };
+                    }
+                    // The other lines of a message's life are small: read them parsed.
+                    Selected::Line(line) if want_times && Receipts::reads(line.kind) => {
                         return LineUse::NeedEvent;
                     }
                     Selected::Line(line) if StreamFold::reads(line.kind) => {
@@ -966,6 +1031,26 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// `envelope_time` reads the envelope's `time` in any member order the scan reads (and
+    /// not a `time` inside the payload); a text without a number there gives `None`.
+    #[test]
+    fn envelope_time_reads_the_envelopes_time() {
+        for line in [
+            r#"{"seq":4,"time":1767225610507,"type":"team/message/queued","data":{"time":9}}"#,
+            r#"{"type":"team/message/queued","seq":4,"time":1767225610507,"data":{"time":9}}"#,
+            r#"{"seq":4, "time" : 1767225610507 ,"type":"team/message/queued"}"#,
+        ] {
+            assert_eq!(envelope_time(line), Some(1_767_225_610_507), "{line}");
+        }
+        for line in [
+            r#"{"seq":4,"time":"1","type":"t"}"#,
+            r#"{"seq":4,"time":-1,"type":"t"}"#,
+            r#"{"seq":4,"type":"t"}"#,
+        ] {
+            assert_eq!(envelope_time(line), None, "{line}");
+        }
+    }
 
     /// `is_valid_event` agrees with `serde_json::from_str::<Event>`: on hand-picked edge
     /// cases, and on every line made by replacing, inserting or deleting one byte of real

@@ -218,6 +218,14 @@ impl Receipts {
         }
     }
 
+    /// Records message `id` as queued at `point` of the Lead log: what [`Receipts::apply_lead`]
+    /// takes from a `team/message/queued` event, for a reader that had the Team fold apply
+    /// the line without parsing it into an [`Event`] (so the record is this Team's; the first
+    /// point per message counts, as there).
+    pub fn record_queued(&mut self, id: MessageId, point: LogPoint) {
+        self.queued.entry(id).or_insert(point);
+    }
+
     /// Folds one event of `target`'s own log (its own suffix: not a fork's seeded prefix):
     /// inbox insertions of this Team's messages (received), the turns, and the `user/message`
     /// claims (consumed). Other events are ignored.
