@@ -989,6 +989,19 @@ fn record_answer(
 /// makes one due.
 pub async fn deliver_budget_notice(ledger: Arc<LiveLedger>, lead: Agent) {
     let text = ledger.take_notice().await;
+    inject_budget_notice(&lead, text).await;
+}
+
+/// Gives the Lead `lead` the budget notice now if it is due and was not taken yet (see
+/// [`deliver_budget_notice`]): a run calls it before it shuts down, so a notice that became
+/// due is durable in the Lead's log whatever the delivering task managed.
+pub async fn give_due_budget_notice(ledger: &LiveLedger, lead: &Agent) {
+    if let Some(text) = ledger.take_due_notice() {
+        inject_budget_notice(lead, text).await;
+    }
+}
+
+async fn inject_budget_notice(lead: &Agent, text: String) {
     let notice = UserMessage::text(text, MessageSource::kind(BUDGET_NOTICE_SOURCE));
     if let Err(e) = lead.inject(notice).await {
         tracing::warn!(error = %e, "the budget notice could not be given to the Lead");

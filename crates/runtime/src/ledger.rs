@@ -174,15 +174,19 @@ impl LiveLedger {
     /// Waits until the notice is due and takes it (it is then given: never due again).
     pub(crate) async fn take_notice(&self) -> String {
         loop {
-            {
-                let mut st = lock(&self.state);
-                if let Some(text) = st.notice_due.take() {
-                    st.notice_given = true;
-                    return text;
-                }
+            if let Some(text) = self.take_due_notice() {
+                return text;
             }
             self.notice.notified().await;
         }
+    }
+
+    /// Takes the notice if it is due now (it is then given: never due again).
+    pub(crate) fn take_due_notice(&self) -> Option<String> {
+        let mut st = lock(&self.state);
+        let text = st.notice_due.take()?;
+        st.notice_given = true;
+        Some(text)
     }
 }
 

@@ -69,7 +69,7 @@ pub mod user_mail;
 pub use agent::{
     APPROVAL_DENIED, APPROVAL_TIMED_OUT, Agent, AgentProgress, AgentSetup, AgentStatus,
     ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW, Progress, SUMMARY_MAX_CHARS,
-    TOOL_ARGUMENTS_TRUNCATED, deliver_budget_notice,
+    TOOL_ARGUMENTS_TRUNCATED, deliver_budget_notice, give_due_budget_notice,
 };
 pub use control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 pub use error::RuntimeError;

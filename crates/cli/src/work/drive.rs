@@ -20,7 +20,7 @@ use troupe_protocol::{MessageSource, SessionId, UserMessage};
 use troupe_runtime::{
     Agent, AgentProgress, ChunkPolicy, JOURNAL_FAILED, LeadLog, LeadRead, Progress,
     ResumeStarted, ResumeStep, Runtime, RuntimeError, RuntimeOptions, deliver_budget_notice,
-    record_model_override,
+    give_due_budget_notice, record_model_override,
 };
 use troupe_runtime::ledger::LiveLedger;
 use troupe_session::Transcript;
@@ -382,6 +382,8 @@ async fn drive(
             .await;
         }
     }
+    // A notice that became due is in the Lead's log before the run ends.
+    give_due_budget_notice(&runtime.options().ledger, &agent).await;
     Ok(Driven {
         agent,
         ledger: Arc::clone(&runtime.options().ledger),

@@ -361,3 +361,59 @@ fn usage_from_the_fake_server_is_the_ledger_with_cached_tokens_and_prices() {
     assert!((cost - (1000.0 + 800.0 + 200.0) / 1e6).abs() < 1e-12, "{ledger}");
     assert_eq!(ledger["members"][0]["models"]["test-model"]["modelCalls"], 2);
 }
+
+/// A budget spent while a teammate works: whichever member's call comes first after the
+/// limit is refused (the interleaving decides which), every running turn ends, and the resume
+/// with a higher budget continues both the Lead's turn and the teammate's, so every scripted
+/// step is taken exactly once in the end.
+#[test]
+fn a_budget_spent_by_a_teammate_stops_the_team_and_the_resume_continues_it() {
+    let s = Setup::new();
+    let bash = |n: &str| call("bash", json!({"command": format!("echo {n}")}));
+    let script = s.script_agents(
+        "team-budget.json",
+        json!({
+            "lead": [
+                step(call("spawn_teammate", json!({"name": "alpha", "description": "Echoes", "prompt": "Echo three times."})), 5, 5, 0),
+                step(call("wait_agent", json!({"timeout_ms": 10000})), 5, 5, 0),
+                step(call("wait_agent", json!({"timeout_ms": 10000})), 5, 5, 0),
+                step(json!({"text": "the team is done"}), 5, 5, 0),
+            ],
+            "alpha": [
+                step(bash("one"), 90, 10, 0),
+                step(bash("two"), 90, 10, 0),
+                step(bash("three"), 90, 10, 0),
+                step(json!({"text": "alpha echoed"}), 90, 10, 0),
+            ],
+        }),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--budget-tokens", "250", "--model", &model, "go"])
+        .assert()
+        .code(1);
+    let err = stderr(&out);
+    assert!(err.contains("TEAM_BUDGET_EXCEEDED"), "{err}");
+    let id = session_id(&err);
+    let stopped = team_show(&s, &id)["ledger"].clone();
+    let tokens = stopped["tokens"].as_u64().unwrap();
+    assert!((250..450).contains(&tokens), "{stopped}");
+    assert!(stopped["modelCalls"].as_u64().unwrap() < 8, "{stopped}");
+    let out = s
+        .troupe()
+        .args(["resume", &id, "--budget-tokens", "10000"])
+        .assert()
+        .success();
+    let err = stderr(&out);
+    let ledger = team_show(&s, &id)["ledger"].clone();
+    // Every step of both scripts, once: 4 + 4 calls, 40 + 400 tokens.
+    assert_eq!(ledger["modelCalls"], 8, "{ledger}\n{err}");
+    assert_eq!(ledger["tokens"], 440, "{ledger}");
+    let alpha = ledger["members"][1]["id"].as_str().unwrap().to_owned();
+    let last = s
+        .log(&alpha)
+        .into_iter()
+        .rfind(|e| e["type"] == "assistant/message")
+        .unwrap();
+    assert_eq!(last["data"]["message"]["content"], "alpha echoed", "{last}");
+}
