@@ -527,7 +527,7 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
     let ledger = &seen["ledger"];
     assert_eq!(
         ledger[0],
-        json!(["member", "calls", "prompt", "cached", "completion", "tokens", "cost"])
+        json!(["member", "calls", "in", "cached", "out", "tokens", "cost"])
     );
     assert_eq!(ledger[1], json!(["lead", "5", "150", "30", "15", "165", "-"]));
     assert_eq!(ledger[2], json!(["team", "5", "150", "30", "15", "165", "-"]));

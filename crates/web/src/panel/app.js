@@ -242,7 +242,8 @@ function drawTeam() {
   );
 }
 
-// The ledger: model calls, tokens and cost per member and for the Team (built-in prices).
+// The ledger: model calls, tokens (in: prompt, cached: of the prompt, out: completion) and
+// cost per member and for the Team (built-in prices).
 function drawLedger(ledger) {
   const table = document.getElementById("ledger");
   const note = document.getElementById("ledger-note");
@@ -251,7 +252,7 @@ function drawLedger(ledger) {
   const row = (cells, head) => el("tr", {}, ...cells.map((c) => el(head ? "th" : "td", { text: String(c) })));
   const line = (name, u) => row([name, u.modelCalls, u.promptTokens, u.cachedTokens, u.completionTokens, u.tokens, cost(u.costUsd)]);
   table.replaceChildren(
-    row(["member", "calls", "prompt", "cached", "completion", "tokens", "cost"], true),
+    row(["member", "calls", "in", "cached", "out", "tokens", "cost"], true),
     ...ledger.members.map((m) => line(m.name, m)),
     line("team", ledger),
   );
