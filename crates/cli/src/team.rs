@@ -24,8 +24,8 @@ use troupe_team::{MemberPhase, MemberStatus, TeamShow};
 use crate::args::resolve_session;
 use crate::exit::Failure;
 use crate::hints::not_a_root;
-use crate::settings::{FlagValues, Settings};
 use crate::output::{Stdout, align_columns, count, eprint_line, escape_controls, format_time};
+use crate::settings::{FlagValues, Settings};
 
 /// `troupe team …`.
 #[derive(Debug, clap::Subcommand)]
@@ -178,7 +178,10 @@ fn show(
         let text = serde_json::to_string(&value).context("encoding the Team view")?;
         writeln!(out, "{text}").context("writing output")?;
     } else {
-        for line in human_show(&view, &lead).into_iter().chain(ledger_lines(&ledger)) {
+        for line in human_show(&view, &lead)
+            .into_iter()
+            .chain(ledger_lines(&ledger))
+        {
             if out.is_closed() {
                 break;
             }
@@ -372,9 +375,17 @@ fn ledger_lines(ledger: &Ledger) -> Vec<String> {
         ),
     ];
     let mut rows = vec![
-        ["NAME", "CALLS", "PROMPT", "CACHED", "COMPLETION", "TOKENS", "COST"]
-            .map(str::to_owned)
-            .to_vec(),
+        [
+            "NAME",
+            "CALLS",
+            "PROMPT",
+            "CACHED",
+            "COMPLETION",
+            "TOKENS",
+            "COST",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
     ];
     let row = |name: String, u: &UsageTotals, cost: Option<f64>| {
         vec![

@@ -529,8 +529,14 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
         ledger[0],
         json!(["member", "calls", "in", "cached", "out", "tokens", "cost"])
     );
-    assert_eq!(ledger[1], json!(["lead", "5", "150", "30", "15", "165", "-"]));
-    assert_eq!(ledger[2], json!(["team", "5", "150", "30", "15", "165", "-"]));
+    assert_eq!(
+        ledger[1],
+        json!(["lead", "5", "150", "30", "15", "165", "-"])
+    );
+    assert_eq!(
+        ledger[2],
+        json!(["team", "5", "150", "30", "15", "165", "-"])
+    );
     assert!(
         seen["ledgerNote"]
             .as_str()
@@ -538,7 +544,11 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
             .contains("No price for: script"),
         "{seen}"
     );
-    assert!(screenshot.is_file(), "no screenshot at {}", screenshot.display());
+    assert!(
+        screenshot.is_file(),
+        "no screenshot at {}",
+        screenshot.display()
+    );
 }
 
 /// The Team of the approval test: the Lead spawns `builder`, whose first step asks to write

@@ -40,7 +40,6 @@ use crate::ledger::{LiveLedger, budget_abort_cause};
 use crate::record::to_value;
 use troupe_approval::new_request_id;
 use troupe_session::Transcript;
-use troupe_session::ledger::{BUDGET_NOTICE_SOURCE, price_key};
 use troupe_session::approval::{
     ApprovalDecided, ApprovalMode, ApprovalRequested, DecidedBy, Decision,
 };
@@ -49,6 +48,7 @@ use troupe_session::events::{
     StepMark, ToolCallRecord, ToolProcessRecord, ToolResultRecord, TurnEnd, TurnEndReason,
     TurnStart,
 };
+use troupe_session::ledger::{BUDGET_NOTICE_SOURCE, price_key};
 
 /// Whether an agent is working (REFERENCE b.2): `running` while a turn is active or waking
 /// inbox work was accepted and not yet claimed; `idle` otherwise.

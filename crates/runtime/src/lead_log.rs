@@ -24,8 +24,8 @@ use troupe_team::{
 
 use crate::teammate::{parent_problem, teammate_problem};
 use troupe_session::events::{AgentConfigRecord, TurnEndReason};
-use troupe_session::{InvalidEvent, SessionRole, is_team_session};
 use troupe_session::ledger::{Ledger, Prices, SessionUsage};
+use troupe_session::{InvalidEvent, SessionRole, is_team_session};
 use troupe_session::{Transcript, TranscriptStats};
 
 /// How much of the Lead log [`LeadLog::read`] reads besides its Team.

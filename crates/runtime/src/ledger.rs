@@ -30,14 +30,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use tokio::sync::Notify;
-use troupe_protocol::sync::lock;
 use troupe_protocol::SessionId;
+use troupe_protocol::sync::lock;
 use troupe_session::chat::Usage;
 use troupe_session::ledger::{
-    Budget, BudgetLevel, Prices, SessionUsage, TEAM_BUDGET_EXCEEDED,
-    UsageTotals, budget_notice_text, cost_of,
+    Budget, BudgetLevel, Prices, SessionUsage, TEAM_BUDGET_EXCEEDED, UsageTotals,
+    budget_notice_text, cost_of,
 };
-
 
 /// The live ledger and budget of a runtime (see the module docs). Shared through an `Arc`.
 #[derive(Debug, Default)]

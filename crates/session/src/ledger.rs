@@ -63,7 +63,9 @@ impl UsageTotals {
         self.model_calls = self.model_calls.saturating_add(1);
         if let Some(usage) = usage {
             self.prompt_tokens = self.prompt_tokens.saturating_add(usage.prompt_tokens);
-            self.completion_tokens = self.completion_tokens.saturating_add(usage.completion_tokens);
+            self.completion_tokens = self
+                .completion_tokens
+                .saturating_add(usage.completion_tokens);
             self.cached_tokens = self
                 .cached_tokens
                 .saturating_add(usage.cached_tokens.min(usage.prompt_tokens));
@@ -75,7 +77,9 @@ impl UsageTotals {
     pub fn merge(&mut self, other: &UsageTotals) {
         self.model_calls = self.model_calls.saturating_add(other.model_calls);
         self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
-        self.completion_tokens = self.completion_tokens.saturating_add(other.completion_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
         self.cached_tokens = self.cached_tokens.saturating_add(other.cached_tokens);
         self.tokens = self.prompt_tokens.saturating_add(self.completion_tokens);
     }
@@ -513,15 +517,31 @@ mod tests {
         let events = [
             // The seed: the parent's config and answer.
             event(0, ty::AGENT_CONFIG, config("gpt-4.1")),
-            event(1, ty::ASSISTANT_MESSAGE, answer(json!({"prompt_tokens": 999}))),
+            event(
+                1,
+                ty::ASSISTANT_MESSAGE,
+                answer(json!({"prompt_tokens": 999})),
+            ),
             event(2, ty::AGENT_CONFIG, config("deepseek-chat")),
-            event(3, ty::ASSISTANT_MESSAGE, answer(json!({"prompt_tokens": 100,
-                "completion_tokens": 10, "prompt_cache_hit_tokens": 40}))),
-            event(4, ty::ASSISTANT_MESSAGE, json!({"turn": 1, "step": 2,
-                "message": {"content": "y"}})),
+            event(
+                3,
+                ty::ASSISTANT_MESSAGE,
+                answer(json!({"prompt_tokens": 100,
+                "completion_tokens": 10, "prompt_cache_hit_tokens": 40})),
+            ),
+            event(
+                4,
+                ty::ASSISTANT_MESSAGE,
+                json!({"turn": 1, "step": 2,
+                "message": {"content": "y"}}),
+            ),
             event(5, ty::AGENT_CONFIG, config("gpt-4.1-mini")),
-            event(6, ty::ASSISTANT_MESSAGE, answer(json!({"prompt_tokens": 50,
-                "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 20}}))),
+            event(
+                6,
+                ty::ASSISTANT_MESSAGE,
+                answer(json!({"prompt_tokens": 50,
+                "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 20}})),
+            ),
         ];
         for e in &events {
             fold.apply(e);
@@ -635,7 +655,9 @@ mod tests {
         };
         assert_eq!(budget.level(799, 0.0), BudgetLevel::Under);
         assert!(matches!(budget.level(800, 0.0), BudgetLevel::Notice(_)));
-        assert!(matches!(budget.level(1000, 0.0), BudgetLevel::Exceeded(m) if m.contains("1000 of 1000")));
+        assert!(
+            matches!(budget.level(1000, 0.0), BudgetLevel::Exceeded(m) if m.contains("1000 of 1000"))
+        );
         let usd = Budget {
             tokens: None,
             usd: Some(1.0),

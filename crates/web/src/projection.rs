@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
-use troupe_protocol::{Event, Seq, SessionId, event_types};
 use serde_json::Value;
+use troupe_protocol::{Event, Seq, SessionId, event_types};
 use troupe_session::chat::Usage;
 use troupe_session::events::AgentConfigRecord;
 use troupe_session::ledger::{Ledger, Prices, SessionUsage, price_key};

@@ -38,7 +38,9 @@ pub(crate) fn budget_tokens(raw: &str) -> Result<u64, String> {
 pub(crate) fn budget_usd(raw: &str) -> Result<f64, String> {
     match raw.trim().parse::<f64>() {
         Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-        Ok(x) => Err(format!("{x} is not a budget: give an amount of US dollars above 0")),
+        Ok(x) => Err(format!(
+            "{x} is not a budget: give an amount of US dollars above 0"
+        )),
         Err(_) => Err(format!(
             "\"{}\" is not an amount of US dollars",
             raw.escape_debug()

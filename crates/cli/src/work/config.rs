@@ -114,11 +114,15 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     // script, pace), then the home.
     let prompt = run_prompt(&flags.prompt)?;
     if !flags.team {
-        let team_flag = flags.limits.first_given().or(flags.budget.first_given()).or(flags
-            .model
-            .teammate_model
-            .as_ref()
-            .map(|_| "--teammate-model"));
+        let team_flag = flags
+            .limits
+            .first_given()
+            .or(flags.budget.first_given())
+            .or(flags
+                .model
+                .teammate_model
+                .as_ref()
+                .map(|_| "--teammate-model"));
         if let Some(flag) = team_flag {
             return Err(Failure::bad_input(anyhow!(
                 "{flag} applies to Team runs only: add --team"
@@ -189,7 +193,10 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
         shape.budget = settings.budget();
         let mut models = vec![price_key(&spec)];
         models.extend(teammate_models.specs().map(price_key));
-        shape.framing.prologue.extend(settings.price_warnings(&models));
+        shape
+            .framing
+            .prologue
+            .extend(settings.price_warnings(&models));
     }
     shape.prices = settings.prices();
     shape.teammates = teammate_models;
@@ -366,7 +373,11 @@ pub(super) fn validate_resume(
             ..crate::settings::FlagValues::default()
         },
     )?;
-    let budget = if team { settings.budget() } else { Budget::default() };
+    let budget = if team {
+        settings.budget()
+    } else {
+        Budget::default()
+    };
     if team {
         let mut models = vec![price_key(&spec)];
         models.extend(teammate_specs.iter().map(price_key));

@@ -17,12 +17,12 @@ use troupe_journal::JournalError;
 use troupe_llm::ProviderKind;
 use troupe_mcp::McpServers;
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
+use troupe_runtime::ledger::LiveLedger;
 use troupe_runtime::{
-    Agent, AgentProgress, ChunkPolicy, JOURNAL_FAILED, LeadLog, LeadRead, Progress,
-    ResumeStarted, ResumeStep, Runtime, RuntimeError, RuntimeOptions, deliver_budget_notice,
+    Agent, AgentProgress, ChunkPolicy, JOURNAL_FAILED, LeadLog, LeadRead, Progress, ResumeStarted,
+    ResumeStep, Runtime, RuntimeError, RuntimeOptions, deliver_budget_notice,
     give_due_budget_notice, record_model_override,
 };
-use troupe_runtime::ledger::LiveLedger;
 use troupe_session::Transcript;
 use troupe_session::events::Profile;
 use troupe_tools::ToolLimits;

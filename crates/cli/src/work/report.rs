@@ -9,11 +9,11 @@ use anyhow::anyhow;
 use serde_json::{Value, json};
 use troupe_llm::ProviderKind;
 use troupe_protocol::SessionId;
+use troupe_runtime::ledger::LiveLedger;
 use troupe_runtime::{
     Agent, JOURNAL_FAILED, LogFailure, RunEnd, RunFailure, RunOutcome, RunStatus, TeamReport,
     TeamReportProblem, log_failure_message,
 };
-use troupe_runtime::ledger::LiveLedger;
 use troupe_session::ledger::{Budget, Ledger, TEAM_BUDGET_EXCEEDED};
 use troupe_team::MemberStatus;
 
@@ -61,17 +61,15 @@ pub(super) fn report(
     let hints = Hints::new(id, &config.home_args, config.team);
     // A Team run also reports every teammate's work, the board and the mail, folded from the
     // logs the runtime has just flushed.
-    let team = config
-        .team
-        .then(|| {
-            TeamReport::read(
-                &config.store.journal,
-                id,
-                (stats, server_answers),
-                server,
-                &config.prices,
-            )
-        });
+    let team = config.team.then(|| {
+        TeamReport::read(
+            &config.store.journal,
+            id,
+            (stats, server_answers),
+            server,
+            &config.prices,
+        )
+    });
     let team_json = team.as_ref().map(team_json);
     let checked = config.framing.check.as_ref().map(|check| check());
     let lead_log_failure = driven.agent.failure();

@@ -33,7 +33,11 @@ fn team_show(s: &Setup, id: &str) -> Value {
 
 /// (model calls, prompt, completion, cached) of a ledger line.
 fn counts(line: &Value) -> (u64, u64, u64, u64) {
-    let n = |key: &str| line[key].as_u64().unwrap_or_else(|| panic!("{key} in {line}"));
+    let n = |key: &str| {
+        line[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key} in {line}"))
+    };
     (
         n("modelCalls"),
         n("promptTokens"),
@@ -128,7 +132,11 @@ fn scripted_usage_is_the_ledger_of_team_show_the_summary_and_list_agents() {
     assert!(table.contains("ledger (prices as of"), "{table}");
     let team_row = table.lines().find(|l| l.contains("(team)")).unwrap();
     let cells: Vec<&str> = team_row.split_whitespace().collect();
-    assert_eq!(cells, ["(team)", "5", "540", "100", "47", "587", "-"], "{table}");
+    assert_eq!(
+        cells,
+        ["(team)", "5", "540", "100", "47", "587", "-"],
+        "{table}"
+    );
 }
 
 #[test]
@@ -234,7 +242,12 @@ fn a_token_budget_stops_the_run_and_a_resume_with_a_higher_budget_finishes() {
     let notices = |log: &[Value]| {
         log.iter()
             .filter(|e| e["type"] == "agent/inbox/spliced")
-            .flat_map(|e| e["data"]["inserted"].as_array().cloned().unwrap_or_default())
+            .flat_map(|e| {
+                e["data"]["inserted"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
             .filter(|m| m["source"]["kind"] == "budget")
             .count()
     };
@@ -333,13 +346,17 @@ fn usage_from_the_fake_server_is_the_ledger_with_cached_tokens_and_prices() {
     };
     let mut first = chunks::tool_call_answer(&[("call_list", "list_agents", json!({}))], 1);
     first.pop();
-    first.push(usage_chunk(json!({"prompt_tokens": 1000, "completion_tokens": 20,
-        "total_tokens": 1020, "prompt_tokens_details": {"cached_tokens": 600}})));
+    first.push(usage_chunk(
+        json!({"prompt_tokens": 1000, "completion_tokens": 20,
+        "total_tokens": 1020, "prompt_tokens_details": {"cached_tokens": 600}}),
+    ));
     server.push(FakeResponse::sse(first));
     let mut second = chunks::text_answer("listed");
     second.pop();
-    second.push(usage_chunk(json!({"prompt_tokens": 1100, "completion_tokens": 5,
-        "total_tokens": 1105, "prompt_cache_hit_tokens": 1000, "prompt_cache_miss_tokens": 100})));
+    second.push(usage_chunk(
+        json!({"prompt_tokens": 1100, "completion_tokens": 5,
+        "total_tokens": 1105, "prompt_cache_hit_tokens": 1000, "prompt_cache_miss_tokens": 100}),
+    ));
     server.push(FakeResponse::sse(second));
     let out = s
         .run(&[
@@ -358,8 +375,14 @@ fn usage_from_the_fake_server_is_the_ledger_with_cached_tokens_and_prices() {
     assert_eq!(counts(&ledger), recorded(&s, &id));
     // (500 fresh × 2 + 1600 cached × 0.5 + 25 × 8) / 1e6 USD.
     let cost = ledger["costUsd"].as_f64().unwrap();
-    assert!((cost - (1000.0 + 800.0 + 200.0) / 1e6).abs() < 1e-12, "{ledger}");
-    assert_eq!(ledger["members"][0]["models"]["test-model"]["modelCalls"], 2);
+    assert!(
+        (cost - (1000.0 + 800.0 + 200.0) / 1e6).abs() < 1e-12,
+        "{ledger}"
+    );
+    assert_eq!(
+        ledger["members"][0]["models"]["test-model"]["modelCalls"],
+        2
+    );
 }
 
 /// A budget spent while a teammate works: whichever member's call comes first after the

@@ -36,8 +36,8 @@ mod waiters;
 
 pub use journal::{feed_stream_fold, fold_team_log};
 pub use op::{
-    CallOrigin, ListedMember, LogError, NO_PROGRESS_MESSAGE, OpContext, TeamOp, TeamOpError, TeamReply,
-    WaitOutcome,
+    CallOrigin, ListedMember, LogError, NO_PROGRESS_MESSAGE, OpContext, TeamOp, TeamOpError,
+    TeamReply, WaitOutcome,
 };
 pub use schema::{TEAM_TOOL_NAMES, TeamToolName, listed_member_schema};
 pub use service::{Team, TeamService};

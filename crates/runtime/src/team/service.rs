@@ -22,12 +22,12 @@ use super::journal::{TeamJournal, fold_team_log, not_member};
 use super::lifecycle::{Lifecycle, disposed};
 use super::mailbox::{Dispatcher, Mailbox, SendCall};
 use super::op::{ListedMember, OpContext, TeamOp, TeamOpError, TeamReply, WaitOutcome};
-use troupe_session::ledger::Ledger;
 use super::roster::{self, SpawnCall};
 use super::{board, waiters};
 use crate::agent::{Agent, AgentProgress, Progress};
 use crate::control::ChildControl;
 use crate::user_mail::{UserMailReceipt, queued_seq, user_message_text_is_empty};
+use troupe_session::ledger::Ledger;
 
 /// One Lead's Team: its journal (identity, limits, serializer, publication), mailbox and
 /// lifecycle.
