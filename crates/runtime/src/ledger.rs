@@ -265,6 +265,7 @@ mod tests {
             batch_last: None,
             data: serde_json::json!({"target": "next-step", "start": 0, "inserted": [{
                 "id": "m", "role": "user", "content": [], "source": {"kind": "budget"}}]}),
+            ignorable: false,
         });
         ledger.seed(&lead, &seen);
         assert!(ledger.notice_given());

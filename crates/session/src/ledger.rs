@@ -499,6 +499,7 @@ mod tests {
             kind: kind.to_owned(),
             batch_last: None,
             data,
+            ignorable: false,
         }
     }
 
