@@ -392,20 +392,35 @@ impl Ledger {
         }
     }
 
-    /// The compact `usage` of a member as `list_agents` shows it: `{"modelCalls","tokens",
-    /// "costUsd"}` (`costUsd` only when priced).
-    pub fn compact(usage: &UsageTotals, cost_usd: Option<f64>) -> serde_json::Value {
-        let mut value = serde_json::json!({
-            "modelCalls": usage.model_calls,
-            "promptTokens": usage.prompt_tokens,
-            "completionTokens": usage.completion_tokens,
-            "cachedTokens": usage.cached_tokens,
-        });
-        if let Some(cost) = cost_usd {
-            value["costUsd"] = serde_json::json!(cost);
+    /// The compact `usage` of a member as `list_agents` shows it ([`CompactUsage`]).
+    pub fn compact(usage: &UsageTotals, cost_usd: Option<f64>) -> CompactUsage {
+        CompactUsage {
+            model_calls: usage.model_calls,
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            cached_tokens: usage.cached_tokens,
+            cost_usd,
         }
-        value
     }
+}
+
+/// A member's usage as a `list_agents` row carries it, keys in this order:
+/// `{"modelCalls","promptTokens","completionTokens","cachedTokens","costUsd"?}` (`costUsd`,
+/// USD, only when its model has a price).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactUsage {
+    /// Model answers recorded.
+    pub model_calls: u64,
+    /// Prompt tokens, cached ones included.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Cached prompt tokens.
+    pub cached_tokens: u64,
+    /// USD of the priced usage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// A Team's budget: at most `tokens` tokens (prompt + completion) and at most `usd` dollars of

@@ -362,27 +362,44 @@ pub(super) fn validate_resume(
     framing.check = framing_of(&home.dir, script, &workspace).check;
     let mut teammate_specs: Vec<ModelSpec> = plan.teammate_specs().to_vec();
     teammate_specs.extend(teammate_override.iter().flat_map(|m| m.specs().cloned()));
-    // The prices, and the budget when no flag gives one, from the configuration files (they
-    // are not recorded in the session).
-    let settings = Settings::load(
-        &home.dir,
-        &workspace,
-        crate::settings::FlagValues {
-            budget_tokens: flags.budget.budget_tokens,
-            budget_usd: flags.budget.budget_usd,
-            ..crate::settings::FlagValues::default()
-        },
-    )?;
-    let budget = if team {
-        settings.budget()
-    } else {
-        Budget::default()
+    // A Team's prices, and its budget when no flag gives one, from the configuration files
+    // (they are not recorded in the session). A file that cannot be read does not stop a
+    // resume (it uses nothing else of them): the built-in prices and the flags' budget apply.
+    let flag_budget = Budget {
+        tokens: flags.budget.budget_tokens,
+        usd: flags.budget.budget_usd,
     };
-    if team {
-        let mut models = vec![price_key(&spec)];
-        models.extend(teammate_specs.iter().map(price_key));
-        framing.prologue.extend(settings.price_warnings(&models));
-    }
+    let (budget, prices) = if team {
+        let loaded = Settings::load(
+            &home.dir,
+            &workspace,
+            crate::settings::FlagValues {
+                budget_tokens: flags.budget.budget_tokens,
+                budget_usd: flags.budget.budget_usd,
+                ..crate::settings::FlagValues::default()
+            },
+        );
+        match loaded {
+            Ok(settings) => {
+                let mut models = vec![price_key(&spec)];
+                models.extend(teammate_specs.iter().map(price_key));
+                framing.prologue.extend(settings.price_warnings(&models));
+                (settings.budget(), settings.prices())
+            }
+            Err(failure) => {
+                let why = failure
+                    .error
+                    .map_or_else(String::new, |e| format!(" ({e:#})"));
+                framing.prologue.push(format!(
+                    "note: the configuration files cannot be read{why}: the ledger uses the \
+                     built-in prices, and only a budget flag gives a budget"
+                ));
+                (flag_budget, Prices::builtin())
+            }
+        }
+    } else {
+        (Budget::default(), Prices::builtin())
+    };
     let mut shape = RunShape::new(
         flags.json,
         team,
@@ -396,7 +413,7 @@ pub(super) fn validate_resume(
     shape.teammate_specs = teammate_specs;
     shape.approval = approval;
     shape.budget = budget;
-    shape.prices = settings.prices();
+    shape.prices = prices;
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 

@@ -440,3 +440,60 @@ fn a_budget_spent_by_a_teammate_stops_the_team_and_the_resume_continues_it() {
         .unwrap();
     assert_eq!(last["data"]["message"]["content"], "alpha echoed", "{last}");
 }
+
+/// The notice is decided from the Lead's log: a log whose spending is already past 80 % of
+/// the budget and holds no notice — what a stop between the threshold and the notice's append
+/// leaves, or a session run without a budget until now — gets the notice from the resume,
+/// exactly once.
+#[test]
+fn a_resume_past_the_notice_threshold_without_a_notice_in_the_log_gives_it_once() {
+    let s = Setup::new();
+    let bash = |n: &str| call("bash", json!({"command": format!("echo {n}")}));
+    let script = s.script_agents(
+        "late-notice.json",
+        json!({"lead": [
+            step(bash("one"), 90, 10, 0),
+            step(bash("two"), 90, 10, 0),
+            step(bash("three"), 90, 10, 0),
+            step(json!({"text": "first"}), 90, 10, 0),
+            step(json!({"text": "second"}), 10, 0, 0),
+        ]}),
+    );
+    let out = s
+        .run(&[
+            "--team",
+            "--model",
+            &format!("script:{}", script.display()),
+            "go",
+        ])
+        .assert()
+        .success();
+    let id = session_id(&stderr(&out));
+    let notices = |s: &Setup| -> Vec<String> {
+        s.log(&id)
+            .iter()
+            .filter(|e| e["type"] == "agent/inbox/spliced")
+            .flat_map(|e| {
+                e["data"]["inserted"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter(|m| m["source"]["kind"] == "budget")
+            .map(|m| m["content"][0]["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(notices(&s).is_empty());
+    let out = s
+        .troupe()
+        .args(["resume", &id, "--budget-tokens", "450", "again"])
+        .assert()
+        .success();
+    assert_eq!(stdout(&out).trim(), "second");
+    let given = notices(&s);
+    assert_eq!(given.len(), 1, "{given:?}");
+    assert!(
+        given[0].contains("the Team has used 400 of its 450 token budget (88%)"),
+        "{given:?}"
+    );
+}

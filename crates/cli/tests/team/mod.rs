@@ -249,8 +249,12 @@ fn a_scripted_team_works_through_dependent_tasks_and_the_lead_answers() {
     );
 
     // The offline view: everyone inactive, both tasks completed with their owners, no mail
-    // left.
-    let view = show_json(&s, &id, &[]);
+    // left; the ledger counts every member's model calls (the script reports no usage).
+    let mut view = show_json(&s, &id, &[]);
+    let ledger = view.as_object_mut().unwrap().remove("ledger").unwrap();
+    assert_eq!(ledger["modelCalls"], 23, "{ledger}");
+    assert_eq!(ledger["tokens"], 0, "{ledger}");
+    assert_eq!(ledger["members"].as_array().unwrap().len(), 3, "{ledger}");
     assert_eq!(
         view,
         json!({
@@ -267,7 +271,9 @@ fn a_scripted_team_works_through_dependent_tasks_and_the_lead_answers() {
             "pendingMessages": [],
         })
     );
-    assert_eq!(show_json(&s, &id, &["--all"]), view, "no deleted tasks");
+    let mut all = show_json(&s, &id, &["--all"]);
+    assert_eq!(all.as_object_mut().unwrap().remove("ledger"), Some(ledger));
+    assert_eq!(all, view, "no deleted tasks");
     // `members (2 teammates):`, `task-2  completed  beta`, `pending messages: none`.
     let out = s.troupe().args(["team", "show", &id]).assert().success();
     let table = stdout(&out);

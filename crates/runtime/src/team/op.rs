@@ -239,5 +239,5 @@ pub struct ListedMember {
     #[serde(flatten)]
     pub member: MemberView,
     /// Its usage.
-    pub usage: Value,
+    pub usage: troupe_session::ledger::CompactUsage,
 }

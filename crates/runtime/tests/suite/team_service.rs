@@ -108,7 +108,7 @@ async fn one_entry_point_carries_every_request() {
         rows.iter().map(|r| r.member.clone()).collect::<Vec<_>>(),
         teams.list_members(&lead).await.unwrap()
     );
-    assert!(rows.iter().all(|r| r.usage["modelCalls"] == 0), "{rows:?}");
+    assert!(rows.iter().all(|r| r.usage.model_calls == 0), "{rows:?}");
     let events = h.events(lead.id()).len();
     let refused = teams
         .call(
