@@ -104,6 +104,8 @@ pub(crate) struct DemoFlags {
     pace: work::PaceArgs,
     #[command(flatten)]
     sandbox: work::SandboxArgs,
+    #[command(flatten)]
+    budget: work::BudgetArgs,
 }
 
 /// `troupe demo`.
@@ -155,6 +157,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
             pace: flags.pace,
             sandbox,
             mcp,
+            budget: flags.budget,
         },
         home,
         framing,

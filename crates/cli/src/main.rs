@@ -367,7 +367,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             from,
             follow,
         } => inspect::log(&journal, &session, json, from, follow),
-        Command::Team { command } => team::run(&journal, command, &home.args()),
+        Command::Team { command } => team::run(&journal, command, &home.args(), &home.dir),
         Command::Approve(flags) => approve::run(&journal, flags),
         Command::Web(flags) => web::run(flags, &home.dir, &home.store),
         // Handled above, before any store is opened.

@@ -15,17 +15,20 @@
 //!   (exit 2, one line).
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow};
 use troupe_journal::{At, Journal, ScanSummary};
 use troupe_protocol::SessionId;
 use troupe_runtime::{Cut, LeadLog, LeadLogError, LeadRead, TimeTravelError, read_timeline};
+use troupe_session::ledger::{Ledger, Prices, UsageTotals};
 use troupe_team::{LogPoint, MemberPhase, MemberStatus, MessageReceipt, TeamShowFull};
 
 use crate::args::resolve_session;
 use crate::exit::Failure;
 use crate::hints::not_a_root;
 use crate::output::{Stdout, align_columns, count, eprint_line, escape_controls, format_time};
+use crate::settings::{FlagValues, Settings};
 
 /// `troupe team …`.
 #[derive(Debug, clap::Subcommand)]
@@ -43,7 +46,9 @@ pub(crate) enum TeamCommand {
         session: String,
         /// Print one JSON object: {"teamId","members","tasks","pendingMessages","messages"}
         /// (`messages`: every message with its receipts: queued, received, delivered,
-        /// consumed), and "at" with --at.
+        /// consumed), and "at" with --at; without --at also "ledger" (model calls, tokens and
+        /// cost per member and in all, folded from every member's log and priced as `troupe
+        /// run` prices them).
         #[arg(long)]
         json: bool,
         /// Include deleted tasks.
@@ -93,14 +98,19 @@ pub(crate) enum TeamCommand {
 ///
 /// `home` is ` --home DIR` when the command was given one (repeated in the commands it
 /// prints), else empty.
-pub(crate) fn run(journal: &Journal, command: TeamCommand, home: &str) -> Result<(), Failure> {
+pub(crate) fn run(
+    journal: &Journal,
+    command: TeamCommand,
+    home: &str,
+    home_dir: &Path,
+) -> Result<(), Failure> {
     match command {
         TeamCommand::Show {
             session,
             json,
             all,
             at,
-        } => show(journal, &session, json, all, at, home),
+        } => show(journal, &session, json, all, at, home, home_dir),
         TeamCommand::Log { session, json } => timeline(journal, &session, json, home),
         TeamCommand::Verify { session } => verify(journal, &session, home),
     }
@@ -242,7 +252,29 @@ fn note_torn_tail(summary: &ScanSummary) {
     }
 }
 
-/// `troupe team show SESSION [--json] [--all] [--at SEQ|TIME]`.
+/// The prices of the Team's ledger: the built-in ones with the `[prices]` of the user's file
+/// and of the project's (the Lead's workspace) over them. A configuration file that cannot be
+/// read is noted and the built-in prices are used (`team show` works whatever the files say).
+fn prices_of(lead: &LeadLog, home_dir: &Path) -> Prices {
+    let workspace = lead
+        .config()
+        .map_or_else(PathBuf::new, |c| PathBuf::from(&c.workspace));
+    match Settings::load(home_dir, &workspace, FlagValues::default()) {
+        Ok(settings) => settings.prices(),
+        Err(failure) => {
+            if let Some(error) = &failure.error {
+                eprint_line!(
+                    "troupe: note: the configuration's [prices] are not used ({error:#}): the \
+                     ledger uses the built-in prices"
+                );
+            }
+            Prices::builtin()
+        }
+    }
+}
+
+/// `troupe team show SESSION [--json] [--all] [--at SEQ|TIME]`; without `--at`, the Team's
+/// ledger too (the ledger is of the whole logs: it is not folded up to a past point).
 fn show(
     journal: &Journal,
     session: &str,
@@ -250,17 +282,25 @@ fn show(
     all: bool,
     at: Option<At>,
     home: &str,
+    home_dir: &Path,
 ) -> Result<(), Failure> {
+    let now = at.is_none();
     let lead = load_team_at(journal, session, "show", LeadRead::TeamAndMail, at, home)?;
     // Teammates with a model of their own show it, and receipts their claims (read from their
     // logs, up to the point's time with --at).
     let view = lead.show_full(journal, all);
+    let ledger = now.then(|| lead.ledger(journal, &prices_of(&lead, home_dir)));
     let mut out = Stdout::lock();
     if json {
-        let text = serde_json::to_string(&view).context("encoding the Team view")?;
+        let mut value = serde_json::to_value(&view).context("encoding the Team view")?;
+        if let Some(ledger) = &ledger {
+            value["ledger"] = serde_json::to_value(ledger).context("encoding the ledger")?;
+        }
+        let text = serde_json::to_string(&value).context("encoding the Team view")?;
         writeln!(out, "{text}").context("writing output")?;
     } else {
-        for line in human_show(&view, &lead) {
+        let ledger = ledger.as_ref().map(ledger_lines).unwrap_or_default();
+        for line in human_show(&view, &lead).into_iter().chain(ledger) {
             if out.is_closed() {
                 break;
             }
@@ -530,6 +570,55 @@ fn timeline(journal: &Journal, session: &str, json: bool, home: &str) -> Result<
     }
     out.flush().context("writing output")?;
     Ok(())
+}
+
+/// The ledger section of the table: one row per member and the Team's total — model calls,
+/// prompt / cached / completion tokens, cost (`-`: no price for its model).
+fn ledger_lines(ledger: &Ledger) -> Vec<String> {
+    let mut lines = vec![
+        String::new(),
+        format!(
+            "ledger (prices as of {}; [prices] in the configuration overrides them):",
+            ledger.prices_as_of
+        ),
+    ];
+    let mut rows = vec![
+        [
+            "NAME",
+            "CALLS",
+            "PROMPT",
+            "CACHED",
+            "COMPLETION",
+            "TOKENS",
+            "COST",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    let row = |name: String, u: &UsageTotals, cost: Option<f64>| {
+        vec![
+            name,
+            u.model_calls.to_string(),
+            u.prompt_tokens.to_string(),
+            u.cached_tokens.to_string(),
+            u.completion_tokens.to_string(),
+            u.tokens.to_string(),
+            cost.map_or_else(|| "-".to_owned(), |c| format!("${c:.4}")),
+        ]
+    };
+    for member in &ledger.members {
+        rows.push(row(cell(&member.name), &member.usage, member.cost_usd));
+    }
+    rows.push(row("(team)".to_owned(), &ledger.usage, ledger.cost_usd));
+    lines.extend(align_columns(&rows).into_iter().map(|l| format!("  {l}")));
+    if !ledger.unpriced_models.is_empty() {
+        lines.push(format!(
+            "  no price for: {} (add [prices] \"<model>\" = {{input, output, cached}}, USD per \
+             million tokens)",
+            cell(&ledger.unpriced_models.join(", "))
+        ));
+    }
+    lines
 }
 
 /// Indents table rows by two spaces and puts each row's notes under it.

@@ -18,6 +18,7 @@ mod config;
 mod demo;
 mod instructions;
 mod layering;
+mod ledger;
 mod local;
 mod mcp;
 mod models;

@@ -400,7 +400,8 @@ fn a_headless_browser_follows_a_team_live_without_reloading() {
 /// What a person sees on the board (a real Chromium): a blocked task and a write-scope
 /// overlap have different marks (they shared one ⚠), the overlap is on both tasks it concerns
 /// (the task in progress and the pending one), a Team without teammates is not "no team" in
-/// the picker, and a long model path gets line-break chances between its parts.
+/// the picker, a long model path gets line-break chances between its parts, and the Ledger
+/// section shows what each member spent (a screenshot is saved: `web-panel-ledger.png`).
 #[test]
 fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
     let Some((e2e, chromium)) = browser_or_skip() else {
@@ -446,22 +447,25 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
     );
     let lead = run(
         r#"{"agents": {"lead": [
-          {"tool_calls": [{"name": "team_task_create", "arguments": {"subject": "Fix counting", "description": "d", "write_scopes": ["wordstats/counting.py"]}}]},
+          {"tool_calls": [{"name": "team_task_create", "arguments": {"subject": "Fix counting", "description": "d", "write_scopes": ["wordstats/counting.py"]}}], "usage": {"prompt_tokens": 100, "completion_tokens": 10, "cached_tokens": 30}},
           {"tool_calls": [{"name": "team_task_create", "arguments": {"subject": "Extend", "description": "d", "blocked_by": ["task-1"], "write_scopes": ["wordstats"]}}]},
           {"tool_calls": [{"name": "team_task_create", "arguments": {"subject": "Docs", "description": "d", "write_scopes": ["docs"]}}]},
           {"tool_calls": [{"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 1, "action": "claim"}}]},
-          {"text": "task-1 is in progress"}
+          {"text": "task-1 is in progress", "usage": {"prompt_tokens": 50, "completion_tokens": 5}}
         ]}}"#,
         true,
         "plan alone",
     );
     let (_web, url) = start_web(&home);
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-panel-ledger.png");
+    let _ = std::fs::remove_file(&screenshot);
     let out = Command::new("node")
         .arg("marks.mjs")
         .current_dir(&e2e)
         .env("PANEL_URL", &url)
         .env("SESSION_ID", &lead)
         .env("CHROMIUM", &chromium)
+        .env("SCREENSHOT", &screenshot)
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -518,6 +522,33 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
         "{model}"
     );
     assert!(model["breaks"].as_u64().unwrap() >= 3, "{model}");
+    // The Ledger section: the Lead's five answers with the usage their steps recorded (a
+    // scripted model has no built-in price).
+    let ledger = &seen["ledger"];
+    assert_eq!(
+        ledger[0],
+        json!(["member", "calls", "in", "cached", "out", "tokens", "cost"])
+    );
+    assert_eq!(
+        ledger[1],
+        json!(["lead", "5", "150", "30", "15", "165", "-"])
+    );
+    assert_eq!(
+        ledger[2],
+        json!(["team", "5", "150", "30", "15", "165", "-"])
+    );
+    assert!(
+        seen["ledgerNote"]
+            .as_str()
+            .unwrap()
+            .contains("No price for: script"),
+        "{seen}"
+    );
+    assert!(
+        screenshot.is_file(),
+        "no screenshot at {}",
+        screenshot.display()
+    );
 }
 
 /// The timeline slider (a real Chromium, the keyboard on the slider): at the demo's first Team

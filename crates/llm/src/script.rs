@@ -3,7 +3,12 @@
 //! File format: `{"agents": {"<member name>": [<step>, …]}}`. A step is
 //! `{"text": "…"}` (a final answer) or `{"tool_calls": [{"name": "…", "arguments": {…}}]}`;
 //! a step may also carry both (`text` then accompanies the tool calls) and an optional
-//! `"reasoning": "…"`. Unknown keys are refused, so a typo does not silently change a demo.
+//! `"reasoning": "…"`, and an optional `"usage": {"prompt_tokens": N, "completion_tokens": N,
+//! "cached_tokens": N}` (each count optional, 0 when absent; `cached_tokens` is the part of
+//! `prompt_tokens` served from the provider's prompt cache) that the answer reports as the
+//! server's usage, so demos and tests have real numbers for the ledger and the budgets. A step
+//! without `usage` reports none. Unknown keys are refused, so a typo does not silently change
+//! a demo.
 //!
 //! Every model call of a member takes that member's next step. The cursor is shared by every
 //! [`ScriptedAgent`] of the same member (all turns advance one script) and can be moved for a
@@ -28,6 +33,7 @@ use crate::error::LlmError;
 use crate::provider::{BoxFuture, ModelProvider, StreamObserver};
 use crate::types::{
     AssistantMessage, Attempt, ChatRequest, FinishReason, ModelResponse, StreamEvent, ToolCall,
+    Usage,
 };
 
 /// The largest script file [`ScriptedProvider::load`] reads (16 MiB): far above any real
@@ -52,8 +58,15 @@ struct ScriptInner {
 
 #[derive(Debug)]
 struct AgentScript {
-    steps: Vec<AssistantMessage>,
+    steps: Vec<ScriptStep>,
     cursor: Mutex<usize>,
+}
+
+/// One scripted answer and the usage it reports.
+#[derive(Debug, Clone)]
+struct ScriptStep {
+    message: AssistantMessage,
+    usage: Option<Usage>,
 }
 
 impl AgentScript {
@@ -232,22 +245,22 @@ impl ScriptedProvider {
     }
 }
 
-fn parse_step(
-    agent: &str,
-    step: &Value,
-    call_number: &mut usize,
-) -> Result<AssistantMessage, String> {
+fn parse_step(agent: &str, step: &Value, call_number: &mut usize) -> Result<ScriptStep, String> {
     let Some(object) = step.as_object() else {
         return Err("a step must be an object {\"text\": …} or {\"tool_calls\": […]}".to_owned());
     };
     if let Some(key) = object
         .keys()
-        .find(|key| !matches!(key.as_str(), "text" | "tool_calls" | "reasoning"))
+        .find(|key| !matches!(key.as_str(), "text" | "tool_calls" | "reasoning" | "usage"))
     {
         return Err(format!(
-            "unknown key `{key}` (a step has \"text\", \"tool_calls\" and optionally \"reasoning\")"
+            "unknown key `{key}` (a step has \"text\", \"tool_calls\" and optionally \"reasoning\" and \"usage\")"
         ));
     }
+    let usage = match object.get("usage") {
+        None => None,
+        Some(value) => Some(parse_usage(value)?),
+    };
     let text = match object.get("text") {
         None => None,
         Some(Value::String(text)) => Some(text.clone()),
@@ -297,11 +310,50 @@ fn parse_step(
     if text.is_none() && tool_calls.is_empty() {
         return Err("a step needs \"text\" or \"tool_calls\"".to_owned());
     }
-    Ok(AssistantMessage {
-        content: text,
-        reasoning_content: reasoning,
-        tool_calls,
+    Ok(ScriptStep {
+        message: AssistantMessage {
+            content: text,
+            reasoning_content: reasoning,
+            tool_calls,
+        },
+        usage,
     })
+}
+
+/// A step's `usage`: an object of non-negative integer counts, each optional.
+fn parse_usage(value: &Value) -> Result<Usage, String> {
+    let Some(object) = value.as_object() else {
+        return Err(
+            "\"usage\" must be an object {\"prompt_tokens\", \"completion_tokens\", \"cached_tokens\"}"
+                .to_owned(),
+        );
+    };
+    let mut usage = Usage::default();
+    for (key, count) in object {
+        let Some(count) = count.as_u64() else {
+            return Err(format!(
+                "usage.{key} must be a non-negative integer (a count of tokens)"
+            ));
+        };
+        match key.as_str() {
+            "prompt_tokens" => usage.prompt_tokens = count,
+            "completion_tokens" => usage.completion_tokens = count,
+            "cached_tokens" => usage.cached_tokens = count,
+            _ => {
+                return Err(format!(
+                    "usage: unknown key `{key}` (a usage has \"prompt_tokens\", \"completion_tokens\" and \"cached_tokens\")"
+                ));
+            }
+        }
+    }
+    if usage.cached_tokens > usage.prompt_tokens {
+        return Err(format!(
+            "usage.cached_tokens ({}) cannot exceed usage.prompt_tokens ({}): cached tokens are part of the prompt",
+            usage.cached_tokens, usage.prompt_tokens
+        ));
+    }
+    usage.total_tokens = usage.prompt_tokens.saturating_add(usage.completion_tokens);
+    Ok(usage)
 }
 
 /// One member's view of a script; implements [`ModelProvider`]. Its cursor is shared with every
@@ -328,7 +380,7 @@ impl ScriptedAgent {
         })
     }
 
-    fn next_step(&self) -> Result<AssistantMessage, LlmError> {
+    fn next_step(&self) -> Result<ScriptStep, LlmError> {
         let script = self.script()?;
         let mut cursor = script.cursor();
         let Some(step) = script.steps.get(*cursor) else {
@@ -366,7 +418,7 @@ impl ModelProvider for ScriptedAgent {
                     () = cancel.cancelled() => return Err(LlmError::Cancelled),
                 }
             }
-            let message = self.next_step()?;
+            let ScriptStep { message, usage } = self.next_step()?;
             observer.on_event(StreamEvent::AttemptStarted { attempt: 1 });
             if let Some(reasoning) = &message.reasoning_content {
                 observer.on_event(StreamEvent::ReasoningDelta {
@@ -391,7 +443,7 @@ impl ModelProvider for ScriptedAgent {
             };
             Ok(ModelResponse {
                 message,
-                usage: None,
+                usage,
                 finish_reason: Some(finish_reason),
                 model: Some("script".to_owned()),
                 attempts: vec![Attempt {

@@ -172,6 +172,11 @@ pub const STABLE_CODES: &[StableCode] = &[
         "session",
         "A tool call a stop cut may or may not have taken effect: check before repeating it.",
     ),
+    c(
+        "TEAM_BUDGET_EXCEEDED",
+        "session",
+        "The Team's --budget-tokens or --budget-usd is spent: new model calls are refused and the run stops, resumable with a higher budget.",
+    ),
     // llm
     c(
         "LLM_CONFIG",

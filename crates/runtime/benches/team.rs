@@ -61,6 +61,7 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
             approval: troupe_session::approval::ApprovalPolicy::default(),
+            ledger: Default::default(),
         },
     )
 }

@@ -77,6 +77,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
             approval: troupe_session::approval::ApprovalPolicy::default(),
+            ledger: Default::default(),
         },
     );
     let lead = rt

@@ -26,7 +26,8 @@ use troupe_llm::{
     StreamEvent, StreamObserver, ToolCall, ToolSpec, TruncatedCall,
 };
 use troupe_protocol::{
-    ErrorCode, Event, EventDraft, MessageId, SessionId, UserMessage, event_types as ty, sync::lock,
+    ErrorCode, Event, EventDraft, MessageId, MessageSource, SessionId, UserMessage,
+    event_types as ty, sync::lock,
 };
 use troupe_tools::{
     EscalationRequest, ProcessInfo, ProcessObserver, SeenObserver, ToolContext, ToolError,
@@ -35,6 +36,7 @@ use troupe_tools::{
 
 use crate::approval::{Approvals, Waited};
 use crate::error::RuntimeError;
+use crate::ledger::{LiveLedger, budget_abort_cause};
 use crate::record::to_value;
 use troupe_approval::new_request_id;
 use troupe_session::Transcript;
@@ -46,6 +48,7 @@ use troupe_session::events::{
     StepMark, ToolCallRecord, ToolProcessRecord, ToolResultRecord, TurnEnd, TurnEndReason,
     TurnStart,
 };
+use troupe_session::ledger::{BUDGET_NOTICE_SOURCE, price_key};
 
 /// Whether an agent is working (REFERENCE b.2): `running` while a turn is active or waking
 /// inbox work was accepted and not yet claimed; `idle` otherwise.
@@ -224,6 +227,9 @@ pub struct AgentSetup {
     /// reports — tool results, model errors, progress — so they never reach the log or the
     /// model. Empty strings are ignored.
     pub secrets: Vec<String>,
+    /// The runtime's live ledger and budget (see [`crate::ledger`]): every recorded answer
+    /// is counted in it, and a step's model call is refused once the budget is spent.
+    pub ledger: Arc<LiveLedger>,
     /// The runtime's approvals: with [`ApprovalMode::OnRequest`], a `bash` call with
     /// `escalate: true` asks the user and waits (see [`crate::approval`]); with
     /// [`ApprovalMode::Never`] the tool refuses it (`APPROVAL_DISABLED`).
@@ -732,6 +738,8 @@ async fn drive(inner: Arc<Inner>) {
             }
             st.should_run()
         };
+        // A spent budget opens no new turn (the run settles; a resume continues).
+        let run = run && !inner.setup.ledger.is_exceeded();
         if run {
             inner.set_status(AgentStatus::Running);
             if let Err(e) = run_turn(&inner).await {
@@ -801,13 +809,19 @@ fn open_turn(inner: &Inner, cancel: &CancellationToken) -> Result<Option<u64>, R
 }
 
 /// One step: the request (recorded and flushed), the model call, the answer, then each of its
-/// tool calls in order, then `step/end`.
+/// tool calls in order, then `step/end`. A spent budget refuses the step's model call before
+/// anything of the step is recorded: the turn ends `aborted` with reason `{"kind":"budget",
+/// "code":"TEAM_BUDGET_EXCEEDED","message"}` (see [`crate::ledger`]).
 async fn run_step(
     inner: &Arc<Inner>,
     cancel: &CancellationToken,
     turn: u64,
     step: u64,
 ) -> Result<StepEnd, RuntimeError> {
+    if let Err(message) = inner.setup.ledger.check() {
+        lock(&inner.state).abort_cause = Some(budget_abort_cause(&message));
+        return Ok(StepEnd::Turn(Outcome::Aborted));
+    }
     let request = match start_step(inner, turn, step)? {
         Ok(request) => request,
         Err(e) => return Ok(StepEnd::Turn(Outcome::Failed(e))),
@@ -956,12 +970,42 @@ fn record_answer(
             vec![EventDraft::new(ty::ASSISTANT_MESSAGE, to_value(&rec))],
         )?;
     }
+    inner.setup.ledger.record(
+        &inner.id,
+        &price_key(&inner.setup.model),
+        response.usage.as_ref(),
+    );
     inner.progress(Progress::ModelAnswered {
         tokens_in: response.usage.as_ref().map_or(0, |u| u.prompt_tokens),
         tokens_out: response.usage.as_ref().map_or(0, |u| u.completion_tokens),
         tool_calls: calls.len(),
     });
     Ok((calls, cut))
+}
+
+/// Gives the Lead `lead` the budget notice once it is due (see the module docs): waits for
+/// it, then injects it (claimed at the Lead's next step, non-waking). Runs until the notice
+/// was delivered or the Lead is gone; spawn it for the run. A ledger without a budget never
+/// makes one due.
+pub async fn deliver_budget_notice(ledger: Arc<LiveLedger>, lead: Agent) {
+    let text = ledger.take_notice().await;
+    inject_budget_notice(&lead, text).await;
+}
+
+/// Gives the Lead `lead` the budget notice now if it is due and was not taken yet (see
+/// [`deliver_budget_notice`]): a run calls it before it shuts down, so a notice that became
+/// due is durable in the Lead's log whatever the delivering task managed.
+pub async fn give_due_budget_notice(ledger: &LiveLedger, lead: &Agent) {
+    if let Some(text) = ledger.take_due_notice() {
+        inject_budget_notice(lead, text).await;
+    }
+}
+
+async fn inject_budget_notice(lead: &Agent, text: String) {
+    let notice = UserMessage::text(text, MessageSource::kind(BUDGET_NOTICE_SOURCE));
+    if let Err(e) = lead.inject(notice).await {
+        tracing::warn!(error = %e, "the budget notice could not be given to the Lead");
+    }
 }
 
 /// Answers a call the output token limit cut: it never runs (no `tool/call`, which means

@@ -25,6 +25,7 @@ use troupe_team::{
 
 use crate::teammate::{parent_problem, teammate_problem};
 use troupe_session::events::{AgentConfigRecord, TurnEndReason};
+use troupe_session::ledger::{Ledger, Prices, SessionUsage};
 use troupe_session::{InvalidEvent, SessionRole, is_team_session};
 use troupe_session::{Transcript, TranscriptStats};
 
@@ -772,6 +773,43 @@ impl LeadLog {
         models
     }
 
+    /// The usage each member's session log recorded ([`SessionUsage`]: its own answers'
+    /// `usage` per model, and for the Lead whether it was given the budget notice), the Lead
+    /// first, then every teammate in first-provisioning order: (name, session, the fold, or the
+    /// read's error as text when the log cannot be read — a `provisioning` or `failed` teammate
+    /// may have none). A selective scan of each log (no lock; an unfinished last line is not
+    /// read).
+    pub fn member_usage(
+        &self,
+        journal: &Journal,
+    ) -> Vec<(String, SessionId, Result<SessionUsage, String>)> {
+        self.show(false)
+            .members
+            .into_iter()
+            .map(|row| {
+                let usage = session_usage(journal, &row.member.id);
+                (row.member.name, row.member.id, usage)
+            })
+            .collect()
+    }
+
+    /// The Team's ledger at `prices` ([`Ledger::fold`] of [`LeadLog::member_usage`]): a
+    /// member whose log cannot be read counts nothing.
+    pub fn ledger(&self, journal: &Journal, prices: &Prices) -> Ledger {
+        let usage = self.member_usage(journal);
+        let empty = SessionUsage::default();
+        Ledger::fold(
+            usage.iter().map(|(name, id, usage)| {
+                (
+                    name.clone(),
+                    id.clone(),
+                    usage.as_ref().unwrap_or(&empty).by_model(),
+                )
+            }),
+            prices,
+        )
+    }
+
     /// What `troupe team verify` checks beyond the fold, in order: the Lead's own log replays
     /// as `troupe resume` replays it (every runtime event's payload decoded into the model
     /// history, the inbox and the turns: from the one pass of [`LeadRead::Verify`], or — for a
@@ -784,6 +822,31 @@ impl LeadLog {
         };
         replayed.or_else(|| check_teammates(journal, self))
     }
+}
+
+/// The usage session `id`'s log recorded ([`SessionUsage`]), read with a selective scan of
+/// the types it folds (its seed, the parent's events, is not counted).
+fn session_usage(journal: &Journal, id: &SessionId) -> Result<SessionUsage, String> {
+    let mut events = Vec::new();
+    let summary = journal
+        .read_selected_each(
+            id,
+            LineCheck::Prefix,
+            &SessionUsage::reads,
+            &mut |selected| match selected {
+                Selected::Line(_) => LineUse::NeedEvent,
+                Selected::Event(event) => {
+                    events.push(event);
+                    LineUse::Used
+                }
+            },
+        )
+        .map_err(|e| error_chain(&e))?;
+    let mut usage = SessionUsage::new(summary.header.seed_len());
+    for event in &events {
+        usage.apply(event);
+    }
+    Ok(usage)
 }
 
 /// Replays the Lead's own log as `troupe resume` does, in a second, streamed read (see
@@ -916,6 +979,9 @@ pub struct TeamReport {
     pub pending: usize,
     /// Set when the Lead log could not be folded (the report is then empty).
     pub problem: Option<TeamReportProblem>,
+    /// The Team's ledger ([`LeadLog::ledger`]), folded from every member's log (`None` when
+    /// the Lead log could not be folded).
+    pub ledger: Option<Ledger>,
 }
 
 impl TeamReport {
@@ -924,12 +990,13 @@ impl TeamReport {
     /// is a server (its answers should carry usage) rather than a script. A log that cannot be
     /// folded gives an empty report with its [`TeamReport::problem`]; a teammate's session that
     /// cannot be read or replayed has no statistics, and an `active` one is listed in
-    /// [`TeamReport::unreadable`].
+    /// [`TeamReport::unreadable`]. The ledger is priced at `prices`.
     pub fn read(
         journal: &Journal,
         lead: &SessionId,
         lead_stats: (TranscriptStats, usize),
         server: bool,
+        prices: &Prices,
     ) -> Self {
         let mut report = Self {
             members: Vec::new(),
@@ -940,6 +1007,7 @@ impl TeamReport {
             delivered: 0,
             pending: 0,
             problem: None,
+            ledger: None,
         };
         let folded = match LeadLog::read(journal, lead, LeadRead::Team) {
             Ok(folded) => folded,
@@ -1005,6 +1073,7 @@ impl TeamReport {
         report.sent = folded.state.messages().len();
         report.pending = folded.state.pending_messages().count();
         report.delivered = report.sent - report.pending;
+        report.ledger = Some(folded.ledger(journal, prices));
         report
     }
 

@@ -19,6 +19,9 @@
 //! - [`user_mail`]: messages from the user to a Team (`troupe send`), through the Team's
 //!   mailbox: [`crate::team::TeamService::user_send`] in the running process, [`append_user_message`] to a
 //!   stopped Team.
+//! - [`ledger`]: the live ledger of a run ([`ledger::LiveLedger`]: every member's usage as it
+//!   is recorded, priced) and the Team's budget (a spent budget refuses new model calls with
+//!   `TEAM_BUDGET_EXCEEDED`; the Lead gets one notice at 80 %: [`deliver_budget_notice`]).
 //! - [`LogFailure`]: every agent whose session log failed, collected by the runtime (DESIGN
 //!   decision 11: every member's failure is the run's failure).
 //!
@@ -56,6 +59,7 @@ mod control;
 mod error;
 pub mod instructions;
 mod lead_log;
+pub mod ledger;
 mod outcome;
 mod prompt;
 mod record;
@@ -71,7 +75,7 @@ pub mod user_mail;
 pub use agent::{
     APPROVAL_DENIED, APPROVAL_TIMED_OUT, Agent, AgentProgress, AgentSetup, AgentStatus,
     ChunkPolicy, MAX_TRUNCATED_REPLIES_IN_A_ROW, Progress, SUMMARY_MAX_CHARS,
-    TOOL_ARGUMENTS_TRUNCATED,
+    TOOL_ARGUMENTS_TRUNCATED, deliver_budget_notice, give_due_budget_notice,
 };
 pub use control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 pub use error::RuntimeError;

@@ -6,15 +6,18 @@
 //! 1. **A session log failed** ([`RunStatus::LogFailed`], `JOURNAL_FAILED`): any member's, the
 //!    Lead's included (DESIGN decision 11: every member's failure is the run's failure) —
 //!    whatever the Lead answered: work that could not be recorded was not done durably.
-//! 2. **The Lead answered** ([`RunStatus::Answered`]): its last turn ran in this run and
+//! 2. **The Team's budget is spent** ([`RunStatus::BudgetExceeded`], `TEAM_BUDGET_EXCEEDED`):
+//!    a model call of this run was refused by the budget (see [`crate::ledger`]) and no signal
+//!    stopped the run. The session is resumable: a resume with a higher budget continues.
+//! 3. **The Lead answered** ([`RunStatus::Answered`]): its last turn ran in this run and
 //!    completed, or a resume found nothing to run — and no signal stopped the run. The run
 //!    still failed when an active teammate's session log cannot be read (damaged or missing:
 //!    its work cannot go on; `JOURNAL_CORRUPT` or the read's own code), or else when a
 //!    teammate's last turn failed and the Lead did not recover it (`TEAMMATE_FAILED`), or else
 //!    when the command's own check of the result failed.
-//! 3. **The Lead's turn failed** ([`RunStatus::LeadFailed`]): its last turn ran in this run and
+//! 4. **The Lead's turn failed** ([`RunStatus::LeadFailed`]): its last turn ran in this run and
 //!    ended failed, with no signal.
-//! 4. **Interrupted** ([`RunStatus::Interrupted`]): a signal, a shutdown, or a turn that never
+//! 5. **Interrupted** ([`RunStatus::Interrupted`]): a signal, a shutdown, or a turn that never
 //!    ran — even when the Lead had already answered and only teammates were still working.
 //!    The session is resumable.
 //!
@@ -56,6 +59,9 @@ pub struct RunEnd<'a> {
     pub check_failure: Option<(&'static str, &'a str)>,
     /// The run's model provider (whether the Lead can take a new instruction).
     pub models: &'a ProviderFactory,
+    /// The first model call the Team's budget refused in this run: its message
+    /// ([`crate::ledger::LiveLedger::refused`]).
+    pub budget_refused: Option<&'a str>,
 }
 
 /// How a run ended (see the module docs), with what the report of it shows.
@@ -87,6 +93,12 @@ pub enum RunStatus {
         failure: Option<RunFailure>,
         /// Set when a resume ran nothing for the Lead and no turn of it ran.
         idle: Option<Idle>,
+    },
+    /// The Team's budget refused a model call: `TEAM_BUDGET_EXCEEDED`. Resumable with a
+    /// higher budget.
+    BudgetExceeded {
+        /// Which budget, and what was used.
+        message: String,
     },
     /// The Lead's last turn failed.
     LeadFailed {
@@ -190,7 +202,8 @@ impl RunStatus {
             | RunStatus::Answered {
                 failure: Some(_), ..
             }
-            | RunStatus::LeadFailed { .. } => "failed",
+            | RunStatus::LeadFailed { .. }
+            | RunStatus::BudgetExceeded { .. } => "failed",
             RunStatus::Interrupted => "interrupted",
         }
     }
@@ -257,6 +270,13 @@ fn classify_status(end: &RunEnd<'_>) -> RunStatus {
     }
     if !failures.is_empty() {
         return RunStatus::LogFailed { failures };
+    }
+    if let Some(message) = end.budget_refused
+        && !end.interrupted
+    {
+        return RunStatus::BudgetExceeded {
+            message: message.to_owned(),
+        };
     }
     let last_turn = t.last_turn();
     let last_end = t.last_turn_end();

@@ -401,6 +401,11 @@ fn unfinished(t: &Transcript) -> Option<String> {
     }
     match t.last_turn_end() {
         Some(TurnEndReason::Interrupted) => Some(STOPPED.to_owned()),
+        Some(TurnEndReason::Aborted { reason }) if reason["kind"] == "budget" => Some(format!(
+            "the Team's budget stopped it ({}: {})",
+            reason["code"].as_str().unwrap_or("TEAM_BUDGET_EXCEEDED"),
+            reason["message"].as_str().unwrap_or("the budget is spent")
+        )),
         Some(TurnEndReason::Aborted { .. }) => Some("it was interrupted".to_owned()),
         Some(TurnEndReason::Failed { code, message }) => {
             Some(format!("it failed ({code}: {message})"))

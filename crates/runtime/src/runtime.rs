@@ -31,6 +31,7 @@ use crate::agent::{
 use crate::approval::{Approvals, Waited};
 use crate::control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 use crate::error::RuntimeError;
+use crate::ledger::LiveLedger;
 use crate::prompt::{TeamRole, default_system_prompt, team_policy};
 use crate::record::to_value;
 use crate::recovery::{Resolver, TeamLinks, needs_team_links};
@@ -132,6 +133,10 @@ pub struct RuntimeOptions {
     /// `escalate` and asks the user (see [`troupe_approval`]). Requests a crash left pending
     /// are asked again by the resume whatever the mode.
     pub approval: ApprovalPolicy,
+    /// The live ledger and budget every agent of this runtime counts in and is held to
+    /// ([`crate::ledger`]); the front end seeds it from the logs on a resume. Default: no
+    /// budget, the built-in prices, nothing counted yet.
+    pub ledger: Arc<LiveLedger>,
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -767,6 +772,7 @@ impl Runtime {
             progress: self.inner.progress.clone(),
             secrets: self.inner.options.secrets.clone(),
             approvals: Arc::clone(&self.inner.approvals),
+            ledger: Arc::clone(&self.inner.options.ledger),
         })
     }
 

@@ -187,17 +187,69 @@ impl From<ToolCall> for WireToolCall {
 }
 
 /// Token counts reported by the server. Missing fields read as 0 (`usage: {}` is accepted).
+///
+/// `cached_tokens` is the part of `prompt_tokens` the provider served from its prompt cache
+/// (billed at the cached price, see `troupe_session::ledger`). It is read from any of the
+/// names servers use: Troupe's own `cached_tokens` (what the log records, only when not 0),
+/// OpenAI's `prompt_tokens_details.cached_tokens`, DeepSeek's `prompt_cache_hit_tokens`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "WireUsage")]
 pub struct Usage {
-    /// Tokens in the prompt (the request's messages and tools).
-    #[serde(default, deserialize_with = "lenient_u64")]
+    /// Tokens in the prompt (the request's messages and tools), cached ones included.
     pub prompt_tokens: u64,
     /// Tokens the model generated (reasoning included).
-    #[serde(default, deserialize_with = "lenient_u64")]
     pub completion_tokens: u64,
     /// Total tokens; servers that omit it read as 0, see [`Usage::total`].
-    #[serde(default, deserialize_with = "lenient_u64")]
     pub total_tokens: u64,
+    /// Of `prompt_tokens`, those served from the provider's prompt cache (0: none reported).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_tokens: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
+}
+
+/// What a server (or the log) sends as `usage`, every name [`Usage`] is read from.
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default, deserialize_with = "lenient_u64")]
+    prompt_tokens: u64,
+    #[serde(default, deserialize_with = "lenient_u64")]
+    completion_tokens: u64,
+    #[serde(default, deserialize_with = "lenient_u64")]
+    total_tokens: u64,
+    #[serde(default, deserialize_with = "lenient_u64")]
+    cached_tokens: u64,
+    #[serde(default, deserialize_with = "lenient_u64")]
+    prompt_cache_hit_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<Value>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(wire: WireUsage) -> Self {
+        let details = wire
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|d| d.get("cached_tokens"))
+            .map_or(0, |v| {
+                v.as_u64()
+                    .or_else(|| v.as_f64().map(|f| f.max(0.0) as u64))
+                    .unwrap_or(0)
+            });
+        let cached = [wire.cached_tokens, details, wire.prompt_cache_hit_tokens]
+            .into_iter()
+            .find(|&c| c > 0)
+            .unwrap_or(0);
+        Self {
+            prompt_tokens: wire.prompt_tokens,
+            completion_tokens: wire.completion_tokens,
+            total_tokens: wire.total_tokens,
+            // Cached tokens are part of the prompt: a server that says otherwise is capped.
+            cached_tokens: cached.min(wire.prompt_tokens),
+        }
+    }
 }
 
 impl Usage {

@@ -15,6 +15,8 @@
 //!   flags, hashing files, Landlock).
 //! - [`Transcript`]: the fold of one session log into the model history, the pending inbox,
 //!   the turn/step state, the recovery closers (REFERENCE a.9) and statistics.
+//! - [`ledger`]: the cost ledger (model calls, tokens and cost per member and per Team, folded
+//!   from the recorded usage), prices and budgets.
 //! - [`SessionRole`] / [`RoleProbe`]: a stored session's role (`lead`, `teammate`, `child`,
 //!   `fork`), and [`is_team_session`]: the rules `troupe sessions`, `troupe team` and the web
 //!   panel share.
@@ -36,6 +38,7 @@ pub mod effect;
 mod error;
 pub mod events;
 pub mod instructions;
+pub mod ledger;
 pub mod model;
 mod role;
 pub mod sandbox;

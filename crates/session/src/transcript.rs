@@ -94,7 +94,8 @@ pub enum ContinuationRule {
     /// failed.
     Root,
     /// A teammate, continued by the Team recovery: a turn cut by a stop (`interrupted`, or
-    /// `aborted` by the user or a shutdown). A turn the Lead interrupted on purpose (`aborted`
+    /// `aborted` by the user, a shutdown or the Team's budget — `{"kind":"budget"}`, see
+    /// [`crate::ledger`]). A turn the Lead interrupted on purpose (`aborted`
     /// `{"kind":"parent"}`) or that failed is not (the Lead decides what follows).
     Teammate,
 }
@@ -105,7 +106,10 @@ impl ContinuationRule {
             TurnEndReason::Completed => false,
             TurnEndReason::Interrupted => true,
             TurnEndReason::Aborted { reason } => {
-                self == Self::Root || reason["kind"] == "user" || reason["kind"] == "shutdown"
+                self == Self::Root
+                    || reason["kind"] == "user"
+                    || reason["kind"] == "shutdown"
+                    || reason["kind"] == "budget"
             }
             TurnEndReason::Failed { .. } => self == Self::Root,
         }

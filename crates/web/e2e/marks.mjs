@@ -1,7 +1,9 @@
 // Opens the troupe web panel on one Team in the system's headless Chromium and reports what a
 // person sees, as one JSON line: the session picker's options, each task's icon, state and
-// warnings, and the Lead's model line (with how many line-break chances it has).
-// Env: PANEL_URL, SESSION_ID, CHROMIUM (default /usr/bin/chromium). Exit 1 on a driver error.
+// warnings, the Lead's model line (with how many line-break chances it has) and the Ledger
+// table's rows (cell texts); with SCREENSHOT, a screenshot of the page saved there.
+// Env: PANEL_URL, SESSION_ID, CHROMIUM (default /usr/bin/chromium), SCREENSHOT (optional).
+// Exit 1 on a driver error.
 import { chromium } from "playwright-core";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -35,12 +37,15 @@ try {
         icon: t.querySelector(".icon").textContent,
         warns: [...t.querySelectorAll(".warn")].map((w) => w.textContent),
       })),
+      ledger: [...document.querySelectorAll("#ledger tr")].map((tr) => [...tr.children].map((c) => c.textContent)),
+      ledgerNote: document.getElementById("ledger-note").textContent,
       model: (() => {
         const node = document.querySelector('[data-member="lead"] .model');
         return node ? { text: node.textContent, breaks: node.querySelectorAll("wbr").length } : null;
       })(),
     }))),
   };
+  if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
 } catch (error) {
   report.problems.push(`driver error: ${error.message}`);
 } finally {

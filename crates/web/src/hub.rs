@@ -92,6 +92,9 @@ impl TeamWatcher {
             folded += 1;
             projection.apply_lead(&event);
         });
+        if let Some(header) = follow.lead.header() {
+            projection.set_seed_len(&header.id, header.seed_len());
+        }
         match lead_result {
             Ok(()) => {}
             Err(JournalError::NotFound { .. }) if first => {
@@ -115,6 +118,9 @@ impl TeamWatcher {
                 folded += 1;
                 projection.apply_member(&id, &event);
             });
+            if let Some(header) = follower.header() {
+                projection.set_seed_len(&id, header.seed_len());
+            }
             match result {
                 Ok(()) | Err(JournalError::NotFound { .. }) => {}
                 Err(e) => tracing::warn!(member = %id, error = %e, "a member's log cannot be read"),

@@ -7,8 +7,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
+use serde_json::Value;
 use troupe_protocol::{Event, Seq, SessionId, event_types};
+use troupe_session::chat::Usage;
 use troupe_session::events::AgentConfigRecord;
+use troupe_session::ledger::{Ledger, Prices, SessionUsage, price_key};
 use troupe_team::{
     LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, ScopeOverlap, TaskView, TeamId,
     TeamState,
@@ -50,7 +53,9 @@ pub struct TaskRow {
 /// What the panel shows of a Team (REFERENCE f's wire view, widened with live status and the
 /// full task views). Compared by value: a frame is published only when it changes.
 ///
-/// Wire shape: `{"teamId","members":[MemberRow…],"tasks":[TaskRow…],"failure"?}`; the Lead
+/// Wire shape: `{"teamId","members":[MemberRow…],"tasks":[TaskRow…],"ledger","failure"?}`
+/// (`ledger`: `troupe_session::ledger::Ledger` at the built-in prices, folded from the usage
+/// of every member's answers so far, a fork's seed not counted); the Lead
 /// pseudo-row is first, tasks are the non-deleted ones in creation order (REFERENCE c.11.1:
 /// readiness, blockers, owner, write-scope warnings; plus each task's overlaps).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -62,6 +67,8 @@ pub struct TeamView {
     pub members: Vec<MemberRow>,
     /// Non-deleted tasks in creation order.
     pub tasks: Vec<TaskRow>,
+    /// The Team's ledger (`troupe_session::ledger::Ledger` as JSON).
+    pub ledger: Value,
     /// Set once the Lead log cannot be folded (a fold rule broken: `seq N (type): reason`, or a
     /// damaged file): the rest of the view is the last valid state, and stays so.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -141,6 +148,43 @@ pub struct TeamProjection {
     /// Set when something the view shows may have changed since the last [`Self::take_view`].
     dirty: bool,
     last_lead_seq: Option<Seq>,
+    /// Per session (the Lead's included): what the ledger folds of its log, in order.
+    usage: HashMap<SessionId, Vec<UsageMark>>,
+    /// Per session: how many of its first events are a fork's seed (not its own).
+    seeds: HashMap<SessionId, u64>,
+}
+
+/// One ledger-relevant event of a member's log: its model changed (`agent/config`), or it
+/// recorded an answer with this usage (`assistant/message`).
+#[derive(Debug, Clone)]
+struct UsageMark {
+    seq: u64,
+    model: Option<String>,
+    usage: Option<Usage>,
+}
+
+impl UsageMark {
+    fn of(event: &Event) -> Option<Self> {
+        match event.kind.as_str() {
+            event_types::AGENT_CONFIG => {
+                let config: AgentConfigRecord = serde_json::from_value(event.data.clone()).ok()?;
+                Some(Self {
+                    seq: event.seq.0,
+                    model: Some(price_key(&config.model)),
+                    usage: None,
+                })
+            }
+            event_types::ASSISTANT_MESSAGE => Some(Self {
+                seq: event.seq.0,
+                model: None,
+                usage: event
+                    .data
+                    .get("usage")
+                    .and_then(|u| serde_json::from_value(u.clone()).ok()),
+            }),
+            _ => None,
+        }
+    }
 }
 
 impl TeamProjection {
@@ -154,6 +198,8 @@ impl TeamProjection {
             members: HashMap::new(),
             dirty: true,
             last_lead_seq: None,
+            usage: HashMap::new(),
+            seeds: HashMap::new(),
         }
     }
 
@@ -179,6 +225,8 @@ impl TeamProjection {
         }
         self.last_lead_seq = Some(event.seq);
         self.dirty |= self.lead.apply(event);
+        let lead = self.state.id().lead_id().clone();
+        self.note_usage(&lead, event);
         if !event_types::is_team(&event.kind) {
             return;
         }
@@ -203,6 +251,51 @@ impl TeamProjection {
         }
         let activity = self.members.entry(member.clone()).or_default();
         self.dirty |= activity.apply(event);
+        self.note_usage(member, event);
+    }
+
+    /// Sets how many of the first events of session `id` are a fork's seed (its header's
+    /// `seedLength`): the ledger does not count them.
+    pub fn set_seed_len(&mut self, id: &SessionId, seed_len: u64) {
+        if self.seeds.insert(id.clone(), seed_len) != Some(seed_len) {
+            self.dirty = true;
+        }
+    }
+
+    fn note_usage(&mut self, id: &SessionId, event: &Event) {
+        if let Some(mark) = UsageMark::of(event) {
+            self.dirty |= mark.model.is_none();
+            self.usage.entry(id.clone()).or_default().push(mark);
+        }
+    }
+
+    /// The ledger of `members` (name, session) from the marks seen so far.
+    fn ledger(&self, members: &[(String, SessionId)]) -> Value {
+        let folds: Vec<(String, SessionId, SessionUsage)> = members
+            .iter()
+            .map(|(name, id)| {
+                let seed = self.seeds.get(id).copied().unwrap_or(0);
+                let mut fold = SessionUsage::new(seed);
+                let mut model: Option<String> = None;
+                for mark in self.usage.get(id).into_iter().flatten() {
+                    if mark.seq < seed {
+                        continue;
+                    }
+                    match &mark.model {
+                        Some(m) => model = Some(m.clone()),
+                        None => fold.record(model.as_deref(), mark.usage.as_ref()),
+                    }
+                }
+                (name.clone(), id.clone(), fold)
+            })
+            .collect();
+        let ledger = Ledger::fold(
+            folds
+                .iter()
+                .map(|(name, id, fold)| (name.clone(), id.clone(), fold.by_model())),
+            &Prices::builtin(),
+        );
+        serde_json::to_value(&ledger).unwrap_or(Value::Null)
     }
 
     /// Records whether a process holds the session file of `id` (the Lead or a member).
@@ -270,8 +363,13 @@ impl TeamProjection {
                 phase: member.phase,
             });
         }
+        let named: Vec<(String, SessionId)> = members
+            .iter()
+            .map(|row| (row.member.name.clone(), row.member.id.clone()))
+            .collect();
         TeamView {
             team_id: team.clone(),
+            ledger: self.ledger(&named),
             members,
             tasks: self
                 .state

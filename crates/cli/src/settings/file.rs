@@ -14,10 +14,39 @@ use toml::Spanned;
 use troupe_llm::ToolChoice;
 use troupe_mcp::{ServerConfig, ServerName};
 use troupe_session::approval::ApprovalMode;
+use troupe_session::ledger::Price;
 use troupe_team::{MemberName, TeamLimits};
 use troupe_tools::{NetworkAccess, SandboxMode};
 
 use crate::exit::Failure;
+
+/// `--budget-tokens N` (and `[team] budget_tokens`): a whole number of tokens, 1 or more.
+pub(crate) fn budget_tokens(raw: &str) -> Result<u64, String> {
+    match raw.trim().parse::<i128>() {
+        Ok(n) if n >= 1 && n <= i128::from(u64::MAX) => Ok(n as u64),
+        Ok(n) => Err(format!(
+            "{n} is not a budget: give a whole number of tokens, 1 or more"
+        )),
+        Err(_) => Err(format!(
+            "\"{}\" is not a whole number of tokens",
+            raw.escape_debug()
+        )),
+    }
+}
+
+/// `--budget-usd X` (and `[team] budget_usd`): a finite number of US dollars above 0.
+pub(crate) fn budget_usd(raw: &str) -> Result<f64, String> {
+    match raw.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(x) => Err(format!(
+            "{x} is not a budget: give an amount of US dollars above 0"
+        )),
+        Err(_) => Err(format!(
+            "\"{}\" is not an amount of US dollars",
+            raw.escape_debug()
+        )),
+    }
+}
 
 /// The longest `--approval-timeout` (and `approval_timeout`): one day.
 pub(crate) const MAX_APPROVAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(86_400);
@@ -124,6 +153,12 @@ pub(crate) struct FileValues {
     /// `[mcp_servers.<name>]`: each server checked by `troupe-mcp` (the tables
     /// `--mcp-config FILE` takes), with the position of its table.
     pub(crate) mcp_servers: BTreeMap<ServerName, At<ServerConfig>>,
+    /// `[prices] "<model>" = {input, output, cached}`: USD per million tokens.
+    pub(crate) prices: BTreeMap<String, At<Price>>,
+    /// `[team] budget_tokens`: 1 or more.
+    pub(crate) budget_tokens: Option<At<u64>>,
+    /// `[team] budget_usd`: above 0.
+    pub(crate) budget_usd: Option<At<f64>>,
 }
 
 /// A configuration file found (or looked for).
@@ -153,6 +188,8 @@ struct FileToml {
     /// Checked as `troupe_mcp::McpServers` checks them (a name, then each table with
     /// [`ServerConfig`]'s `Deserialize`), so an error carries the position of its value.
     mcp_servers: Option<BTreeMap<Spanned<ServerName>, Spanned<ServerConfig>>>,
+    /// Checked as [`Price`] (`input`, `output`, optional `cached`; nothing else).
+    prices: Option<BTreeMap<Spanned<String>, Spanned<Price>>>,
 }
 
 #[derive(Deserialize)]
@@ -164,6 +201,8 @@ struct TeamToml {
     max_pending_messages: Option<Spanned<i64>>,
     max_message_bytes: Option<Spanned<i64>>,
     disposal_timeout_ms: Option<Spanned<i64>>,
+    budget_tokens: Option<Spanned<i64>>,
+    budget_usd: Option<Spanned<f64>>,
     models: Option<BTreeMap<Spanned<String>, Spanned<String>>>,
 }
 
@@ -412,6 +451,29 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<FileValues, anyhow::Error
                 },
             );
         }
+        if let Some(v) = team.budget_tokens {
+            let location = at(v.span());
+            let n = *v.get_ref();
+            let tokens = budget_tokens(&n.to_string())
+                .map_err(|e| anyhow!("{location}: team.budget_tokens = {n}: {e}"))?;
+            values.budget_tokens = Some(At {
+                value: tokens,
+                at: location,
+            });
+        }
+        if let Some(v) = team.budget_usd {
+            let location = at(v.span());
+            let x = *v.get_ref();
+            if !(x.is_finite() && x > 0.0) {
+                return Err(anyhow!(
+                    "{location}: team.budget_usd = {x}: give an amount of US dollars above 0"
+                ));
+            }
+            values.budget_usd = Some(At {
+                value: x,
+                at: location,
+            });
+        }
         for (name, model) in team.models.unwrap_or_default() {
             let name_at = at(name.span());
             let name = name.into_inner();
@@ -425,6 +487,27 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<FileValues, anyhow::Error
             let model = string(model, &format!("team.models.{name}"))?;
             values.team_models.insert(name, model);
         }
+    }
+    for (name, price) in raw.prices.unwrap_or_default() {
+        let location = at(price.span());
+        let name = name.into_inner();
+        if name.trim().is_empty() {
+            return Err(anyhow!("{location}: prices: a model name is empty"));
+        }
+        let price = price.into_inner();
+        if let Some(problem) = price.problem() {
+            return Err(anyhow!(
+                "{location}: prices.\"{}\": {problem}",
+                name.escape_debug()
+            ));
+        }
+        values.prices.insert(
+            name,
+            At {
+                value: price,
+                at: location,
+            },
+        );
     }
     for (name, server) in raw.mcp_servers.unwrap_or_default() {
         let location = at(server.span());

@@ -17,7 +17,9 @@
 //! | `store`, `replicas` (the user's file only) | `--store` (and `$TROUPE_STORE`), `--replicas` |
 //! | `[team] teammate_model` | `--teammate-model` |
 //! | `[team] max_members`, `max_tasks`, `max_pending_messages`, `max_message_bytes`, `disposal_timeout_ms` | the limit flags |
+//! | `[team] budget_tokens` (1 or more), `budget_usd` (above 0) | `--budget-tokens`, `--budget-usd` |
 //! | `[team.models] <name> = "M"` | — (a teammate's model by name; wins over `teammate_model`) |
+//! | `[prices] "<model>" = {input, output, cached}` | — (USD per million tokens; over the built-in prices) |
 //! | `[mcp_servers.<name>]` | `--mcp-config FILE` (its servers *replace* the files' servers) |
 //!
 //! `store` (a `nats://…` URL; the JSONL files are the home's, chosen with `--home`) and
@@ -30,6 +32,11 @@
 //! the run outright — the files' are not started, as `--model` takes no `base_url` from a
 //! file — so an empty FILE runs without any; `troupe resume --mcp-config FILE` replaces the
 //! recorded servers the same way.
+//!
+//! `[prices]` merge by model name (a project's price replaces a user's), over the built-in
+//! ones (`troupe_session::ledger::BUILTIN_PRICES`); every command that prices usage reads
+//! them (`run`, `resume`, `demo`, `team show`), as `troupe resume` reads the budget keys when
+//! no budget flag is given: neither is recorded in the session.
 //!
 //! Apart from `store` and `replicas`, the files configure *new* sessions (`troupe run`, and
 //! what `troupe config` shows): a
@@ -51,10 +58,11 @@ use troupe_llm::{LlmError, ModelFlags, ModelSpec, ModelSpecExt, ToolChoice};
 use troupe_mcp::{McpServers, ServerConfig, ServerName};
 use troupe_session::approval::{ApprovalMode, ApprovalPolicy};
 use troupe_session::events::TeammateModels;
+use troupe_session::ledger::{Budget, Price, Prices};
 use troupe_team::TeamLimits;
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
 
-pub(crate) use file::{LIMIT_KEYS, Location, Scope, approval_timeout};
+pub(crate) use file::{LIMIT_KEYS, Location, Scope, approval_timeout, budget_tokens, budget_usd};
 
 use crate::exit::Failure;
 use file::{At, ConfigFile};
@@ -127,6 +135,8 @@ pub(crate) struct FlagValues {
     pub(crate) mcp_config: Option<(PathBuf, McpServers)>,
     pub(crate) approval: Option<ApprovalMode>,
     pub(crate) approval_timeout: Option<std::time::Duration>,
+    pub(crate) budget_tokens: Option<u64>,
+    pub(crate) budget_usd: Option<f64>,
 }
 
 /// Where the two configuration files of a run of the home `home` in `workspace` are.
@@ -216,6 +226,10 @@ pub(crate) struct Settings {
     /// Whether any source named MCP servers (`--mcp-config`, even an empty file, or a file's
     /// `[mcp_servers.<name>]`): a session records them only then.
     mcp_named: bool,
+    /// `[prices]` by model name (a project's replaces a user's of the same name).
+    pub(crate) prices: BTreeMap<String, Sourced<Price>>,
+    pub(crate) budget_tokens: Option<Sourced<u64>>,
+    pub(crate) budget_usd: Option<Sourced<f64>>,
 }
 
 impl Settings {
@@ -329,6 +343,8 @@ impl Settings {
             value: default_approval.timeout(),
             source: Source::Default,
         });
+        let budget_tokens = pick!(flags.budget_tokens, "--budget-tokens", budget_tokens);
+        let budget_usd = pick!(flags.budget_usd, "--budget-usd", budget_usd);
         let defaults = serde_json::to_value(TeamLimits::default()).unwrap_or_default();
         let limits = LIMIT_KEYS
             .into_iter()
@@ -356,7 +372,11 @@ impl Settings {
         // Tables by name: the user's first, the project's replacing them.
         let mut team_models = BTreeMap::new();
         let mut mcp_servers = BTreeMap::new();
+        let mut prices = BTreeMap::new();
         for (scope, values) in layers.into_iter().rev() {
+            for (name, price) in values.prices {
+                prices.insert(name, Sourced::from_file(price, scope));
+            }
             for (name, model) in values.team_models {
                 team_models.insert(name, Sourced::from_file(model, scope));
             }
@@ -397,7 +417,59 @@ impl Settings {
             limits,
             mcp_servers,
             mcp_named,
+            prices,
+            budget_tokens,
+            budget_usd,
         }
+    }
+
+    /// The prices in force: the built-in ones with `[prices]` over them.
+    pub(crate) fn prices(&self) -> Prices {
+        Prices::builtin().with(
+            self.prices
+                .iter()
+                .map(|(name, price)| (name.clone(), price.value)),
+        )
+    }
+
+    /// The budget in force (flags over the files).
+    pub(crate) fn budget(&self) -> Budget {
+        Budget {
+            tokens: self.budget_tokens.as_ref().map(|b| b.value),
+            usd: self.budget_usd.as_ref().map(|b| b.value),
+        }
+    }
+
+    /// The warnings about `[prices]` and the budget for a run of the models `models` (their
+    /// price keys): a price for a model that is neither built in nor one this run uses (a
+    /// typo, or a model no member runs: its price is kept), and — with a USD budget — a model
+    /// of the run without a price (its usage counts no dollars).
+    pub(crate) fn price_warnings(&self, models: &[String]) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (name, price) in &self.prices {
+            if !Prices::is_builtin(name) && !models.contains(name) {
+                let at = price
+                    .location()
+                    .map_or_else(String::new, |at| format!("{at}: "));
+                warnings.push(format!(
+                    "warning: {at}prices.\"{}\": no model of this run and no built-in price has                      that name (the price is kept for a model that has it)",
+                    name.escape_debug()
+                ));
+            }
+        }
+        if self.budget_usd.is_some() {
+            let prices = self.prices();
+            for model in models {
+                if prices.get(model).is_none() {
+                    warnings.push(format!(
+                        "warning: --budget-usd counts priced usage only, and model \"{}\" has                          no price: add [prices] \"{}\" = {{input = …, output = …}} to the                          configuration",
+                        model.escape_debug(),
+                        model.escape_debug()
+                    ));
+                }
+            }
+        }
+        warnings
     }
 
     /// The MCP servers a new session starts and records: `None` when no source names any

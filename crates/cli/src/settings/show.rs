@@ -75,6 +75,7 @@ pub(crate) fn show(flags: ConfigFlags, home: &Path, store: &StoreSettings) -> Re
         &flags.limits,
         &flags.instructions,
         &flags.approval,
+        &crate::work::BudgetArgs::default(),
     )?;
     let settings = Settings::load(home, &workspace, flag_values)?;
     let spec = settings.model_spec()?;
@@ -269,6 +270,42 @@ fn rows(
             key: format!("team.{key}"),
             value: json!(value.value),
             source: value.source.clone(),
+            note: None,
+            shown: None,
+        });
+    }
+    // The budget and the configured prices, when set (the built-in prices are in the README).
+    for (key, value) in [
+        (
+            "team.budget_tokens",
+            settings
+                .budget_tokens
+                .as_ref()
+                .map(|b| (json!(b.value), b.source.clone())),
+        ),
+        (
+            "team.budget_usd",
+            settings
+                .budget_usd
+                .as_ref()
+                .map(|b| (json!(b.value), b.source.clone())),
+        ),
+    ] {
+        if let Some((value, source)) = value {
+            rows.push(Row {
+                key: key.to_owned(),
+                value,
+                source,
+                note: None,
+                shown: None,
+            });
+        }
+    }
+    for (name, price) in &settings.prices {
+        rows.push(Row {
+            key: format!("prices.\"{}\"", name.escape_debug()),
+            value: json!(price.value),
+            source: price.source.clone(),
             note: None,
             shown: None,
         });

@@ -16,6 +16,7 @@ use troupe_runtime::{ResumePlan, StoredSession, takes_instruction};
 use troupe_session::approval::ApprovalPolicy;
 use troupe_session::events::TeammateModels;
 use troupe_session::instructions::ProjectInstructions;
+use troupe_session::ledger::{Budget, Prices, price_key};
 use troupe_team::TeamLimits;
 use troupe_tools::SandboxPolicy;
 
@@ -59,6 +60,10 @@ pub(super) struct WorkConfig {
     pub(super) team: bool,
     /// The Team limits in force (Team sessions only).
     pub(super) team_limits: TeamLimits,
+    /// The Team's budget (`--budget-tokens`, `--budget-usd`, `[team] budget_*`; Team only).
+    pub(super) budget: Budget,
+    /// The prices the ledger uses (built in, with `[prices]` over them).
+    pub(super) prices: Prices,
     /// Environment variables that hold API keys: removed from every `bash` tool process.
     pub(super) secret_env: Vec<String>,
     /// The sandbox of every `bash` and MCP server (checked against this kernel).
@@ -109,11 +114,15 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     // script, pace), then the home.
     let prompt = run_prompt(&flags.prompt)?;
     if !flags.team {
-        let team_flag = flags.limits.first_given().or(flags
-            .model
-            .teammate_model
-            .as_ref()
-            .map(|_| "--teammate-model"));
+        let team_flag = flags
+            .limits
+            .first_given()
+            .or(flags.budget.first_given())
+            .or(flags
+                .model
+                .teammate_model
+                .as_ref()
+                .map(|_| "--teammate-model"));
         if let Some(flag) = team_flag {
             return Err(Failure::bad_input(anyhow!(
                 "{flag} applies to Team runs only: add --team"
@@ -128,6 +137,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
         &flags.limits,
         &flags.instructions,
         &flags.approval,
+        &flags.budget,
     )?;
     let workspace = match &flags.workspace {
         Some(dir) => dir.clone(),
@@ -179,6 +189,16 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
         },
         framing,
     );
+    if flags.team {
+        shape.budget = settings.budget();
+        let mut models = vec![price_key(&spec)];
+        models.extend(teammate_models.specs().map(price_key));
+        shape
+            .framing
+            .prologue
+            .extend(settings.price_warnings(&models));
+    }
+    shape.prices = settings.prices();
     shape.teammates = teammate_models;
     shape.project_instructions = project_instructions;
     shape.approval = settings.approval_policy();
@@ -273,6 +293,11 @@ pub(super) fn validate_resume(
             "{flag} applies to Team sessions only, and session {id} is not one"
         )));
     }
+    if !team && let Some(flag) = flags.budget.first_given() {
+        return Err(Failure::bad_input(anyhow!(
+            "{flag} applies to Team sessions only, and session {id} is not one"
+        )));
+    }
     if !team && flags.model.teammate_model.is_some() {
         return Err(Failure::bad_input(anyhow!(
             "--teammate-model applies to Team sessions only, and session {id} is not one"
@@ -337,6 +362,44 @@ pub(super) fn validate_resume(
     framing.check = framing_of(&home.dir, script, &workspace).check;
     let mut teammate_specs: Vec<ModelSpec> = plan.teammate_specs().to_vec();
     teammate_specs.extend(teammate_override.iter().flat_map(|m| m.specs().cloned()));
+    // A Team's prices, and its budget when no flag gives one, from the configuration files
+    // (they are not recorded in the session). A file that cannot be read does not stop a
+    // resume (it uses nothing else of them): the built-in prices and the flags' budget apply.
+    let flag_budget = Budget {
+        tokens: flags.budget.budget_tokens,
+        usd: flags.budget.budget_usd,
+    };
+    let (budget, prices) = if team {
+        let loaded = Settings::load(
+            &home.dir,
+            &workspace,
+            crate::settings::FlagValues {
+                budget_tokens: flags.budget.budget_tokens,
+                budget_usd: flags.budget.budget_usd,
+                ..crate::settings::FlagValues::default()
+            },
+        );
+        match loaded {
+            Ok(settings) => {
+                let mut models = vec![price_key(&spec)];
+                models.extend(teammate_specs.iter().map(price_key));
+                framing.prologue.extend(settings.price_warnings(&models));
+                (settings.budget(), settings.prices())
+            }
+            Err(failure) => {
+                let why = failure
+                    .error
+                    .map_or_else(String::new, |e| format!(" ({e:#})"));
+                framing.prologue.push(format!(
+                    "note: the configuration files cannot be read{why}: the ledger uses the \
+                     built-in prices, and only a budget flag gives a budget"
+                ));
+                (flag_budget, Prices::builtin())
+            }
+        }
+    } else {
+        (Budget::default(), Prices::builtin())
+    };
     let mut shape = RunShape::new(
         flags.json,
         team,
@@ -349,6 +412,8 @@ pub(super) fn validate_resume(
     shape.teammate_override = teammate_override;
     shape.teammate_specs = teammate_specs;
     shape.approval = approval;
+    shape.budget = budget;
+    shape.prices = prices;
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 
@@ -372,6 +437,10 @@ pub(super) struct RunShape {
     pub(super) teammate_specs: Vec<ModelSpec>,
     /// A new session's `AGENTS.md` instructions.
     pub(super) project_instructions: Option<ProjectInstructions>,
+    /// The Team's budget (default: none).
+    pub(super) budget: Budget,
+    /// The ledger's prices (default: the built-in ones).
+    pub(super) prices: Prices,
 }
 
 impl RunShape {
@@ -398,6 +467,8 @@ impl RunShape {
             teammate_specs: Vec::new(),
             project_instructions: None,
             approval: ApprovalPolicy::default(),
+            budget: Budget::default(),
+            prices: Prices::builtin(),
         }
     }
 }
@@ -472,6 +543,8 @@ pub(super) fn work_config(
         mode: output_mode(shape.json),
         team: shape.team,
         team_limits: shape.team_limits,
+        budget: shape.budget,
+        prices: shape.prices,
         start: shape.start,
         framing: shape.framing,
     })

@@ -17,9 +17,11 @@ use troupe_journal::JournalError;
 use troupe_llm::ProviderKind;
 use troupe_mcp::McpServers;
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
+use troupe_runtime::ledger::LiveLedger;
 use troupe_runtime::{
-    Agent, AgentProgress, ChunkPolicy, JOURNAL_FAILED, Progress, ResumeStarted, ResumeStep,
-    Runtime, RuntimeError, RuntimeOptions, record_model_override,
+    Agent, AgentProgress, ChunkPolicy, JOURNAL_FAILED, LeadLog, LeadRead, Progress, ResumeStarted,
+    ResumeStep, Runtime, RuntimeError, RuntimeOptions, deliver_budget_notice,
+    give_due_budget_notice, record_model_override,
 };
 use troupe_session::Transcript;
 use troupe_session::events::Profile;
@@ -78,6 +80,19 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
     )
     .await;
     config.framing.prologue.extend(notes);
+    let ledger = Arc::new(LiveLedger::new(config.budget, config.prices.clone()));
+    // A resumed Team's ledger starts from what every member's log holds (and whether the Lead
+    // was given its budget notice), before any member runs again.
+    if config.team
+        && let Start::Resume { id, .. } = &config.start
+        && let Ok(lead) = LeadLog::read(&config.store.journal, id, LeadRead::Team)
+    {
+        for (_, member, usage) in lead.member_usage(&config.store.journal) {
+            if let Ok(usage) = usage {
+                ledger.seed(&member, &usage);
+            }
+        }
+    }
     let runtime = Runtime::new(
         config.store.journal.clone(),
         RuntimeOptions {
@@ -96,6 +111,7 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
             sandbox: config.sandbox,
             mcp_servers: config.mcp.as_ref().map(McpServers::to_record),
             approval: config.approval,
+            ledger: Arc::clone(&ledger),
         },
     );
     let mut printer = Printer::new(config.mode);
@@ -280,6 +296,13 @@ async fn drive(
             (agent, id.clone(), plan.last_turn(), started)
         }
     };
+    // The Lead's one budget notice, when the Team's spending reaches 80 % of its budget.
+    if config.budget.is_set() {
+        tokio::spawn(deliver_budget_notice(
+            Arc::clone(&runtime.options().ledger),
+            agent.clone(),
+        ));
+    }
     if !started.lead_runs && started.others_run {
         printer.note("teammates have work left: running until they are done");
     }
@@ -359,8 +382,11 @@ async fn drive(
             .await;
         }
     }
+    // A notice that became due is in the Lead's log before the run ends.
+    give_due_budget_notice(&runtime.options().ledger, &agent).await;
     Ok(Driven {
         agent,
+        ledger: Arc::clone(&runtime.options().ledger),
         id,
         turn_before,
         nothing_to_do: !started.lead_runs,

@@ -208,6 +208,40 @@ impl ModelArgs {
     }
 }
 
+/// `--budget-tokens N`, `--budget-usd X` as typed (`run --team`, `resume`, `demo`): the Team's
+/// budget (see `troupe_session::ledger`). Not recorded in the session: a resume takes the
+/// flags again (or the configuration's `[team] budget_tokens` / `budget_usd`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct BudgetArgs {
+    /// Team only: the most tokens (prompt + completion, every member's model calls together)
+    /// the Team may spend. At 80 % the Lead gets one notice; at 100 % new model calls are
+    /// refused (TEAM_BUDGET_EXCEEDED) and the run stops, resumable with a higher budget.
+    /// Config key: [team] budget_tokens.
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = crate::settings::budget_tokens)]
+    pub(crate) budget_tokens: Option<u64>,
+    /// Team only: the most US dollars the Team may spend, at the models' prices (built in for
+    /// the DeepSeek and OpenAI models the README names, or [prices] in the configuration);
+    /// usage of a model without a price counts nothing. As --budget-tokens otherwise.
+    /// Config key: [team] budget_usd.
+    #[arg(long, value_name = "X", allow_negative_numbers = true,
+          value_parser = crate::settings::budget_usd)]
+    pub(crate) budget_usd: Option<f64>,
+}
+
+impl BudgetArgs {
+    /// The first budget flag given, if any.
+    pub(crate) fn first_given(&self) -> Option<&'static str> {
+        if self.budget_tokens.is_some() {
+            Some("--budget-tokens")
+        } else if self.budget_usd.is_some() {
+            Some("--budget-usd")
+        } else {
+            None
+        }
+    }
+}
+
 /// `--no-project-instructions` as typed (`run`, `config`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct InstructionArgs {
@@ -228,6 +262,7 @@ pub(crate) fn settings_flags(
     limits: &TeamLimitArgs,
     instructions: &InstructionArgs,
     approval: &ApprovalArgs,
+    budget: &BudgetArgs,
 ) -> Result<FlagValues, Failure> {
     let mcp_config = match &sandbox.mcp_config {
         Some(path) => crate::mcp::for_new(Some(path))?.map(|servers| (path.clone(), servers)),
@@ -248,6 +283,8 @@ pub(crate) fn settings_flags(
         mcp_config,
         approval: approval.approval,
         approval_timeout: approval.approval_timeout,
+        budget_tokens: budget.budget_tokens,
+        budget_usd: budget.budget_usd,
     })
 }
 
@@ -344,6 +381,8 @@ pub(crate) struct RunFlags {
     pub(super) team: bool,
     #[command(flatten)]
     pub(super) limits: TeamLimitArgs,
+    #[command(flatten)]
+    pub(super) budget: BudgetArgs,
     /// The directory the agents work in (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub(super) workspace: Option<PathBuf>,
@@ -377,6 +416,8 @@ pub(crate) struct ResumeFlags {
     pub(super) pace: PaceArgs,
     #[command(flatten)]
     pub(super) limits: TeamLimitArgs,
+    #[command(flatten)]
+    pub(super) budget: BudgetArgs,
     #[command(flatten)]
     pub(super) sandbox: SandboxArgs,
     #[command(flatten)]

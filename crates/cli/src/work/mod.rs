@@ -24,8 +24,8 @@ use troupe_tools::SandboxPolicy;
 pub(crate) use config::ResumedFraming;
 pub(crate) use config::check_workspace;
 pub(crate) use flags::{
-    ApprovalArgs, InstructionArgs, ModelArgs, PaceArgs, ResumeFlags, RunFlags, SandboxArgs,
-    TeamLimitArgs, settings_flags,
+    ApprovalArgs, BudgetArgs, InstructionArgs, ModelArgs, PaceArgs, ResumeFlags, RunFlags,
+    SandboxArgs, TeamLimitArgs, settings_flags,
 };
 
 use crate::exit::Failure;
@@ -64,32 +64,42 @@ pub(crate) fn run_scripted_team(
     framing: Framing,
 ) -> Result<(), Failure> {
     let workspace = check_workspace(workspace)?;
+    // The budget (flags over the configuration's) and the prices, as `run` reads them.
+    let settings = crate::settings::Settings::load(
+        &home.dir,
+        &workspace,
+        crate::settings::FlagValues {
+            budget_tokens: run.budget.budget_tokens,
+            budget_usd: run.budget.budget_usd,
+            ..crate::settings::FlagValues::default()
+        },
+    )?;
     let spec = absolute_script(ModelSpec::from_flags(&ModelFlags {
         model: Some(format!("script:{}", script.display())),
         base_url: None,
         api_key_env: None,
         tool_choice: None,
     })?)?;
+    let mut shape = RunShape::new(
+        run.json,
+        true,
+        TeamLimits::default(),
+        run.sandbox,
+        run.mcp,
+        Start::New {
+            id: SessionId::random(),
+            prompt,
+        },
+        framing,
+    );
+    shape.budget = settings.budget();
+    shape.prices = settings.prices();
+    shape
+        .framing
+        .prologue
+        .extend(settings.price_warnings(&[troupe_session::ledger::price_key(&spec)]));
     // The demo has prepared the home before writing its project.
-    let config = work_config(
-        home,
-        false,
-        workspace,
-        spec,
-        &run.pace,
-        RunShape::new(
-            run.json,
-            true,
-            TeamLimits::default(),
-            run.sandbox,
-            run.mcp,
-            Start::New {
-                id: SessionId::random(),
-                prompt,
-            },
-            framing,
-        ),
-    )?;
+    let config = work_config(home, false, workspace, spec, &run.pace, shape)?;
     execute(config)
 }
 
@@ -99,4 +109,5 @@ pub(crate) struct ScriptedRun {
     pub(crate) pace: PaceArgs,
     pub(crate) sandbox: SandboxPolicy,
     pub(crate) mcp: Option<troupe_mcp::McpServers>,
+    pub(crate) budget: BudgetArgs,
 }

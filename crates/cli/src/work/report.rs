@@ -3,15 +3,18 @@
 //! hints on stderr, and the final `--json` line.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use anyhow::anyhow;
 use serde_json::{Value, json};
 use troupe_llm::ProviderKind;
 use troupe_protocol::SessionId;
+use troupe_runtime::ledger::LiveLedger;
 use troupe_runtime::{
     Agent, JOURNAL_FAILED, LogFailure, RunEnd, RunFailure, RunOutcome, RunStatus, TeamReport,
     TeamReportProblem, log_failure_message,
 };
+use troupe_session::ledger::{Budget, Ledger, TEAM_BUDGET_EXCEEDED};
 use troupe_team::MemberStatus;
 
 use super::config::WorkConfig;
@@ -25,6 +28,8 @@ use crate::progress::{DoneStatus, OutputMode, Printer, stats_json};
 /// What happened between starting (or reopening) the Lead and quiescence.
 pub(super) struct Driven {
     pub(super) agent: Agent,
+    /// The run's live ledger (its first budget refusal, if any).
+    pub(super) ledger: Arc<LiveLedger>,
     pub(super) id: SessionId,
     /// The Lead's last turn number before this process gave it work.
     pub(super) turn_before: u64,
@@ -56,12 +61,19 @@ pub(super) fn report(
     let hints = Hints::new(id, &config.home_args, config.team);
     // A Team run also reports every teammate's work, the board and the mail, folded from the
     // logs the runtime has just flushed.
-    let team = config
-        .team
-        .then(|| TeamReport::read(&config.store.journal, id, (stats, server_answers), server));
+    let team = config.team.then(|| {
+        TeamReport::read(
+            &config.store.journal,
+            id,
+            (stats, server_answers),
+            server,
+            &config.prices,
+        )
+    });
     let team_json = team.as_ref().map(team_json);
     let checked = config.framing.check.as_ref().map(|check| check());
     let lead_log_failure = driven.agent.failure();
+    let budget_refused = driven.ledger.refused();
     let outcome = driven.agent.with_transcript(|transcript| {
         RunOutcome::classify(RunEnd {
             lead: id,
@@ -78,6 +90,7 @@ pub(super) fn report(
                 .and_then(|c| c.failure.as_ref())
                 .map(|(code, message)| (*code, message.as_str())),
             models: config.models.lead(),
+            budget_refused: budget_refused.as_deref(),
         })
     });
     // `continue: troupe resume ID "…"` only when a new instruction can be answered (a script
@@ -86,6 +99,9 @@ pub(super) fn report(
     let mut summary = vec![format!("{LEAD}: {}", stats_text(&stats, server_answers))];
     if let Some(team) = &team {
         summary.extend(team_lines(team));
+        if let Some(ledger) = &team.ledger {
+            summary.push(ledger_line(ledger, config.budget));
+        }
     }
     let print_summary = |printer: &mut Printer, completed: bool| {
         for line in &summary {
@@ -189,6 +205,28 @@ pub(super) fn report(
             }
             Ok(())
         }
+        RunStatus::BudgetExceeded { message } => {
+            let message = escape_controls(message).into_owned();
+            printer.done_json(
+                id,
+                &DoneStatus::Failed {
+                    code: TEAM_BUDGET_EXCEEDED,
+                    message: &message,
+                },
+                None,
+                stats,
+                team_json.as_ref(),
+            );
+            print_summary(printer, false);
+            printer.note(&format!(
+                "troupe: {TEAM_BUDGET_EXCEEDED}: {message}; new model calls were refused and the \
+                 running turns ended. The session is resumable: continue with a higher budget: {} \
+                 {}",
+                hints.resume(),
+                raise_hint(config.budget)
+            ));
+            Err(Failure::reported(WORK_FAILED))
+        }
         RunStatus::LeadFailed { code, message } => {
             printer.done_json(
                 id,
@@ -218,6 +256,57 @@ pub(super) fn report(
             Err(Failure::reported(WORK_FAILED))
         }
     }
+}
+
+/// `--budget-tokens N` / `--budget-usd X` with twice the budget: what a resume's hint suggests.
+fn raise_hint(budget: Budget) -> String {
+    let mut flags = Vec::new();
+    if let Some(tokens) = budget.tokens {
+        flags.push(format!("--budget-tokens {}", tokens.saturating_mul(2)));
+    }
+    if let Some(usd) = budget.usd {
+        flags.push(format!("--budget-usd {}", usd * 2.0));
+    }
+    flags.join(" ")
+}
+
+/// `$0.0123`, or `-` when nothing is priced.
+pub(crate) fn cost_text(cost: Option<f64>) -> String {
+    cost.map_or_else(|| "-".to_owned(), |c| format!("${c:.4}"))
+}
+
+/// The run summary's ledger line: the Team's model calls, tokens and cost, and the budget.
+fn ledger_line(ledger: &Ledger, budget: Budget) -> String {
+    let u = &ledger.usage;
+    let mut line = format!(
+        "ledger: {} model calls, {} tokens ({} prompt, {} cached, {} completion), cost {}",
+        u.model_calls,
+        u.tokens,
+        u.prompt_tokens,
+        u.cached_tokens,
+        u.completion_tokens,
+        cost_text(ledger.cost_usd)
+    );
+    if !ledger.unpriced_models.is_empty() {
+        line.push_str(&format!(
+            " (no price for {})",
+            escape_controls(&ledger.unpriced_models.join(", "))
+        ));
+    }
+    let mut limits = Vec::new();
+    if let Some(tokens) = budget.tokens {
+        limits.push(format!("{} of {tokens} tokens", u.tokens));
+    }
+    if let Some(usd) = budget.usd {
+        limits.push(format!(
+            "{} of ${usd:.4}",
+            cost_text(Some(ledger.cost_usd.unwrap_or(0.0)))
+        ));
+    }
+    if !limits.is_empty() {
+        line.push_str(&format!("; budget: {}", limits.join(", ")));
+    }
+    line
 }
 
 /// A failure's message as shown: the teammates' names, codes and messages with control
@@ -268,6 +357,9 @@ fn team_json(team: &TeamReport) -> Value {
         "tasks": team.tasks,
         "messages": {"sent": team.sent, "delivered": team.delivered, "pending": team.pending},
     });
+    if let Some(ledger) = &team.ledger {
+        value["ledger"] = serde_json::to_value(ledger).unwrap_or(Value::Null);
+    }
     if let Some(problem) = &team.problem {
         value["error"] = json!(problem_text(problem));
     }

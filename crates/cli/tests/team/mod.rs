@@ -249,7 +249,8 @@ fn a_scripted_team_works_through_dependent_tasks_and_the_lead_answers() {
     );
 
     // The offline view: everyone inactive, both tasks completed with their owners, no mail
-    // left; each of the four messages received, delivered and consumed by its target.
+    // left; each of the four messages received, delivered and consumed by its target; the
+    // ledger counts every member's model calls (the script reports no usage).
     let mut view = show_json(&s, &id, &[]);
     let messages = view.as_object_mut().unwrap().remove("messages").unwrap();
     let messages = messages.as_array().unwrap();
@@ -259,6 +260,10 @@ fn a_scripted_team_works_through_dependent_tasks_and_the_lead_answers() {
             assert!(message[point]["seq"].is_u64(), "{point}: {message}");
         }
     }
+    let ledger = view.as_object_mut().unwrap().remove("ledger").unwrap();
+    assert_eq!(ledger["modelCalls"], 23, "{ledger}");
+    assert_eq!(ledger["tokens"], 0, "{ledger}");
+    assert_eq!(ledger["members"].as_array().unwrap().len(), 3, "{ledger}");
     assert_eq!(
         view,
         json!({
@@ -277,6 +282,7 @@ fn a_scripted_team_works_through_dependent_tasks_and_the_lead_answers() {
     );
     let mut all = show_json(&s, &id, &["--all"]);
     all.as_object_mut().unwrap().remove("messages");
+    assert_eq!(all.as_object_mut().unwrap().remove("ledger"), Some(ledger));
     assert_eq!(all, view, "no deleted tasks");
     // `members (2 teammates):`, `task-2  completed  beta`, `pending messages: none`.
     let out = s.troupe().args(["team", "show", &id]).assert().success();

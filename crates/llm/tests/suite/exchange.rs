@@ -62,7 +62,8 @@ async fn tool_using_turn_sends_the_whole_history() {
         Some(Usage {
             prompt_tokens: 10,
             completion_tokens: 7,
-            total_tokens: 17
+            total_tokens: 17,
+            cached_tokens: 0,
         })
     );
     assert_eq!(first.model.as_deref(), Some("fake-model"));

@@ -191,6 +191,7 @@ async fn comments_crlf_other_choices_reasoning_alias_and_unknown_finish_reason()
             prompt_tokens: 5,
             completion_tokens: 2,
             total_tokens: 0,
+            cached_tokens: 0,
         }),
     )
     .await;

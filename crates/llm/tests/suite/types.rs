@@ -97,6 +97,7 @@ fn responses_events_and_finish_reasons() {
                 prompt_tokens: 1,
                 completion_tokens: 2,
                 total_tokens: 3,
+                cached_tokens: 0,
             }),
             finish_reason: Some(FinishReason::Stop),
             model: Some("m".to_owned()),

@@ -36,9 +36,9 @@ mod waiters;
 
 pub use journal::{feed_stream_fold, fold_team_log};
 pub use op::{
-    CallOrigin, LogError, NO_PROGRESS_MESSAGE, OpContext, TeamOp, TeamOpError, TeamReply,
-    WaitOutcome,
+    CallOrigin, ListedMember, LogError, NO_PROGRESS_MESSAGE, OpContext, TeamOp, TeamOpError,
+    TeamReply, WaitOutcome,
 };
-pub use schema::{TEAM_TOOL_NAMES, TeamToolName};
+pub use schema::{TEAM_TOOL_NAMES, TeamToolName, listed_member_schema};
 pub use service::{Team, TeamService};
 pub(crate) use tools::team_tools;

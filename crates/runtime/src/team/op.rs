@@ -77,8 +77,10 @@ pub enum TeamReply {
         /// `accepted` (`true`) or `queued` (`false`; still stored: never resend).
         accepted: bool,
     },
-    /// The roster, the Lead first (`ListAgents`).
+    /// The roster, the Lead first (the Team views' rows).
     Members(Vec<MemberView>),
+    /// The roster as `list_agents` answers (`ListAgents`): each row with its `usage`.
+    Roster(Vec<ListedMember>),
     /// How the wait ended (`WaitAgent`).
     Waited(WaitOutcome),
     /// The target's status before the interrupt (`InterruptAgent`): `running`, `idle` or
@@ -225,4 +227,17 @@ impl From<FoldError> for TeamOpError {
     fn from(e: FoldError) -> Self {
         TeamOpError::Log(LogError::Fold(e))
     }
+}
+
+/// A `list_agents` row: the member view (REFERENCE c.7) with a compact `usage` — what the
+/// member's model calls spent so far, from the run's live ledger (`crate::ledger`):
+/// `{"modelCalls","promptTokens","completionTokens","cachedTokens","costUsd"?}` (`costUsd`
+/// only when its model has a price).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ListedMember {
+    /// The member.
+    #[serde(flatten)]
+    pub member: MemberView,
+    /// Its usage.
+    pub usage: troupe_session::ledger::CompactUsage,
 }

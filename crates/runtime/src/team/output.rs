@@ -42,6 +42,7 @@ pub(super) fn render(reply: &TeamReply) -> Result<String, ToolError> {
             status: if *accepted { "accepted" } else { "queued" },
         }),
         TeamReply::Members(members) => to_text(members),
+        TeamReply::Roster(rows) => to_text(rows),
         TeamReply::Waited(WaitOutcome::Waited { timed_out }) => to_text(&WaitOutput {
             timed_out: *timed_out,
             no_progress: None,

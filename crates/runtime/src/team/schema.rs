@@ -114,6 +114,28 @@ pub fn member_view_schema() -> Value {
     })
 }
 
+/// A `list_agents` row: [`member_view_schema`] with the member's compact `usage` (a Troupe
+/// addition, issue 17: model calls and tokens so far, `costUsd` when its model is priced).
+pub fn listed_member_schema() -> Value {
+    let mut schema = member_view_schema();
+    schema["properties"]["usage"] = json!({
+        "type": "object",
+        "properties": {
+            "modelCalls": {"type": "integer"},
+            "promptTokens": {"type": "integer"},
+            "completionTokens": {"type": "integer"},
+            "cachedTokens": {"type": "integer"},
+            "costUsd": {"type": "number"}
+        },
+        "required": ["modelCalls", "promptTokens", "completionTokens", "cachedTokens"],
+        "additionalProperties": false
+    });
+    if let Some(required) = schema["required"].as_array_mut() {
+        required.push(json!("usage"));
+    }
+    schema
+}
+
 /// `TaskView` (REFERENCE d.3).
 pub fn task_view_schema() -> Value {
     json!({
@@ -205,7 +227,7 @@ fn definition(tool: TeamToolName) -> (&'static str, Value, Value) {
             "List the Lead and every durable teammate with its current status (running, idle, \
              inactive, provisioning or failed).",
             object(json!({}), &[]),
-            json!({"type": "array", "items": member_view_schema()}),
+            json!({"type": "array", "items": listed_member_schema()}),
         ),
         TeamToolName::WaitAgent => (
             "Block until the next teammate-status, mailbox or task change that happens after this \

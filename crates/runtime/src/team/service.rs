@@ -21,12 +21,13 @@ use troupe_team::{
 use super::journal::{TeamJournal, fold_team_log, not_member};
 use super::lifecycle::{Lifecycle, disposed};
 use super::mailbox::{Dispatcher, Mailbox, SendCall};
-use super::op::{OpContext, TeamOp, TeamOpError, TeamReply, WaitOutcome};
+use super::op::{ListedMember, OpContext, TeamOp, TeamOpError, TeamReply, WaitOutcome};
 use super::roster::{self, SpawnCall};
 use super::{board, waiters};
 use crate::agent::{Agent, AgentProgress, Progress};
 use crate::control::ChildControl;
 use crate::user_mail::{UserMailReceipt, queued_seq, user_message_text_is_empty};
+use troupe_session::ledger::Ledger;
 
 /// One Lead's Team: its journal (identity, limits, serializer, publication), mailbox and
 /// lifecycle.
@@ -222,7 +223,21 @@ impl TeamService {
                     accepted,
                 })
             }
-            TeamOp::ListAgents => self.list_members(caller).await.map(TeamReply::Members),
+            TeamOp::ListAgents => self.list_members(caller).await.map(|members| {
+                let ledger = &caller.setup().ledger;
+                TeamReply::Roster(
+                    members
+                        .into_iter()
+                        .map(|member| {
+                            let (usage, cost) = ledger.usage_of(&member.id);
+                            ListedMember {
+                                member,
+                                usage: Ledger::compact(&usage, cost),
+                            }
+                        })
+                        .collect(),
+                )
+            }),
             TeamOp::WaitAgent { timeout_ms } => {
                 let cancel = context.cancel.unwrap_or_default();
                 self.wait(caller, &timeout_ms, &cancel)

@@ -60,6 +60,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
             approval: troupe_session::approval::ApprovalPolicy::default(),
+            ledger: Default::default(),
         },
     );
     let lead = rt

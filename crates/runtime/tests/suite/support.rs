@@ -120,6 +120,7 @@ impl ModelProvider for TestModel {
                     prompt_tokens: 100,
                     completion_tokens: 10,
                     total_tokens: 110,
+                    cached_tokens: 0,
                 }),
                 finish_reason: Some(finish),
                 model: None,
@@ -676,6 +677,7 @@ fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> 
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
             approval: troupe_session::approval::ApprovalPolicy::default(),
+            ledger: Default::default(),
         },
     )
 }

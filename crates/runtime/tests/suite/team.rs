@@ -1236,7 +1236,7 @@ async fn the_tools_enforce_roles_and_return_compact_json() {
     assert_eq!(
         raw[1],
         format!(
-            r#"[{{"id":"{lead}","name":"lead","role":"lead","status":"idle","model":"test","diagnostics":[]}},{{"id":"{worker_id}","name":"json-worker","role":"teammate","status":"running","description":"d","provider":"spawn","context":"fresh","model":"test","diagnostics":[]}}]"#,
+            r#"[{{"id":"{lead}","name":"lead","role":"lead","status":"idle","model":"test","diagnostics":[],"usage":{{"modelCalls":10,"promptTokens":1000,"completionTokens":100,"cachedTokens":0}}}},{{"id":"{worker_id}","name":"json-worker","role":"teammate","status":"running","description":"d","provider":"spawn","context":"fresh","model":"test","diagnostics":[],"usage":{{"modelCalls":3,"promptTokens":300,"completionTokens":30,"cachedTokens":0}}}}]"#,
             lead = lead.id()
         )
     );

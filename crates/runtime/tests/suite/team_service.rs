@@ -100,10 +100,15 @@ async fn one_entry_point_carries_every_request() {
         .call(&lead, TeamOp::ListAgents, OpContext::default())
         .await
         .unwrap();
+    // `list_agents` answers the roster, each row with its usage (none spent yet).
+    let TeamReply::Roster(rows) = members else {
+        panic!("list_agents answers the roster: {members:?}")
+    };
     assert_eq!(
-        members,
-        TeamReply::Members(teams.list_members(&lead).await.unwrap())
+        rows.iter().map(|r| r.member.clone()).collect::<Vec<_>>(),
+        teams.list_members(&lead).await.unwrap()
     );
+    assert!(rows.iter().all(|r| r.usage.model_calls == 0), "{rows:?}");
     let events = h.events(lead.id()).len();
     let refused = teams
         .call(

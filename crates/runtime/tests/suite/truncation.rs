@@ -52,6 +52,7 @@ fn http_runtime(home: &Path, workspace: &Path, server: &FakeOpenAi) -> Runtime {
             sandbox: troupe_tools::SandboxPolicy::default(),
             mcp_servers: None,
             approval: troupe_session::approval::ApprovalPolicy::default(),
+            ledger: Default::default(),
         },
     )
 }

@@ -353,6 +353,8 @@ function drawTeam() {
     }),
   );
 
+  drawLedger(view.ledger);
+
   const open = new Set([...document.querySelectorAll(".task details[open]")].map((d) => d.dataset.task));
   document.getElementById("columns").replaceChildren(
     ...COLUMNS.map((column) => {
@@ -362,6 +364,24 @@ function drawTeam() {
         tasks.length ? el("ul", { class: "tasks" }, ...tasks.map((t) => drawTask(t, open))) : el("p", { class: "none", text: "none" }));
     }),
   );
+}
+
+// The ledger: model calls, tokens (in: prompt, cached: of the prompt, out: completion) and
+// cost per member and for the Team (built-in prices).
+function drawLedger(ledger) {
+  const table = document.getElementById("ledger");
+  const note = document.getElementById("ledger-note");
+  if (!ledger) { table.replaceChildren(); note.textContent = ""; return; }
+  const cost = (c) => (c === null || c === undefined ? "-" : `$${c.toFixed(4)}`);
+  const row = (cells, head) => el("tr", {}, ...cells.map((c) => el(head ? "th" : "td", { text: String(c) })));
+  const line = (name, u) => row([name, u.modelCalls, u.promptTokens, u.cachedTokens, u.completionTokens, u.tokens, cost(u.costUsd)]);
+  table.replaceChildren(
+    row(["member", "calls", "in", "cached", "out", "tokens", "cost"], true),
+    ...ledger.members.map((m) => line(m.name, m)),
+    line("team", ledger),
+  );
+  const unpriced = ledger.unpricedModels.length ? ` No price for: ${ledger.unpricedModels.join(", ")}.` : "";
+  note.textContent = `Built-in prices as of ${ledger.pricesAsOf}.${unpriced}`;
 }
 
 function drawTask(task, open) {
