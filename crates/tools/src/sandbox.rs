@@ -49,6 +49,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
     PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus,
+    Scope,
 };
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::process::{Child, Command};
@@ -213,6 +214,14 @@ fn handled_ruleset(policy: &SandboxPolicy) -> Result<RulesetCreated, SandboxErro
                 )
             })?;
     }
+    // A confined command may signal its own processes but nothing outside the sandbox — not
+    // the troupe process (a `kill $PPID` would stop the whole Team) nor the user's others
+    // (Landlock ABI 6; on an older kernel this part is left out, like the ABI 5 rights above).
+    ruleset = ruleset
+        .set_compatibility(CompatLevel::BestEffort)
+        .scope(Scope::Signal)
+        .map_err(kernel_refused)?
+        .set_compatibility(CompatLevel::HardRequirement);
     ruleset.create().map_err(kernel_refused)
 }
 

@@ -196,6 +196,34 @@ impl Listener {
     }
 }
 
+/// A command may signal its own processes, never the troupe process running it (`kill $PPID`
+/// would otherwise stop the whole Team) — under either sandbox mode.
+#[test]
+fn a_command_cannot_signal_the_troupe_process() {
+    let s = Setup::new();
+    let steps = json!([
+        bash("sleep 30 & kill $! && echo own-child-killed; kill -TERM $PPID || echo refused"),
+        text("Tried signals."),
+    ]);
+    for (name, mode) in [
+        ("write.json", "workspace-write"),
+        ("read.json", "read-only"),
+    ] {
+        let id = run_lead(&s, name, steps.clone(), &["--sandbox", mode]);
+        let result = &bash_results(&s, &id)[0];
+        let out = result["stdout"].as_str().unwrap();
+        assert!(out.contains("own-child-killed"), "{result}");
+        assert!(out.contains("refused"), "{result}");
+        assert!(
+            result["stderr"]
+                .as_str()
+                .unwrap()
+                .contains("Operation not permitted"),
+            "{result}"
+        );
+    }
+}
+
 #[test]
 fn network_off_blocks_a_loopback_connect_and_on_allows_it() {
     let s = Setup::new();
