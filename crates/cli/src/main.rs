@@ -134,7 +134,8 @@ enum Command {
         #[arg(long)]
         follow: bool,
     },
-    /// Inspect a Team offline from its Lead's log: `team show`, `team verify`.
+    /// Inspect a Team offline from its Lead's log: `team show` (also at a past point, `--at`),
+    /// `team log` (its timeline), `team verify`.
     Team {
         #[command(subcommand)]
         command: team::TeamCommand,
@@ -198,6 +199,14 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::BAD_INPUT);
         }
     };
+    // Every command a Team runs stays this process's descendant, even daemonised, so the
+    // control socket can tell it from the user (see `control::become_subreaper`).
+    if let Err(e) = control::become_subreaper() {
+        eprint_line!(
+            "troupe: note: cannot become a child subreaper ({e}): a daemonised command of a \
+             member could reach the control socket as the user"
+        );
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure { code, error }) => {

@@ -555,6 +555,11 @@ pub const STABLE_CODES: &[StableCode] = &[
         "A session that cannot be resumed as an agent (it has no agent configuration).",
     ),
     c(
+        "TEAM_AT_OUTSIDE_LOG",
+        "runtime",
+        "A past point of a Team (--at) outside its Lead log: after its last event, or before it was created.",
+    ),
+    c(
         "DUPLICATE_CHILD",
         "runtime",
         "A child id that already names a live agent or a stored session.",
@@ -682,6 +687,11 @@ pub const STABLE_CODES: &[StableCode] = &[
         "CONTROL_BAD_REQUEST",
         "cli",
         "A line on a Team's control socket that is not a request (or an answer that is not one): nothing was done.",
+    ),
+    c(
+        "CONTROL_PEER_REFUSED",
+        "cli",
+        "A connection to a Team's control socket from another user or from a command the running Team started (a member's bash, an MCP server): refused, nothing was done.",
     ),
 ];
 
