@@ -259,23 +259,6 @@ impl LeadReplay {
             self.problem = Some(replay_violation(e));
         }
     }
-
-    /// Replays the event stored as `line` (of seq `seq` and type `kind`, as the scan read
-    /// them) from its text ([`Transcript::apply_line`]), as [`LeadReplay::apply`] replays it
-    /// parsed; returns whether the line is a valid `Event` (when not, nothing is replayed).
-    fn apply_line(&mut self, seq: Seq, kind: &str, line: &str) -> bool {
-        if self.problem.is_some() {
-            return Event::is_valid_line(line);
-        }
-        match self.transcript.apply_line(seq.0, kind, line) {
-            None => false,
-            Some(Ok(())) => true,
-            Some(Err(e)) => {
-                self.problem = Some(replay_violation(e));
-                true
-            }
-        }
-    }
 }
 
 /// The violation of an event `apply` refused with `error`.
@@ -293,6 +276,84 @@ fn envelope_time(text: &str) -> Option<u64> {
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     rest[..digits].parse().ok()
 }
+
+/// Whether `line` is a valid [`troupe_protocol::Event`] — exactly what `serde_json` accepts as
+/// one (same members, same duplicate and type rules, every value checked as a
+/// `serde_json::Value` would be, the same recursion limit) — without building its payload.
+/// The selective scan's contract for [`LineUse::Used`]: accept nothing `Event` refuses.
+pub(crate) fn is_valid_event(line: &str) -> bool {
+    /// Any JSON value, checked through `deserialize_any` as `serde_json::Value` is, and kept
+    /// nowhere.
+    #[derive(Default)]
+    struct AnyValue;
+
+    impl<'de> serde::Deserialize<'de> for AnyValue {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(AnyVisitor)
+        }
+    }
+
+    struct AnyVisitor;
+
+    impl<'de> serde::de::Visitor<'de> for AnyVisitor {
+        type Value = AnyValue;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any valid JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_unit<E>(self) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_none<E>(self) -> Result<AnyValue, E> {
+            Ok(AnyValue)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<AnyValue, D::Error> {
+            serde::Deserialize::deserialize(d)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<AnyValue, A::Error> {
+            while seq.next_element::<AnyValue>()?.is_some() {}
+            Ok(AnyValue)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<AnyValue, A::Error> {
+            while map.next_entry::<AnyValue, AnyValue>()?.is_some() {}
+            Ok(AnyValue)
+        }
+    }
+
+    /// `Event`'s members with `Event`'s types, the payload checked but not kept.
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)] // Only its acceptance matters.
+    struct EventShape<'a> {
+        seq: Seq,
+        time: u64,
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+        #[serde(rename = "batchLast", default)]
+        batch_last: Option<Seq>,
+        #[serde(default)]
+        data: AnyValue,
+        #[serde(default)]
+        ignorable: bool,
+    }
+
+    serde_json::from_str::<EventShape<'_>>(line).is_ok()
+}
+
 impl LeadLog {
     /// Reads and folds the Lead log of `id` once (see the module docs and [`LeadRead`]).
     ///
@@ -355,7 +416,7 @@ impl LeadLog {
                 // Past the cut: checked as the scan checks a line, never folded.
                 match &selected {
                     Selected::Line(line) if beyond(line.seq) => {
-                        return if Event::is_valid_line(line.text) {
+                        return if is_valid_event(line.text) {
                             LineUse::Used
                         } else {
                             LineUse::NeedEvent
@@ -413,7 +474,7 @@ impl LeadLog {
                             && !line.text.contains(TEAM_MESSAGE_SOURCE_KIND)
                             && !line.text.contains("\\u") =>
                     {
-                        return if Event::is_valid_line(line.text) {
+                        return if is_valid_event(line.text) {
                             LineUse::Used
                         } else {
                             LineUse::NeedEvent
@@ -430,22 +491,16 @@ impl LeadLog {
                             LineUse::NeedEvent
                         };
                     }
-                    // Any other line is selected only to be replayed: replayed from its text
-                    // when the replay can refuse it (`Transcript::apply_line`: checked as an
-                    // `Event`, its payload decoded straight into its record), else only
-                    // checked as the scan would check it. A line that is not an `Event` is
-                    // handed back, for the scan to report.
+                    // Any other line is selected only to be replayed: parsed when the replay
+                    // can refuse it, else only checked as the scan would check it.
                     Selected::Line(line) => {
-                        let Some(replay) = &mut replay else {
-                            return LineUse::NeedEvent;
+                        let needed = match &replay {
+                            Some(replay) => {
+                                replay.problem.is_none() && Transcript::can_refuse(line.kind)
+                            }
+                            None => true,
                         };
-                        let valid = if replay.problem.is_none() && Transcript::can_refuse(line.kind)
-                        {
-                            replay.apply_line(line.seq, line.kind, line.text)
-                        } else {
-                            Event::is_valid_line(line.text)
-                        };
-                        return if valid {
+                        return if !needed && is_valid_event(line.text) {
                             LineUse::Used
                         } else {
                             LineUse::NeedEvent
@@ -994,6 +1049,77 @@ mod tests {
             r#"{"seq":4,"type":"t"}"#,
         ] {
             assert_eq!(envelope_time(line), None, "{line}");
+        }
+    }
+
+    /// `is_valid_event` agrees with `serde_json::from_str::<Event>`: on hand-picked edge
+    /// cases, and on every line made by replacing, inserting or deleting one byte of real
+    /// lines (with each of a set of JSON-significant bytes).
+    #[test]
+    fn is_valid_event_accepts_exactly_what_event_accepts() {
+        let same = |line: &str| {
+            let event = serde_json::from_str::<troupe_protocol::Event>(line).is_ok();
+            assert_eq!(is_valid_event(line), event, "{line:?}");
+        };
+        let deep = format!(
+            r#"{{"seq":1,"time":2,"type":"x","data":{}1{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for line in [
+            r#"{"seq":1,"time":2,"type":"turn/start","data":{"turn":1}}"#,
+            r#"{"seq":1,"time":2,"type":"turn/start"}"#,
+            r#"{"seq":1,"time":2,"type":"turn/start","data":null,"ignorable":true}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\ud800"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\ud83d\ude00"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\udc00\ud800"}"#,
+            r#"{"seq":1,"time":2,"type":"t","extra":"\ud800"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":1e400}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":-1e-400}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":123456789012345678901234567890}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":{"a":1,"a":2}}"#,
+            r#"{"seq":1,"seq":1,"time":2,"type":"t"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":{},"data":{}}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":"\x"}"#,
+            "{\"seq\":1,\"time\":2,\"type\":\"t\",\"data\":\"a\tb\"}",
+            r#"{"seq":-1,"time":2,"type":"t"}"#,
+            r#"{"seq":1.0,"time":2,"type":"t"}"#,
+            r#"{"seq":1,"time":2,"type":"t\u0000"}"#,
+            r#"{"seq":1,"time":2,"type":7}"#,
+            r#"{"seq":1,"time":2,"type":"t","ignorable":"yes"}"#,
+            r#"{"seq":1,"time":2,"type":"t","data":[1,2,]}"#,
+            r#"{"seq":1,"time":2,"type":"t"} x"#,
+            r#"[1,2,"t",{}]"#,
+            &deep,
+        ] {
+            same(line);
+        }
+        let real = [
+            r#"{"seq":9,"time":1796118561321,"type":"assistant/message","data":{"finishReason":"tool_calls","message":{"content":null,"tool_calls":[{"function":{"arguments":"{\"path\":\"wordstats/counting.py\"}","name":"read"},"id":"call_beta_1","type":"function"}]},"step":1,"turn":1}}"#,
+            r#"{"seq":3,"time":1,"type":"request/header","data":{"n":-0.5e3,"ok":true,"none":null,"s":"caf\u00e9 \ud83d\ude00"},"ignorable":false}"#,
+        ];
+        let bytes_to_try = *br#""\{}[],:1e-un "#;
+        for line in real {
+            let bytes = line.as_bytes();
+            for at in 0..bytes.len() {
+                let mut candidates = Vec::new();
+                for b in bytes_to_try {
+                    let mut replaced = bytes.to_vec();
+                    replaced[at] = b;
+                    candidates.push(replaced);
+                    let mut inserted = bytes.to_vec();
+                    inserted.insert(at, b);
+                    candidates.push(inserted);
+                }
+                let mut deleted = bytes.to_vec();
+                deleted.remove(at);
+                candidates.push(deleted);
+                for candidate in candidates {
+                    if let Ok(text) = std::str::from_utf8(&candidate) {
+                        same(text);
+                    }
+                }
+            }
         }
     }
 }

@@ -33,7 +33,7 @@ pub struct TranscriptStats {
 }
 
 /// The folded state of one session log (see the module docs).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Transcript {
     seed_len: u64,
     next_seq: u64,
@@ -185,7 +185,7 @@ pub enum CallResolution {
 
 /// How the results of one model call's tool calls stand, while they come in (see
 /// [`Transcript::spent_model_calls`]).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 struct VoidCandidate {
     /// Calls still without a result.
     waiting: HashSet<String>,
@@ -195,96 +195,13 @@ struct VoidCandidate {
     any_void: bool,
 }
 
-/// The payload of one event, as [`Transcript::apply`] decodes it, with its type and seq.
-enum Record {
-    User(UserMessage),
-    Assistant(AssistantRecord),
-    ToolCall(ToolCallRecord),
-    ToolProcess(ToolProcessRecord),
-    ToolResult(ToolResultRecord),
-    TurnStart(TurnStart),
-    StepStart(StepMark),
-    StepEnd,
-    TurnEnd(TurnEnd),
-    Splice(InboxSplice),
-    Config(AgentConfigRecord),
-    Descriptor(Descriptor),
-    ApprovalRequested(ApprovalRequested),
-    ApprovalDecided(ApprovalDecided),
-    /// An event `apply` decodes nothing of.
-    Other,
-}
-
-/// Where [`Transcript::decode_record`] decodes a payload from.
-trait PayloadSource {
-    type Error;
-
-    /// The payload as a `T`.
-    fn decode<T: DeserializeOwned>(&mut self) -> Result<T, Self::Error>;
-}
-
-/// A parsed event's `data` (`apply`).
-struct EventPayload<'a>(&'a Event);
-
-impl PayloadSource for EventPayload<'_> {
-    type Error = InvalidEvent;
-
-    fn decode<T: DeserializeOwned>(&mut self) -> Result<T, InvalidEvent> {
-        // Deserialized from the borrowed payload: no copy of the `Value` tree.
-        T::deserialize(&self.0.data).map_err(|e| InvalidEvent {
-            seq: self.0.seq.0,
-            kind: self.0.kind.clone(),
-            reason: e.to_string(),
-        })
-    }
-}
-
-/// A stored line's `data`, decoded with the line's envelope (`apply_line`): the `seq` and
-/// `type` a scan read, and the `time` found.
-struct LinePayload<'a> {
-    seq: u64,
-    kind: &'a str,
-    line: &'a str,
-    time: Option<u64>,
-}
-
-/// A stored event line with its payload as a `T` (unknown members skipped: the line is
-/// checked as an `Event` apart).
-#[derive(serde::Deserialize)]
-#[serde(bound(deserialize = "T: serde::Deserialize<'de>"))]
-struct LineEnvelope<'a, T> {
-    seq: u64,
-    time: u64,
-    #[serde(rename = "type", borrow)]
-    kind: std::borrow::Cow<'a, str>,
-    data: T,
-}
-
-impl LinePayload<'_> {
-    /// The line decoded with its payload as a `T`, when its `seq` and `type` are the given ones.
-    fn envelope<T: DeserializeOwned>(&mut self) -> Option<T> {
-        let envelope: LineEnvelope<'_, T> = serde_json::from_str(self.line).ok()?;
-        if envelope.seq != self.seq || envelope.kind != self.kind {
-            return None;
-        }
-        self.time = Some(envelope.time);
-        Some(envelope.data)
-    }
-
-    /// The line's `time`, for a record that decodes nothing of its payload.
-    fn envelope_time(&mut self) -> Option<u64> {
-        self.envelope::<serde::de::IgnoredAny>()?;
-        self.time
-    }
-}
-
-impl PayloadSource for LinePayload<'_> {
-    /// The line is not one this decoding takes (see [`Transcript::apply_line`]).
-    type Error = ();
-
-    fn decode<T: DeserializeOwned>(&mut self) -> Result<T, ()> {
-        self.envelope().ok_or(())
-    }
+fn decode<T: DeserializeOwned>(event: &Event) -> Result<T, InvalidEvent> {
+    // Deserialized from the borrowed payload: no copy of the `Value` tree.
+    T::deserialize(&event.data).map_err(|e| InvalidEvent {
+        seq: event.seq.0,
+        kind: event.kind.clone(),
+        reason: e.to_string(),
+    })
 }
 
 impl Transcript {
@@ -342,103 +259,20 @@ impl Transcript {
     /// # Errors
     /// As [`Transcript::fold`].
     pub fn apply(&mut self, event: &Event) -> Result<(), InvalidEvent> {
-        // Counted even when the payload is refused.
+        let own = event.seq.0 >= self.seed_len;
         self.next_seq = event.seq.0 + 1;
         self.last_time = event.time;
-        let record = self.decode_record(event.seq.0, &event.kind, &mut EventPayload(event))?;
-        self.apply_record(event.seq.0, event.time, &event.kind, record)
-    }
-
-    /// [`Transcript::apply`] of the event stored as `line`, one line of a session log whose
-    /// `seq` and `type` a scan read as `seq` and `kind`, with its payload decoded straight from
-    /// the text into its record (no `serde_json::Value` of it is built): for readers that
-    /// replay a whole log without keeping its events (`troupe team verify`).
-    ///
-    /// The result — the transcript after it, and every error — is `apply`'s of the line
-    /// parsed into an [`Event`]: the line is first checked to be a valid `Event`
-    /// ([`Event::is_valid_line`]); then its payload is decoded, as a member of a typed
-    /// envelope, into the record `apply` would decode (the same types, so the same values);
-    /// and any line that decoding does not take — a payload that does not decode (so every
-    /// refusal), a member repeated at any level the record reads, a `seq` or `type` other
-    /// than the given ones, no `data` — is parsed into an `Event` and given to `apply`.
-    ///
-    /// Returns `None`, with nothing applied, when `line` is not a valid `Event` (a journal
-    /// reports such a line as damage).
-    pub fn apply_line(
-        &mut self,
-        seq: u64,
-        kind: &str,
-        line: &str,
-    ) -> Option<Result<(), InvalidEvent>> {
-        if !Event::is_valid_line(line) {
-            return None;
-        }
-        let mut payload = LinePayload {
-            seq,
-            kind,
-            line,
-            time: None,
-        };
-        if let Ok(record) = self.decode_record(seq, kind, &mut payload)
-            && let Some(time) = payload.time.or_else(|| payload.envelope_time())
-        {
-            return Some(self.apply_record(seq, time, kind, record));
-        }
-        let event: Event = serde_json::from_str(line).ok()?;
-        Some(self.apply(&event))
-    }
-
-    /// The record `apply` decodes of an event of type `kind` at `seq` (by its type, and for
-    /// the own-only records by `seq` and the state), decoded from `payload`.
-    fn decode_record<P: PayloadSource>(
-        &self,
-        seq: u64,
-        kind: &str,
-        payload: &mut P,
-    ) -> Result<Record, P::Error> {
-        let own = seq >= self.seed_len;
-        Ok(match kind {
-            ty::USER_MESSAGE => Record::User(payload.decode()?),
-            ty::ASSISTANT_MESSAGE => Record::Assistant(payload.decode()?),
-            ty::TOOL_CALL => Record::ToolCall(payload.decode()?),
-            ty::TOOL_PROCESS => Record::ToolProcess(payload.decode()?),
-            ty::TOOL_RESULT => Record::ToolResult(payload.decode()?),
-            ty::TURN_START => Record::TurnStart(payload.decode()?),
-            ty::STEP_START => Record::StepStart(payload.decode()?),
-            ty::STEP_END => Record::StepEnd,
-            ty::TURN_END => Record::TurnEnd(payload.decode()?),
-            ty::AGENT_INBOX_SPLICED if own => Record::Splice(payload.decode()?),
-            ty::AGENT_CONFIG if own => Record::Config(payload.decode()?),
-            ty::SUBAGENT_DESCRIPTOR if own && self.descriptor.is_none() => {
-                Record::Descriptor(payload.decode()?)
-            }
-            ty::APPROVAL_REQUESTED if own => Record::ApprovalRequested(payload.decode()?),
-            ty::APPROVAL_DECIDED if own => Record::ApprovalDecided(payload.decode()?),
-            _ => Record::Other,
-        })
-    }
-
-    /// Applies the record of the event at `seq` (of time `time`, type `kind`) that
-    /// [`Transcript::decode_record`] decoded.
-    fn apply_record(
-        &mut self,
-        seq: u64,
-        time: u64,
-        kind: &str,
-        record: Record,
-    ) -> Result<(), InvalidEvent> {
-        let own = seq >= self.seed_len;
-        self.next_seq = seq + 1;
-        self.last_time = time;
-        match record {
-            Record::User(msg) => {
+        match event.kind.as_str() {
+            ty::USER_MESSAGE => {
+                let msg: UserMessage = decode(event)?;
                 self.history.push(ChatMessage::user(msg.text_content()));
                 if own {
                     self.accepted_user |= msg.source.kind == "user";
                     self.accepted.insert(msg.id);
                 }
             }
-            Record::Assistant(rec) => {
+            ty::ASSISTANT_MESSAGE => {
+                let rec: AssistantRecord = decode(event)?;
                 if own {
                     self.model_calls += 1;
                     self.void_candidate =
@@ -469,16 +303,19 @@ impl Transcript {
                 }
                 self.history.push(ChatMessage::Assistant(rec.message));
             }
-            Record::ToolCall(rec) => {
-                self.started.insert(rec.call_id, (seq, rec.effect));
+            ty::TOOL_CALL => {
+                let rec: ToolCallRecord = decode(event)?;
+                self.started.insert(rec.call_id, (event.seq.0, rec.effect));
                 if own {
                     self.stats.tool_calls += 1;
                 }
             }
-            Record::ToolProcess(rec) => {
+            ty::TOOL_PROCESS => {
+                let rec: ToolProcessRecord = decode(event)?;
                 self.call_processes.insert(rec.call_id.clone(), rec);
             }
-            Record::ToolResult(rec) => {
+            ty::TOOL_RESULT => {
+                let rec: ToolResultRecord = decode(event)?;
                 if own {
                     if let Some(seen) = &rec.seen {
                         self.seen_files
@@ -508,7 +345,8 @@ impl Transcript {
                     .push(ChatMessage::tool_result(rec.call_id.clone(), rec.content));
                 self.answered.insert(rec.call_id);
             }
-            Record::TurnStart(rec) => {
+            ty::TURN_START => {
+                let rec: TurnStart = decode(event)?;
                 self.last_turn = self.last_turn.max(rec.turn);
                 self.open_turn = Some(rec.turn);
                 self.open_step = None;
@@ -519,21 +357,23 @@ impl Transcript {
                     self.stats.turns += 1;
                 }
             }
-            Record::StepStart(rec) => {
+            ty::STEP_START => {
+                let rec: StepMark = decode(event)?;
                 self.open_step = Some(rec.step);
                 self.step_calls.clear();
                 self.started.clear();
                 self.call_processes.clear();
                 self.answered.clear();
             }
-            Record::StepEnd => {
+            ty::STEP_END => {
                 self.open_step = None;
                 self.step_calls.clear();
                 self.started.clear();
                 self.call_processes.clear();
                 self.answered.clear();
             }
-            Record::TurnEnd(rec) => {
+            ty::TURN_END => {
+                let rec: TurnEnd = decode(event)?;
                 self.open_turn = None;
                 self.open_step = None;
                 self.final_answer = false;
@@ -546,7 +386,8 @@ impl Transcript {
                 }
                 self.last_turn_end = Some(rec.reason);
             }
-            Record::Splice(splice) => {
+            ty::AGENT_INBOX_SPLICED if own => {
+                let splice: InboxSplice = decode(event)?;
                 let list = match splice.target {
                     InboxTarget::NextTurn => &mut self.next_turn,
                     InboxTarget::NextStep => &mut self.next_step,
@@ -554,8 +395,8 @@ impl Transcript {
                 let end = splice.start.checked_add(splice.removed_count);
                 if splice.start > list.len() || end.is_none_or(|end| end > list.len()) {
                     return Err(InvalidEvent {
-                        seq,
-                        kind: kind.to_owned(),
+                        seq: event.seq.0,
+                        kind: event.kind.clone(),
                         reason: format!(
                             "splice {}+{} out of range for {} items",
                             splice.start,
@@ -584,16 +425,22 @@ impl Transcript {
             }
             // The latest record wins: `troupe resume --model …` records its override so that
             // later resumes keep it.
-            Record::Config(config) => self.config = Some(config),
-            Record::Descriptor(descriptor) => self.descriptor = Some(descriptor),
-            Record::ApprovalRequested(request) => {
+            ty::AGENT_CONFIG if own => {
+                self.config = Some(decode(event)?);
+            }
+            ty::SUBAGENT_DESCRIPTOR if own && self.descriptor.is_none() => {
+                self.descriptor = Some(decode(event)?);
+            }
+            ty::APPROVAL_REQUESTED if own => {
+                let request: ApprovalRequested = decode(event)?;
                 self.approvals.push(ApprovalEntry {
                     request,
-                    requested_at: time,
+                    requested_at: event.time,
                     decided: None,
                 });
             }
-            Record::ApprovalDecided(decided) => {
+            ty::APPROVAL_DECIDED if own => {
+                let decided: ApprovalDecided = decode(event)?;
                 if let Some(entry) = self
                     .approvals
                     .iter_mut()
@@ -607,7 +454,7 @@ impl Transcript {
                     entry.decided = Some(decided);
                 }
             }
-            Record::Other => {}
+            _ => {}
         }
         Ok(())
     }
