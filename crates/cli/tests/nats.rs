@@ -1543,10 +1543,15 @@ fn a_sandboxed_command_cannot_reach_the_nats_store_to_approve_its_leads_request(
              {port}), 5); print(\"connected to {port}\")'"
         )
     };
+    let mptcp = format!(
+        "/usr/bin/python3 -c 'import socket; a = socket.socket(socket.AF_INET, \
+             socket.SOCK_STREAM, 262); a.settimeout(5); a.connect((\"127.0.0.1\", {port})); \
+             print(\"mptcp connected to {port}\")'"
+    );
     let attack = format!(
         "while [ ! -f request ]; do sleep 0.05; done; \
          {troupe_bin} --home {home} --store {url} approve $(cat request) --always; \
-         echo \"approve exit $?\"; {nats}; {other}",
+         echo \"approve exit $?\"; {nats}; {mptcp}; {other}",
         home = s.home().display(),
         url = s.url(),
         nats = connect(&port),
@@ -1622,7 +1627,7 @@ fn a_sandboxed_command_cannot_reach_the_nats_store_to_approve_its_leads_request(
     assert!(alpha_result.contains("Permission denied"), "{alpha_result}");
     assert!(
         !alpha_result.contains(&format!("connected to {port}")),
-        "{alpha_result}"
+        "neither over TCP nor Multipath TCP: {alpha_result}"
     );
     assert!(
         alpha_result.contains(&format!("connected to {other_port}")),

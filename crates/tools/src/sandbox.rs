@@ -338,6 +338,100 @@ fn guard_current_thread(policy: &SandboxPolicy, guard: &PortGuard) -> Result<(),
     restrict_current_thread(policy, ruleset)
 }
 
+/// The seccomp filters of [`close_tcp_side_doors`], built once per process (`Err`: why not).
+static SIDE_DOORS: OnceLock<Result<Vec<seccompiler::BpfProgram>, String>> = OnceLock::new();
+
+/// `MSG_FASTOPEN`: a `sendto`/`sendmsg` that connects a TCP socket itself.
+const MSG_FASTOPEN: u64 = 0x2000_0000;
+/// `IPPROTO_MPTCP`: a Multipath TCP socket.
+const IPPROTO_MPTCP: u64 = 262;
+
+/// Closes the ways around Landlock's TCP rules on the calling thread (so for every command it
+/// starts), whenever a policy confines anything: Landlock checks `connect(2)` and `bind(2)` of
+/// TCP sockets, but a Multipath TCP socket (`socket(…, IPPROTO_MPTCP)`) and a TCP Fast Open
+/// send (`sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN`, which connects without calling
+/// `connect`) are not checked, and `io_uring` issues socket operations where a seccomp filter
+/// cannot see their arguments. A seccomp filter answers them as a kernel without those
+/// features does — `EPROTONOSUPPORT` for MPTCP, `EOPNOTSUPP` for Fast Open, `ENOSYS` for
+/// `io_uring_setup` — so programs fall back to a plain `connect`, which Landlock checks.
+/// (On x86-64 the filter also refuses system calls of another architecture, i.e. 32-bit
+/// programs.)
+///
+/// # Errors
+/// `SANDBOX_UNSUPPORTED` when the kernel refuses the filter.
+fn close_tcp_side_doors(policy: &SandboxPolicy) -> Result<(), SandboxError> {
+    let unenforceable = |reason: String| SandboxError::Unsupported {
+        policy: *policy,
+        reason: format!("the seccomp filter closing TCP's side doors failed: {reason}"),
+        remedy: "--sandbox off",
+    };
+    let filters = SIDE_DOORS
+        .get_or_init(side_door_filters)
+        .as_ref()
+        .map_err(|reason| unenforceable(reason.clone()))?;
+    for filter in filters {
+        seccompiler::apply_filter(filter).map_err(|e| unenforceable(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// The three filters of [`close_tcp_side_doors`], each answering its matches with one errno.
+fn side_door_filters() -> Result<Vec<seccompiler::BpfProgram>, String> {
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    };
+    let arch: seccompiler::TargetArch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    let condition = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(|e| e.to_string())
+    };
+    let fast_open = || SeccompCmpOp::MaskedEq(MSG_FASTOPEN);
+    let rules = [
+        (
+            vec![(
+                libc::SYS_socket,
+                vec![condition(2, SeccompCmpOp::Eq, IPPROTO_MPTCP)?],
+            )],
+            libc::EPROTONOSUPPORT,
+        ),
+        (
+            vec![
+                (
+                    libc::SYS_sendto,
+                    vec![condition(3, fast_open(), MSG_FASTOPEN)?],
+                ),
+                (
+                    libc::SYS_sendmsg,
+                    vec![condition(2, fast_open(), MSG_FASTOPEN)?],
+                ),
+                (
+                    libc::SYS_sendmmsg,
+                    vec![condition(3, fast_open(), MSG_FASTOPEN)?],
+                ),
+            ],
+            libc::EOPNOTSUPP,
+        ),
+        (vec![(libc::SYS_io_uring_setup, vec![])], libc::ENOSYS),
+    ];
+    rules
+        .into_iter()
+        .map(|(rules, errno)| {
+            let errno = u32::try_from(errno).map_err(|e| e.to_string())?;
+            let filter = SeccompFilter::new(
+                rules.into_iter().collect(),
+                SeccompAction::Allow,
+                SeccompAction::Errno(errno),
+                arch,
+            )
+            .map_err(|e| e.to_string())?;
+            seccompiler::BpfProgram::try_from(filter).map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
 /// `ports` as `4222, 6222`.
 fn port_list(ports: &BTreeSet<u16>) -> String {
     ports
@@ -486,6 +580,7 @@ pub async fn spawn_confined(
             let _entered = runtime.enter();
             let spawned = ruleset(&policy, &workspace, temp_dir.as_deref())
                 .and_then(|ruleset| restrict_current_thread(&policy, ruleset))
+                .and_then(|()| close_tcp_side_doors(&policy))
                 .map(|()| command.spawn());
             reply(sender, spawned);
         });
@@ -629,7 +724,8 @@ impl Spawner {
         let leave = |spawners: &mut Vec<SpawnerEntry>| spawners.retain(|(n, _, _)| *n != number);
         let confined = ruleset(&policy, workspace, temp_dir)
             .and_then(|ruleset| restrict_current_thread(&policy, ruleset))
-            .and_then(|()| guard_current_thread(&policy, guard));
+            .and_then(|()| guard_current_thread(&policy, guard))
+            .and_then(|()| close_tcp_side_doors(&policy));
         if let Err(error) = confined {
             // Nothing is sent once it left the list (sends happen under the lock).
             leave(&mut lock(&SPAWNERS));

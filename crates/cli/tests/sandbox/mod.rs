@@ -196,6 +196,36 @@ impl Listener {
     }
 }
 
+/// The side doors around Landlock's TCP rules are closed: a Multipath TCP socket and a TCP Fast
+/// Open send (which connects without `connect`) reach nothing under `--network off` — a fresh
+/// user's trial reached a loopback server with both.
+#[test]
+fn network_off_also_blocks_multipath_tcp_and_fast_open() {
+    let s = Setup::new();
+    let listener = Listener::new();
+    let script = r#"import socket as s, sys
+p = int(sys.argv[1])
+try:
+    a = s.socket(s.AF_INET, s.SOCK_STREAM, 262)
+    a.connect(("127.0.0.1", p)); a.sendall(b"mptcp"); a.close(); print("mptcp connected")
+except OSError as e:
+    print("mptcp refused", e.errno)
+try:
+    b = s.socket(s.AF_INET, s.SOCK_STREAM)
+    b.sendto(b"tfo", 0x20000000, ("127.0.0.1", p)); b.close(); print("tfo connected")
+except OSError as e:
+    print("tfo refused", e.errno)
+"#;
+    let command = format!("python3 -c '{script}' {}", listener.port);
+    let steps = json!([bash(&command), text("Tried the side doors.")]);
+    let id = run_lead(&s, "doors.json", steps, &["--network", "off"]);
+    let result = &bash_results(&s, &id)[0];
+    let out = result["stdout"].as_str().unwrap();
+    assert!(out.contains("mptcp refused"), "{result}");
+    assert!(out.contains("tfo refused"), "{result}");
+    assert!(listener.received().is_empty(), "a denied connect arrived");
+}
+
 /// A command may signal its own processes, never the troupe process running it (`kill $PPID`
 /// would otherwise stop the whole Team) — under either sandbox mode.
 #[test]
