@@ -1244,11 +1244,23 @@ fn error_result(
     code: &str,
     message: &str,
 ) -> ToolResultRecord {
+    error_record(turn, step, &call.id, &call.name, code, message)
+}
+
+/// The `tool/result` of the call `call_id` to tool `name` failing with `code` and `message`.
+fn error_record(
+    turn: u64,
+    step: u64,
+    call_id: &str,
+    name: &str,
+    code: &str,
+    message: &str,
+) -> ToolResultRecord {
     ToolResultRecord {
         turn,
         step,
-        call_id: call.id.clone(),
-        name: call.name.clone(),
+        call_id: call_id.to_owned(),
+        name: name.to_owned(),
         is_error: true,
         code: Some(code.to_owned()),
         content: json!({"code": code, "message": message}).to_string(),
@@ -1573,18 +1585,14 @@ fn truncated_call_result(turn: u64, step: u64, cut: &TruncatedCall) -> ToolResul
         cut.name,
         cut.arguments.len()
     );
-    ToolResultRecord {
+    error_record(
         turn,
         step,
-        call_id: cut.id.clone(),
-        name: cut.name.clone(),
-        is_error: true,
-        code: Some(TOOL_ARGUMENTS_TRUNCATED.to_owned()),
-        content: json!({"code": TOOL_ARGUMENTS_TRUNCATED, "message": message}).to_string(),
-        message_id: None,
-        source_event_seqs: Vec::new(),
-        seen: None,
-    }
+        &cut.id,
+        &cut.name,
+        TOOL_ARGUMENTS_TRUNCATED,
+        &message,
+    )
 }
 
 fn build_request(inner: &Inner, transcript: &Transcript) -> ChatRequest {
