@@ -55,6 +55,16 @@ use crate::work;
 /// The built-in script: `{"agents": {"lead": […], "alpha": […], "beta": […]}}`.
 pub(crate) const SCRIPT: &str = include_str!("demo/script.json");
 
+/// The script of `troupe demo --worktree`: the same Team and board, each teammate in its own
+/// git worktree, so beta's edit is never stale (alpha's change is on alpha's branch) and the
+/// Lead lists the branches instead of running the suite (its checkout is unchanged until
+/// `troupe team merge`).
+pub(crate) const WORKTREE_SCRIPT: &str = include_str!("demo/script-worktree.json");
+
+/// The file-name prefix of the recorded worktree script (`<home>/demo/worktree-script-….json`):
+/// a resumed worktree demo has no test check (its work is on the teammates' branches).
+const WORKTREE_SCRIPT_PREFIX: &str = "worktree-script-";
+
 /// The demo project: (path relative to the workspace, content).
 const PROJECT: [(&str, &str); 6] = [
     ("README.md", include_str!("demo/project/README.md")),
@@ -106,6 +116,8 @@ pub(crate) struct DemoFlags {
     sandbox: work::SandboxArgs,
     #[command(flatten)]
     budget: work::BudgetArgs,
+    #[command(flatten)]
+    worktree: work::WorktreeArgs,
 }
 
 /// `troupe demo`.
@@ -123,8 +135,14 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     // it leaves no project behind), then the project.
     let created = target.make_dir()?;
     home.prepare().inspect_err(|_| created.undo())?;
-    let script = record_script(&home.dir).inspect_err(|_| created.undo())?;
+    let worktree = flags.worktree.worktree;
+    let script = record_script(&home.dir, worktree).inspect_err(|_| created.undo())?;
     let workspace = target.write_project()?;
+    if worktree {
+        // The project becomes a repository the teammates' branches start from.
+        troupe_runtime::worktree::init_repository(&workspace, "wordstats: the demo project")
+            .map_err(Failure::work)?;
+    }
     let shown = shell_quote(&workspace.display().to_string());
     let script_shown = shell_quote(&script.display().to_string());
     let framing = Framing {
@@ -138,14 +156,19 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
             ),
         ],
         epilogue: Some(Box::new(move |ending: &Ending<'_>| {
-            epilogue(ending, &shown)
+            if worktree {
+                worktree_epilogue(ending, &shown)
+            } else {
+                epilogue(ending, &shown)
+            }
         })),
         // Say what the project's tests really do now, whatever the script claimed: a run
-        // that leaves them failing exits 1.
-        check: Some(Box::new({
+        // that leaves them failing exits 1. (With worktrees the Lead's checkout is unchanged
+        // until `troupe team merge`: there is nothing to check yet.)
+        check: (!worktree).then(|| -> crate::framing::Check {
             let project_dir = workspace.clone();
-            move || test_outcome(&project_dir)
-        })),
+            Box::new(move || test_outcome(&project_dir))
+        }),
         run_hints: false,
     };
     work::run_scripted_team(
@@ -158,6 +181,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
             sandbox,
             mcp,
             budget: flags.budget,
+            worktree,
         },
         home,
         framing,
@@ -174,6 +198,8 @@ pub(crate) fn resumed_framing(home: &Path, script: Option<&Path>, workspace: &Pa
         .unwrap_or_else(|_| home.to_path_buf())
         .join("demo");
     let is_demo = script.is_some_and(|path| {
+        // (A worktree demo, `worktree-script-….json`, is not matched: its Lead's checkout
+        // has no work to check until `troupe team merge`.)
         path.parent() == Some(demo_dir.as_path())
             && path
                 .file_name()
@@ -188,6 +214,53 @@ pub(crate) fn resumed_framing(home: &Path, script: Option<&Path>, workspace: &Pa
         check: Some(Box::new(move || test_outcome(&project))),
         ..Framing::default()
     }
+}
+
+/// The closing lines of `demo --worktree`: where each teammate's work is, how to merge it,
+/// then how to run the tests and look at the Team.
+fn worktree_epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
+    let (id, home) = (ending.id, ending.home);
+    let mut lines = vec![
+        String::new(),
+        if ending.completed {
+            format!(
+                "demo done: each teammate's work is on its own branch; the Lead's checkout \
+                 {project} is unchanged until you merge them"
+            )
+        } else {
+            format!("demo stopped: the project is in {project}")
+        },
+    ];
+    let mut rows: Vec<(String, String)> = ending
+        .teammates
+        .iter()
+        .map(|(name, _)| {
+            (
+                format!("bring {name}'s branch in"),
+                format!("troupe team merge {id} {name}{home}"),
+            )
+        })
+        .collect();
+    rows.extend([
+        (
+            "then run the project's tests".to_owned(),
+            format!("cd {project} && python3 -m unittest"),
+        ),
+        (
+            "the roster, worktrees and branches".to_owned(),
+            format!("troupe team show {id}{home}"),
+        ),
+        (
+            "remove the finished worktrees".to_owned(),
+            format!("troupe team clean {id}{home}"),
+        ),
+    ]);
+    let width = rows.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
+    lines.extend(
+        rows.into_iter()
+            .map(|(label, command)| format!("  {label:<width$}  {command}")),
+    );
+    lines
 }
 
 /// The closing lines: where the project is, how to run its tests, how to look at the Team.
@@ -523,17 +596,23 @@ impl Target {
 /// Writes the built-in script to `<home>/demo/script-<hash of its text>.json` (once per
 /// version of the script) and returns its path. A session records the path, so `troupe
 /// resume` of a demo session reads the same script, even after a newer Troupe changed it.
-fn record_script(home: &Path) -> Result<PathBuf, Failure> {
+/// With `worktree`, the worktree script, as `worktree-script-<hash>.json`.
+fn record_script(home: &Path, worktree: bool) -> Result<PathBuf, Failure> {
     let dir = home.join("demo");
-    let path = dir.join(format!("script-{:016x}.json", fnv1a(SCRIPT.as_bytes())));
-    if std::fs::read(&path).is_ok_and(|bytes| bytes == SCRIPT.as_bytes()) {
+    let (script, prefix) = if worktree {
+        (WORKTREE_SCRIPT, WORKTREE_SCRIPT_PREFIX)
+    } else {
+        (SCRIPT, "script-")
+    };
+    let path = dir.join(format!("{prefix}{:016x}.json", fnv1a(script.as_bytes())));
+    if std::fs::read(&path).is_ok_and(|bytes| bytes == script.as_bytes()) {
         return Ok(path);
     }
     let write = || -> anyhow::Result<()> {
         std::fs::create_dir_all(&dir)?;
         let staging = dir.join(format!(".script-{}.tmp", std::process::id()));
         let mut file = std::fs::File::create(&staging)?;
-        file.write_all(SCRIPT.as_bytes())?;
+        file.write_all(script.as_bytes())?;
         file.sync_all()?;
         std::fs::rename(&staging, &path)?;
         Ok(())

@@ -92,6 +92,34 @@ pub(crate) enum TeamCommand {
         /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
         session: String,
     },
+    /// Merge a teammate's branch (a Team run with --worktree) into the Lead's checkout.
+    ///
+    /// First commits the teammate's uncommitted changes in its worktree (tracked and
+    /// untracked files, not ignored ones) on its branch, as "NAME's uncommitted work (troupe
+    /// team merge)"; then, in the Lead's checkout, merges the branch into BRANCH (default: the
+    /// branch checked out there; another one is checked out first) with a merge commit. The
+    /// Lead's checkout must have no uncommitted changes to tracked files. A conflict aborts
+    /// the merge: exit 1 listing the conflicting paths, nothing committed to BRANCH, its index
+    /// and tree as before. An unknown member or one without a worktree is bad input (exit 2).
+    Merge {
+        /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
+        session: String,
+        /// The teammate's name.
+        name: String,
+        /// The branch to merge into (default: the Lead's checkout's current branch).
+        #[arg(long, value_name = "BRANCH")]
+        into: Option<String>,
+    },
+    /// Remove the git worktrees of a --worktree Team's finished teammates (branches kept).
+    ///
+    /// Each teammate that is not running (its session not held by a process) has its
+    /// worktree removed with `git worktree remove`; one with uncommitted changes is kept (run
+    /// `troupe team merge` first, which commits them). One line per teammate: removed, kept
+    /// (why) or already gone. A teammate woken later gets its worktree back from its branch.
+    Clean {
+        /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
+        session: String,
+    },
 }
 
 /// Runs a `troupe team …` command.
@@ -113,7 +141,148 @@ pub(crate) fn run(
         } => show(journal, &session, json, all, at, home, home_dir),
         TeamCommand::Log { session, json } => timeline(journal, &session, json, home),
         TeamCommand::Verify { session } => verify(journal, &session, home),
+        TeamCommand::Merge {
+            session,
+            name,
+            into,
+        } => merge(journal, &session, &name, into.as_deref(), home),
+        TeamCommand::Clean { session } => clean(journal, &session, home),
     }
+}
+
+/// The Lead's checkout (its repository's top level) and the worktree of teammate `name`.
+fn member_worktree(
+    lead: &LeadLog,
+    name: &str,
+) -> Result<(PathBuf, troupe_team::MemberWorktree), Failure> {
+    let id = lead.id();
+    let member = lead.state().member_named(name).ok_or_else(|| {
+        Failure::bad_input(anyhow!(
+            "TEAM_MEMBER_NOT_FOUND: session {id}'s Team has no teammate named {name}"
+        ))
+    })?;
+    let worktree = member.worktree.clone().ok_or_else(|| {
+        Failure::bad_input(troupe_runtime::worktree::WorktreeError::NoWorktree {
+            name: name.to_owned(),
+        })
+    })?;
+    Ok((lead_checkout(lead)?, worktree))
+}
+
+/// The top level of the Lead's checkout (the repository holding its workspace).
+fn lead_checkout(lead: &LeadLog) -> Result<PathBuf, Failure> {
+    let workspace = lead
+        .config()
+        .map_or_else(PathBuf::new, |c| PathBuf::from(&c.workspace));
+    troupe_runtime::worktree::top_level(&workspace).map_err(Failure::bad_input)
+}
+
+/// `troupe team merge SESSION NAME [--into BRANCH]` (see [`troupe_runtime::worktree::merge`]).
+fn merge(
+    journal: &Journal,
+    session: &str,
+    name: &str,
+    into: Option<&str>,
+    home: &str,
+) -> Result<(), Failure> {
+    use troupe_runtime::worktree::WorktreeError;
+    let lead = load_team(journal, session, "merge", LeadRead::Team, home)?;
+    let (top, worktree) = member_worktree(&lead, name)?;
+    let merged =
+        troupe_runtime::worktree::merge(&top, name, &worktree, into).map_err(|e| match e {
+            WorktreeError::MergeConflict { .. } | WorktreeError::Git { .. } => {
+                Failure::work(anyhow!("{}: {e}", troupe_protocol::ErrorCode::code(&e)))
+            }
+            bad => Failure::bad_input(bad),
+        })?;
+    let mut out = Stdout::lock();
+    if let Some(commit) = &merged.work_commit {
+        writeln!(
+            out,
+            "committed {name}'s uncommitted work in {} on {}: {}",
+            worktree.path,
+            worktree.branch,
+            short(commit)
+        )
+        .context("writing output")?;
+    }
+    match &merged.merge_commit {
+        Some(commit) => writeln!(
+            out,
+            "merged {} into {} in {}: {}",
+            worktree.branch,
+            merged.into,
+            top.display(),
+            short(commit)
+        ),
+        None => writeln!(
+            out,
+            "{} already contains {}: nothing to merge",
+            merged.into, worktree.branch
+        ),
+    }
+    .context("writing output")?;
+    out.flush().context("writing output")?;
+    Ok(())
+}
+
+/// The first 12 hexadecimal digits of a commit.
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+/// `troupe team clean SESSION`: removes the worktrees of teammates not running (see
+/// [`troupe_runtime::worktree::remove`]); one line each.
+fn clean(journal: &Journal, session: &str, home: &str) -> Result<(), Failure> {
+    use troupe_runtime::worktree::Cleaned;
+    let lead = load_team(journal, session, "clean", LeadRead::Team, home)?;
+    let with_worktree: Vec<_> = lead
+        .state()
+        .members()
+        .iter()
+        .filter_map(|m| m.worktree.clone().map(|w| (m.name.to_string(), m.id.clone(), w)))
+        .collect();
+    if with_worktree.is_empty() {
+        return Err(Failure::bad_input(anyhow!(
+            "TEAM_NO_WORKTREE: session {}'s Team has no teammate with a worktree (it was not \
+             run with --worktree)",
+            lead.id()
+        )));
+    }
+    let top = lead_checkout(&lead)?;
+    let mut out = Stdout::lock();
+    for (name, id, worktree) in with_worktree {
+        let line = match journal.holder(&id) {
+            Ok(Some(holder)) => format!(
+                "{name}: kept {}: the teammate is running ({holder})",
+                worktree.path
+            ),
+            _ => match troupe_runtime::worktree::remove(&top, &worktree) {
+                Ok(Cleaned::Removed) => format!(
+                    "{name}: removed {} (branch {} kept)",
+                    worktree.path, worktree.branch
+                ),
+                Ok(Cleaned::AlreadyGone) => {
+                    format!("{name}: {} is already gone (branch {} kept)", worktree.path, worktree.branch)
+                }
+                Ok(Cleaned::KeptDirty(paths)) => format!(
+                    "{name}: kept {}: it has uncommitted changes ({}); troupe team merge commits \
+                     them",
+                    worktree.path,
+                    paths.join(", ")
+                ),
+                Err(e) => {
+                    return Err(Failure::work(anyhow!(
+                        "{name}: {}: {e}",
+                        troupe_protocol::ErrorCode::code(&e)
+                    )));
+                }
+            },
+        };
+        writeln!(out, "{line}").context("writing output")?;
+    }
+    out.flush().context("writing output")?;
+    Ok(())
 }
 
 /// Folds the Lead log of the session named `raw` for `show`/`verify` ([`LeadLog::read`]): bad
@@ -394,15 +563,20 @@ fn human_show(full: &TeamShowFull, lead: &LeadLog) -> Vec<String> {
                 .as_deref()
                 .map_or_else(|| "-".to_owned(), cell),
         ]);
-        if !member.diagnostics.is_empty() {
-            notes.push((
-                rows.len() - 1,
-                member
-                    .diagnostics
-                    .iter()
-                    .map(|d| format!("    ! {}", escape_controls(d)))
-                    .collect(),
+        let mut member_notes: Vec<String> = member
+            .diagnostics
+            .iter()
+            .map(|d| format!("    ! {}", escape_controls(d)))
+            .collect();
+        if let Some(worktree) = &member.worktree {
+            member_notes.push(format!(
+                "    worktree: {} (branch {})",
+                escape_controls(&worktree.path),
+                escape_controls(&worktree.branch)
             ));
+        }
+        if !member_notes.is_empty() {
+            notes.push((rows.len() - 1, member_notes));
         }
     }
     lines.extend(with_notes(align_columns(&rows), &notes));

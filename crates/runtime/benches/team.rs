@@ -62,6 +62,7 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             mcp_servers: None,
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
+            worktree_root: None,
         },
     )
 }

@@ -78,6 +78,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             mcp_servers: None,
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
+            worktree_root: None,
         },
     );
     let lead = rt

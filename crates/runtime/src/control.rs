@@ -44,6 +44,9 @@ pub struct ChildSpec {
     /// The caller's signal: once cancelled, creation stops and rolls back (no live child is
     /// left). It only governs the call until the inbox accepted the prompt (REFERENCE b.3).
     pub cancel: Option<CancellationToken>,
+    /// The child's own workspace (absolute), recorded in its config and header as its
+    /// `workspace`/`cwd`: a teammate's git worktree under `--worktree`. `None`: the parent's.
+    pub workspace: Option<std::path::PathBuf>,
 }
 
 /// What starting a child returns once the child's inbox accepted the prompt.

@@ -72,6 +72,10 @@ pub enum RuntimeError {
     /// still released. Code `ACTIVATION_TEARDOWN_FAILED`.
     #[error("activation teardown failed: {}", .0.join("; "))]
     TeardownFailed(Vec<String>),
+    /// A teammate's git worktree could not be made (`--worktree`; the wrapped code, e.g.
+    /// `WORKTREE_GIT_FAILED`).
+    #[error(transparent)]
+    Worktree(#[from] crate::worktree::WorktreeError),
 }
 
 impl ErrorCode for RuntimeError {
@@ -87,6 +91,7 @@ impl ErrorCode for RuntimeError {
             RuntimeError::Cancelled(_) => "CANCELLED",
             RuntimeError::Disposed(_) => "AGENT_DISPOSED",
             RuntimeError::Workspace { .. } => "WORKSPACE_INVALID",
+            RuntimeError::Worktree(e) => e.code(),
             RuntimeError::TeardownFailed(_) => "ACTIVATION_TEARDOWN_FAILED",
         }
     }

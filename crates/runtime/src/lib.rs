@@ -71,6 +71,7 @@ pub mod team;
 mod teammate;
 mod time_travel;
 pub mod user_mail;
+pub mod worktree;
 
 pub use agent::{
     APPROVAL_DENIED, APPROVAL_TIMED_OUT, Agent, AgentProgress, AgentSetup, AgentStatus,

@@ -137,6 +137,11 @@ pub struct RuntimeOptions {
     /// ([`crate::ledger`]); the front end seeds it from the logs on a resume. Default: no
     /// budget, the built-in prices, nothing counted yet.
     pub ledger: Arc<LiveLedger>,
+    /// `--worktree`: the directory under which every teammate of a Team root this runtime
+    /// creates gets its own git worktree (recorded in the root's config as
+    /// [`AgentConfigRecord::worktree_root`]; a resumed root keeps its recorded choice).
+    /// Default (`None`): teammates share the workspace (REFERENCE g.1).
+    pub worktree_root: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -364,6 +369,15 @@ impl Runtime {
             tmp_dir: Some(session_temp_dir(&id).display().to_string()),
             mcp_servers: self.inner.options.mcp_servers.clone(),
             approval: Some(self.inner.options.approval),
+            worktree_root: (profile == Profile::Team)
+                .then(|| {
+                    self.inner
+                        .options
+                        .worktree_root
+                        .as_ref()
+                        .map(|root| root.display().to_string())
+                })
+                .flatten(),
         };
         // Set up before anything is written: a refused model writes no session.
         let setup = self.build_setup(&id, &config, None)?;
@@ -1104,7 +1118,10 @@ impl Runtime {
         let mut header = SessionHeader::new(child_id.clone(), self.inner.journal.clock().now_ms())
             .with_parent(parent.id().clone())
             .with_origin("subagent");
-        header.cwd = parent_header.cwd.clone();
+        header.cwd = match &spec.workspace {
+            Some(own) => Some(own.display().to_string()),
+            None => parent_header.cwd.clone(),
+        };
         // The child's own model, else the one the parent runs (the session's model).
         let model = spec
             .model
@@ -1135,7 +1152,10 @@ impl Runtime {
             // Exactly what the session started with, never read again.
             project_instructions: parent_config.project_instructions.clone(),
             profile: spec.profile,
-            workspace: parent_config.workspace.clone(),
+            workspace: spec.workspace.as_ref().map_or_else(
+                || parent_config.workspace.clone(),
+                |own| own.display().to_string(),
+            ),
             depth: parent_config.depth + 1,
             team_limits: None,
             // A child records the policy its parent runs with: never looser.
@@ -1143,6 +1163,7 @@ impl Runtime {
             tmp_dir: Some(session_temp_dir(child_id).display().to_string()),
             mcp_servers: None,
             approval: Some(self.inner.options.approval),
+            worktree_root: None,
         };
         let mut drafts = vec![
             EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),
@@ -1301,9 +1322,47 @@ impl Runtime {
             });
         }
         let notify = t.config().is_none_or(|c| c.profile != Profile::Team);
+        if let Some(config) = t.config() {
+            self.restore_worktree(parent, config).await?;
+        }
         let (agent, _) = self.activate(child_id).await?;
         self.register(agent.clone(), Some(parent.id().clone()), notify);
         Ok(agent)
+    }
+
+    /// Adds again, from its branch, the git worktree of a teammate of a `--worktree` Team
+    /// (its `workspace` beneath the Lead's recorded `worktreeRoot`) when the directory is gone
+    /// (`troupe team clean`, or removed by hand), before the teammate is started from its log:
+    /// its branch holds what it committed (`crate::worktree::restore`). Nothing for any other
+    /// child. What survives a crash: git's `worktree add` either finished or is re-done by the
+    /// next start.
+    ///
+    /// # Errors
+    /// `WORKTREE_NOT_A_REPOSITORY`, `WORKTREE_GIT_FAILED`.
+    async fn restore_worktree(
+        &self,
+        parent: &Agent,
+        config: &AgentConfigRecord,
+    ) -> Result<(), RuntimeError> {
+        let Some((root, lead_workspace)) = parent.with_transcript(|t| {
+            t.config().and_then(|c| {
+                c.worktree_root
+                    .as_ref()
+                    .map(|r| (PathBuf::from(r), PathBuf::from(&c.workspace)))
+            })
+        }) else {
+            return Ok(());
+        };
+        let path = PathBuf::from(&config.workspace);
+        if !path.starts_with(&root) || path.exists() {
+            return Ok(());
+        }
+        let branch =
+            crate::worktree::branch_of(&troupe_team::TeamId::new(parent.id().clone()), &config.name);
+        tokio::task::spawn_blocking(move || crate::worktree::restore(&lead_workspace, &path, &branch))
+            .await
+            .map_err(|e| RuntimeError::Cancelled(format!("the git operation stopped: {e}")))??;
+        Ok(())
     }
 
     /// Starts the settlement watcher of a resident continuable child once.

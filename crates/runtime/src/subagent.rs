@@ -108,6 +108,7 @@ impl Tool for SubagentTool {
                         profile: Profile::Default,
                         model: None,
                         cancel: Some(ctx.cancellation().clone()),
+                        workspace: None,
                     },
                 )
                 .await?;

@@ -340,6 +340,13 @@ pub struct AgentConfigRecord {
     /// written before approvals existed: [`ApprovalPolicy::default`] (never).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalPolicy>,
+    /// A Team root run with `--worktree` (issue 17 item 6): the absolute directory under
+    /// which each teammate it creates gets its own git worktree (`<root>/<team-id>/<name>`);
+    /// a resume keeps it. Absent (every other session): teammates share the Lead's checkout,
+    /// as REFERENCE g.1 says. A teammate's own worktree is its `workspace`, and its Team
+    /// record names it (`team/member`'s `worktree`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree_root: Option<String>,
 }
 
 /// Which model each teammate a Team root creates runs with: `byName` for the member with

@@ -65,7 +65,8 @@ pub use mailbox::{
 };
 pub use receipts::{Consumed, LogPoint, MessageReceipt, Receipts};
 pub use record::{
-    Decoded, Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MessageSnapshot,
+    Decoded, Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MemberWorktree,
+    MessageSnapshot,
     TEAM_EVENT_VERSION, TaskSnapshot, TaskStatus, TeamEvent, TeamRecord, decode,
 };
 pub use roster::{

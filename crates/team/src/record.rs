@@ -194,9 +194,29 @@ where
     T::deserialize(deserializer).map(Some)
 }
 
+/// A teammate's own git worktree (issue 17 item 6, `--worktree`; lifts REFERENCE g.1's "no
+/// worktrees" only for a Team started with it): recorded in the member's `provisioning`
+/// record, before `git worktree add` runs, and carried unchanged by its later edges.
+///
+/// Wire shape: `{"path","branch","base"}`: the worktree's absolute directory, the branch it
+/// checks out (`troupe/<team-id-prefix>/<name>`, created for this member only) and the commit
+/// of the Lead's `HEAD` the branch starts from (40 hexadecimal digits).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberWorktree {
+    /// The worktree's absolute directory (the teammate's workspace).
+    pub path: String,
+    /// The branch it checks out.
+    pub branch: String,
+    /// The commit the branch was created from.
+    pub base: String,
+}
+
 /// The whole value of a roster member, written on every lifecycle edge (REFERENCE c.3).
 ///
-/// Wire shape: `{"id","name","description","provider","context","phase","error"?}`.
+/// Wire shape: `{"id","name","description","provider","context","phase","error"?,
+/// "worktree"?}`; `worktree` (a [`MemberWorktree`]) only for a member of a Team run with
+/// `--worktree` (a Troupe extension of REFERENCE c.3, absent otherwise).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemberSnapshot {
@@ -219,6 +239,13 @@ pub struct MemberSnapshot {
         deserialize_with = "present"
     )]
     pub error: Option<String>,
+    /// The member's own git worktree, when the Team runs with worktrees (immutable).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub worktree: Option<MemberWorktree>,
 }
 
 /// The whole value of a task, written on every mutation (REFERENCE c.3).

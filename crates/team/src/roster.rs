@@ -7,7 +7,7 @@ use crate::error::TeamError;
 use crate::ids::{LEAD_NAME, MemberName};
 use crate::limits::TeamLimits;
 use crate::record::{
-    MemberContext, MemberPhase, MemberProvider, MemberSnapshot, TeamEvent, TeamRecord,
+    MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MemberWorktree, TeamEvent, TeamRecord,
 };
 use crate::state::{Caller, TeamState};
 use crate::text::{SHORT_TEXT_MAX, js_trim, required_text};
@@ -35,6 +35,9 @@ pub struct ProvisionTeammate {
     pub provider: String,
     /// Fresh or fork.
     pub context: MemberContext,
+    /// The member's own worktree (`--worktree`), recorded with its reservation; `None`: it
+    /// works in the shared checkout (REFERENCE g.1).
+    pub worktree: Option<MemberWorktree>,
 }
 
 /// How provisioning ended for one member.
@@ -124,6 +127,7 @@ impl TeamState {
                 context: request.context,
                 phase: MemberPhase::Provisioning,
                 error: None,
+                worktree: request.worktree.clone(),
             }),
         })
     }

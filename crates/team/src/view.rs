@@ -60,8 +60,10 @@ impl From<LiveStatus> for MemberStatus {
 /// One roster row (REFERENCE c.7, d.3 `MemberView`).
 ///
 /// Wire shape (camelCase, this key order): `{"id","name","role","status","description"?,
-/// "provider"?,"context"?,"model"?,"diagnostics"}`; the Lead row has no description, provider
-/// or context.
+/// "provider"?,"context"?,"model"?,"diagnostics","worktree"?}`; the Lead row has no
+/// description, provider or context; `worktree` (`{"path","branch","base"}`, a
+/// [`MemberWorktree`](crate::MemberWorktree)) only for a teammate of a Team run with
+/// `--worktree`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberView {
@@ -87,6 +89,9 @@ pub struct MemberView {
     pub model: Option<String>,
     /// `[error]` for a member whose snapshot carries an error, else empty.
     pub diagnostics: Vec<String>,
+    /// The teammate's own worktree (`--worktree` Teams only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<crate::MemberWorktree>,
 }
 
 impl MemberView {
@@ -115,6 +120,7 @@ impl MemberView {
             context: Some(member.context),
             model,
             diagnostics: member.error.iter().cloned().collect(),
+            worktree: member.worktree.clone(),
         }
     }
 
@@ -141,6 +147,7 @@ impl MemberView {
             context: None,
             model: model.map(str::to_owned),
             diagnostics: Vec::new(),
+            worktree: None,
         }
     }
 }

@@ -142,6 +142,8 @@ pub(crate) struct FileValues {
     /// `approval_timeout`: a duration as `--approval-timeout` takes it (`"10m"`, `"90s"`).
     pub(crate) approval_timeout: Option<At<std::time::Duration>>,
     pub(crate) teammate_model: Option<At<String>>,
+    /// `[team] worktree`: each teammate gets its own git worktree (`--worktree`).
+    pub(crate) worktree: Option<At<bool>>,
     /// `[team.models]`: model by member name.
     pub(crate) team_models: BTreeMap<String, At<String>>,
     /// `[team]` limits, by their key in [`LIMIT_KEYS`].
@@ -196,6 +198,7 @@ struct FileToml {
 #[serde(deny_unknown_fields)]
 struct TeamToml {
     teammate_model: Option<Spanned<String>>,
+    worktree: Option<Spanned<bool>>,
     max_members: Option<Spanned<i64>>,
     max_tasks: Option<Spanned<i64>>,
     max_pending_messages: Option<Spanned<i64>>,
@@ -421,6 +424,12 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<FileValues, anyhow::Error
     if let Some(team) = raw.team {
         if let Some(v) = team.teammate_model {
             values.teammate_model = Some(string(v, "team.teammate_model")?);
+        }
+        if let Some(v) = team.worktree {
+            values.worktree = Some(At {
+                at: at(v.span()),
+                value: v.into_inner(),
+            });
         }
         let limits = [
             team.max_members,

@@ -16,6 +16,7 @@
 //! | `approval` (`never`, `on-request`), `approval_timeout` (a duration: `"10m"`, `"90s"`) | `--approval`, `--approval-timeout` |
 //! | `store`, `replicas` (the user's file only) | `--store` (and `$TROUPE_STORE`), `--replicas` |
 //! | `[team] teammate_model` | `--teammate-model` |
+//! | `[team] worktree` (bool) | `--worktree` (each teammate in its own git worktree) |
 //! | `[team] max_members`, `max_tasks`, `max_pending_messages`, `max_message_bytes`, `disposal_timeout_ms` | the limit flags |
 //! | `[team] budget_tokens` (1 or more), `budget_usd` (above 0) | `--budget-tokens`, `--budget-usd` |
 //! | `[team.models] <name> = "M"` | — (a teammate's model by name; wins over `teammate_model`) |
@@ -137,6 +138,8 @@ pub(crate) struct FlagValues {
     pub(crate) approval_timeout: Option<std::time::Duration>,
     pub(crate) budget_tokens: Option<u64>,
     pub(crate) budget_usd: Option<f64>,
+    /// `--worktree`.
+    pub(crate) worktree: bool,
 }
 
 /// Where the two configuration files of a run of the home `home` in `workspace` are.
@@ -230,6 +233,8 @@ pub(crate) struct Settings {
     pub(crate) prices: BTreeMap<String, Sourced<Price>>,
     pub(crate) budget_tokens: Option<Sourced<u64>>,
     pub(crate) budget_usd: Option<Sourced<f64>>,
+    /// `[team] worktree` / `--worktree` (default false).
+    pub(crate) worktree: Sourced<bool>,
 }
 
 impl Settings {
@@ -310,6 +315,12 @@ impl Settings {
             flags.teammate_model.clone(),
             "--teammate-model",
             teammate_model
+        );
+        let worktree = pick!(flags.worktree.then_some(true), "--worktree", worktree).unwrap_or(
+            Sourced {
+                value: false,
+                source: Source::Default,
+            },
         );
         let default = SandboxPolicy::default();
         let sandbox = pick!(flags.sandbox, "--sandbox", sandbox).unwrap_or(Sourced {
@@ -420,6 +431,7 @@ impl Settings {
             prices,
             budget_tokens,
             budget_usd,
+            worktree,
         }
     }
 

@@ -76,6 +76,7 @@ pub(crate) fn show(flags: ConfigFlags, home: &Path, store: &StoreSettings) -> Re
         &flags.instructions,
         &flags.approval,
         &crate::work::BudgetArgs::default(),
+        &crate::work::WorktreeArgs::default(),
     )?;
     let settings = Settings::load(home, &workspace, flag_values)?;
     let spec = settings.model_spec()?;
@@ -262,6 +263,16 @@ fn rows(
             value: json!(spec.to_string()),
             source: source_of(settings.team_models.get(name)),
             note: None,
+            shown: None,
+        });
+    }
+    // `--worktree`, when a file turns it on (off is the default and not shown).
+    if settings.worktree.value {
+        rows.push(Row {
+            key: "team.worktree".to_owned(),
+            value: json!(true),
+            source: settings.worktree.source.clone(),
+            note: Some("each teammate works in its own git worktree"),
             shown: None,
         });
     }

@@ -64,6 +64,8 @@ pub(super) struct WorkConfig {
     pub(super) budget: Budget,
     /// The prices the ledger uses (built in, with `[prices]` over them).
     pub(super) prices: Prices,
+    /// `--worktree`: a new Team root's worktree root (recorded in its configuration).
+    pub(super) worktree_root: Option<PathBuf>,
     /// Environment variables that hold API keys: removed from every `bash` tool process.
     pub(super) secret_env: Vec<String>,
     /// The sandbox of every `bash` and MCP server (checked against this kernel).
@@ -118,6 +120,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
             .limits
             .first_given()
             .or(flags.budget.first_given())
+            .or(flags.worktree.worktree.then_some("--worktree"))
             .or(flags
                 .model
                 .teammate_model
@@ -138,6 +141,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
         &flags.instructions,
         &flags.approval,
         &flags.budget,
+        &flags.worktree,
     )?;
     let workspace = match &flags.workspace {
         Some(dir) => dir.clone(),
@@ -198,11 +202,25 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
             .prologue
             .extend(settings.price_warnings(&models));
     }
+    if flags.team && settings.worktree.value {
+        shape.worktree_root = Some(worktree_root(&home.dir, &workspace)?);
+    }
     shape.prices = settings.prices();
     shape.teammates = teammate_models;
     shape.project_instructions = project_instructions;
     shape.approval = settings.approval_policy();
     work_config(home, true, workspace, spec, &flags.pace, shape)
+}
+
+/// `--worktree` (or `[team] worktree = true`) for a Team working in `workspace`: the checks
+/// of [`troupe_runtime::worktree::check_repository`] (a repository with a commit, an index
+/// without staged or unmerged changes; bad input otherwise, before anything is written), and
+/// the directory the teammates' worktrees go under: `<home>/worktrees` (absolute).
+pub(super) fn worktree_root(home: &Path, workspace: &Path) -> Result<PathBuf, Failure> {
+    troupe_runtime::worktree::check_repository(workspace).map_err(Failure::bad_input)?;
+    let home = std::path::absolute(home)
+        .map_err(|e| Failure::bad_input(anyhow!("{}: {e}", home.display())))?;
+    Ok(home.join("worktrees"))
 }
 
 /// The teammate models with every script path made absolute.
@@ -441,6 +459,8 @@ pub(super) struct RunShape {
     pub(super) budget: Budget,
     /// The ledger's prices (default: the built-in ones).
     pub(super) prices: Prices,
+    /// `--worktree`: where a new Team root's teammates get their worktrees (default: none).
+    pub(super) worktree_root: Option<PathBuf>,
 }
 
 impl RunShape {
@@ -469,6 +489,7 @@ impl RunShape {
             approval: ApprovalPolicy::default(),
             budget: Budget::default(),
             prices: Prices::builtin(),
+            worktree_root: None,
         }
     }
 }
@@ -545,6 +566,7 @@ pub(super) fn work_config(
         team_limits: shape.team_limits,
         budget: shape.budget,
         prices: shape.prices,
+        worktree_root: shape.worktree_root,
         start: shape.start,
         framing: shape.framing,
     })

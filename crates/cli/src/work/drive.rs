@@ -112,6 +112,7 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
             mcp_servers: config.mcp.as_ref().map(McpServers::to_record),
             approval: config.approval,
             ledger: Arc::clone(&ledger),
+            worktree_root: config.worktree_root.clone(),
         },
     );
     let mut printer = Printer::new(config.mode);

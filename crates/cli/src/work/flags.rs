@@ -242,6 +242,18 @@ impl BudgetArgs {
     }
 }
 
+/// `--worktree` as typed (`run --team`, `demo`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct WorktreeArgs {
+    /// Team only: each teammate works in its own git worktree, on its own branch
+    /// troupe/<team-id-prefix>/<name> from the Lead's HEAD (under <home>/worktrees/); the Lead
+    /// keeps the checkout. Bring the work in with `troupe team merge`. The workspace must be
+    /// in a git repository with a commit and no staged changes. Recorded in the session.
+    /// Config key: [team] worktree.
+    #[arg(long)]
+    pub(crate) worktree: bool,
+}
+
 /// `--no-project-instructions` as typed (`run`, `config`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct InstructionArgs {
@@ -263,6 +275,7 @@ pub(crate) fn settings_flags(
     instructions: &InstructionArgs,
     approval: &ApprovalArgs,
     budget: &BudgetArgs,
+    worktree: &WorktreeArgs,
 ) -> Result<FlagValues, Failure> {
     let mcp_config = match &sandbox.mcp_config {
         Some(path) => crate::mcp::for_new(Some(path))?.map(|servers| (path.clone(), servers)),
@@ -285,6 +298,7 @@ pub(crate) fn settings_flags(
         approval_timeout: approval.approval_timeout,
         budget_tokens: budget.budget_tokens,
         budget_usd: budget.budget_usd,
+        worktree: worktree.worktree,
     })
 }
 
@@ -383,6 +397,8 @@ pub(crate) struct RunFlags {
     pub(super) limits: TeamLimitArgs,
     #[command(flatten)]
     pub(super) budget: BudgetArgs,
+    #[command(flatten)]
+    pub(super) worktree: WorktreeArgs,
     /// The directory the agents work in (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub(super) workspace: Option<PathBuf>,

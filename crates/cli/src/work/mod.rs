@@ -25,7 +25,7 @@ pub(crate) use config::ResumedFraming;
 pub(crate) use config::check_workspace;
 pub(crate) use flags::{
     ApprovalArgs, BudgetArgs, InstructionArgs, ModelArgs, PaceArgs, ResumeFlags, RunFlags,
-    SandboxArgs, TeamLimitArgs, settings_flags,
+    SandboxArgs, TeamLimitArgs, WorktreeArgs, settings_flags,
 };
 
 use crate::exit::Failure;
@@ -94,6 +94,9 @@ pub(crate) fn run_scripted_team(
     );
     shape.budget = settings.budget();
     shape.prices = settings.prices();
+    if run.worktree {
+        shape.worktree_root = Some(config::worktree_root(&home.dir, &workspace)?);
+    }
     shape
         .framing
         .prologue
@@ -110,4 +113,6 @@ pub(crate) struct ScriptedRun {
     pub(crate) sandbox: SandboxPolicy,
     pub(crate) mcp: Option<troupe_mcp::McpServers>,
     pub(crate) budget: BudgetArgs,
+    /// `--worktree`: each teammate in its own git worktree (the project is a repository).
+    pub(crate) worktree: bool,
 }

@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -14,6 +15,7 @@ use troupe_journal::JournalError;
 use troupe_protocol::{ErrorCode, Event, MessageId, SessionId, event_types as ty};
 use troupe_team::{
     Delivery, LiveAgent, LiveStatus, MemberContext, MemberPhase, MemberSnapshot, MemberView,
+    MemberWorktree,
     ProvisionTeammate, ProvisioningOutcome, SettleDecision, TeamError, TeamRecord, js_trim,
 };
 
@@ -28,6 +30,7 @@ use crate::recovery::{
     SpawnRequest, TeammateRecovery, continuation_note, spawn_requests, teammate_recovery,
 };
 use crate::teammate::teammate_problem;
+use crate::worktree;
 use troupe_session::events::{ChildProvider, Profile};
 use troupe_session::{ContinuationRule, OpenTurn, Transcript};
 
@@ -165,11 +168,17 @@ async fn spawn_admitted(
     let _stop_watch = stop.clone().drop_guard();
     let provider = provider_of(call.context);
     let child_id = SessionId::random();
-    let member = reserve(journal, &call, provider, &child_id).await?;
-    let started = control
-        .start(
-            journal.lead(),
-            ChildSpec {
+    let worktree = plan_worktree(journal, call.name).await?;
+    let member = reserve(journal, &call, provider, &child_id, worktree).await?;
+    // The record names the worktree before git makes it (`crate::worktree`'s crash table).
+    let prepared = match &member.worktree {
+        Some(worktree) => ensure_worktree(journal, worktree).await,
+        None => Ok(()),
+    };
+    let started: Result<_, TeamOpError> = match prepared {
+        Err(e) => Err(e),
+        Ok(()) => {
+            let spec = ChildSpec {
                 provider,
                 label: member.name.to_string(),
                 child_id: Some(child_id.clone()),
@@ -179,16 +188,21 @@ async fn spawn_admitted(
                 profile: Profile::Team,
                 model: teammate_model(journal.lead(), member.name.as_str()),
                 cancel: Some(stop.clone()),
-            },
-        )
-        .await;
-    // Stopped by the Team's closing (not by the caller): the creation was disposed.
-    let started: Result<_, TeamOpError> = match started {
-        Err(RuntimeError::Cancelled(_)) if lifecycle.is_closed() => Err(TeamError::Disposed {
-            message: "teammate creation aborted: the Team runtime is shut down".to_owned(),
+                workspace: member.worktree.as_ref().map(|w| PathBuf::from(&w.path)),
+            };
+            match control.start(journal.lead(), spec).await {
+                // Stopped by the Team's closing (not by the caller): the creation was
+                // disposed.
+                Err(RuntimeError::Cancelled(_)) if lifecycle.is_closed() => {
+                    Err(TeamError::Disposed {
+                        message: "teammate creation aborted: the Team runtime is shut down"
+                            .to_owned(),
+                    }
+                    .into())
+                }
+                other => other.map_err(TeamOpError::from),
+            }
         }
-        .into()),
-        other => other.map_err(TeamOpError::from),
     };
     let outcome = match &started {
         Ok(_) => ProvisioningOutcome::Active,
@@ -249,13 +263,78 @@ fn stop_signal(
     stop
 }
 
+/// The worktree teammate `name` gets when the Lead's recorded config has a `worktreeRoot`
+/// (`--worktree`): under it, on its own branch from the Lead's current `HEAD`. `None` without
+/// worktrees, and for a name the roster will refuse anyway (nothing is asked of git).
+///
+/// # Errors
+/// `WORKTREE_NOT_A_REPOSITORY` (the Lead's workspace is no longer a repository with a commit).
+async fn plan_worktree(
+    journal: &TeamJournal,
+    name: &str,
+) -> Result<Option<MemberWorktree>, TeamOpError> {
+    let Some((root, workspace)) = worktree_settings(journal.lead()) else {
+        return Ok(None);
+    };
+    if troupe_team::MemberName::new(name).is_err() {
+        return Ok(None);
+    }
+    let repository = blocking(move || worktree::head_of(&workspace)).await?;
+    Ok(Some(worktree::member_worktree(
+        &root,
+        journal.id(),
+        name,
+        &repository.head,
+    )))
+}
+
+/// The Lead's recorded worktree root and workspace, when its Team runs with worktrees.
+fn worktree_settings(lead: &Agent) -> Option<(PathBuf, PathBuf)> {
+    lead.with_transcript(|t| {
+        t.config().and_then(|c| {
+            c.worktree_root
+                .as_ref()
+                .map(|root| (PathBuf::from(root), PathBuf::from(&c.workspace)))
+        })
+    })
+}
+
+/// Runs a blocking git operation off the runtime's threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, worktree::WorktreeError> + Send + 'static,
+) -> Result<T, TeamOpError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result.map_err(|e| TeamOpError::from(RuntimeError::from(e))),
+        Err(e) => Err(RuntimeError::Cancelled(format!("the git operation stopped: {e}")).into()),
+    }
+}
+
+/// Makes member worktree `worktree` exist in the Lead's repository ([`worktree::ensure`]).
+async fn ensure_worktree(
+    journal: &TeamJournal,
+    worktree: &MemberWorktree,
+) -> Result<(), TeamOpError> {
+    let workspace = journal
+        .lead()
+        .with_transcript(|t| t.config().map(|c| PathBuf::from(&c.workspace)))
+        .unwrap_or_default();
+    let worktree = worktree.clone();
+    blocking(move || {
+        let top = worktree::top_level(&workspace)?;
+        worktree::ensure(&top, &worktree).map(|_| ())
+    })
+    .await
+}
+
 /// Reserves the member (REFERENCE c.8 steps 2–5): every check, then the `provisioning` record
-/// (linked to the call). Returns the reserved snapshot.
+/// (linked to the call, naming the member's worktree when there is one). Returns the
+/// reserved snapshot.
 async fn reserve(
     journal: &TeamJournal,
     call: &SpawnCall<'_>,
     provider: ChildProvider,
     child_id: &SessionId,
+    worktree: Option<MemberWorktree>,
 ) -> Result<MemberSnapshot, TeamOpError> {
     let mut state = journal.enter().await;
     let caller = journal.caller(&state, call.agent)?;
@@ -264,6 +343,7 @@ async fn reserve(
         description: call.description.to_owned(),
         provider: provider.as_str().to_owned(),
         context: call.context,
+        worktree,
     };
     let event = state.decide_provision(&caller, &request, child_id.clone(), journal.limits())?;
     if js_trim(call.prompt).is_empty() {
@@ -379,6 +459,21 @@ async fn reconcile_provisioning(
         if control.agent(&member.id).is_some() {
             continue;
         }
+        // A worktree the crash cut before or while git made it is made (or found) first.
+        if let Some(worktree) = &member.worktree
+            && let Err(e) = ensure_worktree(journal, worktree).await
+        {
+            let mut state = journal.enter().await;
+            let outcome = ProvisioningOutcome::Failed {
+                error: e.to_string(),
+            };
+            if let SettleDecision::Append(event) =
+                state.decide_settle_provisioning(&member.id, &outcome)?
+            {
+                journal.commit(&mut state, &event, None).await?;
+            }
+            continue;
+        }
         let request = requests.get(member.name.as_str());
         let recreate = |log_exists| {
             recreate_member(journal, control, &member, request, lead_events, log_exists)
@@ -455,6 +550,7 @@ async fn recreate_member(
         // The choice the Lead's recorded config makes, as at the spawn the crash cut.
         model: teammate_model(journal.lead(), member.name.as_str()),
         cancel: None,
+        workspace: member.worktree.as_ref().map(|w| PathBuf::from(&w.path)),
     };
     let seed = lead_events[..request.seed_end.min(lead_events.len())].to_vec();
     match control

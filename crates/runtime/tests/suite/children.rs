@@ -20,6 +20,7 @@ fn spec(label: &str, provider: ChildProvider, child_id: Option<&str>) -> ChildSp
         profile: Profile::Default,
         model: None,
         cancel: None,
+        workspace: None,
     }
 }
 

@@ -61,6 +61,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             mcp_servers: None,
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
+            worktree_root: None,
         },
     );
     let lead = rt

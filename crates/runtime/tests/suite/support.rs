@@ -678,6 +678,7 @@ fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> 
             mcp_servers: None,
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
+            worktree_root: None,
         },
     )
 }

@@ -169,6 +169,7 @@ pub(super) fn team_child(
         profile,
         model: None,
         cancel: None,
+        workspace: None,
     }
 }
 
@@ -200,6 +201,7 @@ pub(super) fn provisioning(team: &SessionId, id: &SessionId, name: &str) -> Team
             context: MemberContext::Fresh,
             phase: troupe_team::MemberPhase::Provisioning,
             error: None,
+            worktree: None,
         }),
     }
 }

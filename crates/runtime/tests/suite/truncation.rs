@@ -53,6 +53,7 @@ fn http_runtime(home: &Path, workspace: &Path, server: &FakeOpenAi) -> Runtime {
             mcp_servers: None,
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
+            worktree_root: None,
         },
     )
 }

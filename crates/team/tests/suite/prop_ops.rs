@@ -502,6 +502,7 @@ impl Harness {
                         description: "job".to_owned(),
                         provider: "spawn".to_owned(),
                         context: MemberContext::Fork,
+                        worktree: None,
                     },
                     sid(&format!("child-{name}")),
                     &limits,

@@ -22,6 +22,7 @@ fn provision(name: &str, description: &str, provider: &str) -> ProvisionTeammate
         description: description.to_owned(),
         provider: provider.to_owned(),
         context: MemberContext::Fresh,
+        worktree: None,
     }
 }
 

@@ -196,6 +196,7 @@ impl Board {
                     description: format!("{name} work"),
                     provider: "spawn".to_owned(),
                     context: MemberContext::Fresh,
+                    worktree: None,
                 },
                 id.clone(),
                 &self.limits,
