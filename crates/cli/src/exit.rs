@@ -151,7 +151,7 @@ fn refused_path(error: &std::io::Error) -> bool {
 
 /// The stable codes ([`troupe_protocol::STABLE_CODES`]) that mean "what the user named or
 /// configured is unusable": bad input (2) whatever command meets them.
-pub(crate) const BAD_INPUT_CODES: [&str; 16] = [
+pub(crate) const BAD_INPUT_CODES: [&str; 21] = [
     // The named session cannot be used for this command (its content may be fine: a damaged
     // or unsupported file is a failure of the work, 1).
     "INVALID_SESSION_ID",
@@ -177,6 +177,13 @@ pub(crate) const BAD_INPUT_CODES: [&str; 16] = [
     // The MCP configuration (`--mcp-config`) cannot be read or is not valid.
     "MCP_CONFIG_UNREADABLE",
     "MCP_CONFIG_INVALID",
+    // `--worktree` for a workspace it cannot branch from; `team merge`/`team clean` of what
+    // has no worktree, into a branch that does not exist, or over uncommitted changes.
+    "WORKTREE_NOT_A_REPOSITORY",
+    "WORKTREE_DIRTY_INDEX",
+    "WORKTREE_DIRTY_CHECKOUT",
+    "WORKTREE_UNKNOWN_BRANCH",
+    "TEAM_NO_WORKTREE",
 ];
 
 /// The exit code of an error that reached the command with this stable code.

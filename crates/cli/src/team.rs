@@ -162,7 +162,7 @@ fn member_worktree(
         ))
     })?;
     let worktree = member.worktree.clone().ok_or_else(|| {
-        Failure::bad_input(troupe_runtime::worktree::WorktreeError::NoWorktree {
+        coded_bad_input(&troupe_runtime::worktree::WorktreeError::NoWorktree {
             name: name.to_owned(),
         })
     })?;
@@ -174,7 +174,12 @@ fn lead_checkout(lead: &LeadLog) -> Result<PathBuf, Failure> {
     let workspace = lead
         .config()
         .map_or_else(PathBuf::new, |c| PathBuf::from(&c.workspace));
-    troupe_runtime::worktree::top_level(&workspace).map_err(Failure::bad_input)
+    troupe_runtime::worktree::top_level(&workspace).map_err(|e| coded_bad_input(&e))
+}
+
+/// Bad input (exit 2) of a worktree error, its code first.
+fn coded_bad_input(e: &troupe_runtime::worktree::WorktreeError) -> Failure {
+    Failure::bad_input(anyhow!("{}: {e}", troupe_protocol::ErrorCode::code(e)))
 }
 
 /// `troupe team merge SESSION NAME [--into BRANCH]` (see [`troupe_runtime::worktree::merge`]).
@@ -193,7 +198,7 @@ fn merge(
             WorktreeError::MergeConflict { .. } | WorktreeError::Git { .. } => {
                 Failure::work(anyhow!("{}: {e}", troupe_protocol::ErrorCode::code(&e)))
             }
-            bad => Failure::bad_input(bad),
+            bad => coded_bad_input(&bad),
         })?;
     let mut out = Stdout::lock();
     if let Some(commit) = &merged.work_commit {
@@ -240,7 +245,11 @@ fn clean(journal: &Journal, session: &str, home: &str) -> Result<(), Failure> {
         .state()
         .members()
         .iter()
-        .filter_map(|m| m.worktree.clone().map(|w| (m.name.to_string(), m.id.clone(), w)))
+        .filter_map(|m| {
+            m.worktree
+                .clone()
+                .map(|w| (m.name.to_string(), m.id.clone(), w))
+        })
         .collect();
     if with_worktree.is_empty() {
         return Err(Failure::bad_input(anyhow!(
@@ -263,7 +272,10 @@ fn clean(journal: &Journal, session: &str, home: &str) -> Result<(), Failure> {
                     worktree.path, worktree.branch
                 ),
                 Ok(Cleaned::AlreadyGone) => {
-                    format!("{name}: {} is already gone (branch {} kept)", worktree.path, worktree.branch)
+                    format!(
+                        "{name}: {} is already gone (branch {} kept)",
+                        worktree.path, worktree.branch
+                    )
                 }
                 Ok(Cleaned::KeptDirty(paths)) => format!(
                     "{name}: kept {}: it has uncommitted changes ({}); troupe team merge commits \

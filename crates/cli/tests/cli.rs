@@ -29,6 +29,7 @@ mod send;
 mod team;
 mod timeline;
 mod ux;
+mod worktree;
 
 use std::path::Path;
 

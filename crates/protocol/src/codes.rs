@@ -590,6 +590,41 @@ pub const STABLE_CODES: &[StableCode] = &[
         "The workspace does not exist, is not a directory or is not writable.",
     ),
     c(
+        "WORKTREE_NOT_A_REPOSITORY",
+        "runtime",
+        "--worktree for a workspace outside a git repository with a commit (or without git installed).",
+    ),
+    c(
+        "WORKTREE_DIRTY_INDEX",
+        "runtime",
+        "--worktree while the repository's index holds staged or unmerged changes.",
+    ),
+    c(
+        "WORKTREE_DIRTY_CHECKOUT",
+        "runtime",
+        "team merge while the Lead's checkout has uncommitted changes to tracked files.",
+    ),
+    c(
+        "WORKTREE_UNKNOWN_BRANCH",
+        "runtime",
+        "team merge into a branch that does not exist, or of a teammate branch that is gone.",
+    ),
+    c(
+        "TEAM_NO_WORKTREE",
+        "runtime",
+        "team merge or team clean of a teammate (or a Team) without a worktree.",
+    ),
+    c(
+        "TEAM_MERGE_CONFLICT",
+        "runtime",
+        "team merge conflicts: the merge was aborted, nothing was committed, the paths are listed.",
+    ),
+    c(
+        "WORKTREE_GIT_FAILED",
+        "runtime",
+        "A git command of a teammate's worktree (add, commit, merge, remove) failed.",
+    ),
+    c(
         "ACTIVATION_TEARDOWN_FAILED",
         "runtime",
         "Disposing one or more child activations failed (every branch was still released).",

@@ -1357,11 +1357,15 @@ impl Runtime {
         if !path.starts_with(&root) || path.exists() {
             return Ok(());
         }
-        let branch =
-            crate::worktree::branch_of(&troupe_team::TeamId::new(parent.id().clone()), &config.name);
-        tokio::task::spawn_blocking(move || crate::worktree::restore(&lead_workspace, &path, &branch))
-            .await
-            .map_err(|e| RuntimeError::Cancelled(format!("the git operation stopped: {e}")))??;
+        let branch = crate::worktree::branch_of(
+            &troupe_team::TeamId::new(parent.id().clone()),
+            &config.name,
+        );
+        tokio::task::spawn_blocking(move || {
+            crate::worktree::restore(&lead_workspace, &path, &branch)
+        })
+        .await
+        .map_err(|e| RuntimeError::Cancelled(format!("the git operation stopped: {e}")))??;
         Ok(())
     }
 

@@ -41,7 +41,12 @@ use troupe_protocol::ErrorCode;
 use troupe_team::{MemberWorktree, TeamId};
 
 /// The environment variables removed from every `git` this module runs.
-const GIT_ENV_REMOVED: [&str; 4] = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR"];
+const GIT_ENV_REMOVED: [&str; 4] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+];
 
 /// The identity of the commits Troupe makes when the repository names none (`user.name` /
 /// `user.email` unset): `Troupe <troupe@localhost>`.
@@ -160,11 +165,14 @@ fn git(dir: &Path) -> Command {
 
 /// Runs `git -C dir ARGS`, returning its output whatever its status.
 fn run(dir: &Path, args: &[&str]) -> Result<Output, WorktreeError> {
-    git(dir).args(args).output().map_err(|e| WorktreeError::Git {
-        args: args.join(" "),
-        dir: dir.display().to_string(),
-        message: format!("could not run git: {e}"),
-    })
+    git(dir)
+        .args(args)
+        .output()
+        .map_err(|e| WorktreeError::Git {
+            args: args.join(" "),
+            dir: dir.display().to_string(),
+            message: format!("could not run git: {e}"),
+        })
 }
 
 /// Runs `git -C dir ARGS`, which must succeed; returns its standard output, trimmed.
@@ -220,8 +228,8 @@ pub fn check_repository(workspace: &Path) -> Result<Repository, WorktreeError> {
         path: workspace.display().to_string(),
         reason,
     };
-    let output = run(workspace, &["rev-parse", "--show-toplevel"])
-        .map_err(|e| not_a_repo(e.to_string()))?;
+    let output =
+        run(workspace, &["rev-parse", "--show-toplevel"]).map_err(|e| not_a_repo(e.to_string()))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let first = stderr.lines().next().unwrap_or("not a git repository");
@@ -264,11 +272,7 @@ pub fn branch_of(team: &TeamId, name: &str) -> String {
 /// `worktreeRoot`), branching from `base`: `<root>/<team-id>/<name>` on [`branch_of`].
 pub fn member_worktree(root: &Path, team: &TeamId, name: &str, base: &str) -> MemberWorktree {
     MemberWorktree {
-        path: root
-            .join(team.as_str())
-            .join(name)
-            .display()
-            .to_string(),
+        path: root.join(team.as_str()).join(name).display().to_string(),
         branch: branch_of(team, name),
         base: base.to_owned(),
     }
@@ -350,7 +354,11 @@ pub fn ensure(top: &Path, worktree: &MemberWorktree) -> Result<Ensured, Worktree
         if complete && entry.branch.as_deref() == Some(worktree.branch.as_str()) {
             return Ok(Ensured::Reused);
         }
-        if entry.branch.as_deref().is_some_and(|b| b != worktree.branch) {
+        if entry
+            .branch
+            .as_deref()
+            .is_some_and(|b| b != worktree.branch)
+        {
             return Err(WorktreeError::Git {
                 args: "worktree add".to_owned(),
                 dir: top.display().to_string(),
@@ -376,7 +384,10 @@ pub fn ensure(top: &Path, worktree: &MemberWorktree) -> Result<Ensured, Worktree
     }
     let shown = path.display().to_string();
     if branch_exists(top, &worktree.branch)? {
-        run_ok(top, &["worktree", "add", "--quiet", &shown, &worktree.branch])?;
+        run_ok(
+            top,
+            &["worktree", "add", "--quiet", &shown, &worktree.branch],
+        )?;
     } else {
         run_ok(
             top,

@@ -66,8 +66,7 @@ pub use mailbox::{
 pub use receipts::{Consumed, LogPoint, MessageReceipt, Receipts};
 pub use record::{
     Decoded, Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MemberWorktree,
-    MessageSnapshot,
-    TEAM_EVENT_VERSION, TaskSnapshot, TaskStatus, TeamEvent, TeamRecord, decode,
+    MessageSnapshot, TEAM_EVENT_VERSION, TaskSnapshot, TaskStatus, TeamEvent, TeamRecord, decode,
 };
 pub use roster::{
     ProvisionTeammate, ProvisioningOutcome, RECOVERY_CHILD_MISMATCH,

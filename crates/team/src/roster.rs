@@ -7,7 +7,8 @@ use crate::error::TeamError;
 use crate::ids::{LEAD_NAME, MemberName};
 use crate::limits::TeamLimits;
 use crate::record::{
-    MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MemberWorktree, TeamEvent, TeamRecord,
+    MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MemberWorktree, TeamEvent,
+    TeamRecord,
 };
 use crate::state::{Caller, TeamState};
 use crate::text::{SHORT_TEXT_MAX, js_trim, required_text};

@@ -21,7 +21,8 @@ use troupe_team::{
 /// `phase` (REFERENCE f; the Lead pseudo-row is `active`).
 ///
 /// Wire shape: the `MemberView` fields (`id`, `name`, `role`, `status`, `description`?,
-/// `provider`?, `context`?, `model`?, `diagnostics`) and `phase`
+/// `provider`?, `context`?, `model`?, `diagnostics`, `worktree`? — a `--worktree` Team's
+/// `{"path","branch","base"}`, shown as one line of the roster) and `phase`
 /// (`"provisioning"` | `"active"` | `"failed"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MemberRow {

@@ -316,12 +316,11 @@ impl Settings {
             "--teammate-model",
             teammate_model
         );
-        let worktree = pick!(flags.worktree.then_some(true), "--worktree", worktree).unwrap_or(
-            Sourced {
+        let worktree =
+            pick!(flags.worktree.then_some(true), "--worktree", worktree).unwrap_or(Sourced {
                 value: false,
                 source: Source::Default,
-            },
-        );
+            });
         let default = SandboxPolicy::default();
         let sandbox = pick!(flags.sandbox, "--sandbox", sandbox).unwrap_or(Sourced {
             value: default.filesystem,

@@ -217,7 +217,9 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
 /// without staged or unmerged changes; bad input otherwise, before anything is written), and
 /// the directory the teammates' worktrees go under: `<home>/worktrees` (absolute).
 pub(super) fn worktree_root(home: &Path, workspace: &Path) -> Result<PathBuf, Failure> {
-    troupe_runtime::worktree::check_repository(workspace).map_err(Failure::bad_input)?;
+    troupe_runtime::worktree::check_repository(workspace).map_err(|e| {
+        Failure::bad_input(anyhow!("{}: {e}", troupe_protocol::ErrorCode::code(&e)))
+    })?;
     let home = std::path::absolute(home)
         .map_err(|e| Failure::bad_input(anyhow!("{}: {e}", home.display())))?;
     Ok(home.join("worktrees"))

@@ -15,8 +15,8 @@ use troupe_journal::JournalError;
 use troupe_protocol::{ErrorCode, Event, MessageId, SessionId, event_types as ty};
 use troupe_team::{
     Delivery, LiveAgent, LiveStatus, MemberContext, MemberPhase, MemberSnapshot, MemberView,
-    MemberWorktree,
-    ProvisionTeammate, ProvisioningOutcome, SettleDecision, TeamError, TeamRecord, js_trim,
+    MemberWorktree, ProvisionTeammate, ProvisioningOutcome, SettleDecision, TeamError, TeamRecord,
+    js_trim,
 };
 
 use super::journal::{Effect, TeamJournal, stored_transcript};

@@ -348,6 +348,7 @@ function drawTeam() {
         m.description ? el("span", { class: "desc", text: m.description }) : null,
         m.model ? el("span", { class: "meta model", title: m.model }, breakable(m.model)) : null,
         ...(m.diagnostics || []).map((d) => el("span", { class: "meta", text: `! ${d}` })),
+        m.worktree ? el("span", { class: "meta worktree", title: m.worktree.path, text: `worktree: ${m.worktree.branch}` }) : null,
       );
       return el("li", {}, button);
     }),
