@@ -455,11 +455,11 @@ fn the_configuration_key_turns_worktrees_on() {
 
 /// kill -9 of a worktree demo right after alpha's `provisioning` record (which names its
 /// worktree) is durable — before, while or after `git worktree add` runs — then `troupe
-/// resume`. With `damage`, the worktree is then put in the state a kill *during* `git
-/// worktree add` leaves: its directory half there (a directory git does not know), its branch
-/// already created. Either way the resume makes (or reuses) the worktree on the one recorded
-/// branch, alpha becomes active and does its work, and both merges bring the tests to pass.
-fn kill_at_the_spawn(damage: bool) {
+/// resume`. The kill lands before git made the worktree (the test prints where it landed);
+/// [`Cut`] then puts the worktree in the state a kill at a later point leaves. Either way the
+/// resume makes (or reuses) the worktree on the one recorded branch, alpha becomes active
+/// and does its work, and both merges bring the tests to pass.
+fn kill_at_the_spawn(cut: Cut) {
     let s = Setup::new();
     let ws = s.workspace.join("demo");
     let sessions = s.home.join("sessions");
@@ -521,7 +521,7 @@ fn kill_at_the_spawn(damage: bool) {
             "was not yet"
         }
     );
-    if damage {
+    if cut == Cut::DuringAdd {
         if path.exists() {
             std::fs::remove_dir_all(&path).unwrap();
         }
@@ -535,6 +535,22 @@ fn kill_at_the_spawn(damage: bool) {
         }
         std::fs::create_dir_all(path.join("wordstats")).unwrap();
         std::fs::write(path.join("wordstats/half.py"), "# cut\n").unwrap();
+    }
+    if cut == Cut::AfterAdd && !path.join(".git").exists() {
+        git(
+            &ws,
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "-b",
+                &branch,
+                path.to_str().unwrap(),
+                worktree["base"].as_str().unwrap(),
+            ],
+        );
+        // Untracked: still there after the resume only if the worktree was reused.
+        std::fs::write(path.join("kept.txt"), "reused\n").unwrap();
     }
     let out = s.troupe().args(["resume", &lead]).assert().success();
     let err = stderr(&out);
@@ -593,12 +609,29 @@ fn kill_at_the_spawn(damage: bool) {
     assert!(passed, "{text}");
 }
 
+/// The state the worktree is put in after the kill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// As the kill left it.
+    AsLanded,
+    /// As a kill during `git worktree add` leaves it: the branch made, a directory git does
+    /// not know.
+    DuringAdd,
+    /// As a kill after `git worktree add`, before the child's prompt, leaves it: complete.
+    AfterAdd,
+}
+
 #[test]
-fn kill_after_the_provisioning_record_then_resume_makes_or_reuses_the_worktree() {
-    kill_at_the_spawn(false);
+fn kill_after_the_provisioning_record_then_resume_makes_the_worktree() {
+    kill_at_the_spawn(Cut::AsLanded);
 }
 
 #[test]
 fn kill_during_git_worktree_add_then_resume_replaces_the_unfinished_worktree() {
-    kill_at_the_spawn(true);
+    kill_at_the_spawn(Cut::DuringAdd);
+}
+
+#[test]
+fn kill_after_git_worktree_add_then_resume_reuses_the_worktree() {
+    kill_at_the_spawn(Cut::AfterAdd);
 }
