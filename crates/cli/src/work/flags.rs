@@ -248,8 +248,8 @@ pub(crate) struct WorktreeArgs {
     /// Team only: each teammate works in its own git worktree, on its own branch
     /// troupe/<team-id-prefix>/<name> from the Lead's HEAD (under <home>/worktrees/); the Lead
     /// keeps the checkout. Bring the work in with `troupe team merge`. The workspace must be
-    /// in a git repository with a commit and no staged changes. Recorded in the session.
-    /// Config key: [team] worktree.
+    /// in a git repository with a commit and no staged changes (`demo --worktree` makes its
+    /// project one). Recorded in the session. Config key: [team] worktree.
     #[arg(long)]
     pub(crate) worktree: bool,
 }
