@@ -166,7 +166,7 @@ fn member_worktree(
             name: name.to_owned(),
         })
     })?;
-    Ok((lead_checkout(lead)?, worktree))
+    Ok((lead_checkout(lead)?, *worktree))
 }
 
 /// The top level of the Lead's checkout (the repository holding its workspace).

@@ -239,13 +239,14 @@ pub struct MemberSnapshot {
         deserialize_with = "present"
     )]
     pub error: Option<String>,
-    /// The member's own git worktree, when the Team runs with worktrees (immutable).
+    /// The member's own git worktree, when the Team runs with worktrees (immutable; boxed:
+    /// most members have none).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         deserialize_with = "present"
     )]
-    pub worktree: Option<MemberWorktree>,
+    pub worktree: Option<Box<MemberWorktree>>,
 }
 
 /// The whole value of a task, written on every mutation (REFERENCE c.3).

@@ -128,7 +128,7 @@ impl TeamState {
                 context: request.context,
                 phase: MemberPhase::Provisioning,
                 error: None,
-                worktree: request.worktree.clone(),
+                worktree: request.worktree.clone().map(Box::new),
             }),
         })
     }

@@ -120,7 +120,7 @@ impl MemberView {
             context: Some(member.context),
             model,
             diagnostics: member.error.iter().cloned().collect(),
-            worktree: member.worktree.clone(),
+            worktree: member.worktree.as_deref().cloned(),
         }
     }
 

@@ -19,7 +19,7 @@ use super::troupe;
 
 #[path = "../sweep/watch.rs"]
 #[allow(dead_code)]
-mod watch;
+pub(crate) mod watch;
 
 /// How long a condition may take on a loaded two-core machine.
 const DEADLINE: Duration = Duration::from_secs(120);

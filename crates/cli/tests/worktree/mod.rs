@@ -11,12 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-#[path = "../sweep/watch.rs"]
-#[allow(dead_code)]
-mod watch;
-
 use super::assert_bad_input;
 use super::run::{Setup, session_id, stderr, stdout};
+use super::send::watch;
 
 /// `git -C dir ARGS` (must succeed): its stdout, trimmed.
 fn git(dir: &Path, args: &[&str]) -> String {
