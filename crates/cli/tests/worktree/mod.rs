@@ -426,6 +426,8 @@ fn the_configuration_key_turns_worktrees_on() {
             "alpha": [
                 {"tool_calls": [{"name": "write", "arguments": {"path": "alpha.txt", "content": "mine\n"}}]},
                 {"text": "written"},
+                {"tool_calls": [{"name": "write", "arguments": {"path": "again.txt", "content": "more\n"}}]},
+                {"text": "written again"},
             ],
         }),
     );
@@ -446,8 +448,23 @@ fn the_configuration_key_turns_worktrees_on() {
         !s.workspace.join("alpha.txt").exists(),
         "written in alpha's worktree only"
     );
-    // A resume keeps what the session recorded (nothing to do here: it just finishes).
-    s.troupe().args(["resume", &id]).assert().success();
+    // Merged, then cleaned: the worktree goes, the branch holds alpha's work.
+    s.troupe()
+        .args(["team", "merge", &id, "alpha"])
+        .assert()
+        .success();
+    s.troupe().args(["team", "clean", &id]).assert().success();
+    assert!(!path.exists());
+    // Woken again (a message from the user, delivered by the resume, which keeps the
+    // recorded worktree setting): alpha gets its worktree back from its branch first.
+    s.troupe()
+        .args(["send", &id, "--to", "alpha", "--wakeup", "write again"])
+        .assert()
+        .success();
+    let out = s.troupe().args(["resume", &id]).assert().success();
+    assert_eq!(read(path.join("alpha.txt")), "mine\n", "{}", stderr(&out));
+    assert_eq!(read(path.join("again.txt")), "more\n");
+    assert!(!s.workspace.join("again.txt").exists());
 }
 
 /// kill -9 of a worktree demo right after alpha's `provisioning` record (which names its
