@@ -820,3 +820,44 @@ async fn an_approval_is_the_one_write_and_needs_the_token() {
         "{sessions}"
     );
 }
+
+/// A `--worktree` Team's member carries its worktree in the projection (the panel's roster
+/// shows its branch on one line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_team_projection_carries_a_members_worktree() {
+    let home = Home::new();
+    let lead = home.lead(LEAD);
+    let alpha = home.child(ALPHA, LEAD, "alpha");
+    let worktree = json!({"path": "/home/u/.troupe/worktrees/lead-1/alpha",
+                          "branch": "troupe/lead-1/alpha",
+                          "base": "0123456789abcdef0123456789abcdef01234567"});
+    let with_worktree = |phase: &str| {
+        EventDraft::new(
+            "team/member",
+            json!({"version": 1, "teamId": LEAD, "member": {
+                "id": ALPHA, "name": "alpha", "description": "alpha works", "provider": "spawn",
+                "context": "fresh", "phase": phase, "worktree": worktree}}),
+        )
+    };
+    append(
+        &lead,
+        vec![
+            turn_start(1),
+            with_worktree("provisioning"),
+            with_worktree("active"),
+            turn_end(1),
+        ],
+    );
+    append(&alpha, vec![turn_start(1), turn_end(1)]);
+    drop(alpha);
+    let (status, body) = get(&home.router(), "/api/sessions/lead-1/team").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let members = body["members"].as_array().unwrap();
+    assert!(
+        members[0].get("worktree").is_none(),
+        "the Lead keeps the checkout"
+    );
+    assert_eq!(members[1]["name"], "alpha");
+    assert_eq!(members[1]["worktree"], worktree);
+    drop(lead);
+}
