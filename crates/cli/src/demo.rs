@@ -104,6 +104,8 @@ pub(crate) struct DemoFlags {
     pace: work::PaceArgs,
     #[command(flatten)]
     sandbox: work::SandboxArgs,
+    #[command(flatten)]
+    stall: work::StallArgs,
 }
 
 /// `troupe demo`.
@@ -111,6 +113,8 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     // Everything is checked before anything is written.
     let sandbox = flags.sandbox.for_new()?;
     let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
+    // The demo's project is new: only the user's file can set `stall_after`.
+    let stall_after = crate::settings::stall_after_in(&home.dir, None, flags.stall.stall_after)?;
     check_python()?;
     let target = match flags.workspace {
         Some(dir) => Target::check(dir, &home)?,
@@ -155,6 +159,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
             pace: flags.pace,
             sandbox,
             mcp,
+            stall_after,
         },
         home,
         framing,

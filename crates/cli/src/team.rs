@@ -17,11 +17,12 @@ use std::io::Write;
 use anyhow::{Context, anyhow};
 use troupe_journal::{Journal, ScanSummary};
 use troupe_runtime::{LeadLog, LeadLogError, LeadRead};
-use troupe_team::{MemberPhase, MemberStatus, TeamShow};
+use troupe_team::{MemberPhase, MemberStatus, StallReason, TaskView, TeamShow};
 
 use crate::args::resolve_session;
 use crate::exit::Failure;
 use crate::hints::not_a_root;
+use crate::home::Home;
 use crate::output::{Stdout, align_columns, count, eprint_line, escape_controls, format_time};
 
 /// `troupe team …`.
@@ -35,6 +36,10 @@ pub(crate) enum TeamCommand {
     /// inside them is found by `team verify` only. Exit 1 naming the first bad event (`seq N
     /// (type): reason`) when the log breaks a Team rule or is damaged; exit 2 for an unknown
     /// session, a teammate's session or a session without a Team.
+    ///
+    /// A task in progress is marked stalled when its owner is failed, or has no process (no
+    /// one holds its session) and no followup_task waits for it, or has a process but logged
+    /// nothing for --stall-after (`stalled` in --json). Nothing is released automatically.
     Show {
         /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
         session: String,
@@ -44,6 +49,8 @@ pub(crate) enum TeamCommand {
         /// Include deleted tasks.
         #[arg(long)]
         all: bool,
+        #[command(flatten)]
+        stall: crate::work::StallArgs,
     },
     /// Replay the Lead's log with every Team invariant and check each teammate's session.
     ///
@@ -61,11 +68,25 @@ pub(crate) enum TeamCommand {
 ///
 /// `home` is ` --home DIR` when the command was given one (repeated in the commands it
 /// prints), else empty.
-pub(crate) fn run(journal: &Journal, command: TeamCommand, home: &str) -> Result<(), Failure> {
+pub(crate) fn run(home: &Home<'_>, command: TeamCommand) -> Result<(), Failure> {
+    let journal = &home.store.journal;
+    let args = home.args();
     match command {
-        TeamCommand::Show { session, json, all } => show(journal, &session, json, all, home),
-        TeamCommand::Verify { session } => verify(journal, &session, home),
+        TeamCommand::Show {
+            session,
+            json,
+            all,
+            stall,
+        } => show(home, &session, ShowFlags { json, all, stall }),
+        TeamCommand::Verify { session } => verify(journal, &session, &args),
     }
+}
+
+/// `troupe team show`'s flags.
+struct ShowFlags {
+    json: bool,
+    all: bool,
+    stall: crate::work::StallArgs,
 }
 
 /// Folds the Lead log of the session named `raw` for `show`/`verify` ([`LeadLog::read`]): bad
@@ -120,22 +141,31 @@ fn note_torn_tail(summary: &ScanSummary) {
     }
 }
 
-/// `troupe team show SESSION [--json] [--all]`.
-fn show(
-    journal: &Journal,
-    session: &str,
-    json: bool,
-    all: bool,
-    home: &str,
-) -> Result<(), Failure> {
+/// `troupe team show SESSION [--json] [--all] [--stall-after DURATION]`.
+///
+/// "Now" for stalled owners is the journal's clock (`$TROUPE_CLOCK` when set).
+fn show(home: &Home<'_>, session: &str, flags: ShowFlags) -> Result<(), Failure> {
+    let journal = &home.store.journal;
+    let ShowFlags { json, all, stall } = flags;
     let read = if json {
         LeadRead::Team
     } else {
         LeadRead::TeamAndQueueTimes
     };
-    let lead = load_team(journal, session, "show", read, home)?;
+    let lead = load_team(journal, session, "show", read, &home.args())?;
+    // The threshold: the flag, else the files (the user's, the session's project's).
+    let workspace = lead
+        .summary()
+        .header
+        .cwd
+        .as_deref()
+        .map(std::path::Path::new);
+    let after = crate::settings::stall_after_in(&home.dir, workspace, stall.stall_after)?;
+    let check = lead.stall_check(journal, journal.clock().now_ms(), after, &|id| {
+        home.store.resident(id)
+    });
     // Teammates with a model of their own show it (read from their logs).
-    let view = lead.show_with_models(all, lead.member_models(journal));
+    let view = lead.show_with_models(all, lead.member_models(journal), Some(check));
     let mut out = Stdout::lock();
     if json {
         let text = serde_json::to_string(&view).context("encoding the Team view")?;
@@ -278,20 +308,16 @@ fn human_show(view: &TeamShow, lead: &LeadLog) -> Vec<String> {
                 .task(task.id.as_str())
                 .map(|t| state.scope_overlaps(t))
                 .unwrap_or_default();
-            if !overlaps.is_empty() {
-                notes.push((
-                    rows.len() - 1,
-                    overlaps
-                        .iter()
-                        .map(|o| {
-                            format!(
-                                "    ⚠ write scopes overlap with {} ({})",
-                                escape_controls(o.task_id.as_str()),
-                                o.status.as_str()
-                            )
-                        })
-                        .collect(),
-                ));
+            let mut task_notes: Vec<String> = stall_note(task).into_iter().collect();
+            task_notes.extend(overlaps.iter().map(|o| {
+                format!(
+                    "    ⚠ write scopes overlap with {} ({})",
+                    escape_controls(o.task_id.as_str()),
+                    o.status.as_str()
+                )
+            }));
+            if !task_notes.is_empty() {
+                notes.push((rows.len() - 1, task_notes));
             }
         }
         lines.extend(with_notes(align_columns(&rows), &notes));
@@ -322,6 +348,30 @@ fn human_show(view: &TeamShow, lead: &LeadLog) -> Vec<String> {
         lines.extend(align_columns(&rows).into_iter().map(|l| format!("  {l}")));
     }
     lines
+}
+
+/// The note under a stalled task: why, and since when its owner logged nothing.
+fn stall_note(task: &TaskView) -> Option<String> {
+    let stall = task.stalled?;
+    let owner = task
+        .owner_name
+        .as_deref()
+        .map_or_else(|| "?".to_owned(), cell);
+    let why = match stall.reason {
+        StallReason::Failed => format!("its owner {owner} failed"),
+        StallReason::Inactive => {
+            format!("its owner {owner} is inactive and no followup_task waits for it")
+        }
+        StallReason::NoActivity => format!("its owner {owner} logged nothing for a while"),
+    };
+    let since = stall
+        .since
+        .map(|t| format!(" (last active {})", format_time(t)))
+        .unwrap_or_default();
+    Some(format!(
+        "    ⏸ stalled: {why}{since}; reassign it or wake {owner} (nothing is released \
+         automatically)"
+    ))
 }
 
 /// Indents table rows by two spaces and puts each row's notes under it.

@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Selected};
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
 use troupe_team::{
-    MemberPhase, MemberSnapshot, MemberStatus, MemberView, ReplayError, ShowOptions, StreamFold,
-    TaskView, TeamId, TeamShow, TeamState,
+    MemberPhase, MemberSnapshot, MemberStatus, MemberView, OwnerActivity, ReplayError, ShowOptions,
+    StallAfter, StallCheck, StreamFold, TaskView, TeamId, TeamShow, TeamState,
 };
 
 use crate::teammate::{parent_problem, teammate_problem};
@@ -480,16 +480,18 @@ impl LeadLog {
     /// DESIGN §6's view of the Team: the roster (the Lead row first, with its recorded model),
     /// the tasks (deleted ones with `include_deleted`), the pending messages.
     pub fn show(&self, include_deleted: bool) -> TeamShow {
-        self.show_with_models(include_deleted, BTreeMap::new())
+        self.show_with_models(include_deleted, BTreeMap::new(), None)
     }
 
     /// [`LeadLog::show`] with the model of each teammate that runs one of its own
     /// (`member_models`, from [`LeadLog::member_models`]); the others show the Lead's latest
-    /// recorded model, which they run.
+    /// recorded model, which they run; with `stall`, stalled tasks carry `stalled`
+    /// ([`LeadLog::stall_check`]).
     pub fn show_with_models(
         &self,
         include_deleted: bool,
         member_models: BTreeMap<SessionId, String>,
+        stall: Option<StallCheck>,
     ) -> TeamShow {
         self.state.show(&ShowOptions {
             include_deleted,
@@ -498,7 +500,39 @@ impl LeadLog {
                 .clone()
                 .or_else(|| self.config.as_ref().map(|c| c.model.model.clone())),
             member_models,
+            stall,
         })
+    }
+
+    /// The [`StallCheck`] of this Team at `now_ms` with threshold `after`, read offline: for
+    /// each teammate owner of a task in progress, whether a process holds its session
+    /// (`resident(id)`: the lock table of the JSONL files, a NATS lease; `None`, unknown, is
+    /// taken as not resident) and the time of the last event of its log (a streamed read of
+    /// it, no lock; unknown when it cannot be read).
+    pub fn stall_check(
+        &self,
+        journal: &Journal,
+        now_ms: u64,
+        after: StallAfter,
+        resident: &dyn Fn(&SessionId) -> Option<bool>,
+    ) -> StallCheck {
+        let owners = self
+            .state
+            .stall_candidates()
+            .into_iter()
+            .map(|id| {
+                let activity = OwnerActivity {
+                    resident: resident(&id).unwrap_or(false),
+                    last_event_ms: crate::team::last_event_time(journal, &id),
+                };
+                (id, activity)
+            })
+            .collect();
+        StallCheck {
+            now_ms,
+            after,
+            owners,
+        }
     }
 
     /// The model of every active teammate that runs a model of its own (`ownModel` in its

@@ -52,7 +52,6 @@ mod conversation;
 mod error;
 mod follow;
 mod hub;
-mod locks;
 mod projection;
 mod server;
 

@@ -14,6 +14,7 @@
 //! | `sandbox`, `network` | `--sandbox`, `--network` |
 //! | `project_instructions` (bool) | `--no-project-instructions` (sets false) |
 //! | `approval` (`never`, `on-request`), `approval_timeout` (a duration: `"10m"`, `"90s"`) | `--approval`, `--approval-timeout` |
+//! | `stall_after` (a duration: `"10m"`) | `--stall-after` (run, resume, demo, `team show`, web: a view policy, never recorded, so every command reads it) |
 //! | `store`, `replicas` (the user's file only) | `--store` (and `$TROUPE_STORE`), `--replicas` |
 //! | `[team] teammate_model` | `--teammate-model` |
 //! | `[team] max_members`, `max_tasks`, `max_pending_messages`, `max_message_bytes`, `disposal_timeout_ms` | the limit flags |
@@ -54,7 +55,7 @@ use troupe_session::events::TeammateModels;
 use troupe_team::TeamLimits;
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
 
-pub(crate) use file::{LIMIT_KEYS, Location, Scope, approval_timeout};
+pub(crate) use file::{LIMIT_KEYS, Location, Scope, approval_timeout, stall_after};
 
 use crate::exit::Failure;
 use file::{At, ConfigFile};
@@ -127,6 +128,7 @@ pub(crate) struct FlagValues {
     pub(crate) mcp_config: Option<(PathBuf, McpServers)>,
     pub(crate) approval: Option<ApprovalMode>,
     pub(crate) approval_timeout: Option<std::time::Duration>,
+    pub(crate) stall_after: Option<std::time::Duration>,
 }
 
 /// Where the two configuration files of a run of the home `home` in `workspace` are.
@@ -192,6 +194,35 @@ impl UserStore {
     }
 }
 
+/// The stall threshold of a command that reads a stored session (`resume`, `team show`,
+/// `web`): `flag` (`--stall-after`) when given — no file is read then — else `stall_after` of
+/// the project's file in `workspace` (when one is known), else of the user's file of `home`,
+/// else 10 minutes.
+///
+/// # Errors
+/// A configuration file that is bad (bad input naming `FILE:LINE:COLUMN`).
+pub(crate) fn stall_after_in(
+    home: &Path,
+    workspace: Option<&Path>,
+    flag: Option<std::time::Duration>,
+) -> Result<troupe_team::StallAfter, Failure> {
+    let flags = FlagValues {
+        stall_after: flag,
+        ..FlagValues::default()
+    };
+    if flag.is_some() {
+        return Ok(Settings::merge(Vec::new(), flags).stall_after());
+    }
+    let mut files = Vec::new();
+    for (scope, path) in config_paths(home, workspace.unwrap_or(home)) {
+        if scope == Scope::Project && workspace.is_none() {
+            continue;
+        }
+        files.push(ConfigFile::load(scope, path)?);
+    }
+    Ok(Settings::merge(files, flags).stall_after())
+}
+
 /// The settings in force for a new session: every key's value and source.
 #[derive(Debug)]
 pub(crate) struct Settings {
@@ -206,6 +237,8 @@ pub(crate) struct Settings {
     pub(crate) project_instructions: Sourced<bool>,
     pub(crate) approval: Sourced<ApprovalMode>,
     pub(crate) approval_timeout: Sourced<std::time::Duration>,
+    /// How long a resident task owner may log nothing before its task is shown stalled.
+    pub(crate) stall_after: Sourced<std::time::Duration>,
     pub(crate) teammate_model: Option<Sourced<String>>,
     pub(crate) team_models: BTreeMap<String, Sourced<String>>,
     /// Every Team limit (defaults filled in), by the key of [`LIMIT_KEYS`], in that order.
@@ -329,6 +362,11 @@ impl Settings {
             value: default_approval.timeout(),
             source: Source::Default,
         });
+        let stall_after =
+            pick!(flags.stall_after, "--stall-after", stall_after).unwrap_or(Sourced {
+                value: std::time::Duration::from_millis(troupe_team::STALL_AFTER_DEFAULT_MS),
+                source: Source::Default,
+            });
         let defaults = serde_json::to_value(TeamLimits::default()).unwrap_or_default();
         let limits = LIMIT_KEYS
             .into_iter()
@@ -392,12 +430,19 @@ impl Settings {
             project_instructions,
             approval,
             approval_timeout,
+            stall_after,
             teammate_model,
             team_models,
             limits,
             mcp_servers,
             mcp_named,
         }
+    }
+
+    /// The stall threshold in force ([`Settings::stall_after`]).
+    pub(crate) fn stall_after(&self) -> troupe_team::StallAfter {
+        let ms = u64::try_from(self.stall_after.value.as_millis()).unwrap_or(u64::MAX);
+        troupe_team::StallAfter::from_ms(ms).unwrap_or_default()
     }
 
     /// The MCP servers a new session starts and records: `None` when no source names any

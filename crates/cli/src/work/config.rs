@@ -16,7 +16,7 @@ use troupe_runtime::{ResumePlan, StoredSession, takes_instruction};
 use troupe_session::approval::ApprovalPolicy;
 use troupe_session::events::TeammateModels;
 use troupe_session::instructions::ProjectInstructions;
-use troupe_team::TeamLimits;
+use troupe_team::{StallAfter, TeamLimits};
 use troupe_tools::SandboxPolicy;
 
 use super::flags::{PaceArgs, ResumeFlags, RunFlags, settings_flags};
@@ -59,6 +59,8 @@ pub(super) struct WorkConfig {
     pub(super) team: bool,
     /// The Team limits in force (Team sessions only).
     pub(super) team_limits: TeamLimits,
+    /// The stall threshold of the board's reads (`--stall-after`, `stall_after`).
+    pub(super) stall_after: StallAfter,
     /// Environment variables that hold API keys: removed from every `bash` tool process.
     pub(super) secret_env: Vec<String>,
     /// The sandbox of every `bash` and MCP server (checked against this kernel).
@@ -109,11 +111,15 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     // script, pace), then the home.
     let prompt = run_prompt(&flags.prompt)?;
     if !flags.team {
-        let team_flag = flags.limits.first_given().or(flags
-            .model
-            .teammate_model
-            .as_ref()
-            .map(|_| "--teammate-model"));
+        let team_flag = flags
+            .limits
+            .first_given()
+            .or(flags
+                .model
+                .teammate_model
+                .as_ref()
+                .map(|_| "--teammate-model"))
+            .or(flags.stall.stall_after.map(|_| "--stall-after"));
         if let Some(flag) = team_flag {
             return Err(Failure::bad_input(anyhow!(
                 "{flag} applies to Team runs only: add --team"
@@ -122,13 +128,14 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     }
     flags.limits.limits()?;
     let flag_sandbox = flags.sandbox.for_new()?;
-    let flag_values = settings_flags(
+    let mut flag_values = settings_flags(
         &flags.model,
         &flags.sandbox,
         &flags.limits,
         &flags.instructions,
         &flags.approval,
     )?;
+    flag_values.stall_after = flags.stall.stall_after;
     let workspace = match &flags.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()
@@ -182,6 +189,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     shape.teammates = teammate_models;
     shape.project_instructions = project_instructions;
     shape.approval = settings.approval_policy();
+    shape.stall_after = settings.stall_after();
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 
@@ -273,10 +281,15 @@ pub(super) fn validate_resume(
             "{flag} applies to Team sessions only, and session {id} is not one"
         )));
     }
-    if !team && flags.model.teammate_model.is_some() {
-        return Err(Failure::bad_input(anyhow!(
-            "--teammate-model applies to Team sessions only, and session {id} is not one"
-        )));
+    for (given, flag) in [
+        (flags.model.teammate_model.is_some(), "--teammate-model"),
+        (flags.stall.stall_after.is_some(), "--stall-after"),
+    ] {
+        if !team && given {
+            return Err(Failure::bad_input(anyhow!(
+                "{flag} applies to Team sessions only, and session {id} is not one"
+            )));
+        }
     }
     let team_limits = flags.limits.limits()?;
     let sandbox = flags.sandbox.for_resume(recorded.sandbox_policy())?;
@@ -349,6 +362,9 @@ pub(super) fn validate_resume(
     shape.teammate_override = teammate_override;
     shape.teammate_specs = teammate_specs;
     shape.approval = approval;
+    // Not recorded: the flag, else the files (the user's, the session's project's), else 10m.
+    shape.stall_after =
+        crate::settings::stall_after_in(&home.dir, Some(&workspace), flags.stall.stall_after)?;
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 
@@ -358,6 +374,8 @@ pub(super) struct RunShape {
     pub(super) json: bool,
     pub(super) team: bool,
     pub(super) team_limits: TeamLimits,
+    /// The stall threshold (default for [`RunShape::new`]: 10 minutes).
+    pub(super) stall_after: StallAfter,
     pub(super) sandbox: SandboxPolicy,
     pub(super) mcp: Option<McpServers>,
     /// The approvals (default for [`RunShape::new`]: never).
@@ -389,6 +407,7 @@ impl RunShape {
             json,
             team,
             team_limits,
+            stall_after: StallAfter::default(),
             sandbox,
             mcp,
             start,
@@ -472,6 +491,7 @@ pub(super) fn work_config(
         mode: output_mode(shape.json),
         team: shape.team,
         team_limits: shape.team_limits,
+        stall_after: shape.stall_after,
         start: shape.start,
         framing: shape.framing,
     })

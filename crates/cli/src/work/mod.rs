@@ -25,7 +25,7 @@ pub(crate) use config::ResumedFraming;
 pub(crate) use config::check_workspace;
 pub(crate) use flags::{
     ApprovalArgs, InstructionArgs, ModelArgs, PaceArgs, ResumeFlags, RunFlags, SandboxArgs,
-    TeamLimitArgs, settings_flags,
+    StallArgs, TeamLimitArgs, settings_flags,
 };
 
 use crate::exit::Failure;
@@ -71,25 +71,20 @@ pub(crate) fn run_scripted_team(
         tool_choice: None,
     })?)?;
     // The demo has prepared the home before writing its project.
-    let config = work_config(
-        home,
-        false,
-        workspace,
-        spec,
-        &run.pace,
-        RunShape::new(
-            run.json,
-            true,
-            TeamLimits::default(),
-            run.sandbox,
-            run.mcp,
-            Start::New {
-                id: SessionId::random(),
-                prompt,
-            },
-            framing,
-        ),
-    )?;
+    let mut shape = RunShape::new(
+        run.json,
+        true,
+        TeamLimits::default(),
+        run.sandbox,
+        run.mcp,
+        Start::New {
+            id: SessionId::random(),
+            prompt,
+        },
+        framing,
+    );
+    shape.stall_after = run.stall_after;
+    let config = work_config(home, false, workspace, spec, &run.pace, shape)?;
     execute(config)
 }
 
@@ -99,4 +94,6 @@ pub(crate) struct ScriptedRun {
     pub(crate) pace: PaceArgs,
     pub(crate) sandbox: SandboxPolicy,
     pub(crate) mcp: Option<troupe_mcp::McpServers>,
+    /// The stall threshold of the board's reads.
+    pub(crate) stall_after: troupe_team::StallAfter,
 }
