@@ -114,7 +114,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     let sandbox = flags.sandbox.for_new()?;
     let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
     // The demo's project is new: only the user's file can set `stall_after`.
-    let stall_after = crate::settings::stall_after_in(&home.dir, None, flags.stall.stall_after)?;
+    let stall_after = crate::settings::stall_after_in(&home.dir, flags.stall.stall_after)?;
     check_python()?;
     let target = match flags.workspace {
         Some(dir) => Target::check(dir, &home)?,

@@ -153,14 +153,8 @@ fn show(home: &Home<'_>, session: &str, flags: ShowFlags) -> Result<(), Failure>
         LeadRead::TeamAndQueueTimes
     };
     let lead = load_team(journal, session, "show", read, &home.args())?;
-    // The threshold: the flag, else the files (the user's, the session's project's).
-    let workspace = lead
-        .summary()
-        .header
-        .cwd
-        .as_deref()
-        .map(std::path::Path::new);
-    let after = crate::settings::stall_after_in(&home.dir, workspace, stall.stall_after)?;
+    // The threshold: the flag, else the user's file, else 10 minutes.
+    let after = crate::settings::stall_after_in(&home.dir, stall.stall_after)?;
     let check = lead.stall_check(journal, journal.clock().now_ms(), after, &|id| {
         home.store.resident(id)
     });

@@ -60,7 +60,7 @@ pub(crate) fn run(
 ) -> Result<(), Failure> {
     let access = access_for(flags.host, flags.allow_remote).map_err(Failure::bad_input)?;
     // Sessions of many workspaces are served: only the user's file can set `stall_after`.
-    let stall_after = crate::settings::stall_after_in(home, None, flags.stall.stall_after)?;
+    let stall_after = crate::settings::stall_after_in(home, flags.stall.stall_after)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -1,7 +1,9 @@
 // Opens the troupe web panel on one Team in the system's headless Chromium and reports what a
 // person sees, as one JSON line: the session picker's options, each task's icon, state and
-// warnings, and the Lead's model line (with how many line-break chances it has).
-// Env: PANEL_URL, SESSION_ID, CHROMIUM (default /usr/bin/chromium). Exit 1 on a driver error.
+// warnings, whether it is marked stalled (and why), and the Lead's model line (with how many
+// line-break chances it has).
+// Env: PANEL_URL, SESSION_ID, CHROMIUM (default /usr/bin/chromium), SCREENSHOT (optional: a PNG
+// of the page is saved there). Exit 1 on a driver error.
 import { chromium } from "playwright-core";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -34,6 +36,8 @@ try {
         state: t.dataset.state,
         icon: t.querySelector(".icon").textContent,
         warns: [...t.querySelectorAll(".warn")].map((w) => w.textContent),
+        stalled: t.dataset.stalled || null,
+        border: getComputedStyle(t).borderLeftColor,
       })),
       model: (() => {
         const node = document.querySelector('[data-member="lead"] .model');
@@ -41,6 +45,7 @@ try {
       })(),
     }))),
   };
+  if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
 } catch (error) {
   report.problems.push(`driver error: ${error.message}`);
 } finally {

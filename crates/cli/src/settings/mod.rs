@@ -14,7 +14,7 @@
 //! | `sandbox`, `network` | `--sandbox`, `--network` |
 //! | `project_instructions` (bool) | `--no-project-instructions` (sets false) |
 //! | `approval` (`never`, `on-request`), `approval_timeout` (a duration: `"10m"`, `"90s"`) | `--approval`, `--approval-timeout` |
-//! | `stall_after` (a duration: `"10m"`) | `--stall-after` (run, resume, demo, `team show`, web: a view policy, never recorded, so every command reads it) |
+//! | `stall_after` (a duration: `"10m"`) | `--stall-after` (never recorded: `run` reads both files, `resume`, `demo`, `team show` and `web` the user's) |
 //! | `store`, `replicas` (the user's file only) | `--store` (and `$TROUPE_STORE`), `--replicas` |
 //! | `[team] teammate_model` | `--teammate-model` |
 //! | `[team] max_members`, `max_tasks`, `max_pending_messages`, `max_message_bytes`, `disposal_timeout_ms` | the limit flags |
@@ -194,16 +194,16 @@ impl UserStore {
     }
 }
 
-/// The stall threshold of a command that reads a stored session (`resume`, `team show`,
-/// `web`): `flag` (`--stall-after`) when given — no file is read then — else `stall_after` of
-/// the project's file in `workspace` (when one is known), else of the user's file of `home`,
-/// else 10 minutes.
+/// The stall threshold of a command over stored sessions (`resume`, `team show`, `web`, and
+/// `demo`, whose project is new): `flag` (`--stall-after`) when given, else `stall_after` of
+/// the user's file of `home`, else 10 minutes. A project's file configures new runs only (as
+/// every key of it does), so these commands never fail on one; the user's file is checked by
+/// every command anyway ([`UserStore::load`]).
 ///
 /// # Errors
-/// A configuration file that is bad (bad input naming `FILE:LINE:COLUMN`).
+/// A user's file that is bad (bad input naming `FILE:LINE:COLUMN`).
 pub(crate) fn stall_after_in(
     home: &Path,
-    workspace: Option<&Path>,
     flag: Option<std::time::Duration>,
 ) -> Result<troupe_team::StallAfter, Failure> {
     let flags = FlagValues {
@@ -213,13 +213,8 @@ pub(crate) fn stall_after_in(
     if flag.is_some() {
         return Ok(Settings::merge(Vec::new(), flags).stall_after());
     }
-    let mut files = Vec::new();
-    for (scope, path) in config_paths(home, workspace.unwrap_or(home)) {
-        if scope == Scope::Project && workspace.is_none() {
-            continue;
-        }
-        files.push(ConfigFile::load(scope, path)?);
-    }
+    let [(scope, path), _] = config_paths(home, home);
+    let files = vec![ConfigFile::load(scope, path)?];
     Ok(Settings::merge(files, flags).stall_after())
 }
 

@@ -362,9 +362,9 @@ pub(super) fn validate_resume(
     shape.teammate_override = teammate_override;
     shape.teammate_specs = teammate_specs;
     shape.approval = approval;
-    // Not recorded: the flag, else the files (the user's, the session's project's), else 10m.
-    shape.stall_after =
-        crate::settings::stall_after_in(&home.dir, Some(&workspace), flags.stall.stall_after)?;
+    // Not recorded: the flag, else the user's file, else 10m (the project's file configures
+    // new runs only).
+    shape.stall_after = crate::settings::stall_after_in(&home.dir, flags.stall.stall_after)?;
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 

@@ -261,16 +261,13 @@ fn with_a_fixed_clock_a_resident_owner_is_stalled_only_beyond_stall_after() {
     // 9 minutes after: below the default, not stalled.
     let early = show_at(&s, &lead, T0 + 9 * MINUTE, &[]);
     assert!(early["tasks"][0].get("stalled").is_none(), "{early}");
-    // The project's stall_after is the session's threshold when no flag is given.
-    std::fs::create_dir_all(s.workspace.join(".troupe")).unwrap();
-    std::fs::write(
-        s.workspace.join(".troupe/config.toml"),
-        "stall_after = \"5m\"\n",
-    )
-    .unwrap();
+    // The user's stall_after is the threshold when no flag is given; the flag wins over it.
+    std::fs::write(s.home.join("config.toml"), "stall_after = \"5m\"\n").unwrap();
     let configured = show_at(&s, &lead, T0 + 9 * MINUTE, &[]);
     assert_eq!(configured["tasks"][0]["stalled"]["reason"], "no_activity");
-    std::fs::remove_file(s.workspace.join(".troupe/config.toml")).unwrap();
+    let flagged = show_at(&s, &lead, T0 + 9 * MINUTE, &["--stall-after", "10m"]);
+    assert!(flagged["tasks"][0].get("stalled").is_none(), "{flagged}");
+    std::fs::remove_file(s.home.join("config.toml")).unwrap();
 
     // Let alpha go: its turn ends holding task-1, and it settles — stalled at once.
     std::fs::write(s.workspace.join("release"), "").unwrap();
