@@ -363,7 +363,7 @@ fn stall_note(task: &TaskView) -> Option<String> {
         .map(|t| format!(" (last active {})", format_time(t)))
         .unwrap_or_default();
     Some(format!(
-        "    ⏸ stalled: {why}{since}; reassign it or wake {owner} (nothing is released \
+        "    ◷ stalled: {why}{since}; reassign it or wake {owner} (nothing is released \
          automatically)"
     ))
 }

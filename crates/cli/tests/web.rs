@@ -521,7 +521,7 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
 }
 
 /// A stalled task on the board (a real Chromium): a teammate that claimed a task and ended
-/// its turn (inactive, no followup_task waiting) leaves it marked — its own ⏸ line saying why,
+/// its turn (inactive, no followup_task waiting) leaves it marked — its own ◷ line saying why,
 /// a red edge — while a task the Lead holds is not; a screenshot is saved.
 #[test]
 fn the_board_marks_a_stalled_task() {
@@ -567,7 +567,26 @@ fn the_board_marks_a_stalled_task() {
         .unwrap()
         .split_whitespace()
         .nth(1)
+        .unwrap()
+        .to_owned();
+    // A second session, so the picker has the two options marks.mjs waits for.
+    let plain = root.path().join("plain.json");
+    std::fs::write(&plain, r#"{"agents": {"lead": [{"text": "hello"}]}}"#).unwrap();
+    let out = troupe()
+        .args(["run", "--home"])
+        .arg(&home)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", plain.display()))
+        .arg("no team here")
+        .output()
         .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (_web, url) = start_web(&home);
     let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-stalled.png");
     let _ = std::fs::remove_file(&screenshot);
@@ -575,7 +594,7 @@ fn the_board_marks_a_stalled_task() {
         .arg("marks.mjs")
         .current_dir(&e2e)
         .env("PANEL_URL", &url)
-        .env("SESSION_ID", lead)
+        .env("SESSION_ID", &lead)
         .env("CHROMIUM", &chromium)
         .env("SCREENSHOT", &screenshot)
         .output()
@@ -603,7 +622,7 @@ fn the_board_marks_a_stalled_task() {
     let line = warns[0].as_str().unwrap();
     assert!(
         line.starts_with(
-            "⏸ stalled: alpha is inactive and no followup_task waits for it · last active "
+            "◷ stalled: alpha is inactive and no followup_task waits for it · last active "
         ) && line.ends_with(" — reassign it or wake alpha"),
         "{line}"
     );

@@ -103,7 +103,7 @@ fn an_owner_that_stopped_is_stalled_the_lead_is_told_once_and_a_reassign_recover
     // The table says it under the task.
     let table = stdout(&s.troupe().args(["team", "show", &id]).assert().success());
     assert!(
-        table.contains("⏸ stalled: its owner alpha is inactive and no followup_task waits for it"),
+        table.contains("◷ stalled: its owner alpha is inactive and no followup_task waits for it"),
         "{table}"
     );
 

@@ -181,9 +181,9 @@ const COLUMNS = [
 ];
 
 // One mark per meaning: ⊘ blocked (waiting for its blockers) is not ⚠ (a write-scope overlap),
-// and neither is ⏸ (a task in progress whose owner stalled).
+// and neither is ◷ (a task in progress whose owner stalled).
 const OVERLAP_MARK = "⚠";
-const STALL_MARK = "⏸";
+const STALL_MARK = "◷";
 
 // Why a task is stalled, in words (the view's `stalled`: reason and the owner's last event).
 function stallText(task) {
