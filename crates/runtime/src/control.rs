@@ -120,6 +120,14 @@ pub trait ChildControl: Send + Sync {
     /// settles (its log failed, or a flush did) instead of staying resident forever.
     fn watch(&self, child: &Agent);
 
+    /// Records that a message to member `target` (Team name `name`) stays queued because its
+    /// delivery failed on a session log or the store after every retry (`error`: the message,
+    /// the step and the journal's error): DESIGN decision 11 makes it the run's failure
+    /// (`JOURNAL_FAILED` naming the member), so a run never ends with that work silently
+    /// undone. The message itself stays durable in the Lead log and is delivered by the next
+    /// resume's mailbox recovery.
+    fn note_undelivered(&self, target: &SessionId, name: &str, error: String);
+
     /// Interrupts `target`'s current turn for the ancestor `caller` (REFERENCE b.7), keeping
     /// its inbox; a target that is not resident is an accepted no-op. Does not wait for the
     /// turn to close.

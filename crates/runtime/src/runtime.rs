@@ -292,13 +292,19 @@ impl Runtime {
                 .map(crate::error::log_failure_text)
         });
         let Some(text) = text else { return };
+        self.record_log_failure(agent.id(), agent.name(), text);
+    }
+
+    /// Adds `session`'s first log failure to [`Runtime::log_failures`] (a later one of the same
+    /// session is dropped: the first names the cause).
+    fn record_log_failure(&self, session: &SessionId, name: &str, error: String) {
         let mut failures = lock(&self.inner.log_failures);
-        if failures.iter().all(|f| f.session != *agent.id()) {
-            tracing::debug!(agent = %agent.id(), name = agent.name(), error = %text, "session log failed");
+        if failures.iter().all(|f| f.session != *session) {
+            tracing::debug!(agent = %session, name, error = %error, "session log failed");
             failures.push(LogFailure {
-                session: agent.id().clone(),
-                name: agent.name().to_owned(),
-                error: text,
+                session: session.clone(),
+                name: name.to_owned(),
+                error,
             });
         }
     }
@@ -1892,6 +1898,12 @@ impl ChildControl for Control {
     fn watch(&self, child: &Agent) {
         if let Ok(runtime) = self.runtime() {
             runtime.ensure_watched(child);
+        }
+    }
+
+    fn note_undelivered(&self, target: &SessionId, name: &str, error: String) {
+        if let Ok(runtime) = self.runtime() {
+            runtime.record_log_failure(target, name, error);
         }
     }
 

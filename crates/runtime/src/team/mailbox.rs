@@ -11,8 +11,10 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::json;
+use troupe_journal::JournalError;
 use troupe_protocol::{MessageId, Seq, SessionId, sync::lock};
 use troupe_team::{
     Delivery, MessageSnapshot, SendMessage, TeamError, TeamRecord, UserSend, UserSendDecision,
@@ -24,6 +26,14 @@ use super::lifecycle::{Lifecycle, disposed};
 use super::op::{CallOrigin, LogError, TeamOpError};
 use crate::agent::Agent;
 use crate::control::ChildControl;
+use crate::error::RuntimeError;
+
+/// How many times a dispatch that failed on an error of the store that may pass (an I/O error
+/// reading or reaching it: `STORE_IO`, `STORE_UNREACHABLE`, `JOURNAL_IO`) is tried again, the
+/// first pause, and its growth (doubled each time: 0.25 + 0.5 + 1 + 2 s in all). Each attempt
+/// is safe to repeat: delivery is de-duplicated against the target's log.
+const RETRIES: u32 = 4;
+const FIRST_PAUSE: Duration = Duration::from_millis(250);
 
 /// One Team's delivery state: the per-target queues and the messages being dispatched.
 #[derive(Debug, Default)]
@@ -55,6 +65,26 @@ struct DispatchFailure {
 }
 
 impl DispatchFailure {
+    /// Whether trying again may succeed: the store could not be read or reached for now. A
+    /// poisoned writer, a lost lease or a refusal stays as it is.
+    fn may_pass(&self) -> bool {
+        matches!(
+            self.error,
+            TeamOpError::Runtime(RuntimeError::Journal(
+                JournalError::StoreIo { .. }
+                    | JournalError::StoreUnreachable { .. }
+                    | JournalError::Io { .. }
+            ))
+        )
+    }
+
+    /// Whether the failure is one of a session log or of the store (rather than, say, a model
+    /// that could not be set up): then the message's staying queued is the run's failure
+    /// (DESIGN decision 11).
+    fn of_a_log(&self) -> bool {
+        matches!(self.error, TeamOpError::Runtime(RuntimeError::Journal(_)))
+    }
+
     /// The inactive target's stored log could not be read or replayed (CASES 107).
     fn inspect(error: impl Into<TeamOpError>) -> Self {
         Self {
@@ -258,22 +288,72 @@ impl Mailbox {
         if parts.lifecycle.is_closed() || !lock(&self.in_flight).insert(message.id.clone()) {
             return false;
         }
-        let result = dispatch_once(parts, message).await;
+        let mut result = dispatch_once(parts, message).await;
+        let mut pause = FIRST_PAUSE;
+        for _ in 0..RETRIES {
+            match &result {
+                Err(failure) if failure.may_pass() && !parts.lifecycle.is_closed() => {
+                    tracing::info!(
+                        message = %message.id,
+                        target = %message.target_id,
+                        error = %failure.error,
+                        "team message delivery failed ({}); trying again in {} ms",
+                        failure.step,
+                        pause.as_millis()
+                    );
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                    result = dispatch_once(parts, message).await;
+                }
+                _ => break,
+            }
+        }
         drop(ticket);
         lock(&self.in_flight).remove(&message.id);
         match result {
             Ok(delivered) => delivered,
-            Err(DispatchFailure { step, error }) => {
-                tracing::warn!(
-                    message = %message.id,
-                    target = %message.target_id,
-                    error = %error,
-                    "team message remains queued: {step}"
-                );
+            Err(failure) => {
+                remains_queued(parts, &message.target_id, Some(&message.id), &failure).await;
                 false
             }
         }
     }
+}
+
+/// Reports that mail to `target` stays queued after `failure` (REFERENCE c.10.3: it is never
+/// lost, and the next resume's mailbox recovery delivers it): a warning naming the step, and —
+/// when a session log or the store failed and the Team is not closing — the run's failure
+/// naming the member (DESIGN decision 11), so the run cannot end looking complete with a
+/// wakeup never delivered.
+async fn remains_queued(
+    parts: Dispatcher<'_>,
+    target: &SessionId,
+    message: Option<&MessageId>,
+    failure: &DispatchFailure,
+) {
+    let DispatchFailure { step, error } = failure;
+    tracing::warn!(
+        message = message.map(|m| m.to_string()),
+        target = %target,
+        error = %error,
+        "team message remains queued: {step}"
+    );
+    if !failure.of_a_log() || parts.lifecycle.is_closed() {
+        return;
+    }
+    let name = {
+        let state = parts.journal.enter().await;
+        state.name_of(target).unwrap_or("teammate").to_owned()
+    };
+    let what = match message {
+        Some(id) => format!("message {id}"),
+        None => "its pending quiet mail".to_owned(),
+    };
+    parts.control.note_undelivered(
+        target,
+        &name,
+        format!("{what} stays queued ({step}): {error}"),
+    );
 }
 
 /// One delivery attempt of `message`, by where its target is: the Lead, a resident teammate,
@@ -414,10 +494,10 @@ pub(super) async fn deliver_pending_quiet(parts: Dispatcher<'_>, id: &SessionId)
         }
         Err(e) => Err(DispatchFailure::delivery(e)),
     };
-    if let Err(DispatchFailure { step, error }) = result
+    if let Err(failure) = result
         && !parts.lifecycle.is_closed()
     {
-        tracing::warn!(teammate = %id, error = %error, "team message remains queued: {step}");
+        remains_queued(parts, id, None, &failure).await;
     }
 }
 

@@ -271,6 +271,9 @@ enum FaultAction {
 #[derive(Default)]
 pub struct SinkFaults {
     rules: Mutex<Vec<(Matcher, FaultAction)>>,
+    /// Sessions whose next reads fail with `STORE_IO` (as a store without its quorum does),
+    /// and how many more times.
+    failing_reads: Mutex<Vec<(SessionId, u32)>>,
 }
 
 impl std::fmt::Debug for SinkFaults {
@@ -304,6 +307,25 @@ impl SinkFaults {
             .unwrap()
             .push((Box::new(when), FaultAction::Hold(Arc::clone(&gate))));
         gate
+    }
+
+    /// The next `times` reads of session `id` fail with `STORE_IO` (nothing is appended).
+    pub fn fail_reads(&self, id: &SessionId, times: u32) {
+        self.failing_reads.lock().unwrap().push((id.clone(), times));
+    }
+
+    /// Fails this read of `id` when [`SinkFaults::fail_reads`] says so.
+    fn read(&self, id: &SessionId) -> troupe_journal::Result<()> {
+        let mut failing = self.failing_reads.lock().unwrap();
+        let Some(left) = failing.iter_mut().find(|(s, n)| s == id && *n > 0) else {
+            return Ok(());
+        };
+        left.1 -= 1;
+        Err(troupe_journal::JournalError::StoreIo {
+            op: "read",
+            url: "nats://127.0.0.1:4222".to_owned(),
+            reason: "no responders (the stream has no leader)".to_owned(),
+        })
     }
 
     fn apply(&self, id: &SessionId, kinds: &[String]) -> troupe_journal::Result<()> {
@@ -421,6 +443,7 @@ impl troupe_journal::LogBackend for RecordingBackend {
         ))
     }
     fn read(&self, id: &SessionId) -> troupe_journal::Result<troupe_journal::Replay> {
+        self.faults.read(id)?;
         self.inner.read(id)
     }
     fn list(

@@ -461,6 +461,76 @@ async fn c107_an_uninspectable_inactive_target_leaves_the_wakeup_queued_with_a_w
         warnings[0]
     );
     h.runtime.shutdown().await.unwrap();
+    // Work left undone because a log failed is the run's failure (DESIGN decision 11).
+    let failures = h.runtime.log_failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].name, "w");
+    assert!(
+        failures[0]
+            .error
+            .contains(&format!("message {id} stays queued"))
+            && failures[0].error.contains("corrupt session file"),
+        "{failures:?}"
+    );
+}
+
+/// A wakeup whose target's log cannot be read for a moment (a store electing a leader again:
+/// `STORE_IO`) is tried again and delivered once; one that cannot be read for longer than the
+/// retries stays queued, and the run's failure names the target (DESIGN decision 11).
+#[tokio::test(flavor = "current_thread")]
+async fn a_wakeup_is_retried_while_the_store_fails_for_a_moment_and_named_when_it_keeps_failing() {
+    let (h, _, faults) = Harness::faulty();
+    let lead = h.team_lead().await;
+    let w = spawn(
+        &h,
+        &lead,
+        "w",
+        vec![text("done"), text("again"), text("third")],
+    )
+    .await;
+    settled(&h, &w).await;
+    faults.fail_reads(&w, 2);
+    let (first, accepted) = h
+        .runtime
+        .teams()
+        .send(&lead, "w", "again", Delivery::Wakeup)
+        .await
+        .unwrap();
+    assert!(accepted, "delivered after two failed reads");
+    assert!(pending_ids(&h, lead.id()).is_empty());
+    assert!(h.runtime.log_failures().is_empty());
+    settled(&h, &w).await;
+    let held = |h: &Harness| {
+        let replay = h.journal().read(&w).unwrap();
+        replay
+            .events
+            .iter()
+            .filter(|e| e.data.to_string().contains(first.as_str()))
+            .count()
+    };
+    let copies = held(&h);
+
+    faults.fail_reads(&w, 100);
+    let (second, accepted) = h
+        .runtime
+        .teams()
+        .send(&lead, "w", "third", Delivery::Wakeup)
+        .await
+        .unwrap();
+    assert!(!accepted);
+    assert_eq!(pending_ids(&h, lead.id()), vec![second.to_string()]);
+    h.runtime.shutdown().await.unwrap();
+    assert_eq!(held(&h), copies, "the first message was delivered once");
+    let failures = h.runtime.log_failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].name, "w");
+    assert!(
+        failures[0]
+            .error
+            .contains(&format!("message {second} stays queued"))
+            && failures[0].error.contains("no responders"),
+        "{failures:?}"
+    );
 }
 
 /// CASES 108: the cold resume of an inactive target fails: queued, with a warning.
@@ -484,6 +554,8 @@ async fn c108_a_failed_delivery_leaves_the_wakeup_queued_with_a_warning() {
     assert_eq!(warnings.len(), 1, "{}", logs.text());
     assert!(warnings[0].contains("no model for w"), "{}", warnings[0]);
     h.runtime.shutdown().await.unwrap();
+    // Not a log's failure: the teammate's failure, not JOURNAL_FAILED.
+    assert!(h.runtime.log_failures().is_empty());
 }
 
 /// CASES 115: a wait is not released while the Lead's flush of the change is held; it is
