@@ -19,8 +19,8 @@ use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Sel
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
 use troupe_team::{
     AtPoint, LogPoint, MemberPhase, MemberSnapshot, MemberStatus, MemberView, MessageReceipt,
-    Receipts, ReplayError, ShowOptions, StreamFold, TEAM_MESSAGE_SOURCE_KIND, TaskView, TeamId,
-    TeamShow, TeamShowFull, TeamState,
+    OwnerActivity, Receipts, ReplayError, ShowOptions, StallAfter, StallCheck, StreamFold,
+    TEAM_MESSAGE_SOURCE_KIND, TaskView, TeamId, TeamShow, TeamShowFull, TeamState,
 };
 
 use crate::teammate::{parent_problem, teammate_problem};
@@ -638,11 +638,17 @@ impl LeadLog {
     }
 
     /// `troupe team show --json`'s object (and the panel's view at a past event): DESIGN §6's
-    /// view ([`LeadLog::show_with_models`], with each teammate's own model read from its log)
-    /// plus every message's receipt and, for a read at a past point, where it stopped.
-    pub fn show_full(&self, journal: &Journal, include_deleted: bool) -> TeamShowFull {
+    /// view ([`LeadLog::show_with_models`], with each teammate's own model read from its log;
+    /// with `stall`, stalled tasks carry `stalled`, [`LeadLog::stall_check`]) plus every
+    /// message's receipt and, for a read at a past point, where it stopped.
+    pub fn show_full(
+        &self,
+        journal: &Journal,
+        include_deleted: bool,
+        stall: Option<StallCheck>,
+    ) -> TeamShowFull {
         TeamShowFull {
-            show: self.show_with_models(include_deleted, self.member_models(journal)),
+            show: self.show_with_models(include_deleted, self.member_models(journal), stall),
             messages: self.receipts(journal),
             at: self.cut.as_ref().map(|c| c.point()),
         }
@@ -700,16 +706,18 @@ impl LeadLog {
     /// DESIGN §6's view of the Team: the roster (the Lead row first, with its recorded model),
     /// the tasks (deleted ones with `include_deleted`), the pending messages.
     pub fn show(&self, include_deleted: bool) -> TeamShow {
-        self.show_with_models(include_deleted, BTreeMap::new())
+        self.show_with_models(include_deleted, BTreeMap::new(), None)
     }
 
     /// [`LeadLog::show`] with the model of each teammate that runs one of its own
     /// (`member_models`, from [`LeadLog::member_models`]); the others show the Lead's latest
-    /// recorded model, which they run.
+    /// recorded model, which they run; with `stall`, stalled tasks carry `stalled`
+    /// ([`LeadLog::stall_check`]).
     pub fn show_with_models(
         &self,
         include_deleted: bool,
         member_models: BTreeMap<SessionId, String>,
+        stall: Option<StallCheck>,
     ) -> TeamShow {
         self.state.show(&ShowOptions {
             include_deleted,
@@ -718,7 +726,39 @@ impl LeadLog {
                 .clone()
                 .or_else(|| self.config.as_ref().map(|c| c.model.model.clone())),
             member_models,
+            stall,
         })
+    }
+
+    /// The [`StallCheck`] of this Team at `now_ms` with threshold `after`, read offline: for
+    /// each teammate owner of a task in progress, whether a process holds its session
+    /// (`resident(id)`: the lock table of the JSONL files, a NATS lease; `None`, unknown, is
+    /// taken as not resident) and the time of the last event of its log (a streamed read of
+    /// it, no lock; unknown when it cannot be read).
+    pub fn stall_check(
+        &self,
+        journal: &Journal,
+        now_ms: u64,
+        after: StallAfter,
+        resident: &dyn Fn(&SessionId) -> Option<bool>,
+    ) -> StallCheck {
+        let owners = self
+            .state
+            .stall_candidates()
+            .into_iter()
+            .map(|id| {
+                let activity = OwnerActivity {
+                    resident: resident(&id).unwrap_or(false),
+                    last_event_ms: crate::team::last_event_time(journal, &id),
+                };
+                (id, activity)
+            })
+            .collect();
+        StallCheck {
+            now_ms,
+            after,
+            owners,
+        }
     }
 
     /// The model of every active teammate that runs a model of its own (`ownModel` in its

@@ -19,7 +19,9 @@
 //!   [`TeamState::decide_provision`], [`TeamState::decide_settle_provisioning`] (c.8–c.9),
 //!   [`TeamState::decide_send`], [`TeamState::decide_delivered`] (c.10), and a message from
 //!   the user through the same mailbox, [`TeamState::decide_user_send`] (a Troupe addition).
-//! - **Views** ([`MemberView`], [`TaskView`], [`TeamShow`]) — c.7, c.11.1, DESIGN §6.
+//! - **Views** ([`MemberView`], [`TaskView`], [`TeamShow`]) — c.7, c.11.1, DESIGN §6; a task
+//!   view's derived `stalled` field ([`StallCheck`], [`TeamState::stall_of`]) — stalled owners,
+//!   a Troupe addition (DESIGN decision 7: nothing is released automatically).
 //! - **Receipts** ([`Receipts`], [`MessageReceipt`]) — each message's life (queued, received,
 //!   delivered, consumed), folded from the Lead log and the targets' logs (issue 17 item 3).
 //! - **Timeline** ([`TeamState::describe`], [`TimelineEntry`]) — one readable line per Team
@@ -43,6 +45,7 @@ mod mailbox;
 mod receipts;
 mod record;
 mod roster;
+mod stall;
 mod state;
 mod text;
 mod timeline;
@@ -71,6 +74,9 @@ pub use record::{
 pub use roster::{
     ProvisionTeammate, ProvisioningOutcome, RECOVERY_CHILD_MISMATCH,
     RECOVERY_INSPECT_FAILED_PREFIX, RECOVERY_NO_RESUMABLE_CHILD, SettleDecision,
+};
+pub use stall::{
+    OwnerActivity, STALL_AFTER_DEFAULT_MS, Stall, StallAfter, StallCheck, StallReason, stall_notice,
 };
 pub use state::{Caller, LineApplied, Role, Staged, StreamFold, TeamState};
 pub use text::{

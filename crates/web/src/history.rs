@@ -204,6 +204,9 @@ fn show_blocking(
             include_deleted: false,
             lead_model,
             member_models,
+            // Stalls are of the present (who holds a session now, "now" itself): the live
+            // view carries them, a read of the log does not.
+            stall: None,
         }),
         messages: receipts.list(&state),
         at: point,

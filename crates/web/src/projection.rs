@@ -13,8 +13,8 @@ use troupe_session::chat::Usage;
 use troupe_session::events::AgentConfigRecord;
 use troupe_session::ledger::{Ledger, Prices, SessionUsage, price_key};
 use troupe_team::{
-    LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, ScopeOverlap, TaskView, TeamId,
-    TeamState,
+    LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, OwnerActivity, ScopeOverlap,
+    StallAfter, StallCheck, TaskView, TeamId, TeamState,
 };
 
 /// One roster row of the panel: a [`MemberView`] (REFERENCE c.7, d.3) with the member's durable
@@ -40,7 +40,9 @@ pub struct MemberRow {
 /// that would collide with it, never on a completed one), which the panel shows instead of
 /// `writeScopeWarnings`.
 ///
-/// Wire shape: the `TaskView` fields, then `overlaps: [{"taskId","status"}…]`.
+/// Wire shape: the `TaskView` fields (with `stalled` when the task is stalled — `reason` and
+/// `since`, no `idleMs`: the view does not change as time passes, the panel counts), then
+/// `overlaps: [{"taskId","status"}…]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TaskRow {
     /// The task view.
@@ -99,10 +101,13 @@ struct Activity {
     /// Whether that model is the member's own (a teammate model, `ownModel`); a member
     /// without one runs the session's model, the Lead's.
     own_model: bool,
+    /// The time of the last event of its log (epoch ms).
+    last_event_ms: Option<u64>,
 }
 
 impl Activity {
     fn apply(&mut self, event: &Event) -> bool {
+        self.last_event_ms = Some(event.time);
         match event.kind.as_str() {
             event_types::TURN_START => !std::mem::replace(&mut self.open_turn, true),
             event_types::TURN_END => std::mem::replace(&mut self.open_turn, false),
@@ -152,6 +157,9 @@ pub struct TeamProjection {
     usage: HashMap<SessionId, Vec<UsageMark>>,
     /// Per session: how many of its first events are a fork's seed (not its own).
     seeds: HashMap<SessionId, u64>,
+    /// "Now" for stalled owners (epoch ms), as the hub last said ([`Self::set_now`]).
+    now_ms: u64,
+    stall_after: StallAfter,
 }
 
 /// One ledger-relevant event of a member's log: its model changed (`agent/config`), or it
@@ -200,6 +208,55 @@ impl TeamProjection {
             last_lead_seq: None,
             usage: HashMap::new(),
             seeds: HashMap::new(),
+            now_ms: 0,
+            stall_after: StallAfter::default(),
+        }
+    }
+
+    /// The projection with stall threshold `after` (default 10 minutes).
+    #[must_use]
+    pub fn with_stall_after(mut self, after: StallAfter) -> Self {
+        self.stall_after = after;
+        self
+    }
+
+    /// Sets "now" (epoch ms) for stalled owners. Time alone can make a resident owner's task
+    /// stalled, so the view is marked as possibly changed when some task in progress has a
+    /// resident owner (the hub publishes only a view that really differs).
+    pub fn set_now(&mut self, now_ms: u64) {
+        if self.now_ms == now_ms {
+            return;
+        }
+        self.now_ms = now_ms;
+        let timed = self.state.in_progress_tasks().any(|task| {
+            task.owner_id
+                .as_ref()
+                .and_then(|owner| self.members.get(owner))
+                .is_some_and(|a| a.live().is_some())
+        });
+        self.dirty |= timed;
+    }
+
+    /// The stall check of the current state: residency as the status shows it (a live member
+    /// is resident), each member's last event from its own file.
+    fn stall_check(&self) -> StallCheck {
+        let owners = self
+            .state
+            .stall_candidates()
+            .into_iter()
+            .map(|id| {
+                let activity = self.members.get(&id);
+                let owner = OwnerActivity {
+                    resident: activity.and_then(Activity::live).is_some(),
+                    last_event_ms: activity.and_then(|a| a.last_event_ms),
+                };
+                (id, owner)
+            })
+            .collect();
+        StallCheck {
+            now_ms: self.now_ms,
+            after: self.stall_after,
+            owners,
         }
     }
 
@@ -367,6 +424,11 @@ impl TeamProjection {
             .iter()
             .map(|row| (row.member.name.clone(), row.member.id.clone()))
             .collect();
+        let check = self
+            .state
+            .in_progress_tasks()
+            .next()
+            .map(|_| self.stall_check());
         TeamView {
             team_id: team.clone(),
             ledger: self.ledger(&named),
@@ -374,9 +436,15 @@ impl TeamProjection {
             tasks: self
                 .state
                 .live_tasks()
-                .map(|task| TaskRow {
-                    task: self.state.task_view_of(task),
-                    overlaps: self.state.scope_overlaps(task),
+                .map(|task| {
+                    let mut view = self.state.task_view_checked(task, check.as_ref());
+                    if let Some(stall) = &mut view.stalled {
+                        stall.idle_ms = None;
+                    }
+                    TaskRow {
+                        task: view,
+                        overlaps: self.state.scope_overlaps(task),
+                    }
                 })
                 .collect(),
             failure: self.failure.clone(),

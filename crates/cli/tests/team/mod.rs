@@ -15,6 +15,8 @@ use troupe_test_support::{FakeOpenAi, FakeResponse};
 use super::run::{Setup, session_id, stderr, stdout, summary};
 use super::{assert_bad_input, clock_times, snapshot_settings, troupe};
 
+mod stall;
+
 /// The ten Team tools, in registration order (REFERENCE d.4).
 const TEAM_TOOLS: [&str; 10] = [
     "spawn_teammate",

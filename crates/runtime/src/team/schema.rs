@@ -136,7 +136,8 @@ pub fn listed_member_schema() -> Value {
     schema
 }
 
-/// `TaskView` (REFERENCE d.3).
+/// `TaskView` (REFERENCE d.3), with the optional derived `stalled` of a read (a Troupe
+/// addition: `{"reason": "failed"|"inactive"|"no_activity", "since"?, "idleMs"?}`).
 pub fn task_view_schema() -> Value {
     json!({
         "type": "object",
@@ -150,7 +151,17 @@ pub fn task_view_schema() -> Value {
             "writeScopes": {"type": "array", "items": {"type": "string"}},
             "ownerName": {"type": "string"},
             "ready": {"type": "boolean"},
-            "writeScopeWarnings": {"type": "array", "items": {"type": "string"}}
+            "writeScopeWarnings": {"type": "array", "items": {"type": "string"}},
+            "stalled": {
+                "type": "object",
+                "properties": {
+                    "reason": {"type": "string", "enum": ["failed", "inactive", "no_activity"]},
+                    "since": {"type": "integer"},
+                    "idleMs": {"type": "integer"}
+                },
+                "required": ["reason"],
+                "additionalProperties": false
+            }
         },
         "required": ["id", "revision", "subject", "description", "status", "blockedBy", "writeScopes", "ready", "writeScopeWarnings"],
         "additionalProperties": false
@@ -295,7 +306,8 @@ fn definition(tool: TeamToolName) -> (&'static str, Value, Value) {
             object(
                 json!({
                     "tasks": {"type": "array", "items": task_view_schema()},
-                    "nextCursor": {"type": "integer"}
+                    "nextCursor": {"type": "integer"},
+                    "stallNotice": {"type": "string"}
                 }),
                 &["tasks"],
             ),

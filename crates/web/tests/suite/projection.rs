@@ -158,3 +158,50 @@ fn a_teammate_with_its_own_model_shows_it_and_the_others_the_leads() {
         ]
     );
 }
+
+/// Stalled owners on the board: the task view's `stalled` follows the owner's residency, its
+/// last event and "now" (set by the hub), without `idleMs` (the view must not change with
+/// every tick: the panel counts); time alone republishes only when the stall changes.
+#[test]
+fn a_task_of_a_quiet_or_gone_owner_is_marked_stalled_as_time_passes() {
+    const MINUTE: u64 = 60_000;
+    let mut projection =
+        TeamProjection::new(sid(LEAD)).with_stall_after(troupe_team::StallAfter::default());
+    projection.apply_lead(&stored(0, member(ALPHA, "alpha", "provisioning", None)));
+    projection.apply_lead(&stored(1, member(ALPHA, "alpha", "active", None)));
+    projection.apply_lead(&stored(2, task("task-1", 1, "pending", None, &[], &[])));
+    projection.apply_lead(&stored(
+        3,
+        task("task-1", 2, "in_progress", Some(ALPHA), &[], &[]),
+    ));
+    // alpha is in a turn, its file held: resident; its last event is at T0.
+    projection.apply_member(&sid(ALPHA), &stored(0, turn_start(1)));
+    projection.set_resident(&sid(ALPHA), Some(true));
+    let stalled =
+        |p: &TeamProjection| serde_json::to_value(&p.view().tasks[0]).unwrap()["stalled"].clone();
+    projection.set_now(T0 + 9 * MINUTE);
+    assert_eq!(stalled(&projection), Value::Null);
+    let _ = projection.take_view();
+    projection.set_now(T0 + 10 * MINUTE);
+    let view = projection
+        .take_view()
+        .expect("time can stall a resident owner");
+    assert_eq!(
+        serde_json::to_value(&view.tasks[0]).unwrap()["stalled"],
+        json!({"reason": "no_activity", "since": T0})
+    );
+    // Later ticks give the same view (the hub publishes nothing new).
+    projection.set_now(T0 + 15 * MINUTE);
+    assert_eq!(projection.take_view(), Some(view));
+    // Its process is gone with no wakeup waiting: inactive, at once.
+    projection.set_resident(&sid(ALPHA), Some(false));
+    assert_eq!(
+        stalled(&projection),
+        json!({"reason": "inactive", "since": T0})
+    );
+    // A wakeup queued for it: it is about to run, not stalled.
+    let mut wake = queued("team-message-1", LEAD, "lead", ALPHA);
+    wake.data["message"]["delivery"] = json!("wakeup");
+    projection.apply_lead(&stored(4, wake));
+    assert_eq!(stalled(&projection), Value::Null);
+}
