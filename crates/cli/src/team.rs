@@ -38,7 +38,9 @@ pub(crate) enum TeamCommand {
     Show {
         /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
         session: String,
-        /// Print one JSON object: {"teamId","members","tasks","pendingMessages"}.
+        /// Print one JSON object: {"teamId","members","tasks","pendingMessages",
+        /// "writeConflicts"?} (`writeConflicts` only when two members changed the same file
+        /// while one task was in progress).
         #[arg(long)]
         json: bool,
         /// Include deleted tasks.
@@ -135,7 +137,10 @@ fn show(
     };
     let lead = load_team(journal, session, "show", read, home)?;
     // Teammates with a model of their own show it (read from their logs).
-    let view = lead.show_with_models(all, lead.member_models(journal));
+    let mut view = lead.show_with_models(all, lead.member_models(journal));
+    // The write radar: files two members changed within the same window of work (read from
+    // every member's log; advisory).
+    view.write_conflicts = lead.write_conflicts(journal);
     let mut out = Stdout::lock();
     if json {
         let text = serde_json::to_string(&view).context("encoding the Team view")?;
@@ -320,6 +325,28 @@ fn human_show(view: &TeamShow, lead: &LeadLog) -> Vec<String> {
             ]);
         }
         lines.extend(align_columns(&rows).into_iter().map(|l| format!("  {l}")));
+    }
+    // The write radar, only when it found something (advisory, like write scopes).
+    if !view.write_conflicts.is_empty() {
+        lines.push(String::new());
+        lines.push(format!(
+            "write conflicts ({}): files two members changed while the same task was in progress",
+            view.write_conflicts.len()
+        ));
+        for conflict in &view.write_conflicts {
+            let tasks: Vec<&str> = conflict.tasks.iter().map(|t| t.as_str()).collect();
+            lines.push(format!(
+                "  ⚠ {} changed by {} (during {})",
+                cell(&conflict.path),
+                conflict
+                    .members
+                    .iter()
+                    .map(|m| cell(m))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                tasks.join(", ")
+            ));
+        }
     }
     lines
 }

@@ -30,7 +30,7 @@ use troupe_protocol::{
 };
 use troupe_tools::{
     EscalationRequest, ProcessInfo, ProcessObserver, SeenObserver, ToolContext, ToolError,
-    ToolRegistry, escalation_request, render_text_outcome,
+    ToolRegistry, WorkspaceScan, escalation_request, render_text_outcome,
 };
 
 use crate::approval::{Approvals, Waited};
@@ -1099,6 +1099,7 @@ async fn close_turn(
                 message_id: None,
                 source_event_seqs: Vec::new(),
                 seen: None,
+                changed: None,
             };
             drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(&rec)));
         }
@@ -1154,11 +1155,23 @@ async fn execute_call(
     let ctx = ctx
         .with_process_observer(observer)
         .with_seen_observer(seen_observer);
+    // A `bash` command's changes to the workspace: scanned before and compared after it
+    // (bounded, `troupe_tools::WorkspaceScan`), recorded in its `tool/result` (the write
+    // radar reads them from there; a command a crash cuts records none).
+    let scan = if call.name == "bash" {
+        Some(WorkspaceScan::before(ctx.workspace_root()).await)
+    } else {
+        None
+    };
     let outcome = inner
         .setup
         .tools
         .dispatch_text(&ctx, &call.name, call.arguments.clone())
         .await;
+    let changed = match scan {
+        Some(scan) => Some(scan.changes().await),
+        None => None,
+    };
     let code = outcome.as_ref().err().map(|e| e.code().to_owned());
     let rec = ToolResultRecord {
         turn,
@@ -1171,6 +1184,7 @@ async fn execute_call(
         message_id: None,
         source_event_seqs: Vec::new(),
         seen: lock(&seen).take(),
+        changed,
     };
     inner.finish_call(rec)
 }
@@ -1189,6 +1203,7 @@ fn refusal_result(turn: u64, step: u64, call: &ToolCall, error: ToolError) -> To
         message_id: None,
         source_event_seqs: Vec::new(),
         seen: None,
+        changed: None,
     }
 }
 
@@ -1211,6 +1226,7 @@ fn error_result(
         message_id: None,
         source_event_seqs: Vec::new(),
         seen: None,
+        changed: None,
     }
 }
 
@@ -1540,6 +1556,7 @@ fn truncated_call_result(turn: u64, step: u64, cut: &TruncatedCall) -> ToolResul
         message_id: None,
         source_event_seqs: Vec::new(),
         seen: None,
+        changed: None,
     }
 }
 

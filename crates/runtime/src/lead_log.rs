@@ -540,6 +540,13 @@ impl LeadLog {
         models
     }
 
+    /// The write radar's conflicts of this Team ([`crate::write_conflicts`]): the Lead's and
+    /// every member's log read again from `journal` for their file changes and the task
+    /// windows.
+    pub fn write_conflicts(&self, journal: &Journal) -> Vec<troupe_team::WriteConflict> {
+        crate::radar::write_conflicts(journal, &self.state)
+    }
+
     /// What `troupe team verify` checks beyond the fold, in order: the Lead's own log replays
     /// as `troupe resume` replays it (every runtime event's payload decoded into the model
     /// history, the inbox and the turns: from the one pass of [`LeadRead::Verify`], or — for a

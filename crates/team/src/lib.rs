@@ -20,6 +20,8 @@
 //!   [`TeamState::decide_send`], [`TeamState::decide_delivered`] (c.10), and a message from
 //!   the user through the same mailbox, [`TeamState::decide_user_send`] (a Troupe addition).
 //! - **Views** ([`MemberView`], [`TaskView`], [`TeamShow`]) — c.7, c.11.1, DESIGN §6.
+//! - **Write radar** ([`WriteRadar`], [`WriteConflict`]) — which files two members changed
+//!   within the same window of work (a Troupe addition; advisory, like write scopes).
 //! - **Limits** ([`TeamLimits`]) — c.15. **Errors** — every code of c.16 on [`TeamError`].
 //!
 //! Invariant: this crate does no IO, reads no clock, spawns nothing and mints no ids; time,
@@ -36,6 +38,7 @@ mod index;
 mod limits;
 mod line;
 mod mailbox;
+mod radar;
 mod record;
 mod roster;
 mod state;
@@ -57,6 +60,7 @@ pub use mailbox::{
     delivered_user_message, frame_content, frame_header, framed_size, team_message_source,
     validate_wait_timeout,
 };
+pub use radar::{WriteConflict, WriteRadar};
 pub use record::{
     Decoded, Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MessageSnapshot,
     TEAM_EVENT_VERSION, TaskSnapshot, TaskStatus, TeamEvent, TeamRecord, decode,

@@ -6,6 +6,7 @@ use troupe_protocol::{MessageId, SessionId};
 
 use crate::error::TeamError;
 use crate::ids::{LEAD_NAME, TaskId, TeamId};
+use crate::radar::WriteConflict;
 use crate::record::{
     Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, TaskSnapshot, TaskStatus,
 };
@@ -231,7 +232,7 @@ pub struct PendingMessageView {
 /// The offline view of a Team (DESIGN §6 `troupe team show --json`).
 ///
 /// Wire shape: `{"teamId","members":[RosterRow…],"tasks":[TaskView…],
-/// "pendingMessages":[PendingMessageView…]}`.
+/// "pendingMessages":[PendingMessageView…],"writeConflicts"?:[WriteConflict…]}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TeamShow {
@@ -243,6 +244,11 @@ pub struct TeamShow {
     pub tasks: Vec<TaskView>,
     /// Queued − delivered, in queue order.
     pub pending_messages: Vec<PendingMessageView>,
+    /// The write radar's warnings ([`WriteConflict`], advisory): files two members changed
+    /// within the same window of work. [`TeamState::show`] leaves it empty (the members'
+    /// logs are read by the caller); omitted when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_conflicts: Vec<WriteConflict>,
 }
 
 /// Options of [`TeamState::show`].
@@ -286,7 +292,7 @@ impl Default for TaskListQuery {
 
 /// One page of `team_task_list` (REFERENCE d.4.2).
 ///
-/// Wire shape: `{"tasks":[TaskView…],"nextCursor"?}`.
+/// Wire shape: `{"tasks":[TaskView…],"nextCursor"?,"writeConflicts"?:[WriteConflict…]}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskPage {
@@ -295,6 +301,12 @@ pub struct TaskPage {
     /// `cursor + limit`, present only when more filtered tasks follow.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<u64>,
+    /// The write radar's warnings (a Troupe addition, advisory: [`WriteConflict`]): files
+    /// two members changed within the same window of work. [`TeamState::list_tasks`] leaves it
+    /// empty (the runtime fills it from the members' logs); omitted when empty, so the
+    /// REFERENCE d.4.2 shape is unchanged without a conflict.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_conflicts: Vec<WriteConflict>,
 }
 
 impl TeamState {
@@ -465,6 +477,7 @@ impl TeamState {
         Ok(TaskPage {
             tasks,
             next_cursor: (end < total).then_some(end),
+            write_conflicts: Vec::new(),
         })
     }
 
@@ -506,6 +519,7 @@ impl TeamState {
             members,
             tasks: self.task_views(options.include_deleted),
             pending_messages,
+            write_conflicts: Vec::new(),
         }
     }
 

@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 use troupe_protocol::{Event, Seq, SessionId, event_types};
+use troupe_session::changes::ChangeFold;
 use troupe_session::events::AgentConfigRecord;
 use troupe_team::{
-    LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, ScopeOverlap, TaskView, TeamId,
-    TeamState,
+    LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, ScopeOverlap, TaskSnapshot,
+    TaskView, TeamId, TeamState, WriteConflict, WriteRadar,
 };
 
 /// One roster row of the panel: a [`MemberView`] (REFERENCE c.7, d.3) with the member's durable
@@ -50,7 +51,8 @@ pub struct TaskRow {
 /// What the panel shows of a Team (REFERENCE f's wire view, widened with live status and the
 /// full task views). Compared by value: a frame is published only when it changes.
 ///
-/// Wire shape: `{"teamId","members":[MemberRow…],"tasks":[TaskRow…],"failure"?}`; the Lead
+/// Wire shape: `{"teamId","members":[MemberRow…],"tasks":[TaskRow…],"failure"?,
+/// "writeConflicts"?:[WriteConflict…]}`; the Lead
 /// pseudo-row is first, tasks are the non-deleted ones in creation order (REFERENCE c.11.1:
 /// readiness, blockers, owner, write-scope warnings; plus each task's overlaps).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -66,6 +68,10 @@ pub struct TeamView {
     /// damaged file): the rest of the view is the last valid state, and stays so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The write radar ([`WriteConflict`], advisory): files two members changed within the
+    /// same window of work, folded from the Lead's and the members' logs; omitted when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_conflicts: Vec<WriteConflict>,
 }
 
 /// Mailbox counts: `{"pending": N, "byMember": {"<member id>": N…}}` (members with pending mail
@@ -141,6 +147,15 @@ pub struct TeamProjection {
     /// Set when something the view shows may have changed since the last [`Self::take_view`].
     dirty: bool,
     last_lead_seq: Option<Seq>,
+    /// The write radar: task windows from the Lead log, file changes from every log.
+    radar: WriteRadar,
+    /// The Lead's own file changes.
+    lead_changes: ChangeFold,
+    /// Each member's file changes (created at its first event, with its seeded prefix's
+    /// length from [`Self::set_seed_len`]).
+    member_changes: HashMap<SessionId, ChangeFold>,
+    /// The seeded-prefix length of members' logs (a fork's copy of the Lead's history).
+    seed_lens: HashMap<SessionId, u64>,
 }
 
 impl TeamProjection {
@@ -154,7 +169,40 @@ impl TeamProjection {
             members: HashMap::new(),
             dirty: true,
             last_lead_seq: None,
+            radar: WriteRadar::new(),
+            lead_changes: ChangeFold::new(0),
+            member_changes: HashMap::new(),
+            seed_lens: HashMap::new(),
         }
+    }
+
+    /// Records the seeded-prefix length of member `member`'s log (its header's
+    /// `seedLength`): those events are the Lead's history, not the member's changes. Set it
+    /// before the member's first event (later calls change nothing).
+    pub fn set_seed_len(&mut self, member: &SessionId, seed_len: u64) {
+        self.seed_lens.entry(member.clone()).or_insert(seed_len);
+    }
+
+    /// Whether [`Self::set_seed_len`] was called for `member`.
+    pub fn knows_seed_len(&self, member: &SessionId) -> bool {
+        self.seed_lens.contains_key(member)
+    }
+
+    /// Feeds the file changes `event` of `member`'s log shows into the radar.
+    fn changes(
+        radar: &mut WriteRadar,
+        fold: &mut ChangeFold,
+        member: &SessionId,
+        event: &Event,
+    ) -> bool {
+        let changes = fold.apply(event);
+        for change in &changes {
+            match change.since {
+                None => radar.exact(member, &change.path, event.time),
+                Some(since) => radar.scanned(member, &change.path, since, event.time),
+            }
+        }
+        !changes.is_empty()
     }
 
     /// The folded Team state (the last valid one once [`Self::failure`] is set).
@@ -179,11 +227,19 @@ impl TeamProjection {
         }
         self.last_lead_seq = Some(event.seq);
         self.dirty |= self.lead.apply(event);
+        let lead = self.state.id().lead_id().clone();
+        self.dirty |= Self::changes(&mut self.radar, &mut self.lead_changes, &lead, event);
         if !event_types::is_team(&event.kind) {
             return;
         }
         match self.state.apply(event) {
             Ok(()) => {
+                if event.kind == event_types::TEAM_TASK
+                    && let Ok(task) =
+                        serde_json::from_value::<TaskSnapshot>(event.data["task"].clone())
+                {
+                    self.radar.task(event.time, &task);
+                }
                 // Mailbox records leave the roster and the board as they were.
                 if matches!(
                     event.kind.as_str(),
@@ -196,13 +252,20 @@ impl TeamProjection {
         }
     }
 
-    /// Folds one event of member `member`'s own session file (turns and model only).
+    /// Folds one event of member `member`'s own session file (turns, model and the files it
+    /// changed).
     pub fn apply_member(&mut self, member: &SessionId, event: &Event) {
         if self.failure.is_some() {
             return;
         }
         let activity = self.members.entry(member.clone()).or_default();
         self.dirty |= activity.apply(event);
+        let seed_len = self.seed_lens.get(member).copied().unwrap_or(0);
+        let fold = self
+            .member_changes
+            .entry(member.clone())
+            .or_insert_with(|| ChangeFold::new(seed_len));
+        self.dirty |= Self::changes(&mut self.radar, fold, member, event);
     }
 
     /// Records whether a process holds the session file of `id` (the Lead or a member).
@@ -282,6 +345,7 @@ impl TeamProjection {
                 })
                 .collect(),
             failure: self.failure.clone(),
+            write_conflicts: self.radar.conflicts(&self.state),
         }
     }
 

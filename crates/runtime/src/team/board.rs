@@ -83,7 +83,11 @@ pub(super) async fn get(
     Ok(state.get_task(&caller, id)?)
 }
 
-/// `team_task_list` (REFERENCE d.4.2).
+/// `team_task_list` (REFERENCE d.4.2), with the write radar's `writeConflicts` (a Troupe
+/// addition, advisory: files two members changed within the same window of work, from the
+/// members' stored logs — [`crate::write_conflicts`]). The logs are read after the
+/// serializer is left (on a blocking thread, from a copy of the state), so a long read never
+/// holds up another Team operation; the conflicts are those of the logs as flushed then.
 ///
 /// # Errors
 /// `TEAM_INVALID_ARGUMENT` for a bad cursor or limit, `TEAM_NOT_MEMBER`.
@@ -92,7 +96,15 @@ pub(super) async fn list(
     agent: &Agent,
     query: &TaskListQuery,
 ) -> Result<TaskPage, TeamOpError> {
-    let state = journal.enter().await;
-    let caller = journal.caller(&state, agent)?;
-    Ok(state.list_tasks(&caller, query)?)
+    let (mut page, state) = {
+        let state = journal.enter().await;
+        let caller = journal.caller(&state, agent)?;
+        (state.list_tasks(&caller, query)?, state.clone())
+    };
+    let store = journal.store().clone();
+    page.write_conflicts =
+        tokio::task::spawn_blocking(move || crate::write_conflicts(&store, &state))
+            .await
+            .unwrap_or_default();
+    Ok(page)
 }
