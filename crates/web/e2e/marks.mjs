@@ -1,7 +1,9 @@
 // Opens the troupe web panel on one Team in the system's headless Chromium and reports what a
 // person sees, as one JSON line: the session picker's options, each task's icon, state and
-// warnings, and the Lead's model line (with how many line-break chances it has).
-// Env: PANEL_URL, SESSION_ID, CHROMIUM (default /usr/bin/chromium). Exit 1 on a driver error.
+// warnings (and whether it is marked for a write conflict), the write-conflict banner's lines,
+// and the Lead's model line (with how many line-break chances it has).
+// Env: PANEL_URL, SESSION_ID, CHROMIUM (default /usr/bin/chromium), SCREENSHOT (a PNG path,
+// optional). Exit 1 on a driver error.
 import { chromium } from "playwright-core";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -34,13 +36,19 @@ try {
         state: t.dataset.state,
         icon: t.querySelector(".icon").textContent,
         warns: [...t.querySelectorAll(".warn")].map((w) => w.textContent),
+        conflicted: t.dataset.conflicted,
       })),
+      conflicts: (() => {
+        const banner = document.getElementById("conflicts");
+        return banner && !banner.hidden ? [...banner.querySelectorAll(".conflict")].map((c) => c.textContent) : [];
+      })(),
       model: (() => {
         const node = document.querySelector('[data-member="lead"] .model');
         return node ? { text: node.textContent, breaks: node.querySelectorAll("wbr").length } : null;
       })(),
     }))),
   };
+  if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
 } catch (error) {
   report.problems.push(`driver error: ${error.message}`);
 } finally {
