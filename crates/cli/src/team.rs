@@ -38,9 +38,7 @@ pub(crate) enum TeamCommand {
     Show {
         /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
         session: String,
-        /// Print one JSON object: {"teamId","members","tasks","pendingMessages",
-        /// "writeConflicts"?} (`writeConflicts` only when two members changed the same file
-        /// while one task was in progress).
+        /// Print one JSON object: {"teamId","members","tasks","pendingMessages","writeConflicts"?}
         #[arg(long)]
         json: bool,
         /// Include deleted tasks.
