@@ -10,8 +10,13 @@
 //!   fold, the view, the output to a pipe, the exit;
 //! - `verify`: the whole `troupe team verify ID` process (its one pass: every line checked,
 //!   the Team folded and the Lead's log replayed as a resume does; then the teammate checks);
-//! - with `TEAM_CLI_OTHER_BIN=PATH`, `verify (other)`: the same command run by another
-//!   `troupe` binary (e.g. a build of an earlier commit), in the same rounds.
+//! - `table`: the whole `troupe team show ID` process (the table);
+//! - with `TEAM_CLI_OTHER_BIN=PATH`, `show (other)`, `table (other)`, `verify (other)`: each
+//!   command run by another `troupe` binary (e.g. a build of an earlier commit) right after
+//!   this one's, in the same rounds; the ratios `X (other) / X` and `X / X (other)` are per
+//!   round.
+//!
+//! `TEAM_CLI_COMMANDS` (default `show,table,verify`) picks the commands.
 //!
 //! Logs: as `crates/team/benches/fold.rs` (`TEAM_BENCH_LOGS=DIR`, or generated once into the
 //! target tmp dir with `node` and `TROUPE_GEN_LEAD_LOG`); `TEAM_BENCH_SIZES` (default
@@ -167,6 +172,7 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(5);
+    let wanted = env_list("TEAM_CLI_COMMANDS", "show,table,verify");
     let uptime = || {
         std::fs::read_to_string("/proc/loadavg")
             .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -183,63 +189,68 @@ fn main() {
             let (home, id, bytes) = home_with(&profile, n, &log, &meta);
             let root = TeamId::new(SessionId::new(&id).unwrap());
             let show_args = ["team", "show", id.as_str(), "--json"];
+            let table_args = ["team", "show", id.as_str()];
             let verify_args = ["team", "verify", id.as_str()];
             println!(
                 "{profile} {n}: {} bytes, {team_events} Team events; load average before: {}",
                 bytes.len(),
                 uptime()
             );
+            // The commands measured, each by this binary and (with `TEAM_CLI_OTHER_BIN`) by
+            // the other one, right after it in the same round.
+            let mut commands: Vec<(String, &PathBuf, &[&str])> = Vec::new();
+            for (name, args) in [
+                ("show", &show_args[..]),
+                ("table", &table_args[..]),
+                ("verify", &verify_args[..]),
+            ] {
+                if !wanted.iter().any(|w| w == name) {
+                    continue;
+                }
+                commands.push((name.to_owned(), &bin, args));
+                if let Some(o) = &other {
+                    commands.push((format!("{name} (other)"), o, args));
+                }
+            }
             // Warm the page cache and show what each command answers.
-            for (label, b, args) in [
-                ("show", &bin, &show_args[..]),
-                ("verify", &bin, &verify_args[..]),
-            ]
-            .into_iter()
-            .chain(
-                other
-                    .iter()
-                    .map(|o| ("verify (other)", o, &verify_args[..])),
-            ) {
+            for (label, b, args) in &commands {
                 let (_, code, first) = run(b, &home, args);
                 println!("  {label}: exit {code:?}: {first}");
             }
-            let mut cols: Vec<(&str, Vec<f64>)> =
-                vec![("fold", vec![]), ("show", vec![]), ("verify", vec![])];
-            if other.is_some() {
-                cols.push(("verify (other)", vec![]));
-            }
-            let mut ratios: Vec<(String, Vec<f64>)> = vec![
-                ("show / fold".to_owned(), vec![]),
-                ("verify / show".to_owned(), vec![]),
-            ];
-            if other.is_some() {
-                ratios.push(("verify (other) / show".to_owned(), vec![]));
-                ratios.push(("verify (other) / verify".to_owned(), vec![]));
-            }
+            let mut cols: Vec<(String, Vec<f64>)> = vec![("fold".to_owned(), vec![])];
+            cols.extend(commands.iter().map(|(label, _, _)| (label.clone(), vec![])));
             for _ in 0..rounds {
                 let start = Instant::now();
                 let state = fold(&root, &bytes);
-                let f = start.elapsed().as_secs_f64();
+                cols[0].1.push(start.elapsed().as_secs_f64());
                 drop(state);
-                let s = run(&bin, &home, &show_args).0.as_secs_f64();
-                let v = run(&bin, &home, &verify_args).0.as_secs_f64();
-                cols[0].1.push(f);
-                cols[1].1.push(s);
-                cols[2].1.push(v);
-                ratios[0].1.push(s / f);
-                ratios[1].1.push(v / s);
-                if let Some(o) = &other {
-                    let w = run(o, &home, &verify_args).0.as_secs_f64();
-                    cols[3].1.push(w);
-                    ratios[2].1.push(w / s);
-                    ratios[3].1.push(w / v);
+                for (i, (_, b, args)) in commands.iter().enumerate() {
+                    cols[i + 1].1.push(run(b, &home, args).0.as_secs_f64());
                 }
             }
-            for (name, samples) in cols {
+            // Ratios of the same round: each command ÷ the fold, this binary's verify ÷ its
+            // show, and each command of the other binary ÷ the same command of this one.
+            let column = |name: &str| cols.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+            let mut ratios: Vec<(String, Vec<f64>)> = Vec::new();
+            let mut ratio = |top: &str, bottom: &str| {
+                if let (Some(a), Some(b)) = (column(top), column(bottom)) {
+                    ratios.push((
+                        format!("{top} / {bottom}"),
+                        a.iter().zip(b).map(|(a, b)| a / b).collect(),
+                    ));
+                }
+            };
+            ratio("show", "fold");
+            ratio("verify", "show");
+            for name in ["show", "table", "verify"] {
+                ratio(&format!("{name} (other)"), name);
+                ratio(name, &format!("{name} (other)"));
+            }
+            for (name, samples) in &cols {
                 let (lo, hi) = samples
                     .iter()
                     .fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-                let m = median(samples);
+                let m = median(samples.clone());
                 println!(
                     "  {name:>15}: median {:>8.1} ms (min {:.1}, max {:.1}), {:.2}M Team events/s",
                     m * 1e3,

@@ -151,7 +151,7 @@ fn refused_path(error: &std::io::Error) -> bool {
 
 /// The stable codes ([`troupe_protocol::STABLE_CODES`]) that mean "what the user named or
 /// configured is unusable": bad input (2) whatever command meets them.
-pub(crate) const BAD_INPUT_CODES: [&str; 15] = [
+pub(crate) const BAD_INPUT_CODES: [&str; 16] = [
     // The named session cannot be used for this command (its content may be fine: a damaged
     // or unsupported file is a failure of the work, 1).
     "INVALID_SESSION_ID",
@@ -160,6 +160,8 @@ pub(crate) const BAD_INPUT_CODES: [&str; 15] = [
     "JOURNAL_NOT_A_FILE",
     "JOURNAL_LOCKED",
     "NOT_RESUMABLE",
+    // A past point of a Team (`--at`) outside its Lead log.
+    "TEAM_AT_OUTSIDE_LOG",
     // The model configuration is unusable: unknown provider, missing key, bad base URL,
     // malformed or unreadable script, a script without steps for the agent.
     "LLM_CONFIG",

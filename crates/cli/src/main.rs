@@ -134,7 +134,8 @@ enum Command {
         #[arg(long)]
         follow: bool,
     },
-    /// Inspect a Team offline from its Lead's log: `team show`, `team verify`.
+    /// Inspect a Team offline from its Lead's log: `team show` (also at a past point, `--at`),
+    /// `team log` (its timeline), `team verify`.
     Team {
         #[command(subcommand)]
         command: team::TeamCommand,

@@ -1,4 +1,6 @@
-//! `troupe team show` and `troupe team verify`: the Team of a Lead, folded offline from its log.
+//! `troupe team show`, `troupe team log` and `troupe team verify`: the Team of a Lead, folded
+//! offline from its log (`show --at`: up to a past point of it; `log`: one line per Team
+//! event).
 //!
 //! Both read the Lead's session file once through the runtime's one Lead-log fold entry point,
 //! [`LeadLog::read`] (without the file's lock, so they work while a `troupe run` writes it; an
@@ -15,9 +17,10 @@
 use std::io::Write;
 
 use anyhow::{Context, anyhow};
-use troupe_journal::{Journal, ScanSummary};
-use troupe_runtime::{LeadLog, LeadLogError, LeadRead};
-use troupe_team::{MemberPhase, MemberStatus, TeamShow};
+use troupe_journal::{At, Journal, ScanSummary};
+use troupe_protocol::SessionId;
+use troupe_runtime::{Cut, LeadLog, LeadLogError, LeadRead, TimeTravelError, read_timeline};
+use troupe_team::{LogPoint, MemberPhase, MemberStatus, MessageReceipt, TeamShowFull};
 
 use crate::args::resolve_session;
 use crate::exit::Failure;
@@ -38,12 +41,42 @@ pub(crate) enum TeamCommand {
     Show {
         /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
         session: String,
-        /// Print one JSON object: {"teamId","members","tasks","pendingMessages","writeConflicts"?}
+        /// Print one JSON object: {"teamId","members","tasks","pendingMessages",
+        /// "writeConflicts"?,"messages"} (`messages`: every message with its receipts: queued,
+        /// received, delivered, consumed; `writeConflicts`: files two members changed while
+        /// one task was in progress, when any), and "at" with --at.
         #[arg(long)]
         json: bool,
         /// Include deleted tasks.
         #[arg(long)]
         all: bool,
+        /// Show the Team as it was at a past point of the Lead's log: SEQ, once the event with
+        /// that seq was committed (after the batch it was appended with: events appended
+        /// together are durable together), or TIME, after every whole batch up to that time.
+        ///
+        /// TIME is an RFC 3339 date and time: `2026-12-01T19:47:25Z`, with fractional seconds
+        /// (`2026-12-01T19:47:25.250Z`) or a numeric offset (`2026-12-01T20:47:25+01:00`); a
+        /// space instead of the `T` works too, and `z` for `Z`. The teammates' logs are read up to the same time (for
+        /// SEQ, that event's time), so receipts show what had happened by then. A point after
+        /// the last event, or before the session was created, is bad input (exit 2) naming the
+        /// last seq; so is a value that is neither a seq nor such a time.
+        #[arg(long, value_name = "SEQ|TIME", value_parser = parse_at)]
+        at: Option<At>,
+    },
+    /// Print the Team timeline: one line per Team event of the Lead's log.
+    ///
+    /// Each line: the event's seq, its time (RFC 3339, UTC) and what happened (a teammate
+    /// created, active or failed; a task created or changed; a message sent or received).
+    /// Pass a line's seq to `troupe team show SESSION --at SEQ` to see the Team right after
+    /// it. Exit 1 naming the first bad event when the log breaks a Team rule or is damaged;
+    /// exit 2 for an unknown session, a teammate's session or a session without a Team.
+    Log {
+        /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
+        session: String,
+        /// Print one JSON object per line (JSON Lines), one per Team event:
+        /// {"seq","time","type","text","member"?,"taskId"?,"revision"?,"messageId"?}.
+        #[arg(long)]
+        json: bool,
     },
     /// Replay the Lead's log with every Team invariant and check each teammate's session.
     ///
@@ -63,7 +96,13 @@ pub(crate) enum TeamCommand {
 /// prints), else empty.
 pub(crate) fn run(journal: &Journal, command: TeamCommand, home: &str) -> Result<(), Failure> {
     match command {
-        TeamCommand::Show { session, json, all } => show(journal, &session, json, all, home),
+        TeamCommand::Show {
+            session,
+            json,
+            all,
+            at,
+        } => show(journal, &session, json, all, at, home),
+        TeamCommand::Log { session, json } => timeline(journal, &session, json, home),
         TeamCommand::Verify { session } => verify(journal, &session, home),
     }
 }
@@ -78,23 +117,107 @@ fn load_team(
     read: LeadRead,
     home: &str,
 ) -> Result<LeadLog, Failure> {
+    load_team_at(journal, raw, verb, read, None, home)
+}
+
+/// [`load_team`] up to the point `at` (`None`: the whole log): a point outside the log is bad
+/// input naming the log's last seq (checked after the session is known to lead a Team).
+fn load_team_at(
+    journal: &Journal,
+    raw: &str,
+    verb: &str,
+    read: LeadRead,
+    at: Option<At>,
+    home: &str,
+) -> Result<LeadLog, Failure> {
     let id = resolve_session(journal, raw)?;
-    let lead = LeadLog::read(journal, &id, read).map_err(lead_log_failure)?;
+    let Some(at) = at else {
+        let lead = LeadLog::read(journal, &id, read).map_err(lead_log_failure)?;
+        check_team(&id, &lead, verb, home)?;
+        note_torn_tail(lead.summary());
+        return Ok(lead);
+    };
+    // The whole log first (is it a Team's, does it fold), then the point, then its prefix.
+    let whole = LeadLog::read(journal, &id, LeadRead::Team).map_err(lead_log_failure)?;
+    check_team(&id, &whole, verb, home)?;
+    let cut = Cut::resolve(journal, &id, at).map_err(|e| match e {
+        TimeTravelError::OutsideLog {
+            at,
+            last,
+            created_at,
+            ..
+        } => Failure::bad_input(anyhow!("{}", outside_message(&id, at, last, created_at))),
+        TimeTravelError::Log(e) => lead_log_failure(e),
+    })?;
+    let lead = LeadLog::read_at(journal, &id, read, Some(cut)).map_err(lead_log_failure)?;
+    note_torn_tail(lead.summary());
+    Ok(lead)
+}
+
+/// `--at …` outside the log, in one line: the point, and the log's last seq and its time.
+fn outside_message(
+    id: &SessionId,
+    at: At,
+    last: Option<(troupe_protocol::Seq, u64)>,
+    created_at: u64,
+) -> String {
+    let asked = match at {
+        At::Seq(seq) => format!("--at {seq}"),
+        At::Time(ms) => format!("--at {}", format_time(ms)),
+    };
+    let end = match last {
+        Some((seq, time)) => format!(
+            "its last event is seq {seq} ({}): pass a seq up to {seq} or a time up to then",
+            format_time(time)
+        ),
+        None => "it has no events yet".to_owned(),
+    };
+    match at {
+        At::Time(ms) if ms < created_at => format!(
+            "{asked} is before session {id} was created ({}); {end}",
+            format_time(created_at)
+        ),
+        _ => format!("{asked} is beyond the log of session {id}: {end}"),
+    }
+}
+
+/// `--at SEQ|TIME`: a seq (decimal digits) or an RFC 3339 date and time (see `team show
+/// --help`), as epoch milliseconds.
+fn parse_at(raw: &str) -> Result<At, String> {
+    let raw = raw.trim();
+    if !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit()) {
+        return raw
+            .parse::<u64>()
+            .map(|seq| At::Seq(troupe_protocol::Seq(seq)))
+            .map_err(|_| format!("{raw} is too large for a seq"));
+    }
+    let time = time::OffsetDateTime::parse(raw, &time::format_description::well_known::Rfc3339)
+        .map_err(|e| {
+            format!("expected a seq (like 17) or an RFC 3339 time (like 2026-12-01T19:47:25Z): {e}")
+        })?;
+    let ms = time.unix_timestamp_nanos() / 1_000_000;
+    u64::try_from(ms)
+        .map(At::Time)
+        .map_err(|_| format!("{raw} is before 1970"))
+}
+
+/// Refuses a session that leads no Team for `troupe team VERB`: a child session (naming its
+/// Lead's command), or a session without a Team.
+fn check_team(id: &SessionId, lead: &LeadLog, verb: &str, home: &str) -> Result<(), Failure> {
     let header = &lead.summary().header;
     let role = lead.role();
     if role.is_child()
         && let Some(parent) = &header.parent_session
     {
         let command = format!("troupe team {verb} {parent}{home}");
-        return Err(not_a_root(&id, role, parent, &command));
+        return Err(not_a_root(id, role, parent, &command));
     }
     if !lead.is_team() {
         return Err(Failure::bad_input(anyhow!(
             "session {id} is not a Team session (start one with troupe run --team)"
         )));
     }
-    note_torn_tail(lead.summary());
-    Ok(lead)
+    Ok(())
 }
 
 /// A Lead log damaged at the journal level (a corrupt committed line, REFERENCE a.9) is a bad
@@ -120,25 +243,19 @@ fn note_torn_tail(summary: &ScanSummary) {
     }
 }
 
-/// `troupe team show SESSION [--json] [--all]`.
+/// `troupe team show SESSION [--json] [--all] [--at SEQ|TIME]`.
 fn show(
     journal: &Journal,
     session: &str,
     json: bool,
     all: bool,
+    at: Option<At>,
     home: &str,
 ) -> Result<(), Failure> {
-    let read = if json {
-        LeadRead::Team
-    } else {
-        LeadRead::TeamAndQueueTimes
-    };
-    let lead = load_team(journal, session, "show", read, home)?;
-    // Teammates with a model of their own show it (read from their logs).
-    let mut view = lead.show_with_models(all, lead.member_models(journal));
-    // The write radar: files two members changed within the same window of work (read from
-    // every member's log; advisory).
-    view.write_conflicts = lead.write_conflicts(journal);
+    let lead = load_team_at(journal, session, "show", LeadRead::TeamAndMail, at, home)?;
+    // Teammates with a model of their own show it, and receipts their claims (read from their
+    // logs, up to the point's time with --at).
+    let view = lead.show_full(journal, all);
     let mut out = Stdout::lock();
     if json {
         let text = serde_json::to_string(&view).context("encoding the Team view")?;
@@ -179,14 +296,25 @@ fn status_text(status: MemberStatus) -> &'static str {
 
 /// The readable form of `troupe team show`: roster (phase and status), tasks (with every
 /// write-scope overlap on each task it concerns), pending messages (when each was queued).
-fn human_show(view: &TeamShow, lead: &LeadLog) -> Vec<String> {
+fn human_show(full: &TeamShowFull, lead: &LeadLog) -> Vec<String> {
+    let view = &full.show;
     let state = lead.state();
     let events = lead.events();
-    let mut lines = vec![format!(
-        "team {} (Lead log: {})",
-        escape_controls(view.team_id.as_str()),
-        count(events, "event")
-    )];
+    let mut lines = vec![match &full.at {
+        None => format!(
+            "team {} (Lead log: {})",
+            escape_controls(view.team_id.as_str()),
+            count(events, "event")
+        ),
+        Some(at) => format!(
+            "team {} at {} ({}) (Lead log: {}; the teammates' logs up to the same time)",
+            escape_controls(view.team_id.as_str()),
+            at.seq
+                .map_or_else(|| "its start".to_owned(), |seq| format!("seq {seq}")),
+            format_time(at.time),
+            count(events, "event")
+        ),
+    }];
     lines.push(String::new());
     lines.push(format!(
         "members ({}):",
@@ -346,7 +474,85 @@ fn human_show(view: &TeamShow, lead: &LeadLog) -> Vec<String> {
             ));
         }
     }
+    lines.push(String::new());
+    lines.extend(human_receipts(&full.messages));
     lines
+}
+
+/// The receipts table of `troupe team show`: each message's life, one row per message in
+/// queue order. QUEUED and DELIVERED are seqs of the Lead log; RECEIVED and CONSUMED of the
+/// target's log (the Lead's own when the Lead is the target).
+fn human_receipts(messages: &[MessageReceipt]) -> Vec<String> {
+    if messages.is_empty() {
+        return vec!["messages: none".to_owned()];
+    }
+    let mut lines = vec![format!(
+        "messages ({}; RECEIVED and CONSUMED are seqs of the target's log):",
+        messages.len()
+    )];
+    let seq = |point: Option<LogPoint>| {
+        point.map_or_else(|| "-".to_owned(), |p| format!("seq {}", p.seq))
+    };
+    let mut rows = vec![
+        [
+            "QUEUED",
+            "FROM",
+            "TO",
+            "DELIVERY",
+            "RECEIVED",
+            "DELIVERED",
+            "CONSUMED",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    for message in messages {
+        rows.push(vec![
+            seq(Some(message.queued)),
+            cell(&message.sender_name),
+            cell(&message.target_name),
+            message.delivery.as_str().to_owned(),
+            seq(message.received),
+            seq(message.delivered),
+            message.consumed.map_or_else(
+                || "-".to_owned(),
+                |c| match c.turn {
+                    Some(turn) => format!("turn {turn} (seq {})", c.seq),
+                    None => format!("seq {}", c.seq),
+                },
+            ),
+        ]);
+    }
+    lines.extend(align_columns(&rows).into_iter().map(|l| format!("  {l}")));
+    lines
+}
+
+/// `troupe team log SESSION [--json]`: the Team timeline ([`read_timeline`]).
+fn timeline(journal: &Journal, session: &str, json: bool, home: &str) -> Result<(), Failure> {
+    let lead = load_team(journal, session, "log", LeadRead::Team, home)?;
+    let (entries, _) = read_timeline(journal, lead.id()).map_err(lead_log_failure)?;
+    let mut out = Stdout::lock();
+    for entry in &entries {
+        if out.is_closed() {
+            break;
+        }
+        let line = if json {
+            serde_json::to_string(entry).context("encoding a timeline entry")?
+        } else {
+            format!(
+                "{:>6}  {}  {}",
+                entry.seq,
+                format_time(entry.time),
+                escape_controls(&entry.text)
+            )
+        };
+        writeln!(out, "{line}").context("writing output")?;
+    }
+    if entries.is_empty() && !json && !out.is_closed() {
+        writeln!(out, "no Team events yet").context("writing output")?;
+    }
+    out.flush().context("writing output")?;
+    Ok(())
 }
 
 /// Indents table rows by two spaces and puts each row's notes under it.

@@ -26,6 +26,7 @@ mod run;
 mod sandbox;
 mod send;
 mod team;
+mod timeline;
 mod ux;
 
 use std::path::Path;
@@ -129,6 +130,7 @@ fn help_works_everywhere() {
         ("help_sessions", &["sessions", "--help"]),
         ("help_team", &["team", "--help"]),
         ("help_team_show", &["team", "show", "--help"]),
+        ("help_team_log", &["team", "log", "--help"]),
         ("help_team_verify", &["team", "verify", "--help"]),
         ("help_web", &["web", "--help"]),
         ("help_approve", &["approve", "--help"]),

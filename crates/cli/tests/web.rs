@@ -520,6 +520,140 @@ fn the_board_marks_blocked_and_overlap_apart_and_the_picker_names_teams() {
     assert!(model["breaks"].as_u64().unwrap() >= 3, "{model}");
 }
 
+/// The timeline slider (a real Chromium, the keyboard on the slider): at the demo's first Team
+/// event the roster is the Lead alone and the board one pending task; live, the roster has both
+/// teammates and every task is completed; in the middle, the view is the one `troupe team show
+/// --at` gives for that event; every message's receipts are listed. Saves a screenshot of the
+/// middle stop.
+#[test]
+fn the_timeline_slider_shows_the_roster_and_board_at_past_events() {
+    let Some((e2e, chromium)) = browser_or_skip() else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    let out = troupe()
+        .args(["demo", "--home"])
+        .arg(&home)
+        .arg("--workspace")
+        .arg(root.path().join("project"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let lead = err
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    let timeline = troupe()
+        .args(["team", "log", &lead, "--json", "--home"])
+        .arg(&home)
+        .output()
+        .unwrap();
+    assert!(timeline.status.success());
+    let entries: Vec<Value> = String::from_utf8_lossy(&timeline.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+
+    let (_web, url) = start_web(&home);
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let screenshot = shots.join("web-timeline.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let out = Command::new("node")
+        .arg("timeline.mjs")
+        .current_dir(&e2e)
+        .env("PANEL_URL", &url)
+        .env("SESSION_ID", &lead)
+        .env("SCREENSHOT", &screenshot)
+        .env("CHROMIUM", &chromium)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_str(report.trim()).unwrap();
+    assert_eq!(seen["stops"], entries.len(), "{seen}");
+    let names = |stop: &str| seen[stop]["members"].clone();
+    let tasks = |stop: &str| seen[stop]["tasks"].clone();
+    assert_eq!(names("first"), json!(["lead"]), "{seen}");
+    assert_eq!(tasks("first"), json!([["task-1", "pending"]]), "{seen}");
+    assert_eq!(seen["first"]["atSeq"], entries[0]["seq"].to_string());
+    assert_eq!(names("live"), json!(["lead", "beta", "alpha"]), "{seen}");
+    assert_eq!(
+        tasks("live"),
+        json!([
+            ["task-1", "completed"],
+            ["task-2", "completed"],
+            ["task-3", "completed"]
+        ]),
+        "{seen}"
+    );
+    assert_ne!(names("first"), names("live"));
+    assert_ne!(tasks("first"), tasks("live"));
+    let live_receipts = seen["live"]["receipts"].as_array().unwrap();
+    assert_eq!(live_receipts.len(), 5, "{seen}");
+    assert!(live_receipts.iter().all(|r| r[1] == "consumed"), "{seen}");
+    // The middle stop shows what `troupe team show --at` says of that event.
+    let middle = entries.len() / 2;
+    let seq = entries[middle]["seq"].to_string();
+    assert_eq!(seen["middle"]["atSeq"], seq, "{seen}");
+    let show = troupe()
+        .args(["team", "show", &lead, "--json", "--at", &seq, "--home"])
+        .arg(&home)
+        .output()
+        .unwrap();
+    let show: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let expected_names: Vec<&str> = show["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names("middle"), json!(expected_names), "{seen}");
+    let mut expected_tasks: Vec<(String, String)> = show["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["id"].as_str().unwrap().to_owned(),
+                t["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut middle_tasks: Vec<(String, String)> = seen["middle"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t[0].as_str().unwrap().to_owned(),
+                t[1].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    expected_tasks.sort();
+    middle_tasks.sort();
+    assert_eq!(middle_tasks, expected_tasks, "{seen}");
+    assert_eq!(
+        seen["middle"]["receipts"].as_array().unwrap().len(),
+        show["messages"].as_array().unwrap().len(),
+        "{seen}"
+    );
+    assert!(
+        screenshot.is_file(),
+        "no screenshot at {}",
+        screenshot.display()
+    );
+    eprintln!("browser saw {seen}; screenshot {}", screenshot.display());
+}
+
 /// The write radar in the panel (a real Chromium): the Lead claims task-1 and writes `x.txt`,
 /// then spawns alpha, which reads and rewrites it — both inside task-1's window (the Lead's
 /// claim is never completed; alpha's steps come after the Lead's write) — so the board shows

@@ -21,11 +21,14 @@
 //!   stores that push appends give live follows ([`Journal::follow`], [`SessionFollow`]).
 //! - **Copy** ([`Journal::copy_to`], [`SessionImage`]): a session moved between stores line
 //!   for line, as the target's first append (whole or not at all).
+//! - **Past points** ([`Journal::find_cut`], [`Journal::read_until`]): a log read up to a seq
+//!   or a time, always at a batch boundary (time travel, `troupe team show --at`).
 //!
 //! Invariant: this crate is the only writer of session files, and it knows nothing of Team
 //! semantics (only of turns, for corruption detection and fork boundaries).
 
 mod backend;
+mod cut;
 mod error;
 mod image;
 mod jsonl;
@@ -37,6 +40,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use backend::{LogBackend, SessionFollow, SessionListing, SessionSink, Wake, check_append};
+pub use cut::{At, Cut, CutSearch};
 pub use error::{JournalError, Result};
 pub use image::{CopyError, CopyOutcome, SessionImage};
 pub use jsonl::{

@@ -555,6 +555,11 @@ pub const STABLE_CODES: &[StableCode] = &[
         "A session that cannot be resumed as an agent (it has no agent configuration).",
     ),
     c(
+        "TEAM_AT_OUTSIDE_LOG",
+        "runtime",
+        "A past point of a Team (--at) outside its Lead log: after its last event, or before it was created.",
+    ),
+    c(
         "DUPLICATE_CHILD",
         "runtime",
         "A child id that already names a live agent or a stored session.",

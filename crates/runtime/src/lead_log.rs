@@ -18,8 +18,9 @@ use std::collections::{BTreeMap, HashMap};
 use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Selected};
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
 use troupe_team::{
-    MemberPhase, MemberSnapshot, MemberStatus, MemberView, ReplayError, ShowOptions, StreamFold,
-    TaskView, TeamId, TeamShow, TeamState,
+    AtPoint, LogPoint, MemberPhase, MemberSnapshot, MemberStatus, MemberView, MessageReceipt,
+    Receipts, ReplayError, ShowOptions, StreamFold, TEAM_MESSAGE_SOURCE_KIND, TaskView, TeamId,
+    TeamShow, TeamShowFull, TeamState,
 };
 
 use crate::teammate::{parent_problem, teammate_problem};
@@ -34,9 +35,15 @@ pub enum LeadRead {
     /// [`StreamFold`]); of every other line just the envelope prefix is checked
     /// ([`LineCheck::Prefix`]): `troupe team show --json`, the run's summary.
     Team,
-    /// As [`LeadRead::Team`], and the `team/message/queued` lines are parsed in full for when
-    /// each message was queued ([`LeadLog::queued_at`]): the table of `troupe team show`.
-    TeamAndQueueTimes,
+    /// As [`LeadRead::Team`], and the lines of each message's life in the Lead log are read —
+    /// `team/message/queued` and `…/delivered`, and (the Lead being a target too) its
+    /// `agent/inbox/spliced`, `user/message`, `turn/start` and `turn/end` — for when each
+    /// message was queued ([`LeadLog::queued_at`]) and the receipts ([`LeadLog::receipts`]):
+    /// `troupe team show` (both forms). A `…/queued` line still goes to the Team fold
+    /// unparsed (its point: the line's seq and envelope time); a `user/message` that cannot
+    /// hold a Team message's claim (no `team-message` and no `\u` escape in its text) is only
+    /// checked as a valid event; the others are parsed.
+    TeamAndMail,
     /// Every line is checked in full, and every non-Team event is also replayed as a resume
     /// replays it ([`Transcript::apply`]), in the same single pass: `troupe team verify`
     /// ([`LeadLog::violation`]).
@@ -55,11 +62,38 @@ pub struct LeadLog {
     /// The seq of the last `team/member` record of each member (where a member's checks point).
     member_seqs: HashMap<SessionId, Seq>,
     /// When each message was queued (the event's time, epoch ms), with
-    /// [`LeadRead::TeamAndQueueTimes`].
+    /// [`LeadRead::TeamAndMail`].
     queued_at: HashMap<MessageId, u64>,
+    /// The Lead-log half of the receipts fold, with [`LeadRead::TeamAndMail`].
+    receipts: Option<Receipts>,
+    /// Where the read stopped, for a read at a past point ([`LeadLog::read_at`]).
+    cut: Option<Cut>,
     summary: ScanSummary,
     /// The one-pass replay's result ([`LeadRead::Verify`] only).
     replayed: Option<Option<Violation>>,
+}
+
+/// A resolved point of a Lead log (`Cut::resolve`, in `time_travel.rs`): the prefix to fold
+/// ([`LeadLog::read_at`]) and the time the other logs are cut at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// The last event of the prefix (a batch's last); `None` for the empty prefix.
+    pub last_seq: Option<Seq>,
+    /// The point's time (epoch ms); the teammates' logs are read up to it.
+    pub time: u64,
+    /// The log's last event (seq, time) when the point was resolved.
+    pub log_last: Option<(Seq, u64)>,
+}
+
+impl Cut {
+    /// The point as outputs show it.
+    pub fn point(&self) -> AtPoint {
+        AtPoint {
+            seq: self.last_seq,
+            time: self.time,
+            last_seq: self.log_last.map(|(seq, _)| seq),
+        }
+    }
 }
 
 /// Why [`LeadLog::read`] could not fold a Lead log.
@@ -103,7 +137,7 @@ impl ErrorCode for LeadLogError {
 
 impl LeadLogError {
     /// Sorts a journal error of reading `id`: a corrupt line is [`LeadLogError::Damaged`].
-    fn of(id: &SessionId, error: JournalError) -> Self {
+    pub(crate) fn of(id: &SessionId, error: JournalError) -> Self {
         match &error {
             JournalError::Corrupt { line, .. } => {
                 // Line 1 is the header; line n ≥ 2 holds seq n − 2.
@@ -232,6 +266,17 @@ fn replay_violation(InvalidEvent { seq, kind, reason }: InvalidEvent) -> Violati
     Violation::Replay { seq, kind, reason }
 }
 
+/// The envelope `time` (epoch ms) of a line the selective scan handed out unparsed: the scan
+/// has read `seq`, `time` and `type` as its leading members (no escapes; a number `seq`, a
+/// known `type`), so the first `"time"` of the text is that member's key. `None` for a text
+/// not in that form (the caller then asks for the parsed event).
+fn envelope_time(text: &str) -> Option<u64> {
+    let at = text.find("\"time\"")? + "\"time\"".len();
+    let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest[..digits].parse().ok()
+}
+
 /// Whether `line` is a valid [`troupe_protocol::Event`] — exactly what `serde_json` accepts as
 /// one (same members, same duplicate and type rules, every value checked as a
 /// `serde_json::Value` would be, the same recursion limit) — without building its payload.
@@ -318,27 +363,125 @@ impl LeadLog {
     /// for a corrupt committed line; [`LeadLogError::Invalid`] (`TEAM_LOG_INVALID`) when the
     /// fold refuses an event.
     pub fn read(journal: &Journal, id: &SessionId, read: LeadRead) -> Result<Self, LeadLogError> {
+        Self::read_at(journal, id, read, None)
+    }
+
+    /// [`LeadLog::read`] of the log's prefix up to `cut` (a point [`Cut::resolve`] found): the
+    /// events after [`Cut::last_seq`] are checked as the scan checks every line, and not
+    /// folded. `None` reads it all. The teammates' logs read later ([`LeadLog::receipts`],
+    /// [`LeadLog::member_models`]) are cut at the same time ([`Cut::time`]).
+    ///
+    /// # Errors
+    /// As [`LeadLog::read`] (a damaged line after the cut is still an error: the log is read
+    /// to its end).
+    pub fn read_at(
+        journal: &Journal,
+        id: &SessionId,
+        read: LeadRead,
+        cut: Option<Cut>,
+    ) -> Result<Self, LeadLogError> {
+        let beyond = |seq: Seq| {
+            cut.as_ref()
+                .is_some_and(|c| c.last_seq.is_none_or(|l| seq > l))
+        };
         let mut fold = StreamFold::new(TeamId::new(id.clone()));
         let mut configs: Vec<(Seq, serde_json::Value)> = Vec::new();
         let mut member_seqs = HashMap::new();
         let mut queued_at = HashMap::new();
-        let want_times = read == LeadRead::TeamAndQueueTimes;
+        let want_times = read == LeadRead::TeamAndMail;
+        let mut receipts = want_times.then(|| Receipts::new(TeamId::new(id.clone())));
+        let mut seed_len: Option<u64> = None;
         let mut replay = (read == LeadRead::Verify).then(LeadReplay::new);
         let (check, everything) = match read {
-            LeadRead::Team | LeadRead::TeamAndQueueTimes => (LineCheck::Prefix, false),
+            LeadRead::Team | LeadRead::TeamAndMail => (LineCheck::Prefix, false),
             LeadRead::Verify => (LineCheck::Full, true),
         };
-        let select =
-            |kind: &str| everything || StreamFold::reads(kind) || kind == event_types::AGENT_CONFIG;
+        let select = |kind: &str| {
+            everything
+                || StreamFold::reads(kind)
+                || kind == event_types::AGENT_CONFIG
+                || (want_times && Receipts::reads(kind))
+        };
+        // The Lead's own suffix begins after its seeded prefix (its header says how long).
+        if want_times {
+            seed_len = Some(
+                journal
+                    .header(id)
+                    .map_err(|e| LeadLogError::of(id, e))?
+                    .seed_len(),
+            );
+        }
         let summary = journal
             .read_selected_each(id, check, &select, &mut |selected| {
+                // Past the cut: checked as the scan checks a line, never folded.
+                match &selected {
+                    Selected::Line(line) if beyond(line.seq) => {
+                        return if is_valid_event(line.text) {
+                            LineUse::Used
+                        } else {
+                            LineUse::NeedEvent
+                        };
+                    }
+                    Selected::Event(event) if beyond(event.seq) => return LineUse::Used,
+                    _ => {}
+                }
                 let event = match selected {
                     // A member record names where the member's checks point: read it parsed.
                     Selected::Line(line)
                         if line.kind == event_types::AGENT_CONFIG
-                            || line.kind == event_types::TEAM_MEMBER
-                            || (want_times && line.kind == event_types::TEAM_MESSAGE_QUEUED) =>
+                            || line.kind == event_types::TEAM_MEMBER =>
                     {
+                        return LineUse::NeedEvent;
+                    }
+                    // A message queued: the Team fold applies the line unparsed, and its
+                    // receipt point is the line's seq and envelope time.
+                    Selected::Line(line)
+                        if want_times && line.kind == event_types::TEAM_MESSAGE_QUEUED =>
+                    {
+                        let Some(time) = envelope_time(line.text) else {
+                            return LineUse::NeedEvent;
+                        };
+                        let before = fold.state().messages().len();
+                        if !fold.line(line.kind, line.text) {
+                            return LineUse::NeedEvent;
+                        }
+                        let messages = fold.state().messages();
+                        if !fold.is_refused()
+                            && messages.len() > before
+                            && let Some(message) = messages.last()
+                        {
+                            queued_at.insert(message.id.clone(), time);
+                            if let Some(receipts) = &mut receipts
+                                && line.seq.0 >= seed_len.unwrap_or(0)
+                            {
+                                receipts.record_queued(
+                                    message.id.clone(),
+                                    LogPoint {
+                                        seq: line.seq,
+                                        time,
+                                    },
+                                );
+                            }
+                        }
+                        return LineUse::Used;
+                    }
+                    // A claim of a Team message names its source kind `team-message`: a
+                    // `user/message` whose text holds neither that nor any `\u` escape (which
+                    // could spell it) is none, and is only checked as a valid event.
+                    Selected::Line(line)
+                        if want_times
+                            && line.kind == event_types::USER_MESSAGE
+                            && !line.text.contains(TEAM_MESSAGE_SOURCE_KIND)
+                            && !line.text.contains("\\u") =>
+                    {
+                        return if is_valid_event(line.text) {
+                            LineUse::Used
+                        } else {
+                            LineUse::NeedEvent
+                        };
+                    }
+                    // The other lines of a message's life are small: read them parsed.
+                    Selected::Line(line) if want_times && Receipts::reads(line.kind) => {
                         return LineUse::NeedEvent;
                     }
                     Selected::Line(line) if StreamFold::reads(line.kind) => {
@@ -384,6 +527,11 @@ impl LeadLog {
                 {
                     queued_at.insert(message, event.time);
                 }
+                if let Some(receipts) = &mut receipts
+                    && event.seq.0 >= seed_len.unwrap_or(0)
+                {
+                    receipts.apply_lead(&event);
+                }
                 if !StreamFold::reads(&event.kind) {
                     return LineUse::Used;
                 }
@@ -423,9 +571,83 @@ impl LeadLog {
             latest_model,
             member_seqs,
             queued_at,
+            receipts,
+            cut,
             summary,
             replayed: replay.map(|r| r.problem),
         })
+    }
+
+    /// Where this read stopped, when it read a prefix ([`LeadLog::read_at`]).
+    pub fn cut(&self) -> Option<&Cut> {
+        self.cut.as_ref()
+    }
+
+    /// Each message's life ([`MessageReceipt`], in queue order): the Lead-log points from this
+    /// read ([`LeadRead::TeamAndMail`]; without it, an empty list), and the target-side points
+    /// (received, consumed) from each target's own log, read now (a selective scan of its
+    /// own suffix, no lock; for a read at a past point, its longest prefix of whole batches up
+    /// to [`Cut::time`], as the Lead's own TIME cut). A target whose
+    /// log cannot be read shows neither point.
+    pub fn receipts(&self, journal: &Journal) -> Vec<MessageReceipt> {
+        let Some(lead_side) = &self.receipts else {
+            return Vec::new();
+        };
+        let mut receipts = lead_side.clone();
+        let until = self.cut.as_ref().map(|c| c.time);
+        let targets: std::collections::BTreeSet<&SessionId> = self
+            .state
+            .messages()
+            .iter()
+            .map(|m| &m.target_id)
+            .filter(|t| *t != &self.id)
+            .collect();
+        for target in targets {
+            let Ok(header) = journal.header(target) else {
+                continue;
+            };
+            let seed = header.seed_len();
+            let _ = match until {
+                Some(time) => journal
+                    .read_until(target, time, &mut |event| {
+                        if event.seq.0 >= seed {
+                            receipts.apply_target(target, event);
+                        }
+                    })
+                    .map(drop),
+                None => journal
+                    .read_selected_each(
+                        target,
+                        LineCheck::Prefix,
+                        &Receipts::reads,
+                        &mut |selected| match selected {
+                            Selected::Line(_) => LineUse::NeedEvent,
+                            Selected::Event(event) => {
+                                if event.seq.0 >= seed {
+                                    receipts.apply_target(target, &event);
+                                }
+                                LineUse::Used
+                            }
+                        },
+                    )
+                    .map(drop),
+            };
+        }
+        receipts.list(&self.state)
+    }
+
+    /// `troupe team show --json`'s object (and the panel's view at a past event): DESIGN §6's
+    /// view ([`LeadLog::show_with_models`], with each teammate's own model read from its log)
+    /// plus every message's receipt, the write radar's conflicts ([`LeadLog::write_conflicts`])
+    /// and, for a read at a past point, where it stopped.
+    pub fn show_full(&self, journal: &Journal, include_deleted: bool) -> TeamShowFull {
+        let mut show = self.show_with_models(include_deleted, self.member_models(journal));
+        show.write_conflicts = self.write_conflicts(journal);
+        TeamShowFull {
+            show,
+            messages: self.receipts(journal),
+            at: self.cut.as_ref().map(|c| c.point()),
+        }
     }
 
     /// The Lead's session.
@@ -455,7 +677,7 @@ impl LeadLog {
         self.summary.next_seq.0
     }
 
-    /// When message `id` was queued (epoch ms), when [`LeadRead::TeamAndQueueTimes`] read it.
+    /// When message `id` was queued (epoch ms), when [`LeadRead::TeamAndMail`] read it.
     pub fn queued_at(&self, id: &MessageId) -> Option<u64> {
         self.queued_at.get(id).copied()
     }
@@ -504,30 +726,43 @@ impl LeadLog {
     /// The model of every active teammate that runs a model of its own (`ownModel` in its
     /// latest `agent/config`), read from its session (a selective scan of its `agent/config`
     /// lines, no lock). A teammate whose log cannot be read, or that runs the session's model,
-    /// is left out.
+    /// is left out. For a read at a past point, only the configurations recorded by then
+    /// ([`Cut::time`]) count.
     pub fn member_models(&self, journal: &Journal) -> BTreeMap<SessionId, String> {
+        let until = self.cut.as_ref().map(|c| c.time);
         let mut models = BTreeMap::new();
         for member in self.state.members() {
             if member.phase != MemberPhase::Active {
                 continue;
             }
             let mut latest: Option<AgentConfigRecord> = None;
-            let read = journal
-                .read_selected_each(
-                    &member.id,
-                    LineCheck::Prefix,
-                    &|kind| kind == event_types::AGENT_CONFIG,
-                    &mut |selected| match selected {
-                        Selected::Line(_) => LineUse::NeedEvent,
-                        Selected::Event(event) => {
-                            if let Ok(config) = serde_json::from_value(event.data) {
-                                latest = Some(config);
-                            }
-                            LineUse::Used
+            let read = match until {
+                Some(time) => journal
+                    .read_until(&member.id, time, &mut |event| {
+                        if event.kind == event_types::AGENT_CONFIG
+                            && let Ok(config) = serde_json::from_value(event.data.clone())
+                        {
+                            latest = Some(config);
                         }
-                    },
-                )
-                .is_ok();
+                    })
+                    .is_ok(),
+                None => journal
+                    .read_selected_each(
+                        &member.id,
+                        LineCheck::Prefix,
+                        &|kind| kind == event_types::AGENT_CONFIG,
+                        &mut |selected| match selected {
+                            Selected::Line(_) => LineUse::NeedEvent,
+                            Selected::Event(event) => {
+                                if let Ok(config) = serde_json::from_value(event.data) {
+                                    latest = Some(config);
+                                }
+                                LineUse::Used
+                            }
+                        },
+                    )
+                    .is_ok(),
+            };
             // A fork's seed holds the Lead's configurations; its own come after them (a child
             // is created with one), so the last one read is its own.
             if read
@@ -543,8 +778,13 @@ impl LeadLog {
     /// The write radar's conflicts of this Team ([`crate::write_conflicts`]): the Lead's and
     /// every member's log read again from `journal` for their file changes and the task
     /// windows.
+    /// With a past point ([`LeadLog::read_at`]), the logs are read up to it.
     pub fn write_conflicts(&self, journal: &Journal) -> Vec<troupe_team::WriteConflict> {
-        crate::radar::write_conflicts(journal, &self.state)
+        crate::radar::write_conflicts(
+            journal,
+            &self.state,
+            self.cut.as_ref().map(|c| (c.last_seq, c.time)),
+        )
     }
 
     /// What `troupe team verify` checks beyond the fold, in order: the Lead's own log replays
@@ -806,6 +1046,26 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// `envelope_time` reads the envelope's `time` in any member order the scan reads (and
+    /// not a `time` inside the payload); a text without a number there gives `None`.
+    #[test]
+    fn envelope_time_reads_the_envelopes_time() {
+        for line in [
+            r#"{"seq":4,"time":1767225610507,"type":"team/message/queued","data":{"time":9}}"#,
+            r#"{"type":"team/message/queued","seq":4,"time":1767225610507,"data":{"time":9}}"#,
+            r#"{"seq":4, "time" : 1767225610507 ,"type":"team/message/queued"}"#,
+        ] {
+            assert_eq!(envelope_time(line), Some(1_767_225_610_507), "{line}");
+        }
+        for line in [
+            r#"{"seq":4,"time":"1","type":"t"}"#,
+            r#"{"seq":4,"time":-1,"type":"t"}"#,
+            r#"{"seq":4,"type":"t"}"#,
+        ] {
+            assert_eq!(envelope_time(line), None, "{line}");
+        }
+    }
 
     /// `is_valid_event` agrees with `serde_json::from_str::<Event>`: on hand-picked edge
     /// cases, and on every line made by replacing, inserting or deleting one byte of real

@@ -31,7 +31,12 @@
 //!   the shutdown ([`RunEnd`]).
 //! - [`LeadLog`]: the one Lead-log fold entry point (the journal's selective scan, the Team
 //!   fold, the Lead's configuration, the replay `troupe team verify` checks), and
-//!   [`TeamReport`], a Team run's summary folded from the logs.
+//!   [`TeamReport`], a Team run's summary folded from the logs; [`LeadLog::receipts`], each
+//!   message's life read from the Lead's and the targets' logs.
+//! - Time travel: [`Cut`] (a past point of a Lead log, [`troupe_journal::At`]: a seq or a time) folded with
+//!   [`LeadLog::read_at`] (the teammates' logs cut at the same time), [`troupe_team::TeamShowFull`] (the
+//!   object `troupe team show --json` prints), and [`read_timeline`], one line per Team event
+//!   (`troupe team log`).
 //!
 //! Invariants: the runtime never prints (progress goes to a broadcast channel); accepted inbox
 //! items are durable before an operation returns and are never dropped by settlement or
@@ -61,6 +66,7 @@ mod runtime;
 mod subagent;
 pub mod team;
 mod teammate;
+mod time_travel;
 pub mod user_mail;
 
 pub use agent::{
@@ -72,7 +78,7 @@ pub use control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 pub use error::RuntimeError;
 pub use instructions::{Discovery, SkippedFile};
 pub use lead_log::{
-    FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
+    Cut, FailedTurn, FoldFailure, LeadLog, LeadLogError, LeadRead, TeamReport, TeamReportProblem,
     UnreadableLog, Violation,
 };
 pub use outcome::{
@@ -86,4 +92,5 @@ pub use resume_plan::{
     record_model_override, takes_instruction,
 };
 pub use runtime::{LogFailure, ModelSource, Runtime, RuntimeOptions, stored_config};
+pub use time_travel::{TimeTravelError, read_timeline};
 pub use user_mail::{UserMailError, UserMailReceipt, append_user_message, user_message_content};

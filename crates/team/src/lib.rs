@@ -22,6 +22,10 @@
 //! - **Views** ([`MemberView`], [`TaskView`], [`TeamShow`]) — c.7, c.11.1, DESIGN §6.
 //! - **Write radar** ([`WriteRadar`], [`WriteConflict`]) — which files two members changed
 //!   within the same window of work (a Troupe addition; advisory, like write scopes).
+//! - **Receipts** ([`Receipts`], [`MessageReceipt`]) — each message's life (queued, received,
+//!   delivered, consumed), folded from the Lead log and the targets' logs (issue 17 item 3).
+//! - **Timeline** ([`TeamState::describe`], [`TimelineEntry`]) — one readable line per Team
+//!   event (`troupe team log`, the panel's slider; issue 17 item 4).
 //! - **Limits** ([`TeamLimits`]) — c.15. **Errors** — every code of c.16 on [`TeamError`].
 //!
 //! Invariant: this crate does no IO, reads no clock, spawns nothing and mints no ids; time,
@@ -39,10 +43,12 @@ mod limits;
 mod line;
 mod mailbox;
 mod radar;
+mod receipts;
 mod record;
 mod roster;
 mod state;
 mod text;
+mod timeline;
 mod view;
 
 pub use board::{CreateTask, TaskAction, UpdateTask};
@@ -61,6 +67,7 @@ pub use mailbox::{
     validate_wait_timeout,
 };
 pub use radar::{WriteConflict, WriteRadar};
+pub use receipts::{Consumed, LogPoint, MessageReceipt, Receipts};
 pub use record::{
     Decoded, Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MessageSnapshot,
     TEAM_EVENT_VERSION, TaskSnapshot, TaskStatus, TeamEvent, TeamRecord, decode,
@@ -74,6 +81,7 @@ pub use text::{
     SHORT_TEXT_MAX, TASK_DESCRIPTION_MAX, js_trim, normalize_write_scope, normalize_write_scopes,
     required_text, scopes_overlap, utf16_len,
 };
+pub use timeline::{AtPoint, TeamShowFull, Timeline, TimelineEntry};
 pub use view::{
     LiveAgent, LiveStatus, MemberStatus, MemberView, PendingMessageView, RosterRow, ScopeOverlap,
     ShowOptions, TaskListQuery, TaskPage, TaskView, TeamShow,

@@ -64,6 +64,19 @@ pub enum WebError {
     /// Reading the session store failed (`WEB_IO`, 500).
     #[error("{0}")]
     Io(String),
+    /// A past point of a Team outside its Lead log (`TEAM_AT_OUTSIDE_LOG`, 404): the message
+    /// names the log's last seq.
+    #[error("{0}")]
+    OutsideLog(String),
+    /// A Lead log that cannot be read or folded for a timeline or a past view (409), with the
+    /// code of why (`JOURNAL_CORRUPT`, `JOURNAL_UNSUPPORTED`, `TEAM_LOG_INVALID`, …).
+    #[error("{message}")]
+    Log {
+        /// The stable code of the error.
+        code: &'static str,
+        /// The error.
+        message: String,
+    },
 }
 
 impl ErrorCode for WebError {
@@ -81,6 +94,8 @@ impl ErrorCode for WebError {
             WebError::Approval(e) => e.code(),
             WebError::RemoteRefused(_) => "WEB_REMOTE_REFUSED",
             WebError::Io(_) => "WEB_IO",
+            WebError::OutsideLog(_) => "TEAM_AT_OUTSIDE_LOG",
+            WebError::Log { code, .. } => code,
         }
     }
 }
@@ -90,9 +105,11 @@ impl WebError {
     pub fn status(&self) -> StatusCode {
         match self {
             WebError::InvalidSessionId(_) => StatusCode::BAD_REQUEST,
-            WebError::SessionNotFound(_) | WebError::NotFound(_) | WebError::NotALead { .. } => {
-                StatusCode::NOT_FOUND
-            }
+            WebError::SessionNotFound(_)
+            | WebError::NotFound(_)
+            | WebError::NotALead { .. }
+            | WebError::OutsideLog(_) => StatusCode::NOT_FOUND,
+            WebError::Log { .. } => StatusCode::CONFLICT,
             WebError::Unauthorized => StatusCode::UNAUTHORIZED,
             WebError::ForbiddenHost(_) => StatusCode::FORBIDDEN,
             WebError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

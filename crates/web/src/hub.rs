@@ -21,7 +21,7 @@ use crate::locks::LockTable;
 use crate::projection::{MailCounts, TeamProjection, TeamView};
 
 /// Runs blocking file work off the async threads.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, WebError> + Send + 'static,
 ) -> Result<T, WebError> {
     tokio::task::spawn_blocking(work)
@@ -296,7 +296,7 @@ impl Hub {
 
     /// Refuses a child session (a subagent or a teammate) as a Team root. A header that cannot
     /// be read is left to the fold, which reports it.
-    async fn refuse_child(self: &Arc<Self>, id: &SessionId) -> Result<(), WebError> {
+    pub(crate) async fn refuse_child(self: &Arc<Self>, id: &SessionId) -> Result<(), WebError> {
         let hub = Arc::clone(self);
         let lead = id.clone();
         let header = blocking(move || Ok(hub.journal.header(&lead).ok())).await?;

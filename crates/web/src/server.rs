@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -143,6 +143,8 @@ pub fn router(config: WebConfig) -> Router {
         .route("/api/sessions", get(sessions))
         .route("/api/sessions/{id}/team", get(team))
         .route("/api/sessions/{id}/team/events", get(team_events))
+        .route("/api/sessions/{id}/team/timeline", get(team_timeline))
+        .route("/api/sessions/{id}/team/show", get(team_show))
         .route("/api/sessions/{id}/conversation", get(conversation))
         .route(
             "/api/sessions/{id}/conversation/events",
@@ -338,6 +340,37 @@ async fn team(
         object.insert("position".to_owned(), json!(watcher.position()));
     }
     Ok(Json(value))
+}
+
+/// `GET /api/sessions/{id}/team/timeline` (see [`crate::history::timeline`]).
+async fn team_timeline(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, WebError> {
+    Ok(Json(
+        crate::history::timeline(&app.hub, session_id(&id)?).await?,
+    ))
+}
+
+/// `GET /api/sessions/{id}/team/show[?at=SEQ]` (see [`crate::history::show`]); an `at` that
+/// is not a seq is 404 `WEB_NOT_FOUND`, as a path that names nothing.
+async fn team_show(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+) -> Result<Json<Value>, WebError> {
+    let at = match query.get("at") {
+        None => None,
+        Some(raw) => Some(raw.parse::<u64>().map_err(|_| {
+            WebError::NotFound(format!(
+                "/api/sessions/{id}/team/show?at={}: at must be a seq",
+                raw.chars().take(40).collect::<String>()
+            ))
+        })?),
+    };
+    Ok(Json(
+        crate::history::show(&app.hub, session_id(&id)?, at).await?,
+    ))
 }
 
 /// The `Last-Event-ID` a reconnecting browser sends, when it is a number.

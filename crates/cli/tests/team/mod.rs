@@ -251,8 +251,16 @@ fn a_scripted_team_works_through_dependent_tasks_and_the_lead_answers() {
     );
 
     // The offline view: everyone inactive, both tasks completed with their owners, no mail
-    // left.
-    let view = show_json(&s, &id, &[]);
+    // left; each of the four messages received, delivered and consumed by its target.
+    let mut view = show_json(&s, &id, &[]);
+    let messages = view.as_object_mut().unwrap().remove("messages").unwrap();
+    let messages = messages.as_array().unwrap();
+    assert_eq!(messages.len(), 4, "{messages:?}");
+    for message in messages {
+        for point in ["queued", "received", "delivered", "consumed"] {
+            assert!(message[point]["seq"].is_u64(), "{point}: {message}");
+        }
+    }
     assert_eq!(
         view,
         json!({
@@ -269,7 +277,9 @@ fn a_scripted_team_works_through_dependent_tasks_and_the_lead_answers() {
             "pendingMessages": [],
         })
     );
-    assert_eq!(show_json(&s, &id, &["--all"]), view, "no deleted tasks");
+    let mut all = show_json(&s, &id, &["--all"]);
+    all.as_object_mut().unwrap().remove("messages");
+    assert_eq!(all, view, "no deleted tasks");
     // `members (2 teammates):`, `task-2  completed  beta`, `pending messages: none`.
     let out = s.troupe().args(["team", "show", &id]).assert().success();
     let table = stdout(&out);
@@ -946,15 +956,26 @@ fn verify_checks_every_active_teammates_session() {
 }
 
 /// `team verify` checks every line of the Lead log as a replay does; `team show` (like a Team
-/// attach) reads only the envelope of non-Team lines, so damage inside one is its blind spot.
+/// attach) reads only the envelope of the lines it does not fold (the Team lines, and for the
+/// receipts the Lead's inbox, claim and turn lines), so damage inside one is its blind spot.
 #[test]
 fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines() {
     let home = tempfile::tempdir().unwrap();
-    write_lead(home.path(), &[task("task-1", 1, "pending", &[])]);
+    write_lead(
+        home.path(),
+        &[
+            ("step/start", json!({"turn": 1, "step": 1})),
+            task("task-1", 1, "pending", &[]),
+        ],
+    );
     let path = home.path().join(format!("sessions/{LEAD}.jsonl"));
     let text = std::fs::read_to_string(&path).unwrap();
-    // The payload of the `turn/start` line (seq 1) is broken; valid lines follow.
-    let damaged = text.replacen(r#""data":{"turn":1}}"#, r#""data":{"turn":1,}}"#, 1);
+    // The payload of the `step/start` line (seq 2) is broken; valid lines follow.
+    let damaged = text.replacen(
+        r#""data":{"step":1,"turn":1}}"#,
+        r#""data":{"step":1,"turn":1,}}"#,
+        1,
+    );
     assert_ne!(damaged, text);
     std::fs::write(&path, damaged).unwrap();
     // A Lead log damaged at the journal level is a failed check (exit 1, README "Inspecting a
@@ -967,8 +988,8 @@ fn verify_checks_every_line_and_show_reads_only_the_envelope_of_non_team_lines()
     let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("invalid at seq 1:")
-            && err.contains("line 3")
+        err.contains("invalid at seq 2:")
+            && err.contains("line 4")
             && err.contains("unparseable event line"),
         "{err}"
     );

@@ -103,7 +103,7 @@ pub(super) async fn list(
     };
     let store = journal.store().clone();
     page.write_conflicts =
-        tokio::task::spawn_blocking(move || crate::write_conflicts(&store, &state))
+        tokio::task::spawn_blocking(move || crate::write_conflicts(&store, &state, None))
             .await
             .unwrap_or_default();
     Ok(page)

@@ -6,6 +6,10 @@ const token = new URLSearchParams(location.search).get("token");
 // `follow`: the panel chose the Team itself (no session in the URL), so it moves on to a newer
 // Team when one starts; any choice of the user's (the picker, a member, the URL) ends that.
 const state = { sessions: [], lead: null, member: null, view: null, teamSource: null, convSource: null, follow: false, autoHash: null };
+// The timeline slider (`travel`): `timeline` is the Team events of the Lead log (`/team/timeline`); the
+// slider's last stop is "live". `past` is the stop shown when it is not live, `pastView` the
+// Team at that event (`/team/show?at=SEQ`), `liveMessages` the receipts of the whole log.
+const travel = { timeline: [], past: null, pastView: null, liveMessages: [], request: 0, refreshing: false, again: false };
 
 function api(path) {
   return token ? `${path}${path.includes("?") ? "&" : "?"}token=${encodeURIComponent(token)}` : path;
@@ -147,6 +151,12 @@ function openTeam(lead) {
   document.getElementById("approvals").hidden = true;
   loadApprovals();
   state.view = null;
+  travel.timeline = [];
+  travel.past = null;
+  travel.pastView = null;
+  travel.liveMessages = [];
+  travel.request += 1;
+  drawTimeline();
   showEmpty("Loading…");
   setConnection("idle", "connecting…");
   const source = new EventSource(api(`/api/sessions/${encodeURIComponent(lead)}/team/events`));
@@ -157,6 +167,7 @@ function openTeam(lead) {
     showEmpty("");
     setConnection("live", "live");
     drawTeam();
+    refreshHistory();
   });
   source.addEventListener("open", () => setConnection("live", "live"));
   source.addEventListener("error", async () => {
@@ -200,9 +211,122 @@ function breakable(text) {
   return node;
 }
 
+// ---- the timeline: the Team at any past event ----
+
+// Reads the timeline and the live receipts again (after a frame: something changed); one
+// refresh at a time, and one more if a frame came during it.
+async function refreshHistory() {
+  if (travel.refreshing) { travel.again = true; return; }
+  travel.refreshing = true;
+  const lead = state.lead;
+  try {
+    do {
+      travel.again = false;
+      const [events, show] = await Promise.all([
+        getJson(`/api/sessions/${encodeURIComponent(lead)}/team/timeline`),
+        getJson(`/api/sessions/${encodeURIComponent(lead)}/team/show`),
+      ]);
+      if (lead !== state.lead) return;
+      travel.timeline = events.events;
+      travel.liveMessages = show.messages;
+      drawTimeline();
+      if (travel.past === null) drawTeam();
+    } while (travel.again);
+  } catch (error) {
+    showError(`Cannot read this Team's timeline: ${error.message}`);
+  } finally {
+    travel.refreshing = false;
+  }
+}
+
+function drawTimeline() {
+  const slider = document.getElementById("timeline-slider");
+  const stops = travel.timeline.length;
+  slider.max = String(stops);
+  slider.disabled = stops === 0;
+  slider.value = String(travel.past === null ? stops : travel.past);
+  document.getElementById("timeline-live").disabled = travel.past === null;
+  const label = document.getElementById("timeline-label");
+  if (travel.past === null) {
+    label.textContent = stops ? `live · ${stops} Team event${stops === 1 ? "" : "s"}` : "live · no Team events yet";
+  } else {
+    const entry = travel.timeline[travel.past];
+    label.textContent = `event ${travel.past + 1} of ${stops} · seq ${entry.seq} · ${new Date(entry.time).toLocaleTimeString()} · ${entry.text}`;
+  }
+  const team = document.getElementById("team");
+  team.dataset.past = travel.past === null ? "false" : "true";
+}
+
+// The slider moved: its last stop is live, any other the Team right after that event.
+async function moveTimeline(value) {
+  const index = Number(value);
+  if (index >= travel.timeline.length) {
+    travel.past = null;
+    travel.pastView = null;
+    travel.request += 1;
+    drawTimeline();
+    drawTeam();
+    return;
+  }
+  travel.past = index;
+  drawTimeline();
+  const entry = travel.timeline[index];
+  const request = ++travel.request;
+  const lead = state.lead;
+  try {
+    const body = await getJson(`/api/sessions/${encodeURIComponent(lead)}/team/show?at=${entry.seq}`);
+    if (request !== travel.request || lead !== state.lead) return;
+    travel.pastView = pastView(body);
+    drawTeam();
+  } catch (error) {
+    showError(`Cannot show the Team at seq ${entry.seq}: ${error.message}`);
+  }
+}
+
+// `troupe team show --json --at SEQ`'s object as the live frame's shape: tasks without
+// overlaps, mail counts from the pending messages.
+function pastView(body) {
+  const byName = new Map(body.members.map((m) => [m.name, m.id]));
+  const byMember = {};
+  for (const message of body.pendingMessages) {
+    const id = byName.get(message.targetName) || message.targetName;
+    byMember[id] = (byMember[id] || 0) + 1;
+  }
+  return { teamId: body.teamId, members: body.members, tasks: body.tasks, mail: { pending: body.pendingMessages.length, byMember }, messages: body.messages, at: body.at };
+}
+
+function stage(message) {
+  if (message.consumed) return "consumed";
+  if (message.delivered) return "delivered";
+  if (message.received) return "received";
+  return "queued";
+}
+
+function drawReceipts(messages) {
+  const list = document.getElementById("receipts");
+  if (!messages.length) {
+    list.replaceChildren(el("li", { class: "none", text: "no messages" }));
+    return;
+  }
+  list.replaceChildren(
+    ...messages.map((m) => {
+      const life = [`queued seq ${m.queued.seq}`];
+      life.push(m.received ? `received seq ${m.received.seq}` : "not received");
+      life.push(m.delivered ? `delivered seq ${m.delivered.seq}` : "not delivered");
+      life.push(m.consumed ? `consumed in turn ${m.consumed.turn ?? "?"} (seq ${m.consumed.seq})` : "not consumed");
+      return el("li", { class: "receipt", "data-message": m.id, "data-stage": stage(m) },
+        el("span", { class: "who", text: `${m.senderName} → ${m.targetName} · ${m.delivery} · ` }),
+        el("span", { class: "life", text: life.join(" · ") }));
+    }),
+  );
+}
+
 function drawTeam() {
-  const view = state.view;
+  const view = travel.past !== null && travel.pastView ? travel.pastView : state.view;
   if (!view) return;
+  // Which Lead event the roster and board show: empty when live (for readers and tests).
+  document.getElementById("team").dataset.atSeq = view.at && view.at.seq !== undefined ? String(view.at.seq) : "";
+  drawReceipts(travel.past !== null && travel.pastView ? travel.pastView.messages : travel.liveMessages);
   const failure = document.getElementById("failure");
   failure.textContent = view.failure ? `This Team's log cannot be folded past this point; showing the last valid state.\n${view.failure}` : "";
   failure.hidden = !view.failure;
@@ -405,6 +529,8 @@ function drawItem(item) {
 // ---- start ----
 
 document.getElementById("session-select").addEventListener("change", (event) => go(event.target.value, null));
+document.getElementById("timeline-slider").addEventListener("input", (event) => moveTimeline(event.target.value));
+document.getElementById("timeline-live").addEventListener("click", () => moveTimeline(travel.timeline.length));
 window.addEventListener("hashchange", () => {
   // A hash the panel did not set itself is the user's choice: stop following newer Teams.
   if (location.hash !== state.autoHash) state.follow = false;

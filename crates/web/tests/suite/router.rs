@@ -595,6 +595,87 @@ async fn a_teammate_session_is_not_a_team_but_has_a_conversation() {
     assert_eq!(body["teamId"], LEAD);
 }
 
+/// `GET …/team/timeline` lists the Team events; `GET …/team/show?at=SEQ` is the Team right
+/// after one of them (the object of `troupe team show --json --at SEQ`), and without `at`
+/// the whole log with each message's receipts; a seq past the log, a non-seq and a
+/// teammate's session are refused with their codes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeline_and_the_team_at_a_past_event() {
+    let home = Home::new();
+    let lead = home.lead(LEAD);
+    let _alpha = home.child(ALPHA, LEAD, "alpha");
+    for draft in [
+        member(ALPHA, "alpha", "provisioning", None),
+        member(ALPHA, "alpha", "active", None),
+        task("task-1", 1, "pending", None, &[], &[]),
+        task("task-1", 2, "in_progress", Some(ALPHA), &[], &[]),
+        queued("team-message-1", ALPHA, "alpha", LEAD),
+        delivered("team-message-1", LEAD),
+    ] {
+        append(&lead, vec![draft]);
+    }
+    drop(lead);
+    let router = home.router();
+    let (status, body) = get(&router, "/api/sessions/lead-1/team/timeline").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let events = body["events"].as_array().unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        events[3]["text"],
+        "task-1 rev 2: pending → in_progress, owner alpha"
+    );
+    assert_eq!(events[3]["taskId"], "task-1");
+
+    let phases = |body: &Value| -> Vec<String> {
+        body["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}:{}",
+                    m["name"].as_str().unwrap(),
+                    m["phase"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let (status, at1) = get(&router, "/api/sessions/lead-1/team/show?at=1").await;
+    assert_eq!(status, StatusCode::OK, "{at1}");
+    assert_eq!(phases(&at1), ["lead:active", "alpha:provisioning"]);
+    assert_eq!(at1["tasks"], json!([]));
+    assert_eq!(at1["at"]["seq"], 1);
+    assert_eq!(at1["at"]["lastSeq"], 6);
+    let (_, at3) = get(&router, "/api/sessions/lead-1/team/show?at=3").await;
+    assert_eq!(phases(&at3), ["lead:active", "alpha:active"]);
+    assert_eq!(at3["tasks"][0]["status"], "pending");
+    let (_, at5) = get(&router, "/api/sessions/lead-1/team/show?at=5").await;
+    assert_eq!(at5["tasks"][0]["status"], "in_progress");
+    assert_eq!(at5["pendingMessages"].as_array().unwrap().len(), 1);
+    assert_eq!(at5["messages"][0]["queued"]["seq"], 5);
+    assert_eq!(at5["messages"][0]["delivered"], Value::Null);
+    let (_, whole) = get(&router, "/api/sessions/lead-1/team/show").await;
+    assert!(whole.get("at").is_none(), "{whole}");
+    assert_eq!(whole["pendingMessages"], json!([]));
+    assert_eq!(whole["messages"][0]["delivered"]["seq"], 6);
+
+    let (status, body) = get(&router, "/api/sessions/lead-1/team/show?at=7").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "TEAM_AT_OUTSIDE_LOG");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("its last event is seq 6"), "{message}");
+    let (status, body) = get(&router, "/api/sessions/lead-1/team/show?at=later").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "WEB_NOT_FOUND");
+    let (status, body) = get(&router, &format!("/api/sessions/{ALPHA}/team/timeline")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "WEB_NOT_A_LEAD");
+    let (status, body) = get(&router, "/api/sessions/nobody/team/show?at=1").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "SESSION_NOT_FOUND");
+}
+
 /// The one write: `POST /api/sessions/{id}/approvals/{request}` answers a teammate's request
 /// with the server's token in `Authorization: Bearer`; without it, with another, or from
 /// another origin it is 403 and nothing is decided; a body that is not a decision is 400; an
