@@ -194,6 +194,17 @@ fn read_lines(
                 }
                 return Ok(());
             }
+            // Bytes that are not UTF-8 (a binary paste, a file in another encoding): that
+            // line is skipped, said so, and chat goes on — ending the chat would leave the
+            // user's other lines unsent over one bad line.
+            Err(ReadlineError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                emit(
+                    out,
+                    "troupe: chat: a line that is not valid UTF-8 was skipped (nothing was sent); \
+                     type it again as text",
+                );
+                continue;
+            }
             Err(e) => return Err(Failure::work(anyhow!("reading a line: {e}"))),
         };
         let line = line.trim();
@@ -439,6 +450,7 @@ fn follow_team(
     let mut followed: HashMap<SessionId, (String, Option<ScanPosition>, bool)> = HashMap::new();
     followed.insert(lead.clone(), (LEAD_NAME.to_owned(), None, false));
     let mut first_round = true;
+    let mut shown_pending: std::collections::HashSet<String> = std::collections::HashSet::new();
     while !stop.load(Ordering::SeqCst) {
         let ids: Vec<SessionId> = followed.keys().cloned().collect();
         for id in ids {
@@ -449,6 +461,14 @@ fn follow_team(
             let mut members = Vec::new();
             let quiet = position.is_none() && !shown;
             let mut on_event = |event: Event| {
+                // Shown already as pending when chat opened.
+                if event.kind == event_types::APPROVAL_REQUESTED
+                    && event.data["id"]
+                        .as_str()
+                        .is_some_and(|id| shown_pending.contains(id))
+                {
+                    return;
+                }
                 if event.kind == event_types::TEAM_MEMBER
                     && let Some(member) = event.data["member"]["id"].as_str()
                     && let (Ok(member), Some(name)) = (
@@ -479,6 +499,23 @@ fn follow_team(
             for (member, name) in members {
                 // A teammate that appears while chat runs is followed from its first event.
                 followed.entry(member).or_insert((name, None, !first_round));
+            }
+        }
+        if first_round {
+            // The requests that were waiting before chat opened: the logs were read up to
+            // here quietly, so they are shown now (after that read, so none made meanwhile is
+            // missed; one the next read finds too is not shown twice).
+            for waiting in crate::approve::pending_of(journal, lead).unwrap_or_default() {
+                let request = &waiting.request;
+                emit(
+                    out,
+                    &escape_controls(&format!(
+                        "{}: asks to run a command outside the sandbox (waiting since before \
+                         chat opened): $ {} (because: {}) — /approve {} [--deny|--always]",
+                        request.member, request.command, request.justification, request.id
+                    )),
+                );
+                shown_pending.insert(request.id.clone());
             }
         }
         first_round = false;

@@ -19,8 +19,16 @@
 //!   the run has been told.
 //!
 //! A refusal is `{"ok":false,"code":CODE,"message":TEXT}` (a Team rule's code, `TEAM_DISPOSED`
-//! while the Team closes, `CONTROL_BAD_REQUEST` for a line that is not a request). A request
+//! while the Team closes, `CONTROL_BAD_REQUEST` for a line that is not a request — not JSON,
+//! not UTF-8 —, `CONTROL_PEER_REFUSED` for a peer that may not talk to the Team). A request
 //! line is at most [`MAX_REQUEST_BYTES`].
+//!
+//! **Who may talk to it**: the socket's directory is private to the user, and the server
+//! checks each connection's peer credentials (`SO_PEERCRED`): a peer of another uid, or one
+//! that descends from the serving process (a member's `bash` command or MCP server — the
+//! sandbox does not confine Unix sockets — even daemonised, the process being a child
+//! subreaper), gets `CONTROL_PEER_REFUSED` as the answer to its first request and is
+//! disconnected; nothing it asked is done or written. A refusal writes nothing.
 //!
 //! **Who may bind it**: only the process holding the Lead log's lock (or lease), and only
 //! while it holds it: it removes whatever is at the path, then binds, and unlinks the socket
@@ -345,28 +353,116 @@ struct Context {
     notes: mpsc::UnboundedSender<ControlNote>,
 }
 
-/// Answers the requests of one connection, in order, until it closes.
+/// Answers the requests of one connection, in order, until it closes. A peer
+/// [`peer_refusal`] refuses gets that refusal as the answer to its first request, and the
+/// connection is closed: nothing it asks is done.
 async fn serve(stream: UnixStream, context: &Context) {
+    let refused = peer_refusal(&stream);
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     loop {
-        let mut line = String::new();
+        let mut line = Vec::new();
         match (&mut reader)
             .take(MAX_REQUEST_BYTES + 1)
-            .read_line(&mut line)
+            .read_until(b'\n', &mut line)
             .await
         {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
         let too_long = line.len() as u64 > MAX_REQUEST_BYTES;
-        let answer = answer_text(line.trim_end().as_bytes(), too_long, context).await;
+        let answer = match &refused {
+            Some(refusal) => refusal.clone(),
+            None => answer_text(line.trim_ascii_end(), too_long, context).await,
+        };
         let mut text = answer.to_string();
         text.push('\n');
-        if write.write_all(text.as_bytes()).await.is_err() || too_long {
+        if write.write_all(text.as_bytes()).await.is_err() || too_long || refused.is_some() {
             return;
         }
     }
+}
+
+/// Why the peer of `stream` may not talk to this Team, if it may not (code
+/// `CONTROL_PEER_REFUSED`): its credentials (`SO_PEERCRED`, taken by the kernel when the
+/// peer connected) name another user, or a process that descends from this one — a command a
+/// member runs (`bash`, an MCP server), even one that daemonised itself, since this process is
+/// a child subreaper ([`become_subreaper`]) — or the credentials cannot be read or the
+/// process's ancestry cannot be followed (it exited). The sandbox does not confine Unix
+/// sockets, so without this check a member's command could pose as the user (`troupe send`)
+/// or interrupt the run.
+fn peer_refusal(stream: &UnixStream) -> Option<Value> {
+    let refuse = |why: String| {
+        Some(refusal(
+            "CONTROL_PEER_REFUSED",
+            &format!("{why}: only the user, from outside the Team, may talk to a running Team"),
+        ))
+    };
+    let credentials = match stream.peer_cred() {
+        Ok(credentials) => credentials,
+        Err(e) => return refuse(format!("the peer's credentials cannot be read ({e})")),
+    };
+    let me = rustix::process::getuid().as_raw();
+    if credentials.uid() != me {
+        return refuse(format!(
+            "the peer runs as uid {}, not as this run's uid {me}",
+            credentials.uid()
+        ));
+    }
+    let Some(pid) = credentials.pid() else {
+        return refuse("the peer's process id is unknown".to_owned());
+    };
+    match descends_from(pid, std::process::id()) {
+        Ok(false) => None,
+        Ok(true) => refuse(format!(
+            "the peer (pid {pid}) is a command started by this run (a member's bash or MCP \
+             server)"
+        )),
+        Err(e) => refuse(format!(
+            "the peer's ancestry (pid {pid}) cannot be read ({e})"
+        )),
+    }
+}
+
+/// Whether process `pid` is `ancestor` or one of its descendants, following the parent ids
+/// in `/proc/<pid>/stat` (field 4) up to the init process.
+///
+/// # Errors
+/// A `/proc` entry on the way cannot be read or parsed (the process exited meanwhile).
+fn descends_from(pid: i32, ancestor: u32) -> std::io::Result<bool> {
+    let mut current = u32::try_from(pid).map_err(std::io::Error::other)?;
+    // A parent chain is far shorter than this; the bound only guards against a loop.
+    for _ in 0..4096 {
+        if current == ancestor {
+            return Ok(true);
+        }
+        if current <= 1 {
+            return Ok(false);
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{current}/stat"))?;
+        // `pid (comm) state ppid …`: comm may hold spaces and parentheses; it ends at the last `)`.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("/proc/{current}/stat: no parent id")))?;
+        current = parent;
+    }
+    Ok(false)
+}
+
+/// Makes this process a child subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`): a process a
+/// member's command started that leaves its parent (`setsid`, a double fork, `nohup … &`) is
+/// re-parented to this process rather than to init, so it still descends from this one and
+/// [`peer_refusal`] still refuses it. Such an orphan is not reaped until this process exits
+/// (it stays a zombie entry meanwhile): reaping it would need `waitpid(-1)`, which would take
+/// the exit statuses of tokio's own children.
+///
+/// # Errors
+/// The `prctl` fails (not on Linux ≥ 3.4).
+pub(crate) fn become_subreaper() -> std::io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    Ok(())
 }
 
 /// The answer to one request's text (`too_long`: it had more than [`MAX_REQUEST_BYTES`]).
@@ -429,10 +525,13 @@ async fn answer(request: Request, context: &Context) -> Value {
                     } else {
                         "queued for"
                     };
-                    let _ = context.notes.send(ControlNote::Line(format!(
-                        "message from the user {status} {} (troupe send; seq {})",
-                        receipt.target_name, receipt.seq.0
-                    )));
+                    // A repeat (the same id again: a retry) is the same message, noted once.
+                    if !receipt.repeated {
+                        let _ = context.notes.send(ControlNote::Line(format!(
+                            "message from the user {status} {} (troupe send; seq {})",
+                            receipt.target_name, receipt.seq.0
+                        )));
+                    }
                     json!({
                         "ok": true,
                         "messageId": receipt.message_id,

@@ -199,6 +199,14 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::BAD_INPUT);
         }
     };
+    // Every command a Team runs stays this process's descendant, even daemonised, so the
+    // control socket can tell it from the user (see `control::become_subreaper`).
+    if let Err(e) = control::become_subreaper() {
+        eprint_line!(
+            "troupe: note: cannot become a child subreaper ({e}): a daemonised command of a \
+             member could reach the control socket as the user"
+        );
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure { code, error }) => {

@@ -402,7 +402,7 @@ impl Printer {
                     ""
                 };
                 self.note(&format!(
-                    "  {here}answer with: troupe approve {root} {request}{home} [--deny] (or in \
+                    "  {here}answer with: troupe approve {root} {request}{home} [--deny|--always] (or in \
                      troupe web)"
                 ));
             }

@@ -159,8 +159,13 @@ impl Store {
     /// The store's connection errors, one line naming the URL: `STORE_INVALID_URL`,
     /// `STORE_UNREACHABLE`, `STORE_UNSUPPORTED`, `STORE_MISCONFIGURED` (bad input, exit 2),
     /// `STORE_IO` (exit 1).
+    ///
+    /// From here on, every command this process confines is kept from the store's client
+    /// ports ([`NatsBackend::client_ports`], [`troupe_tools::guard_tcp_ports`]): whoever
+    /// reaches the server can write the logs and decide approvals.
     pub(crate) fn nats(url: &str, options: NatsOptions) -> Result<Self, Failure> {
         let backend = NatsBackend::connect(url, options)?;
+        troupe_tools::guard_tcp_ports(backend.client_ports());
         Ok(Self {
             journal: Journal::with_backend(Arc::new(backend.clone()), Arc::new(SystemClock)),
             nats: Some(backend),

@@ -1516,3 +1516,145 @@ fn an_approval_on_nats_is_answered_with_troupe_approve_store() {
     assert_eq!(s.messages(), messages);
     assert_eq!(s.sessions(), [lead]);
 }
+
+/// On the NATS store a member's sandboxed command cannot reach the store (issue 16, defect
+/// 1): the Lead asks to run a command outside the sandbox; its teammate alpha's `bash` then
+/// runs `troupe approve LEAD REQUEST --always --store URL`, and a raw TCP connect to the
+/// server's port — both fail (`Permission denied`, with the note naming the rule), the request
+/// stays pending, and only the test (the human) decides it. A TCP connect to another loopback
+/// port still works: the network stays on.
+#[test]
+fn a_sandboxed_command_cannot_reach_the_nats_store_to_approve_its_leads_request() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let port = s
+        .url()
+        .rsplit_once(':')
+        .map(|(_, port)| port.to_owned())
+        .unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    let accepting = std::thread::spawn(move || drop(other.accept()));
+    let troupe_bin = env!("CARGO_BIN_EXE_troupe");
+    let connect = |port: &str| {
+        format!(
+            "/usr/bin/python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", \
+             {port}), 5); print(\"connected to {port}\")'"
+        )
+    };
+    let attack = format!(
+        "while [ ! -f request ]; do sleep 0.05; done; \
+         {troupe_bin} --home {home} --store {url} approve $(cat request) --always; \
+         echo \"approve exit $?\"; {nats}; {other}",
+        home = s.home().display(),
+        url = s.url(),
+        nats = connect(&port),
+        other = connect(&other_port.to_string()),
+    );
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                call("bash", json!({"command": "echo escalated-ran", "escalate": true,
+                                    "justification": "needs it"})),
+                {"text": "lead done"},
+                {"text": "lead answer 2"},
+                {"text": "lead answer 3"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": attack, "timeout_ms": 600000})),
+                {"text": "alpha answer 1"},
+                {"text": "alpha answer 2"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let mut run = Running(
+        s.troupe(&["run", "--team", "--approval", "on-request", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("fix it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let (lead, request) = loop {
+        assert!(start.elapsed() < DEADLINE, "the Lead never asked");
+        std::thread::sleep(Duration::from_millis(100));
+        let Some(lead) = s.lead() else { continue };
+        let listed: Value =
+            serde_json::from_str(&s.ok(&["approve", lead.as_str(), "--json"])).unwrap();
+        if let Some(id) = listed[0]["id"].as_str() {
+            break (lead.to_string(), id.to_owned());
+        }
+    };
+    std::fs::write(workspace.join("request"), format!("{lead} {request}")).unwrap();
+    let alpha_result = loop {
+        assert!(start.elapsed() < DEADLINE, "alpha's command never ended");
+        std::thread::sleep(Duration::from_millis(100));
+        let log = s.log(&lead);
+        let Some(alpha) = log.iter().find_map(|e| {
+            (e["type"] == "team/member")
+                .then(|| e["data"]["member"]["id"].as_str().unwrap().to_owned())
+        }) else {
+            continue;
+        };
+        if let Some(result) = s
+            .log(&alpha)
+            .into_iter()
+            .find(|e| e["type"] == "tool/result")
+        {
+            break result["data"].to_string();
+        }
+    };
+    assert!(
+        alpha_result.contains("approve exit ") && !alpha_result.contains("approve exit 0"),
+        "{alpha_result}"
+    );
+    assert!(alpha_result.contains("Permission denied"), "{alpha_result}");
+    assert!(
+        !alpha_result.contains(&format!("connected to {port}")),
+        "{alpha_result}"
+    );
+    assert!(
+        alpha_result.contains(&format!("connected to {other_port}")),
+        "the network is still on: {alpha_result}"
+    );
+    assert!(
+        alpha_result.contains(&format!(
+            "TCP connects to the session store's ports ({port}) are denied"
+        )),
+        "the note names the rule: {alpha_result}"
+    );
+    let listed: Value = serde_json::from_str(&s.ok(&["approve", &lead, "--json"])).unwrap();
+    assert_eq!(listed[0]["id"], json!(request), "still pending: {listed}");
+    // The human decides it.
+    s.ok(&["approve", &lead, &request, "--deny"]);
+    assert!(wait_exit(&mut run).success());
+    accepting.join().unwrap();
+    let decided: Vec<Value> = s
+        .log(&lead)
+        .into_iter()
+        .filter(|e| e["type"] == "approval/decided")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(
+        (&decided[0]["decision"], &decided[0]["by"]),
+        (&json!("deny"), &json!("cli"))
+    );
+    assert!(
+        !s.log(&lead)
+            .iter()
+            .any(|e| e["type"] == "tool/result" && e["data"].to_string().contains("escalated-ran")),
+        "the escalated command never ran"
+    );
+}

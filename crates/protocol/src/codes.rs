@@ -688,6 +688,11 @@ pub const STABLE_CODES: &[StableCode] = &[
         "cli",
         "A line on a Team's control socket that is not a request (or an answer that is not one): nothing was done.",
     ),
+    c(
+        "CONTROL_PEER_REFUSED",
+        "cli",
+        "A connection to a Team's control socket from another user or from a command the running Team started (a member's bash, an MCP server): refused, nothing was done.",
+    ),
 ];
 
 /// The entry of `code` in [`STABLE_CODES`], if it is listed.

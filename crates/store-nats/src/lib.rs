@@ -227,6 +227,33 @@ impl NatsBackend {
         format!("{CONTROL_SUBJECT_PREFIX}{lead}")
     }
 
+    /// The TCP ports on which this store's server(s) take client connections, as far as this
+    /// client can tell: the port of every address in the store URL, the port the connected
+    /// server reports in its `INFO`, and the port of every URL it announces to clients
+    /// (`connect_urls`: the other servers of its cluster). The `bash` sandbox denies
+    /// connecting to these ports (see `troupe_tools::sandbox::guard_tcp_ports`), so a member's
+    /// command cannot write the logs, decide approvals or pose as the user on the control
+    /// subject. Ports a server listens on for other protocols (websocket, MQTT, leafnodes,
+    /// cluster routes, monitoring) are not announced to clients and not in this set.
+    pub fn client_ports(&self) -> std::collections::BTreeSet<u16> {
+        let mut ports: std::collections::BTreeSet<u16> = conn::parse_url(&self.inner.url)
+            .map(|addrs| addrs.iter().map(async_nats::ServerAddr::port).collect())
+            .unwrap_or_default();
+        let info = self.client().server_info();
+        if info.port != 0 {
+            ports.insert(info.port);
+        }
+        for url in &info.connect_urls {
+            if let Some(port) = url
+                .rsplit_once(':')
+                .and_then(|(_, port)| port.trim_end_matches('/').parse().ok())
+            {
+                ports.insert(port);
+            }
+        }
+        ports
+    }
+
     /// The backend's NATS client (a clone; clones share the one connection), for Troupe's
     /// traffic beside the session logs: serving a running Team's control subject
     /// ([`NatsBackend::control_subject`]) with `subscribe` and `publish` to each request's

@@ -81,8 +81,8 @@ pub use observe::{
 pub use process::{ProcessInfo, ProcessObserver, process_start_time, stop_leftover_group};
 pub use registry::{ToolArguments, ToolRegistry, core_tools};
 pub use sandbox::{
-    NetworkAccess, SandboxError, SandboxMode, SandboxPolicy, probe as probe_sandbox, sandbox_note,
-    session_temp_dir,
+    NetworkAccess, SandboxError, SandboxMode, SandboxPolicy, guard_tcp_ports, guarded_tcp_ports,
+    probe as probe_sandbox, sandbox_note, session_temp_dir,
 };
 pub use search::{GREP_MAX_LINE_BYTES, GlobTool, GrepTool};
 pub use tool::{

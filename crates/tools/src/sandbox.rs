@@ -30,20 +30,29 @@
 //! no `pre_exec` closure: nothing runs between `fork` and `exec` but the standard library's own
 //! spawn code, so there is no async-signal-safety question and no `unsafe` block.
 //!
+//! On a NATS store ([`guard_tcp_ports`]) a command is also kept from the store's ports by a
+//! second layer of 65 535 rules, which the kernel copies into every domain: those commands are
+//! spawned instead by a long-lived spawner thread per member session, confined once with both
+//! layers, whose commands share its domain (it ends after 30 s without a command). It is the
+//! only other confined thread; it runs nothing but spawns.
+//!
 //! # A kernel without Landlock
 //! [`probe`] tells whether this kernel can enforce a policy; a front end calls it before
 //! starting anything and refuses to run otherwise (never a silent downgrade). Every `bash`
 //! call builds its ruleset with the same hard requirements, so even without the probe a
 //! command never runs less confined than its policy says: it fails with `SANDBOX_UNSUPPORTED`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus,
 };
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::process::{Child, Command};
+use troupe_protocol::sync::lock;
 use troupe_protocol::{ErrorCode, SessionId};
 
 /// The environment variable that makes [`probe`] (and every confined `bash` call) behave as on
@@ -207,6 +216,128 @@ fn handled_ruleset(policy: &SandboxPolicy) -> Result<RulesetCreated, SandboxErro
     ruleset.create().map_err(kernel_refused)
 }
 
+/// The TCP ports no confined command may connect to, and the Landlock ruleset that says so.
+struct PortGuard {
+    /// The guarded ports (never empty).
+    ports: BTreeSet<u16>,
+    /// The ruleset allowing `connect` to every other port: built by the first confined spawn
+    /// that needs it (65 536 − `ports.len()` rules), then only duplicated (`try_clone`, one
+    /// `dup`) for each spawn. `Err` holds why the kernel refused it.
+    ruleset: OnceLock<Result<RulesetCreated, String>>,
+}
+
+/// The guard every confined spawn of this process applies (see [`guard_tcp_ports`]).
+static PORT_GUARD: Mutex<Option<Arc<PortGuard>>> = Mutex::new(None);
+
+/// Keeps every command confined from now on (`bash`, MCP servers: whatever
+/// [`spawn_confined`] starts under a policy that [confines](SandboxPolicy::confines) with
+/// [`NetworkAccess::On`]) from connecting over TCP to any of `ports`, on any address — in
+/// addition to the ports guarded before. A front end calls it with the client ports of a NATS
+/// session store (`NatsBackend::client_ports`) as soon as it has connected: whoever can
+/// reach that server can write every session log, decide approvals and pose as the user on a
+/// Team's control subject, so a member's command must not. (The file store needs no guard:
+/// `$TROUPE_HOME` is not writable from the sandbox.) [`NetworkAccess::Off`] denies every port
+/// anyway; [`SandboxMode::Off`] with the network on confines nothing, this included.
+///
+/// Enforced by a second Landlock layer handling TCP `connect` only, with a rule allowing each
+/// other port: built once per process (per set of ports). The kernel copies a layer's rules
+/// into every domain it is applied to, so guarded commands are not each confined on a thread
+/// of their own: one spawner thread per member session (per policy, workspace and temporary
+/// directory) restricts itself once with the file rules and this layer and spawns all of that
+/// session's commands, which share its domain (see `Spawner`; BENCHMARKS.md, "Confined
+/// spawn"). A blocked `connect` fails
+/// with `EACCES` ("Permission denied"), and [`sandbox_note`] names the rule. A kernel without
+/// Landlock's network rules (ABI < 4) cannot enforce it: every confined spawn then fails with
+/// `SANDBOX_UNSUPPORTED` (never a silent downgrade).
+pub fn guard_tcp_ports(ports: impl IntoIterator<Item = u16>) {
+    let mut guard = lock(&PORT_GUARD);
+    let mut all: BTreeSet<u16> = guard.as_ref().map(|g| g.ports.clone()).unwrap_or_default();
+    let before = all.len();
+    all.extend(ports);
+    if all.len() != before {
+        *guard = Some(Arc::new(PortGuard {
+            ports: all,
+            ruleset: OnceLock::new(),
+        }));
+    }
+}
+
+/// The TCP ports [`guard_tcp_ports`] guards in this process (empty: none).
+pub fn guarded_tcp_ports() -> BTreeSet<u16> {
+    lock(&PORT_GUARD)
+        .as_ref()
+        .map(|g| g.ports.clone())
+        .unwrap_or_default()
+}
+
+/// The guard a spawn under `policy` applies, if any: a confining policy with the network on,
+/// while ports are guarded.
+fn port_guard_for(policy: &SandboxPolicy) -> Option<Arc<PortGuard>> {
+    if !policy.confines() || policy.network == NetworkAccess::Off {
+        return None;
+    }
+    lock(&PORT_GUARD).clone()
+}
+
+/// The ruleset of `ports`: TCP `connect` handled, every port but those allowed.
+fn port_ruleset(ports: &BTreeSet<u16>) -> Result<RulesetCreated, String> {
+    if let Some(abi) = test_abi_override()
+        && abi < 4
+    {
+        return Err(format!(
+            "Landlock ABI {abi} (set by {TEST_LANDLOCK_ABI_ENV}, a test override) has no network \
+             rules"
+        ));
+    }
+    let refused = |error: RulesetError| format!("Landlock network rules (ABI 4) failed: {error}");
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessNet::ConnectTcp)
+        .map_err(refused)?
+        .create()
+        .map_err(refused)?;
+    for port in (0..=u16::MAX).filter(|port| !ports.contains(port)) {
+        ruleset = ruleset
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(refused)?;
+    }
+    Ok(ruleset)
+}
+
+/// Restricts the calling thread with `guard`'s ruleset (built here on first use), as a layer
+/// on top of the one [`restrict_current_thread`] applied.
+///
+/// # Errors
+/// `SANDBOX_UNSUPPORTED` when the kernel cannot build or enforce it.
+fn guard_current_thread(policy: &SandboxPolicy, guard: &PortGuard) -> Result<(), SandboxError> {
+    let unenforceable = |reason: String| SandboxError::Unsupported {
+        policy: *policy,
+        reason: format!(
+            "the session store's TCP ports ({}) cannot be closed to commands: {reason}",
+            port_list(&guard.ports)
+        ),
+        remedy: "--network off (no TCP at all) or --sandbox off",
+    };
+    let built = guard
+        .ruleset
+        .get_or_init(|| port_ruleset(&guard.ports))
+        .as_ref()
+        .map_err(|reason| unenforceable(reason.clone()))?;
+    let ruleset = built
+        .try_clone()
+        .map_err(|e| unenforceable(format!("duplicating the ruleset failed ({e})")))?;
+    restrict_current_thread(policy, ruleset)
+}
+
+/// `ports` as `4222, 6222`.
+fn port_list(ports: &BTreeSet<u16>) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The access rights of a writable directory: everything the file-system rules handle.
 fn writable_dir_access() -> BitFlags<AccessFs> {
     AccessFs::from_all(ABI::V5)
@@ -315,9 +446,31 @@ pub async fn spawn_confined(
     if !policy.confines() {
         return Ok(command.spawn());
     }
+    let guard = port_guard_for(&policy);
     let runtime = tokio::runtime::Handle::current();
     let (sender, receiver) =
         tokio::sync::oneshot::channel::<Result<std::io::Result<Child>, SandboxError>>();
+    if let Some(guard) = guard {
+        // Guarded: the session's spawner thread, confined once, spawns it (see `Spawner`).
+        Spawner::submit(
+            SpawnerKey {
+                policy,
+                workspace,
+                temp_dir,
+                guard,
+            },
+            Job {
+                command,
+                runtime,
+                reply: sender,
+            },
+        );
+        return receiver.await.unwrap_or_else(|_| {
+            Ok(Err(std::io::Error::other(
+                "the sandbox thread ended without starting the process",
+            )))
+        });
+    }
     let thread = std::thread::Builder::new()
         .name("troupe-sandbox".to_owned())
         .spawn(move || {
@@ -325,19 +478,7 @@ pub async fn spawn_confined(
             let spawned = ruleset(&policy, &workspace, temp_dir.as_deref())
                 .and_then(|ruleset| restrict_current_thread(&policy, ruleset))
                 .map(|()| command.spawn());
-            if let Err(Ok(Ok(child))) = sender.send(spawned) {
-                // Nobody waits for this process any more: stop it (and its group) at once.
-                if let Some(pid) = child
-                    .id()
-                    .and_then(|pid| i32::try_from(pid).ok())
-                    .and_then(Pid::from_raw)
-                {
-                    // ESRCH when the child leads no group: then `kill_on_drop` (or nothing)
-                    // is all there is.
-                    let _ = kill_process_group(pid, Signal::KILL);
-                }
-                drop(child);
-            }
+            reply(sender, spawned);
         });
     if let Err(error) = thread {
         return Ok(Err(error));
@@ -347,6 +488,196 @@ pub async fn spawn_confined(
             "the sandbox thread ended without starting the process",
         )))
     })
+}
+
+/// Hands `spawned` to whoever waits for it; when nobody does any more (the caller's future
+/// was dropped), stops the new process — and its group, when it leads one — with `SIGKILL`.
+fn reply(
+    sender: tokio::sync::oneshot::Sender<Result<std::io::Result<Child>, SandboxError>>,
+    spawned: Result<std::io::Result<Child>, SandboxError>,
+) {
+    if let Err(Ok(Ok(child))) = sender.send(spawned) {
+        if let Some(pid) = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .and_then(Pid::from_raw)
+        {
+            // ESRCH when the child leads no group: then `kill_on_drop` (or nothing) is all
+            // there is.
+            let _ = kill_process_group(pid, Signal::KILL);
+        }
+        drop(child);
+    }
+}
+
+/// What a spawner confines its commands with: one per policy, workspace, temporary directory
+/// and port guard — in practice one per member session on a NATS store.
+struct SpawnerKey {
+    policy: SandboxPolicy,
+    workspace: PathBuf,
+    temp_dir: Option<PathBuf>,
+    guard: Arc<PortGuard>,
+}
+
+impl SpawnerKey {
+    fn same(&self, other: &SpawnerKey) -> bool {
+        self.policy == other.policy
+            && self.workspace == other.workspace
+            && self.temp_dir == other.temp_dir
+            && Arc::ptr_eq(&self.guard, &other.guard)
+    }
+}
+
+/// One command to spawn, in `runtime` (entered for the spawn, so the child is registered with
+/// its process driver), and where its outcome goes.
+struct Job {
+    command: Command,
+    runtime: tokio::runtime::Handle,
+    reply: tokio::sync::oneshot::Sender<Result<std::io::Result<Child>, SandboxError>>,
+}
+
+/// The live spawner threads. A job is sent only while this lock is held, and a spawner leaves
+/// the list under it (after finding no job queued), so no job is sent to a thread that has
+/// stopped taking them.
+static SPAWNERS: Mutex<Vec<SpawnerEntry>> = Mutex::new(Vec::new());
+
+/// A live spawner: its number (to leave the list by), key and queue.
+type SpawnerEntry = (u64, SpawnerKey, std::sync::mpsc::Sender<Job>);
+
+/// The number of the next spawner.
+static NEXT_SPAWNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How long a spawner waits for its next command before it ends (and its Landlock domain, with
+/// its copy of the port rules, is freed once its commands exit too).
+const SPAWNER_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A thread that restricts itself once — the file rules of its [`SpawnerKey`], then the port
+/// guard's layer — and spawns every command with that key from then on: the commands share
+/// its Landlock domain, so the kernel copies the guard's 65 535 rules into a domain once per
+/// spawner, not once per command (see BENCHMARKS.md, "Confined spawn"). It ends after
+/// [`SPAWNER_IDLE`] without a command. Only guarded spawns use it; no other thread of the
+/// process is confined.
+struct Spawner;
+
+impl Spawner {
+    /// Queues `job` on the spawner of `key`, starting one when there is none.
+    fn submit(key: SpawnerKey, job: Job) {
+        let mut spawners = lock(&SPAWNERS);
+        let job = match spawners.iter().find(|(_, k, _)| k.same(&key)) {
+            Some((_, _, jobs)) => match jobs.send(job) {
+                Ok(()) => return,
+                Err(std::sync::mpsc::SendError(job)) => job,
+            },
+            None => job,
+        };
+        spawners.retain(|(_, k, _)| !k.same(&key));
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let number = NEXT_SPAWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let policy = key.policy;
+        let workspace = key.workspace.clone();
+        let temp_dir = key.temp_dir.clone();
+        let guard = Arc::clone(&key.guard);
+        let started = std::thread::Builder::new()
+            .name("troupe-sandbox-spawner".to_owned())
+            .spawn(move || {
+                Self::serve(
+                    number,
+                    policy,
+                    &workspace,
+                    temp_dir.as_deref(),
+                    &guard,
+                    &queue,
+                );
+            });
+        match started {
+            Ok(_) => {
+                // The thread cannot have ended yet: it needs this lock to leave the list.
+                match jobs.send(job) {
+                    Ok(()) => spawners.push((number, key, jobs)),
+                    Err(std::sync::mpsc::SendError(job)) => reply(
+                        job.reply,
+                        Ok(Err(std::io::Error::other(
+                            "the sandbox spawner ended at once",
+                        ))),
+                    ),
+                }
+            }
+            Err(error) => reply(job.reply, Ok(Err(error))),
+        }
+    }
+
+    /// The thread of spawner `number`: confines itself, then spawns the queued commands until
+    /// it has been idle for [`SPAWNER_IDLE`]. When it cannot confine itself it leaves the list
+    /// (the next command tries a new spawner) and answers every queued command with the error.
+    fn serve(
+        number: u64,
+        policy: SandboxPolicy,
+        workspace: &Path,
+        temp_dir: Option<&Path>,
+        guard: &PortGuard,
+        queue: &std::sync::mpsc::Receiver<Job>,
+    ) {
+        let leave = |spawners: &mut Vec<SpawnerEntry>| spawners.retain(|(n, _, _)| *n != number);
+        let confined = ruleset(&policy, workspace, temp_dir)
+            .and_then(|ruleset| restrict_current_thread(&policy, ruleset))
+            .and_then(|()| guard_current_thread(&policy, guard));
+        if let Err(error) = confined {
+            // Nothing is sent once it left the list (sends happen under the lock).
+            leave(&mut lock(&SPAWNERS));
+            while let Ok(job) = queue.try_recv() {
+                reply(job.reply, Err(error.duplicate()));
+            }
+            return;
+        }
+        loop {
+            let job = match queue.recv_timeout(SPAWNER_IDLE) {
+                Ok(job) => job,
+                Err(_) => {
+                    let mut spawners = lock(&SPAWNERS);
+                    match queue.try_recv() {
+                        Ok(job) => job,
+                        Err(_) => {
+                            leave(&mut spawners);
+                            return;
+                        }
+                    }
+                }
+            };
+            let Job {
+                mut command,
+                runtime,
+                reply: sender,
+            } = job;
+            let _entered = runtime.enter();
+            let spawned = command.spawn();
+            reply(sender, Ok(spawned));
+        }
+    }
+}
+
+impl SandboxError {
+    /// The same error (for every command a failed spawner was asked to start).
+    fn duplicate(&self) -> Self {
+        match self {
+            Self::Unsupported {
+                policy,
+                reason,
+                remedy,
+            } => Self::Unsupported {
+                policy: *policy,
+                reason: reason.clone(),
+                remedy,
+            },
+            Self::Setup(reason) => Self::Setup(reason.clone()),
+            Self::Looser {
+                recorded,
+                requested,
+            } => Self::Looser {
+                recorded: *recorded,
+                requested: *requested,
+            },
+        }
+    }
 }
 
 /// The default temporary directory of session `owner`: `<system temp dir>/troupe-<owner>`
@@ -420,15 +751,26 @@ pub fn sandbox_note(
              /dev/null-like devices",
             workspace.display()
         )),
-        SandboxMode::ReadOnly => rules.push(format!(
-            "--sandbox read-only allows no writes, not even in the workspace (only{} \
-             /dev/null-like devices)",
-            temp.trim_start_matches(',')
-        )),
+        SandboxMode::ReadOnly => {
+            let temp = match temp_dir {
+                Some(dir) => format!(" the session's temp dir {} ($TMPDIR) and", dir.display()),
+                None => String::new(),
+            };
+            rules.push(format!(
+                "--sandbox read-only allows no writes, not even in the workspace (only{temp} \
+                 /dev/null-like devices)"
+            ));
+        }
         SandboxMode::Off => {}
     }
     if policy.network == NetworkAccess::Off {
         rules.push("--network off denies every TCP connect and bind".to_owned());
+    } else if port_guard_for(policy).is_some() {
+        rules.push(format!(
+            "TCP connects to the session store's ports ({}) are denied (they would reach the \
+             session logs, approvals and the Team's control subject)",
+            port_list(&guarded_tcp_ports())
+        ));
     }
     Some(format!(
         "note: this command ran in the sandbox, which may have caused the denial: {}. Reading \
@@ -476,8 +818,15 @@ mod tests {
             filesystem: SandboxMode::ReadOnly,
             network: NetworkAccess::On,
         };
-        let note = sandbox_note(&read_only, ws, tmp, &["Operation not permitted"]);
-        assert!(note.is_some_and(|n| n.contains("not even in the workspace")));
+        let note =
+            sandbox_note(&read_only, ws, tmp, &["Operation not permitted"]).unwrap_or_default();
+        assert!(
+            note.contains(
+                "not even in the workspace (only the session's temp dir /tmp/troupe-x ($TMPDIR) \
+                 and /dev/null-like devices)"
+            ),
+            "{note}"
+        );
     }
 
     #[test]

@@ -287,6 +287,11 @@ fn a_request_nobody_answers_is_denied_by_the_timeout() {
         "the request says how long it waits: {err}"
     );
     assert!(err.contains("because nobody answered in time"), "{err}");
+    assert!(
+        err.contains(&format!("answer with: troupe approve {id} "))
+            && err.contains(" [--deny|--always] (or in troupe web)"),
+        "the hint names every way troupe approve answers: {err}"
+    );
     assert!(!target.exists(), "nothing ran");
     let decided = of_type(&s, &id, "approval/decided");
     assert_eq!(decided.len(), 1);
@@ -690,4 +695,95 @@ fn always_from_troupe_approve_is_recorded_and_the_resume_honours_it() {
         ]
     );
     assert!(pending(&s, &id).is_empty());
+}
+
+/// `troupe chat` opened while a request already waits shows it at once (it was asked before
+/// chat followed the logs); a line of bytes that are not UTF-8 piped into chat is skipped with
+/// a clear error line and chat goes on — the next line is sent (exit 0), the Team's logs get
+/// nothing from the bad one.
+#[test]
+fn chat_shows_a_request_pending_before_it_opened_and_skips_a_line_that_is_not_utf8() {
+    let s = Setup::new();
+    let target = outside(&s).join("chat.txt");
+    let (run, id) = start_run(
+        &s,
+        "chat.json",
+        json!([
+            escalate(&format!("echo x >> {}", target.display()), "needs it"),
+            text("lead done"),
+            text("lead answer 2"),
+            text("lead answer 3"),
+        ]),
+        &["--team"],
+    );
+    let request = wait_pending(&s, &id)["id"].as_str().unwrap().to_owned();
+    let mut chat = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(&s.home)
+        .env_remove("TROUPE_HOME")
+        .args(["chat", &id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stdout = chat.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let _ = lines_tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let mut wait_line = |needle: &str| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !seen.iter().any(|l: &String| l.contains(needle)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "{needle:?} never shown: {seen:?}");
+            if let Ok(line) = lines.recv_timeout(left) {
+                seen.push(line);
+            }
+        }
+        seen.clone()
+    };
+    wait_line(&format!(
+        "lead: asks to run a command outside the sandbox (waiting since before chat opened): \
+         $ echo x >> {} (because: needs it) — /approve {request} [--deny|--always]",
+        target.display()
+    ));
+    let mut stdin = chat.stdin.take().unwrap();
+    use std::io::Write;
+    stdin.write_all(b"\xff\xfe not text\nhello lead\n").unwrap();
+    stdin.flush().unwrap();
+    wait_line("not valid UTF-8 was skipped (nothing was sent)");
+    let shown = wait_line(" to lead (seq ");
+    drop(stdin);
+    let status = chat.wait().unwrap();
+    reader.join().unwrap();
+    assert!(
+        status.success(),
+        "chat goes on after the bad line: {shown:?}"
+    );
+    assert_eq!(
+        shown
+            .iter()
+            .filter(|l| l.contains("waiting since before chat opened"))
+            .count(),
+        1,
+        "shown once: {shown:?}"
+    );
+    let sent: Vec<Value> = of_type(&s, &id, "team/message/queued")
+        .into_iter()
+        .filter(|e| e["data"]["message"]["senderName"] == "user")
+        .collect();
+    assert_eq!(sent.len(), 1, "only the good line was sent: {sent:?}");
+    assert!(sent[0].to_string().contains("hello lead"), "{sent:?}");
+    s.troupe()
+        .args(["approve", &id, &request, "--deny"])
+        .assert()
+        .success();
+    let (code, _, err) = run.finish();
+    assert_eq!(code, 0, "{err}");
+    assert!(!target.exists());
 }

@@ -201,11 +201,32 @@ fn send_to_a_running_team_reaches_the_named_teammate_once() {
         "{line}"
     );
     assert_eq!(line.lines().count(), 1, "{line}");
+    // The same id again (a retry): the same message, not sent again, noted once by the run.
+    let again = s
+        .troupe()
+        .args([
+            "send",
+            &lead[..8],
+            "--to",
+            "alpha",
+            "--id",
+            "note-1",
+            "please also update the notes",
+        ])
+        .assert()
+        .success();
+    assert!(
+        stdout(&again).contains("not sent again"),
+        "{}",
+        stdout(&again)
+    );
     std::fs::write(s.workspace.join("go"), "").unwrap();
     let (code, _, err) = finish(run);
     assert_eq!(code, 0, "{err}");
-    assert!(
-        err.contains("message from the user delivered to alpha (troupe send; seq "),
+    assert_eq!(
+        err.matches("message from the user delivered to alpha (troupe send; seq ")
+            .count(),
+        1,
         "{err}"
     );
     let got = user_messages(&s, &alpha, "please also update the notes");
@@ -601,4 +622,100 @@ fn send_reaches_a_running_team_whose_home_path_is_too_long_for_a_socket_address(
     assert_eq!((queued.len(), delivered), (1, 1));
     verify(&s, &lead);
     assert!(!socket.exists(), "the run unlinks its control socket");
+}
+
+/// A member's command cannot pose as the user on the control socket (the sandbox does not
+/// confine Unix sockets): alpha's `bash` runs `troupe send` to the Lead and writes a raw
+/// `{"op":"interrupt"}` to the socket, also from a daemonised (`setsid`) grandchild whose
+/// parent exited — every one is answered `CONTROL_PEER_REFUSED`, nothing is appended to the
+/// Lead log, the run is not interrupted; `troupe send` from the test (not a descendant of the
+/// run) still reaches the Lead, and a non-UTF-8 line on the socket gets an answer.
+#[test]
+fn a_members_command_cannot_pose_as_the_user_on_the_control_socket() {
+    let s = Setup::new();
+    let troupe_bin = env!("CARGO_BIN_EXE_troupe");
+    let home = s.home.display().to_string();
+    let interrupt = r#"import socket, sys
+c = socket.socket(socket.AF_UNIX)
+c.connect(sys.argv[1])
+c.sendall(b'{"op":"interrupt"}\n')
+print("interrupt answer:", c.makefile().readline().strip())"#;
+    std::fs::write(s.workspace.join("interrupt.py"), interrupt).unwrap();
+    let pose = format!(
+        "sock=$(ls {home}/run/*.sock); lead=$(basename \"$sock\" .sock); \
+         {troupe_bin} --home {home} send \"$lead\" --id pose-1 'posing as the user'; \
+         echo \"send exit $?\"; /usr/bin/python3 interrupt.py \"$sock\"; \
+         setsid sh -c '( sleep 0.2; {troupe_bin} --home {home} send '\"$lead\"' --id pose-2 \
+         \"posing again\" > daemon.out 2>&1; echo \"exit $?\" >> daemon.out ) &' ; \
+         while ! grep -q exit daemon.out 2>/dev/null; do sleep 0.05; done; cat daemon.out; \
+         while [ ! -f go ]; do sleep 0.05; done; echo went"
+    );
+    let script = s.script_agents(
+        "pose.json",
+        json!({
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                text("spawned alpha"),
+                text("lead answer 2"),
+                text("lead answer 3"),
+            ],
+            "alpha": [
+                call("bash", json!({"command": pose, "timeout_ms": 600000})),
+                text("alpha answer 1"),
+                text("alpha answer 2"),
+                text("alpha answer 3"),
+            ],
+        }),
+    );
+    let run = spawn_run(&s, &script);
+    let lead = served_lead(&s);
+    let alpha = alpha_id(&s, &lead);
+    let socket = s.home.join("run").join(format!("{lead}.sock"));
+    // alpha's command has tried all three and waits for `go`.
+    wait_for("alpha's attempts", || {
+        let out = std::fs::read_to_string(s.workspace.join("daemon.out")).ok()?;
+        out.contains("exit").then_some(())
+    });
+    // Non-UTF-8 bytes on the socket, from the test: an answer, not a silent close.
+    {
+        use std::io::{BufRead, Write};
+        let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        stream.write_all(b"\xff\xfe{\"op\":\"agents\"}\n").unwrap();
+        let mut answer = String::new();
+        std::io::BufReader::new(&stream)
+            .read_line(&mut answer)
+            .unwrap();
+        assert!(answer.contains("CONTROL_BAD_REQUEST"), "{answer}");
+    }
+    let out = s
+        .troupe()
+        .args(["send", &lead, "--id", "real-1", "the real user"])
+        .assert()
+        .success();
+    assert!(stdout(&out).contains("to lead"), "{}", stdout(&out));
+    std::fs::write(s.workspace.join("go"), "").unwrap();
+    let (code, _, err) = finish(run);
+    assert_eq!(code, 0, "not interrupted: {err}");
+    let result = events(&s, &alpha)
+        .into_iter()
+        .find(|e| e["type"] == "tool/result")
+        .map(|e| e["data"].to_string())
+        .unwrap();
+    assert_eq!(
+        result.matches("CONTROL_PEER_REFUSED").count(),
+        3,
+        "send, interrupt and the daemonised send are refused: {result}"
+    );
+    assert!(result.contains("send exit 1"), "{result}");
+    assert!(result.contains("went"), "{result}");
+    assert!(user_messages(&s, &lead, "posing").is_empty());
+    for id in ["team-message-pose-1", "team-message-pose-2"] {
+        assert_eq!(mailbox_records(&s, &lead, id), (Vec::new(), 0), "{id}");
+    }
+    assert_eq!(
+        mailbox_records(&s, &lead, "team-message-real-1").0.len(),
+        1,
+        "the user's own send reached the Lead"
+    );
+    verify(&s, &lead);
 }
