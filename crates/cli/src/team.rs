@@ -51,11 +51,12 @@ pub(crate) enum TeamCommand {
     Show {
         /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
         session: String,
-        /// Print one JSON object: {"teamId","members","tasks","pendingMessages","messages"}
-        /// (`messages`: every message with its receipts: queued, received, delivered,
-        /// consumed), and "at" with --at; without --at also "ledger" (model calls, tokens and
-        /// cost per member and in all, folded from every member's log and priced as `troupe
-        /// run` prices them).
+        /// Print one JSON object: {"teamId","members","tasks","pendingMessages",
+        /// "writeConflicts"?,"messages"} (`messages`: every message with its receipts: queued,
+        /// received, delivered, consumed; `writeConflicts`: files two members changed while
+        /// one task was in progress, when any), and "at" with --at; without --at also "ledger"
+        /// (model calls, tokens and cost per member and in all, folded from every member's log
+        /// and priced as `troupe run` prices them).
         #[arg(long)]
         json: bool,
         /// Include deleted tasks.
@@ -525,6 +526,28 @@ fn human_show(full: &TeamShowFull, lead: &LeadLog) -> Vec<String> {
             ]);
         }
         lines.extend(align_columns(&rows).into_iter().map(|l| format!("  {l}")));
+    }
+    // The write radar, only when it found something (advisory, like write scopes).
+    if !view.write_conflicts.is_empty() {
+        lines.push(String::new());
+        lines.push(format!(
+            "write conflicts ({}): files two members changed while the same task was in progress",
+            view.write_conflicts.len()
+        ));
+        for conflict in &view.write_conflicts {
+            let tasks: Vec<&str> = conflict.tasks.iter().map(|t| t.as_str()).collect();
+            lines.push(format!(
+                "  ⚠ {} changed by {} (during {})",
+                cell(&conflict.path),
+                conflict
+                    .members
+                    .iter()
+                    .map(|m| cell(m))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                tasks.join(", ")
+            ));
+        }
     }
     lines.push(String::new());
     lines.extend(human_receipts(&full.messages));

@@ -640,15 +640,18 @@ impl LeadLog {
     /// `troupe team show --json`'s object (and the panel's view at a past event): DESIGN §6's
     /// view ([`LeadLog::show_with_models`], with each teammate's own model read from its log;
     /// with `stall`, stalled tasks carry `stalled`, [`LeadLog::stall_check`]) plus every
-    /// message's receipt and, for a read at a past point, where it stopped.
+    /// message's receipt, the write radar's conflicts ([`LeadLog::write_conflicts`]) and, for
+    /// a read at a past point, where it stopped.
     pub fn show_full(
         &self,
         journal: &Journal,
         include_deleted: bool,
         stall: Option<StallCheck>,
     ) -> TeamShowFull {
+        let mut show = self.show_with_models(include_deleted, self.member_models(journal), stall);
+        show.write_conflicts = self.write_conflicts(journal);
         TeamShowFull {
-            show: self.show_with_models(include_deleted, self.member_models(journal), stall),
+            show,
             messages: self.receipts(journal),
             at: self.cut.as_ref().map(|c| c.point()),
         }
@@ -847,6 +850,18 @@ impl LeadLog {
                 )
             }),
             prices,
+        )
+    }
+
+    /// The write radar's conflicts of this Team ([`crate::write_conflicts`]): the Lead's and
+    /// every member's log read again from `journal` for their file changes and the task
+    /// windows.
+    /// With a past point ([`LeadLog::read_at`]), the logs are read up to it.
+    pub fn write_conflicts(&self, journal: &Journal) -> Vec<troupe_team::WriteConflict> {
+        crate::radar::write_conflicts(
+            journal,
+            &self.state,
+            self.cut.as_ref().map(|c| (c.last_seq, c.time)),
         )
     }
 

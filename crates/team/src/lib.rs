@@ -22,6 +22,8 @@
 //! - **Views** ([`MemberView`], [`TaskView`], [`TeamShow`]) — c.7, c.11.1, DESIGN §6; a task
 //!   view's derived `stalled` field ([`StallCheck`], [`TeamState::stall_of`]) — stalled owners,
 //!   a Troupe addition (DESIGN decision 7: nothing is released automatically).
+//! - **Write radar** ([`WriteRadar`], [`WriteConflict`]) — which files two members changed
+//!   within the same window of work (a Troupe addition; advisory, like write scopes).
 //! - **Receipts** ([`Receipts`], [`MessageReceipt`]) — each message's life (queued, received,
 //!   delivered, consumed), folded from the Lead log and the targets' logs (issue 17 item 3).
 //! - **Timeline** ([`TeamState::describe`], [`TimelineEntry`]) — one readable line per Team
@@ -42,6 +44,7 @@ mod index;
 mod limits;
 mod line;
 mod mailbox;
+mod radar;
 mod receipts;
 mod record;
 mod roster;
@@ -66,6 +69,7 @@ pub use mailbox::{
     delivered_user_message, frame_content, frame_header, framed_size, team_message_source,
     validate_wait_timeout,
 };
+pub use radar::{WriteConflict, WriteRadar};
 pub use receipts::{Consumed, LogPoint, MessageReceipt, Receipts};
 pub use record::{
     Decoded, Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MessageSnapshot,

@@ -6,6 +6,7 @@ use troupe_protocol::{MessageId, SessionId};
 
 use crate::error::TeamError;
 use crate::ids::{LEAD_NAME, TaskId, TeamId};
+use crate::radar::WriteConflict;
 use crate::record::{
     Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, TaskSnapshot, TaskStatus,
 };
@@ -238,8 +239,8 @@ pub struct PendingMessageView {
 /// The offline view of a Team (DESIGN §6 `troupe team show --json`).
 ///
 /// Wire shape: `{"teamId","members":[RosterRow…],"tasks":[TaskView…],
-/// "pendingMessages":[PendingMessageView…]}`; a task view carries `stalled` when
-/// [`ShowOptions::stall`] finds it stalled.
+/// "pendingMessages":[PendingMessageView…],"writeConflicts"?:[WriteConflict…]}`; a task view
+/// carries `stalled` when [`ShowOptions::stall`] finds it stalled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TeamShow {
@@ -251,6 +252,11 @@ pub struct TeamShow {
     pub tasks: Vec<TaskView>,
     /// Queued − delivered, in queue order.
     pub pending_messages: Vec<PendingMessageView>,
+    /// The write radar's warnings ([`WriteConflict`], advisory): files two members changed
+    /// within the same window of work. [`TeamState::show`] leaves it empty (the members'
+    /// logs are read by the caller); omitted when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_conflicts: Vec<WriteConflict>,
 }
 
 /// Options of [`TeamState::show`].
@@ -296,9 +302,9 @@ impl Default for TaskListQuery {
 
 /// One page of `team_task_list` (REFERENCE d.4.2).
 ///
-/// Wire shape: `{"tasks":[TaskView…],"nextCursor"?,"stallNotice"?}`; `stallNotice` (a Troupe
-/// addition) is set by the runtime on the Lead's list that first sees a stalled task
-/// ([`crate::stall_notice`]).
+/// Wire shape: `{"tasks":[TaskView…],"nextCursor"?,"stallNotice"?,
+/// "writeConflicts"?:[WriteConflict…]}`; `stallNotice` (a Troupe addition) is set by the
+/// runtime on the Lead's list that first sees a stalled task ([`crate::stall_notice`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskPage {
@@ -310,6 +316,12 @@ pub struct TaskPage {
     /// The one-time notice of stalled tasks the Lead had not been told of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stall_notice: Option<String>,
+    /// The write radar's warnings (a Troupe addition, advisory: [`WriteConflict`]): files
+    /// two members changed within the same window of work. [`TeamState::list_tasks`] leaves it
+    /// empty (the runtime fills it from the members' logs); omitted when empty, so the
+    /// REFERENCE d.4.2 shape is unchanged without a conflict.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_conflicts: Vec<WriteConflict>,
 }
 
 impl TeamState {
@@ -530,6 +542,7 @@ impl TeamState {
             tasks,
             next_cursor: (end < total).then_some(end),
             stall_notice: None,
+            write_conflicts: Vec::new(),
         })
     }
 
@@ -571,6 +584,7 @@ impl TeamState {
             members,
             tasks: self.task_views_checked(options.include_deleted, options.stall.as_ref()),
             pending_messages,
+            write_conflicts: Vec::new(),
         }
     }
 

@@ -113,6 +113,12 @@ impl TeamWatcher {
         }
         for follower in &mut follow.members {
             let id = follower.id().clone();
+            // A fork's log starts with a copy of the Lead's history: not its own changes.
+            if !projection.knows_seed_len(&id)
+                && let Ok(header) = hub.journal.header(&id)
+            {
+                projection.set_seed_len(&id, header.seed_len());
+            }
             let result = follower.poll(&hub.journal, &mut |event: Event| {
                 folded += 1;
                 projection.apply_member(&id, &event);

@@ -9,12 +9,13 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use serde_json::Value;
 use troupe_protocol::{Event, Seq, SessionId, event_types};
+use troupe_session::changes::ChangeFold;
 use troupe_session::chat::Usage;
 use troupe_session::events::AgentConfigRecord;
 use troupe_session::ledger::{Ledger, Prices, SessionUsage, price_key};
 use troupe_team::{
     LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, OwnerActivity, ScopeOverlap,
-    StallAfter, StallCheck, TaskView, TeamId, TeamState,
+    StallAfter, StallCheck, TaskSnapshot, TaskView, TeamId, TeamState, WriteConflict, WriteRadar,
 };
 
 /// One roster row of the panel: a [`MemberView`] (REFERENCE c.7, d.3) with the member's durable
@@ -55,9 +56,10 @@ pub struct TaskRow {
 /// What the panel shows of a Team (REFERENCE f's wire view, widened with live status and the
 /// full task views). Compared by value: a frame is published only when it changes.
 ///
-/// Wire shape: `{"teamId","members":[MemberRow…],"tasks":[TaskRow…],"ledger","failure"?}`
-/// (`ledger`: `troupe_session::ledger::Ledger` at the built-in prices, folded from the usage
-/// of every member's answers so far, a fork's seed not counted); the Lead
+/// Wire shape: `{"teamId","members":[MemberRow…],"tasks":[TaskRow…],"ledger","failure"?,
+/// "writeConflicts"?:[WriteConflict…]}` (`ledger`: `troupe_session::ledger::Ledger` at the
+/// built-in prices, folded from the usage of every member's answers so far, a fork's seed not
+/// counted); the Lead
 /// pseudo-row is first, tasks are the non-deleted ones in creation order (REFERENCE c.11.1:
 /// readiness, blockers, owner, write-scope warnings; plus each task's overlaps).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -75,6 +77,10 @@ pub struct TeamView {
     /// damaged file): the rest of the view is the last valid state, and stays so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The write radar ([`WriteConflict`], advisory): files two members changed within the
+    /// same window of work, folded from the Lead's and the members' logs; omitted when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_conflicts: Vec<WriteConflict>,
 }
 
 /// Mailbox counts: `{"pending": N, "byMember": {"<member id>": N…}}` (members with pending mail
@@ -160,6 +166,13 @@ pub struct TeamProjection {
     /// "Now" for stalled owners (epoch ms), as the hub last said ([`Self::set_now`]).
     now_ms: u64,
     stall_after: StallAfter,
+    /// The write radar: task windows from the Lead log, file changes from every log.
+    radar: WriteRadar,
+    /// The Lead's own file changes.
+    lead_changes: ChangeFold,
+    /// Each member's file changes (created at its first event, with its seeded prefix's
+    /// length from [`Self::set_seed_len`]).
+    member_changes: HashMap<SessionId, ChangeFold>,
 }
 
 /// One ledger-relevant event of a member's log: its model changed (`agent/config`), or it
@@ -210,6 +223,9 @@ impl TeamProjection {
             seeds: HashMap::new(),
             now_ms: 0,
             stall_after: StallAfter::default(),
+            radar: WriteRadar::new(),
+            lead_changes: ChangeFold::new(0),
+            member_changes: HashMap::new(),
         }
     }
 
@@ -260,6 +276,28 @@ impl TeamProjection {
         }
     }
 
+    /// Whether [`Self::set_seed_len`] was called for `member`.
+    pub fn knows_seed_len(&self, member: &SessionId) -> bool {
+        self.seeds.contains_key(member)
+    }
+
+    /// Feeds the file changes `event` of `member`'s log shows into the radar.
+    fn changes(
+        radar: &mut WriteRadar,
+        fold: &mut ChangeFold,
+        member: &SessionId,
+        event: &Event,
+    ) -> bool {
+        let changes = fold.apply(event);
+        for change in &changes {
+            match change.since {
+                None => radar.exact(member, &change.path, event.time),
+                Some(since) => radar.scanned(member, &change.path, since, event.time),
+            }
+        }
+        !changes.is_empty()
+    }
+
     /// The folded Team state (the last valid one once [`Self::failure`] is set).
     pub fn state(&self) -> &TeamState {
         &self.state
@@ -284,11 +322,18 @@ impl TeamProjection {
         self.dirty |= self.lead.apply(event);
         let lead = self.state.id().lead_id().clone();
         self.note_usage(&lead, event);
+        self.dirty |= Self::changes(&mut self.radar, &mut self.lead_changes, &lead, event);
         if !event_types::is_team(&event.kind) {
             return;
         }
         match self.state.apply(event) {
             Ok(()) => {
+                if event.kind == event_types::TEAM_TASK
+                    && let Ok(task) =
+                        serde_json::from_value::<TaskSnapshot>(event.data["task"].clone())
+                {
+                    self.radar.task(event.time, &task);
+                }
                 // Mailbox records leave the roster and the board as they were.
                 if matches!(
                     event.kind.as_str(),
@@ -301,7 +346,8 @@ impl TeamProjection {
         }
     }
 
-    /// Folds one event of member `member`'s own session file (turns and model only).
+    /// Folds one event of member `member`'s own session file (turns, model and the files it
+    /// changed).
     pub fn apply_member(&mut self, member: &SessionId, event: &Event) {
         if self.failure.is_some() {
             return;
@@ -309,10 +355,17 @@ impl TeamProjection {
         let activity = self.members.entry(member.clone()).or_default();
         self.dirty |= activity.apply(event);
         self.note_usage(member, event);
+        let seed_len = self.seeds.get(member).copied().unwrap_or(0);
+        let fold = self
+            .member_changes
+            .entry(member.clone())
+            .or_insert_with(|| ChangeFold::new(seed_len));
+        self.dirty |= Self::changes(&mut self.radar, fold, member, event);
     }
 
     /// Sets how many of the first events of session `id` are a fork's seed (its header's
-    /// `seedLength`): the ledger does not count them.
+    /// `seedLength`): the ledger does not count them, and they are the Lead's history, not the
+    /// member's file changes (for the write radar, set it before the member's first event).
     pub fn set_seed_len(&mut self, id: &SessionId, seed_len: u64) {
         if self.seeds.insert(id.clone(), seed_len) != Some(seed_len) {
             self.dirty = true;
@@ -448,6 +501,7 @@ impl TeamProjection {
                 })
                 .collect(),
             failure: self.failure.clone(),
+            write_conflicts: self.radar.conflicts(&self.state),
         }
     }
 

@@ -5,6 +5,8 @@
 //! Determinism: teammates run concurrently, and a script is static, so every scenario is built
 //! so that each step has the same outcome under any interleaving (see each test's comment).
 
+mod radar;
+
 use std::path::Path;
 
 use serde_json::{Value, json};

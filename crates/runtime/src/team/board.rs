@@ -96,7 +96,12 @@ pub(super) async fn get(
 }
 
 /// `team_task_list` (REFERENCE d.4.2): stalled tasks carry `stalled`, and the Lead's list
-/// carries `stallNotice` for those it was not told of yet.
+/// carries `stallNotice` for those it was not told of yet; with the write radar's
+/// `writeConflicts` (a Troupe addition, advisory: files two members changed within the same
+/// window of work, from the members' stored logs — [`crate::write_conflicts`]). The logs are
+/// read after the serializer is left (on a blocking thread, from a copy of the state), so a
+/// long read never holds up another Team operation; the conflicts are those of the logs as
+/// flushed then.
 ///
 /// # Errors
 /// `TEAM_INVALID_ARGUMENT` for a bad cursor or limit, `TEAM_NOT_MEMBER`.
@@ -105,12 +110,20 @@ pub(super) async fn list(
     agent: &Agent,
     query: &TaskListQuery,
 ) -> Result<TaskPage, TeamOpError> {
-    let state = read.journal.enter().await;
-    let caller = read.journal.caller(&state, agent)?;
-    let check = read.stall.check(&state, read.control, read.journal.store());
-    let mut page = state.list_tasks_checked(&caller, query, Some(&check))?;
-    if agent.id() == read.journal.lead().id() {
-        read.stall.tell_lead(agent, &mut page);
-    }
+    let (mut page, state) = {
+        let state = read.journal.enter().await;
+        let caller = read.journal.caller(&state, agent)?;
+        let check = read.stall.check(&state, read.control, read.journal.store());
+        let mut page = state.list_tasks_checked(&caller, query, Some(&check))?;
+        if agent.id() == read.journal.lead().id() {
+            read.stall.tell_lead(agent, &mut page);
+        }
+        (page, state.clone())
+    };
+    let store = read.journal.store().clone();
+    page.write_conflicts =
+        tokio::task::spawn_blocking(move || crate::write_conflicts(&store, &state, None))
+            .await
+            .unwrap_or_default();
     Ok(page)
 }

@@ -168,6 +168,18 @@ pub fn task_view_schema() -> Value {
     })
 }
 
+/// `WriteConflict` (the write radar, a Troupe addition): `{"path","members","tasks"}`.
+fn write_conflict_schema() -> Value {
+    object(
+        json!({
+            "path": {"type": "string"},
+            "members": {"type": "array", "items": {"type": "string"}},
+            "tasks": {"type": "array", "items": {"type": "string"}}
+        }),
+        &["path", "members", "tasks"],
+    )
+}
+
 fn object(properties: Value, required: &[&str]) -> Value {
     json!({
         "type": "object",
@@ -292,7 +304,8 @@ fn definition(tool: TeamToolName) -> (&'static str, Value, Value) {
         ),
         TeamToolName::TaskList => (
             "Browse tasks with readiness, owner, revision, blockers and write-scope overlap \
-             warnings.",
+             warnings; `writeConflicts` (when present) names files two members actually changed \
+             while the same task was in progress (advisory: review them).",
             object(
                 json!({
                     "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
@@ -307,7 +320,8 @@ fn definition(tool: TeamToolName) -> (&'static str, Value, Value) {
                 json!({
                     "tasks": {"type": "array", "items": task_view_schema()},
                     "nextCursor": {"type": "integer"},
-                    "stallNotice": {"type": "string"}
+                    "stallNotice": {"type": "string"},
+                    "writeConflicts": {"type": "array", "items": write_conflict_schema()}
                 }),
                 &["tasks"],
             ),

@@ -205,3 +205,57 @@ fn a_task_of_a_quiet_or_gone_owner_is_marked_stalled_as_time_passes() {
     projection.apply_lead(&stored(4, wake));
     assert_eq!(stalled(&projection), Value::Null);
 }
+
+/// A completed `write` (its call with the recorded effect, then its result) of `path`.
+fn wrote(call: &str, path: &str) -> [EventDraft; 2] {
+    [
+        EventDraft::new(
+            "tool/call",
+            json!({"turn": 1, "step": 1, "callId": call, "name": "write", "arguments": {},
+                   "effect": {"path": path, "preImage": null,
+                              "postImage": format!("sha256:{}", "0".repeat(64)), "result": {}}}),
+        ),
+        EventDraft::new(
+            "tool/result",
+            json!({"turn": 1, "step": 1, "callId": call, "name": "write", "isError": false,
+                   "content": "{}"}),
+        ),
+    ]
+}
+
+#[test]
+fn two_members_writing_one_file_while_a_task_is_in_progress_is_a_write_conflict() {
+    let mut projection = TeamProjection::new(sid(LEAD));
+    for (seq, draft) in [
+        member(ALPHA, "alpha", "provisioning", None),
+        member(ALPHA, "alpha", "active", None),
+        member(BETA, "beta", "provisioning", None),
+        member(BETA, "beta", "active", None),
+        task("task-1", 1, "pending", None, &[], &[]),
+        task("task-1", 2, "in_progress", Some(ALPHA), &[], &[]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        projection.apply_lead(&stored(seq as u64, draft));
+    }
+    // beta's log has a seeded prefix of 2 events (a fork's copy of the Lead's history): a
+    // write there is not beta's.
+    projection.set_seed_len(&sid(BETA), 2);
+    for (seq, draft) in wrote("seeded", "x.txt").into_iter().enumerate() {
+        projection.apply_member(&sid(BETA), &stored(seq as u64, draft));
+    }
+    for (seq, draft) in wrote("a1", "x.txt").into_iter().enumerate() {
+        projection.apply_member(&sid(ALPHA), &stored(seq as u64, draft));
+    }
+    assert!(projection.view().write_conflicts.is_empty(), "alpha alone");
+    let _ = projection.take_view();
+    for (seq, draft) in wrote("b1", "x.txt").into_iter().enumerate() {
+        projection.apply_member(&sid(BETA), &stored(2 + seq as u64, draft));
+    }
+    let view = projection.take_view().expect("a change publishes a view");
+    assert_eq!(
+        serde_json::to_value(&view).unwrap()["writeConflicts"],
+        json!([{"path": "x.txt", "members": ["alpha", "beta"], "tasks": ["task-1"]}])
+    );
+}
