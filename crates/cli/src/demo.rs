@@ -118,6 +118,8 @@ pub(crate) struct DemoFlags {
     budget: work::BudgetArgs,
     #[command(flatten)]
     worktree: work::WorktreeArgs,
+    #[command(flatten)]
+    stall: work::StallArgs,
 }
 
 /// `troupe demo`.
@@ -125,6 +127,8 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     // Everything is checked before anything is written.
     let sandbox = flags.sandbox.for_new()?;
     let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
+    // The demo's project is new: only the user's file can set `stall_after`.
+    let stall_after = crate::settings::stall_after_in(&home.dir, flags.stall.stall_after)?;
     check_python()?;
     let target = match flags.workspace {
         Some(dir) => Target::check(dir, &home)?,
@@ -182,6 +186,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
             mcp,
             budget: flags.budget,
             worktree,
+            stall_after,
         },
         home,
         framing,

@@ -27,6 +27,7 @@ const NOT_CODES: &[&str] = &[
     "GIT_WORK_TREE",
     "MERGE_HEAD",
     "OPENAI_API_KEY",
+    "TROUPE_CLOCK",
     "TROUPE_HOME",
     "TROUPE_LEASES",
     "TROUPE_LEASE_TTL",

@@ -25,7 +25,7 @@ pub(crate) use config::ResumedFraming;
 pub(crate) use config::check_workspace;
 pub(crate) use flags::{
     ApprovalArgs, BudgetArgs, InstructionArgs, ModelArgs, PaceArgs, ResumeFlags, RunFlags,
-    SandboxArgs, TeamLimitArgs, WorktreeArgs, settings_flags,
+    SandboxArgs, StallArgs, TeamLimitArgs, WorktreeArgs, settings_flags,
 };
 
 use crate::exit::Failure;
@@ -97,6 +97,7 @@ pub(crate) fn run_scripted_team(
     if run.worktree {
         shape.worktree_root = Some(config::worktree_root(&home.dir, &workspace)?);
     }
+    shape.stall_after = run.stall_after;
     shape
         .framing
         .prologue
@@ -115,4 +116,6 @@ pub(crate) struct ScriptedRun {
     pub(crate) budget: BudgetArgs,
     /// `--worktree`: each teammate in its own git worktree (the project is a repository).
     pub(crate) worktree: bool,
+    /// The stall threshold of the board's reads.
+    pub(crate) stall_after: troupe_team::StallAfter,
 }

@@ -14,15 +14,17 @@ use tokio_util::sync::CancellationToken;
 use troupe_journal::{Journal, LineCheck};
 use troupe_protocol::{Event, MessageId, Seq, SessionId, sync::lock};
 use troupe_team::{
-    CreateTask, Delivery, MemberContext, MemberPhase, MemberView, TaskListQuery, TaskPage,
-    TaskView, TeamError, TeamId, TeamLimits, TeamState, UpdateTask, UserSend,
+    CreateTask, Delivery, MemberContext, MemberPhase, MemberView, StallAfter, TaskListQuery,
+    TaskPage, TaskView, TeamError, TeamId, TeamLimits, TeamState, UpdateTask, UserSend,
 };
 
+use super::board::BoardRead;
 use super::journal::{TeamJournal, fold_team_log, not_member};
 use super::lifecycle::{Lifecycle, disposed};
 use super::mailbox::{Dispatcher, Mailbox, SendCall};
 use super::op::{ListedMember, OpContext, TeamOp, TeamOpError, TeamReply, WaitOutcome};
 use super::roster::{self, SpawnCall};
+use super::stall::StallWatch;
 use super::{board, waiters};
 use crate::agent::{Agent, AgentProgress, Progress};
 use crate::control::ChildControl;
@@ -35,6 +37,7 @@ pub struct Team {
     journal: TeamJournal,
     mailbox: Mailbox,
     lifecycle: Lifecycle,
+    stall: StallWatch,
 }
 
 impl std::fmt::Debug for Team {
@@ -82,6 +85,14 @@ impl Team {
         self.journal.edge();
     }
 
+    fn board<'a>(&'a self, control: &'a dyn ChildControl) -> BoardRead<'a> {
+        BoardRead {
+            journal: &self.journal,
+            control,
+            stall: &self.stall,
+        }
+    }
+
     fn dispatcher<'a>(&'a self, control: &'a dyn ChildControl) -> Dispatcher<'a> {
         Dispatcher {
             journal: &self.journal,
@@ -101,6 +112,8 @@ pub struct TeamService {
     progress: broadcast::Sender<AgentProgress>,
     /// The configured limits (explicit ones win over those a Lead recorded).
     configured: TeamLimits,
+    /// How long a resident owner may log nothing before its task is stalled.
+    stall_after: StallAfter,
     teams: Mutex<HashMap<SessionId, Arc<Team>>>,
 }
 
@@ -112,18 +125,21 @@ impl std::fmt::Debug for TeamService {
 
 impl TeamService {
     /// The Team service over `store`, driving children through `control`; `progress` is the
-    /// runtime's progress channel; `configured` the runtime's Team limits.
+    /// runtime's progress channel; `configured` the runtime's Team limits; `stall_after` the
+    /// stall threshold of the board's reads.
     pub(crate) fn new(
         store: Journal,
         control: Arc<dyn ChildControl>,
         progress: broadcast::Sender<AgentProgress>,
         configured: TeamLimits,
+        stall_after: StallAfter,
     ) -> Self {
         Self {
             store,
             control,
             progress,
             configured,
+            stall_after,
             teams: Mutex::new(HashMap::new()),
         }
     }
@@ -482,16 +498,18 @@ impl TeamService {
         board::update(&team.journal, agent, request, None).await
     }
 
-    /// `team_task_get` (REFERENCE c.11.2): tombstones included.
+    /// `team_task_get` (REFERENCE c.11.2): tombstones included; a stalled task carries
+    /// `stalled` (see `troupe_team::TeamState::stall_of`).
     ///
     /// # Errors
     /// `TEAM_TASK_NOT_FOUND`, `TEAM_NOT_MEMBER`, `TEAM_DISPOSED`.
     pub async fn get_task(&self, agent: &Agent, id: &str) -> Result<TaskView, TeamOpError> {
         let team = self.resolve(agent)?;
-        board::get(&team.journal, agent, id).await
+        board::get(team.board(self.control.as_ref()), agent, id).await
     }
 
-    /// `team_task_list` (REFERENCE d.4.2).
+    /// `team_task_list` (REFERENCE d.4.2): a stalled task carries `stalled`; the Lead's list
+    /// carries `stallNotice` once per stall episode (see the `stall` module).
     ///
     /// # Errors
     /// `TEAM_INVALID_ARGUMENT` for a bad cursor or limit, `TEAM_NOT_MEMBER`, `TEAM_DISPOSED`.
@@ -501,7 +519,7 @@ impl TeamService {
         query: &TaskListQuery,
     ) -> Result<TaskPage, TeamOpError> {
         let team = self.resolve(agent)?;
-        board::list(&team.journal, agent, query).await
+        board::list(team.board(self.control.as_ref()), agent, query).await
     }
 
     /// Attaches the Team of a Team-profile root: folds its log, registers it, and forwards
@@ -527,6 +545,7 @@ impl TeamService {
             journal: TeamJournal::new(lead.clone(), state, limits, self.store.clone()),
             mailbox: Mailbox::default(),
             lifecycle: Lifecycle::default(),
+            stall: StallWatch::new(self.stall_after),
         });
         lock(&self.teams).insert(lead.id().clone(), Arc::clone(&team));
         self.forward_status_edges(&team);
