@@ -72,6 +72,9 @@ pub struct LeadLog {
     summary: ScanSummary,
     /// The one-pass replay's result ([`LeadRead::Verify`] only).
     replayed: Option<Option<Violation>>,
+    /// The Lead's own usage, folded in the same pass ([`LeadRead::TeamAndMail`] of the whole
+    /// log only): [`LeadLog::member_usage`] does not read the Lead's log a second time.
+    lead_usage: Option<SessionUsage>,
 }
 
 /// A resolved point of a Lead log (`Cut::resolve`, in `time_travel.rs`): the prefix to fold
@@ -390,6 +393,9 @@ impl LeadLog {
         let mut member_seqs = HashMap::new();
         let mut queued_at = HashMap::new();
         let want_times = read == LeadRead::TeamAndMail;
+        // The ledger is of the whole logs: the Lead's usage is folded in this pass when the
+        // read is not cut.
+        let want_usage = want_times && cut.is_none();
         let mut receipts = want_times.then(|| Receipts::new(TeamId::new(id.clone())));
         let mut seed_len: Option<u64> = None;
         let mut replay = (read == LeadRead::Verify).then(LeadReplay::new);
@@ -402,6 +408,7 @@ impl LeadLog {
                 || StreamFold::reads(kind)
                 || kind == event_types::AGENT_CONFIG
                 || (want_times && Receipts::reads(kind))
+                || (want_usage && SessionUsage::reads(kind))
         };
         // The Lead's own suffix begins after its seeded prefix (its header says how long).
         if want_times {
@@ -412,6 +419,7 @@ impl LeadLog {
                     .seed_len(),
             );
         }
+        let mut lead_usage = want_usage.then(|| SessionUsage::new(seed_len.unwrap_or(0)));
         let summary = journal
             .read_selected_each(id, check, &select, &mut |selected| {
                 // Past the cut: checked as the scan checks a line, never folded.
@@ -481,8 +489,12 @@ impl LeadLog {
                             LineUse::NeedEvent
                         };
                     }
-                    // The other lines of a message's life are small: read them parsed.
-                    Selected::Line(line) if want_times && Receipts::reads(line.kind) => {
+                    // The other lines of a message's life are small: read them parsed; so are
+                    // the usage's (the model's answers: their usage is in the payload).
+                    Selected::Line(line)
+                        if (want_times && Receipts::reads(line.kind))
+                            || (want_usage && SessionUsage::reads(line.kind)) =>
+                    {
                         return LineUse::NeedEvent;
                     }
                     Selected::Line(line) if StreamFold::reads(line.kind) => {
@@ -513,6 +525,11 @@ impl LeadLog {
                     && !StreamFold::reads(&event.kind)
                 {
                     replay.apply(&event);
+                }
+                if let Some(usage) = &mut lead_usage
+                    && SessionUsage::reads(&event.kind)
+                {
+                    usage.apply(&event);
                 }
                 if fold.is_refused() {
                     return LineUse::Used;
@@ -576,6 +593,7 @@ impl LeadLog {
             cut,
             summary,
             replayed: replay.map(|r| r.problem),
+            lead_usage,
         })
     }
 
@@ -830,7 +848,10 @@ impl LeadLog {
             .members
             .into_iter()
             .map(|row| {
-                let usage = session_usage(journal, &row.member.id);
+                let usage = match &self.lead_usage {
+                    Some(usage) if row.member.id == self.id => Ok(usage.clone()),
+                    _ => session_usage(journal, &row.member.id),
+                };
                 (row.member.name, row.member.id, usage)
             })
             .collect()
