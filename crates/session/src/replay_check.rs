@@ -1052,8 +1052,10 @@ mod tests {
 
     /// The line as the journal writes it (`seq`, `time`, `type`, `data`).
     fn line(seq: usize, kind: &str, data: Value) -> String {
-        let event = troupe_protocol::EventDraft::new(kind, data)
-            .into_event(troupe_protocol::Seq(seq as u64), 1_700_000_000_000 + seq as u64);
+        let event = troupe_protocol::EventDraft::new(kind, data).into_event(
+            troupe_protocol::Seq(seq as u64),
+            1_700_000_000_000 + seq as u64,
+        );
         serde_json::to_string(&event).unwrap()
     }
 
@@ -1066,52 +1068,109 @@ mod tests {
     fn records(text: &str) -> Vec<(&'static str, Value)> {
         let args = json!({"command": text, "n": 3}).to_string();
         vec![
-            (ty::AGENT_INBOX_SPLICED, json!({"inserted": [message("m-1", text, "user")],
-                "start": 0, "target": "next-turn"})),
+            (
+                ty::AGENT_INBOX_SPLICED,
+                json!({"inserted": [message("m-1", text, "user")],
+                "start": 0, "target": "next-turn"}),
+            ),
             (ty::TURN_START, json!({"turn": 1})),
-            (ty::AGENT_INBOX_SPLICED, json!({"inserted": [], "removedCount": 1, "start": 0,
-                "target": "next-turn"})),
+            (
+                ty::AGENT_INBOX_SPLICED,
+                json!({"inserted": [], "removedCount": 1, "start": 0,
+                "target": "next-turn"}),
+            ),
             (ty::USER_MESSAGE, message("m-1", text, "user")),
-            (ty::USER_MESSAGE, json!({"content": [{"text": text, "type": "text"}],
+            (
+                ty::USER_MESSAGE,
+                json!({"content": [{"text": text, "type": "text"}],
                 "id": "team-message-1", "role": "user", "source": {"kind": "team-message",
-                "messageId": "team-message-1", "senderName": text}})),
+                "messageId": "team-message-1", "senderName": text}}),
+            ),
             (ty::STEP_START, json!({"step": 1, "turn": 1})),
-            (ty::REQUEST_HEADER, json!({"messages": 2, "model": "script:x", "step": 1,
-                "tools": ["read", text], "turn": 1})),
-            (ty::ASSISTANT_CHUNK, json!({"block": "toolCall", "delta": args, "index": 0,
-                "step": 1, "turn": 1})),
-            (ty::ASSISTANT_MESSAGE, json!({"finishReason": "tool_calls", "message":
+            (
+                ty::REQUEST_HEADER,
+                json!({"messages": 2, "model": "script:x", "step": 1,
+                "tools": ["read", text], "turn": 1}),
+            ),
+            (
+                ty::ASSISTANT_CHUNK,
+                json!({"block": "toolCall", "delta": args, "index": 0,
+                "step": 1, "turn": 1}),
+            ),
+            (
+                ty::ASSISTANT_MESSAGE,
+                json!({"finishReason": "tool_calls", "message":
                 {"content": null, "tool_calls": [{"function": {"arguments": args,
                 "name": "bash"}, "id": "call_1", "type": "function"}]}, "step": 1, "turn": 1,
-                "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}})),
-            (ty::TOOL_CALL, json!({"arguments": {"command": text}, "callId": "call_1",
-                "name": "bash", "step": 1, "turn": 1})),
-            (ty::TOOL_CALL, json!({"arguments": {"path": "a.py", "content": text},
+                "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}),
+            ),
+            (
+                ty::TOOL_CALL,
+                json!({"arguments": {"command": text}, "callId": "call_1",
+                "name": "bash", "step": 1, "turn": 1}),
+            ),
+            (
+                ty::TOOL_CALL,
+                json!({"arguments": {"path": "a.py", "content": text},
                 "callId": "call_2", "effect": {"path": "a.py", "postImage": "sha256:ab",
                 "preImage": null, "result": {"bytes": 3, "created": true}}, "name": "write",
-                "step": 1, "turn": 1})),
-            (ty::TOOL_PROCESS, json!({"callId": "call_1", "pgid": 7975, "startTime": 5_679_963,
-                "step": 1, "turn": 1})),
-            (ty::TOOL_RESULT, json!({"callId": "call_1", "content": json!({"stdout": text})
-                .to_string(), "isError": false, "name": "bash", "step": 1, "turn": 1})),
-            (ty::TOOL_RESULT, json!({"callId": "call_3", "code": "TOOL_NOT_STARTED",
+                "step": 1, "turn": 1}),
+            ),
+            (
+                ty::TOOL_PROCESS,
+                json!({"callId": "call_1", "pgid": 7975, "startTime": 5_679_963,
+                "step": 1, "turn": 1}),
+            ),
+            (
+                ty::TOOL_RESULT,
+                json!({"callId": "call_1", "content": json!({"stdout": text})
+                .to_string(), "isError": false, "name": "bash", "step": 1, "turn": 1}),
+            ),
+            (
+                ty::TOOL_RESULT,
+                json!({"callId": "call_3", "code": "TOOL_NOT_STARTED",
                 "content": text, "isError": true, "messageId": "r-1", "name": "read",
                 "seen": {"image": "sha256:cd", "path": "a.py"}, "sourceEventSeqs": [9],
-                "step": 1, "turn": 1})),
-            (ty::TOOL_EFFECT, json!({"callId": "call_1", "sessionId": "s", "tool": "x"})),
+                "step": 1, "turn": 1}),
+            ),
+            (
+                ty::TOOL_EFFECT,
+                json!({"callId": "call_1", "sessionId": "s", "tool": "x"}),
+            ),
             (ty::STEP_END, json!({"step": 1, "turn": 1})),
-            (ty::ASSISTANT_MESSAGE, json!({"finishReason": "stop", "message":
-                {"content": text, "reasoning_content": text}, "step": 2, "turn": 1})),
-            (ty::AGENT_INBOX_SPLICED, json!({"inserted": [message("m-2", text, "resume"),
-                message("m-3", "b", "user")], "start": 0, "target": "next-step"})),
-            (ty::AGENT_INBOX_SPLICED, json!({"outcome": "canceled", "removedCount": 2,
-                "start": 0, "target": "next-step"})),
-            (ty::TURN_END, json!({"reason": {"kind": "completed"}, "turn": 1})),
-            (ty::TURN_END, json!({"reason": {"kind": "aborted", "reason": {"kind": "user"}},
-                "turn": 2})),
-            (ty::TURN_END, json!({"reason": {"code": "LLM_AUTH", "kind": "failed",
-                "message": text}, "turn": 3})),
-            (ty::TURN_END, json!({"reason": {"kind": "interrupted"}, "turn": 4})),
+            (
+                ty::ASSISTANT_MESSAGE,
+                json!({"finishReason": "stop", "message":
+                {"content": text, "reasoning_content": text}, "step": 2, "turn": 1}),
+            ),
+            (
+                ty::AGENT_INBOX_SPLICED,
+                json!({"inserted": [message("m-2", text, "resume"),
+                message("m-3", "b", "user")], "start": 0, "target": "next-step"}),
+            ),
+            (
+                ty::AGENT_INBOX_SPLICED,
+                json!({"outcome": "canceled", "removedCount": 2,
+                "start": 0, "target": "next-step"}),
+            ),
+            (
+                ty::TURN_END,
+                json!({"reason": {"kind": "completed"}, "turn": 1}),
+            ),
+            (
+                ty::TURN_END,
+                json!({"reason": {"kind": "aborted", "reason": {"kind": "user"}},
+                "turn": 2}),
+            ),
+            (
+                ty::TURN_END,
+                json!({"reason": {"code": "LLM_AUTH", "kind": "failed",
+                "message": text}, "turn": 3}),
+            ),
+            (
+                ty::TURN_END,
+                json!({"reason": {"kind": "interrupted"}, "turn": 4}),
+            ),
         ]
     }
 
@@ -1130,7 +1189,11 @@ mod tests {
             let (outcome, taken) = fast(&lines);
             assert_eq!(outcome, today(&lines), "{text:?}");
             assert_eq!(outcome, Outcome::Replayed(0, 0));
-            assert_eq!(taken, lines.len(), "every Troupe record is read plainly: {text:?}");
+            assert_eq!(
+                taken,
+                lines.len(),
+                "every Troupe record is read plainly: {text:?}"
+            );
         }
     }
 
@@ -1138,26 +1201,77 @@ mod tests {
     fn unusual_shapes_are_not_taken() {
         let not_mine = [
             // Envelope: a repeated or unknown member, an escaped key, `batchLast` after `data`.
-            (ty::TURN_START, r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1},"seq":0}"#),
-            (ty::TURN_START, r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1},"x":1}"#),
-            (ty::TURN_START, r#"{"seq":0,"time":1,"typ\u0065":"turn/start","data":{"turn":1}}"#),
-            (ty::TURN_START, r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1},"batchLast":3}"#),
-            (ty::TURN_START, r#"{"seq":0,"time":1,"type":"turn\/start","data":{"turn":1}}"#),
+            (
+                ty::TURN_START,
+                r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1},"seq":0}"#,
+            ),
+            (
+                ty::TURN_START,
+                r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1},"x":1}"#,
+            ),
+            (
+                ty::TURN_START,
+                r#"{"seq":0,"time":1,"typ\u0065":"turn/start","data":{"turn":1}}"#,
+            ),
+            (
+                ty::TURN_START,
+                r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1},"batchLast":3}"#,
+            ),
+            (
+                ty::TURN_START,
+                r#"{"seq":0,"time":1,"type":"turn\/start","data":{"turn":1}}"#,
+            ),
             (ty::TURN_START, r#"{"seq":0,"time":1,"type":"turn/start"}"#),
             // Payload: a repeated member, a number not a plain integer, `null` not optional.
-            (ty::TURN_START, r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1,"turn":2}}"#),
-            (ty::TURN_START, r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1.0}}"#),
-            (ty::TURN_START, r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":18446744073709551616}}"#),
-            (ty::TURN_START, r#"{"seq":0,"time":1,"type":"turn/start","data":[1]}"#),
-            (ty::STEP_END, r#"{"seq":0,"time":1,"type":"step/end","data":{"x":1e3}}"#),
-            (ty::STEP_END, r#"{"seq":0,"time":1,"type":"step/end","data":{"x":"\ud800"}}"#),
-            (ty::TURN_END, r#"{"seq":0,"time":1,"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed","x":1}}}"#),
-            (ty::TURN_END, r#"{"seq":0,"time":1,"type":"turn/end","data":{"turn":1,"reason":{"kind":0}}}"#),
-            (ty::USER_MESSAGE, r#"{"seq":0,"time":1,"type":"user/message","data":{"id":"\u0061","role":"user","content":[],"source":{"kind":"user"}}}"#),
-            (ty::TOOL_RESULT, r#"{"seq":0,"time":1,"type":"tool/result","data":{"turn":1,"step":1,"callId":"c","name":"n","isError":false,"content":"x","seen":{"path":"p","x":1}}}"#),
-            (ty::ASSISTANT_MESSAGE, r#"{"seq":0,"time":1,"type":"assistant/message","data":{"turn":1,"step":1,"message":{"tool_calls":[{"id":"c","function":{"name":"n","arguments":"{\"a\":1e999}"}}]}}}"#),
+            (
+                ty::TURN_START,
+                r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1,"turn":2}}"#,
+            ),
+            (
+                ty::TURN_START,
+                r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":1.0}}"#,
+            ),
+            (
+                ty::TURN_START,
+                r#"{"seq":0,"time":1,"type":"turn/start","data":{"turn":18446744073709551616}}"#,
+            ),
+            (
+                ty::TURN_START,
+                r#"{"seq":0,"time":1,"type":"turn/start","data":[1]}"#,
+            ),
+            (
+                ty::STEP_END,
+                r#"{"seq":0,"time":1,"type":"step/end","data":{"x":1e3}}"#,
+            ),
+            (
+                ty::STEP_END,
+                r#"{"seq":0,"time":1,"type":"step/end","data":{"x":"\ud800"}}"#,
+            ),
+            (
+                ty::TURN_END,
+                r#"{"seq":0,"time":1,"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed","x":1}}}"#,
+            ),
+            (
+                ty::TURN_END,
+                r#"{"seq":0,"time":1,"type":"turn/end","data":{"turn":1,"reason":{"kind":0}}}"#,
+            ),
+            (
+                ty::USER_MESSAGE,
+                r#"{"seq":0,"time":1,"type":"user/message","data":{"id":"\u0061","role":"user","content":[],"source":{"kind":"user"}}}"#,
+            ),
+            (
+                ty::TOOL_RESULT,
+                r#"{"seq":0,"time":1,"type":"tool/result","data":{"turn":1,"step":1,"callId":"c","name":"n","isError":false,"content":"x","seen":{"path":"p","x":1}}}"#,
+            ),
+            (
+                ty::ASSISTANT_MESSAGE,
+                r#"{"seq":0,"time":1,"type":"assistant/message","data":{"turn":1,"step":1,"message":{"tool_calls":[{"id":"c","function":{"name":"n","arguments":"{\"a\":1e999}"}}]}}}"#,
+            ),
             // Out of range: the replay refuses it.
-            (ty::AGENT_INBOX_SPLICED, r#"{"seq":0,"time":1,"type":"agent/inbox/spliced","data":{"removedCount":1,"start":0,"target":"next-turn"}}"#),
+            (
+                ty::AGENT_INBOX_SPLICED,
+                r#"{"seq":0,"time":1,"type":"agent/inbox/spliced","data":{"removedCount":1,"start":0,"target":"next-turn"}}"#,
+            ),
         ];
         for (kind, text) in not_mine {
             assert!(!ReplayCheck::new(0).apply_line(kind, text), "{text}");
@@ -1170,10 +1284,22 @@ mod tests {
     #[test]
     fn odd_but_valid_shapes_are_taken() {
         let taken = [
-            (ty::TURN_START, "  { \"seq\" : 0 , \"time\":1,\"type\":\"turn/start\",\"data\":{\"turn\":1, \"x\":[true,false,null,-0.5,{\"y\":\"\\u00e9\\ud83d\\ude00\"}]}} "),
-            (ty::TURN_START, r#"{"seq":0,"time":1,"type":"turn/start","batchLast":2,"ignorable":false,"data":{"turn":18446744073709551615}}"#),
-            (ty::ASSISTANT_MESSAGE, r#"{"seq":0,"time":1,"type":"assistant/message","data":{"turn":1,"step":1,"message":{"tool_calls":[{"id":"c","function":{"name":"n","arguments":" \u00a0 "}},{"id":"d","function":{"name":"n"}},{"id":"e","function":{"name":"n","arguments":{"a":1}}}]},"usage":{"prompt_tokens":"7","x":[1]},"finishReason":null}}"#),
-            (ty::TOOL_CALL, r#"{"seq":0,"time":1,"type":"tool/call","data":{"turn":1,"step":1,"callId":"c","name":"write","arguments":null,"effect":{"path":"p","postImage":"i","result":null}}}"#),
+            (
+                ty::TURN_START,
+                "  { \"seq\" : 0 , \"time\":1,\"type\":\"turn/start\",\"data\":{\"turn\":1, \"x\":[true,false,null,-0.5,{\"y\":\"\\u00e9\\ud83d\\ude00\"}]}} ",
+            ),
+            (
+                ty::TURN_START,
+                r#"{"seq":0,"time":1,"type":"turn/start","batchLast":2,"ignorable":false,"data":{"turn":18446744073709551615}}"#,
+            ),
+            (
+                ty::ASSISTANT_MESSAGE,
+                r#"{"seq":0,"time":1,"type":"assistant/message","data":{"turn":1,"step":1,"message":{"tool_calls":[{"id":"c","function":{"name":"n","arguments":" \u00a0 "}},{"id":"d","function":{"name":"n"}},{"id":"e","function":{"name":"n","arguments":{"a":1}}}]},"usage":{"prompt_tokens":"7","x":[1]},"finishReason":null}}"#,
+            ),
+            (
+                ty::TOOL_CALL,
+                r#"{"seq":0,"time":1,"type":"tool/call","data":{"turn":1,"step":1,"callId":"c","name":"write","arguments":null,"effect":{"path":"p","postImage":"i","result":null}}}"#,
+            ),
         ];
         for (kind, text) in taken {
             let lines = [(kind, text.to_owned())];
@@ -1198,7 +1324,10 @@ mod tests {
                     assert_eq!(ReplayCheck::new(seed_len).apply(&event), today, "{kind}");
                     let text = serde_json::to_string(&event).unwrap();
                     if today.is_err() {
-                        assert!(!ReplayCheck::new(seed_len).apply_line(kind, &text), "{text}");
+                        assert!(
+                            !ReplayCheck::new(seed_len).apply_line(kind, &text),
+                            "{text}"
+                        );
                     }
                 }
             }
@@ -1211,8 +1340,14 @@ mod tests {
         let good = json!({"version": 2, "mode": "continuable", "provider": "spawn",
             "label": "beta"});
         let lines = [
-            (ty::SUBAGENT_DESCRIPTOR, line(0, ty::SUBAGENT_DESCRIPTOR, good)),
-            (ty::SUBAGENT_DESCRIPTOR, line(1, ty::SUBAGENT_DESCRIPTOR, json!({"x": 1}))),
+            (
+                ty::SUBAGENT_DESCRIPTOR,
+                line(0, ty::SUBAGENT_DESCRIPTOR, good),
+            ),
+            (
+                ty::SUBAGENT_DESCRIPTOR,
+                line(1, ty::SUBAGENT_DESCRIPTOR, json!({"x": 1})),
+            ),
         ];
         let (outcome, taken) = fast(&lines);
         assert_eq!(outcome, today(&lines));
@@ -1228,9 +1363,33 @@ mod tests {
     }
 
     const SNIPPETS: &[&str] = &[
-        ",\"x\":1", ",\"turn\":2", ",\"seq\":1", "\\u0000", "\\ud800", "\\\"", "\"", " ", "1e5",
-        "-1", "1.5", "null", "[", "]", "{", "}", ",", ":", "\u{7f}", "\u{1}", "é", "0",
-        "18446744073709551616", ",\"batchLast\":9", "\\", "\\x", "true",
+        ",\"x\":1",
+        ",\"turn\":2",
+        ",\"seq\":1",
+        "\\u0000",
+        "\\ud800",
+        "\\\"",
+        "\"",
+        " ",
+        "1e5",
+        "-1",
+        "1.5",
+        "null",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        ":",
+        "\u{7f}",
+        "\u{1}",
+        "é",
+        "0",
+        "18446744073709551616",
+        ",\"batchLast\":9",
+        "\\",
+        "\\x",
+        "true",
     ];
 
     fn mutation() -> impl Strategy<Value = Mutation> {
@@ -1286,8 +1445,10 @@ mod tests {
                 Outcome::Replayed(..) => replayed += 1,
             }
         }
-        assert!(corrupt > 100 && refused > 100 && replayed > 100 && taken > 100,
-            "{corrupt} corrupt, {refused} refused, {replayed} replayed, {taken} taken");
+        assert!(
+            corrupt > 100 && refused > 100 && replayed > 100 && taken > 100,
+            "{corrupt} corrupt, {refused} refused, {replayed} replayed, {taken} taken"
+        );
     }
 
     proptest! {
