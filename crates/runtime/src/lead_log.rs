@@ -26,7 +26,7 @@ use troupe_team::{
 use crate::teammate::{parent_problem, teammate_problem};
 use troupe_session::events::{AgentConfigRecord, TurnEndReason};
 use troupe_session::ledger::{Ledger, Prices, SessionUsage};
-use troupe_session::{InvalidEvent, SessionRole, is_team_session};
+use troupe_session::{InvalidEvent, ReplayCheck, SessionRole, is_event_line, is_team_session};
 use troupe_session::{Transcript, TranscriptStats};
 
 /// How much of the Lead log [`LeadLog::read`] reads besides its Team.
@@ -45,9 +45,11 @@ pub enum LeadRead {
     /// hold a Team message's claim (no `team-message` and no `\u` escape in its text) is only
     /// checked as a valid event; the others are parsed.
     TeamAndMail,
-    /// Every line is checked in full, and every non-Team event is also replayed as a resume
-    /// replays it ([`Transcript::apply`]), in the same single pass: `troupe team verify`
-    /// ([`LeadLog::violation`]).
+    /// Every line is checked in full, and every non-Team event is also checked as a resume
+    /// replays it (what [`Transcript::apply`] refuses, found by [`ReplayCheck`]), in the same
+    /// single pass: `troupe team verify` ([`LeadLog::violation`]). Most lines are read once, by
+    /// the replay check's one-pass reader ([`ReplayCheck::apply_line`]); a line it does not
+    /// read plainly is parsed into an [`Event`] and checked from that.
     Verify,
 }
 
@@ -237,10 +239,12 @@ impl std::fmt::Display for Violation {
     }
 }
 
-/// The Lead's own log replayed as a resume does ([`Transcript::apply`]), alongside the Team
-/// fold: the first event that does not replay.
+/// The Lead's own log checked as a resume replays it, alongside the Team fold: the first event
+/// [`Transcript::apply`] would refuse, found by [`ReplayCheck`] (the same decoding and range
+/// checks, without building the transcript), most lines by its one-pass reader
+/// ([`ReplayCheck::apply_line`]).
 struct LeadReplay {
-    transcript: Transcript,
+    check: ReplayCheck,
     problem: Option<Violation>,
 }
 
@@ -249,19 +253,36 @@ impl LeadReplay {
     /// Lead; a log with a seed is replayed again by [`replay_lead`]).
     fn new() -> Self {
         Self {
-            transcript: Transcript::new(0),
+            check: ReplayCheck::new(0),
             problem: None,
         }
     }
 
-    /// Replays one event (after the first problem, nothing more: the first one is reported).
+    /// Replays one parsed event (after the first problem, nothing more: the first one is
+    /// reported).
     fn apply(&mut self, event: &Event) {
         if self.problem.is_some() {
             return;
         }
-        if let Err(e) = self.transcript.apply(event) {
+        if let Err(e) = self.check.apply(event) {
             self.problem = Some(replay_violation(e));
         }
+    }
+
+    /// The fast path for a line of the known type `kind`: `true` when the line is a valid
+    /// event that replays (after the first problem: a valid event) and was taken; `false`
+    /// when it must be parsed and given to [`LeadReplay::apply`].
+    fn line(&mut self, kind: &str, text: &str) -> bool {
+        if self.problem.is_some() {
+            return is_event_line(kind, text);
+        }
+        self.check.apply_line(kind, text)
+    }
+
+    /// Whether a line of type `kind` needs only to be a valid event (nothing of it is
+    /// replayed that could refuse it).
+    fn needs_only_validity(&self, kind: &str) -> bool {
+        self.problem.is_some() || !Transcript::can_refuse(kind)
     }
 }
 
@@ -506,14 +527,19 @@ impl LeadLog {
                     }
                     // Any other line is selected only to be replayed: parsed when the replay
                     // can refuse it, else only checked as the scan would check it.
+                    // `team verify`: the replay's one-pass reader takes most lines; one it does
+                    // not read plainly is checked as a valid event when that is all it needs,
+                    // else parsed and replayed.
                     Selected::Line(line) => {
-                        let needed = match &replay {
+                        let taken = match &mut replay {
                             Some(replay) => {
-                                replay.problem.is_none() && Transcript::can_refuse(line.kind)
+                                replay.line(line.kind, line.text)
+                                    || (replay.needs_only_validity(line.kind)
+                                        && is_valid_event(line.text))
                             }
-                            None => true,
+                            None => false,
                         };
-                        return if !needed && is_valid_event(line.text) {
+                        return if taken {
                             LineUse::Used
                         } else {
                             LineUse::NeedEvent
