@@ -26,7 +26,7 @@ use troupe_team::{
 use crate::teammate::{parent_problem, teammate_problem};
 use troupe_session::events::{AgentConfigRecord, TurnEndReason};
 use troupe_session::ledger::{Ledger, Prices, SessionUsage};
-use troupe_session::{InvalidEvent, SessionRole, is_team_session};
+use troupe_session::{InvalidEvent, ReplayCheck, SessionRole, is_event_line, is_team_session};
 use troupe_session::{Transcript, TranscriptStats};
 
 /// How much of the Lead log [`LeadLog::read`] reads besides its Team.
@@ -45,9 +45,11 @@ pub enum LeadRead {
     /// hold a Team message's claim (no `team-message` and no `\u` escape in its text) is only
     /// checked as a valid event; the others are parsed.
     TeamAndMail,
-    /// Every line is checked in full, and every non-Team event is also replayed as a resume
-    /// replays it ([`Transcript::apply`]), in the same single pass: `troupe team verify`
-    /// ([`LeadLog::violation`]).
+    /// Every line is checked in full, and every non-Team event is also checked as a resume
+    /// replays it (what [`Transcript::apply`] refuses, found by [`ReplayCheck`]), in the same
+    /// single pass: `troupe team verify` ([`LeadLog::violation`]). Most lines are read once, by
+    /// the replay check's one-pass reader ([`ReplayCheck::apply_line`]); a line it does not
+    /// read plainly is parsed into an [`Event`] and checked from that.
     Verify,
 }
 
@@ -72,6 +74,9 @@ pub struct LeadLog {
     summary: ScanSummary,
     /// The one-pass replay's result ([`LeadRead::Verify`] only).
     replayed: Option<Option<Violation>>,
+    /// The Lead's own usage, folded in the same pass ([`LeadRead::TeamAndMail`] of the whole
+    /// log only): [`LeadLog::member_usage`] does not read the Lead's log a second time.
+    lead_usage: Option<SessionUsage>,
 }
 
 /// A resolved point of a Lead log (`Cut::resolve`, in `time_travel.rs`): the prefix to fold
@@ -234,10 +239,12 @@ impl std::fmt::Display for Violation {
     }
 }
 
-/// The Lead's own log replayed as a resume does ([`Transcript::apply`]), alongside the Team
-/// fold: the first event that does not replay.
+/// The Lead's own log checked as a resume replays it, alongside the Team fold: the first event
+/// [`Transcript::apply`] would refuse, found by [`ReplayCheck`] (the same decoding and range
+/// checks, without building the transcript), most lines by its one-pass reader
+/// ([`ReplayCheck::apply_line`]).
 struct LeadReplay {
-    transcript: Transcript,
+    check: ReplayCheck,
     problem: Option<Violation>,
 }
 
@@ -246,19 +253,36 @@ impl LeadReplay {
     /// Lead; a log with a seed is replayed again by [`replay_lead`]).
     fn new() -> Self {
         Self {
-            transcript: Transcript::new(0),
+            check: ReplayCheck::new(0),
             problem: None,
         }
     }
 
-    /// Replays one event (after the first problem, nothing more: the first one is reported).
+    /// Replays one parsed event (after the first problem, nothing more: the first one is
+    /// reported).
     fn apply(&mut self, event: &Event) {
         if self.problem.is_some() {
             return;
         }
-        if let Err(e) = self.transcript.apply(event) {
+        if let Err(e) = self.check.apply(event) {
             self.problem = Some(replay_violation(e));
         }
+    }
+
+    /// The fast path for a line of the known type `kind`: `true` when the line is a valid
+    /// event that replays (after the first problem: a valid event) and was taken; `false`
+    /// when it must be parsed and given to [`LeadReplay::apply`].
+    fn line(&mut self, kind: &str, text: &str) -> bool {
+        if self.problem.is_some() {
+            return is_event_line(kind, text);
+        }
+        self.check.apply_line(kind, text)
+    }
+
+    /// Whether a line of type `kind` needs only to be a valid event (nothing of it is
+    /// replayed that could refuse it).
+    fn needs_only_validity(&self, kind: &str) -> bool {
+        self.problem.is_some() || !Transcript::can_refuse(kind)
     }
 }
 
@@ -390,6 +414,9 @@ impl LeadLog {
         let mut member_seqs = HashMap::new();
         let mut queued_at = HashMap::new();
         let want_times = read == LeadRead::TeamAndMail;
+        // The ledger is of the whole logs: the Lead's usage is folded in this pass when the
+        // read is not cut.
+        let want_usage = want_times && cut.is_none();
         let mut receipts = want_times.then(|| Receipts::new(TeamId::new(id.clone())));
         let mut seed_len: Option<u64> = None;
         let mut replay = (read == LeadRead::Verify).then(LeadReplay::new);
@@ -402,6 +429,7 @@ impl LeadLog {
                 || StreamFold::reads(kind)
                 || kind == event_types::AGENT_CONFIG
                 || (want_times && Receipts::reads(kind))
+                || (want_usage && SessionUsage::reads(kind))
         };
         // The Lead's own suffix begins after its seeded prefix (its header says how long).
         if want_times {
@@ -412,6 +440,7 @@ impl LeadLog {
                     .seed_len(),
             );
         }
+        let mut lead_usage = want_usage.then(|| SessionUsage::new(seed_len.unwrap_or(0)));
         let summary = journal
             .read_selected_each(id, check, &select, &mut |selected| {
                 // Past the cut: checked as the scan checks a line, never folded.
@@ -481,8 +510,12 @@ impl LeadLog {
                             LineUse::NeedEvent
                         };
                     }
-                    // The other lines of a message's life are small: read them parsed.
-                    Selected::Line(line) if want_times && Receipts::reads(line.kind) => {
+                    // The other lines of a message's life are small: read them parsed; so are
+                    // the usage's (the model's answers: their usage is in the payload).
+                    Selected::Line(line)
+                        if (want_times && Receipts::reads(line.kind))
+                            || (want_usage && SessionUsage::reads(line.kind)) =>
+                    {
                         return LineUse::NeedEvent;
                     }
                     Selected::Line(line) if StreamFold::reads(line.kind) => {
@@ -494,14 +527,19 @@ impl LeadLog {
                     }
                     // Any other line is selected only to be replayed: parsed when the replay
                     // can refuse it, else only checked as the scan would check it.
+                    // `team verify`: the replay's one-pass reader takes most lines; one it does
+                    // not read plainly is checked as a valid event when that is all it needs,
+                    // else parsed and replayed.
                     Selected::Line(line) => {
-                        let needed = match &replay {
+                        let taken = match &mut replay {
                             Some(replay) => {
-                                replay.problem.is_none() && Transcript::can_refuse(line.kind)
+                                replay.line(line.kind, line.text)
+                                    || (replay.needs_only_validity(line.kind)
+                                        && is_valid_event(line.text))
                             }
-                            None => true,
+                            None => false,
                         };
-                        return if !needed && is_valid_event(line.text) {
+                        return if taken {
                             LineUse::Used
                         } else {
                             LineUse::NeedEvent
@@ -513,6 +551,11 @@ impl LeadLog {
                     && !StreamFold::reads(&event.kind)
                 {
                     replay.apply(&event);
+                }
+                if let Some(usage) = &mut lead_usage
+                    && SessionUsage::reads(&event.kind)
+                {
+                    usage.apply(&event);
                 }
                 if fold.is_refused() {
                     return LineUse::Used;
@@ -576,6 +619,7 @@ impl LeadLog {
             cut,
             summary,
             replayed: replay.map(|r| r.problem),
+            lead_usage,
         })
     }
 
@@ -830,7 +874,10 @@ impl LeadLog {
             .members
             .into_iter()
             .map(|row| {
-                let usage = session_usage(journal, &row.member.id);
+                let usage = match &self.lead_usage {
+                    Some(usage) if row.member.id == self.id => Ok(usage.clone()),
+                    _ => session_usage(journal, &row.member.id),
+                };
                 (row.member.name, row.member.id, usage)
             })
             .collect()

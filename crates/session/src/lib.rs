@@ -17,6 +17,10 @@
 //!   write radar's input).
 //! - [`Transcript`]: the fold of one session log into the model history, the pending inbox,
 //!   the turn/step state, the recovery closers (REFERENCE a.9) and statistics.
+//! - [`ReplayCheck`]: what a resume's replay refuses, without the transcript (for
+//!   `troupe team verify`), with a one-pass reader of runtime record lines
+//!   ([`ReplayCheck::apply_line`]) that hands every line it does not read plainly to the
+//!   `Event` parse and [`ReplayCheck::apply`].
 //! - [`ledger`]: the cost ledger (model calls, tokens and cost per member and per Team, folded
 //!   from the recorded usage), prices and budgets.
 //! - [`SessionRole`] / [`RoleProbe`]: a stored session's role (`lead`, `teammate`, `child`,
@@ -43,12 +47,14 @@ pub mod events;
 pub mod instructions;
 pub mod ledger;
 pub mod model;
+pub mod replay_check;
 mod role;
 pub mod sandbox;
 mod transcript;
 
 pub use error::{InvalidEvent, ParseError};
 pub use model::ModelSpec;
+pub use replay_check::{ReplayCheck, is_event_line};
 pub use role::{RoleProbe, SUBAGENT_ORIGIN, SessionRole, is_team_session};
 pub use transcript::{
     CONTINUATION_SOURCE, CallResolution, ContinuationRule, OpenTurn, READ_ONLY_TOOLS, Transcript,

@@ -199,7 +199,27 @@ struct VoidCandidate {
     any_void: bool,
 }
 
-fn decode<T: DeserializeOwned>(event: &Event) -> Result<T, InvalidEvent> {
+/// Whether a splice removing `removed` items at `start` fits a list of `len` items; the
+/// refusal of `event` when it does not (the one refusal of [`Transcript::apply`] that depends
+/// on the state, shared with [`crate::ReplayCheck`]).
+pub(crate) fn check_splice_range(
+    event: &Event,
+    start: usize,
+    removed: usize,
+    len: usize,
+) -> Result<(), InvalidEvent> {
+    let end = start.checked_add(removed);
+    if start > len || end.is_none_or(|end| end > len) {
+        return Err(InvalidEvent {
+            seq: event.seq.0,
+            kind: event.kind.clone(),
+            reason: format!("splice {start}+{removed} out of range for {len} items"),
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(event: &Event) -> Result<T, InvalidEvent> {
     // Deserialized from the borrowed payload: no copy of the `Value` tree.
     T::deserialize(&event.data).map_err(|e| InvalidEvent {
         seq: event.seq.0,
@@ -396,19 +416,7 @@ impl Transcript {
                     InboxTarget::NextTurn => &mut self.next_turn,
                     InboxTarget::NextStep => &mut self.next_step,
                 };
-                let end = splice.start.checked_add(splice.removed_count);
-                if splice.start > list.len() || end.is_none_or(|end| end > list.len()) {
-                    return Err(InvalidEvent {
-                        seq: event.seq.0,
-                        kind: event.kind.clone(),
-                        reason: format!(
-                            "splice {}+{} out of range for {} items",
-                            splice.start,
-                            splice.removed_count,
-                            list.len()
-                        ),
-                    });
-                }
+                check_splice_range(event, splice.start, splice.removed_count, list.len())?;
                 for m in &splice.inserted {
                     self.accepted_user |= m.source.kind == "user";
                     self.accepted.insert(m.id.clone());
