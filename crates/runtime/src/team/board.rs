@@ -7,9 +7,8 @@ use troupe_team::{
     CreateTask, TaskListQuery, TaskPage, TaskView, TeamEvent, TeamRecord, TeamState, UpdateTask,
 };
 
-use super::journal::{Effect, TeamJournal};
+use super::journal::{Effect, Member, TeamJournal};
 use super::op::{CallOrigin, LogError, TeamOpError};
-use crate::agent::Agent;
 
 /// `team_task_create` (REFERENCE c.11.3); the record is linked to the tool call `origin`,
 /// with the result text.
@@ -19,7 +18,7 @@ use crate::agent::Agent;
 /// `TEAM_TASK_DEPENDENCY_CYCLE`, `TEAM_INVALID_WRITE_SCOPE`, `TEAM_NOT_MEMBER`.
 pub(super) async fn create(
     journal: &TeamJournal,
-    agent: &Agent,
+    agent: Member<'_>,
     request: &CreateTask,
     origin: Option<&CallOrigin>,
 ) -> Result<TaskView, TeamOpError> {
@@ -36,7 +35,7 @@ pub(super) async fn create(
 /// Every code of c.11.4 (`TEAM_TASK_STALE_REVISION`, `TEAM_TASK_ALREADY_CLAIMED`, …).
 pub(super) async fn update(
     journal: &TeamJournal,
-    agent: &Agent,
+    agent: Member<'_>,
     request: &UpdateTask,
     origin: Option<&CallOrigin>,
 ) -> Result<TaskView, TeamOpError> {
@@ -75,7 +74,7 @@ async fn commit_task(
 /// `TEAM_TASK_NOT_FOUND`, `TEAM_NOT_MEMBER`.
 pub(super) async fn get(
     journal: &TeamJournal,
-    agent: &Agent,
+    agent: Member<'_>,
     id: &str,
 ) -> Result<TaskView, TeamOpError> {
     let state = journal.enter().await;
@@ -89,7 +88,7 @@ pub(super) async fn get(
 /// `TEAM_INVALID_ARGUMENT` for a bad cursor or limit, `TEAM_NOT_MEMBER`.
 pub(super) async fn list(
     journal: &TeamJournal,
-    agent: &Agent,
+    agent: Member<'_>,
     query: &TaskListQuery,
 ) -> Result<TaskPage, TeamOpError> {
     let state = journal.enter().await;
