@@ -106,6 +106,8 @@ pub(crate) struct DemoFlags {
     sandbox: work::SandboxArgs,
     #[command(flatten)]
     budget: work::BudgetArgs,
+    #[command(flatten)]
+    stall: work::StallArgs,
 }
 
 /// `troupe demo`.
@@ -113,6 +115,8 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     // Everything is checked before anything is written.
     let sandbox = flags.sandbox.for_new()?;
     let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
+    // The demo's project is new: only the user's file can set `stall_after`.
+    let stall_after = crate::settings::stall_after_in(&home.dir, flags.stall.stall_after)?;
     check_python()?;
     let target = match flags.workspace {
         Some(dir) => Target::check(dir, &home)?,
@@ -158,6 +162,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
             sandbox,
             mcp,
             budget: flags.budget,
+            stall_after,
         },
         home,
         framing,

@@ -347,6 +347,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
         None => store::Store::files(&home),
     };
     store.arg = store::store_arg(&cli.store, spec.as_ref());
+    // `$TROUPE_CLOCK`: a fixed "now" (tests; see `store::clock_from_env`).
+    if let Some(clock) = store::clock_from_env()? {
+        store.journal = store.journal.with_clock(clock);
+    }
     let journal: Journal = store.journal.clone();
     let home = Home {
         dir: home,
@@ -367,7 +371,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             from,
             follow,
         } => inspect::log(&journal, &session, json, from, follow),
-        Command::Team { command } => team::run(&journal, command, &home.args(), &home.dir),
+        Command::Team { command } => team::run(&home, command),
         Command::Approve(flags) => approve::run(&journal, flags),
         Command::Web(flags) => web::run(flags, &home.dir, &home.store),
         // Handled above, before any store is opened.

@@ -94,6 +94,37 @@ impl StoreSpec {
     }
 }
 
+/// `$TROUPE_CLOCK`: when set, the time every event of this process is stamped with and the
+/// "now" of every view (stalled owners in `team show`, the board's reads, the panel), frozen —
+/// epoch milliseconds (`1764600000000`) or an RFC 3339 time (`2026-12-01T12:00:00Z`). For
+/// tests and reproducible demos: a binary test can say "now is 11 minutes after the owner's
+/// last event" without waiting.
+pub(crate) const CLOCK_ENV: &str = "TROUPE_CLOCK";
+
+/// The fixed clock `$TROUPE_CLOCK` names, if it is set (and not empty).
+///
+/// # Errors
+/// A value that is neither epoch milliseconds nor an RFC 3339 time (bad input, one line).
+pub(crate) fn clock_from_env() -> Result<Option<Arc<dyn troupe_protocol::Clock>>, Failure> {
+    let Some(raw) = std::env::var(CLOCK_ENV).ok().filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let ms = match raw.parse::<u64>() {
+        Ok(ms) => Some(ms),
+        Err(_) => humantime::parse_rfc3339_weak(&raw)
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| u64::try_from(d.as_millis()).ok()),
+    };
+    let ms = ms.ok_or_else(|| {
+        Failure::bad_input(anyhow!(
+            "{CLOCK_ENV}={raw:?} is not a time: give epoch milliseconds or an RFC 3339 time \
+             (e.g. 2026-12-01T12:00:00Z)"
+        ))
+    })?;
+    Ok(Some(Arc::new(troupe_protocol::FixedClock::new(ms))))
+}
+
 /// The options of a NATS store this process uses: `--replicas`, `$TROUPE_LEASE_TTL`.
 ///
 /// # Errors
@@ -182,6 +213,17 @@ impl Store {
         match spec {
             StoreSpec::Files(home) => Ok(Self::files(home)),
             StoreSpec::Nats(url) => Self::nats(url, nats_options(replicas)?),
+        }
+    }
+
+    /// Whether a process holds session `id` now (its writer is resident): the kernel's lock
+    /// table for the JSONL files, the session's lease on NATS; `None` when that cannot be
+    /// told.
+    pub(crate) fn resident(&self, id: &SessionId) -> Option<bool> {
+        match &self.files {
+            Some(dir) => troupe_journal::LockTable::read()
+                .is_held(&troupe_journal::JsonlBackend::new(dir.clone()).session_path(id)),
+            None => self.journal.holder(id).ok().map(|h| h.is_some()),
         }
     }
 

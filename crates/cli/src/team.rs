@@ -22,11 +22,14 @@ use troupe_journal::{At, Journal, ScanSummary};
 use troupe_protocol::SessionId;
 use troupe_runtime::{Cut, LeadLog, LeadLogError, LeadRead, TimeTravelError, read_timeline};
 use troupe_session::ledger::{Ledger, Prices, UsageTotals};
-use troupe_team::{LogPoint, MemberPhase, MemberStatus, MessageReceipt, TeamShowFull};
+use troupe_team::{
+    LogPoint, MemberPhase, MemberStatus, MessageReceipt, StallReason, TaskView, TeamShowFull,
+};
 
 use crate::args::resolve_session;
 use crate::exit::Failure;
 use crate::hints::not_a_root;
+use crate::home::Home;
 use crate::output::{Stdout, align_columns, count, eprint_line, escape_controls, format_time};
 use crate::settings::{FlagValues, Settings};
 
@@ -41,14 +44,19 @@ pub(crate) enum TeamCommand {
     /// inside them is found by `team verify` only. Exit 1 naming the first bad event (`seq N
     /// (type): reason`) when the log breaks a Team rule or is damaged; exit 2 for an unknown
     /// session, a teammate's session or a session without a Team.
+    ///
+    /// A task in progress is marked stalled when its owner is failed, or has no process (no
+    /// one holds its session) and no followup_task waits for it, or has a process but logged
+    /// nothing for --stall-after (`stalled` in --json). Nothing is released automatically.
     Show {
         /// The Lead's session id, or a unique prefix of it (see `troupe sessions`).
         session: String,
-        /// Print one JSON object: {"teamId","members","tasks","pendingMessages","messages"}
-        /// (`messages`: every message with its receipts: queued, received, delivered,
-        /// consumed), and "at" with --at; without --at also "ledger" (model calls, tokens and
-        /// cost per member and in all, folded from every member's log and priced as `troupe
-        /// run` prices them).
+        /// Print one JSON object: {"teamId","members","tasks","pendingMessages",
+        /// "writeConflicts"?,"messages"} (`messages`: every message with its receipts: queued,
+        /// received, delivered, consumed; `writeConflicts`: files two members changed while
+        /// one task was in progress, when any), and "at" with --at; without --at also "ledger"
+        /// (model calls, tokens and cost per member and in all, folded from every member's log
+        /// and priced as `troupe run` prices them).
         #[arg(long)]
         json: bool,
         /// Include deleted tasks.
@@ -63,9 +71,12 @@ pub(crate) enum TeamCommand {
         /// space instead of the `T` works too, and `z` for `Z`. The teammates' logs are read up to the same time (for
         /// SEQ, that event's time), so receipts show what had happened by then. A point after
         /// the last event, or before the session was created, is bad input (exit 2) naming the
-        /// last seq; so is a value that is neither a seq nor such a time.
-        #[arg(long, value_name = "SEQ|TIME", value_parser = parse_at)]
+        /// last seq; so is a value that is neither a seq nor such a time. Stalls are of the
+        /// present: a past point shows none (--stall-after cannot be given with it).
+        #[arg(long, value_name = "SEQ|TIME", value_parser = parse_at, conflicts_with = "stall_after")]
         at: Option<At>,
+        #[command(flatten)]
+        stall: crate::work::StallArgs,
     },
     /// Print the Team timeline: one line per Team event of the Lead's log.
     ///
@@ -98,22 +109,37 @@ pub(crate) enum TeamCommand {
 ///
 /// `home` is ` --home DIR` when the command was given one (repeated in the commands it
 /// prints), else empty.
-pub(crate) fn run(
-    journal: &Journal,
-    command: TeamCommand,
-    home: &str,
-    home_dir: &Path,
-) -> Result<(), Failure> {
+pub(crate) fn run(home: &Home<'_>, command: TeamCommand) -> Result<(), Failure> {
+    let journal = &home.store.journal;
+    let args = home.args();
     match command {
         TeamCommand::Show {
             session,
             json,
             all,
             at,
-        } => show(journal, &session, json, all, at, home, home_dir),
-        TeamCommand::Log { session, json } => timeline(journal, &session, json, home),
-        TeamCommand::Verify { session } => verify(journal, &session, home),
+            stall,
+        } => show(
+            home,
+            &session,
+            ShowFlags {
+                json,
+                all,
+                at,
+                stall,
+            },
+        ),
+        TeamCommand::Log { session, json } => timeline(journal, &session, json, &args),
+        TeamCommand::Verify { session } => verify(journal, &session, &args),
     }
+}
+
+/// `troupe team show`'s flags.
+struct ShowFlags {
+    json: bool,
+    all: bool,
+    at: Option<At>,
+    stall: crate::work::StallArgs,
 }
 
 /// Folds the Lead log of the session named `raw` for `show`/`verify` ([`LeadLog::read`]): bad
@@ -273,23 +299,37 @@ fn prices_of(lead: &LeadLog, home_dir: &Path) -> Prices {
     }
 }
 
-/// `troupe team show SESSION [--json] [--all] [--at SEQ|TIME]`; without `--at`, the Team's
-/// ledger too (the ledger is of the whole logs: it is not folded up to a past point).
-fn show(
-    journal: &Journal,
-    session: &str,
-    json: bool,
-    all: bool,
-    at: Option<At>,
-    home: &str,
-    home_dir: &Path,
-) -> Result<(), Failure> {
+/// `troupe team show SESSION [--json] [--all] [--at SEQ|TIME | --stall-after DURATION]`;
+/// without `--at`, the Team's ledger and its stalled tasks too (both are of the present: the
+/// ledger is of the whole logs, and a stall is judged at "now", which is the journal's clock —
+/// `$TROUPE_CLOCK` when set — against who holds a session now; neither is folded up to a past
+/// point).
+fn show(home: &Home<'_>, session: &str, flags: ShowFlags) -> Result<(), Failure> {
+    let journal = &home.store.journal;
+    let ShowFlags {
+        json,
+        all,
+        at,
+        stall,
+    } = flags;
     let now = at.is_none();
-    let lead = load_team_at(journal, session, "show", LeadRead::TeamAndMail, at, home)?;
+    let args = home.args();
+    let lead = load_team_at(journal, session, "show", LeadRead::TeamAndMail, at, &args)?;
+    // The threshold: the flag, else the user's file, else 10 minutes.
+    let check = if now {
+        let after = crate::settings::stall_after_in(&home.dir, stall.stall_after)?;
+        Some(
+            lead.stall_check(journal, journal.clock().now_ms(), after, &|id| {
+                home.store.resident(id)
+            }),
+        )
+    } else {
+        None
+    };
     // Teammates with a model of their own show it, and receipts their claims (read from their
     // logs, up to the point's time with --at).
-    let view = lead.show_full(journal, all);
-    let ledger = now.then(|| lead.ledger(journal, &prices_of(&lead, home_dir)));
+    let view = lead.show_full(journal, all, check);
+    let ledger = now.then(|| lead.ledger(journal, &prices_of(&lead, &home.dir)));
     let mut out = Stdout::lock();
     if json {
         let mut value = serde_json::to_value(&view).context("encoding the Team view")?;
@@ -448,20 +488,16 @@ fn human_show(full: &TeamShowFull, lead: &LeadLog) -> Vec<String> {
                 .task(task.id.as_str())
                 .map(|t| state.scope_overlaps(t))
                 .unwrap_or_default();
-            if !overlaps.is_empty() {
-                notes.push((
-                    rows.len() - 1,
-                    overlaps
-                        .iter()
-                        .map(|o| {
-                            format!(
-                                "    ⚠ write scopes overlap with {} ({})",
-                                escape_controls(o.task_id.as_str()),
-                                o.status.as_str()
-                            )
-                        })
-                        .collect(),
-                ));
+            let mut task_notes: Vec<String> = stall_note(task).into_iter().collect();
+            task_notes.extend(overlaps.iter().map(|o| {
+                format!(
+                    "    ⚠ write scopes overlap with {} ({})",
+                    escape_controls(o.task_id.as_str()),
+                    o.status.as_str()
+                )
+            }));
+            if !task_notes.is_empty() {
+                notes.push((rows.len() - 1, task_notes));
             }
         }
         lines.extend(with_notes(align_columns(&rows), &notes));
@@ -490,6 +526,28 @@ fn human_show(full: &TeamShowFull, lead: &LeadLog) -> Vec<String> {
             ]);
         }
         lines.extend(align_columns(&rows).into_iter().map(|l| format!("  {l}")));
+    }
+    // The write radar, only when it found something (advisory, like write scopes).
+    if !view.write_conflicts.is_empty() {
+        lines.push(String::new());
+        lines.push(format!(
+            "write conflicts ({}): files two members changed while the same task was in progress",
+            view.write_conflicts.len()
+        ));
+        for conflict in &view.write_conflicts {
+            let tasks: Vec<&str> = conflict.tasks.iter().map(|t| t.as_str()).collect();
+            lines.push(format!(
+                "  ⚠ {} changed by {} (during {})",
+                cell(&conflict.path),
+                conflict
+                    .members
+                    .iter()
+                    .map(|m| cell(m))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                tasks.join(", ")
+            ));
+        }
     }
     lines.push(String::new());
     lines.extend(human_receipts(&full.messages));
@@ -619,6 +677,30 @@ fn ledger_lines(ledger: &Ledger) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// The note under a stalled task: why, and since when its owner logged nothing.
+fn stall_note(task: &TaskView) -> Option<String> {
+    let stall = task.stalled?;
+    let owner = task
+        .owner_name
+        .as_deref()
+        .map_or_else(|| "?".to_owned(), cell);
+    let why = match stall.reason {
+        StallReason::Failed => format!("its owner {owner} failed"),
+        StallReason::Inactive => {
+            format!("its owner {owner} is inactive and no followup_task waits for it")
+        }
+        StallReason::NoActivity => format!("its owner {owner} logged nothing for a while"),
+    };
+    let since = stall
+        .since
+        .map(|t| format!(" (last active {})", format_time(t)))
+        .unwrap_or_default();
+    Some(format!(
+        "    ◷ stalled: {why}{since}; reassign it or wake {owner} (nothing is released \
+         automatically)"
+    ))
 }
 
 /// Indents table rows by two spaces and puts each row's notes under it.

@@ -29,6 +29,8 @@ pub(crate) struct WebFlags {
     /// answer approval requests.
     #[arg(long)]
     allow_remote: bool,
+    #[command(flatten)]
+    stall: crate::work::StallArgs,
 }
 
 /// `--port N`: 0 to 65535 (a negative number is named as such).
@@ -57,6 +59,8 @@ pub(crate) fn run(
     store: &crate::store::Store,
 ) -> Result<(), Failure> {
     let access = access_for(flags.host, flags.allow_remote).map_err(Failure::bad_input)?;
+    // Sessions of many workspaces are served: only the user's file can set `stall_after`.
+    let stall_after = crate::settings::stall_after_in(home, flags.stall.stall_after)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -110,6 +114,8 @@ pub(crate) fn run(
             access,
             write_token: Some(write_token),
             store: store.is_nats().then(|| store.journal.clone()),
+            stall_after,
+            clock: std::sync::Arc::clone(store.journal.clock()),
             ..WebConfig::new(home.to_path_buf())
         };
         troupe_web::serve(listener, config, stop_signal())

@@ -1717,7 +1717,10 @@ fn a_running_team_on_nats_serves_the_team_tools_of_a_teammate_hosted_elsewhere()
     };
     // The Lead waits in its `bash` call; alpha answered its first turn and was released.
     let alpha = loop {
-        assert!(start.elapsed() < DEADLINE, "the Lead never reached its bash call");
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the Lead never reached its bash call"
+        );
         std::thread::sleep(Duration::from_millis(50));
         let log = s.log(lead.as_str());
         let Some(alpha) = log.iter().find_map(|e| {
@@ -1754,9 +1757,13 @@ fn a_running_team_on_nats_serves_the_team_tools_of_a_teammate_hosted_elsewhere()
     };
     let ask = |tools: &[Arc<dyn Tool>], name: &str, call_id: &str, args: Value| {
         let tool = tools.iter().find(|t| t.name() == name).unwrap();
-        let context = ToolContext::new(&workspace, alpha.clone(), Arc::new(FileObservations::default()))
-            .unwrap()
-            .with_call_id(call_id);
+        let context = ToolContext::new(
+            &workspace,
+            alpha.clone(),
+            Arc::new(FileObservations::default()),
+        )
+        .unwrap()
+        .with_call_id(call_id);
         rt.block_on(tool.call_text(&context, args))
     };
     let tools = tools_of(&host);
@@ -1767,7 +1774,10 @@ fn a_running_team_on_nats_serves_the_team_tools_of_a_teammate_hosted_elsewhere()
         json!({"subject": "from afar", "description": "made by a teammate hosted elsewhere"}),
     )
     .unwrap();
-    assert!(created.starts_with("{\"id\":\"task-1\",\"revision\":1,"), "{created}");
+    assert!(
+        created.starts_with("{\"id\":\"task-1\",\"revision\":1,"),
+        "{created}"
+    );
     let claimed = ask(
         &tools,
         "team_task_update",
@@ -1786,7 +1796,11 @@ fn a_running_team_on_nats_serves_the_team_tools_of_a_teammate_hosted_elsewhere()
         json!({"subject": "forged", "description": "d"}),
     )
     .unwrap_err();
-    assert_eq!(troupe_protocol::ErrorCode::code(&refused), "TEAM_NOT_AUTHORIZED", "{refused}");
+    assert_eq!(
+        troupe_protocol::ErrorCode::code(&refused),
+        "TEAM_NOT_AUTHORIZED",
+        "{refused}"
+    );
     assert_eq!(s.log(lead.as_str()).len(), before, "nothing appended");
     drop(writer);
     std::fs::write(workspace.join("go"), "").unwrap();

@@ -685,6 +685,235 @@ fn the_timeline_slider_shows_the_roster_and_board_at_past_events() {
     eprintln!("browser saw {seen}; screenshot {}", screenshot.display());
 }
 
+/// A stalled task on the board (a real Chromium): a teammate that claimed a task and ended
+/// its turn (inactive, no followup_task waiting) leaves it marked — its own ◷ line saying why,
+/// a red edge — while a task the Lead holds is not; a screenshot is saved.
+#[test]
+fn the_board_marks_a_stalled_task() {
+    let Some((e2e, chromium)) = browser_or_skip() else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    let workspace = root.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = root.path().join("stall.json");
+    std::fs::write(
+        &script,
+        r#"{"agents": {
+          "lead": [
+            {"tool_calls": [{"name": "team_task_create", "arguments": {"subject": "Write the notes", "description": "d"}}]},
+            {"tool_calls": [{"name": "team_task_create", "arguments": {"subject": "Review", "description": "d"}}]},
+            {"tool_calls": [{"name": "team_task_update", "arguments": {"task_id": "task-2", "expected_revision": 1, "action": "claim"}}]},
+            {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "alpha", "description": "Writes", "prompt": "Take task-1."}}]},
+            {"text": "alpha is on it"}
+          ],
+          "alpha": [
+            {"tool_calls": [{"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 1, "action": "claim"}}]},
+            {"text": "claimed"}
+          ]}}"#,
+    )
+    .unwrap();
+    let out = troupe()
+        .args(["run", "--team", "--home"])
+        .arg(&home)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("write the notes")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let lead = err
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    // A second session, so the picker has the two options marks.mjs waits for.
+    let plain = root.path().join("plain.json");
+    std::fs::write(&plain, r#"{"agents": {"lead": [{"text": "hello"}]}}"#).unwrap();
+    let out = troupe()
+        .args(["run", "--home"])
+        .arg(&home)
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", plain.display()))
+        .arg("no team here")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_web, url) = start_web(&home);
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-stalled.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let out = Command::new("node")
+        .arg("marks.mjs")
+        .current_dir(&e2e)
+        .env("PANEL_URL", &url)
+        .env("SESSION_ID", &lead)
+        .env("CHROMIUM", &chromium)
+        .env("SCREENSHOT", &screenshot)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_str(report.trim()).unwrap();
+    let task = |id: &str| {
+        seen["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .unwrap_or_else(|| panic!("{id} missing: {seen}"))
+            .clone()
+    };
+    let (stalled, held) = (task("task-1"), task("task-2"));
+    assert_eq!(stalled["stalled"], "inactive", "{stalled}");
+    let warns = stalled["warns"].as_array().unwrap();
+    assert_eq!(warns.len(), 1, "{stalled}");
+    let line = warns[0].as_str().unwrap();
+    assert!(
+        line.starts_with(
+            "◷ stalled: alpha is inactive and no followup_task waits for it · last active "
+        ) && line.ends_with(" — reassign it or wake alpha"),
+        "{line}"
+    );
+    // The panel's --fail red (#cf222e) edges the stalled task only.
+    assert_eq!(stalled["border"], "rgb(207, 34, 46)", "{stalled}");
+    assert_eq!(
+        held["stalled"],
+        Value::Null,
+        "the Lead's own task is never stalled"
+    );
+    assert_eq!(held["warns"], json!([]));
+    assert_ne!(held["border"], stalled["border"]);
+    assert!(
+        screenshot.is_file(),
+        "no screenshot at {}",
+        screenshot.display()
+    );
+    eprintln!("screenshot {}", screenshot.display());
+}
+
+/// The write radar in the panel (a real Chromium): the Lead claims task-1 and writes `x.txt`,
+/// then spawns alpha, which reads and rewrites it — both inside task-1's window (the Lead's
+/// claim is never completed; alpha's steps come after the Lead's write) — so the board shows
+/// the conflict in its banner and on task-1, which is marked; a screenshot is saved.
+#[test]
+fn the_panel_shows_a_write_conflict_over_the_board_and_on_its_task() {
+    let Some((e2e, chromium)) = browser_or_skip() else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let home = root.path().join("home");
+    let workspace = root.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let run = |script: &str, team: bool, name: &str| -> String {
+        let path = root.path().join(format!("{name}.json"));
+        std::fs::write(&path, script).unwrap();
+        let mut cmd = troupe();
+        cmd.args(["run", "--home"])
+            .arg(&home)
+            .arg("--workspace")
+            .arg(&workspace);
+        if team {
+            cmd.arg("--team");
+        }
+        let out = cmd
+            .arg("--model")
+            .arg(format!("script:{}", path.display()))
+            .arg(name)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        err.lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .to_owned()
+    };
+    // A second session, for the picker the driver waits for.
+    run(
+        r#"{"agents": {"lead": [{"text": "hello"}]}}"#,
+        false,
+        "alone",
+    );
+    let lead = run(
+        r#"{"agents": {
+         "lead": [
+          {"tool_calls": [{"name": "team_task_create", "arguments": {"subject": "Write x", "description": "d"}}]},
+          {"tool_calls": [{"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 1, "action": "claim"}}]},
+          {"tool_calls": [{"name": "write", "arguments": {"path": "x.txt", "content": "lead\n"}}]},
+          {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "alpha", "description": "Rewrites x", "prompt": "Rewrite x.txt."}}]},
+          {"text": "alpha is on it."}
+         ],
+         "alpha": [
+          {"tool_calls": [{"name": "read", "arguments": {"path": "x.txt"}}]},
+          {"tool_calls": [{"name": "write", "arguments": {"path": "x.txt", "content": "alpha\n"}}]},
+          {"text": "rewritten."}
+         ]}}"#,
+        true,
+        "conflict",
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("x.txt")).unwrap(),
+        "alpha\n"
+    );
+    let (_web, url) = start_web(&home);
+    let screenshot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("web-write-conflict.png");
+    let _ = std::fs::remove_file(&screenshot);
+    let out = Command::new("node")
+        .arg("marks.mjs")
+        .current_dir(&e2e)
+        .env("PANEL_URL", &url)
+        .env("SESSION_ID", &lead)
+        .env("CHROMIUM", &chromium)
+        .env("SCREENSHOT", &screenshot)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_str(report.trim()).unwrap();
+    assert_eq!(
+        seen["conflicts"],
+        json!(["x.txt changed by lead, alpha (during task-1)"]),
+        "{seen}"
+    );
+    let task = &seen["tasks"][0];
+    assert_eq!(task["id"], "task-1", "{seen}");
+    assert_eq!(task["conflicted"], "true", "{seen}");
+    assert_eq!(
+        task["warns"],
+        json!(["⚠ x.txt changed by lead, alpha"]),
+        "{seen}"
+    );
+    assert!(
+        screenshot.is_file(),
+        "no screenshot at {}",
+        screenshot.display()
+    );
+}
+
 /// The Team of the approval test: the Lead spawns `builder`, whose first step asks to write
 /// outside the workspace (`OUTSIDE` is replaced by a directory next to it).
 const APPROVING_TEAM: &str = r#"{"agents": {

@@ -32,6 +32,7 @@ mod cut;
 mod error;
 mod image;
 mod jsonl;
+mod locks;
 mod replay;
 mod validate;
 mod writer;
@@ -47,6 +48,7 @@ pub use jsonl::{
     FaultHook, JsonlBackend, read_path, read_path_each, read_path_each_from,
     read_path_selected_each,
 };
+pub use locks::LockTable;
 pub use replay::{
     EventLine, LineCheck, LineUse, MAX_BATCH_EVENTS, MAX_HEADER_LEN, Replay, ScanPosition,
     ScanSummary, ScanTail, Selected, TornTail, read_header, scan, scan_each, scan_events,
@@ -127,6 +129,15 @@ impl Journal {
     /// A store over any backend and clock.
     pub fn with_backend(backend: Arc<dyn LogBackend>, clock: Arc<dyn Clock>) -> Self {
         Self { backend, clock }
+    }
+
+    /// This store with `clock` stamping its events (and telling its readers the time).
+    #[must_use]
+    pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            backend: self.backend,
+            clock,
+        }
     }
 
     /// The clock stamping events.

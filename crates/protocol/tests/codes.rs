@@ -22,6 +22,7 @@ const NOT_CODES: &[&str] = &[
     "GIT_PAGER",
     "GIT_TERMINAL_PROMPT",
     "OPENAI_API_KEY",
+    "TROUPE_CLOCK",
     "TROUPE_HOME",
     "TROUPE_LEASES",
     "TROUPE_LEASE_TTL",

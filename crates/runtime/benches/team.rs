@@ -53,6 +53,7 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             tool_limits: ToolLimits::default(),
             max_depth: 0,
             team_limits: TeamLimits::default(),
+            stall_after: troupe_team::StallAfter::default(),
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),

@@ -69,6 +69,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             tool_limits: ToolLimits::default(),
             max_depth: 0,
             team_limits: troupe_team::TeamLimits::default(),
+            stall_after: troupe_team::StallAfter::default(),
             extra_tools: vec![Arc::new(Noop)],
             secret_env: Vec::new(),
             secrets: Vec::new(),

@@ -31,7 +31,7 @@ use troupe_protocol::{
 };
 use troupe_tools::{
     EscalationRequest, ProcessInfo, ProcessObserver, SeenObserver, ToolContext, ToolError,
-    ToolRegistry, escalation_request, render_text_outcome,
+    ToolRegistry, WorkspaceScan, escalation_request, render_text_outcome,
 };
 
 use crate::approval::{Approvals, Waited};
@@ -1143,6 +1143,7 @@ async fn close_turn(
                 message_id: None,
                 source_event_seqs: Vec::new(),
                 seen: None,
+                changed: None,
             };
             drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(&rec)));
         }
@@ -1198,11 +1199,23 @@ async fn execute_call(
     let ctx = ctx
         .with_process_observer(observer)
         .with_seen_observer(seen_observer);
+    // A `bash` command's changes to the workspace: scanned before and compared after it
+    // (bounded, `troupe_tools::WorkspaceScan`), recorded in its `tool/result` (the write
+    // radar reads them from there; a command a crash cuts records none).
+    let scan = if call.name == "bash" {
+        Some(WorkspaceScan::before(ctx.workspace_root()).await)
+    } else {
+        None
+    };
     let outcome = inner
         .setup
         .tools
         .dispatch_text(&ctx, &call.name, call.arguments.clone())
         .await;
+    let changed = match scan {
+        Some(scan) => Some(scan.changes().await),
+        None => None,
+    };
     let code = outcome.as_ref().err().map(|e| e.code().to_owned());
     let rec = ToolResultRecord {
         turn,
@@ -1215,6 +1228,7 @@ async fn execute_call(
         message_id: None,
         source_event_seqs: Vec::new(),
         seen: lock(&seen).take(),
+        changed,
     };
     inner.finish_call(rec)
 }
@@ -1233,6 +1247,7 @@ fn refusal_result(turn: u64, step: u64, call: &ToolCall, error: ToolError) -> To
         message_id: None,
         source_event_seqs: Vec::new(),
         seen: None,
+        changed: None,
     }
 }
 
@@ -1267,6 +1282,7 @@ fn error_record(
         message_id: None,
         source_event_seqs: Vec::new(),
         seen: None,
+        changed: None,
     }
 }
 

@@ -19,8 +19,8 @@ use troupe_journal::{Journal, JournalError, LineCheck, LineUse, ScanSummary, Sel
 use troupe_protocol::{ErrorCode, Event, MessageId, Seq, SessionId, event_types};
 use troupe_team::{
     AtPoint, LogPoint, MemberPhase, MemberSnapshot, MemberStatus, MemberView, MessageReceipt,
-    Receipts, ReplayError, ShowOptions, StreamFold, TEAM_MESSAGE_SOURCE_KIND, TaskView, TeamId,
-    TeamShow, TeamShowFull, TeamState,
+    OwnerActivity, Receipts, ReplayError, ShowOptions, StallAfter, StallCheck, StreamFold,
+    TEAM_MESSAGE_SOURCE_KIND, TaskView, TeamId, TeamShow, TeamShowFull, TeamState,
 };
 
 use crate::teammate::{parent_problem, teammate_problem};
@@ -638,11 +638,20 @@ impl LeadLog {
     }
 
     /// `troupe team show --json`'s object (and the panel's view at a past event): DESIGN §6's
-    /// view ([`LeadLog::show_with_models`], with each teammate's own model read from its log)
-    /// plus every message's receipt and, for a read at a past point, where it stopped.
-    pub fn show_full(&self, journal: &Journal, include_deleted: bool) -> TeamShowFull {
+    /// view ([`LeadLog::show_with_models`], with each teammate's own model read from its log;
+    /// with `stall`, stalled tasks carry `stalled`, [`LeadLog::stall_check`]) plus every
+    /// message's receipt, the write radar's conflicts ([`LeadLog::write_conflicts`]) and, for
+    /// a read at a past point, where it stopped.
+    pub fn show_full(
+        &self,
+        journal: &Journal,
+        include_deleted: bool,
+        stall: Option<StallCheck>,
+    ) -> TeamShowFull {
+        let mut show = self.show_with_models(include_deleted, self.member_models(journal), stall);
+        show.write_conflicts = self.write_conflicts(journal);
         TeamShowFull {
-            show: self.show_with_models(include_deleted, self.member_models(journal)),
+            show,
             messages: self.receipts(journal),
             at: self.cut.as_ref().map(|c| c.point()),
         }
@@ -700,16 +709,18 @@ impl LeadLog {
     /// DESIGN §6's view of the Team: the roster (the Lead row first, with its recorded model),
     /// the tasks (deleted ones with `include_deleted`), the pending messages.
     pub fn show(&self, include_deleted: bool) -> TeamShow {
-        self.show_with_models(include_deleted, BTreeMap::new())
+        self.show_with_models(include_deleted, BTreeMap::new(), None)
     }
 
     /// [`LeadLog::show`] with the model of each teammate that runs one of its own
     /// (`member_models`, from [`LeadLog::member_models`]); the others show the Lead's latest
-    /// recorded model, which they run.
+    /// recorded model, which they run; with `stall`, stalled tasks carry `stalled`
+    /// ([`LeadLog::stall_check`]).
     pub fn show_with_models(
         &self,
         include_deleted: bool,
         member_models: BTreeMap<SessionId, String>,
+        stall: Option<StallCheck>,
     ) -> TeamShow {
         self.state.show(&ShowOptions {
             include_deleted,
@@ -718,7 +729,39 @@ impl LeadLog {
                 .clone()
                 .or_else(|| self.config.as_ref().map(|c| c.model.model.clone())),
             member_models,
+            stall,
         })
+    }
+
+    /// The [`StallCheck`] of this Team at `now_ms` with threshold `after`, read offline: for
+    /// each teammate owner of a task in progress, whether a process holds its session
+    /// (`resident(id)`: the lock table of the JSONL files, a NATS lease; `None`, unknown, is
+    /// taken as not resident) and the time of the last event of its log (a streamed read of
+    /// it, no lock; unknown when it cannot be read).
+    pub fn stall_check(
+        &self,
+        journal: &Journal,
+        now_ms: u64,
+        after: StallAfter,
+        resident: &dyn Fn(&SessionId) -> Option<bool>,
+    ) -> StallCheck {
+        let owners = self
+            .state
+            .stall_candidates()
+            .into_iter()
+            .map(|id| {
+                let activity = OwnerActivity {
+                    resident: resident(&id).unwrap_or(false),
+                    last_event_ms: crate::team::last_event_time(journal, &id),
+                };
+                (id, activity)
+            })
+            .collect();
+        StallCheck {
+            now_ms,
+            after,
+            owners,
+        }
     }
 
     /// The model of every active teammate that runs a model of its own (`ownModel` in its
@@ -807,6 +850,18 @@ impl LeadLog {
                 )
             }),
             prices,
+        )
+    }
+
+    /// The write radar's conflicts of this Team ([`crate::write_conflicts`]): the Lead's and
+    /// every member's log read again from `journal` for their file changes and the task
+    /// windows.
+    /// With a past point ([`LeadLog::read_at`]), the logs are read up to it.
+    pub fn write_conflicts(&self, journal: &Journal) -> Vec<troupe_team::WriteConflict> {
+        crate::radar::write_conflicts(
+            journal,
+            &self.state,
+            self.cut.as_ref().map(|c| (c.last_seq, c.time)),
         )
     }
 

@@ -62,6 +62,7 @@ mod lead_log;
 pub mod ledger;
 mod outcome;
 mod prompt;
+mod radar;
 mod record;
 mod recovery;
 mod resume_plan;
@@ -89,6 +90,7 @@ pub use outcome::{
     log_failure_message,
 };
 pub use prompt::{TeamRole, default_system_prompt, team_policy};
+pub use radar::write_conflicts;
 pub use resume_plan::{
     CONTINUATION, ResumePlan, ResumeStarted, ResumeStep, StoredSession, continuation_message,
     record_model_override, takes_instruction,

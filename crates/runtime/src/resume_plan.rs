@@ -481,6 +481,7 @@ mod tests {
             message_id: None,
             source_event_seqs: Vec::new(),
             seen: None,
+            changed: None,
         });
         let end = crate::record::to_value(&TurnEnd {
             turn: 1,

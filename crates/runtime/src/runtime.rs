@@ -106,6 +106,9 @@ pub struct RuntimeOptions {
     pub max_depth: u32,
     /// Team limits (REFERENCE c.15) for Team roots created or resumed by this runtime.
     pub team_limits: troupe_team::TeamLimits,
+    /// How long a resident task owner may log nothing before the board's reads mark its task
+    /// `stalled` (`--stall-after`; default 10 minutes). Not recorded: a view policy.
+    pub stall_after: troupe_team::StallAfter,
     /// Extra tools registered for every agent after the core tools (an extension point, e.g.
     /// for custom tools or benchmarks). A name clash with a built-in tool refuses the agent.
     pub extra_tools: Vec<Arc<dyn troupe_tools::Tool>>,
@@ -218,6 +221,7 @@ impl Runtime {
                 Arc::clone(&control),
                 progress.clone(),
                 options.team_limits,
+                options.stall_after,
             ));
             RtInner {
                 approvals,

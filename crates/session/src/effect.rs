@@ -41,3 +41,20 @@ pub struct FileSeen {
     /// The hash of the whole content read, or `None`: no file was there.
     pub image: Option<String>,
 }
+
+/// The workspace files a `bash` call changed, found by comparing the workspace before and
+/// after the command (`troupe_tools::WorkspaceScan`): a file that appeared, disappeared, or
+/// whose size, modification time or git status changed.
+///
+/// Wire shape (camelCase): `{"paths": ["<workspace-relative>", …], "complete": bool}`;
+/// `paths` sorted, `/`-separated. `complete` is `false` when the comparison was cut short
+/// (more files than the scan's bound, or git failed): then `paths` are the changes found, and
+/// others may be missing ("unknown").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChangedFiles {
+    /// The changed files, relative to the workspace, sorted.
+    pub paths: Vec<String>,
+    /// Whether every file of the workspace was compared.
+    pub complete: bool,
+}

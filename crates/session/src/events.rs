@@ -18,7 +18,7 @@ use troupe_protocol::UserMessage;
 
 use crate::approval::ApprovalPolicy;
 use crate::chat::{AssistantMessage, Attempt, FinishReason, TruncatedCall, Usage};
-use crate::effect::{FileEffect, FileSeen};
+use crate::effect::{ChangedFiles, FileEffect, FileSeen};
 use crate::error::ParseError;
 use crate::instructions::ProjectInstructions;
 use crate::model::ModelSpec;
@@ -238,6 +238,13 @@ pub struct ToolResultRecord {
     /// every other call).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen: Option<FileSeen>,
+    /// For a `bash` call that ran: the workspace files it changed, found by comparing the
+    /// workspace before and after the command ([`ChangedFiles`], bounded in cost; the write
+    /// radar's input, `crate::changes`). Recorded in this same event, so it is exactly as
+    /// durable as the result: a command a crash cut has no result and records no change.
+    /// Absent for every other call and in older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<ChangedFiles>,
 }
 
 /// Which inbox list a splice changes (REFERENCE b.2).

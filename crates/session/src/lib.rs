@@ -13,6 +13,8 @@
 //!   policy, requests and decisions ([`approval`]).
 //!   `troupe_llm` and `troupe_tools` re-export them and do the work on them (HTTP, parsing the
 //!   flags, hashing files, Landlock).
+//! - [`changes`]: the files a member actually changed, folded from its log (`ChangeFold`: the
+//!   write radar's input).
 //! - [`Transcript`]: the fold of one session log into the model history, the pending inbox,
 //!   the turn/step state, the recovery closers (REFERENCE a.9) and statistics.
 //! - [`ledger`]: the cost ledger (model calls, tokens and cost per member and per Team, folded
@@ -33,6 +35,7 @@
 //!   one by one as the live agent appends them or folded from the file on a cold resume.
 
 pub mod approval;
+pub mod changes;
 pub mod chat;
 pub mod effect;
 mod error;

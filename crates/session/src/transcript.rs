@@ -760,6 +760,7 @@ impl Transcript {
                 message_id: Some(format!("interrupted-tool-result-{}-{seq}", call.id)),
                 source_event_seqs: unanswered.call_seq.into_iter().collect(),
                 seen: None,
+                changed: None,
             };
             drafts.push(EventDraft::new(ty::TOOL_RESULT, to_value(&rec)));
         }
@@ -871,6 +872,7 @@ mod tests {
                         message_id: None,
                         source_event_seqs: Vec::new(),
                         seen: None,
+                        changed: None,
                     })
                     .unwrap(),
                 ),

@@ -20,8 +20,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use troupe_journal::Journal;
 use troupe_llm::{
-    BoxFuture, ChatRequest, LlmError, ModelProvider, ModelResponse, ModelSpec,
-    ProviderKind, StreamObserver,
+    BoxFuture, ChatRequest, LlmError, ModelProvider, ModelResponse, ModelSpec, ProviderKind,
+    StreamObserver,
 };
 use troupe_protocol::{SessionId, SystemClock};
 use troupe_runtime::team::RemoteTeam;
@@ -106,7 +106,10 @@ impl Side {
         let tool = &self.tool;
         let args =
             json!({"task_id": "task-1", "expected_revision": self.revision, "action": action});
-        let context = self.context.clone().with_call_id(format!("c{}", self.calls));
+        let context = self
+            .context
+            .clone()
+            .with_call_id(format!("c{}", self.calls));
         let started = Instant::now();
         let text = tool.call_text(&context, args).await.unwrap();
         let took = started.elapsed();

@@ -19,7 +19,11 @@
 //!   [`TeamState::decide_provision`], [`TeamState::decide_settle_provisioning`] (c.8–c.9),
 //!   [`TeamState::decide_send`], [`TeamState::decide_delivered`] (c.10), and a message from
 //!   the user through the same mailbox, [`TeamState::decide_user_send`] (a Troupe addition).
-//! - **Views** ([`MemberView`], [`TaskView`], [`TeamShow`]) — c.7, c.11.1, DESIGN §6.
+//! - **Views** ([`MemberView`], [`TaskView`], [`TeamShow`]) — c.7, c.11.1, DESIGN §6; a task
+//!   view's derived `stalled` field ([`StallCheck`], [`TeamState::stall_of`]) — stalled owners,
+//!   a Troupe addition (DESIGN decision 7: nothing is released automatically).
+//! - **Write radar** ([`WriteRadar`], [`WriteConflict`]) — which files two members changed
+//!   within the same window of work (a Troupe addition; advisory, like write scopes).
 //! - **Receipts** ([`Receipts`], [`MessageReceipt`]) — each message's life (queued, received,
 //!   delivered, consumed), folded from the Lead log and the targets' logs (issue 17 item 3).
 //! - **Timeline** ([`TeamState::describe`], [`TimelineEntry`]) — one readable line per Team
@@ -40,9 +44,11 @@ mod index;
 mod limits;
 mod line;
 mod mailbox;
+mod radar;
 mod receipts;
 mod record;
 mod roster;
+mod stall;
 mod state;
 mod text;
 mod timeline;
@@ -63,6 +69,7 @@ pub use mailbox::{
     delivered_user_message, frame_content, frame_header, framed_size, team_message_source,
     validate_wait_timeout,
 };
+pub use radar::{WriteConflict, WriteRadar};
 pub use receipts::{Consumed, LogPoint, MessageReceipt, Receipts};
 pub use record::{
     Decoded, Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, MessageSnapshot,
@@ -71,6 +78,9 @@ pub use record::{
 pub use roster::{
     ProvisionTeammate, ProvisioningOutcome, RECOVERY_CHILD_MISMATCH,
     RECOVERY_INSPECT_FAILED_PREFIX, RECOVERY_NO_RESUMABLE_CHILD, SettleDecision,
+};
+pub use stall::{
+    OwnerActivity, STALL_AFTER_DEFAULT_MS, Stall, StallAfter, StallCheck, StallReason, stall_notice,
 };
 pub use state::{Caller, LineApplied, Role, Staged, StreamFold, TeamState};
 pub use text::{

@@ -6,9 +6,11 @@ use troupe_protocol::{MessageId, SessionId};
 
 use crate::error::TeamError;
 use crate::ids::{LEAD_NAME, TaskId, TeamId};
+use crate::radar::WriteConflict;
 use crate::record::{
     Delivery, MemberContext, MemberPhase, MemberProvider, MemberSnapshot, TaskSnapshot, TaskStatus,
 };
+use crate::stall::{Stall, StallCheck};
 use crate::state::{Caller, Role, TeamState};
 use crate::text::scopes_overlap;
 
@@ -148,8 +150,11 @@ impl MemberView {
 /// One task as tools and `team show` present it (REFERENCE c.11.1, d.3 `TaskView`).
 ///
 /// Wire shape (camelCase, this key order): `{"id","revision","subject","description","status",
-/// "blockedBy","writeScopes","ownerName"?,"ready","writeScopeWarnings"}`; `ownerName` is
-/// omitted when the task is unowned.
+/// "blockedBy","writeScopes","ownerName"?,"ready","writeScopeWarnings","stalled"?}`; `ownerName`
+/// is omitted when the task is unowned; `stalled` (a Troupe addition, derived and never
+/// stored: [`Stall`], see [`crate::stall`]) only on a stalled task of a view built with a
+/// [`StallCheck`] — reads (`team_task_list`, `team_task_get`, `team show`, the panel), never a
+/// mutation's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskView {
@@ -176,6 +181,9 @@ pub struct TaskView {
     /// `write scopes overlap with <id>` for every other `in_progress` task with an overlapping
     /// scope, in creation order. Advisory only.
     pub write_scope_warnings: Vec<String>,
+    /// Set when the task is stalled (see [`crate::stall`]); omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stalled: Option<Stall>,
 }
 
 /// A write-scope overlap between two tasks that may write the same files at the same time
@@ -231,7 +239,8 @@ pub struct PendingMessageView {
 /// The offline view of a Team (DESIGN §6 `troupe team show --json`).
 ///
 /// Wire shape: `{"teamId","members":[RosterRow…],"tasks":[TaskView…],
-/// "pendingMessages":[PendingMessageView…]}`.
+/// "pendingMessages":[PendingMessageView…],"writeConflicts"?:[WriteConflict…]}`; a task view
+/// carries `stalled` when [`ShowOptions::stall`] finds it stalled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TeamShow {
@@ -243,6 +252,11 @@ pub struct TeamShow {
     pub tasks: Vec<TaskView>,
     /// Queued − delivered, in queue order.
     pub pending_messages: Vec<PendingMessageView>,
+    /// The write radar's warnings ([`WriteConflict`], advisory): files two members changed
+    /// within the same window of work. [`TeamState::show`] leaves it empty (the members'
+    /// logs are read by the caller); omitted when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_conflicts: Vec<WriteConflict>,
 }
 
 /// Options of [`TeamState::show`].
@@ -255,6 +269,8 @@ pub struct ShowOptions {
     /// The model each teammate runs, by session id, where known (a teammate with a model of
     /// its own runs another than the Lead's): shown instead of `lead_model`.
     pub member_models: std::collections::BTreeMap<SessionId, String>,
+    /// Derive `stalled` on the task views with this check (`None`: no task is marked).
+    pub stall: Option<StallCheck>,
 }
 
 /// Filters and paging of `team_task_list` (REFERENCE d.4.2).
@@ -286,7 +302,9 @@ impl Default for TaskListQuery {
 
 /// One page of `team_task_list` (REFERENCE d.4.2).
 ///
-/// Wire shape: `{"tasks":[TaskView…],"nextCursor"?}`.
+/// Wire shape: `{"tasks":[TaskView…],"nextCursor"?,"stallNotice"?,
+/// "writeConflicts"?:[WriteConflict…]}`; `stallNotice` (a Troupe addition) is set by the
+/// runtime on the Lead's list that first sees a stalled task ([`crate::stall_notice`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskPage {
@@ -295,6 +313,15 @@ pub struct TaskPage {
     /// `cursor + limit`, present only when more filtered tasks follow.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<u64>,
+    /// The one-time notice of stalled tasks the Lead had not been told of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stall_notice: Option<String>,
+    /// The write radar's warnings (a Troupe addition, advisory: [`WriteConflict`]): files
+    /// two members changed within the same window of work. [`TeamState::list_tasks`] leaves it
+    /// empty (the runtime fills it from the members' logs); omitted when empty, so the
+    /// REFERENCE d.4.2 shape is unchanged without a conflict.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_conflicts: Vec<WriteConflict>,
 }
 
 impl TeamState {
@@ -334,6 +361,12 @@ impl TeamState {
     /// write-scope warnings. `task` need not be stored yet: a mutation's view is the pre-append
     /// state plus the new snapshot.
     pub fn task_view_of(&self, task: &TaskSnapshot) -> TaskView {
+        self.task_view_checked(task, None)
+    }
+
+    /// [`TeamState::task_view_of`] with `stalled` derived under `check` ([`Self::stall_of`];
+    /// no `stalled` without a check).
+    pub fn task_view_checked(&self, task: &TaskSnapshot, check: Option<&StallCheck>) -> TaskView {
         TaskView {
             id: task.id.clone(),
             revision: task.revision.get(),
@@ -348,6 +381,7 @@ impl TeamState {
             }),
             ready: self.is_ready(task),
             write_scope_warnings: self.write_scope_warnings(task),
+            stalled: check.and_then(|check| self.stall_of(task, check)),
         }
     }
 
@@ -402,10 +436,24 @@ impl TeamState {
 
     /// Views of the non-deleted tasks in creation order (every task when `include_deleted`).
     pub fn task_views(&self, include_deleted: bool) -> Vec<TaskView> {
+        self.task_views_checked(include_deleted, None)
+    }
+
+    /// [`TeamState::task_views`] with `stalled` derived under `check`.
+    pub fn task_views_checked(
+        &self,
+        include_deleted: bool,
+        check: Option<&StallCheck>,
+    ) -> Vec<TaskView> {
         if include_deleted {
-            self.tasks().iter().map(|t| self.task_view_of(t)).collect()
+            self.tasks()
+                .iter()
+                .map(|t| self.task_view_checked(t, check))
+                .collect()
         } else {
-            self.live_tasks().map(|t| self.task_view_of(t)).collect()
+            self.live_tasks()
+                .map(|t| self.task_view_checked(t, check))
+                .collect()
         }
     }
 
@@ -416,8 +464,22 @@ impl TeamState {
     /// `TEAM_NOT_MEMBER` for a caller outside the Team; `TEAM_TASK_NOT_FOUND` for an unknown
     /// id.
     pub fn get_task(&self, caller: &Caller, id: &str) -> Result<TaskView, TeamError> {
+        self.get_task_checked(caller, id, None)
+    }
+
+    /// [`TeamState::get_task`] with `stalled` derived under `check`.
+    ///
+    /// # Errors
+    /// As [`TeamState::get_task`].
+    pub fn get_task_checked(
+        &self,
+        caller: &Caller,
+        id: &str,
+        check: Option<&StallCheck>,
+    ) -> Result<TaskView, TeamError> {
         self.require_member(caller)?;
-        self.task_view(id)
+        self.task(id)
+            .map(|task| self.task_view_checked(task, check))
             .ok_or_else(|| TeamError::task_not_found(id))
     }
 
@@ -432,6 +494,20 @@ impl TeamState {
         &self,
         caller: &Caller,
         query: &TaskListQuery,
+    ) -> Result<TaskPage, TeamError> {
+        self.list_tasks_checked(caller, query, None)
+    }
+
+    /// [`TeamState::list_tasks`] with `stalled` derived under `check` (no notice: the runtime
+    /// sets [`TaskPage::stall_notice`]).
+    ///
+    /// # Errors
+    /// As [`TeamState::list_tasks`].
+    pub fn list_tasks_checked(
+        &self,
+        caller: &Caller,
+        query: &TaskListQuery,
+        check: Option<&StallCheck>,
     ) -> Result<TaskPage, TeamError> {
         self.require_member(caller)?;
         if query.cursor > crate::ids::MAX_SAFE_INTEGER {
@@ -448,7 +524,7 @@ impl TeamState {
             .live_tasks()
             .filter(|task| query.status.is_none_or(|status| task.status == status))
             .filter(|task| query.ready.is_none_or(|ready| self.is_ready(task) == ready))
-            .map(|task| self.task_view_of(task))
+            .map(|task| self.task_view_checked(task, check))
             .filter(|view| match query.owner.as_deref() {
                 None => true,
                 Some("unowned") => view.owner_name.is_none(),
@@ -465,6 +541,8 @@ impl TeamState {
         Ok(TaskPage {
             tasks,
             next_cursor: (end < total).then_some(end),
+            stall_notice: None,
+            write_conflicts: Vec::new(),
         })
     }
 
@@ -504,8 +582,9 @@ impl TeamState {
         TeamShow {
             team_id: self.id().clone(),
             members,
-            tasks: self.task_views(options.include_deleted),
+            tasks: self.task_views_checked(options.include_deleted, options.stall.as_ref()),
             pending_messages,
+            write_conflicts: Vec::new(),
         }
     }
 

@@ -55,6 +55,7 @@
 //!   sandbox}`), re-exported here unchanged.
 
 mod bash;
+mod changes;
 mod context;
 mod effect;
 mod error;
@@ -69,6 +70,7 @@ mod search;
 mod tool;
 
 pub use bash::{BashTool, EscalationRequest, escalation_request, truncation_marker};
+pub use changes::{GIT_TIMEOUT, SCAN_MAX_FILES, WorkspaceScan};
 pub use context::{ToolContext, ToolLimits};
 pub use effect::{FileEffect, FileEffectState, FilePlan, file_effect_state};
 pub use error::{NOT_OBSERVED_REMEDY, RegistryError, STALE_VERSION_REMEDY, ToolError};

@@ -1,9 +1,10 @@
 // Opens the troupe web panel on one Team in the system's headless Chromium and reports what a
 // person sees, as one JSON line: the session picker's options, each task's icon, state and
-// warnings, the Lead's model line (with how many line-break chances it has) and the Ledger
-// table's rows (cell texts); with SCREENSHOT, a screenshot of the page saved there.
-// Env: PANEL_URL, SESSION_ID, CHROMIUM (default /usr/bin/chromium), SCREENSHOT (optional).
-// Exit 1 on a driver error.
+// warnings (whether it is marked stalled, and why; whether it is marked for a write
+// conflict), the write-conflict banner's lines, the Lead's model line (with how many
+// line-break chances it has) and the Ledger table's rows (cell texts).
+// Env: PANEL_URL, SESSION_ID, CHROMIUM (default /usr/bin/chromium), SCREENSHOT (optional: a PNG
+// of the page is saved there). Exit 1 on a driver error.
 import { chromium } from "playwright-core";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -36,9 +37,16 @@ try {
         state: t.dataset.state,
         icon: t.querySelector(".icon").textContent,
         warns: [...t.querySelectorAll(".warn")].map((w) => w.textContent),
+        stalled: t.dataset.stalled || null,
+        border: getComputedStyle(t).borderLeftColor,
+        conflicted: t.dataset.conflicted,
       })),
       ledger: [...document.querySelectorAll("#ledger tr")].map((tr) => [...tr.children].map((c) => c.textContent)),
       ledgerNote: document.getElementById("ledger-note").textContent,
+      conflicts: (() => {
+        const banner = document.getElementById("conflicts");
+        return banner && !banner.hidden ? [...banner.querySelectorAll(".conflict")].map((c) => c.textContent) : [];
+      })(),
       model: (() => {
         const node = document.querySelector('[data-member="lead"] .model');
         return node ? { text: node.textContent, breaks: node.querySelectorAll("wbr").length } : null;

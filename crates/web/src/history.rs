@@ -16,10 +16,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use troupe_journal::{At, Journal, JournalError, LineCheck, LineUse, Selected};
 use troupe_protocol::{ErrorCode, Event, Seq, SessionId, event_types};
+use troupe_session::changes::ChangeFold;
 use troupe_session::events::AgentConfigRecord;
 use troupe_team::{
-    AtPoint, MemberPhase, Receipts, ShowOptions, StreamFold, TeamId, TeamShowFull, TeamState,
-    Timeline,
+    AtPoint, MemberPhase, Receipts, ShowOptions, StreamFold, TaskSnapshot, TeamId, TeamShowFull,
+    TeamState, Timeline, WriteRadar,
 };
 
 use crate::WebError;
@@ -127,6 +128,19 @@ fn show_blocking(
     let mut receipts = Receipts::new(team.clone());
     let mut lead_model: Option<String> = None;
     let mut refused: Option<WebError> = None;
+    // The write radar (as `troupe team show`): task windows and the Lead's own changes from
+    // its log, each member's changes from its own.
+    let mut radar = WriteRadar::new();
+    let mut lead_changes = ChangeFold::new(seed);
+    let feed =
+        |radar: &mut WriteRadar, fold: &mut ChangeFold, member: &SessionId, event: &Event| {
+            for change in fold.apply(event) {
+                match change.since {
+                    None => radar.exact(member, &change.path, event.time),
+                    Some(since) => radar.scanned(member, &change.path, since, event.time),
+                }
+            }
+        };
     journal
         .read_each(id, &mut |event| {
             if beyond(event.seq) || refused.is_some() {
@@ -148,6 +162,12 @@ fn show_blocking(
             }
             if event.seq.0 >= seed {
                 receipts.apply_lead(&event);
+            }
+            feed(&mut radar, &mut lead_changes, id, &event);
+            if event.kind == event_types::TEAM_TASK
+                && let Ok(task) = serde_json::from_value::<TaskSnapshot>(event.data["task"].clone())
+            {
+                radar.task(event.time, &task);
             }
         })
         .map_err(journal_error)?;
@@ -186,7 +206,10 @@ fn show_blocking(
         }
         // A fork's seed holds the Lead's configurations; its own come after them.
         let mut latest: Option<AgentConfigRecord> = None;
+        let seed = journal.header(&member.id).map_or(0, |h| h.seed_len());
+        let mut changes = ChangeFold::new(seed);
         read(&member.id, &mut |event| {
+            feed(&mut radar, &mut changes, &member.id, event);
             if event.kind == event_types::AGENT_CONFIG
                 && let Ok(config) = serde_json::from_value(event.data.clone())
             {
@@ -199,12 +222,17 @@ fn show_blocking(
             member_models.insert(member.id.clone(), config.model.model);
         }
     }
+    let mut show = state.show(&ShowOptions {
+        include_deleted: false,
+        lead_model,
+        member_models,
+        // Stalls are of the present (who holds a session now, "now" itself): the live view
+        // carries them, a read of the log does not.
+        stall: None,
+    });
+    show.write_conflicts = radar.conflicts(&state);
     Ok(TeamShowFull {
-        show: state.show(&ShowOptions {
-            include_deleted: false,
-            lead_model,
-            member_models,
-        }),
+        show,
         messages: receipts.list(&state),
         at: point,
     })

@@ -9,15 +9,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{Notify, watch};
-use troupe_journal::{Journal, JournalError, JsonlBackend, Wake};
+use troupe_journal::{Journal, JournalError, JsonlBackend, LockTable, Wake};
 use troupe_protocol::sync::lock;
-use troupe_protocol::{Event, SessionId};
+use troupe_protocol::{Clock, Event, SessionId, SystemClock};
 use troupe_session::{RoleProbe, SessionRole};
-use troupe_team::{TeamId, TeamState};
+use troupe_team::{StallAfter, TeamId, TeamState};
 
 use crate::WebError;
 use crate::follow::Follower;
-use crate::locks::LockTable;
 use crate::projection::{MailCounts, TeamProjection, TeamView};
 
 /// Runs blocking file work off the async threads.
@@ -114,6 +113,12 @@ impl TeamWatcher {
         }
         for follower in &mut follow.members {
             let id = follower.id().clone();
+            // A fork's log starts with a copy of the Lead's history: not its own changes.
+            if !projection.knows_seed_len(&id)
+                && let Ok(header) = hub.journal.header(&id)
+            {
+                projection.set_seed_len(&id, header.seed_len());
+            }
             let result = follower.poll(&hub.journal, &mut |event: Event| {
                 folded += 1;
                 projection.apply_member(&id, &event);
@@ -145,6 +150,7 @@ impl TeamWatcher {
             }
         }
         follow.position += folded;
+        projection.set_now(hub.clock.now_ms());
         if let Some(view) = projection.take_view() {
             let mail = projection.mail();
             let position = follow.position;
@@ -222,6 +228,10 @@ pub(crate) struct Hub {
     pub(crate) poll_interval: Duration,
     teams: Mutex<HashMap<SessionId, Arc<TeamWatcher>>>,
     listing: Mutex<HashMap<SessionId, ListingEntry>>,
+    /// The stall threshold of every Team's board.
+    stall_after: StallAfter,
+    /// "Now" for stalled owners.
+    clock: Arc<dyn Clock>,
 }
 
 impl Hub {
@@ -240,7 +250,16 @@ impl Hub {
             poll_interval,
             teams: Mutex::new(HashMap::new()),
             listing: Mutex::new(HashMap::new()),
+            stall_after: StallAfter::default(),
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// The hub with stall threshold `after`, "now" from `clock`.
+    pub(crate) fn with_stall(mut self, after: StallAfter, clock: Arc<dyn Clock>) -> Self {
+        self.stall_after = after;
+        self.clock = clock;
+        self
     }
 
     pub(crate) fn journal(&self) -> &Journal {
@@ -261,7 +280,7 @@ impl Hub {
             Some(watcher) => watcher,
             None => {
                 self.refuse_child(&id).await?;
-                let projection = TeamProjection::new(id.clone());
+                let projection = TeamProjection::new(id.clone()).with_stall_after(self.stall_after);
                 let initial = TeamFrame {
                     id: 0,
                     view: projection.view(),

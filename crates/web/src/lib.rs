@@ -55,7 +55,6 @@ mod error;
 mod follow;
 mod history;
 mod hub;
-mod locks;
 mod projection;
 mod server;
 

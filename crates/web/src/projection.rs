@@ -9,12 +9,13 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 use serde_json::Value;
 use troupe_protocol::{Event, Seq, SessionId, event_types};
+use troupe_session::changes::ChangeFold;
 use troupe_session::chat::Usage;
 use troupe_session::events::AgentConfigRecord;
 use troupe_session::ledger::{Ledger, Prices, SessionUsage, price_key};
 use troupe_team::{
-    LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, ScopeOverlap, TaskView, TeamId,
-    TeamState,
+    LiveAgent, LiveStatus, MemberPhase, MemberStatus, MemberView, OwnerActivity, ScopeOverlap,
+    StallAfter, StallCheck, TaskSnapshot, TaskView, TeamId, TeamState, WriteConflict, WriteRadar,
 };
 
 /// One roster row of the panel: a [`MemberView`] (REFERENCE c.7, d.3) with the member's durable
@@ -40,7 +41,9 @@ pub struct MemberRow {
 /// that would collide with it, never on a completed one), which the panel shows instead of
 /// `writeScopeWarnings`.
 ///
-/// Wire shape: the `TaskView` fields, then `overlaps: [{"taskId","status"}…]`.
+/// Wire shape: the `TaskView` fields (with `stalled` when the task is stalled — `reason` and
+/// `since`, no `idleMs`: the view does not change as time passes, the panel counts), then
+/// `overlaps: [{"taskId","status"}…]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TaskRow {
     /// The task view.
@@ -53,9 +56,10 @@ pub struct TaskRow {
 /// What the panel shows of a Team (REFERENCE f's wire view, widened with live status and the
 /// full task views). Compared by value: a frame is published only when it changes.
 ///
-/// Wire shape: `{"teamId","members":[MemberRow…],"tasks":[TaskRow…],"ledger","failure"?}`
-/// (`ledger`: `troupe_session::ledger::Ledger` at the built-in prices, folded from the usage
-/// of every member's answers so far, a fork's seed not counted); the Lead
+/// Wire shape: `{"teamId","members":[MemberRow…],"tasks":[TaskRow…],"ledger","failure"?,
+/// "writeConflicts"?:[WriteConflict…]}` (`ledger`: `troupe_session::ledger::Ledger` at the
+/// built-in prices, folded from the usage of every member's answers so far, a fork's seed not
+/// counted); the Lead
 /// pseudo-row is first, tasks are the non-deleted ones in creation order (REFERENCE c.11.1:
 /// readiness, blockers, owner, write-scope warnings; plus each task's overlaps).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -73,6 +77,10 @@ pub struct TeamView {
     /// damaged file): the rest of the view is the last valid state, and stays so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The write radar ([`WriteConflict`], advisory): files two members changed within the
+    /// same window of work, folded from the Lead's and the members' logs; omitted when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_conflicts: Vec<WriteConflict>,
 }
 
 /// Mailbox counts: `{"pending": N, "byMember": {"<member id>": N…}}` (members with pending mail
@@ -99,10 +107,13 @@ struct Activity {
     /// Whether that model is the member's own (a teammate model, `ownModel`); a member
     /// without one runs the session's model, the Lead's.
     own_model: bool,
+    /// The time of the last event of its log (epoch ms).
+    last_event_ms: Option<u64>,
 }
 
 impl Activity {
     fn apply(&mut self, event: &Event) -> bool {
+        self.last_event_ms = Some(event.time);
         match event.kind.as_str() {
             event_types::TURN_START => !std::mem::replace(&mut self.open_turn, true),
             event_types::TURN_END => std::mem::replace(&mut self.open_turn, false),
@@ -152,6 +163,16 @@ pub struct TeamProjection {
     usage: HashMap<SessionId, Vec<UsageMark>>,
     /// Per session: how many of its first events are a fork's seed (not its own).
     seeds: HashMap<SessionId, u64>,
+    /// "Now" for stalled owners (epoch ms), as the hub last said ([`Self::set_now`]).
+    now_ms: u64,
+    stall_after: StallAfter,
+    /// The write radar: task windows from the Lead log, file changes from every log.
+    radar: WriteRadar,
+    /// The Lead's own file changes.
+    lead_changes: ChangeFold,
+    /// Each member's file changes (created at its first event, with its seeded prefix's
+    /// length from [`Self::set_seed_len`]).
+    member_changes: HashMap<SessionId, ChangeFold>,
 }
 
 /// One ledger-relevant event of a member's log: its model changed (`agent/config`), or it
@@ -200,7 +221,81 @@ impl TeamProjection {
             last_lead_seq: None,
             usage: HashMap::new(),
             seeds: HashMap::new(),
+            now_ms: 0,
+            stall_after: StallAfter::default(),
+            radar: WriteRadar::new(),
+            lead_changes: ChangeFold::new(0),
+            member_changes: HashMap::new(),
         }
+    }
+
+    /// The projection with stall threshold `after` (default 10 minutes).
+    #[must_use]
+    pub fn with_stall_after(mut self, after: StallAfter) -> Self {
+        self.stall_after = after;
+        self
+    }
+
+    /// Sets "now" (epoch ms) for stalled owners. Time alone can make a resident owner's task
+    /// stalled, so the view is marked as possibly changed when some task in progress has a
+    /// resident owner (the hub publishes only a view that really differs).
+    pub fn set_now(&mut self, now_ms: u64) {
+        if self.now_ms == now_ms {
+            return;
+        }
+        self.now_ms = now_ms;
+        let timed = self.state.in_progress_tasks().any(|task| {
+            task.owner_id
+                .as_ref()
+                .and_then(|owner| self.members.get(owner))
+                .is_some_and(|a| a.live().is_some())
+        });
+        self.dirty |= timed;
+    }
+
+    /// The stall check of the current state: residency as the status shows it (a live member
+    /// is resident), each member's last event from its own file.
+    fn stall_check(&self) -> StallCheck {
+        let owners = self
+            .state
+            .stall_candidates()
+            .into_iter()
+            .map(|id| {
+                let activity = self.members.get(&id);
+                let owner = OwnerActivity {
+                    resident: activity.and_then(Activity::live).is_some(),
+                    last_event_ms: activity.and_then(|a| a.last_event_ms),
+                };
+                (id, owner)
+            })
+            .collect();
+        StallCheck {
+            now_ms: self.now_ms,
+            after: self.stall_after,
+            owners,
+        }
+    }
+
+    /// Whether [`Self::set_seed_len`] was called for `member`.
+    pub fn knows_seed_len(&self, member: &SessionId) -> bool {
+        self.seeds.contains_key(member)
+    }
+
+    /// Feeds the file changes `event` of `member`'s log shows into the radar.
+    fn changes(
+        radar: &mut WriteRadar,
+        fold: &mut ChangeFold,
+        member: &SessionId,
+        event: &Event,
+    ) -> bool {
+        let changes = fold.apply(event);
+        for change in &changes {
+            match change.since {
+                None => radar.exact(member, &change.path, event.time),
+                Some(since) => radar.scanned(member, &change.path, since, event.time),
+            }
+        }
+        !changes.is_empty()
     }
 
     /// The folded Team state (the last valid one once [`Self::failure`] is set).
@@ -227,11 +322,18 @@ impl TeamProjection {
         self.dirty |= self.lead.apply(event);
         let lead = self.state.id().lead_id().clone();
         self.note_usage(&lead, event);
+        self.dirty |= Self::changes(&mut self.radar, &mut self.lead_changes, &lead, event);
         if !event_types::is_team(&event.kind) {
             return;
         }
         match self.state.apply(event) {
             Ok(()) => {
+                if event.kind == event_types::TEAM_TASK
+                    && let Ok(task) =
+                        serde_json::from_value::<TaskSnapshot>(event.data["task"].clone())
+                {
+                    self.radar.task(event.time, &task);
+                }
                 // Mailbox records leave the roster and the board as they were.
                 if matches!(
                     event.kind.as_str(),
@@ -244,7 +346,8 @@ impl TeamProjection {
         }
     }
 
-    /// Folds one event of member `member`'s own session file (turns and model only).
+    /// Folds one event of member `member`'s own session file (turns, model and the files it
+    /// changed).
     pub fn apply_member(&mut self, member: &SessionId, event: &Event) {
         if self.failure.is_some() {
             return;
@@ -252,10 +355,17 @@ impl TeamProjection {
         let activity = self.members.entry(member.clone()).or_default();
         self.dirty |= activity.apply(event);
         self.note_usage(member, event);
+        let seed_len = self.seeds.get(member).copied().unwrap_or(0);
+        let fold = self
+            .member_changes
+            .entry(member.clone())
+            .or_insert_with(|| ChangeFold::new(seed_len));
+        self.dirty |= Self::changes(&mut self.radar, fold, member, event);
     }
 
     /// Sets how many of the first events of session `id` are a fork's seed (its header's
-    /// `seedLength`): the ledger does not count them.
+    /// `seedLength`): the ledger does not count them, and they are the Lead's history, not the
+    /// member's file changes (for the write radar, set it before the member's first event).
     pub fn set_seed_len(&mut self, id: &SessionId, seed_len: u64) {
         if self.seeds.insert(id.clone(), seed_len) != Some(seed_len) {
             self.dirty = true;
@@ -367,6 +477,11 @@ impl TeamProjection {
             .iter()
             .map(|row| (row.member.name.clone(), row.member.id.clone()))
             .collect();
+        let check = self
+            .state
+            .in_progress_tasks()
+            .next()
+            .map(|_| self.stall_check());
         TeamView {
             team_id: team.clone(),
             ledger: self.ledger(&named),
@@ -374,12 +489,19 @@ impl TeamProjection {
             tasks: self
                 .state
                 .live_tasks()
-                .map(|task| TaskRow {
-                    task: self.state.task_view_of(task),
-                    overlaps: self.state.scope_overlaps(task),
+                .map(|task| {
+                    let mut view = self.state.task_view_checked(task, check.as_ref());
+                    if let Some(stall) = &mut view.stalled {
+                        stall.idle_ms = None;
+                    }
+                    TaskRow {
+                        task: view,
+                        overlaps: self.state.scope_overlaps(task),
+                    }
                 })
                 .collect(),
             failure: self.failure.clone(),
+            write_conflicts: self.radar.conflicts(&self.state),
         }
     }
 

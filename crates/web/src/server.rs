@@ -61,6 +61,12 @@ pub struct WebConfig {
     /// <token>`; `None` refuses every write (`WEB_TOKEN_REQUIRED`). `troupe web` generates one
     /// per server ([`write_token_for`]) and prints it in the URL ([`panel_url_with_token`]).
     pub write_token: Option<String>,
+    /// How long a resident task owner may log nothing before the board marks its task
+    /// stalled (`troupe web --stall-after`; default 10 minutes).
+    pub stall_after: troupe_team::StallAfter,
+    /// "Now" for stalled owners (the system clock by default; `troupe web` passes its store's,
+    /// which `$TROUPE_CLOCK` can fix).
+    pub clock: Arc<dyn troupe_protocol::Clock>,
 }
 
 impl WebConfig {
@@ -73,6 +79,8 @@ impl WebConfig {
             poll_interval: DEFAULT_POLL_INTERVAL,
             heartbeat: DEFAULT_HEARTBEAT,
             write_token: None,
+            stall_after: troupe_team::StallAfter::default(),
+            clock: Arc::new(troupe_protocol::SystemClock),
         }
     }
 }
@@ -131,7 +139,10 @@ type AppState = Arc<App>;
 /// The panel's router (see the crate docs for the routes).
 pub fn router(config: WebConfig) -> Router {
     let app = Arc::new(App {
-        hub: Arc::new(Hub::new(config.home, config.store, config.poll_interval)),
+        hub: Arc::new(
+            Hub::new(config.home, config.store, config.poll_interval)
+                .with_stall(config.stall_after, config.clock),
+        ),
         heartbeat: config.heartbeat,
         write_token: config.write_token,
     });

@@ -62,6 +62,20 @@ pub(crate) fn approval_timeout(raw: &str) -> Result<std::time::Duration, String>
     Ok(duration)
 }
 
+/// The longest `--stall-after` (and `stall_after`): 30 days.
+pub(crate) const MAX_STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
+
+/// `--stall-after DURATION` (and the files' `stall_after`): a humantime duration from 1 s to
+/// [`MAX_STALL_AFTER`]; the error says what is accepted.
+pub(crate) fn stall_after(raw: &str) -> Result<std::time::Duration, String> {
+    let duration = humantime::parse_duration(raw)
+        .map_err(|e| format!("{e} (a duration such as 10m, 90s or 1h)"))?;
+    if duration < std::time::Duration::from_secs(1) || duration > MAX_STALL_AFTER {
+        return Err("it must be from 1s to 30days".to_owned());
+    }
+    Ok(duration)
+}
+
 /// The largest configuration file read (1 MiB): a bigger one is refused, never read whole.
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
@@ -141,6 +155,8 @@ pub(crate) struct FileValues {
     pub(crate) approval: Option<At<ApprovalMode>>,
     /// `approval_timeout`: a duration as `--approval-timeout` takes it (`"10m"`, `"90s"`).
     pub(crate) approval_timeout: Option<At<std::time::Duration>>,
+    /// `stall_after`: a duration as `--stall-after` takes it (`"10m"`, `"90s"`).
+    pub(crate) stall_after: Option<At<std::time::Duration>>,
     pub(crate) teammate_model: Option<At<String>>,
     /// `[team.models]`: model by member name.
     pub(crate) team_models: BTreeMap<String, At<String>>,
@@ -182,6 +198,7 @@ struct FileToml {
     project_instructions: Option<Spanned<bool>>,
     approval: Option<Spanned<String>>,
     approval_timeout: Option<Spanned<String>>,
+    stall_after: Option<Spanned<String>>,
     store: Option<Spanned<String>>,
     replicas: Option<Spanned<i64>>,
     team: Option<TeamToml>,
@@ -388,6 +405,15 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<FileValues, anyhow::Error
         })?;
         values.approval_timeout = Some(At {
             value: timeout,
+            at: location,
+        });
+    }
+    if let Some(v) = raw.stall_after {
+        let (text, location) = parsed(v, "stall_after", "a duration such as 10m or 90s")?;
+        let after = stall_after(&text)
+            .map_err(|e| anyhow!("{location}: stall_after \"{}\": {e}", text.escape_debug()))?;
+        values.stall_after = Some(At {
+            value: after,
             at: location,
         });
     }

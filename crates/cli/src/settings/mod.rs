@@ -14,6 +14,7 @@
 //! | `sandbox`, `network` | `--sandbox`, `--network` |
 //! | `project_instructions` (bool) | `--no-project-instructions` (sets false) |
 //! | `approval` (`never`, `on-request`), `approval_timeout` (a duration: `"10m"`, `"90s"`) | `--approval`, `--approval-timeout` |
+//! | `stall_after` (a duration: `"10m"`) | `--stall-after` (never recorded: `run` reads both files, `resume`, `demo`, `team show` and `web` the user's) |
 //! | `store`, `replicas` (the user's file only) | `--store` (and `$TROUPE_STORE`), `--replicas` |
 //! | `[team] teammate_model` | `--teammate-model` |
 //! | `[team] max_members`, `max_tasks`, `max_pending_messages`, `max_message_bytes`, `disposal_timeout_ms` | the limit flags |
@@ -62,7 +63,9 @@ use troupe_session::ledger::{Budget, Price, Prices};
 use troupe_team::TeamLimits;
 use troupe_tools::{NetworkAccess, SandboxMode, SandboxPolicy};
 
-pub(crate) use file::{LIMIT_KEYS, Location, Scope, approval_timeout, budget_tokens, budget_usd};
+pub(crate) use file::{
+    LIMIT_KEYS, Location, Scope, approval_timeout, budget_tokens, budget_usd, stall_after,
+};
 
 use crate::exit::Failure;
 use file::{At, ConfigFile};
@@ -137,6 +140,7 @@ pub(crate) struct FlagValues {
     pub(crate) approval_timeout: Option<std::time::Duration>,
     pub(crate) budget_tokens: Option<u64>,
     pub(crate) budget_usd: Option<f64>,
+    pub(crate) stall_after: Option<std::time::Duration>,
 }
 
 /// Where the two configuration files of a run of the home `home` in `workspace` are.
@@ -202,6 +206,30 @@ impl UserStore {
     }
 }
 
+/// The stall threshold of a command over stored sessions (`resume`, `team show`, `web`, and
+/// `demo`, whose project is new): `flag` (`--stall-after`) when given, else `stall_after` of
+/// the user's file of `home`, else 10 minutes. A project's file configures new runs only (as
+/// every key of it does), so these commands never fail on one; the user's file is checked by
+/// every command anyway ([`UserStore::load`]).
+///
+/// # Errors
+/// A user's file that is bad (bad input naming `FILE:LINE:COLUMN`).
+pub(crate) fn stall_after_in(
+    home: &Path,
+    flag: Option<std::time::Duration>,
+) -> Result<troupe_team::StallAfter, Failure> {
+    let flags = FlagValues {
+        stall_after: flag,
+        ..FlagValues::default()
+    };
+    if flag.is_some() {
+        return Ok(Settings::merge(Vec::new(), flags).stall_after());
+    }
+    let [(scope, path), _] = config_paths(home, home);
+    let files = vec![ConfigFile::load(scope, path)?];
+    Ok(Settings::merge(files, flags).stall_after())
+}
+
 /// The settings in force for a new session: every key's value and source.
 #[derive(Debug)]
 pub(crate) struct Settings {
@@ -216,6 +244,8 @@ pub(crate) struct Settings {
     pub(crate) project_instructions: Sourced<bool>,
     pub(crate) approval: Sourced<ApprovalMode>,
     pub(crate) approval_timeout: Sourced<std::time::Duration>,
+    /// How long a resident task owner may log nothing before its task is shown stalled.
+    pub(crate) stall_after: Sourced<std::time::Duration>,
     pub(crate) teammate_model: Option<Sourced<String>>,
     pub(crate) team_models: BTreeMap<String, Sourced<String>>,
     /// Every Team limit (defaults filled in), by the key of [`LIMIT_KEYS`], in that order.
@@ -345,6 +375,11 @@ impl Settings {
         });
         let budget_tokens = pick!(flags.budget_tokens, "--budget-tokens", budget_tokens);
         let budget_usd = pick!(flags.budget_usd, "--budget-usd", budget_usd);
+        let stall_after =
+            pick!(flags.stall_after, "--stall-after", stall_after).unwrap_or(Sourced {
+                value: std::time::Duration::from_millis(troupe_team::STALL_AFTER_DEFAULT_MS),
+                source: Source::Default,
+            });
         let defaults = serde_json::to_value(TeamLimits::default()).unwrap_or_default();
         let limits = LIMIT_KEYS
             .into_iter()
@@ -412,6 +447,7 @@ impl Settings {
             project_instructions,
             approval,
             approval_timeout,
+            stall_after,
             teammate_model,
             team_models,
             limits,
@@ -470,6 +506,12 @@ impl Settings {
             }
         }
         warnings
+    }
+
+    /// The stall threshold in force ([`Settings::stall_after`]).
+    pub(crate) fn stall_after(&self) -> troupe_team::StallAfter {
+        let ms = u64::try_from(self.stall_after.value.as_millis()).unwrap_or(u64::MAX);
+        troupe_team::StallAfter::from_ms(ms).unwrap_or_default()
     }
 
     /// The MCP servers a new session starts and records: `None` when no source names any

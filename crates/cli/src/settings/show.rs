@@ -232,6 +232,13 @@ fn rows(
             shown: None,
         },
         Row {
+            key: "stall_after".to_owned(),
+            value: json!(humantime::format_duration(settings.stall_after.value).to_string()),
+            source: settings.stall_after.source.clone(),
+            note: None,
+            shown: None,
+        },
+        Row {
             key: "store".to_owned(),
             value: json!(store.store.value),
             source: store.store.source.clone(),

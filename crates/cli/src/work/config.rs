@@ -17,7 +17,7 @@ use troupe_session::approval::ApprovalPolicy;
 use troupe_session::events::TeammateModels;
 use troupe_session::instructions::ProjectInstructions;
 use troupe_session::ledger::{Budget, Prices, price_key};
-use troupe_team::TeamLimits;
+use troupe_team::{StallAfter, TeamLimits};
 use troupe_tools::SandboxPolicy;
 
 use super::flags::{PaceArgs, ResumeFlags, RunFlags, settings_flags};
@@ -64,6 +64,8 @@ pub(super) struct WorkConfig {
     pub(super) budget: Budget,
     /// The prices the ledger uses (built in, with `[prices]` over them).
     pub(super) prices: Prices,
+    /// The stall threshold of the board's reads (`--stall-after`, `stall_after`).
+    pub(super) stall_after: StallAfter,
     /// Environment variables that hold API keys: removed from every `bash` tool process.
     pub(super) secret_env: Vec<String>,
     /// The sandbox of every `bash` and MCP server (checked against this kernel).
@@ -122,7 +124,8 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
                 .model
                 .teammate_model
                 .as_ref()
-                .map(|_| "--teammate-model"));
+                .map(|_| "--teammate-model"))
+            .or(flags.stall.stall_after.map(|_| "--stall-after"));
         if let Some(flag) = team_flag {
             return Err(Failure::bad_input(anyhow!(
                 "{flag} applies to Team runs only: add --team"
@@ -131,7 +134,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     }
     flags.limits.limits()?;
     let flag_sandbox = flags.sandbox.for_new()?;
-    let flag_values = settings_flags(
+    let mut flag_values = settings_flags(
         &flags.model,
         &flags.sandbox,
         &flags.limits,
@@ -139,6 +142,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
         &flags.approval,
         &flags.budget,
     )?;
+    flag_values.stall_after = flags.stall.stall_after;
     let workspace = match &flags.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()
@@ -202,6 +206,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     shape.teammates = teammate_models;
     shape.project_instructions = project_instructions;
     shape.approval = settings.approval_policy();
+    shape.stall_after = settings.stall_after();
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 
@@ -298,10 +303,15 @@ pub(super) fn validate_resume(
             "{flag} applies to Team sessions only, and session {id} is not one"
         )));
     }
-    if !team && flags.model.teammate_model.is_some() {
-        return Err(Failure::bad_input(anyhow!(
-            "--teammate-model applies to Team sessions only, and session {id} is not one"
-        )));
+    for (given, flag) in [
+        (flags.model.teammate_model.is_some(), "--teammate-model"),
+        (flags.stall.stall_after.is_some(), "--stall-after"),
+    ] {
+        if !team && given {
+            return Err(Failure::bad_input(anyhow!(
+                "{flag} applies to Team sessions only, and session {id} is not one"
+            )));
+        }
     }
     let team_limits = flags.limits.limits()?;
     let sandbox = flags.sandbox.for_resume(recorded.sandbox_policy())?;
@@ -414,6 +424,9 @@ pub(super) fn validate_resume(
     shape.approval = approval;
     shape.budget = budget;
     shape.prices = prices;
+    // Not recorded: the flag, else the user's file, else 10m (the project's file configures
+    // new runs only).
+    shape.stall_after = crate::settings::stall_after_in(&home.dir, flags.stall.stall_after)?;
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 
@@ -423,6 +436,8 @@ pub(super) struct RunShape {
     pub(super) json: bool,
     pub(super) team: bool,
     pub(super) team_limits: TeamLimits,
+    /// The stall threshold (default for [`RunShape::new`]: 10 minutes).
+    pub(super) stall_after: StallAfter,
     pub(super) sandbox: SandboxPolicy,
     pub(super) mcp: Option<McpServers>,
     /// The approvals (default for [`RunShape::new`]: never).
@@ -458,6 +473,7 @@ impl RunShape {
             json,
             team,
             team_limits,
+            stall_after: StallAfter::default(),
             sandbox,
             mcp,
             start,
@@ -545,6 +561,7 @@ pub(super) fn work_config(
         team_limits: shape.team_limits,
         budget: shape.budget,
         prices: shape.prices,
+        stall_after: shape.stall_after,
         start: shape.start,
         framing: shape.framing,
     })

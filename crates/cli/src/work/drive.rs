@@ -106,6 +106,7 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
             tool_limits: ToolLimits::default(),
             max_depth: 1,
             team_limits: config.team_limits,
+            stall_after: config.stall_after,
             extra_tools: mcp.tools(),
             secret_env: config.secret_env.clone(),
             secrets: config.secrets.clone(),

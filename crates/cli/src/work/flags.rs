@@ -285,7 +285,20 @@ pub(crate) fn settings_flags(
         approval_timeout: approval.approval_timeout,
         budget_tokens: budget.budget_tokens,
         budget_usd: budget.budget_usd,
+        stall_after: None,
     })
+}
+
+/// `--stall-after DURATION` as typed (`run`, `resume`, `demo`, `team show`, `web`): a view
+/// policy, never recorded, so it wins over the files' `stall_after` for every command.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct StallArgs {
+    /// Team only: show a task in progress as stalled when its owner has logged nothing (no
+    /// model call, no tool) for DURATION: 10m (default), 90s, 1h (1s to 30days). An owner that
+    /// is inactive (or failed) with no followup_task waiting for it is stalled at once.
+    /// Nothing is released automatically. Config key: stall_after.
+    #[arg(long, value_name = "DURATION", value_parser = crate::settings::stall_after)]
+    pub(crate) stall_after: Option<Duration>,
 }
 
 /// The Team limit flags (REFERENCE c.15) as typed. Each is a positive integer up to 2^53-1;
@@ -383,6 +396,8 @@ pub(crate) struct RunFlags {
     pub(super) limits: TeamLimitArgs,
     #[command(flatten)]
     pub(super) budget: BudgetArgs,
+    #[command(flatten)]
+    pub(super) stall: StallArgs,
     /// The directory the agents work in (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub(super) workspace: Option<PathBuf>,
@@ -418,6 +433,8 @@ pub(crate) struct ResumeFlags {
     pub(super) limits: TeamLimitArgs,
     #[command(flatten)]
     pub(super) budget: BudgetArgs,
+    #[command(flatten)]
+    pub(super) stall: StallArgs,
     #[command(flatten)]
     pub(super) sandbox: SandboxArgs,
     #[command(flatten)]

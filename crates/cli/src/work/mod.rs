@@ -25,7 +25,7 @@ pub(crate) use config::ResumedFraming;
 pub(crate) use config::check_workspace;
 pub(crate) use flags::{
     ApprovalArgs, BudgetArgs, InstructionArgs, ModelArgs, PaceArgs, ResumeFlags, RunFlags,
-    SandboxArgs, TeamLimitArgs, settings_flags,
+    SandboxArgs, StallArgs, TeamLimitArgs, settings_flags,
 };
 
 use crate::exit::Failure;
@@ -94,6 +94,7 @@ pub(crate) fn run_scripted_team(
     );
     shape.budget = settings.budget();
     shape.prices = settings.prices();
+    shape.stall_after = run.stall_after;
     shape
         .framing
         .prologue
@@ -110,4 +111,6 @@ pub(crate) struct ScriptedRun {
     pub(crate) sandbox: SandboxPolicy,
     pub(crate) mcp: Option<troupe_mcp::McpServers>,
     pub(crate) budget: BudgetArgs,
+    /// The stall threshold of the board's reads.
+    pub(crate) stall_after: troupe_team::StallAfter,
 }

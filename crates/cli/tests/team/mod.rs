@@ -5,6 +5,8 @@
 //! Determinism: teammates run concurrently, and a script is static, so every scenario is built
 //! so that each step has the same outcome under any interleaving (see each test's comment).
 
+mod radar;
+
 use std::path::Path;
 
 use serde_json::{Value, json};
@@ -14,6 +16,8 @@ use troupe_test_support::{FakeOpenAi, FakeResponse};
 
 use super::run::{Setup, session_id, stderr, stdout, summary};
 use super::{assert_bad_input, clock_times, snapshot_settings, troupe};
+
+mod stall;
 
 /// The ten Team tools, in registration order (REFERENCE d.4).
 const TEAM_TOOLS: [&str; 10] = [

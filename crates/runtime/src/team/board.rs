@@ -9,6 +9,8 @@ use troupe_team::{
 
 use super::journal::{Effect, Member, TeamJournal};
 use super::op::{CallOrigin, LogError, TeamOpError};
+use super::stall::StallWatch;
+use crate::control::ChildControl;
 
 /// `team_task_create` (REFERENCE c.11.3); the record is linked to the tool call `origin`,
 /// with the result text.
@@ -68,30 +70,61 @@ async fn commit_task(
     Ok(view)
 }
 
-/// `team_task_get` (REFERENCE c.11.2): tombstones included.
+/// The board's reads: the Team's journal, the runtime's children (which owners are resident)
+/// and the stall threshold.
+pub(super) struct BoardRead<'a> {
+    pub(super) journal: &'a TeamJournal,
+    pub(super) control: &'a dyn ChildControl,
+    pub(super) stall: &'a StallWatch,
+}
+
+/// `team_task_get` (REFERENCE c.11.2): tombstones included; a stalled task carries
+/// `stalled`.
 ///
 /// # Errors
 /// `TEAM_TASK_NOT_FOUND`, `TEAM_NOT_MEMBER`.
 pub(super) async fn get(
-    journal: &TeamJournal,
+    read: BoardRead<'_>,
     agent: Member<'_>,
     id: &str,
 ) -> Result<TaskView, TeamOpError> {
-    let state = journal.enter().await;
-    let caller = journal.caller(&state, agent)?;
-    Ok(state.get_task(&caller, id)?)
+    let state = read.journal.enter().await;
+    let caller = read.journal.caller(&state, agent)?;
+    let check = read.stall.check(&state, read.control, read.journal.store());
+    Ok(state.get_task_checked(&caller, id, Some(&check))?)
 }
 
-/// `team_task_list` (REFERENCE d.4.2).
+/// `team_task_list` (REFERENCE d.4.2): stalled tasks carry `stalled`, and the Lead's list
+/// carries `stallNotice` for those it was not told of yet; with the write radar's
+/// `writeConflicts` (a Troupe addition, advisory: files two members changed within the same
+/// window of work, from the members' stored logs — [`crate::write_conflicts`]). The logs are
+/// read after the serializer is left (on a blocking thread, from a copy of the state), so a
+/// long read never holds up another Team operation; the conflicts are those of the logs as
+/// flushed then.
 ///
 /// # Errors
 /// `TEAM_INVALID_ARGUMENT` for a bad cursor or limit, `TEAM_NOT_MEMBER`.
 pub(super) async fn list(
-    journal: &TeamJournal,
+    read: BoardRead<'_>,
     agent: Member<'_>,
     query: &TaskListQuery,
 ) -> Result<TaskPage, TeamOpError> {
-    let state = journal.enter().await;
-    let caller = journal.caller(&state, agent)?;
-    Ok(state.list_tasks(&caller, query)?)
+    let (mut page, state) = {
+        let state = read.journal.enter().await;
+        let caller = read.journal.caller(&state, agent)?;
+        let check = read.stall.check(&state, read.control, read.journal.store());
+        let mut page = state.list_tasks_checked(&caller, query, Some(&check))?;
+        if let Member::Resident(lead) = agent
+            && lead.id() == read.journal.lead().id()
+        {
+            read.stall.tell_lead(lead, &mut page);
+        }
+        (page, state.clone())
+    };
+    let store = read.journal.store().clone();
+    page.write_conflicts =
+        tokio::task::spawn_blocking(move || crate::write_conflicts(&store, &state, None))
+            .await
+            .unwrap_or_default();
+    Ok(page)
 }

@@ -14,7 +14,8 @@
 //!   continuation of teammates.
 //! - `mailbox.rs` — durable enqueue, per-target FIFO dispatch, de-duplication and
 //!   acknowledgement (c.10, decision 1), and mailbox recovery.
-//! - `board.rs` — task create / update / get / list (c.11).
+//! - `board.rs` — task create / update / get / list (c.11); `stall.rs` — the inputs of the
+//!   derived `stalled` field of the reads and the Lead's one-time `stallNotice`.
 //! - `waiters.rs` — `wait_agent` over the change edges (c.12).
 //! - `lifecycle.rs` — the admission cutoff and the bounded settlement of work in flight
 //!   (c.14).
@@ -35,6 +36,7 @@ mod remote;
 mod roster;
 pub(crate) mod schema;
 mod service;
+mod stall;
 mod tools;
 mod waiters;
 
@@ -49,4 +51,5 @@ pub use remote::{
 };
 pub use schema::{TEAM_TOOL_NAMES, TeamToolName, listed_member_schema};
 pub use service::{Team, TeamService};
+pub(crate) use stall::last_event_time;
 pub(crate) use tools::team_tools;

@@ -136,7 +136,8 @@ pub fn listed_member_schema() -> Value {
     schema
 }
 
-/// `TaskView` (REFERENCE d.3).
+/// `TaskView` (REFERENCE d.3), with the optional derived `stalled` of a read (a Troupe
+/// addition: `{"reason": "failed"|"inactive"|"no_activity", "since"?, "idleMs"?}`).
 pub fn task_view_schema() -> Value {
     json!({
         "type": "object",
@@ -150,11 +151,33 @@ pub fn task_view_schema() -> Value {
             "writeScopes": {"type": "array", "items": {"type": "string"}},
             "ownerName": {"type": "string"},
             "ready": {"type": "boolean"},
-            "writeScopeWarnings": {"type": "array", "items": {"type": "string"}}
+            "writeScopeWarnings": {"type": "array", "items": {"type": "string"}},
+            "stalled": {
+                "type": "object",
+                "properties": {
+                    "reason": {"type": "string", "enum": ["failed", "inactive", "no_activity"]},
+                    "since": {"type": "integer"},
+                    "idleMs": {"type": "integer"}
+                },
+                "required": ["reason"],
+                "additionalProperties": false
+            }
         },
         "required": ["id", "revision", "subject", "description", "status", "blockedBy", "writeScopes", "ready", "writeScopeWarnings"],
         "additionalProperties": false
     })
+}
+
+/// `WriteConflict` (the write radar, a Troupe addition): `{"path","members","tasks"}`.
+fn write_conflict_schema() -> Value {
+    object(
+        json!({
+            "path": {"type": "string"},
+            "members": {"type": "array", "items": {"type": "string"}},
+            "tasks": {"type": "array", "items": {"type": "string"}}
+        }),
+        &["path", "members", "tasks"],
+    )
 }
 
 fn object(properties: Value, required: &[&str]) -> Value {
@@ -281,7 +304,8 @@ fn definition(tool: TeamToolName) -> (&'static str, Value, Value) {
         ),
         TeamToolName::TaskList => (
             "Browse tasks with readiness, owner, revision, blockers and write-scope overlap \
-             warnings.",
+             warnings; `writeConflicts` (when present) names files two members actually changed \
+             while the same task was in progress (advisory: review them).",
             object(
                 json!({
                     "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
@@ -295,7 +319,9 @@ fn definition(tool: TeamToolName) -> (&'static str, Value, Value) {
             object(
                 json!({
                     "tasks": {"type": "array", "items": task_view_schema()},
-                    "nextCursor": {"type": "integer"}
+                    "nextCursor": {"type": "integer"},
+                    "stallNotice": {"type": "string"},
+                    "writeConflicts": {"type": "array", "items": write_conflict_schema()}
                 }),
                 &["tasks"],
             ),

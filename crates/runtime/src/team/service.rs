@@ -14,16 +14,18 @@ use tokio_util::sync::CancellationToken;
 use troupe_journal::{Journal, LineCheck};
 use troupe_protocol::{Event, MessageId, Seq, SessionId, sync::lock};
 use troupe_team::{
-    CreateTask, Delivery, MemberContext, MemberPhase, MemberView, TaskListQuery, TaskPage,
-    TaskView, TeamError, TeamId, TeamLimits, TeamState, UpdateTask, UserSend,
+    CreateTask, Delivery, MemberContext, MemberPhase, MemberView, StallAfter, TaskListQuery,
+    TaskPage, TaskView, TeamError, TeamId, TeamLimits, TeamState, UpdateTask, UserSend,
 };
 
+use super::board::BoardRead;
 use super::journal::{Member, TeamJournal, fold_team_log, not_member};
 use super::lifecycle::{Lifecycle, disposed};
 use super::mailbox::{Dispatcher, Mailbox, SendCall};
 use super::op::{ListedMember, OpContext, TeamOp, TeamOpError, TeamReply, WaitOutcome};
 use super::remote::InFlight;
 use super::roster::{self, SpawnCall};
+use super::stall::StallWatch;
 use super::{board, waiters};
 use crate::agent::{Agent, AgentProgress, Progress};
 use crate::control::ChildControl;
@@ -38,6 +40,7 @@ pub struct Team {
     lifecycle: Lifecycle,
     /// Remote requests in flight (`super::remote`).
     remote: InFlight,
+    stall: StallWatch,
 }
 
 impl std::fmt::Debug for Team {
@@ -90,6 +93,14 @@ impl Team {
         &self.remote
     }
 
+    fn board<'a>(&'a self, control: &'a dyn ChildControl) -> BoardRead<'a> {
+        BoardRead {
+            journal: &self.journal,
+            control,
+            stall: &self.stall,
+        }
+    }
+
     fn dispatcher<'a>(&'a self, control: &'a dyn ChildControl) -> Dispatcher<'a> {
         Dispatcher {
             journal: &self.journal,
@@ -109,6 +120,8 @@ pub struct TeamService {
     progress: broadcast::Sender<AgentProgress>,
     /// The configured limits (explicit ones win over those a Lead recorded).
     configured: TeamLimits,
+    /// How long a resident owner may log nothing before its task is stalled.
+    stall_after: StallAfter,
     teams: Mutex<HashMap<SessionId, Arc<Team>>>,
 }
 
@@ -120,18 +133,21 @@ impl std::fmt::Debug for TeamService {
 
 impl TeamService {
     /// The Team service over `store`, driving children through `control`; `progress` is the
-    /// runtime's progress channel; `configured` the runtime's Team limits.
+    /// runtime's progress channel; `configured` the runtime's Team limits; `stall_after` the
+    /// stall threshold of the board's reads.
     pub(crate) fn new(
         store: Journal,
         control: Arc<dyn ChildControl>,
         progress: broadcast::Sender<AgentProgress>,
         configured: TeamLimits,
+        stall_after: StallAfter,
     ) -> Self {
         Self {
             store,
             control,
             progress,
             configured,
+            stall_after,
             teams: Mutex::new(HashMap::new()),
         }
     }
@@ -304,13 +320,13 @@ impl TeamService {
             }
             TeamOp::ListTasks(query) => {
                 let team = self.resolve(caller)?;
-                board::list(&team.journal, caller, &query)
+                board::list(team.board(self.control.as_ref()), caller, &query)
                     .await
                     .map(TeamReply::Tasks)
             }
             TeamOp::GetTask { task_id } => {
                 let team = self.resolve(caller)?;
-                board::get(&team.journal, caller, &task_id)
+                board::get(team.board(self.control.as_ref()), caller, &task_id)
                     .await
                     .map(TeamReply::Task)
             }
@@ -566,16 +582,23 @@ impl TeamService {
         board::update(&team.journal, Member::Resident(agent), request, None).await
     }
 
-    /// `team_task_get` (REFERENCE c.11.2): tombstones included.
+    /// `team_task_get` (REFERENCE c.11.2): tombstones included; a stalled task carries
+    /// `stalled` (see `troupe_team::TeamState::stall_of`).
     ///
     /// # Errors
     /// `TEAM_TASK_NOT_FOUND`, `TEAM_NOT_MEMBER`, `TEAM_DISPOSED`.
     pub async fn get_task(&self, agent: &Agent, id: &str) -> Result<TaskView, TeamOpError> {
         let team = self.resolve(Member::Resident(agent))?;
-        board::get(&team.journal, Member::Resident(agent), id).await
+        board::get(
+            team.board(self.control.as_ref()),
+            Member::Resident(agent),
+            id,
+        )
+        .await
     }
 
-    /// `team_task_list` (REFERENCE d.4.2).
+    /// `team_task_list` (REFERENCE d.4.2): a stalled task carries `stalled`; the Lead's list
+    /// carries `stallNotice` once per stall episode (see the `stall` module).
     ///
     /// # Errors
     /// `TEAM_INVALID_ARGUMENT` for a bad cursor or limit, `TEAM_NOT_MEMBER`, `TEAM_DISPOSED`.
@@ -585,7 +608,12 @@ impl TeamService {
         query: &TaskListQuery,
     ) -> Result<TaskPage, TeamOpError> {
         let team = self.resolve(Member::Resident(agent))?;
-        board::list(&team.journal, Member::Resident(agent), query).await
+        board::list(
+            team.board(self.control.as_ref()),
+            Member::Resident(agent),
+            query,
+        )
+        .await
     }
 
     /// Attaches the Team of a Team-profile root: folds its log, registers it, and forwards
@@ -612,6 +640,7 @@ impl TeamService {
             mailbox: Mailbox::default(),
             lifecycle: Lifecycle::default(),
             remote: InFlight::default(),
+            stall: StallWatch::new(self.stall_after),
         });
         lock(&self.teams).insert(lead.id().clone(), Arc::clone(&team));
         self.forward_status_edges(&team);

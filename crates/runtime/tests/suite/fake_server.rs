@@ -52,6 +52,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             tool_limits: ToolLimits::default(),
             max_depth: 1,
             team_limits: troupe_team::TeamLimits::default(),
+            stall_after: troupe_team::StallAfter::default(),
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),

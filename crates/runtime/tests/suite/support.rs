@@ -669,6 +669,7 @@ fn runtime_with(journal: Journal, workspace: &Path, models: Arc<TestModels>) -> 
             tool_limits: ToolLimits::default(),
             max_depth: 1,
             team_limits: troupe_team::TeamLimits::default(),
+            stall_after: troupe_team::StallAfter::default(),
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),

@@ -773,6 +773,14 @@ fn check_results(h: &Harness, id: &SessionId, first: usize, cases: &[Bad]) {
     );
 }
 
+/// A task view without `stalled.idleMs` (the time since its owner's last event, which grows
+/// with the clock; `reason` and `since` stay).
+fn without_idle_time(task: &mut Value) {
+    if let Some(stalled) = task.get_mut("stalled").and_then(Value::as_object_mut) {
+        stalled.remove("idleMs");
+    }
+}
+
 /// Everything Team-level a bad call must leave unchanged.
 #[derive(Debug, PartialEq)]
 struct TeamSnapshot {
@@ -806,8 +814,16 @@ async fn team_snapshot(h: &Harness, lead: &Agent) -> TeamSnapshot {
         limit: 100,
         ..TaskListQuery::default()
     };
-    let tasks =
+    let mut tasks =
         serde_json::to_value(h.runtime.teams().list_tasks(lead, &query).await.unwrap()).unwrap();
+    // The Lead's one-time stall notice goes with the first list only, and how long a stalled
+    // owner has been idle grows with the clock: neither is a change of the board.
+    if let Some(page) = tasks.as_object_mut() {
+        page.remove("stallNotice");
+    }
+    for task in tasks["tasks"].as_array_mut().into_iter().flatten() {
+        without_idle_time(task);
+    }
     let mut each_task = Vec::new();
     for n in 1..=4 {
         let view = h
@@ -816,7 +832,9 @@ async fn team_snapshot(h: &Harness, lead: &Agent) -> TeamSnapshot {
             .get_task(lead, &format!("task-{n}"))
             .await
             .unwrap();
-        each_task.push(serde_json::to_value(view).unwrap());
+        let mut view = serde_json::to_value(view).unwrap();
+        without_idle_time(&mut view);
+        each_task.push(view);
     }
     TeamSnapshot {
         team_events,

@@ -1,11 +1,14 @@
 //! The Team service as its own owner (issue 12): the one entry point, the tool enum, and the
 //! commit path's fallback when redaction changes a record.
 
+use std::sync::Arc;
+
+use serde_json::json;
 use troupe_protocol::SessionId;
 use troupe_runtime::Runtime;
 use troupe_runtime::team::{OpContext, TEAM_TOOL_NAMES, TeamOp, TeamReply, TeamToolName};
 use troupe_session::events::Profile;
-use troupe_team::{CreateTask, TaskListQuery};
+use troupe_team::{CreateTask, MemberContext, TaskListQuery};
 
 use super::support::*;
 use super::team::fold;
@@ -164,5 +167,99 @@ async fn a_secret_in_a_team_record_is_redacted_in_the_log_and_in_the_live_state(
         rt.teams().team(lead.id()).unwrap().snapshot().await,
         fold(&h, lead.id())
     );
+    rt.shutdown().await.unwrap();
+}
+
+/// Stalled owners on the live board (issue 17 item 2), with the journal's clock fixed: a
+/// resident owner whose model call hangs is stalled only once its last event is
+/// `stall_after` old; the Lead's list says so once (`stallNotice`), later lists and gets keep
+/// the field; a reassign to the Lead ends the stall (nothing was released before).
+#[tokio::test]
+async fn a_resident_owner_quiet_for_stall_after_is_stalled_and_the_lead_is_told_once() {
+    const T0: u64 = 1_800_000_000_000;
+    const MINUTE: u64 = 60_000;
+    let h = Harness::new();
+    let clock = Arc::new(troupe_protocol::FixedClock::new(T0));
+    let journal = troupe_journal::Journal::with_backend(
+        Arc::new(troupe_journal::JsonlBackend::new(
+            h.home.path().join("sessions"),
+        )),
+        Arc::clone(&clock) as Arc<dyn troupe_protocol::Clock>,
+    );
+    let rt = Runtime::new(journal, h.runtime.options().clone());
+    let lead = rt
+        .create_root(SessionId::random(), "lead", Profile::Team)
+        .await
+        .unwrap();
+    let alpha_model = h.models.model("alpha");
+    alpha_model.push([
+        call(
+            "team_task_update",
+            json!({"task_id": "task-1", "expected_revision": 1, "action": "claim"}),
+        ),
+        Step::Hang,
+    ]);
+    let teams = rt.teams();
+    teams.create_task(&lead, &task("build")).await.unwrap();
+    teams
+        .spawn(
+            &lead,
+            "alpha",
+            "d",
+            "take task-1",
+            MemberContext::Fresh,
+            None,
+        )
+        .await
+        .unwrap();
+    // alpha has claimed task-1 and is in its second model call, which never answers.
+    model_called(&alpha_model, 2).await;
+    let list = || async {
+        teams
+            .list_tasks(&lead, &TaskListQuery::default())
+            .await
+            .unwrap()
+    };
+    let page = list().await;
+    assert_eq!(page.tasks[0].owner_name.as_deref(), Some("alpha"));
+    assert_eq!(page.tasks[0].stalled, None, "resident and just active");
+    assert_eq!(page.stall_notice, None);
+    clock.advance(10 * MINUTE - 1);
+    assert_eq!(list().await.tasks[0].stalled, None);
+    clock.advance(1);
+    let page = list().await;
+    assert_eq!(
+        page.tasks[0].stalled,
+        Some(troupe_team::Stall {
+            reason: troupe_team::StallReason::NoActivity,
+            since: Some(T0),
+            idle_ms: Some(10 * MINUTE),
+        })
+    );
+    let notice = page.stall_notice.unwrap();
+    assert!(
+        notice.starts_with(
+            "task-1 (revision 2) is stalled: its owner alpha has not run a model call or a \
+             tool for 10 min."
+        ),
+        "{notice}"
+    );
+    // Told once: the next list keeps the field, without the notice; a get has the field.
+    clock.advance(MINUTE);
+    let again = list().await;
+    assert!(again.tasks[0].stalled.is_some());
+    assert_eq!(again.stall_notice, None);
+    let got = teams.get_task(&lead, "task-1").await.unwrap();
+    assert_eq!(
+        got.stalled.map(|s| s.reason),
+        Some(troupe_team::StallReason::NoActivity)
+    );
+    // Nothing was released; the Lead takes the task over with the CAS reassign.
+    let mut reassign = troupe_team::UpdateTask::new("task-1", 2, troupe_team::TaskAction::Reassign);
+    reassign.owner = Some("lead".into());
+    let taken = teams.update_task(&lead, &reassign).await.unwrap();
+    assert_eq!(taken.owner_name.as_deref(), Some("lead"));
+    assert_eq!(taken.stalled, None, "a mutation's result carries no stall");
+    assert_eq!(list().await.tasks[0].stalled, None);
     rt.shutdown().await.unwrap();
 }

@@ -44,6 +44,7 @@ fn http_runtime(home: &Path, workspace: &Path, server: &FakeOpenAi) -> Runtime {
             tool_limits: ToolLimits::default(),
             max_depth: 1,
             team_limits: troupe_team::TeamLimits::default(),
+            stall_after: troupe_team::StallAfter::default(),
             extra_tools: Vec::new(),
             secret_env: Vec::new(),
             secrets: Vec::new(),

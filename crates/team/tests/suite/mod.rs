@@ -8,4 +8,5 @@ mod line;
 mod prop_graph;
 mod prop_ops;
 mod roster_mailbox;
+mod stall;
 mod support;

@@ -1,4 +1,5 @@
 mod bash;
+mod changes;
 mod confinement;
 mod effect;
 mod glob_grep;

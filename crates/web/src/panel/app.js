@@ -191,8 +191,22 @@ const COLUMNS = [
   { title: "Completed", statuses: ["completed"] },
 ];
 
-// One mark per meaning: ⊘ blocked (waiting for its blockers) is not ⚠ (a write-scope overlap).
+// One mark per meaning: ⊘ blocked (waiting for its blockers) is not ⚠ (a write-scope overlap),
+// and neither is ◷ (a task in progress whose owner stalled).
 const OVERLAP_MARK = "⚠";
+const STALL_MARK = "◷";
+
+// Why a task is stalled, in words (the view's `stalled`: reason and the owner's last event).
+function stallText(task) {
+  const owner = task.ownerName || "its owner";
+  const why = {
+    failed: `${owner} failed`,
+    inactive: `${owner} is inactive and no followup_task waits for it`,
+    no_activity: `${owner} has logged nothing for a while`,
+  }[task.stalled.reason] || task.stalled.reason;
+  const since = task.stalled.since ? ` · last active ${new Date(task.stalled.since).toISOString().replace(".000Z", "Z")}` : "";
+  return `${STALL_MARK} stalled: ${why}${since} — reassign it or wake ${owner}`;
+}
 
 function taskState(task) {
   if (task.status === "completed") return { key: "done", icon: "✓", label: "completed" };
@@ -355,13 +369,23 @@ function drawTeam() {
 
   drawLedger(view.ledger);
 
+  // The write radar: files two members changed while the same task was in progress
+  // (advisory, like write scopes): a banner over the board, and a line on each task.
+  const conflicts = view.writeConflicts || [];
+  const banner = document.getElementById("conflicts");
+  banner.replaceChildren(
+    ...(conflicts.length ? [el("strong", { text: `${OVERLAP_MARK} Write conflicts: files two members changed while the same task was in progress` })] : []),
+    ...conflicts.map((c) => el("span", { class: "conflict", "data-conflict": c.path, text: `${c.path} changed by ${c.members.join(", ")} (during ${c.tasks.join(", ")})` })),
+  );
+  banner.hidden = !conflicts.length;
+
   const open = new Set([...document.querySelectorAll(".task details[open]")].map((d) => d.dataset.task));
   document.getElementById("columns").replaceChildren(
     ...COLUMNS.map((column) => {
       const tasks = view.tasks.filter((t) => column.statuses.includes(t.status));
       return el("div", { class: "column" },
         el("h3", { text: `${column.title} (${tasks.length})` }),
-        tasks.length ? el("ul", { class: "tasks" }, ...tasks.map((t) => drawTask(t, open))) : el("p", { class: "none", text: "none" }));
+        tasks.length ? el("ul", { class: "tasks" }, ...tasks.map((t) => drawTask(t, open, conflicts))) : el("p", { class: "none", text: "none" }));
     }),
   );
 }
@@ -384,21 +408,24 @@ function drawLedger(ledger) {
   note.textContent = `Built-in prices as of ${ledger.pricesAsOf}.${unpriced}`;
 }
 
-function drawTask(task, open) {
+function drawTask(task, open, conflicts) {
+  const mine = (conflicts || []).filter((c) => c.tasks.includes(task.id));
   const s = taskState(task);
   const meta = [s.label, task.ownerName ? `owner ${task.ownerName}` : "unowned", `rev ${task.revision}`];
   if (task.blockedBy.length) meta.push(`blocked by ${task.blockedBy.join(", ")}`);
   if (task.writeScopes.length) meta.push(`scopes ${task.writeScopes.join(", ")}`);
   const details = el("details", { "data-task": task.id, open: open.has(task.id) },
     el("summary", { text: "description" }), el("p", { text: task.description }));
-  return el("li", { class: "task", "data-task-id": task.id, "data-status": task.status, "data-state": s.key },
+  return el("li", { class: "task", "data-task-id": task.id, "data-status": task.status, "data-state": s.key, "data-stalled": task.stalled ? task.stalled.reason : null, "data-conflicted": mine.length ? "true" : "false" },
     el("span", { class: "line" },
       el("span", { class: "icon", title: s.label, "aria-label": s.label, text: s.icon }),
       el("span", { class: "id", text: task.id }),
       el("span", { class: "subject", text: task.subject })),
     el("span", { class: "meta", text: meta.join(" · ") }),
     // Every overlap on each task it concerns (the one in progress and the pending one).
+    task.stalled ? el("span", { class: "warn stall", "data-stall": task.stalled.reason, text: stallText(task) }) : null,
     ...(task.overlaps || []).map((o) => el("span", { class: "warn", "data-overlap": o.taskId, text: `${OVERLAP_MARK} write scopes overlap with ${o.taskId} (${o.status === "in_progress" ? "in progress" : o.status})` })),
+    ...mine.map((c) => el("span", { class: "warn", "data-conflict": c.path, text: `${OVERLAP_MARK} ${c.path} changed by ${c.members.join(", ")}` })),
     task.description ? details : null);
 }
 

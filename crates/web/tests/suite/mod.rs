@@ -83,6 +83,7 @@ impl Home {
             },
             heartbeat: Duration::from_millis(150),
             write_token: Some(WRITE_TOKEN.to_owned()),
+            ..WebConfig::new(self.path())
         }
     }
 

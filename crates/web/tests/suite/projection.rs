@@ -158,3 +158,104 @@ fn a_teammate_with_its_own_model_shows_it_and_the_others_the_leads() {
         ]
     );
 }
+
+/// Stalled owners on the board: the task view's `stalled` follows the owner's residency, its
+/// last event and "now" (set by the hub), without `idleMs` (the view must not change with
+/// every tick: the panel counts); time alone republishes only when the stall changes.
+#[test]
+fn a_task_of_a_quiet_or_gone_owner_is_marked_stalled_as_time_passes() {
+    const MINUTE: u64 = 60_000;
+    let mut projection =
+        TeamProjection::new(sid(LEAD)).with_stall_after(troupe_team::StallAfter::default());
+    projection.apply_lead(&stored(0, member(ALPHA, "alpha", "provisioning", None)));
+    projection.apply_lead(&stored(1, member(ALPHA, "alpha", "active", None)));
+    projection.apply_lead(&stored(2, task("task-1", 1, "pending", None, &[], &[])));
+    projection.apply_lead(&stored(
+        3,
+        task("task-1", 2, "in_progress", Some(ALPHA), &[], &[]),
+    ));
+    // alpha is in a turn, its file held: resident; its last event is at T0.
+    projection.apply_member(&sid(ALPHA), &stored(0, turn_start(1)));
+    projection.set_resident(&sid(ALPHA), Some(true));
+    let stalled =
+        |p: &TeamProjection| serde_json::to_value(&p.view().tasks[0]).unwrap()["stalled"].clone();
+    projection.set_now(T0 + 9 * MINUTE);
+    assert_eq!(stalled(&projection), Value::Null);
+    let _ = projection.take_view();
+    projection.set_now(T0 + 10 * MINUTE);
+    let view = projection
+        .take_view()
+        .expect("time can stall a resident owner");
+    assert_eq!(
+        serde_json::to_value(&view.tasks[0]).unwrap()["stalled"],
+        json!({"reason": "no_activity", "since": T0})
+    );
+    // Later ticks give the same view (the hub publishes nothing new).
+    projection.set_now(T0 + 15 * MINUTE);
+    assert_eq!(projection.take_view(), Some(view));
+    // Its process is gone with no wakeup waiting: inactive, at once.
+    projection.set_resident(&sid(ALPHA), Some(false));
+    assert_eq!(
+        stalled(&projection),
+        json!({"reason": "inactive", "since": T0})
+    );
+    // A wakeup queued for it: it is about to run, not stalled.
+    let mut wake = queued("team-message-1", LEAD, "lead", ALPHA);
+    wake.data["message"]["delivery"] = json!("wakeup");
+    projection.apply_lead(&stored(4, wake));
+    assert_eq!(stalled(&projection), Value::Null);
+}
+
+/// A completed `write` (its call with the recorded effect, then its result) of `path`.
+fn wrote(call: &str, path: &str) -> [EventDraft; 2] {
+    [
+        EventDraft::new(
+            "tool/call",
+            json!({"turn": 1, "step": 1, "callId": call, "name": "write", "arguments": {},
+                   "effect": {"path": path, "preImage": null,
+                              "postImage": format!("sha256:{}", "0".repeat(64)), "result": {}}}),
+        ),
+        EventDraft::new(
+            "tool/result",
+            json!({"turn": 1, "step": 1, "callId": call, "name": "write", "isError": false,
+                   "content": "{}"}),
+        ),
+    ]
+}
+
+#[test]
+fn two_members_writing_one_file_while_a_task_is_in_progress_is_a_write_conflict() {
+    let mut projection = TeamProjection::new(sid(LEAD));
+    for (seq, draft) in [
+        member(ALPHA, "alpha", "provisioning", None),
+        member(ALPHA, "alpha", "active", None),
+        member(BETA, "beta", "provisioning", None),
+        member(BETA, "beta", "active", None),
+        task("task-1", 1, "pending", None, &[], &[]),
+        task("task-1", 2, "in_progress", Some(ALPHA), &[], &[]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        projection.apply_lead(&stored(seq as u64, draft));
+    }
+    // beta's log has a seeded prefix of 2 events (a fork's copy of the Lead's history): a
+    // write there is not beta's.
+    projection.set_seed_len(&sid(BETA), 2);
+    for (seq, draft) in wrote("seeded", "x.txt").into_iter().enumerate() {
+        projection.apply_member(&sid(BETA), &stored(seq as u64, draft));
+    }
+    for (seq, draft) in wrote("a1", "x.txt").into_iter().enumerate() {
+        projection.apply_member(&sid(ALPHA), &stored(seq as u64, draft));
+    }
+    assert!(projection.view().write_conflicts.is_empty(), "alpha alone");
+    let _ = projection.take_view();
+    for (seq, draft) in wrote("b1", "x.txt").into_iter().enumerate() {
+        projection.apply_member(&sid(BETA), &stored(2 + seq as u64, draft));
+    }
+    let view = projection.take_view().expect("a change publishes a view");
+    assert_eq!(
+        serde_json::to_value(&view).unwrap()["writeConflicts"],
+        json!([{"path": "x.txt", "members": ["alpha", "beta"], "tasks": ["task-1"]}])
+    );
+}

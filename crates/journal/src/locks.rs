@@ -4,7 +4,8 @@
 //! the agent is resident (REFERENCE b.1's Activation). Taking a lock to test this could make a
 //! writer that opens the file at that instant wait, so the panel reads the kernel's lock table
 //! (`/proc/locks`) instead. Where that table cannot be read, residency is unknown (`None`) and
-//! the status falls back to the log alone.
+//! the status falls back to the log alone. Used by the web panel and `troupe team show` (stalled
+//! owners: is the owner of a task in progress resident?).
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -15,13 +16,13 @@ type FileKey = (u32, u32, u64);
 
 /// A snapshot of the files some process holds a `flock` write lock on.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct LockTable {
+pub struct LockTable {
     held: Option<HashSet<FileKey>>,
 }
 
 impl LockTable {
     /// Reads `/proc/locks`; an unreadable table gives a snapshot that knows nothing.
-    pub(crate) fn read() -> Self {
+    pub fn read() -> Self {
         match std::fs::read_to_string("/proc/locks") {
             Ok(text) => Self::parse(&text),
             Err(_) => Self { held: None },
@@ -31,7 +32,7 @@ impl LockTable {
     /// Parses the lock table's text: lines such as
     /// `1: FLOCK  ADVISORY  WRITE 4242 00:2f:1234567 0 EOF` (major and minor in hex, the inode
     /// in decimal). Lines of processes waiting for a lock (`->`) and read locks are left out.
-    pub(crate) fn parse(text: &str) -> Self {
+    pub fn parse(text: &str) -> Self {
         let mut held = HashSet::new();
         for line in text.lines() {
             let fields: Vec<&str> = line.split_whitespace().collect();
@@ -58,7 +59,7 @@ impl LockTable {
 
     /// Whether a process holds `path` locked for writing; `None` when unknown (no table, or
     /// the file cannot be examined).
-    pub(crate) fn is_held(&self, path: &Path) -> Option<bool> {
+    pub fn is_held(&self, path: &Path) -> Option<bool> {
         let held = self.held.as_ref()?;
         let meta = std::fs::metadata(path).ok()?;
         let dev = meta.dev();
