@@ -88,8 +88,11 @@ pub struct HeldLease {
 /// lease dropped or released is simply gone.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct HeldLeases {
-    leases: Arc<Mutex<HashMap<String, (String, Weak<Mutex<State>>)>>>,
+    leases: Arc<Mutex<HashMap<String, HeldEntry>>>,
 }
+
+/// A held lease's owner token and (weakly) its live state.
+type HeldEntry = (String, Weak<Mutex<State>>);
 
 impl HeldLeases {
     fn register(&self, key: &str, owner: &str, state: &Arc<Mutex<State>>) {
