@@ -88,6 +88,7 @@ fn runtime(journal: Journal, workspace: &Path) -> Runtime {
             mcp_servers: None,
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
+            stall_after: troupe_team::StallAfter::default(),
         },
     )
 }

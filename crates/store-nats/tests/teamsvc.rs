@@ -141,6 +141,7 @@ impl Process {
                 mcp_servers: None,
                 approval: troupe_session::approval::ApprovalPolicy::default(),
                 ledger: Default::default(),
+                stall_after: troupe_team::StallAfter::default(),
             },
         );
         Self {
