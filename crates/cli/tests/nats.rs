@@ -1663,3 +1663,161 @@ fn a_sandboxed_command_cannot_reach_the_nats_store_to_approve_its_leads_request(
         "the escalated command never ran"
     );
 }
+
+/// The Team service through a real `troupe run` (issue 14 item 1): while the run holds its
+/// Lead's lease it answers `troupe.team.<lead>.op`. The test process hosts the teammate
+/// (it takes the teammate's lease once the run released it) and calls the Team's tools
+/// through `RemoteTeam` over NATS: a task created and claimed there is the run's (the Lead log
+/// holds it, `team show` and `team verify` agree); a call from a process that does not host
+/// the teammate is `TEAM_NOT_AUTHORIZED` and appends nothing.
+#[test]
+fn a_running_team_on_nats_serves_the_team_tools_of_a_teammate_hosted_elsewhere() {
+    use troupe_runtime::team::RemoteTeam;
+    use troupe_store_nats::{LinkOptions, NatsTeamLink};
+    use troupe_tools::{FileObservations, Tool, ToolContext};
+
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                call("bash", json!({"command": "while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                {"text": "lead done"},
+                {"text": "lead answer 2"},
+                {"text": "lead answer 3"},
+            ],
+            "alpha": [{"text": "alpha answer 1"}, {"text": "alpha answer 2"}],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let mut run = Running(
+        s.troupe(&["run", "--team", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("fix it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let lead = loop {
+        assert!(start.elapsed() < DEADLINE, "the Team never started");
+        if let Some(lead) = s.lead() {
+            break lead;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The Lead waits in its `bash` call; alpha answered its first turn and was released.
+    let alpha = loop {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the Lead never reached its bash call"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let log = s.log(lead.as_str());
+        let Some(alpha) = log.iter().find_map(|e| {
+            (e["type"] == "team/member" && e["data"]["member"]["phase"] == "active")
+                .then(|| e["data"]["member"]["id"].as_str().unwrap().to_owned())
+        }) else {
+            continue;
+        };
+        if log.iter().any(|e| e["type"] == "tool/process") {
+            break SessionId::new(&alpha).unwrap();
+        }
+    };
+    let options = NatsOptions {
+        lease_ttl: s.lease_ttl,
+        ..NatsOptions::default()
+    };
+    let host = NatsBackend::connect(&s.url(), options.clone()).unwrap();
+    let hosted = Journal::with_backend(Arc::new(host.clone()), Arc::new(SystemClock));
+    let writer = loop {
+        assert!(start.elapsed() < DEADLINE, "alpha's lease was never free");
+        match hosted.open(&alpha) {
+            Ok((writer, _)) => break writer,
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let tools_of = |nats: &NatsBackend| {
+        let link = NatsTeamLink::new(nats.clone(), lead.clone(), LinkOptions::default());
+        RemoteTeam::new(Arc::new(link), Arc::new(|_: &SessionId| None)).tools()
+    };
+    let ask = |tools: &[Arc<dyn Tool>], name: &str, call_id: &str, args: Value| {
+        let tool = tools.iter().find(|t| t.name() == name).unwrap();
+        let context = ToolContext::new(
+            &workspace,
+            alpha.clone(),
+            Arc::new(FileObservations::default()),
+        )
+        .unwrap()
+        .with_call_id(call_id);
+        rt.block_on(tool.call_text(&context, args))
+    };
+    let tools = tools_of(&host);
+    let created = ask(
+        &tools,
+        "team_task_create",
+        "remote-1",
+        json!({"subject": "from afar", "description": "made by a teammate hosted elsewhere"}),
+    )
+    .unwrap();
+    assert!(
+        created.starts_with("{\"id\":\"task-1\",\"revision\":1,"),
+        "{created}"
+    );
+    let claimed = ask(
+        &tools,
+        "team_task_update",
+        "remote-2",
+        json!({"task_id": "task-1", "expected_revision": 1, "action": "claim"}),
+    )
+    .unwrap();
+    assert!(claimed.contains("\"ownerName\":\"alpha\""), "{claimed}");
+    // Another process, which does not host alpha.
+    let before = s.log(lead.as_str()).len();
+    let stranger = NatsBackend::connect(&s.url(), options).unwrap();
+    let refused = ask(
+        &tools_of(&stranger),
+        "team_task_create",
+        "forged-1",
+        json!({"subject": "forged", "description": "d"}),
+    )
+    .unwrap_err();
+    assert_eq!(
+        troupe_protocol::ErrorCode::code(&refused),
+        "TEAM_NOT_AUTHORIZED",
+        "{refused}"
+    );
+    assert_eq!(s.log(lead.as_str()).len(), before, "nothing appended");
+    drop(writer);
+    std::fs::write(workspace.join("go"), "").unwrap();
+    assert!(wait_exit(&mut run).success());
+    let shown: Value =
+        serde_json::from_str(&s.ok(&["team", "show", lead.as_str(), "--json"])).unwrap();
+    let tasks = shown["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{shown}");
+    assert_eq!(tasks[0]["subject"], "from afar");
+    assert_eq!(tasks[0]["status"], "in_progress");
+    let links: Vec<String> = s
+        .log(lead.as_str())
+        .iter()
+        .filter(|e| e["type"] == "tool/effect")
+        .map(|e| e["data"]["callId"].as_str().unwrap().to_owned())
+        .filter(|id| id.starts_with("remote-") || id.starts_with("forged-"))
+        .collect();
+    assert_eq!(links, ["remote-1", "remote-2"]);
+    s.ok(&["team", "verify", lead.as_str()]);
+}

@@ -630,6 +630,16 @@ pub const STABLE_CODES: &[StableCode] = &[
         "Disposing one or more child activations failed (every branch was still released).",
     ),
     c(
+        "TEAM_NOT_AUTHORIZED",
+        "runtime",
+        "A Team service request whose caller's lease is not its session's current one (a process acting for a member it does not host), or that names the Lead.",
+    ),
+    c(
+        "TEAM_LEAD_MOVED",
+        "runtime",
+        "A Team service request reached a process that no longer holds the Lead's lease, and no new holder answered within the bounded retry.",
+    ),
+    c(
         "TOOL_ARGUMENTS_TRUNCATED",
         "runtime",
         "The output token limit cut the call's arguments: it did not run; retry with smaller arguments.",

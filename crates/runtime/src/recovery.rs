@@ -185,14 +185,30 @@ impl Resolver<'_> {
         let Some(links) = self.links else {
             return CallResolution::Unknown { detail: None };
         };
-        let Some(link) = links
-            .links
-            .get(&(self.session.clone(), call.call.id.clone()))
-        else {
-            return CallResolution::NotRun {
+        links
+            .rebuilt(self.session, &call.call.id, self.team)
+            .unwrap_or_else(|| CallResolution::NotRun {
                 why: "the Lead log holds no Team record of it, so it changed nothing".to_owned(),
-            };
-        };
+            })
+    }
+}
+
+impl TeamLinks {
+    /// The call `call_id` of member `session` as its link tells it (`None`: no link, so it
+    /// never took effect): done with its result rebuilt, or unknown when the result cannot be
+    /// rebuilt. `team` is the roster after reconciliation (a spawn's result needs it).
+    pub(crate) fn rebuilt(
+        &self,
+        session: &SessionId,
+        call_id: &str,
+        team: Option<&TeamState>,
+    ) -> Option<CallResolution> {
+        let links = self;
+        let link = links.links.get(&(session.clone(), call_id.to_owned()))?;
+        Some(Self::resolution(links, link, team))
+    }
+
+    fn resolution(links: &TeamLinks, link: &Link, team: Option<&TeamState>) -> CallResolution {
         let done = |content: String| CallResolution::Done {
             content,
             is_error: false,
@@ -212,7 +228,7 @@ impl Resolver<'_> {
                 done(send_result_text(id, status))
             }
             Linked::Member(id) => {
-                let Some(member) = self.team.and_then(|t| t.member(id)) else {
+                let Some(member) = team.and_then(|t| t.member(id)) else {
                     return CallResolution::Unknown { detail: None };
                 };
                 match member.phase {

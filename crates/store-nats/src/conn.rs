@@ -24,6 +24,8 @@ pub(crate) struct Inner {
     pub(crate) handle: tokio::runtime::Handle,
     pub(crate) js: jetstream::Context,
     pub(crate) leases: kv::Store,
+    /// The leases this backend holds (weak), for [`crate::NatsBackend::held_lease`].
+    pub(crate) held: crate::lease::HeldLeases,
     /// The lease bucket's `max_age`.
     pub(crate) lease_ttl: Duration,
     /// Whether the stream is clustered (JetStream in cluster mode: its writes go through a
@@ -137,6 +139,7 @@ impl Inner {
             handle,
             js: setup.js,
             leases: setup.leases,
+            held: crate::lease::HeldLeases::default(),
             lease_ttl: setup.lease_ttl,
             clustered: setup.clustered,
             positions: Mutex::new(HashMap::new()),

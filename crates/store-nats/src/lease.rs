@@ -7,7 +7,8 @@
 //! released: the expected-sequence fence of every append keeps a writer that lost its lease
 //! from appending after another writer did.
 
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::kv;
@@ -73,6 +74,46 @@ struct State {
     lost: Option<String>,
 }
 
+/// A held lease as the lease store holds it: the holder's owner token and the revision of the
+/// entry it last wrote (see [`crate::NatsBackend::held_lease`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLease {
+    /// The owner token (also in the holder's `Nats-Msg-Id`s).
+    pub owner: String,
+    /// The revision of the lease entry the holder last wrote (it grows at every renewal).
+    pub revision: u64,
+}
+
+/// The leases one backend holds, by key, for [`crate::NatsBackend::held_lease`]: weak, so a
+/// lease dropped or released is simply gone.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct HeldLeases {
+    leases: Arc<Mutex<HashMap<String, HeldEntry>>>,
+}
+
+/// A held lease's owner token and (weakly) its live state.
+type HeldEntry = (String, Weak<Mutex<State>>);
+
+impl HeldLeases {
+    fn register(&self, key: &str, owner: &str, state: &Arc<Mutex<State>>) {
+        let mut leases = lock(&self.leases);
+        leases.retain(|_, (_, state)| state.strong_count() > 0);
+        leases.insert(key.to_owned(), (owner.to_owned(), Arc::downgrade(state)));
+    }
+
+    /// The lease held on `key`, while it is held and certainly valid (renewed within its TTL,
+    /// not lost, not released).
+    pub(crate) fn get(&self, key: &str) -> Option<HeldLease> {
+        let (owner, state) = lock(&self.leases).get(key).cloned()?;
+        let state = state.upgrade()?;
+        let state = lock(&state);
+        (state.lost.is_none() && Instant::now() < state.valid_until).then(|| HeldLease {
+            owner,
+            revision: state.revision,
+        })
+    }
+}
+
 /// A held lease, renewed in the background every TTL/3 until released or lost.
 #[derive(Debug)]
 pub(crate) struct Lease {
@@ -91,6 +132,7 @@ impl Lease {
     /// `patience`; a lease held by another is refused at once.
     pub(crate) async fn acquire(
         kv: &kv::Store,
+        held: &HeldLeases,
         key: &str,
         holder: &Holder,
         ttl: Duration,
@@ -100,6 +142,10 @@ impl Lease {
         let mut pause = Duration::from_millis(50);
         loop {
             match Self::try_acquire(kv, key, holder, ttl).await {
+                Ok(lease) => {
+                    held.register(key, &holder.owner, &lease.state);
+                    return Ok(lease);
+                }
                 Err(AcquireError::Io(why)) if Instant::now() < deadline => {
                     tracing::debug!(key, error = %why, "taking a lease failed; trying again");
                     tokio::time::sleep(pause).await;
@@ -186,6 +232,9 @@ impl Lease {
     /// key is read again and, when it still holds this lease's value, deleted at that revision.
     pub(crate) async fn release(self) {
         self.renewer.abort();
+        lock(&self.state)
+            .lost
+            .get_or_insert_with(|| "it was released".to_owned());
         let mut revision = lock(&self.state).revision;
         for _ in 0..3 {
             if self
@@ -213,6 +262,32 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.renewer.abort();
+        lock(&self.state)
+            .lost
+            .get_or_insert_with(|| "it was released".to_owned());
+    }
+}
+
+/// The lease entry of `id` now: its holder's owner token and the entry's revision, `None`
+/// when nobody holds it. Runs on any tokio runtime.
+///
+/// # Errors
+/// The KV request's error, as text.
+pub(crate) async fn current(kv: &kv::Store, id: &SessionId) -> Result<Option<HeldLease>, String> {
+    match kv.entry(id.as_str()).await.map_err(|e| e.to_string())? {
+        Some(entry) if entry.operation == kv::Operation::Put => {
+            let holder = serde_json::from_slice::<Holder>(&entry.value).map_err(|e| {
+                format!(
+                    "an unreadable lease entry ({e}): {}",
+                    String::from_utf8_lossy(&entry.value)
+                )
+            })?;
+            Ok(Some(HeldLease {
+                owner: holder.owner,
+                revision: entry.revision,
+            }))
+        }
+        _ => Ok(None),
     }
 }
 

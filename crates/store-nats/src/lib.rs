@@ -97,6 +97,7 @@ mod follow;
 mod lease;
 mod read;
 mod sink;
+mod teamsvc;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -109,6 +110,8 @@ use troupe_journal::{
 use troupe_protocol::{Event, SessionHeader, SessionId};
 
 pub use conn::parse_url;
+pub use lease::HeldLease;
+pub use teamsvc::{LinkOptions, NatsTeamLink, TeamOpServer};
 
 /// The default stream name.
 pub const DEFAULT_STREAM: &str = "TROUPE";
@@ -122,6 +125,9 @@ pub const SESSION_SUBJECT_PREFIX: &str = "troupe.session.";
 /// [`NatsBackend::control_subject`]). No stream may take these subjects (the default stream
 /// takes `troupe.session.>` only): a stream would acknowledge every request itself.
 pub const CONTROL_SUBJECT_PREFIX: &str = "troupe.control.";
+/// The prefix of a Team's service subject: `troupe.team.<team-id>.op` (see
+/// [`NatsBackend::team_subject`]). Like the control subjects, no stream may take them.
+pub const TEAM_SUBJECT_PREFIX: &str = "troupe.team.";
 /// The NATS header of a session's header message naming how many events its first append
 /// published with it.
 pub const FIRST_EVENTS_HEADER: &str = "Troupe-First-Events";
@@ -225,6 +231,32 @@ impl NatsBackend {
     /// of the store; the protocol is the control socket's (crates/cli `control.rs`).
     pub fn control_subject(lead: &SessionId) -> String {
         format!("{CONTROL_SUBJECT_PREFIX}{lead}")
+    }
+
+    /// The Team service subject of the Team led by `lead`: `troupe.team.<lead>.op`. The
+    /// process holding the Lead log's lease answers the Team tool calls of teammates hosted
+    /// elsewhere there ([`TeamOpServer`]; [`NatsTeamLink`] is the calling side).
+    pub fn team_subject(lead: &SessionId) -> String {
+        format!("{TEAM_SUBJECT_PREFIX}{lead}.op")
+    }
+
+    /// The lease this backend holds on session `id` (its writer's), while it holds it and it
+    /// is certainly valid (renewed within its TTL, not lost, not released); `None` otherwise.
+    /// No request: the backend's own record.
+    pub fn held_lease(&self, id: &SessionId) -> Option<HeldLease> {
+        self.inner.held.get(id.as_str())
+    }
+
+    /// The lease entry of session `id` as the lease bucket holds it now (one KV request, on
+    /// whichever tokio runtime awaits it): its holder's owner token and the entry's revision;
+    /// `None` when nobody holds it.
+    ///
+    /// # Errors
+    /// `STORE_IO` when the request fails.
+    pub async fn current_lease(&self, id: &SessionId) -> Result<Option<HeldLease>> {
+        lease::current(&self.inner.leases, id)
+            .await
+            .map_err(|e| self.inner.io("read a session's lease", e))
     }
 
     /// The TCP ports on which this store's server(s) take client connections, as far as this

@@ -44,6 +44,8 @@ struct Writer {
     subject: String,
     holder: Holder,
     leases: jetstream::kv::Store,
+    /// The backend's held leases (this writer's is registered there).
+    held: crate::lease::HeldLeases,
     lease_ttl: Duration,
     /// `None` for a new session until its first append.
     lease: Option<Lease>,
@@ -95,7 +97,10 @@ impl NatsSink {
             let holder = holder.clone();
             let ttl = inner.lease_ttl;
             let patience = inner.options.append_timeout;
-            inner.call(async move { Lease::acquire(&kv, &key, &holder, ttl, patience).await })?
+            let held = inner.held.clone();
+            inner.call(
+                async move { Lease::acquire(&kv, &held, &key, &holder, ttl, patience).await },
+            )?
         };
         let lease = lease.map_err(|e| match e {
             AcquireError::Held(holder) => JournalError::Leased {
@@ -195,7 +200,10 @@ impl NatsSink {
             let holder = writer.holder.clone();
             let ttl = inner.lease_ttl;
             let patience = inner.options.append_timeout;
-            inner.call(async move { Lease::acquire(&kv, &key, &holder, ttl, patience).await })?
+            let held = inner.held.clone();
+            inner.call(
+                async move { Lease::acquire(&kv, &held, &key, &holder, ttl, patience).await },
+            )?
         };
         writer.lease = Some(lease.map_err(|e| match e {
             AcquireError::Held(holder) => JournalError::Leased {
@@ -350,6 +358,7 @@ impl Writer {
             subject,
             holder: Holder::this_process(),
             leases: inner.leases.clone(),
+            held: inner.held.clone(),
             lease_ttl: inner.lease_ttl,
             lease,
             last,
@@ -415,6 +424,7 @@ impl Writer {
         let patience = self.append_timeout;
         match Lease::acquire(
             &self.leases,
+            &self.held,
             self.id.as_str(),
             &self.holder,
             self.lease_ttl,

@@ -34,6 +34,7 @@ use crate::approve::Prompts;
 use crate::control::{ControlNote, ControlServer, NatsControl};
 use crate::exit::Failure;
 use crate::progress::{Board, OutputMode, Printer};
+use troupe_store_nats::TeamOpServer;
 
 /// How long the first Ctrl-C waits for the cancelled turn to close before shutting down anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(15);
@@ -354,6 +355,25 @@ async fn drive(
     } else {
         (None, None)
     };
+    // On a NATS store the Team's serializer also answers the Team tool calls of teammates
+    // hosted by other processes (`troupe.team.<lead-id>.op`, DESIGN §7), for as long as this
+    // process runs the Team (it holds the Lead's lease meanwhile).
+    let team_service = match config.store.nats_backend() {
+        Some(nats) if runtime.teams().team(&id).is_some() => {
+            match TeamOpServer::start(nats, runtime.clone(), id.clone()).await {
+                Ok(served) => Some(served),
+                Err(e) => {
+                    printer.note(&format!(
+                        "troupe: note: the Team service subject {} could not be served ({e}): \
+                         teammates hosted by other processes cannot reach this Team",
+                        troupe_store_nats::NatsBackend::team_subject(&id)
+                    ));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let mut interrupt = if started.any() {
         wait(
             runtime, &agent, printer, events, sigint, prompts, &mut notes,
@@ -383,6 +403,11 @@ async fn drive(
             )
             .await;
         }
+    }
+    // The Team's work is done: callers from other processes find no responder from here on
+    // and retry at the Lead's next holder.
+    if let Some(team_service) = team_service {
+        team_service.stop().await;
     }
     // A notice that became due is in the Lead's log before the run ends.
     give_due_budget_notice(&runtime.options().ledger, &agent).await;

@@ -7,10 +7,9 @@ use troupe_team::{
     CreateTask, TaskListQuery, TaskPage, TaskView, TeamEvent, TeamRecord, TeamState, UpdateTask,
 };
 
-use super::journal::{Effect, TeamJournal};
+use super::journal::{Effect, Member, TeamJournal};
 use super::op::{CallOrigin, LogError, TeamOpError};
 use super::stall::StallWatch;
-use crate::agent::Agent;
 use crate::control::ChildControl;
 
 /// `team_task_create` (REFERENCE c.11.3); the record is linked to the tool call `origin`,
@@ -21,7 +20,7 @@ use crate::control::ChildControl;
 /// `TEAM_TASK_DEPENDENCY_CYCLE`, `TEAM_INVALID_WRITE_SCOPE`, `TEAM_NOT_MEMBER`.
 pub(super) async fn create(
     journal: &TeamJournal,
-    agent: &Agent,
+    agent: Member<'_>,
     request: &CreateTask,
     origin: Option<&CallOrigin>,
 ) -> Result<TaskView, TeamOpError> {
@@ -38,7 +37,7 @@ pub(super) async fn create(
 /// Every code of c.11.4 (`TEAM_TASK_STALE_REVISION`, `TEAM_TASK_ALREADY_CLAIMED`, …).
 pub(super) async fn update(
     journal: &TeamJournal,
-    agent: &Agent,
+    agent: Member<'_>,
     request: &UpdateTask,
     origin: Option<&CallOrigin>,
 ) -> Result<TaskView, TeamOpError> {
@@ -86,7 +85,7 @@ pub(super) struct BoardRead<'a> {
 /// `TEAM_TASK_NOT_FOUND`, `TEAM_NOT_MEMBER`.
 pub(super) async fn get(
     read: BoardRead<'_>,
-    agent: &Agent,
+    agent: Member<'_>,
     id: &str,
 ) -> Result<TaskView, TeamOpError> {
     let state = read.journal.enter().await;
@@ -107,7 +106,7 @@ pub(super) async fn get(
 /// `TEAM_INVALID_ARGUMENT` for a bad cursor or limit, `TEAM_NOT_MEMBER`.
 pub(super) async fn list(
     read: BoardRead<'_>,
-    agent: &Agent,
+    agent: Member<'_>,
     query: &TaskListQuery,
 ) -> Result<TaskPage, TeamOpError> {
     let (mut page, state) = {
@@ -115,8 +114,10 @@ pub(super) async fn list(
         let caller = read.journal.caller(&state, agent)?;
         let check = read.stall.check(&state, read.control, read.journal.store());
         let mut page = state.list_tasks_checked(&caller, query, Some(&check))?;
-        if agent.id() == read.journal.lead().id() {
-            read.stall.tell_lead(agent, &mut page);
+        if let Member::Resident(lead) = agent
+            && lead.id() == read.journal.lead().id()
+        {
+            read.stall.tell_lead(lead, &mut page);
         }
         (page, state.clone())
     };

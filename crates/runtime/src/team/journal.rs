@@ -18,8 +18,8 @@ use tokio::sync::watch;
 use troupe_journal::{Journal, LineCheck, LineUse, Selected};
 use troupe_protocol::{EventDraft, Seq, SessionId, event_types as ty, sync::lock};
 use troupe_team::{
-    Caller, MemberPhase, StreamFold, TeamError, TeamEvent, TeamId, TeamLimits, TeamRecord,
-    TeamState,
+    Caller, LiveAgent, MemberPhase, StreamFold, TeamError, TeamEvent, TeamId, TeamLimits,
+    TeamRecord, TeamState,
 };
 
 use super::op::{CallOrigin, LogError, TeamOpError};
@@ -98,16 +98,22 @@ impl TeamJournal {
         self.state.lock().await
     }
 
-    /// The [`Caller`] for `agent` in `state` (inside the serializer): the Lead, or a roster
+    /// The [`Caller`] for `member` in `state` (inside the serializer): the Lead, or a roster
     /// member.
     ///
     /// # Errors
     /// `TEAM_NOT_MEMBER`.
-    pub(super) fn caller(&self, state: &TeamState, agent: &Agent) -> Result<Caller, TeamOpError> {
-        if agent.id() == self.lead.id() {
+    pub(super) fn caller(
+        &self,
+        state: &TeamState,
+        member: Member<'_>,
+    ) -> Result<Caller, TeamOpError> {
+        if member.id() == self.lead.id() {
             return Ok(Caller::lead(&self.id));
         }
-        state.caller(agent.id()).ok_or_else(|| not_member(agent))
+        state
+            .caller(member.id())
+            .ok_or_else(|| not_member(member.id()))
     }
 
     /// The published roster phase of `id` (and its name).
@@ -183,11 +189,51 @@ impl std::fmt::Debug for TeamJournal {
     }
 }
 
-/// `TEAM_NOT_MEMBER` for `agent`.
-pub(super) fn not_member(agent: &Agent) -> TeamOpError {
-    TeamOpError::Team(TeamError::NotMember {
-        id: agent.id().to_string(),
-    })
+/// `TEAM_NOT_MEMBER` for the caller `id`.
+pub(super) fn not_member(id: &SessionId) -> TeamOpError {
+    TeamOpError::Team(TeamError::NotMember { id: id.to_string() })
+}
+
+/// Who calls a Team operation: a resident agent of this process (the Lead, or a teammate it
+/// hosts), or a teammate hosted by another process whose request reached this serializer
+/// over the Team service (`super::remote`), with the live status its host reported.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Member<'a> {
+    /// An agent of this runtime.
+    Resident(&'a Agent),
+    /// A teammate hosted elsewhere.
+    Remote(&'a RemoteMember),
+}
+
+/// A teammate hosted by another process, as a Team service request names it.
+#[derive(Debug, Clone)]
+pub(crate) struct RemoteMember {
+    /// The Team it calls (its Lead's session).
+    pub(crate) team: SessionId,
+    /// Its session.
+    pub(crate) id: SessionId,
+    /// Its live status and model as its host reported them (`None`: not reported, shown as
+    /// this process sees it).
+    pub(crate) live: Option<LiveAgent>,
+}
+
+impl Member<'_> {
+    /// The caller's session.
+    pub(crate) fn id(&self) -> &SessionId {
+        match self {
+            Member::Resident(agent) => agent.id(),
+            Member::Remote(remote) => &remote.id,
+        }
+    }
+
+    /// The cause of the caller's turn's abort, when it was aborted (a resident agent's; a
+    /// remote caller's is its host's, not known here).
+    pub(crate) fn abort_cause(&self) -> Option<serde_json::Value> {
+        match self {
+            Member::Resident(agent) => agent.abort_cause(),
+            Member::Remote(_) => None,
+        }
+    }
 }
 
 /// Hands one item of a selective journal scan (`Journal::read_selected_each` or

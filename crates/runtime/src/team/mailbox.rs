@@ -21,7 +21,7 @@ use troupe_team::{
     delivered_user_message, js_trim, team_message_id,
 };
 
-use super::journal::{Effect, TeamJournal, stored_transcript};
+use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::{Lifecycle, disposed};
 use super::op::{CallOrigin, LogError, TeamOpError};
 use crate::agent::Agent;
@@ -47,7 +47,7 @@ pub(super) struct Mailbox {
 /// `send_message`'s / `followup_task`'s request, as the mailbox takes it.
 pub(super) struct SendCall<'a> {
     /// The sender (the Lead or a teammate).
-    pub(super) agent: &'a Agent,
+    pub(super) agent: Member<'a>,
     /// A member name, or `lead`.
     pub(super) target: &'a str,
     /// The text.

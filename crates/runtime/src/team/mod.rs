@@ -22,6 +22,9 @@
 //! - `op.rs` — the request, reply and error types; `schema.rs` — the ten tools
 //!   ([`TeamToolName`]) and their schemas (d.3–d.4); `output.rs` — their rendered results
 //!   (the texts recovery rebuilds too); `tools.rs` — the tools themselves.
+//! - `remote.rs` — the Team service across processes: [`TeamService::serve_remote`] (a
+//!   teammate hosted elsewhere calls through this serializer) and [`RemoteTeam`] (the ten
+//!   tools of such a teammate, through a [`TeamLink`]).
 
 mod board;
 mod journal;
@@ -29,6 +32,7 @@ mod lifecycle;
 mod mailbox;
 mod op;
 pub(crate) mod output;
+mod remote;
 mod roster;
 pub(crate) mod schema;
 mod service;
@@ -40,6 +44,10 @@ pub use journal::{feed_stream_fold, fold_team_log};
 pub use op::{
     CallOrigin, ListedMember, LogError, NO_PROGRESS_MESSAGE, OpContext, TeamOp, TeamOpError,
     TeamReply, WaitOutcome,
+};
+pub use remote::{
+    CallerLease, CallerLive, CallerStatus, LinkFuture, LiveSource, RemoteTeam, TEAM_CALL_VERSION,
+    TEAM_LEAD_MOVED, TEAM_NOT_AUTHORIZED, TeamCallAnswer, TeamCallRequest, TeamLink, TeamLinkError,
 };
 pub use schema::{TEAM_TOOL_NAMES, TeamToolName, listed_member_schema};
 pub use service::{Team, TeamService};

@@ -19,7 +19,7 @@ use troupe_team::{
     js_trim,
 };
 
-use super::journal::{Effect, TeamJournal, stored_transcript};
+use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::Lifecycle;
 use super::mailbox::{Dispatcher, deliver_pending_quiet};
 use super::op::{CallOrigin, LogError, TeamOpError};
@@ -74,6 +74,30 @@ pub(super) fn members(
     )
 }
 
+/// [`members`] as `caller` sees them: a caller hosted by another process is shown with the
+/// live status and model its host reported (this process has no agent of it).
+pub(super) fn members_for(
+    journal: &TeamJournal,
+    state: &troupe_team::TeamState,
+    control: &dyn ChildControl,
+    caller: Member<'_>,
+) -> Vec<MemberView> {
+    match caller {
+        Member::Remote(remote) if remote.live.is_some() => state.list_members_with_models(
+            &live_of(journal.lead()),
+            &|id| {
+                if *id == remote.id {
+                    remote.live.clone()
+                } else {
+                    live_agent(control, id)
+                }
+            },
+            &|id| control.model_seen(id),
+        ),
+        _ => members(journal, state, control),
+    }
+}
+
 /// `list_agents` (REFERENCE c.7) for `agent`.
 ///
 /// # Errors
@@ -81,17 +105,17 @@ pub(super) fn members(
 pub(super) async fn list(
     journal: &TeamJournal,
     control: &dyn ChildControl,
-    agent: &Agent,
+    agent: Member<'_>,
 ) -> Result<Vec<MemberView>, TeamOpError> {
     let state = journal.enter().await;
     journal.caller(&state, agent)?;
-    Ok(members(journal, &state, control))
+    Ok(members_for(journal, &state, control, agent))
 }
 
 /// `spawn_teammate`'s request, as the roster takes it.
 pub(super) struct SpawnCall<'a> {
     /// The caller (must be the Lead).
-    pub(super) agent: &'a Agent,
+    pub(super) agent: Member<'a>,
     /// The member name.
     pub(super) name: &'a str,
     /// The delegated job.
@@ -394,7 +418,7 @@ async fn settle(
 pub(super) async fn interrupt(
     journal: &TeamJournal,
     control: &dyn ChildControl,
-    agent: &Agent,
+    agent: Member<'_>,
     target: &str,
 ) -> Result<&'static str, TeamOpError> {
     let target_id = {

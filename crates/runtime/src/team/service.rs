@@ -19,10 +19,11 @@ use troupe_team::{
 };
 
 use super::board::BoardRead;
-use super::journal::{TeamJournal, fold_team_log, not_member};
+use super::journal::{Member, TeamJournal, fold_team_log, not_member};
 use super::lifecycle::{Lifecycle, disposed};
 use super::mailbox::{Dispatcher, Mailbox, SendCall};
 use super::op::{ListedMember, OpContext, TeamOp, TeamOpError, TeamReply, WaitOutcome};
+use super::remote::InFlight;
 use super::roster::{self, SpawnCall};
 use super::stall::StallWatch;
 use super::{board, waiters};
@@ -37,6 +38,8 @@ pub struct Team {
     journal: TeamJournal,
     mailbox: Mailbox,
     lifecycle: Lifecycle,
+    /// Remote requests in flight (`super::remote`).
+    remote: InFlight,
     stall: StallWatch,
 }
 
@@ -83,6 +86,11 @@ impl Team {
     fn close(&self) {
         self.lifecycle.close();
         self.journal.edge();
+    }
+
+    /// The remote requests in flight.
+    pub(super) fn remote_in_flight(&self) -> &InFlight {
+        &self.remote
     }
 
     fn board<'a>(&'a self, control: &'a dyn ChildControl) -> BoardRead<'a> {
@@ -144,6 +152,11 @@ impl TeamService {
         }
     }
 
+    /// The session store.
+    pub(super) fn store(&self) -> &Journal {
+        &self.store
+    }
+
     /// The Team of a live Lead, if `lead_id` is one.
     pub fn team(&self, lead_id: &SessionId) -> Option<Arc<Team>> {
         lock(&self.teams).get(lead_id).cloned()
@@ -181,13 +194,33 @@ impl TeamService {
 
     /// Resolves `agent` to its Team for an operation: refused as disposed after shutdown (or
     /// the member's disposal, REFERENCE c.14), not as a membership problem.
-    fn resolve(&self, agent: &Agent) -> Result<Arc<Team>, TeamOpError> {
-        if agent.is_disposed() {
+    fn resolve(&self, member: Member<'_>) -> Result<Arc<Team>, TeamOpError> {
+        if let Member::Resident(agent) = member
+            && agent.is_disposed()
+        {
             return Err(disposed().into());
         }
-        let (team, _) = self.team_of(agent).ok_or_else(|| not_member(agent))?;
+        let team = self
+            .team_of_member(member)
+            .ok_or_else(|| not_member(member.id()))?;
         team.lifecycle.admit()?;
         Ok(team)
+    }
+
+    /// [`TeamService::team_of`] for any caller: a remote one is a member of the live Team it
+    /// named when it is a provisioning/active roster member there (never its Lead, which is
+    /// hosted by this process).
+    fn team_of_member(&self, member: Member<'_>) -> Option<Arc<Team>> {
+        match member {
+            Member::Resident(agent) => self.team_of(agent).map(|(team, _)| team),
+            Member::Remote(remote) => {
+                let team = self.team(&remote.team)?;
+                match team.journal.phase_of(&remote.id) {
+                    Some((_, MemberPhase::Provisioning | MemberPhase::Active)) => Some(team),
+                    _ => None,
+                }
+            }
+        }
     }
 
     /// The one entry point (REFERENCE d.4): runs `op` for `caller` — the Team tools' path,
@@ -199,6 +232,17 @@ impl TeamService {
     pub async fn call(
         &self,
         caller: &Agent,
+        op: TeamOp,
+        context: OpContext,
+    ) -> Result<TeamReply, TeamOpError> {
+        self.call_as(Member::Resident(caller), op, context).await
+    }
+
+    /// [`TeamService::call`] for any caller: a resident agent, or a teammate hosted by
+    /// another process (the Team service's remote path, `super::remote`).
+    pub(crate) async fn call_as(
+        &self,
+        caller: Member<'_>,
         op: TeamOp,
         context: OpContext,
     ) -> Result<TeamReply, TeamOpError> {
@@ -239,8 +283,12 @@ impl TeamService {
                     accepted,
                 })
             }
-            TeamOp::ListAgents => self.list_members(caller).await.map(|members| {
-                let ledger = &caller.setup().ledger;
+            TeamOp::ListAgents => self.list_members_as(caller).await.map(|(team, members)| {
+                // One ledger per runtime: every agent's setup shares it, the Lead's included.
+                let ledger = match caller {
+                    Member::Resident(agent) => Arc::clone(&agent.setup().ledger),
+                    Member::Remote(_) => Arc::clone(&team.lead().setup().ledger),
+                };
                 TeamReply::Roster(
                     members
                         .into_iter()
@@ -256,12 +304,12 @@ impl TeamService {
             }),
             TeamOp::WaitAgent { timeout_ms } => {
                 let cancel = context.cancel.unwrap_or_default();
-                self.wait(caller, &timeout_ms, &cancel)
+                self.wait_as(caller, &timeout_ms, &cancel)
                     .await
                     .map(TeamReply::Waited)
             }
             TeamOp::InterruptAgent { target } => {
-                let previous_status = self.interrupt(caller, &target).await?;
+                let previous_status = self.interrupt_as(caller, &target).await?;
                 Ok(TeamReply::Interrupted { previous_status })
             }
             TeamOp::CreateTask(request) => {
@@ -270,9 +318,17 @@ impl TeamService {
                     .await
                     .map(TeamReply::Task)
             }
-            TeamOp::ListTasks(query) => self.list_tasks(caller, &query).await.map(TeamReply::Tasks),
+            TeamOp::ListTasks(query) => {
+                let team = self.resolve(caller)?;
+                board::list(team.board(self.control.as_ref()), caller, &query)
+                    .await
+                    .map(TeamReply::Tasks)
+            }
             TeamOp::GetTask { task_id } => {
-                self.get_task(caller, &task_id).await.map(TeamReply::Task)
+                let team = self.resolve(caller)?;
+                board::get(team.board(self.control.as_ref()), caller, &task_id)
+                    .await
+                    .map(TeamReply::Task)
             }
             TeamOp::UpdateTask(request) => {
                 let team = self.resolve(caller)?;
@@ -288,8 +344,16 @@ impl TeamService {
     /// # Errors
     /// `TEAM_NOT_MEMBER`, `TEAM_DISPOSED`.
     pub async fn list_members(&self, agent: &Agent) -> Result<Vec<MemberView>, TeamOpError> {
-        let team = self.resolve(agent)?;
-        roster::list(&team.journal, self.control.as_ref(), agent).await
+        Ok(self.list_members_as(Member::Resident(agent)).await?.1)
+    }
+
+    async fn list_members_as(
+        &self,
+        caller: Member<'_>,
+    ) -> Result<(Arc<Team>, Vec<MemberView>), TeamOpError> {
+        let team = self.resolve(caller)?;
+        let members = roster::list(&team.journal, self.control.as_ref(), caller).await?;
+        Ok((team, members))
     }
 
     /// `spawn_teammate` (REFERENCE c.8): records `provisioning`, starts the child with the
@@ -312,7 +376,7 @@ impl TeamService {
         cancel: Option<CancellationToken>,
     ) -> Result<MemberView, TeamOpError> {
         self.spawn_call(SpawnCall {
-            agent,
+            agent: Member::Resident(agent),
             name,
             description,
             prompt,
@@ -344,7 +408,7 @@ impl TeamService {
         delivery: Delivery,
     ) -> Result<(MessageId, bool), TeamOpError> {
         self.send_call(SendCall {
-            agent,
+            agent: Member::Resident(agent),
             target,
             text,
             delivery,
@@ -440,8 +504,20 @@ impl TeamService {
         timeout_ms: &Value,
         cancel: &CancellationToken,
     ) -> Result<WaitOutcome, TeamOpError> {
+        self.wait_as(Member::Resident(agent), timeout_ms, cancel)
+            .await
+    }
+
+    async fn wait_as(
+        &self,
+        agent: Member<'_>,
+        timeout_ms: &Value,
+        cancel: &CancellationToken,
+    ) -> Result<WaitOutcome, TeamOpError> {
         let timeout_ms = waiters::admit(agent, timeout_ms, cancel)?;
-        let (team, _) = self.team_of(agent).ok_or_else(|| not_member(agent))?;
+        let team = self
+            .team_of_member(agent)
+            .ok_or_else(|| not_member(agent.id()))?;
         waiters::wait(
             &team.journal,
             &team.lifecycle,
@@ -465,6 +541,14 @@ impl TeamService {
         agent: &Agent,
         target: &str,
     ) -> Result<&'static str, TeamOpError> {
+        self.interrupt_as(Member::Resident(agent), target).await
+    }
+
+    async fn interrupt_as(
+        &self,
+        agent: Member<'_>,
+        target: &str,
+    ) -> Result<&'static str, TeamOpError> {
         let team = self.resolve(agent)?;
         roster::interrupt(&team.journal, self.control.as_ref(), agent, target).await
     }
@@ -480,8 +564,8 @@ impl TeamService {
         agent: &Agent,
         request: &CreateTask,
     ) -> Result<TaskView, TeamOpError> {
-        let team = self.resolve(agent)?;
-        board::create(&team.journal, agent, request, None).await
+        let team = self.resolve(Member::Resident(agent))?;
+        board::create(&team.journal, Member::Resident(agent), request, None).await
     }
 
     /// `team_task_update` (REFERENCE c.11.4): one compare-and-set action.
@@ -494,8 +578,8 @@ impl TeamService {
         agent: &Agent,
         request: &UpdateTask,
     ) -> Result<TaskView, TeamOpError> {
-        let team = self.resolve(agent)?;
-        board::update(&team.journal, agent, request, None).await
+        let team = self.resolve(Member::Resident(agent))?;
+        board::update(&team.journal, Member::Resident(agent), request, None).await
     }
 
     /// `team_task_get` (REFERENCE c.11.2): tombstones included; a stalled task carries
@@ -504,8 +588,13 @@ impl TeamService {
     /// # Errors
     /// `TEAM_TASK_NOT_FOUND`, `TEAM_NOT_MEMBER`, `TEAM_DISPOSED`.
     pub async fn get_task(&self, agent: &Agent, id: &str) -> Result<TaskView, TeamOpError> {
-        let team = self.resolve(agent)?;
-        board::get(team.board(self.control.as_ref()), agent, id).await
+        let team = self.resolve(Member::Resident(agent))?;
+        board::get(
+            team.board(self.control.as_ref()),
+            Member::Resident(agent),
+            id,
+        )
+        .await
     }
 
     /// `team_task_list` (REFERENCE d.4.2): a stalled task carries `stalled`; the Lead's list
@@ -518,8 +607,13 @@ impl TeamService {
         agent: &Agent,
         query: &TaskListQuery,
     ) -> Result<TaskPage, TeamOpError> {
-        let team = self.resolve(agent)?;
-        board::list(team.board(self.control.as_ref()), agent, query).await
+        let team = self.resolve(Member::Resident(agent))?;
+        board::list(
+            team.board(self.control.as_ref()),
+            Member::Resident(agent),
+            query,
+        )
+        .await
     }
 
     /// Attaches the Team of a Team-profile root: folds its log, registers it, and forwards
@@ -545,6 +639,7 @@ impl TeamService {
             journal: TeamJournal::new(lead.clone(), state, limits, self.store.clone()),
             mailbox: Mailbox::default(),
             lifecycle: Lifecycle::default(),
+            remote: InFlight::default(),
             stall: StallWatch::new(self.stall_after),
         });
         lock(&self.teams).insert(lead.id().clone(), Arc::clone(&team));

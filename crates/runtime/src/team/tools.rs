@@ -60,12 +60,12 @@ struct TeamTool {
     output: Value,
 }
 
-fn op_error(e: &TeamOpError) -> ToolError {
+pub(super) fn op_error(e: &TeamOpError) -> ToolError {
     ToolError::other(e.code(), format!("Error: {e}"))
 }
 
 /// `error` in the Team tools' form: its message starts `Error: ` (REFERENCE d.2), code kept.
-fn prefixed(error: ToolError) -> ToolError {
+pub(super) fn prefixed(error: ToolError) -> ToolError {
     let message = error.to_string();
     if message.starts_with("Error: ") {
         error
@@ -217,7 +217,7 @@ impl TeamToolName {
     ///
     /// # Errors
     /// `INVALID_ARGUMENTS` naming the field.
-    fn request(self, args: Value) -> Result<TeamOp, ToolError> {
+    pub(super) fn request(self, args: Value) -> Result<TeamOp, ToolError> {
         Ok(match self {
             TeamToolName::SpawnTeammate => {
                 let a: SpawnArgs = parse_arguments(args)?;

@@ -8,11 +8,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use troupe_team::{MemberStatus, TeamError};
 
-use super::journal::TeamJournal;
+use super::journal::{Member, TeamJournal};
 use super::lifecycle::Lifecycle;
 use super::op::{TeamOpError, WaitOutcome};
 use super::roster;
-use crate::agent::Agent;
 use crate::control::ChildControl;
 
 /// `wait_agent` (REFERENCE c.12, d.4.1): `NoProgress` at once when no other member is running
@@ -26,7 +25,7 @@ pub(super) async fn wait(
     journal: &TeamJournal,
     lifecycle: &Lifecycle,
     control: &dyn ChildControl,
-    agent: &Agent,
+    agent: Member<'_>,
     timeout_ms: u64,
     cancel: &CancellationToken,
 ) -> Result<WaitOutcome, TeamOpError> {
@@ -38,7 +37,7 @@ pub(super) async fn wait(
     let others_active = {
         let state = journal.enter().await;
         journal.caller(&state, agent)?;
-        roster::members(journal, &state, control)
+        roster::members_for(journal, &state, control, agent)
             .iter()
             .filter(|m| m.id != *agent.id())
             .any(|m| matches!(m.status, MemberStatus::Running | MemberStatus::Provisioning))
@@ -62,7 +61,7 @@ pub(super) async fn wait(
 /// # Errors
 /// `TEAM_INVALID_TIMEOUT`, `TEAM_WAIT_ABORTED`.
 pub(super) fn admit(
-    agent: &Agent,
+    agent: Member<'_>,
     timeout_ms: &Value,
     cancel: &CancellationToken,
 ) -> Result<u64, TeamError> {
@@ -74,7 +73,7 @@ pub(super) fn admit(
 }
 
 /// `TEAM_WAIT_ABORTED` with the turn's abort cause.
-fn aborted(agent: &Agent) -> TeamError {
+pub(super) fn aborted(agent: Member<'_>) -> TeamError {
     TeamError::WaitAborted {
         reason: agent
             .abort_cause()

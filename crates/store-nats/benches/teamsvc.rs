@@ -1,0 +1,241 @@
+//! The Team service over NATS (issue 14 item 1); results in BENCHMARKS.md.
+//!
+//! `remote_claim`: one `team_task_update` claim by a teammate hosted by another process (a
+//! second store connection holding its session's lease), through the Team service
+//! (`troupe.team.<id>.op`: request, lease check, serializer, reply), against the same claim by
+//! a teammate resident in the Lead's process through its local tool, on the same NATS store
+//! (one server on loopback at its default `sync_interval`). Both go through the `Tool` seam's
+//! `call_text`; each claimed task is released between two claims (not timed). The two sides
+//! alternate A B A B in one run. Goal: remote ≤ 2× local. `nats-server` on PATH; without it
+//! the bench prints why and measures nothing.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use troupe_journal::Journal;
+use troupe_llm::{
+    BoxFuture, ChatRequest, LlmError, ModelProvider, ModelResponse, ModelSpec, ProviderKind,
+    StreamObserver,
+};
+use troupe_protocol::{SessionId, SystemClock};
+use troupe_runtime::team::RemoteTeam;
+use troupe_runtime::{AgentStatus, ChunkPolicy, ModelSource, Runtime, RuntimeOptions};
+use troupe_session::events::Profile;
+use troupe_store_nats::{LinkOptions, NatsBackend, NatsOptions, NatsTeamLink, TeamOpServer};
+use troupe_team::{LiveAgent, LiveStatus, MemberContext};
+use troupe_test_support::NatsServer;
+use troupe_tools::{FileObservations, Tool, ToolContext, ToolLimits};
+
+/// A model whose turns never end (the teammates stay in their first turn, resident).
+#[derive(Debug)]
+struct Hang;
+
+impl ModelProvider for Hang {
+    fn complete<'a>(
+        &'a self,
+        _request: &'a ChatRequest,
+        _observer: &'a mut dyn StreamObserver,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, LlmError>> {
+        Box::pin(async move {
+            cancel.cancelled().await;
+            Err(LlmError::Cancelled)
+        })
+    }
+
+    fn label(&self) -> String {
+        "hang".to_owned()
+    }
+}
+
+struct Models;
+
+impl ModelSource for Models {
+    fn for_agent(&self, _name: &str) -> Result<Arc<dyn ModelProvider>, LlmError> {
+        Ok(Arc::new(Hang))
+    }
+}
+
+fn runtime(journal: Journal, workspace: &Path) -> Runtime {
+    Runtime::new(
+        journal,
+        RuntimeOptions {
+            workspace: workspace.to_path_buf(),
+            models: Arc::new(Models),
+            model_spec: ModelSpec {
+                provider: ProviderKind::Script,
+                model: "test".to_owned(),
+                base_url: None,
+                api_key_env: None,
+                tool_choice: Default::default(),
+            },
+            chunks: ChunkPolicy::default(),
+            tool_limits: ToolLimits::default(),
+            max_depth: 1,
+            team_limits: troupe_team::TeamLimits::default(),
+            extra_tools: Vec::new(),
+            secret_env: Vec::new(),
+            secrets: Vec::new(),
+            teammate_models: Default::default(),
+            project_instructions: None,
+            sandbox: troupe_tools::SandboxPolicy::default(),
+            mcp_servers: None,
+            approval: troupe_session::approval::ApprovalPolicy::default(),
+            ledger: Default::default(),
+            stall_after: troupe_team::StallAfter::default(),
+        },
+    )
+}
+
+/// One side: a tool set, the caller, and the task's current revision.
+struct Side {
+    tool: Arc<dyn Tool>,
+    context: ToolContext,
+    revision: u64,
+    calls: u64,
+}
+
+impl Side {
+    async fn update(&mut self, action: &str) -> Duration {
+        self.calls += 1;
+        let tool = &self.tool;
+        let args =
+            json!({"task_id": "task-1", "expected_revision": self.revision, "action": action});
+        let context = self
+            .context
+            .clone()
+            .with_call_id(format!("c{}", self.calls));
+        let started = Instant::now();
+        let text = tool.call_text(&context, args).await.unwrap();
+        let took = started.elapsed();
+        assert!(text.contains("\"id\":\"task-1\""), "{text}");
+        self.revision += 1;
+        took
+    }
+
+    /// `iters` claims, each released afterwards (untimed).
+    async fn claims(&mut self, iters: u64) -> Duration {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            total += self.update("claim").await;
+            self.update("release").await;
+        }
+        total
+    }
+}
+
+fn remote_claim(c: &mut Criterion) {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("nats-server").is_file()))
+        .unwrap_or(false);
+    if !found {
+        eprintln!("skipping the Team service benchmark: nats-server is not on PATH");
+        return;
+    }
+    let server = NatsServer::single_relaxed().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let ws = workspace.path();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let options = NatsOptions::default();
+    let a = NatsBackend::connect(&server.url(), options.clone()).unwrap();
+    let b = NatsBackend::connect(&server.url(), options).unwrap();
+    let journal_a = Journal::with_backend(Arc::new(a.clone()), Arc::new(SystemClock));
+    let journal_b = Journal::with_backend(Arc::new(b.clone()), Arc::new(SystemClock));
+    let lead_runtime = runtime(journal_a, ws);
+    let (mut local, mut remote, _hosted, _served) = rt.block_on(async {
+        let mut sides = Vec::new();
+        for _ in 0..2 {
+            let lead = lead_runtime
+                .create_root(SessionId::random(), "lead", Profile::Team)
+                .await
+                .unwrap();
+            let teams = lead_runtime.teams();
+            let member = teams
+                .spawn(&lead, "worker", "w", "work", MemberContext::Fresh, None)
+                .await
+                .unwrap();
+            let worker = lead_runtime.agent(&member.id).unwrap();
+            while worker.status() != AgentStatus::Running {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            teams
+                .create_task(
+                    &lead,
+                    &troupe_team::CreateTask {
+                        subject: "s".into(),
+                        description: "d".into(),
+                        blocked_by: vec![],
+                        write_scopes: vec![],
+                    },
+                )
+                .await
+                .unwrap();
+            sides.push((lead, worker));
+        }
+        let (_, worker) = &sides[0];
+        let local = Side {
+            tool: Arc::clone(worker.setup().tools.get("team_task_update").unwrap()),
+            context: worker.setup().tool_context.clone(),
+            revision: 1,
+            calls: 0,
+        };
+        let (lead, worker) = &sides[1];
+        let id = worker.id().clone();
+        lead_runtime
+            .drain_children(lead, std::slice::from_ref(&id))
+            .await
+            .unwrap();
+        while a.held_lease(&id).is_some() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (hosted, _) = journal_b.open(&id).unwrap();
+        let served = TeamOpServer::start(&a, lead_runtime.clone(), lead.id().clone())
+            .await
+            .unwrap();
+        let link = NatsTeamLink::new(b.clone(), lead.id().clone(), LinkOptions::default());
+        let live = Arc::new(|_: &SessionId| {
+            Some(LiveAgent {
+                status: LiveStatus::Running,
+                model: Some("test".to_owned()),
+            })
+        });
+        let remote = Side {
+            tool: RemoteTeam::new(Arc::new(link), live)
+                .tools()
+                .into_iter()
+                .find(|t| t.name() == "team_task_update")
+                .unwrap(),
+            context: ToolContext::new(ws, id, Arc::new(FileObservations::default())).unwrap(),
+            revision: 1,
+            calls: 0,
+        };
+        (local, remote, hosted, served)
+    });
+    let mut group = c.benchmark_group("teamsvc");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_secs(1));
+    for round in ["A", "B"] {
+        group.bench_function(format!("local_claim/{round}"), |bench| {
+            bench.iter_custom(|iters| rt.block_on(local.claims(iters)));
+        });
+        group.bench_function(format!("remote_claim/{round}"), |bench| {
+            bench.iter_custom(|iters| rt.block_on(remote.claims(iters)));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, remote_claim);
+criterion_main!(benches);
