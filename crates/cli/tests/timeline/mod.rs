@@ -217,17 +217,22 @@ fn time_of(ms: u64) -> String {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// Any time between the session's creation and its last event: `--at TIME` is the fold
-    /// of every log's longest prefix of whole batches up to then.
+    /// Any time between the first point whose prefix is a Team session (its first whole
+    /// batch holding an `agent/config` or a `team/…` record: before it, a copy of the prefix is
+    /// "not a Team session") and the last event: `--at TIME` is the fold of every log's
+    /// longest prefix of whole batches up to then.
     #[test]
     fn team_show_at_a_time_equals_the_fold_of_the_logs_up_to_then(fraction in 0.0f64..=1.0) {
         let demo = demo();
-        let (header, events) = lines(&demo.home, &demo.lead);
-        let created: u64 = serde_json::from_str::<Value>(&header).unwrap()["createdAt"]
-            .as_u64()
+        let (_, events) = lines(&demo.home, &demo.lead);
+        let marks_team = |e: &Event| e.kind == "agent/config" || e.kind.starts_with("team/");
+        let first = events
+            .iter()
+            .map(|(_, e)| e.time)
+            .find(|&t| events[..whole_batches_until(&events, t)].iter().any(|(_, e)| marks_team(e)))
             .unwrap();
         let last = events.last().unwrap().1.time;
-        let time = created + ((last - created) as f64 * fraction) as u64;
+        let time = first + ((last - first) as f64 * fraction) as u64;
         let kept = whole_batches_until(&events, time);
         let at = time_of(time);
         let mut shown = show_json(&demo.home, &demo.lead, Some(&at));
