@@ -1129,11 +1129,21 @@ fn last_task_names_the_task_the_last_applied_record_committed() {
         assert_eq!(by_line.last_task(), expected.as_ref(), "{line}");
         assert_eq!(by_event.last_task(), expected.as_ref(), "{line}");
     }
-    // A refused record (task-3 is at revision 3: 3 again is not contiguous) resets it, on
-    // both paths, and so does a line the fast path leaves to the event.
-    let (kind, data) = task("task-3", 3, "pending", &[]);
-    let stale = EventDraft::new(kind, data).into_event(Seq(99), 5);
-    assert!(by_event.last_task().is_some());
+    // The log ends with a delivery: no task. A next task record names task-3; then a refused
+    // record (revision 4 again is not contiguous) resets it, on both paths, and so does a
+    // line the fast path leaves to the event.
+    let (kind, data) = task("task-3", 4, "completed", &[]);
+    let next = EventDraft::new(kind, data).into_event(Seq(98), 5);
+    assert_eq!(
+        by_line.apply_line(kind, &line_of(&next)),
+        LineApplied::Applied
+    );
+    by_event.apply(&next).unwrap();
+    for state in [&by_line, &by_event] {
+        let task3 = state.last_task().unwrap();
+        assert_eq!((task3.id.as_str(), task3.revision.get()), ("task-3", 4));
+    }
+    let stale = EventDraft::new(kind, next.data.clone()).into_event(Seq(99), 6);
     assert!(by_event.apply(&stale).is_err());
     assert_eq!(by_event.last_task(), None);
     assert!(by_line.last_task().is_some());
