@@ -23,6 +23,7 @@ use troupe_team::{
     TEAM_MESSAGE_SOURCE_KIND, TaskView, TeamId, TeamShow, TeamShowFull, TeamState,
 };
 
+use crate::radar::LeadRadar;
 use crate::teammate::{parent_problem, teammate_problem};
 use troupe_session::events::{AgentConfigRecord, TurnEndReason};
 use troupe_session::ledger::{Ledger, Prices, SessionUsage};
@@ -77,6 +78,10 @@ pub struct LeadLog {
     /// The Lead's own usage, folded in the same pass ([`LeadRead::TeamAndMail`] of the whole
     /// log only): [`LeadLog::member_usage`] does not read the Lead's log a second time.
     lead_usage: Option<SessionUsage>,
+    /// The Lead log's part of the write radar (its task records and the Lead's own file
+    /// changes, up to the cut), folded in the same pass ([`LeadRead::TeamAndMail`] only):
+    /// [`LeadLog::write_conflicts`] then reads only the teammates' logs.
+    radar: Option<LeadRadar>,
 }
 
 /// A resolved point of a Lead log (`Cut::resolve`, in `time_travel.rs`): the prefix to fold
@@ -430,6 +435,7 @@ impl LeadLog {
                 || kind == event_types::AGENT_CONFIG
                 || (want_times && Receipts::reads(kind))
                 || (want_usage && SessionUsage::reads(kind))
+                || (want_times && LeadRadar::reads(kind))
         };
         // The Lead's own suffix begins after its seeded prefix (its header says how long).
         if want_times {
@@ -441,6 +447,7 @@ impl LeadLog {
             );
         }
         let mut lead_usage = want_usage.then(|| SessionUsage::new(seed_len.unwrap_or(0)));
+        let mut radar = want_times.then(|| LeadRadar::new(id.clone(), seed_len.unwrap_or(0)));
         let summary = journal
             .read_selected_each(id, check, &select, &mut |selected| {
                 // Past the cut: checked as the scan checks a line, never folded.
@@ -512,11 +519,33 @@ impl LeadLog {
                     }
                     // The other lines of a message's life are small: read them parsed; so are
                     // the usage's (the model's answers: their usage is in the payload).
+                    // The Lead's own tool calls and results (its file changes, for the radar)
+                    // too.
                     Selected::Line(line)
                         if (want_times && Receipts::reads(line.kind))
-                            || (want_usage && SessionUsage::reads(line.kind)) =>
+                            || (want_usage && SessionUsage::reads(line.kind))
+                            || (radar.is_some() && LeadRadar::reads(line.kind)) =>
                     {
                         return LineUse::NeedEvent;
+                    }
+                    // A task record, for the radar: the Team fold applies the line unparsed
+                    // and names the task it committed (its time: the envelope's).
+                    Selected::Line(line)
+                        if line.kind == event_types::TEAM_TASK
+                            && let Some(radar) = &mut radar =>
+                    {
+                        let Some(time) = envelope_time(line.text) else {
+                            return LineUse::NeedEvent;
+                        };
+                        if !fold.line(line.kind, line.text) {
+                            return LineUse::NeedEvent;
+                        }
+                        if !fold.is_refused()
+                            && let Some(task) = fold.state().last_task()
+                        {
+                            radar.task(time, task);
+                        }
+                        return LineUse::Used;
                     }
                     Selected::Line(line) if StreamFold::reads(line.kind) => {
                         return if fold.line(line.kind, line.text) {
@@ -557,6 +586,11 @@ impl LeadLog {
                 {
                     usage.apply(&event);
                 }
+                if let Some(radar) = &mut radar
+                    && LeadRadar::reads(&event.kind)
+                {
+                    radar.event(&event);
+                }
                 if fold.is_refused() {
                     return LineUse::Used;
                 }
@@ -579,7 +613,15 @@ impl LeadLog {
                 if !StreamFold::reads(&event.kind) {
                     return LineUse::Used;
                 }
-                if fold.event(&event)
+                let applied = fold.event(&event);
+                if applied
+                    && event.kind == event_types::TEAM_TASK
+                    && let Some(radar) = &mut radar
+                    && let Some(task) = fold.state().last_task()
+                {
+                    radar.task(event.time, task);
+                }
+                if applied
                     && event.kind == event_types::TEAM_MEMBER
                     && event.data["teamId"].as_str() == Some(id.as_str())
                     && let Some(member) = event.data["member"]["id"].as_str()
@@ -620,6 +662,7 @@ impl LeadLog {
             summary,
             replayed: replay.map(|r| r.problem),
             lead_usage,
+            radar,
         })
     }
 
@@ -900,16 +943,25 @@ impl LeadLog {
         )
     }
 
-    /// The write radar's conflicts of this Team ([`crate::write_conflicts`]): the Lead's and
-    /// every member's log read again from `journal` for their file changes and the task
-    /// windows.
-    /// With a past point ([`LeadLog::read_at`]), the logs are read up to it.
+    /// The write radar's conflicts of this Team ([`crate::write_conflicts`]'s result): after
+    /// [`LeadRead::TeamAndMail`], the Lead log's part (its task windows and the Lead's own
+    /// file changes) comes from this read's one pass and only every active teammate's log is
+    /// read now from `journal`; after another read, the Lead's log is read again too. With a
+    /// past point ([`LeadLog::read_at`]), the logs are read up to it (the Lead's up to
+    /// [`Cut::last_seq`], the teammates' up to [`Cut::time`]).
     pub fn write_conflicts(&self, journal: &Journal) -> Vec<troupe_team::WriteConflict> {
-        crate::radar::write_conflicts(
-            journal,
-            &self.state,
-            self.cut.as_ref().map(|c| (c.last_seq, c.time)),
-        )
+        match &self.radar {
+            Some(radar) => {
+                radar
+                    .clone()
+                    .conflicts(journal, &self.state, self.cut.as_ref().map(|c| c.time))
+            }
+            None => crate::radar::write_conflicts(
+                journal,
+                &self.state,
+                self.cut.as_ref().map(|c| (c.last_seq, c.time)),
+            ),
+        }
     }
 
     /// What `troupe team verify` checks beyond the fold, in order: the Lead's own log replays
@@ -1202,6 +1254,213 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A home with a Lead log `lead-1` (two active teammates, task windows, the Lead's own
+    /// `write` and `bash` changes, another Team's task record) and both teammates' logs, one
+    /// event per batch at the given times (epoch ms). Returns the journal and the Lead log's
+    /// (seq, time) of every event.
+    fn radar_home(dir: &std::path::Path) -> (Journal, Vec<(Seq, u64)>) {
+        use serde_json::json;
+        use troupe_protocol::{EventDraft, SessionHeader};
+        let journal = Journal::open_home(dir);
+        let sid = |s: &str| SessionId::new(s).unwrap();
+        let member = |id: &str, name: &str, phase: &str| {
+            json!({"version": 1, "teamId": "lead-1", "member": {"id": id, "name": name,
+                "description": "works", "provider": "spawn", "context": "fresh", "phase": phase}})
+        };
+        let task = |team: &str, id: &str, revision: u64, status: &str, owner: Option<&str>| {
+            let mut data = json!({"version": 1, "teamId": team, "task": {"id": id,
+                "revision": revision, "subject": format!("subject of {id}"), "description": "do it",
+                "status": status, "blockedBy": [], "writeScopes": []}});
+            if let Some(owner) = owner {
+                data["task"]["ownerId"] = json!(owner);
+            }
+            data
+        };
+        let call = |id: &str, name: &str, path: Option<&str>| {
+            let mut data =
+                json!({"turn": 1, "step": 1, "callId": id, "name": name, "arguments": {}});
+            if let Some(path) = path {
+                data["effect"] = json!({"path": path, "preImage": null,
+                    "postImage": format!("sha256:{}", "0".repeat(64)), "result": {}});
+            }
+            data
+        };
+        let result = |id: &str, name: &str, changed: Option<&[&str]>| {
+            let mut data = json!({"turn": 1, "step": 1, "callId": id, "name": name,
+                "isError": false, "content": "{}"});
+            if let Some(paths) = changed {
+                data["changed"] = json!({"paths": paths, "complete": true});
+            }
+            data
+        };
+        let write = |header: SessionHeader, events: Vec<(u64, &str, serde_json::Value)>| {
+            let writer = journal.create(header).unwrap();
+            let mut points = Vec::new();
+            for (time, kind, data) in events {
+                let event = writer
+                    .append_batch_at(vec![EventDraft::new(kind, data)], time)
+                    .unwrap();
+                points.push((event[0].seq, event[0].time));
+            }
+            writer.flush_blocking().unwrap();
+            points
+        };
+        let lead = write(
+            SessionHeader::new(sid("lead-1"), 1),
+            vec![
+                (
+                    1_000,
+                    "team/member",
+                    member("mate-a", "alpha", "provisioning"),
+                ),
+                (1_010, "team/member", member("mate-a", "alpha", "active")),
+                (
+                    1_020,
+                    "team/member",
+                    member("mate-b", "beta", "provisioning"),
+                ),
+                (1_030, "team/member", member("mate-b", "beta", "active")),
+                (
+                    1_040,
+                    "team/task",
+                    task("lead-1", "task-1", 1, "pending", None),
+                ),
+                (
+                    1_050,
+                    "team/task",
+                    task("lead-1", "task-1", 2, "in_progress", Some("mate-a")),
+                ),
+                (1_060, "tool/call", call("l1", "write", Some("shared.txt"))),
+                (1_070, "tool/result", result("l1", "write", None)),
+                (
+                    1_080,
+                    "team/task",
+                    task("other-team", "task-1", 1, "in_progress", Some("mate-b")),
+                ),
+                (
+                    1_090,
+                    "team/task",
+                    task("lead-1", "task-2", 1, "pending", None),
+                ),
+                (
+                    1_100,
+                    "team/task",
+                    task("lead-1", "task-2", 2, "in_progress", Some("mate-b")),
+                ),
+                (1_105, "tool/call", call("l2", "bash", None)),
+                (
+                    1_115,
+                    "tool/result",
+                    result("l2", "bash", Some(&["other.txt"])),
+                ),
+                (
+                    1_170,
+                    "team/task",
+                    task("lead-1", "task-1", 3, "completed", Some("mate-a")),
+                ),
+                (
+                    1_200,
+                    "team/task",
+                    task("lead-1", "task-2", 3, "completed", Some("mate-b")),
+                ),
+            ],
+        );
+        let mate = |id: &str| {
+            SessionHeader::new(sid(id), 1)
+                .with_parent(sid("lead-1"))
+                .with_origin("subagent")
+        };
+        // alpha writes shared.txt inside task-1's window (the Lead wrote it too) and
+        // other.txt inside task-2's; beta writes other.txt inside task-2's.
+        write(
+            mate("mate-a"),
+            vec![
+                (1_062, "tool/call", call("a1", "write", Some("shared.txt"))),
+                (1_075, "tool/result", result("a1", "write", None)),
+                (1_120, "tool/call", call("a2", "edit", Some("other.txt"))),
+                (1_130, "tool/result", result("a2", "edit", None)),
+            ],
+        );
+        write(
+            mate("mate-b"),
+            vec![
+                (1_140, "tool/call", call("b1", "write", Some("other.txt"))),
+                (1_150, "tool/result", result("b1", "write", None)),
+                (1_180, "tool/call", call("b2", "write", Some("shared.txt"))),
+                (1_190, "tool/result", result("b2", "write", None)),
+            ],
+        );
+        (journal, lead)
+    }
+
+    /// The write radar fed in `team show`'s one pass (`LeadRead::TeamAndMail`: the Lead log's
+    /// task records through the Team fold's fast path, the Lead's own tool events) gives what
+    /// `crate::write_conflicts`'s own read of the Lead log gives, for the whole log and cut at
+    /// every event of it (and before the first), and the other reads still get it by the
+    /// separate read.
+    #[test]
+    fn the_one_pass_radar_equals_write_conflicts_whole_and_at_every_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let (journal, points) = radar_home(dir.path());
+        let id = SessionId::new("lead-1").unwrap();
+        let lead = LeadLog::read(&journal, &id, LeadRead::TeamAndMail).unwrap();
+        assert!(lead.radar.is_some(), "the one pass fed the radar");
+        let whole = lead.write_conflicts(&journal);
+        assert_eq!(whole, crate::write_conflicts(&journal, lead.state(), None));
+        let found: Vec<(String, Vec<String>, Vec<String>)> = whole
+            .iter()
+            .map(|c| {
+                (
+                    c.path.clone(),
+                    c.members.clone(),
+                    c.tasks.iter().map(ToString::to_string).collect(),
+                )
+            })
+            .collect();
+        let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            found,
+            [
+                (
+                    "other.txt".to_owned(),
+                    names(&["lead", "alpha", "beta"]),
+                    names(&["task-1", "task-2"])
+                ),
+                (
+                    "shared.txt".to_owned(),
+                    names(&["lead", "alpha"]),
+                    names(&["task-1"])
+                ),
+            ]
+        );
+        for read in [LeadRead::Team, LeadRead::Verify] {
+            let other = LeadLog::read(&journal, &id, read).unwrap();
+            assert!(other.radar.is_none());
+            assert_eq!(other.write_conflicts(&journal), whole, "{read:?}");
+        }
+        let last = points.last().copied();
+        let cuts =
+            std::iter::once((None, 999)).chain(points.iter().map(|&(seq, time)| (Some(seq), time)));
+        let mut differing = std::collections::BTreeSet::new();
+        for (last_seq, time) in cuts {
+            let cut = Cut {
+                last_seq,
+                time,
+                log_last: last,
+            };
+            let at = LeadLog::read_at(&journal, &id, LeadRead::TeamAndMail, Some(cut)).unwrap();
+            let conflicts = at.write_conflicts(&journal);
+            assert_eq!(
+                conflicts,
+                crate::write_conflicts(&journal, at.state(), Some((last_seq, time))),
+                "cut at {last_seq:?}"
+            );
+            differing.insert(format!("{conflicts:?}"));
+        }
+        // The cuts see the conflicts grow: none at first, the whole set at the end.
+        assert!(differing.len() >= 3, "{differing:#?}");
+    }
 
     /// `envelope_time` reads the envelope's `time` in any member order the scan reads (and
     /// not a `time` inside the payload); a text without a number there gives `None`.

@@ -104,6 +104,9 @@ pub struct TeamState {
     pending: BTreeSet<usize>,
     pending_by_target: HashMap<SessionId, usize>,
     next_task_number: u64,
+    /// The task (position in `tasks`) the last record given to [`TeamState::apply`],
+    /// [`TeamState::apply_line`] or [`Staged::apply`] committed ([`TeamState::last_task`]).
+    last_task: Option<usize>,
 }
 
 impl PartialEq for TeamState {
@@ -279,6 +282,7 @@ impl TeamState {
             pending: BTreeSet::new(),
             pending_by_target: HashMap::default(),
             next_task_number: 1,
+            last_task: None,
         }
     }
 
@@ -317,6 +321,7 @@ impl TeamState {
     /// # Errors
     /// As [`TeamState::apply`].
     pub fn apply_data(&mut self, kind: &str, data: &Value) -> Result<(), FoldError> {
+        self.last_task = None;
         let prepared = self.prepare(kind, data)?;
         self.commit(prepared);
         Ok(())
@@ -334,6 +339,7 @@ impl TeamState {
     /// Strings that did not change are not copied again (a task update keeps its unchanged
     /// subject, description, owner, blockers and scopes).
     pub fn apply_line(&mut self, kind: &str, line: &str) -> LineApplied {
+        self.last_task = None;
         if !event_types::is_team(kind) {
             return LineApplied::Applied;
         }
@@ -757,6 +763,11 @@ impl TeamState {
     }
 
     fn commit(&mut self, prepared: Prepared) {
+        self.last_task = match &prepared {
+            Prepared::Task { index, .. } => Some(index.unwrap_or(self.tasks.len())),
+            Prepared::TaskUpdate { index, .. } => Some(*index),
+            _ => None,
+        };
         match prepared {
             Prepared::Skip => {}
             Prepared::Member { index, snapshot } => match index {
@@ -1041,6 +1052,17 @@ impl TeamState {
     /// Every task ever created, tombstones included, in creation order.
     pub fn tasks(&self) -> &[TaskSnapshot] {
         &self.tasks
+    }
+
+    /// The task the last record given to [`TeamState::apply`] (or [`TeamState::apply_data`],
+    /// [`TeamState::apply_line`], [`Staged::apply`]) committed, as that record left it: `Some`
+    /// only when that record was a `team/task` record of this Team that was applied. `None`
+    /// after any other type, another Team's record, a refusal, or a line answered
+    /// [`LineApplied::NeedEvent`]; reset by every call. For readers that follow each task
+    /// record of a streamed log (the write radar's windows of work) without decoding its line
+    /// a second time.
+    pub fn last_task(&self) -> Option<&TaskSnapshot> {
+        self.last_task.and_then(|i| self.tasks.get(i))
     }
 
     /// The non-deleted tasks, in creation order.

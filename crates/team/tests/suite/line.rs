@@ -11,8 +11,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use troupe_journal::{LineCheck, LineUse, Selected, scan_each, scan_selected_each};
-use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
-use troupe_team::{LineApplied, StreamFold, TeamId, TeamState};
+use troupe_protocol::{Event, EventDraft, Seq, SessionHeader, SessionId};
+use troupe_team::{LineApplied, StreamFold, TaskSnapshot, TeamId, TeamState};
 
 use super::support::*;
 
@@ -1109,4 +1109,47 @@ fn generator_logs_fold_the_same_through_the_selective_scan() {
             }
         }
     }
+}
+
+/// `TeamState::last_task` names the task the last record committed, as committed, on both
+/// paths (the line and the parsed event): `Some` only after a
+/// `team/task` record of this Team that was applied; every other record, another Team's task,
+/// a refused record and a line left to the event path reset it.
+#[test]
+fn last_task_names_the_task_the_last_applied_record_committed() {
+    let events = events(valid_log());
+    let mut by_line = TeamState::new(team());
+    let mut by_event = TeamState::new(team());
+    for event in &events {
+        let line = line_of(event);
+        assert_eq!(by_line.apply_line(&event.kind, &line), LineApplied::Applied);
+        by_event.apply(event).unwrap();
+        let expected = (event.kind == "team/task" && event.data["teamId"] == ROOT)
+            .then(|| serde_json::from_value::<TaskSnapshot>(event.data["task"].clone()).unwrap());
+        assert_eq!(by_line.last_task(), expected.as_ref(), "{line}");
+        assert_eq!(by_event.last_task(), expected.as_ref(), "{line}");
+    }
+    // The log ends with a delivery: no task. A next task record names task-3; then a refused
+    // record (revision 4 again is not contiguous) resets it, on both paths, and so does a
+    // line the fast path leaves to the event.
+    let (kind, data) = task("task-3", 4, "completed", &[]);
+    let next = EventDraft::new(kind, data).into_event(Seq(98), 5);
+    assert_eq!(
+        by_line.apply_line(kind, &line_of(&next)),
+        LineApplied::Applied
+    );
+    by_event.apply(&next).unwrap();
+    for state in [&by_line, &by_event] {
+        let task3 = state.last_task().unwrap();
+        assert_eq!((task3.id.as_str(), task3.revision.get()), ("task-3", 4));
+    }
+    let stale = EventDraft::new(kind, next.data.clone()).into_event(Seq(99), 6);
+    assert!(by_event.apply(&stale).is_err());
+    assert_eq!(by_event.last_task(), None);
+    assert!(by_line.last_task().is_some());
+    assert_eq!(
+        by_line.apply_line(kind, &line_of(&stale)),
+        LineApplied::NeedEvent
+    );
+    assert_eq!(by_line.last_task(), None);
 }
