@@ -89,6 +89,7 @@ fn runtime(journal: Journal, workspace: &Path) -> Runtime {
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
             stall_after: troupe_team::StallAfter::default(),
+            worktree_root: None,
         },
     )
 }

@@ -142,6 +142,7 @@ impl Process {
                 approval: troupe_session::approval::ApprovalPolicy::default(),
                 ledger: Default::default(),
                 stall_after: troupe_team::StallAfter::default(),
+                worktree_root: None,
             },
         );
         Self {
