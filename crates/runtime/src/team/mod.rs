@@ -27,6 +27,7 @@
 //!   tools of such a teammate, through a [`TeamLink`]).
 
 mod board;
+mod in_flight;
 mod journal;
 mod lifecycle;
 mod mailbox;

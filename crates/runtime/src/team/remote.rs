@@ -32,14 +32,12 @@
 //! after the answer, nothing is left to do. A crash of the caller's host mid-call leaves the
 //! call cut in its log: its recovery decides it from the Lead log's link like a local call.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::Notify;
-use troupe_protocol::{ErrorCode, STABLE_CODES, SessionId, sync::lock};
+use troupe_protocol::{ErrorCode, STABLE_CODES, SessionId};
 use troupe_team::{LiveAgent, LiveStatus};
 use troupe_tools::{TextFuture, Tool, ToolContext, ToolError, ToolFuture};
 
@@ -420,52 +418,6 @@ impl Tool for RemoteTool {
 
     fn shape_error(&self, error: ToolError) -> ToolError {
         prefixed(error)
-    }
-}
-
-/// The attempts of remote requests in flight in one Team's serializer, so two attempts of
-/// one request never run side by side (see the module docs).
-#[derive(Debug, Default)]
-pub(super) struct InFlight {
-    requests: Mutex<HashMap<(SessionId, String), Arc<Notify>>>,
-}
-
-/// One attempt's turn: the others of the same request wait until it is dropped.
-pub(super) struct Turn<'a> {
-    in_flight: &'a InFlight,
-    key: (SessionId, String),
-    done: Arc<Notify>,
-}
-
-impl Drop for Turn<'_> {
-    fn drop(&mut self) {
-        lock(&self.in_flight.requests).remove(&self.key);
-        self.done.notify_waiters();
-    }
-}
-
-impl InFlight {
-    /// Waits until no other attempt of `key` is in flight, then takes the turn.
-    pub(super) async fn begin(&self, key: (SessionId, String)) -> Turn<'_> {
-        loop {
-            let notified = {
-                let mut requests = lock(&self.requests);
-                match requests.get(&key) {
-                    // Created under the lock, so the holder's wakeup (also under it) is seen.
-                    Some(done) => Arc::clone(done).notified_owned(),
-                    None => {
-                        let done = Arc::new(Notify::new());
-                        requests.insert(key.clone(), Arc::clone(&done));
-                        return Turn {
-                            in_flight: self,
-                            key,
-                            done,
-                        };
-                    }
-                }
-            };
-            notified.await;
-        }
     }
 }
 

@@ -19,11 +19,11 @@ use troupe_team::{
 };
 
 use super::board::BoardRead;
+use super::in_flight::InFlight;
 use super::journal::{Member, TeamJournal, fold_team_log, not_member};
 use super::lifecycle::{Lifecycle, disposed};
 use super::mailbox::{Dispatcher, Mailbox, SendCall};
 use super::op::{ListedMember, OpContext, TeamOp, TeamOpError, TeamReply, WaitOutcome};
-use super::remote::InFlight;
 use super::roster::{self, SpawnCall};
 use super::stall::StallWatch;
 use super::{board, waiters};
