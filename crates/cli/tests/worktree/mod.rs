@@ -739,3 +739,99 @@ fn a_running_teammates_worktree_is_neither_merged_nor_cleaned() {
         stdout(&out)
     );
 }
+
+/// The system prompt of a request to the fake server.
+fn system_prompt(request: &troupe_test_support::RecordedRequest) -> String {
+    let first = &request.messages()[0];
+    assert_eq!(first["role"], "system");
+    first["content"].as_str().unwrap().to_owned()
+}
+
+/// Every member is told where it works (the Team policy's point 2, through the fake server,
+/// whose requests show each member's system prompt): with `--worktree` the Lead that its
+/// teammates work in their own worktrees, a teammate its own worktree's path and branch and
+/// that the merge commits its work; without it, the shared checkout for both.
+#[test]
+fn each_member_is_told_whether_it_works_in_its_own_worktree() {
+    use troupe_test_support::fake_openai::chunks;
+    use troupe_test_support::{FakeOpenAi, FakeResponse};
+    const SHARED: &str = "share one working directory";
+    for worktree in [true, false] {
+        let s = Setup::new();
+        commit_all(&s.workspace);
+        let server = FakeOpenAi::start().unwrap();
+        server.push_for(
+            "lead-model",
+            FakeResponse::json(chunks::tool_call_completion(&[(
+                "call_spawn",
+                "spawn_teammate",
+                json!({"name": "alpha", "description": "helper", "prompt": "look around"}),
+            )])),
+        );
+        server.push_for(
+            "lead-model",
+            FakeResponse::json(chunks::tool_call_completion(&[(
+                "call_wait",
+                "wait_agent",
+                json!({"timeout_ms": 60000}),
+            )])),
+        );
+        server.push_for(
+            "lead-model",
+            FakeResponse::json(chunks::text_completion("done")),
+        );
+        server.push_for(
+            "mate-model",
+            FakeResponse::json(chunks::text_completion("looked")),
+        );
+        let mut args = vec![
+            "--team",
+            "--model",
+            "lead-model",
+            "--teammate-model",
+            "mate-model",
+            "--base-url",
+        ];
+        let url = server.base_url();
+        args.push(&url);
+        if worktree {
+            args.push("--worktree");
+        }
+        args.push("get alpha to look");
+        let out = s.run(&args).assert().success();
+        let id = session_id(&stderr(&out));
+        let first = |model: &str| {
+            let request = server
+                .requests()
+                .into_iter()
+                .find(|r| r.body["model"] == model)
+                .unwrap_or_else(|| panic!("{model} was never asked"));
+            system_prompt(&request)
+        };
+        let (lead, mate) = (first("lead-model"), first("mate-model"));
+        if worktree {
+            let own = worktree_of(&team_show(&s, &id), "alpha");
+            assert!(
+                lead.contains("Each teammate works in its own git worktree"),
+                "{lead}"
+            );
+            assert!(
+                mate.contains(&format!(
+                    "You work in your own git worktree, {}, on branch {}",
+                    own["path"].as_str().unwrap(),
+                    own["branch"].as_str().unwrap()
+                )),
+                "{mate}"
+            );
+            assert!(mate.contains("troupe team merge"), "{mate}");
+            for prompt in [&lead, &mate] {
+                assert!(!prompt.contains(SHARED), "{prompt}");
+            }
+        } else {
+            for prompt in [&lead, &mate] {
+                assert!(prompt.contains(SHARED), "{prompt}");
+                assert!(!prompt.contains("worktree"), "{prompt}");
+            }
+        }
+    }
+}
