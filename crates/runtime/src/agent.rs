@@ -738,8 +738,10 @@ async fn drive(inner: Arc<Inner>) {
             }
             st.should_run()
         };
-        // A spent budget opens no new turn (the run settles; a resume continues).
-        let run = run && !inner.setup.ledger.is_exceeded();
+        // A spent budget opens no new turn (the run settles; a resume continues). Work held
+        // back counts as refused (`LiveLedger::check` remembers it), so a resume given no
+        // more budget than was spent reports TEAM_BUDGET_EXCEEDED rather than ending quietly.
+        let run = run && inner.setup.ledger.check().is_ok();
         if run {
             inner.set_status(AgentStatus::Running);
             if let Err(e) = run_turn(&inner).await {

@@ -503,10 +503,28 @@ fn status(dir: &Path, untracked: bool) -> Result<Vec<String>, WorktreeError> {
     } else {
         "--untracked-files=no"
     };
-    Ok(lines(&run_ok(dir, &["status", "--porcelain", mode])?)
-        .into_iter()
-        .map(|l| l.get(3..).unwrap_or_default().to_owned())
-        .collect())
+    let args = ["status", "--porcelain", "-z", mode];
+    let output = run(dir, &args)?;
+    if !output.status.success() {
+        return Err(failed(dir, &args, &output));
+    }
+    Ok(porcelain_paths(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// The paths of `git status --porcelain -z`'s entries (`XY PATH\0`, a rename or copy
+/// followed by its source `ORIG\0`, which is left out), untrimmed: the status letters' leading
+/// space is part of the format, and a path may hold any character but NUL.
+fn porcelain_paths(text: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    let mut entries = text.split('\0').filter(|e| !e.is_empty());
+    while let Some(entry) = entries.next() {
+        let Some(path) = entry.get(3..) else { continue };
+        if matches!(entry.as_bytes().first(), Some(b'R' | b'C')) {
+            entries.next();
+        }
+        paths.push(path.to_owned());
+    }
+    paths
 }
 
 /// Makes `dir` a git repository holding its files in one commit on branch `main` (`troupe
@@ -684,4 +702,27 @@ pub fn remove(top: &Path, worktree: &MemberWorktree) -> Result<Cleaned, Worktree
     }
     run_ok(top, &["worktree", "remove", &worktree.path])?;
     Ok(Cleaned::Removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::porcelain_paths;
+
+    /// The status letters' leading space is kept (a trimmed first line lost the path's first
+    /// character: ` M README.md` read as `EADME.md`), a rename's source is skipped, and a
+    /// path with spaces is whole.
+    #[test]
+    fn porcelain_entries_give_whole_paths() {
+        let text = " M README.md\0?? notes and more.txt\0R  new.py\0old.py\0MM tests/__init__.py\0";
+        assert_eq!(
+            porcelain_paths(text),
+            [
+                "README.md",
+                "notes and more.txt",
+                "new.py",
+                "tests/__init__.py"
+            ]
+        );
+        assert!(porcelain_paths("").is_empty());
+    }
 }

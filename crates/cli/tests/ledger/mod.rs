@@ -269,6 +269,78 @@ fn a_token_budget_stops_the_run_and_a_resume_with_a_higher_budget_finishes() {
     assert_eq!(team_show(&s, &id)["ledger"]["modelCalls"], 4);
 }
 
+/// A resume given no more budget than was spent (the same budget, or less) makes no model
+/// call and says why: exit 1, `TEAM_BUDGET_EXCEEDED` with the hint to raise it — not exit 0
+/// as if the work were done. The continuation it queued is queued once (no second copy by a
+/// second refused resume), and a resume with a higher budget then finishes the turn.
+#[test]
+fn a_resume_with_no_budget_left_is_refused_and_queues_the_continuation_once() {
+    let s = Setup::new();
+    let bash = |n: &str| call("bash", json!({"command": format!("echo {n}")}));
+    let script = s.script_agents(
+        "spent.json",
+        json!({"lead": [
+            step(bash("one"), 90, 10, 0),
+            step(bash("two"), 90, 10, 0),
+            step(bash("three"), 90, 10, 0),
+            step(json!({"text": "all done"}), 90, 10, 0),
+        ]}),
+    );
+    let model = format!("script:{}", script.display());
+    let out = s
+        .run(&["--team", "--budget-tokens", "250", "--model", &model, "go"])
+        .assert()
+        .code(1);
+    let id = session_id(&stderr(&out));
+    let answers = |log: &[Value]| {
+        log.iter()
+            .filter(|e| e["type"] == "assistant/message")
+            .count()
+    };
+    let continuations = |log: &[Value]| {
+        log.iter()
+            .filter(|e| e["type"] == "agent/inbox/spliced")
+            .flat_map(|e| {
+                e["data"]["inserted"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter(|m| m["source"]["kind"] == "resume")
+            .count()
+    };
+    assert_eq!(answers(&s.log(&id)), 3);
+    for budget in ["250", "300", "100"] {
+        let out = s
+            .troupe()
+            .args(["resume", &id, "--budget-tokens", budget])
+            .assert()
+            .code(1);
+        let err = stderr(&out);
+        assert!(err.contains("TEAM_BUDGET_EXCEEDED"), "{err}");
+        assert!(
+            err.contains(&format!("token budget is spent: 300 of {budget} tokens")),
+            "{err}"
+        );
+        assert!(err.contains("--budget-tokens"), "{err}");
+        assert!(!err.contains("continue: troupe resume"), "{err}");
+        let log = s.log(&id);
+        assert_eq!(answers(&log), 3, "no model call with budget {budget}");
+        assert!(
+            log.iter().filter(|e| e["type"] == "turn/start").count() == 1,
+            "no turn opened with budget {budget}"
+        );
+        assert_eq!(continuations(&log), 1, "queued once");
+    }
+    let out = s
+        .troupe()
+        .args(["resume", &id, "--budget-tokens", "1000"])
+        .assert()
+        .success();
+    assert_eq!(stdout(&out).trim(), "all done");
+    assert_eq!(answers(&s.log(&id)), 4);
+}
+
 #[test]
 fn zero_negative_and_misplaced_budgets_are_bad_input() {
     let s = Setup::new();

@@ -302,6 +302,12 @@ fn a_merge_that_conflicts_is_aborted_lists_the_paths_and_commits_nothing() {
         "{}",
         stderr(&out)
     );
+    // The path whole (the first one lost its first character to a trimmed status line).
+    assert!(
+        stderr(&out).contains("uncommitted changes (notes.txt)"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(git(&s.workspace, &["rev-parse", "HEAD"]), head);
 }
 
