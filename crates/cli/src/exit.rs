@@ -95,6 +95,25 @@ impl From<JournalError> for Failure {
     }
 }
 
+/// The one line `main` prints of `error` (after `troupe: `): the outermost context and its
+/// causes, joined, led by the stable code of the first typed error in the chain when the
+/// line does not name it already (`JOURNAL_CORRUPT: corrupt session file …`): every failure's
+/// line carries its code (README "Error codes").
+pub(crate) fn coded_line(error: &anyhow::Error) -> String {
+    let line = format!("{error:#}");
+    let code = error_code(error).or_else(|| {
+        error.chain().find_map(|cause| {
+            cause
+                .downcast_ref::<troupe_runtime::LeadLogError>()
+                .map(ErrorCode::code)
+        })
+    });
+    match code {
+        Some(code) if !line.contains(code) => format!("{code}: {line}"),
+        _ => line,
+    }
+}
+
 /// The stable code of the first error in `error`'s chain that has one.
 pub(crate) fn error_code(error: &anyhow::Error) -> Option<&'static str> {
     error.chain().find_map(|cause| {

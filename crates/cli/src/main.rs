@@ -212,7 +212,7 @@ fn main() -> ExitCode {
         Err(Failure { code, error }) => {
             // One line: the outermost context and its causes, joined.
             if let Some(error) = error {
-                let line = format!("{error:#}");
+                let line = exit::coded_line(&error);
                 eprint_line!("troupe: {}", escape_controls(&line));
             }
             ExitCode::from(code)

@@ -893,7 +893,10 @@ fn stall_note(task: &TaskView) -> Option<String> {
         StallReason::Inactive => {
             format!("its owner {owner} is inactive and no followup_task waits for it")
         }
-        StallReason::NoActivity => format!("its owner {owner} logged nothing for a while"),
+        StallReason::NoActivity => match stall.idle_ms {
+            Some(ms) => format!("its owner {owner} logged nothing for {}", idle_text(ms)),
+            None => format!("its owner {owner} logged nothing for a while"),
+        },
     };
     let since = stall
         .since
@@ -903,6 +906,21 @@ fn stall_note(task: &TaskView) -> Option<String> {
         "    ◷ stalled: {why}{since}; reassign it or wake {owner} (nothing is released \
          automatically)"
     ))
+}
+
+/// A stalled owner's idle time, to the minute once it is a minute or more: `45s`, `12m`,
+/// `1h 5m`, `2d 3h`.
+fn idle_text(ms: u64) -> String {
+    let s = ms / 1000;
+    let (d, h, m) = (s / 86_400, s / 3600 % 24, s / 60 % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, m) => format!("{m}m"),
+        (0, h, 0) => format!("{h}h"),
+        (0, h, m) => format!("{h}h {m}m"),
+        (d, 0, _) => format!("{d}d"),
+        (d, h, _) => format!("{d}d {h}h"),
+    }
 }
 
 /// Indents table rows by two spaces and puts each row's notes under it.
@@ -976,6 +994,17 @@ mod tests {
     use super::*;
     use serde_json::json;
     use troupe_protocol::{EventDraft, SessionHeader, SessionId};
+
+    #[test]
+    fn idle_times_read_to_the_minute() {
+        let min = 60_000;
+        assert_eq!(idle_text(45_900), "45s");
+        assert_eq!(idle_text(11 * min), "11m");
+        assert_eq!(idle_text(60 * min), "1h");
+        assert_eq!(idle_text(65 * min + 30_000), "1h 5m");
+        assert_eq!(idle_text(24 * 60 * min), "1d");
+        assert_eq!(idle_text(51 * 60 * min + 7 * min), "2d 3h");
+    }
 
     #[test]
     fn a_task_that_starts_at_revision_2_is_reported_with_its_seq() {

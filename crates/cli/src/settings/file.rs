@@ -24,6 +24,7 @@ use crate::exit::Failure;
 pub(crate) fn budget_tokens(raw: &str) -> Result<u64, String> {
     match raw.trim().parse::<i128>() {
         Ok(n) if n >= 1 && n <= i128::from(u64::MAX) => Ok(n as u64),
+        Ok(n) if n >= 1 => Err(format!("{n} is not a budget: at most {} tokens", u64::MAX)),
         Ok(n) => Err(format!(
             "{n} is not a budget: give a whole number of tokens, 1 or more"
         )),

@@ -499,7 +499,8 @@ impl Settings {
                     .location()
                     .map_or_else(String::new, |at| format!("{at}: "));
                 warnings.push(format!(
-                    "warning: {at}prices.\"{}\": no model of this run and no built-in price has                      that name (the price is kept for a model that has it)",
+                    "warning: {at}prices.\"{}\": no model of this run and no built-in price has that \
+                     name (the price is kept for a model that has it)",
                     name.escape_debug()
                 ));
             }

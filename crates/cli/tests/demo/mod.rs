@@ -402,6 +402,52 @@ fn the_demo_fixes_a_real_project_and_leaves_a_team_that_verifies() {
     // The script is recorded under the home, so the session resumes from anywhere.
     let scripts: Vec<_> = std::fs::read_dir(home.join("demo")).unwrap().collect();
     assert_eq!(scripts.len(), 1);
+    // Its steps carry usage, and the Team's ledger is their sum, member by member.
+    let script: Value = serde_json::from_str(
+        &std::fs::read_to_string(scripts[0].as_ref().unwrap().path()).unwrap(),
+    )
+    .unwrap();
+    let out = root
+        .troupe()
+        .args(["team", "show", &id, "--json"])
+        .assert()
+        .success();
+    let ledger = serde_json::from_str::<Value>(&stdout(&out)).unwrap()["ledger"].clone();
+    let mut team_tokens = 0;
+    for (name, steps) in script["agents"].as_object().unwrap() {
+        let sum = |key: &str| -> u64 {
+            steps
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["usage"][key].as_u64().unwrap())
+                .sum()
+        };
+        let member = ledger["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("{name} missing from {ledger}"));
+        assert_eq!(
+            member["promptTokens"].as_u64(),
+            Some(sum("prompt_tokens")),
+            "{member}"
+        );
+        assert_eq!(
+            member["cachedTokens"].as_u64(),
+            Some(sum("cached_tokens")),
+            "{member}"
+        );
+        assert_eq!(
+            member["completionTokens"].as_u64(),
+            Some(sum("completion_tokens")),
+            "{member}"
+        );
+        team_tokens += sum("prompt_tokens") + sum("completion_tokens");
+    }
+    assert!(team_tokens > 0);
+    assert_eq!(ledger["tokens"].as_u64(), Some(team_tokens), "{ledger}");
     let out = root.troupe().args(["resume", &id]).assert().success();
     assert_eq!(stdout(&out), answer);
     assert!(

@@ -171,6 +171,10 @@ fn configured_prices_cost_the_ledger_and_a_price_for_an_unknown_model_warns() {
         .unwrap_or_else(|| panic!("a warning naming the unknown model: {err}"));
     assert!(warning.starts_with("warning: "), "{warning}");
     assert!(warning.contains("config.toml:3:"), "{warning}");
+    assert!(
+        warning.contains("no built-in price has that name (the price is kept"),
+        "one sentence: {warning}"
+    );
     assert!(!err.contains("\"script\": no model"), "{err}");
     let id = session_id(&err);
     let ledger = team_show(&s, &id)["ledger"].clone();
@@ -351,6 +355,11 @@ fn zero_negative_and_misplaced_budgets_are_bad_input() {
         ("--budget-tokens", "0", "0 is not a budget"),
         ("--budget-tokens", "-1", "-1 is not a budget"),
         ("--budget-tokens", "many", "not a whole number of tokens"),
+        (
+            "--budget-tokens",
+            "99999999999999999999",
+            "99999999999999999999 is not a budget: at most 18446744073709551615 tokens",
+        ),
         ("--budget-usd", "0", "0 is not a budget"),
         ("--budget-usd", "-1.5", "-1.5 is not a budget"),
         ("--budget-usd", "inf", "inf is not a budget"),

@@ -892,7 +892,7 @@ fn a_corrupt_committed_line_of_the_lead_log_is_reported_at_its_seq_with_exit_1()
     assert_bad_log(
         home.path(),
         &format!(
-            "the Team log of session {LEAD} is invalid at seq 2: corrupt session file {}: line 4, byte offset {offset}:",
+            "JOURNAL_CORRUPT: the Team log of session {LEAD} is invalid at seq 2: corrupt session file {}: line 4, byte offset {offset}:",
             path.display()
         ),
     );

@@ -253,6 +253,18 @@ fn with_a_fixed_clock_a_resident_owner_is_stalled_only_beyond_stall_after() {
         json!({"reason": "no_activity", "since": T0, "idleMs": 11 * MINUTE}),
         "{task}"
     );
+    // The table says for how long.
+    let out = s
+        .troupe()
+        .env("TROUPE_CLOCK", (T0 + 11 * MINUTE).to_string())
+        .args(["team", "show", &lead])
+        .assert()
+        .success();
+    assert!(
+        stdout(&out).contains("stalled: its owner alpha logged nothing for 11m"),
+        "{}",
+        stdout(&out)
+    );
     // The same with --stall-after 11m (the threshold itself is stalled), not with 12m.
     let at_threshold = show_at(&s, &lead, T0 + 11 * MINUTE, &["--stall-after", "11m"]);
     assert_eq!(at_threshold["tasks"][0]["stalled"]["reason"], "no_activity");
