@@ -1318,3 +1318,51 @@ fn an_unusable_home_leaves_no_project_behind() {
         "the project was written although the home is unusable"
     );
 }
+
+/// The demo's scripted usage is what a budget counts: `--budget-tokens` stops it (exit 1,
+/// `TEAM_BUDGET_EXCEEDED`, the project's tests still failing), a resume with a budget still too
+/// small stops again, and one with enough finishes — with the same 38 model calls in all as a
+/// demo run at once, every rule verified and the project's tests passing.
+#[test]
+fn a_token_budget_stops_the_demo_and_resumes_with_more_finish_it() {
+    let root = Root::new();
+    let project = root.path("demo");
+    let out = root
+        .troupe()
+        .args(["demo", "--budget-tokens", "40000", "--workspace"])
+        .arg(&project)
+        .assert()
+        .code(1);
+    let err = stderr(&out);
+    let id = session_of(&err);
+    assert!(err.contains("TEAM_BUDGET_EXCEEDED"), "{err}");
+    assert!(!unittest(&project).0, "stopped before the fix");
+    let out = root
+        .troupe()
+        .args(["resume", &id, "--budget-tokens", "80000"])
+        .assert()
+        .code(1);
+    assert!(
+        stderr(&out).contains("TEAM_BUDGET_EXCEEDED"),
+        "{}",
+        stderr(&out)
+    );
+    root.troupe()
+        .args(["resume", &id, "--budget-tokens", "500000"])
+        .assert()
+        .success();
+    let out = root
+        .troupe()
+        .args(["team", "show", &id, "--json"])
+        .assert()
+        .success();
+    let show: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(show["ledger"]["modelCalls"], 38, "{}", show["ledger"]);
+    assert_eq!(show["ledger"]["tokens"], 172_660, "{}", show["ledger"]);
+    root.troupe()
+        .args(["team", "verify", &id])
+        .assert()
+        .success();
+    let (passed, output) = unittest(&project);
+    assert!(passed, "{output}");
+}
