@@ -23,10 +23,10 @@ use troupe_team::{
     TEAM_MESSAGE_SOURCE_KIND, TaskView, TeamId, TeamShow, TeamShowFull, TeamState,
 };
 
-use crate::line_pick::{Keep, Pick, envelope_time, is_valid_event, pick_event};
+use crate::line_pick::{DeliveredPick, envelope_time, is_valid_event, pick_event, runtime_pick};
 use crate::radar::LeadRadar;
 use crate::teammate::{parent_problem, teammate_problem};
-use crate::teammate_scan::{TeammateScans, Wants};
+use crate::teammate_scan::{TeammateScans, Wants, error_chain};
 use troupe_session::events::{AgentConfigRecord, TurnEndReason};
 use troupe_session::ledger::{Ledger, Prices, SessionUsage};
 use troupe_session::{InvalidEvent, ReplayCheck, SessionRole, is_event_line, is_team_session};
@@ -298,87 +298,6 @@ fn replay_violation(InvalidEvent { seq, kind, reason }: InvalidEvent) -> Violati
     Violation::Replay { seq, kind, reason }
 }
 
-/// The payload members `Receipts::apply_lead` reads of a `team/message/delivered`.
-pub(crate) struct DeliveredPick;
-impl Pick for DeliveredPick {
-    const MEMBERS: &'static [(&'static str, Keep)] =
-        &[("teamId", Keep::Value), ("messageId", Keep::Value)];
-}
-
-/// `turn/start`: the receipts' turn number (`turn/end` is read for its type alone).
-pub(crate) struct TurnPick;
-impl Pick for TurnPick {
-    const MEMBERS: &'static [(&'static str, Keep)] = &[("turn", Keep::Value)];
-}
-
-/// `turn/end`: nothing of the payload.
-pub(crate) struct NothingPick;
-impl Pick for NothingPick {
-    const MEMBERS: &'static [(&'static str, Keep)] = &[];
-}
-
-/// `user/message`: a claim's Team message (its `source`, else its `id`).
-pub(crate) struct ClaimPick;
-impl Pick for ClaimPick {
-    const MEMBERS: &'static [(&'static str, Keep)] =
-        &[("source", Keep::Value), ("id", Keep::Value)];
-}
-
-/// `assistant/message`: the ledger's `usage`.
-pub(crate) struct UsagePick;
-impl Pick for UsagePick {
-    const MEMBERS: &'static [(&'static str, Keep)] = &[("usage", Keep::Value)];
-}
-
-/// `tool/call`: every member of a `ToolCallRecord` (the write radar decodes one), its
-/// `arguments` (a `Value`, never read) only as present.
-pub(crate) struct ToolCallPick;
-impl Pick for ToolCallPick {
-    const MEMBERS: &'static [(&'static str, Keep)] = &[
-        ("turn", Keep::Value),
-        ("step", Keep::Value),
-        ("callId", Keep::Value),
-        ("name", Keep::Value),
-        ("arguments", Keep::Present),
-        ("effect", Keep::Value),
-    ];
-}
-
-/// `tool/result`: every member of a `ToolResultRecord` (the write radar decodes one), its
-/// `content` (a string, never read) only as present.
-pub(crate) struct ToolResultPick;
-impl Pick for ToolResultPick {
-    const MEMBERS: &'static [(&'static str, Keep)] = &[
-        ("turn", Keep::Value),
-        ("step", Keep::Value),
-        ("callId", Keep::Value),
-        ("name", Keep::Value),
-        ("isError", Keep::Value),
-        ("code", Keep::Value),
-        ("content", Keep::Text),
-        ("messageId", Keep::Value),
-        ("sourceEventSeqs", Keep::Value),
-        ("seen", Keep::Value),
-        ("changed", Keep::Value),
-    ];
-}
-
-/// The fast read of a Lead-log line of `kind` for [`LeadRead::TeamAndMail`]'s readers of
-/// runtime lines (the receipts, the Lead's usage, the radar's own changes): the event with
-/// only the payload members they read ([`pick_event`]); `None` for another type, or a line to
-/// parse (see [`crate::line_pick`]).
-fn lead_pick(kind: &str, text: &str) -> Option<Event> {
-    match kind {
-        event_types::TURN_START => pick_event::<TurnPick>(text),
-        event_types::TURN_END => pick_event::<NothingPick>(text),
-        event_types::USER_MESSAGE => pick_event::<ClaimPick>(text),
-        event_types::ASSISTANT_MESSAGE => pick_event::<UsagePick>(text),
-        event_types::TOOL_CALL => pick_event::<ToolCallPick>(text),
-        event_types::TOOL_RESULT => pick_event::<ToolResultPick>(text),
-        _ => None,
-    }
-}
-
 impl LeadLog {
     /// Reads and folds the Lead log of `id` once (see the module docs and [`LeadRead`]).
     ///
@@ -536,11 +455,11 @@ impl LeadLog {
                     // The other lines of a message's life, the usage's (the model's answers)
                     // and the Lead's own tool calls and results (its file changes, for the
                     // radar): checked as an `Event` and read with only the payload members
-                    // their readers take ([`lead_pick`]), then folded below as a parsed event
+                    // their readers take ([`runtime_pick`]), then folded below as a parsed event
                     // is. Not for `team verify`: its replay reads every member.
                     Selected::Line(line)
                         if replay.is_none()
-                            && let Some(event) = lead_pick(line.kind, line.text) =>
+                            && let Some(event) = runtime_pick(line.kind, line.text) =>
                     {
                         event
                     }
@@ -1400,18 +1319,6 @@ impl TeamReport {
     pub fn failed_turn_of(&self, name: &str) -> Option<&FailedTurn> {
         self.failed_turns.iter().find(|f| f.name == name)
     }
-}
-
-/// `error` and its sources, `: `-joined (as `anyhow` shows a chain with `{:#}`).
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::marker::PhantomData;
 
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 use serde_json::{Map, Value};
-use troupe_protocol::{Event, Seq};
+use troupe_protocol::{Event, Seq, event_types};
 
 /// How [`pick_event`] keeps a payload member it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +45,9 @@ pub(crate) trait Pick {
 /// known `type`), so the first `"time"` of the text is that member's key. `None` for a text
 /// not in that form (the caller then asks for the parsed event).
 pub(crate) fn envelope_time(text: &str) -> Option<u64> {
-    let at = text.find("\"time\"")? + "\"time\"".len();
+    // The key is among the first few bytes: a plain search, no searcher to set up.
+    const KEY: &[u8] = b"\"time\"";
+    let at = text.as_bytes().windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
     let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     rest[..digits].parse().ok()
@@ -253,6 +255,88 @@ impl<'de> DeserializeSeed<'de> for TextSeed {
             }
         }
         d.deserialize_any(TextVisitor)
+    }
+}
+
+/// The payload members `Receipts::apply_lead` reads of a `team/message/delivered`.
+pub(crate) struct DeliveredPick;
+impl Pick for DeliveredPick {
+    const MEMBERS: &'static [(&'static str, Keep)] =
+        &[("teamId", Keep::Value), ("messageId", Keep::Value)];
+}
+
+/// `turn/start`: the receipts' turn number (`turn/end` is read for its type alone).
+pub(crate) struct TurnPick;
+impl Pick for TurnPick {
+    const MEMBERS: &'static [(&'static str, Keep)] = &[("turn", Keep::Value)];
+}
+
+/// `turn/end`: nothing of the payload.
+pub(crate) struct NothingPick;
+impl Pick for NothingPick {
+    const MEMBERS: &'static [(&'static str, Keep)] = &[];
+}
+
+/// `user/message`: a claim's Team message (its `source`, else its `id`).
+pub(crate) struct ClaimPick;
+impl Pick for ClaimPick {
+    const MEMBERS: &'static [(&'static str, Keep)] =
+        &[("source", Keep::Value), ("id", Keep::Value)];
+}
+
+/// `assistant/message`: the ledger's `usage`.
+pub(crate) struct UsagePick;
+impl Pick for UsagePick {
+    const MEMBERS: &'static [(&'static str, Keep)] = &[("usage", Keep::Value)];
+}
+
+/// `tool/call`: every member of a `ToolCallRecord` (the write radar decodes one), its
+/// `arguments` (a `Value`, never read) only as present.
+pub(crate) struct ToolCallPick;
+impl Pick for ToolCallPick {
+    const MEMBERS: &'static [(&'static str, Keep)] = &[
+        ("turn", Keep::Value),
+        ("step", Keep::Value),
+        ("callId", Keep::Value),
+        ("name", Keep::Value),
+        ("arguments", Keep::Present),
+        ("effect", Keep::Value),
+    ];
+}
+
+/// `tool/result`: every member of a `ToolResultRecord` (the write radar decodes one), its
+/// `content` (a string, never read) only as present.
+pub(crate) struct ToolResultPick;
+impl Pick for ToolResultPick {
+    const MEMBERS: &'static [(&'static str, Keep)] = &[
+        ("turn", Keep::Value),
+        ("step", Keep::Value),
+        ("callId", Keep::Value),
+        ("name", Keep::Value),
+        ("isError", Keep::Value),
+        ("code", Keep::Value),
+        ("content", Keep::Text),
+        ("messageId", Keep::Value),
+        ("sourceEventSeqs", Keep::Value),
+        ("seen", Keep::Value),
+        ("changed", Keep::Value),
+    ];
+}
+
+/// The fast read of a runtime line of `kind` for its one reader in `troupe team show` (the
+/// receipts' turns and claims, the ledger's answers, the write radar's tool calls and results;
+/// the Lead's in `LeadLog::read_at`'s `TeamAndMail` pass, each teammate's in its
+/// `TeammateScan`): the event with only the payload members that reader takes
+/// ([`pick_event`]); `None` for another type, or for a line to parse (see the module docs).
+pub(crate) fn runtime_pick(kind: &str, text: &str) -> Option<Event> {
+    match kind {
+        event_types::TURN_START => pick_event::<TurnPick>(text),
+        event_types::TURN_END => pick_event::<NothingPick>(text),
+        event_types::USER_MESSAGE => pick_event::<ClaimPick>(text),
+        event_types::ASSISTANT_MESSAGE => pick_event::<UsagePick>(text),
+        event_types::TOOL_CALL => pick_event::<ToolCallPick>(text),
+        event_types::TOOL_RESULT => pick_event::<ToolResultPick>(text),
+        _ => None,
     }
 }
 

@@ -23,8 +23,7 @@ use troupe_session::changes::ChangeFold;
 use troupe_session::ledger::SessionUsage;
 use troupe_team::Receipts;
 
-use crate::lead_log::{ClaimPick, NothingPick, ToolCallPick, ToolResultPick, TurnPick, UsagePick};
-use crate::line_pick::{envelope_time, is_valid_event, pick_event};
+use crate::line_pick::{envelope_time, is_valid_event, runtime_pick};
 
 /// The consumers of one teammate's log (see the module docs).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -113,7 +112,7 @@ impl TeammateScan {
                 let result = Some(
                     result
                         .map(|s| s.header.seed_len())
-                        .map_err(|e| crate::lead_log::error_chain(&e)),
+                        .map_err(|e| error_chain(&e)),
                 );
                 for (wanted, read) in [
                     (wants.receipts, &mut scan.receipts),
@@ -170,7 +169,7 @@ impl TeammateScan {
                         }
                         return LineUse::Used;
                     }
-                    match member_pick(line.kind, line.text) {
+                    match runtime_pick(line.kind, line.text) {
                         Some(event) => {
                             last = Some((event.seq, event.time));
                             self.take(wants, &event);
@@ -269,7 +268,7 @@ impl TeammateScan {
             read.result = Some(
                 result
                     .map(|s| s.header.seed_len())
-                    .map_err(|e| crate::lead_log::error_chain(&e)),
+                    .map_err(|e| error_chain(&e)),
             );
             read
         };
@@ -308,21 +307,6 @@ impl TeammateScan {
             Some(Err(error)) => Err(error.clone()),
             None => Err("not read".to_owned()),
         }
-    }
-}
-
-/// The fast read of a teammate's line of `kind` for its one consumer of that type (the
-/// receipts' turns and claims, the usage's answers, the radar's tool calls and results): the
-/// event with only the members that consumer reads; `None` for the other types (parsed).
-fn member_pick(kind: &str, text: &str) -> Option<Event> {
-    match kind {
-        event_types::TURN_START => pick_event::<TurnPick>(text),
-        event_types::TURN_END => pick_event::<NothingPick>(text),
-        event_types::USER_MESSAGE => pick_event::<ClaimPick>(text),
-        event_types::ASSISTANT_MESSAGE => pick_event::<UsagePick>(text),
-        event_types::TOOL_CALL => pick_event::<ToolCallPick>(text),
-        event_types::TOOL_RESULT => pick_event::<ToolResultPick>(text),
-        _ => None,
     }
 }
 
@@ -390,4 +374,16 @@ fn merge(wanted: impl IntoIterator<Item = (SessionId, Wants)>) -> BTreeMap<Sessi
         *entry = entry.or(wants);
     }
     merged
+}
+
+/// `error` and its sources, `: `-joined (as `anyhow` shows a chain with `{:#}`).
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
