@@ -46,7 +46,10 @@ pub enum LeadRead {
     /// `troupe team show` (both forms). A `…/queued` line still goes to the Team fold
     /// unparsed (its point: the line's seq and envelope time); a `user/message` that cannot
     /// hold a Team message's claim (no `team-message` and no `\u` escape in its text) is only
-    /// checked as a valid event; the others are parsed.
+    /// checked as a valid event; a `…/delivered` goes to the Team fold unparsed too, its ids
+    /// picked; the others (and the Lead's usage and own tool calls and results, for the ledger
+    /// and the write radar) are read with only the payload members their readers take
+    /// (`crate::line_pick`), an inbox splice or `agent/config` parsed.
     TeamAndMail,
     /// Every line is checked in full, and every non-Team event is also checked as a resume
     /// replays it (what [`Transcript::apply`] refuses, found by [`ReplayCheck`]), in the same
@@ -951,14 +954,9 @@ impl LeadLog {
             if !scan.models.is_ok() {
                 continue;
             }
-            let latest = scan
-                .models
-                .events
-                .iter()
-                .filter_map(|event| {
-                    serde_json::from_value::<AgentConfigRecord>(event.data.clone()).ok()
-                })
-                .last();
+            let latest = scan.models.events.iter().rev().find_map(|event| {
+                serde_json::from_value::<AgentConfigRecord>(event.data.clone()).ok()
+            });
             // A fork's seed holds the Lead's configurations; its own come after them (a child
             // is created with one), so the last one read is its own.
             if let Some(config) = latest
