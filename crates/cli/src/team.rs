@@ -513,20 +513,23 @@ fn show(home: &Home<'_>, session: &str, flags: ShowFlags) -> Result<(), Failure>
     let args = home.args();
     let lead = load_team_at(journal, session, "show", LeadRead::TeamAndMail, at, &args)?;
     // The threshold: the flag, else the user's file, else 10 minutes.
-    let check = if now {
-        let after = crate::settings::stall_after_in(&home.dir, stall.stall_after)?;
-        Some(
-            lead.stall_check(journal, journal.clock().now_ms(), after, &|id| {
-                home.store.resident(id)
-            }),
-        )
+    let after = if now {
+        Some(crate::settings::stall_after_in(
+            &home.dir,
+            stall.stall_after,
+        )?)
     } else {
         None
     };
-    // Teammates with a model of their own show it, and receipts their claims (read from their
-    // logs, up to the point's time with --at).
-    let view = lead.show_full(journal, all, check);
-    let ledger = now.then(|| lead.ledger(journal, &prices_of(&lead, &home.dir)));
+    let now_ms = journal.clock().now_ms();
+    // Every teammate's log read once (up to the point's time with --at): teammates with a
+    // model of their own show it, receipts their claims, the radar their changes, the ledger
+    // their usage and the stall check their last event.
+    let logs = lead.read_teammates(journal, now);
+    let check =
+        after.map(|after| lead.stall_check_in(&logs, now_ms, after, &|id| home.store.resident(id)));
+    let view = lead.show_full_in(journal, &logs, all, check);
+    let ledger = now.then(|| lead.ledger_in(&logs, &prices_of(&lead, &home.dir)));
     let mut out = Stdout::lock();
     if json {
         let mut value = serde_json::to_value(&view).context("encoding the Team view")?;

@@ -23,8 +23,10 @@ use troupe_team::{
     TEAM_MESSAGE_SOURCE_KIND, TaskView, TeamId, TeamShow, TeamShowFull, TeamState,
 };
 
+use crate::line_pick::{DeliveredPick, envelope_time, is_valid_event, pick_event, runtime_pick};
 use crate::radar::LeadRadar;
 use crate::teammate::{parent_problem, teammate_problem};
+use crate::teammate_scan::{TeammateScans, Wants, error_chain};
 use troupe_session::events::{AgentConfigRecord, TurnEndReason};
 use troupe_session::ledger::{Ledger, Prices, SessionUsage};
 use troupe_session::{InvalidEvent, ReplayCheck, SessionRole, is_event_line, is_team_session};
@@ -44,7 +46,10 @@ pub enum LeadRead {
     /// `troupe team show` (both forms). A `…/queued` line still goes to the Team fold
     /// unparsed (its point: the line's seq and envelope time); a `user/message` that cannot
     /// hold a Team message's claim (no `team-message` and no `\u` escape in its text) is only
-    /// checked as a valid event; the others are parsed.
+    /// checked as a valid event; a `…/delivered` goes to the Team fold unparsed too, its ids
+    /// picked; the others (and the Lead's usage and own tool calls and results, for the ledger
+    /// and the write radar) are read with only the payload members their readers take
+    /// (`crate::line_pick`), an inbox splice or `agent/config` parsed.
     TeamAndMail,
     /// Every line is checked in full, and every non-Team event is also checked as a resume
     /// replays it (what [`Transcript::apply`] refuses, found by [`ReplayCheck`]), in the same
@@ -296,94 +301,6 @@ fn replay_violation(InvalidEvent { seq, kind, reason }: InvalidEvent) -> Violati
     Violation::Replay { seq, kind, reason }
 }
 
-/// The envelope `time` (epoch ms) of a line the selective scan handed out unparsed: the scan
-/// has read `seq`, `time` and `type` as its leading members (no escapes; a number `seq`, a
-/// known `type`), so the first `"time"` of the text is that member's key. `None` for a text
-/// not in that form (the caller then asks for the parsed event).
-fn envelope_time(text: &str) -> Option<u64> {
-    let at = text.find("\"time\"")? + "\"time\"".len();
-    let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    rest[..digits].parse().ok()
-}
-
-/// Whether `line` is a valid [`troupe_protocol::Event`] — exactly what `serde_json` accepts as
-/// one (same members, same duplicate and type rules, every value checked as a
-/// `serde_json::Value` would be, the same recursion limit) — without building its payload.
-/// The selective scan's contract for [`LineUse::Used`]: accept nothing `Event` refuses.
-pub(crate) fn is_valid_event(line: &str) -> bool {
-    /// Any JSON value, checked through `deserialize_any` as `serde_json::Value` is, and kept
-    /// nowhere.
-    #[derive(Default)]
-    struct AnyValue;
-
-    impl<'de> serde::Deserialize<'de> for AnyValue {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_any(AnyVisitor)
-        }
-    }
-
-    struct AnyVisitor;
-
-    impl<'de> serde::de::Visitor<'de> for AnyVisitor {
-        type Value = AnyValue;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("any valid JSON value")
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<AnyValue, E> {
-            Ok(AnyValue)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<AnyValue, E> {
-            Ok(AnyValue)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<AnyValue, E> {
-            Ok(AnyValue)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<AnyValue, E> {
-            Ok(AnyValue)
-        }
-        fn visit_str<E>(self, _: &str) -> Result<AnyValue, E> {
-            Ok(AnyValue)
-        }
-        fn visit_unit<E>(self) -> Result<AnyValue, E> {
-            Ok(AnyValue)
-        }
-        fn visit_none<E>(self) -> Result<AnyValue, E> {
-            Ok(AnyValue)
-        }
-        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<AnyValue, D::Error> {
-            serde::Deserialize::deserialize(d)
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<AnyValue, A::Error> {
-            while seq.next_element::<AnyValue>()?.is_some() {}
-            Ok(AnyValue)
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<AnyValue, A::Error> {
-            while map.next_entry::<AnyValue, AnyValue>()?.is_some() {}
-            Ok(AnyValue)
-        }
-    }
-
-    /// `Event`'s members with `Event`'s types, the payload checked but not kept.
-    #[derive(serde::Deserialize)]
-    #[allow(dead_code)] // Only its acceptance matters.
-    struct EventShape<'a> {
-        seq: Seq,
-        time: u64,
-        #[serde(rename = "type", borrow)]
-        kind: std::borrow::Cow<'a, str>,
-        #[serde(rename = "batchLast", default)]
-        batch_last: Option<Seq>,
-        #[serde(default)]
-        data: AnyValue,
-        #[serde(default)]
-        ignorable: bool,
-    }
-
-    serde_json::from_str::<EventShape<'_>>(line).is_ok()
-}
-
 impl LeadLog {
     /// Reads and folds the Lead log of `id` once (see the module docs and [`LeadRead`]).
     ///
@@ -517,10 +434,40 @@ impl LeadLog {
                             LineUse::NeedEvent
                         };
                     }
-                    // The other lines of a message's life are small: read them parsed; so are
-                    // the usage's (the model's answers: their usage is in the payload).
-                    // The Lead's own tool calls and results (its file changes, for the radar)
-                    // too.
+                    // A message delivered: the Team fold applies the line unparsed, and the
+                    // receipts take its `teamId` and `messageId` (the line checked as an
+                    // `Event` in the same pass that picks them).
+                    Selected::Line(line)
+                        if want_times
+                            && line.kind == event_types::TEAM_MESSAGE_DELIVERED
+                            && !fold.is_refused() =>
+                    {
+                        let Some(event) = pick_event::<DeliveredPick>(line.text) else {
+                            return LineUse::NeedEvent;
+                        };
+                        if !fold.line(line.kind, line.text) {
+                            return LineUse::NeedEvent;
+                        }
+                        if let Some(receipts) = &mut receipts
+                            && event.seq.0 >= seed_len.unwrap_or(0)
+                        {
+                            receipts.apply_lead(&event);
+                        }
+                        return LineUse::Used;
+                    }
+                    // The other lines of a message's life, the usage's (the model's answers)
+                    // and the Lead's own tool calls and results (its file changes, for the
+                    // radar): checked as an `Event` and read with only the payload members
+                    // their readers take ([`runtime_pick`]), then folded below as a parsed event
+                    // is. Not for `team verify`: its replay reads every member.
+                    Selected::Line(line)
+                        if replay.is_none()
+                            && let Some(event) = runtime_pick(line.kind, line.text) =>
+                    {
+                        event
+                    }
+                    // Any other line of those (an inbox splice, which the usage reads whole)
+                    // is parsed.
                     Selected::Line(line)
                         if (want_times && Receipts::reads(line.kind))
                             || (want_usage && SessionUsage::reads(line.kind))
@@ -678,50 +625,146 @@ impl LeadLog {
     /// to [`Cut::time`], as the Lead's own TIME cut). A target whose
     /// log cannot be read shows neither point.
     pub fn receipts(&self, journal: &Journal) -> Vec<MessageReceipt> {
+        let wants = Wants {
+            receipts: true,
+            ..Wants::default()
+        };
+        self.receipts_in(&self.read_teammates_for(journal, wants))
+    }
+
+    /// [`LeadLog::receipts`] with the targets' logs as `logs` read them.
+    fn receipts_in(&self, logs: &TeammateScans) -> Vec<MessageReceipt> {
         let Some(lead_side) = &self.receipts else {
             return Vec::new();
         };
         let mut receipts = lead_side.clone();
-        let until = self.cut.as_ref().map(|c| c.time);
-        let targets: std::collections::BTreeSet<&SessionId> = self
-            .state
+        for target in self.receipt_targets() {
+            let scan = logs.get(target);
+            // A target whose header cannot be read shows neither point.
+            let Some(seed) = scan.seed else {
+                continue;
+            };
+            for event in &scan.receipts.events {
+                if event.seq.0 >= seed {
+                    receipts.apply_target(target, event);
+                }
+            }
+        }
+        receipts.list(&self.state)
+    }
+
+    /// The targets of the Team's messages other than the Lead (whose logs the receipts read).
+    fn receipt_targets(&self) -> std::collections::BTreeSet<&SessionId> {
+        self.state
             .messages()
             .iter()
             .map(|m| &m.target_id)
             .filter(|t| *t != &self.id)
-            .collect();
-        for target in targets {
-            let Ok(header) = journal.header(target) else {
-                continue;
+            .collect()
+    }
+
+    /// The sessions whose logs the consumers `wants` read (each with what it is read for):
+    /// the receipts' targets, the active teammates (models, changes), every roster member but
+    /// a Lead whose usage this read folded (usage), the stalls' candidate owners
+    /// (`last_event`).
+    fn teammate_wants(&self, wants: Wants) -> Vec<(SessionId, Wants)> {
+        let mut wanted = Vec::new();
+        if wants.receipts && self.receipts.is_some() {
+            let receipts = Wants {
+                receipts: true,
+                ..Wants::default()
             };
-            let seed = header.seed_len();
-            let _ = match until {
-                Some(time) => journal
-                    .read_until(target, time, &mut |event| {
-                        if event.seq.0 >= seed {
-                            receipts.apply_target(target, event);
-                        }
-                    })
-                    .map(drop),
-                None => journal
-                    .read_selected_each(
-                        target,
-                        LineCheck::Prefix,
-                        &Receipts::reads,
-                        &mut |selected| match selected {
-                            Selected::Line(_) => LineUse::NeedEvent,
-                            Selected::Event(event) => {
-                                if event.seq.0 >= seed {
-                                    receipts.apply_target(target, &event);
-                                }
-                                LineUse::Used
-                            }
-                        },
-                    )
-                    .map(drop),
-            };
+            wanted.extend(
+                self.receipt_targets()
+                    .into_iter()
+                    .map(|t| (t.clone(), receipts)),
+            );
         }
-        receipts.list(&self.state)
+        if wants.models || wants.changes {
+            let active = Wants {
+                models: wants.models,
+                changes: wants.changes,
+                ..Wants::default()
+            };
+            wanted.extend(
+                self.state
+                    .members()
+                    .iter()
+                    .filter(|m| m.phase == MemberPhase::Active)
+                    .map(|m| (m.id.clone(), active)),
+            );
+        }
+        if wants.usage {
+            let usage = Wants {
+                usage: true,
+                ..Wants::default()
+            };
+            wanted.extend(
+                self.show(false)
+                    .members
+                    .into_iter()
+                    .filter(|row| !(row.member.id == self.id && self.lead_usage.is_some()))
+                    .map(|row| (row.member.id, usage)),
+            );
+        }
+        if wants.last_event {
+            let last = Wants {
+                last_event: true,
+                ..Wants::default()
+            };
+            wanted.extend(
+                self.state
+                    .stall_candidates()
+                    .into_iter()
+                    .map(|id| (id, last)),
+            );
+        }
+        wanted
+    }
+
+    /// Reads the other logs for the consumers `wants` (up to `until`, epoch ms).
+    /// (Up to [`Cut::time`] for a read at a past point.)
+    fn read_teammates_for(&self, journal: &Journal, wants: Wants) -> TeammateScans {
+        let until = self.cut.as_ref().map(|c| c.time);
+        TeammateScans::read(journal, self.teammate_wants(wants), until)
+    }
+
+    /// Reads every teammate's log (and any other target of a message) once for all that
+    /// `troupe team show` takes from it: the receipts, each teammate's own model and file
+    /// changes (the write radar) and — with `now` (a read of the whole log, not a past
+    /// point) — each member's usage (the ledger) and each stalled owner's last event (the
+    /// stall check). For a read at a past point ([`LeadLog::read_at`]) the logs are read up to
+    /// [`Cut::time`]. Then [`LeadLog::stall_check_in`], [`LeadLog::show_full_in`] and
+    /// [`LeadLog::ledger_in`] take their parts from it, with the same results as
+    /// [`LeadLog::stall_check`], [`LeadLog::show_full`] and [`LeadLog::ledger`] (which read
+    /// the logs they need themselves). No lock; a log that cannot be read is each consumer's
+    /// as before (see those methods).
+    pub fn read_teammates(&self, journal: &Journal, now: bool) -> TeammateScans {
+        let wants = Wants {
+            receipts: true,
+            models: true,
+            changes: true,
+            usage: now,
+            last_event: now,
+        };
+        self.read_teammates_for(journal, wants)
+    }
+
+    /// The logs [`LeadLog::read_teammates`] reads, read the way each consumer read them
+    /// before the one scan: one read per consumer and log, every line of the consumer's types
+    /// parsed into an [`Event`]. The same results through [`LeadLog::show_full_in`],
+    /// [`LeadLog::stall_check_in`] and [`LeadLog::ledger_in`] (the reference the one scan is
+    /// tested against; each log is read up to five times).
+    pub fn read_teammates_alone(&self, journal: &Journal, now: bool) -> TeammateScans {
+        let wants = Wants {
+            receipts: true,
+            models: true,
+            changes: true,
+            usage: now,
+            last_event: now,
+        };
+        let until = self.cut.as_ref().map(|c| c.time);
+        TeammateScans::read_alone(journal, self.teammate_wants(wants), until)
     }
 
     /// `troupe team show --json`'s object (and the panel's view at a past event): DESIGN §6's
@@ -735,11 +778,30 @@ impl LeadLog {
         include_deleted: bool,
         stall: Option<StallCheck>,
     ) -> TeamShowFull {
-        let mut show = self.show_with_models(include_deleted, self.member_models(journal), stall);
-        show.write_conflicts = self.write_conflicts(journal);
+        let wants = Wants {
+            receipts: true,
+            models: true,
+            changes: true,
+            ..Wants::default()
+        };
+        let logs = self.read_teammates_for(journal, wants);
+        self.show_full_in(journal, &logs, include_deleted, stall)
+    }
+
+    /// [`LeadLog::show_full`] with the other logs as `logs` read them
+    /// ([`LeadLog::read_teammates`]).
+    pub fn show_full_in(
+        &self,
+        journal: &Journal,
+        logs: &TeammateScans,
+        include_deleted: bool,
+        stall: Option<StallCheck>,
+    ) -> TeamShowFull {
+        let mut show = self.show_with_models(include_deleted, self.member_models_in(logs), stall);
+        show.write_conflicts = self.write_conflicts_in(journal, logs);
         TeamShowFull {
             show,
-            messages: self.receipts(journal),
+            messages: self.receipts_in(logs),
             at: self.cut.as_ref().map(|c| c.point()),
         }
     }
@@ -832,6 +894,23 @@ impl LeadLog {
         after: StallAfter,
         resident: &dyn Fn(&SessionId) -> Option<bool>,
     ) -> StallCheck {
+        let wants = Wants {
+            last_event: true,
+            ..Wants::default()
+        };
+        let logs = TeammateScans::read(journal, self.teammate_wants(wants), None);
+        self.stall_check_in(&logs, now_ms, after, resident)
+    }
+
+    /// [`LeadLog::stall_check`] with the owners' logs as `logs` read them
+    /// ([`LeadLog::read_teammates`] with `now`).
+    pub fn stall_check_in(
+        &self,
+        logs: &TeammateScans,
+        now_ms: u64,
+        after: StallAfter,
+        resident: &dyn Fn(&SessionId) -> Option<bool>,
+    ) -> StallCheck {
         let owners = self
             .state
             .stall_candidates()
@@ -839,7 +918,7 @@ impl LeadLog {
             .map(|id| {
                 let activity = OwnerActivity {
                     resident: resident(&id).unwrap_or(false),
-                    last_event_ms: crate::team::last_event_time(journal, &id),
+                    last_event_ms: logs.get(&id).last_event_ms,
                 };
                 (id, activity)
             })
@@ -857,44 +936,30 @@ impl LeadLog {
     /// is left out. For a read at a past point, only the configurations recorded by then
     /// ([`Cut::time`]) count.
     pub fn member_models(&self, journal: &Journal) -> BTreeMap<SessionId, String> {
-        let until = self.cut.as_ref().map(|c| c.time);
+        let wants = Wants {
+            models: true,
+            ..Wants::default()
+        };
+        self.member_models_in(&self.read_teammates_for(journal, wants))
+    }
+
+    /// [`LeadLog::member_models`] with the teammates' logs as `logs` read them.
+    fn member_models_in(&self, logs: &TeammateScans) -> BTreeMap<SessionId, String> {
         let mut models = BTreeMap::new();
         for member in self.state.members() {
             if member.phase != MemberPhase::Active {
                 continue;
             }
-            let mut latest: Option<AgentConfigRecord> = None;
-            let read = match until {
-                Some(time) => journal
-                    .read_until(&member.id, time, &mut |event| {
-                        if event.kind == event_types::AGENT_CONFIG
-                            && let Ok(config) = serde_json::from_value(event.data.clone())
-                        {
-                            latest = Some(config);
-                        }
-                    })
-                    .is_ok(),
-                None => journal
-                    .read_selected_each(
-                        &member.id,
-                        LineCheck::Prefix,
-                        &|kind| kind == event_types::AGENT_CONFIG,
-                        &mut |selected| match selected {
-                            Selected::Line(_) => LineUse::NeedEvent,
-                            Selected::Event(event) => {
-                                if let Ok(config) = serde_json::from_value(event.data) {
-                                    latest = Some(config);
-                                }
-                                LineUse::Used
-                            }
-                        },
-                    )
-                    .is_ok(),
-            };
+            let scan = logs.get(&member.id);
+            if !scan.models.is_ok() {
+                continue;
+            }
+            let latest = scan.models.events.iter().rev().find_map(|event| {
+                serde_json::from_value::<AgentConfigRecord>(event.data.clone()).ok()
+            });
             // A fork's seed holds the Lead's configurations; its own come after them (a child
             // is created with one), so the last one read is its own.
-            if read
-                && let Some(config) = latest
+            if let Some(config) = latest
                 && config.own_model
             {
                 models.insert(member.id.clone(), config.model.model);
@@ -913,13 +978,26 @@ impl LeadLog {
         &self,
         journal: &Journal,
     ) -> Vec<(String, SessionId, Result<SessionUsage, String>)> {
+        let wants = Wants {
+            usage: true,
+            ..Wants::default()
+        };
+        let logs = TeammateScans::read(journal, self.teammate_wants(wants), None);
+        self.member_usage_in(&logs)
+    }
+
+    /// [`LeadLog::member_usage`] with the members' logs as `logs` read them.
+    fn member_usage_in(
+        &self,
+        logs: &TeammateScans,
+    ) -> Vec<(String, SessionId, Result<SessionUsage, String>)> {
         self.show(false)
             .members
             .into_iter()
             .map(|row| {
                 let usage = match &self.lead_usage {
                     Some(usage) if row.member.id == self.id => Ok(usage.clone()),
-                    _ => session_usage(journal, &row.member.id),
+                    _ => logs.get(&row.member.id).usage(),
                 };
                 (row.member.name, row.member.id, usage)
             })
@@ -929,7 +1007,18 @@ impl LeadLog {
     /// The Team's ledger at `prices` ([`Ledger::fold`] of [`LeadLog::member_usage`]): a
     /// member whose log cannot be read counts nothing.
     pub fn ledger(&self, journal: &Journal, prices: &Prices) -> Ledger {
-        let usage = self.member_usage(journal);
+        let wants = Wants {
+            usage: true,
+            ..Wants::default()
+        };
+        let logs = TeammateScans::read(journal, self.teammate_wants(wants), None);
+        self.ledger_in(&logs, prices)
+    }
+
+    /// [`LeadLog::ledger`] with the members' logs as `logs` read them
+    /// ([`LeadLog::read_teammates`] with `now`).
+    pub fn ledger_in(&self, logs: &TeammateScans, prices: &Prices) -> Ledger {
+        let usage = self.member_usage_in(logs);
         let empty = SessionUsage::default();
         Ledger::fold(
             usage.iter().map(|(name, id, usage)| {
@@ -964,6 +1053,23 @@ impl LeadLog {
         }
     }
 
+    /// [`LeadLog::write_conflicts`] with the teammates' logs as `logs` read them.
+    /// (The Lead's log is read again from `journal` after a read without the radar.)
+    fn write_conflicts_in(
+        &self,
+        journal: &Journal,
+        logs: &TeammateScans,
+    ) -> Vec<troupe_team::WriteConflict> {
+        match &self.radar {
+            Some(radar) => radar.clone().conflicts_in(logs, &self.state),
+            None => {
+                let cut = self.cut.as_ref().map(|c| c.last_seq);
+                LeadRadar::read(journal, self.state.id().lead_id(), cut)
+                    .conflicts_in(logs, &self.state)
+            }
+        }
+    }
+
     /// What `troupe team verify` checks beyond the fold, in order: the Lead's own log replays
     /// as `troupe resume` replays it (every runtime event's payload decoded into the model
     /// history, the inbox and the turns: from the one pass of [`LeadRead::Verify`], or — for a
@@ -976,31 +1082,6 @@ impl LeadLog {
         };
         replayed.or_else(|| check_teammates(journal, self))
     }
-}
-
-/// The usage session `id`'s log recorded ([`SessionUsage`]), read with a selective scan of
-/// the types it folds (its seed, the parent's events, is not counted).
-fn session_usage(journal: &Journal, id: &SessionId) -> Result<SessionUsage, String> {
-    let mut events = Vec::new();
-    let summary = journal
-        .read_selected_each(
-            id,
-            LineCheck::Prefix,
-            &SessionUsage::reads,
-            &mut |selected| match selected {
-                Selected::Line(_) => LineUse::NeedEvent,
-                Selected::Event(event) => {
-                    events.push(event);
-                    LineUse::Used
-                }
-            },
-        )
-        .map_err(|e| error_chain(&e))?;
-    let mut usage = SessionUsage::new(summary.header.seed_len());
-    for event in &events {
-        usage.apply(event);
-    }
-    Ok(usage)
 }
 
 /// Replays the Lead's own log as `troupe resume` does, in a second, streamed read (see
@@ -1238,18 +1319,6 @@ impl TeamReport {
     }
 }
 
-/// `error` and its sources, `: `-joined (as `anyhow` shows a chain with `{:#}`).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -1460,6 +1529,79 @@ mod tests {
         }
         // The cuts see the conflicts grow: none at first, the whole set at the end.
         assert!(differing.len() >= 3, "{differing:#?}");
+    }
+
+    /// What `troupe team show` takes from the other logs, through the one scan
+    /// (`LeadLog::read_teammates`) and through each consumer's own reads
+    /// (`LeadLog::read_teammates_alone`): the view with its models, radar and receipts, the
+    /// stall check, the ledger, as JSON.
+    fn show_parts(journal: &Journal, lead: &LeadLog, logs: &TeammateScans) -> String {
+        let now = lead.cut().is_none();
+        let check = now.then(|| {
+            lead.stall_check_in(logs, 10_000, StallAfter::from_ms(1).unwrap(), &|id| {
+                Some(id.as_str().ends_with('b'))
+            })
+        });
+        let view = lead.show_full_in(journal, logs, true, check.clone());
+        let ledger = now.then(|| lead.ledger_in(logs, &Prices::builtin()));
+        format!(
+            "{}\n{check:?}\n{}",
+            serde_json::to_string(&view).unwrap(),
+            serde_json::to_string(&ledger).unwrap()
+        )
+    }
+
+    /// The one scan of each teammate's log gives every consumer what its own read gives:
+    /// for the whole logs and cut at every event of the Lead's, and with a teammate's log
+    /// damaged (a bad line of a type one consumer reads, a bad line of a type none reads).
+    #[test]
+    fn the_one_scan_per_teammate_equals_the_consumers_own_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let (journal, points) = radar_home(dir.path());
+        let id = SessionId::new("lead-1").unwrap();
+        let lead = LeadLog::read(&journal, &id, LeadRead::TeamAndMail).unwrap();
+        let one = show_parts(&journal, &lead, &lead.read_teammates(&journal, true));
+        let alone = show_parts(&journal, &lead, &lead.read_teammates_alone(&journal, true));
+        assert_eq!(one, alone);
+        assert!(one.contains("shared.txt"), "{one}");
+        let last = points.last().copied();
+        let cuts =
+            std::iter::once((None, 999)).chain(points.iter().map(|&(seq, time)| (Some(seq), time)));
+        for (last_seq, time) in cuts {
+            let cut = Cut {
+                last_seq,
+                time,
+                log_last: last,
+            };
+            let at = LeadLog::read_at(&journal, &id, LeadRead::TeamAndMail, Some(cut)).unwrap();
+            assert_eq!(
+                show_parts(&journal, &at, &at.read_teammates(&journal, false)),
+                show_parts(&journal, &at, &at.read_teammates_alone(&journal, false)),
+                "cut at {last_seq:?}"
+            );
+        }
+        // Damage in a teammate's log: a `tool/call` line (the radar's) and, separately, a line
+        // of a type no consumer reads but the stall check's whole read does.
+        let path = dir.path().join("sessions").join("mate-a.jsonl");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let damaged = [
+            text.replacen("\"callId\":\"a2\"", "\"callId\":\"a2\",\"callId\"", 1),
+            text.replacen(
+                "\"type\":\"tool/result\",\"data\":{",
+                "\"type\":\"tool/result\",\"data\":{\"x\":1e999,",
+                1,
+            ),
+        ];
+        for bad in damaged {
+            assert_ne!(bad, text);
+            std::fs::write(&path, &bad).unwrap();
+            let lead = LeadLog::read(&journal, &id, LeadRead::TeamAndMail).unwrap();
+            assert_eq!(
+                show_parts(&journal, &lead, &lead.read_teammates(&journal, true)),
+                show_parts(&journal, &lead, &lead.read_teammates_alone(&journal, true)),
+                "{bad}"
+            );
+        }
     }
 
     /// `envelope_time` reads the envelope's `time` in any member order the scan reads (and

@@ -60,6 +60,7 @@ mod error;
 pub mod instructions;
 mod lead_log;
 pub mod ledger;
+mod line_pick;
 mod outcome;
 mod prompt;
 mod radar;
@@ -70,6 +71,7 @@ mod runtime;
 mod subagent;
 pub mod team;
 mod teammate;
+mod teammate_scan;
 mod time_travel;
 pub mod user_mail;
 pub mod worktree;
@@ -97,5 +99,6 @@ pub use resume_plan::{
     record_model_override, takes_instruction,
 };
 pub use runtime::{LogFailure, ModelSource, Runtime, RuntimeOptions, stored_config};
+pub use teammate_scan::TeammateScans;
 pub use time_travel::{TimeTravelError, read_timeline};
 pub use user_mail::{UserMailError, UserMailReceipt, append_user_message, user_message_content};

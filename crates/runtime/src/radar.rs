@@ -20,6 +20,8 @@ use troupe_protocol::{Event, Seq, SessionId, event_types as ty};
 use troupe_session::changes::{ChangeFold, FileChange};
 use troupe_team::{MemberPhase, TaskSnapshot, TeamState, WriteConflict, WriteRadar};
 
+use crate::teammate_scan::{TeammateScan, TeammateScans, Wants};
+
 /// The write conflicts of the Team whose folded state is `state`, from its logs in `journal`
 /// (see the module docs). With `cut` (a past point, `troupe team show --at`: the Lead log's
 /// last event folded, `None` for none, and the point's time in epoch ms), the Lead's log up to
@@ -78,7 +80,7 @@ impl LeadRadar {
     /// The radar fed by a selective read of the Lead's log of `lead` (up to the event `cut`
     /// when given: `Some(None)` for the empty prefix). A log whose header cannot be read adds
     /// nothing; a read error ends its contribution where it stopped (advisory).
-    fn read(journal: &Journal, lead: &SessionId, cut: Option<Option<Seq>>) -> Self {
+    pub(crate) fn read(journal: &Journal, lead: &SessionId, cut: Option<Option<Seq>>) -> Self {
         let Ok(header) = journal.header(lead) else {
             return Self::new(lead.clone(), 0);
         };
@@ -112,14 +114,34 @@ impl LeadRadar {
     /// Adds every active teammate's changes of `state` (read now from `journal`; up to
     /// `until`, epoch ms, when given: [`Journal::read_until`]) and returns the conflicts.
     pub(crate) fn conflicts(
-        mut self,
+        self,
         journal: &Journal,
         state: &TeamState,
         until: Option<u64>,
     ) -> Vec<WriteConflict> {
+        let wants = Wants {
+            changes: true,
+            ..Wants::default()
+        };
+        let active = state
+            .members()
+            .iter()
+            .filter(|m| m.phase == MemberPhase::Active)
+            .map(|m| (m.id.clone(), wants));
+        let logs = TeammateScans::read(journal, active, until);
+        self.conflicts_in(&logs, state)
+    }
+
+    /// [`LeadRadar::conflicts`] with the teammates' logs as `logs` read them (their
+    /// [`TeammateScan::changes`](crate::teammate_scan::TeammateScan)).
+    pub(crate) fn conflicts_in(
+        mut self,
+        logs: &TeammateScans,
+        state: &TeamState,
+    ) -> Vec<WriteConflict> {
         for member in state.members() {
             if member.phase == MemberPhase::Active {
-                feed_member(journal, &member.id, &mut self.radar, until);
+                feed_member(&logs.get(&member.id), &member.id, &mut self.radar);
             }
         }
         self.radar.conflicts(state)
@@ -136,29 +158,15 @@ fn record(radar: &mut WriteRadar, member: &SessionId, changes: Vec<FileChange>, 
     }
 }
 
-/// Feeds teammate `id`'s own changes into `radar` (up to `until`, epoch ms, when given).
-fn feed_member(journal: &Journal, id: &SessionId, radar: &mut WriteRadar, until: Option<u64>) {
-    let Ok(header) = journal.header(id) else {
+/// Feeds teammate `id`'s own changes, as `scan` read them, into `radar` (a log whose header
+/// cannot be read adds nothing; a read that stopped adds what it read).
+fn feed_member(scan: &TeammateScan, id: &SessionId, radar: &mut WriteRadar) {
+    let Some(seed) = scan.seed else {
         return;
     };
-    let mut fold = ChangeFold::new(header.seed_len());
-    let mut apply = |event: &Event| {
+    let mut fold = ChangeFold::new(seed);
+    for event in &scan.changes.events {
         let changes = fold.apply(event);
         record(radar, id, changes, event.time);
-    };
-    // A read error ends this log's contribution where it stopped (advisory).
-    let _ = match until {
-        Some(time) => journal.read_until(id, time, &mut |e| apply(e)).map(drop),
-        None => journal
-            .read_selected_each(id, LineCheck::Prefix, &ChangeFold::reads, &mut |selected| {
-                match selected {
-                    Selected::Event(event) => {
-                        apply(&event);
-                        LineUse::Used
-                    }
-                    Selected::Line(_) => LineUse::NeedEvent,
-                }
-            })
-            .map(drop),
-    };
+    }
 }

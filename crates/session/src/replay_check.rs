@@ -31,7 +31,7 @@
 //! [`Transcript::apply`]: crate::Transcript::apply
 //! [`Transcript::can_refuse`]: crate::Transcript::can_refuse
 
-use troupe_protocol::json_scan::{read_u64, skip_ws};
+use troupe_protocol::json_scan::{Cursor, find_special, read_u64, skip_ws};
 use troupe_protocol::{
     Event, UserMessage,
     event_types::{self as ty},
@@ -260,25 +260,26 @@ struct Reader<'a> {
 /// records nest at most five levels), so a deep value is left to `serde_json`.
 const RECORD_DEPTH: usize = 8;
 
+impl<'a> Cursor<'a> for Reader<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    fn at(&self) -> usize {
+        self.at
+    }
+
+    fn set_at(&mut self, at: usize) {
+        self.at = at;
+    }
+}
+
 impl<'a> Reader<'a> {
     fn new(line: &'a str) -> Self {
         Self {
             bytes: line.as_bytes(),
             at: 0,
         }
-    }
-
-    fn ws(&mut self) {
-        self.at = skip_ws(self.bytes, self.at);
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.at).copied()
-    }
-
-    fn eat(&mut self, byte: u8) -> Option<()> {
-        self.ws();
-        (self.peek() == Some(byte)).then(|| self.at += 1)
     }
 
     /// The whole line: the envelope object with `data` read as `payload`, then only
@@ -335,82 +336,11 @@ impl<'a> Reader<'a> {
         data
     }
 
-    /// An object: `member` is called with each key (a key with an escape is not read
-    /// plainly), positioned before its value.
-    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
-        self.eat(b'{')?;
-        self.ws();
-        if self.peek() == Some(b'}') {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            self.ws();
-            let key = self.key()?;
-            self.eat(b':')?;
-            self.ws();
-            member(self, key)?;
-            self.ws();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// An array: `item` is called before each element; the number of elements.
-    fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<usize> {
-        self.eat(b'[')?;
-        self.ws();
-        if self.peek() == Some(b']') {
-            self.at += 1;
-            return Some(0);
-        }
-        let mut n = 0;
-        loop {
-            self.ws();
-            item(self)?;
-            n += 1;
-            self.ws();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b']' => {
-                    self.at += 1;
-                    return Some(n);
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// A key without escapes or control characters, as bytes.
-    fn key(&mut self) -> Option<&'a [u8]> {
-        let (start, end) = self.plain_span()?;
-        Some(&self.bytes[start..end])
-    }
-
     /// A string without escapes: its bytes (between the quotes).
     fn plain_str(&mut self) -> Option<&'a [u8]> {
         self.ws();
         let (start, end) = self.plain_span()?;
         Some(&self.bytes[start..end])
-    }
-
-    fn plain_span(&mut self) -> Option<(usize, usize)> {
-        if self.peek() != Some(b'"') {
-            return None;
-        }
-        let start = self.at + 1;
-        let end = find_special(self.bytes, start)?;
-        if self.bytes[end] != b'"' {
-            return None;
-        }
-        self.at = end + 1;
-        Some((start, end))
     }
 
     /// A JSON string as `serde_json` accepts one (the line is valid UTF-8 already): no control
@@ -463,29 +393,8 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn u64(&mut self) -> Option<u64> {
-        self.ws();
-        let (value, after) = read_u64(self.bytes, self.at)?;
-        self.at = after;
-        Some(value)
-    }
-
     fn usize(&mut self) -> Option<usize> {
         usize::try_from(self.u64()?).ok()
-    }
-
-    fn bool(&mut self) -> Option<bool> {
-        self.ws();
-        let rest = &self.bytes[self.at..];
-        if rest.starts_with(b"true") {
-            self.at += 4;
-            Some(true)
-        } else if rest.starts_with(b"false") {
-            self.at += 5;
-            Some(false)
-        } else {
-            None
-        }
     }
 
     /// Any JSON value as `serde_json::Value` accepts it, nested at `depth` (the enclosing
@@ -965,32 +874,6 @@ fn unescape(raw: &[u8], out: &mut Vec<u8>) -> Option<()> {
         at += 2;
     }
     Some(())
-}
-
-/// The index of the first byte at or after `at` that ends the plain part of a JSON string: a
-/// `"`, a `\\` or a control character (below 0x20), eight bytes at a time. `None` when the
-/// line ends first.
-fn find_special(bytes: &[u8], mut at: usize) -> Option<usize> {
-    const ONES: u64 = u64::from_le_bytes([1; 8]);
-    const HIGH: u64 = ONES << 7;
-    while let Some(chunk) = bytes.get(at..at + 8) {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        let quote = word ^ (ONES * u64::from(b'"'));
-        let backslash = word ^ (ONES * u64::from(b'\\'));
-        // Per byte: zero (or below 0x20) sets its high bit; a borrow can only set bits above
-        // the first such byte, so the lowest set bit is exact.
-        let found = ((quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (word.wrapping_sub(ONES * 0x20) & !word))
-            & HIGH;
-        if found != 0 {
-            return Some(at + (found.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    (at..bytes.len()).find(|&i| matches!(bytes[i], b'"' | b'\\' | 0..0x20))
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::Value;
-use troupe_protocol::json_scan::{read_u64, skip_ws};
+use troupe_protocol::json_scan::{Cursor, find_special};
 use troupe_protocol::{MessageId, SessionId, event_types};
 
 use crate::content::validate_content;
@@ -34,10 +34,6 @@ use crate::record::{Delivery, MemberSnapshot, MessageSnapshot, TEAM_EVENT_VERSIO
 /// `Reader::serde`): far below its recursion limit (128) minus the at most three levels above
 /// the value in the line.
 const MAX_PLAIN_BRACKETS: usize = 100;
-
-/// How many bytes of a string [`find_special`] scans eight at a time before it switches to
-/// memchr.
-const SWAR_BYTES: usize = 64;
 
 /// A string of a line: borrowed, or owned when it had escapes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -336,68 +332,21 @@ struct Reader<'a> {
     at: usize,
 }
 
-impl<'a> Reader<'a> {
+impl<'a> Cursor<'a> for Reader<'a> {
     fn bytes(&self) -> &'a [u8] {
         self.text.as_bytes()
     }
 
-    fn ws(&mut self) {
-        self.at = skip_ws(self.bytes(), self.at);
+    fn at(&self) -> usize {
+        self.at
     }
 
-    fn peek(&self) -> Option<u8> {
-        self.bytes().get(self.at).copied()
+    fn set_at(&mut self, at: usize) {
+        self.at = at;
     }
+}
 
-    /// Skips whitespace and the byte `byte`.
-    fn eat(&mut self, byte: u8) -> Option<()> {
-        self.ws();
-        (self.peek() == Some(byte)).then(|| self.at += 1)
-    }
-
-    /// An object: calls `member` with each key (its bytes; a key with an escape is not read
-    /// plainly), positioned before its value.
-    fn object(&mut self, mut member: impl FnMut(&mut Self, &[u8]) -> Option<()>) -> Option<()> {
-        self.eat(b'{')?;
-        self.ws();
-        if self.peek() == Some(b'}') {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            self.ws();
-            let key = self.key()?;
-            self.eat(b':')?;
-            self.ws();
-            member(self, key)?;
-            self.ws();
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    /// A key: a string without escapes or control characters, as bytes. (The caller compares
-    /// it with ASCII names, so its UTF-8 needs no check.)
-    fn key(&mut self) -> Option<&'a [u8]> {
-        let bytes = self.bytes();
-        if bytes.get(self.at) != Some(&b'"') {
-            return None;
-        }
-        let start = self.at + 1;
-        let end = find_special(bytes, start)?;
-        if bytes[end] != b'"' {
-            return None;
-        }
-        self.at = end + 1;
-        Some(&bytes[start..end])
-    }
-
+impl<'a> Reader<'a> {
     /// A JSON string. Without escapes it is borrowed (after the control-character check a
     /// JSON string needs); with escapes the token is decoded by `serde_json`.
     fn string(&mut self) -> Option<Text<'a>> {
@@ -464,33 +413,6 @@ impl<'a> Reader<'a> {
             text: self.text.get(open..self.at)?,
             len,
         })
-    }
-
-    /// A plain non-negative integer fitting `u64` (no sign, fraction, exponent or leading
-    /// zero).
-    fn u64(&mut self) -> Option<u64> {
-        self.ws();
-        let (value, after) = read_u64(self.bytes(), self.at)?;
-        self.at = after;
-        Some(value)
-    }
-
-    fn bool(&mut self) -> Option<bool> {
-        self.ws();
-        let rest = self.bytes().get(self.at..)?;
-        let (value, len) = if rest.starts_with(b"true") {
-            (true, 4)
-        } else if rest.starts_with(b"false") {
-            (false, 5)
-        } else {
-            return None;
-        };
-        // A literal must end here (`trueish` is not JSON).
-        if rest.get(len).is_some_and(u8::is_ascii_alphanumeric) {
-            return None;
-        }
-        self.at += len;
-        Some(value)
     }
 
     /// Content made of plain text blocks only — `[{"type":"text"|"reasoning","text":"…"}, …]`,
@@ -563,44 +485,4 @@ impl<'a> Reader<'a> {
         self.at += len;
         Some(value)
     }
-}
-
-/// The index of the first byte at or after `at` that ends the plain part of a JSON string: a
-/// `"`, a `\\` or a control character (below 0x20). Eight bytes at a time for the first
-/// [`SWAR_BYTES`] (most strings are short), then memchr for a quote or backslash and one
-/// pass for control characters over what it skipped.
-fn find_special(bytes: &[u8], mut at: usize) -> Option<usize> {
-    const ONES: u64 = u64::from_le_bytes([1; 8]);
-    const HIGH: u64 = ONES << 7;
-    let limit = at + SWAR_BYTES;
-    while let Some(chunk) = bytes.get(at..at + 8)
-        && at < limit
-    {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        let quote = word ^ (ONES * u64::from(b'"'));
-        let backslash = word ^ (ONES * u64::from(b'\\'));
-        // Per byte: zero (or below 0x20) sets its high bit; a borrow can only set bits above
-        // the first such byte, so the lowest set bit is exact.
-        let found = (quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (word.wrapping_sub(ONES * 0x20) & !word);
-        let found = found & HIGH;
-        if found != 0 {
-            return Some(at + (found.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    if at < limit {
-        // Fewer than eight bytes left.
-        return (at..bytes.len()).find(|&i| matches!(bytes[i], b'"' | b'\\' | 0..0x20));
-    }
-    let end = at + memchr::memchr2(b'"', b'\\', bytes.get(at..)?)?;
-    let skipped = &bytes[at..end];
-    // A minimum is a vectorized pass; the position is only looked for when it is needed.
-    if skipped.iter().copied().min().is_some_and(|b| b < 0x20) {
-        return skipped.iter().position(|&b| b < 0x20).map(|i| at + i);
-    }
-    Some(end)
 }

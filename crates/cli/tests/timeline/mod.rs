@@ -516,3 +516,45 @@ fn a_point_outside_the_log_or_a_malformed_one_is_bad_input() {
     whole.as_object_mut().unwrap().remove("at");
     assert_eq!(at, whole);
 }
+
+/// What `troupe team show` takes from the teammates' logs — the models, the write radar, the
+/// receipts, the stall check and the ledger — is the same through the one scan of each log
+/// (`LeadLog::read_teammates`) as through each consumer's own reads of it
+/// (`LeadLog::read_teammates_alone`, the reads before the one scan), on the demo's logs: whole
+/// and at every seq of the Lead log (`--at`: the teammates' logs cut at its time).
+#[test]
+fn the_one_scan_of_each_teammate_log_equals_the_consumers_own_reads() {
+    use troupe_journal::{At, Journal};
+    use troupe_runtime::{Cut, LeadLog, LeadRead};
+    let demo = demo();
+    let journal = Journal::open_home(&demo.home);
+    let id = SessionId::new(demo.lead.clone()).unwrap();
+    let parts = |lead: &LeadLog, one: bool| {
+        let now = lead.cut().is_none();
+        let logs = if one {
+            lead.read_teammates(&journal, now)
+        } else {
+            lead.read_teammates_alone(&journal, now)
+        };
+        let after = troupe_team::StallAfter::from_ms(1).unwrap();
+        let check = now.then(|| lead.stall_check_in(&logs, u64::MAX / 2, after, &|_| Some(false)));
+        let view = lead.show_full_in(&journal, &logs, true, check.clone());
+        let ledger = now.then(|| lead.ledger_in(&logs, &troupe_session::ledger::Prices::builtin()));
+        format!(
+            "{}\n{check:?}\n{}",
+            serde_json::to_string(&view).unwrap(),
+            serde_json::to_string(&ledger).unwrap()
+        )
+    };
+    let whole = LeadLog::read(&journal, &id, LeadRead::TeamAndMail).unwrap();
+    let shown = parts(&whole, true);
+    assert_eq!(shown, parts(&whole, false));
+    // The demo's teammates have receipts, models and usage to compare.
+    assert!(shown.contains("\"consumed\":{"), "{shown}");
+    let (_, events) = lines(&demo.home, &demo.lead);
+    for (_, event) in &events {
+        let cut = Cut::resolve(&journal, &id, At::Seq(event.seq)).unwrap();
+        let at = LeadLog::read_at(&journal, &id, LeadRead::TeamAndMail, Some(cut)).unwrap();
+        assert_eq!(parts(&at, true), parts(&at, false), "at seq {}", event.seq);
+    }
+}
