@@ -528,7 +528,50 @@ fn show(home: &Home<'_>, session: &str, flags: ShowFlags) -> Result<(), Failure>
     let logs = lead.read_teammates(journal, now);
     let check =
         after.map(|after| lead.stall_check_in(&logs, now_ms, after, &|id| home.store.resident(id)));
-    let view = lead.show_full_in(journal, &logs, all, check);
+    let mut view = lead.show_full_in(journal, &logs, all, check);
+    // What each active teammate does now, as the panel shows it: a process holds its session
+    // (the lock table, or a lease) — running with a turn open in its log, else idle.
+    if now {
+        for row in &mut view.show.members {
+            if row.phase == MemberPhase::Active
+                && row.member.status == MemberStatus::Inactive
+                && home.store.resident(&row.member.id) == Some(true)
+            {
+                row.member.status = if turn_open(journal, &row.member.id) {
+                    MemberStatus::Running
+                } else {
+                    MemberStatus::Idle
+                };
+            }
+        }
+    }
+    // A teammate log that cannot be read in full shows only what comes before the damage:
+    // say so on the member's row (and in --json's diagnostics) and once on stderr.
+    for (id, error) in logs.damaged() {
+        // A member with no log yet (a spawn cut before its first append) has nothing to show.
+        if matches!(
+            journal.header(id),
+            Err(troupe_journal::JournalError::NotFound { .. })
+        ) {
+            continue;
+        }
+        let note = format!(
+            "its log cannot be read in full ({error}): its usage, receipts and changes stop \
+             there (troupe team verify checks it)"
+        );
+        let name = match view.show.members.iter_mut().find(|m| &m.member.id == id) {
+            Some(row) => {
+                row.member.diagnostics.push(note.clone());
+                row.member.name.to_string()
+            }
+            None => id.to_string(),
+        };
+        eprint_line!(
+            "troupe: note: {}: {}",
+            escape_controls(&name),
+            escape_controls(&note)
+        );
+    }
     let ledger = now.then(|| lead.ledger_in(&logs, &prices_of(&lead, &home.dir)));
     let mut out = Stdout::lock();
     if json {
@@ -549,6 +592,27 @@ fn show(home: &Home<'_>, session: &str, flags: ShowFlags) -> Result<(), Failure>
     }
     out.flush().context("writing output")?;
     Ok(())
+}
+
+/// Whether the log of `id` ends in an open turn (a `turn/start` after its last `turn/end`): a
+/// selective scan of the two types, no lock; a log that cannot be read says no.
+fn turn_open(journal: &Journal, id: &SessionId) -> bool {
+    use troupe_journal::{LineCheck, LineUse, Selected};
+    let mut open = false;
+    use troupe_protocol::event_types::{TURN_END, TURN_START};
+    let turns = |kind: &str| kind == TURN_START || kind == TURN_END;
+    let read = journal.read_selected_each(id, LineCheck::Prefix, &turns, &mut |selected| {
+        let kind = match &selected {
+            Selected::Line(line) => line.kind,
+            Selected::Event(event) => event.kind.as_str(),
+        };
+        open = kind == TURN_START;
+        match selected {
+            Selected::Line(_) => LineUse::NeedEvent,
+            Selected::Event(_) => LineUse::Used,
+        }
+    });
+    read.is_ok() && open
 }
 
 /// At most this many characters of a description or subject in the table.

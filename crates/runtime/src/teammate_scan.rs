@@ -357,6 +357,24 @@ impl TeammateScans {
         Self { scans }
     }
 
+    /// The teammates whose log could not be read to its end (or the cut), each with the first
+    /// error a consumer's read stopped at (the journal's text: file, line, offset, reason):
+    /// what their receipts, usage, changes and model show stops there.
+    pub fn damaged(&self) -> Vec<(&SessionId, &str)> {
+        self.scans
+            .iter()
+            .filter_map(|(id, scan)| {
+                [&scan.receipts, &scan.models, &scan.changes, &scan.usage]
+                    .into_iter()
+                    .find_map(|read| match &read.result {
+                        Some(Err(error)) => Some(error.as_str()),
+                        _ => None,
+                    })
+                    .map(|error| (id, error))
+            })
+            .collect()
+    }
+
     /// The scan of `id` (an empty one when it was not asked for).
     pub(crate) fn get(&self, id: &SessionId) -> std::borrow::Cow<'_, TeammateScan> {
         match self.scans.get(id) {

@@ -558,3 +558,85 @@ fn the_one_scan_of_each_teammate_log_equals_the_consumers_own_reads() {
         assert_eq!(parts(&at, true), parts(&at, false), "at seq {}", event.seq);
     }
 }
+
+/// A teammate log damaged in its middle is not shown as if whole: `team show` (exit 0, a
+/// view) names the member and the damage once on stderr and in its row's diagnostics (text and
+/// `--json`), and leaves the file as it was; `team verify` fails on it.
+#[test]
+fn a_damaged_teammate_log_is_named_by_team_show() {
+    let demo = demo();
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("timeline-damaged");
+    let _ = std::fs::remove_dir_all(&root);
+    let home = root.join("home");
+    std::fs::create_dir_all(home.join("sessions")).unwrap();
+    for id in session_ids(&demo.home) {
+        let name = format!("{id}.jsonl");
+        std::fs::copy(
+            demo.home.join("sessions").join(&name),
+            home.join("sessions").join(&name),
+        )
+        .unwrap();
+    }
+    let show = show_json(&home, &demo.lead, None);
+    let beta = show["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "beta")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = home.join("sessions").join(format!("{beta}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[10] = "{\"seq\":9,\"time\":1,\"type\":\"tool/call\",\"data\":";
+    let damaged = format!("{}\n", lines.join("\n"));
+    std::fs::write(&path, &damaged).unwrap();
+
+    for json in [false, true] {
+        let mut cmd = super::troupe(&home);
+        cmd.args(["team", "show", &demo.lead]);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.assert().success();
+        let err = stderr(&out);
+        let notes: Vec<&str> = err.lines().filter(|l| l.contains("beta:")).collect();
+        assert_eq!(notes.len(), 1, "{err}");
+        assert!(
+            notes[0].starts_with("troupe: note: beta: its log cannot be read in full (")
+                && notes[0].contains("corrupt session file")
+                && notes[0].contains("line 11"),
+            "{err}"
+        );
+        let shown = stdout(&out);
+        if json {
+            let view: Value = serde_json::from_str(&shown).unwrap();
+            let row = view["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["name"] == "beta")
+                .unwrap()
+                .clone();
+            assert!(
+                row["diagnostics"][0]
+                    .as_str()
+                    .unwrap()
+                    .contains("its log cannot be read in full"),
+                "{row}"
+            );
+        } else {
+            assert!(
+                shown.contains("! its log cannot be read in full"),
+                "{shown}"
+            );
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged);
+    super::troupe(&home)
+        .args(["team", "verify", &demo.lead])
+        .assert()
+        .code(1);
+}

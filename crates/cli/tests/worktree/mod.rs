@@ -702,7 +702,20 @@ fn a_running_teammates_worktree_is_neither_merged_nor_cleaned() {
         );
     }
     let lead = lead.expect("the Lead's log was seen");
-    let worktree = worktree_of(&team_show(&s, &lead), "alpha");
+    let show = team_show(&s, &lead);
+    // Its status is what it does now (its session is held), not `inactive`.
+    let alpha = show["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "alpha")
+        .unwrap()
+        .clone();
+    assert!(
+        alpha["status"] == "running" || alpha["status"] == "idle",
+        "{alpha}"
+    );
+    let worktree = worktree_of(&show, "alpha");
     let path = PathBuf::from(worktree["path"].as_str().unwrap());
     let branch = worktree["branch"].as_str().unwrap().to_owned();
     let branch_before = git(&ws, &["rev-parse", &branch]);
