@@ -93,6 +93,7 @@
 //! a runtime.
 
 mod conn;
+mod deliver;
 mod follow;
 mod lease;
 mod read;
@@ -111,6 +112,7 @@ use troupe_protocol::{Event, SessionHeader, SessionId};
 
 pub use conn::parse_url;
 pub use lease::HeldLease;
+pub use deliver::{DeliveryServer, NatsMemberHosts};
 pub use teamsvc::{LinkOptions, NatsTeamLink, TeamOpServer};
 
 /// The default stream name.
@@ -128,6 +130,9 @@ pub const CONTROL_SUBJECT_PREFIX: &str = "troupe.control.";
 /// The prefix of a Team's service subject: `troupe.team.<team-id>.op` (see
 /// [`NatsBackend::team_subject`]). Like the control subjects, no stream may take them.
 pub const TEAM_SUBJECT_PREFIX: &str = "troupe.team.";
+/// The prefix of a session's delivery subject: `troupe.deliver.<id>` (see
+/// [`NatsBackend::deliver_subject`]). Like the control subjects, no stream may take them.
+pub const DELIVER_SUBJECT_PREFIX: &str = "troupe.deliver.";
 /// The NATS header of a session's header message naming how many events its first append
 /// published with it.
 pub const FIRST_EVENTS_HEADER: &str = "Troupe-First-Events";
@@ -238,6 +243,13 @@ impl NatsBackend {
     /// elsewhere there ([`TeamOpServer`]; [`NatsTeamLink`] is the calling side).
     pub fn team_subject(lead: &SessionId) -> String {
         format!("{TEAM_SUBJECT_PREFIX}{lead}.op")
+    }
+
+    /// The delivery subject of session `id`: `troupe.deliver.<id>`. The process holding the
+    /// session's lease accepts Team mail for it there ([`DeliveryServer`];
+    /// [`NatsMemberHosts`] is the serializer's side).
+    pub fn deliver_subject(id: &SessionId) -> String {
+        format!("{DELIVER_SUBJECT_PREFIX}{id}")
     }
 
     /// The lease this backend holds on session `id` (its writer's), while it holds it and it

@@ -34,7 +34,7 @@ use crate::approve::Prompts;
 use crate::control::{ControlNote, ControlServer, NatsControl};
 use crate::exit::Failure;
 use crate::progress::{Board, OutputMode, Printer};
-use troupe_store_nats::TeamOpServer;
+use troupe_store_nats::{NatsMemberHosts, TeamOpServer};
 
 /// How long the first Ctrl-C waits for the cancelled turn to close before shutting down anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(15);
@@ -117,6 +117,13 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
             worktree_root: config.worktree_root.clone(),
         },
     );
+    // On a NATS store, mail to a teammate hosted by another process goes through the holder
+    // of its lease (`troupe.deliver.<id>`, DESIGN §7 "Delivery across processes").
+    if let Some(nats) = config.store.nats_backend() {
+        runtime
+            .teams()
+            .set_member_hosts(Arc::new(NatsMemberHosts::new(nats.clone(), false)));
+    }
     let mut printer = Printer::new(config.mode);
     printer.expect_usage(config.spec.provider != ProviderKind::Script);
     // A fork child's log numbers its turns after the ones its seed inherited; progress counts

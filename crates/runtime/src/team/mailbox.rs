@@ -21,6 +21,7 @@ use troupe_team::{
     delivered_user_message, js_trim, team_message_id,
 };
 
+use super::delivery::{DELIVER_VERSION, DeliverRequest, Handoff, MemberHosts, append_unhosted};
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::{Lifecycle, disposed};
 use super::op::{CallOrigin, LogError, TeamOpError};
@@ -65,7 +66,9 @@ struct DispatchFailure {
 }
 
 impl DispatchFailure {
-    /// Whether trying again may succeed: the store could not be read or reached for now. A
+    /// Whether trying again may succeed: the store could not be read or reached for now, or
+    /// another process holds the target's lease on a shared store (it may be settling, or
+    /// hosting the target and answering through [`MemberHosts`] at the next attempt). A
     /// poisoned writer, a lost lease or a refusal stays as it is.
     fn may_pass(&self) -> bool {
         matches!(
@@ -74,6 +77,7 @@ impl DispatchFailure {
                 JournalError::StoreIo { .. }
                     | JournalError::StoreUnreachable { .. }
                     | JournalError::Io { .. }
+                    | JournalError::Leased { .. }
             ))
         )
     }
@@ -119,6 +123,8 @@ pub(super) struct Dispatcher<'a> {
     pub(super) lifecycle: &'a Lifecycle,
     /// The members' activations.
     pub(super) control: &'a dyn ChildControl,
+    /// The processes hosting teammates elsewhere (`super::delivery`), on a shared store.
+    pub(super) hosts: Option<&'a dyn MemberHosts>,
 }
 
 impl Mailbox {
@@ -241,7 +247,10 @@ impl Mailbox {
             }
             let to_inactive_teammate = message.target_id != *journal.lead().id()
                 && parts.control.agent(&message.target_id).is_none();
-            if message.delivery == Delivery::Quiet && to_inactive_teammate {
+            // On a shared store the target may be hosted by another process: the dispatch
+            // asks its holder first.
+            if message.delivery == Delivery::Quiet && to_inactive_teammate && parts.hosts.is_none()
+            {
                 if held_in_log(journal, &message)
                     && let Err(e) = mark_delivered(journal, &message).await
                     && !parts.lifecycle.is_closed()
@@ -394,6 +403,49 @@ async fn dispatch_once(
         // activation's log.
         let current = parts.control.agent(target).unwrap_or(live);
         return acknowledge(journal, &current, message).await;
+    }
+    if let Some(hosts) = parts.hosts {
+        let request = DeliverRequest {
+            version: DELIVER_VERSION,
+            team: journal.lead().id().clone(),
+            target: target.clone(),
+            holder: String::new(),
+            delivery: message.delivery,
+            item: item.clone(),
+        };
+        match hosts
+            .deliver(request)
+            .await
+            .map_err(DispatchFailure::delivery)?
+        {
+            Handoff::Held => {
+                // The holder answered: the target's log durably holds it (c.10.3 order).
+                mark_delivered(journal, message)
+                    .await
+                    .map_err(DispatchFailure::acknowledgement)?;
+                return Ok(true);
+            }
+            Handoff::Unhosted if message.delivery == Delivery::Quiet => {
+                if hosts.append_unhosted() {
+                    append_unhosted(journal.store(), target, item)
+                        .await
+                        .map_err(DispatchFailure::delivery)?;
+                    mark_delivered(journal, message)
+                        .await
+                        .map_err(DispatchFailure::acknowledgement)?;
+                    return Ok(true);
+                }
+                // A crash may have come after an earlier holder took it.
+                if held_in_log(journal, message) {
+                    mark_delivered(journal, message)
+                        .await
+                        .map_err(DispatchFailure::acknowledgement)?;
+                    return Ok(true);
+                }
+                return Ok(false);
+            }
+            Handoff::Unhosted => {}
+        }
     }
     if message.delivery == Delivery::Quiet {
         // Quiet mail never starts an inactive teammate: it waits until the target runs.

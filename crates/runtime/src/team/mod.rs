@@ -25,8 +25,11 @@
 //! - `remote.rs` — the Team service across processes: [`TeamService::serve_remote`] (a
 //!   teammate hosted elsewhere calls through this serializer) and [`RemoteTeam`] (the ten
 //!   tools of such a teammate, through a [`TeamLink`]).
+//! - `delivery.rs` — Team mail across processes: a teammate hosted elsewhere gets its mail
+//!   through the holder of its lease ([`MemberHosts`], [`TeamService::accept_delivery`]).
 
 mod board;
+mod delivery;
 mod in_flight;
 mod journal;
 mod lifecycle;
@@ -41,6 +44,10 @@ mod stall;
 mod tools;
 mod waiters;
 
+pub use delivery::{
+    DELIVER_VERSION, DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts,
+    TEAM_MEMBER_NOT_HOSTED,
+};
 pub use journal::{feed_stream_fold, fold_team_log};
 pub use op::{
     CallOrigin, ListedMember, LogError, NO_PROGRESS_MESSAGE, OpContext, TeamOp, TeamOpError,

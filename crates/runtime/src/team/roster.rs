@@ -600,6 +600,7 @@ pub(super) async fn continue_teammates(
     journal: &TeamJournal,
     lifecycle: &Lifecycle,
     control: &dyn ChildControl,
+    hosts: Option<&dyn super::delivery::MemberHosts>,
 ) {
     let (members, wakeups): (Vec<SessionId>, HashSet<MessageId>) = {
         let state = journal.enter().await;
@@ -654,6 +655,7 @@ pub(super) async fn continue_teammates(
                 journal,
                 lifecycle,
                 control,
+                hosts,
             };
             deliver_pending_quiet(parts, &id).await;
         }

@@ -5,7 +5,7 @@
 //! lifecycle — through the narrow [`ChildControl`] of the runtime.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -19,6 +19,7 @@ use troupe_team::{
 };
 
 use super::board::BoardRead;
+use super::delivery::MemberHosts;
 use super::in_flight::InFlight;
 use super::journal::{Member, TeamJournal, fold_team_log, not_member};
 use super::lifecycle::{Lifecycle, disposed};
@@ -101,11 +102,16 @@ impl Team {
         }
     }
 
-    fn dispatcher<'a>(&'a self, control: &'a dyn ChildControl) -> Dispatcher<'a> {
+    fn dispatcher<'a>(
+        &'a self,
+        control: &'a dyn ChildControl,
+        hosts: Option<&'a dyn MemberHosts>,
+    ) -> Dispatcher<'a> {
         Dispatcher {
             journal: &self.journal,
             lifecycle: &self.lifecycle,
             control,
+            hosts,
         }
     }
 }
@@ -123,6 +129,8 @@ pub struct TeamService {
     /// How long a resident owner may log nothing before its task is stalled.
     stall_after: StallAfter,
     teams: Mutex<HashMap<SessionId, Arc<Team>>>,
+    /// The processes hosting teammates elsewhere, on a shared store (`super::delivery`).
+    hosts: OnceLock<Arc<dyn MemberHosts>>,
 }
 
 impl std::fmt::Debug for TeamService {
@@ -149,7 +157,20 @@ impl TeamService {
             configured,
             stall_after,
             teams: Mutex::new(HashMap::new()),
+            hosts: OnceLock::new(),
         }
+    }
+
+    /// Sets the transport through which this process's Team serializers hand mail to the
+    /// processes hosting teammates elsewhere (DESIGN §7 "Delivery across processes"; see
+    /// `MemberHosts`). Set once, before a Team runs; a second call is ignored (returns
+    /// `false`). Without it a teammate not resident here is treated as inactive.
+    pub fn set_member_hosts(&self, hosts: Arc<dyn MemberHosts>) -> bool {
+        self.hosts.set(hosts).is_ok()
+    }
+
+    fn hosts(&self) -> Option<&dyn MemberHosts> {
+        self.hosts.get().map(|h| h.as_ref() as &dyn MemberHosts)
     }
 
     /// The session store.
@@ -455,7 +476,7 @@ impl TeamService {
             }
             .into());
         }
-        let parts = team.dispatcher(self.control.as_ref());
+        let parts = team.dispatcher(self.control.as_ref(), self.hosts());
         let (message, seq, delivered) = team.mailbox.user_send(parts, message_id, request).await?;
         let target_name = {
             let state = team.journal.enter().await;
@@ -487,7 +508,7 @@ impl TeamService {
 
     async fn send_call(&self, call: SendCall<'_>) -> Result<(MessageId, bool), TeamOpError> {
         let team = self.resolve(call.agent)?;
-        let parts = team.dispatcher(self.control.as_ref());
+        let parts = team.dispatcher(self.control.as_ref(), self.hosts());
         team.mailbox.send(parts, call).await
     }
 
@@ -722,7 +743,9 @@ impl TeamService {
     /// stop left with work.
     pub(crate) async fn recover(&self, team: &Team) {
         let control = self.control.as_ref();
-        team.mailbox.recover(team.dispatcher(control)).await;
-        roster::continue_teammates(&team.journal, &team.lifecycle, control).await;
+        team.mailbox
+            .recover(team.dispatcher(control, self.hosts()))
+            .await;
+        roster::continue_teammates(&team.journal, &team.lifecycle, control, self.hosts()).await;
     }
 }

@@ -1,0 +1,250 @@
+//! Team mail across processes (DESIGN §7 "Delivery across processes", issue 14 item 4): a
+//! message to a teammate hosted by another process is handed to the process holding the
+//! teammate's lease, which appends it to the teammate's inbox — durably and de-duplicated by
+//! message id, exactly as a local delivery does — and answers; only then does the serializer
+//! append `team/message/delivered` (REFERENCE c.10.3: target receipt durable before the
+//! Lead's acknowledgement).
+//!
+//! Two halves, transport-free here (the NATS transport is `troupe-store-nats`' `deliver`):
+//!
+//! - **Handing over** ([`MemberHosts`]): the serializer's side. For a teammate that is not
+//!   resident in this process, the mailbox asks its [`MemberHosts`] first: [`Handoff::Held`]
+//!   when the holder answered that the teammate's log durably holds the message,
+//!   [`Handoff::Unhosted`] when nobody holds the teammate's lease (then the mailbox goes on as
+//!   for an inactive teammate: quiet mail is appended under a lease of this process's own when
+//!   [`MemberHosts::append_unhosted`] says so — else it stays `queued`, REFERENCE c.10.5 —, and
+//!   wakeup mail cold-resumes the teammate here, de-duplicated against its stored log).
+//! - **Accepting** ([`TeamService::accept_delivery`]): the holder's side. It injects (quiet)
+//!   or queues as the next turn (wakeup) into its resident agent unless the agent's log
+//!   already holds the message id, waits for the flush, and answers.
+//!
+//! **What survives a crash**, at each point of one delivery:
+//! - before the holder's append is durable: nothing in the target's log; the Lead log holds
+//!   the message `queued` (it was durable before any delivery), so the serializer's retry —
+//!   or the next resume's mailbox recovery — delivers it again, once;
+//! - after the holder's append is durable and before its answer arrives (the holder died or
+//!   lost its connection): the target's log holds the message, the Lead log still says
+//!   `queued`; the serializer's retry reaches the holder again (which finds the message id in
+//!   its log and answers without appending) or, once the dead holder's lease expired, takes
+//!   the lease itself and finds the message id in the stored log: either way it appends no
+//!   second copy and only then `team/message/delivered`;
+//! - after the answer and before `delivered` is durable: as the previous point (the retry is
+//!   answered from the target's log);
+//! - after `delivered`: nothing is left to do.
+//!
+//! An unhosted append ([`append_unhosted`]) takes the target's lease through the store (the
+//! same lease every writer takes, with the store's TTL), appends the one inbox item and
+//! releases the lease at once: a crash while holding it leaves either nothing or the whole
+//! item in the target's log (decision 9), and the lease frees itself after its TTL.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::{Deserialize, Serialize};
+use troupe_journal::{Journal, JournalError};
+use troupe_protocol::{ErrorCode, EventDraft, SessionId, UserMessage, event_types as ty};
+use troupe_session::Transcript;
+use troupe_session::events::{InboxSplice, InboxTarget};
+use troupe_team::Delivery;
+
+use super::service::TeamService;
+use crate::record::to_value;
+
+/// The version of the [`DeliverRequest`] and [`DeliverAnswer`] shapes.
+pub const DELIVER_VERSION: u32 = 1;
+
+/// The process holding a teammate's lease has no live agent for it (it is being started or
+/// is settling): the serializer asks again.
+pub const TEAM_MEMBER_NOT_HOSTED: &str = "TEAM_MEMBER_NOT_HOSTED";
+
+/// One Team message for the inbox of a teammate hosted by another process. Wire (JSON,
+/// camelCase): `{"version":1,"team","target","holder","delivery":"quiet"|"wakeup","item"}`;
+/// `item` is the inbox item exactly as a local delivery appends it (its `id` is the Team
+/// message id, its source the `team-message` source naming `team`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeliverRequest {
+    /// [`DELIVER_VERSION`].
+    pub version: u32,
+    /// The Team (its Lead's session).
+    pub team: SessionId,
+    /// The teammate whose inbox gets the item.
+    pub target: SessionId,
+    /// The owner token of the lease the serializer found on `target`: only the process
+    /// holding that lease answers (a request meant for an older holder is not answered by a
+    /// newer one, and the other way round).
+    pub holder: String,
+    /// Quiet (injected at the next step, never wakes) or wakeup (the next turn).
+    pub delivery: Delivery,
+    /// The inbox item.
+    pub item: UserMessage,
+}
+
+/// The answer to a [`DeliverRequest`]. Wire: `{"ok":true}` — the target's log durably holds
+/// the item (appended now, or already) — or `{"ok":false,"code":CODE,"message":TEXT}`:
+/// `TEAM_MEMBER_NOT_HOSTED`, `INVALID_ARGUMENTS` (another version, an item whose source is not
+/// this Team's), or the holder's journal error (`JOURNAL_FAILED`, `AGENT_DISPOSED`, …).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliverAnswer {
+    /// Whether the target's log durably holds the item.
+    pub ok: bool,
+    /// The stable code (failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The message (failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl DeliverAnswer {
+    /// The target's log durably holds the item.
+    pub fn held() -> Self {
+        Self {
+            ok: true,
+            code: None,
+            message: None,
+        }
+    }
+
+    /// A failure with `code` and `message`.
+    pub fn failed(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            code: Some(code.to_owned()),
+            message: Some(message.into()),
+        }
+    }
+}
+
+/// What a [`MemberHosts`] hand-over found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handoff {
+    /// The holder of the target's lease answered: its log durably holds the message.
+    Held,
+    /// Nobody holds the target's lease.
+    Unhosted,
+}
+
+/// A boxed future of a [`MemberHosts`] hand-over.
+pub type HandoffFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Handoff, JournalError>> + Send + 'a>>;
+
+/// The serializer's transport to the processes hosting teammates (see the module docs).
+pub trait MemberHosts: Send + Sync {
+    /// Hands `request` (its `holder` is filled in by the transport) to the process holding
+    /// the lease of `request.target`, retrying (bounded) while a holder does not answer — a
+    /// dead holder's lease expires after its TTL, and then the answer is
+    /// [`Handoff::Unhosted`].
+    ///
+    /// # Errors
+    /// `STORE_IO` / `STORE_UNREACHABLE` (the mailbox tries again, then leaves the message
+    /// queued) when the store cannot be reached or the holder kept refusing.
+    fn deliver(&self, request: DeliverRequest) -> HandoffFuture<'_>;
+
+    /// Whether quiet mail to an unhosted teammate is appended to its log at once (under a
+    /// lease of the serializer's process) rather than left `queued` until it runs again.
+    fn append_unhosted(&self) -> bool;
+}
+
+impl TeamService {
+    /// Accepts a Team message for a teammate this process hosts (the holder's side, see the
+    /// module docs): the item is injected (quiet) or queued as the next turn (wakeup) unless
+    /// the agent's log already holds its id, and the answer comes once the log is flushed.
+    /// The transport has checked that this process holds the lease the request names.
+    pub async fn accept_delivery(&self, request: &DeliverRequest) -> DeliverAnswer {
+        if request.version != DELIVER_VERSION {
+            return DeliverAnswer::failed(
+                "INVALID_ARGUMENTS",
+                format!(
+                    "Error: delivery request version {} (this process speaks {DELIVER_VERSION})",
+                    request.version
+                ),
+            );
+        }
+        let source = &request.item.source;
+        let from_team = source.kind == troupe_team::TEAM_MESSAGE_SOURCE_KIND
+            && source.extra.get("teamId").and_then(serde_json::Value::as_str)
+                == Some(request.team.as_str())
+            && source.extra.get("messageId").and_then(serde_json::Value::as_str)
+                == Some(request.item.id.as_str());
+        if !from_team {
+            return DeliverAnswer::failed(
+                "INVALID_ARGUMENTS",
+                format!(
+                    "Error: the item is not a message of Team {}",
+                    request.team
+                ),
+            );
+        }
+        let Some(agent) = self.resident(&request.target) else {
+            return DeliverAnswer::failed(
+                TEAM_MEMBER_NOT_HOSTED,
+                format!(
+                    "Error: this process holds the lease of {} but runs no agent of it now",
+                    request.target
+                ),
+            );
+        };
+        let id = &request.item.id;
+        if !agent.with_transcript(|t| t.accepted(id)) {
+            let appended = match request.delivery {
+                Delivery::Quiet => agent.inject(request.item.clone()).await,
+                Delivery::Wakeup => agent.followup(request.item.clone()).await,
+            };
+            if let Err(e) = appended {
+                return DeliverAnswer::failed(e.code(), format!("Error: {e}"));
+            }
+        }
+        // Held already (a retry): its log may still be flushing the first attempt's append.
+        match agent.writer().flush().await {
+            Ok(_) | Err(JournalError::Closed { .. }) => {}
+            Err(e) => return DeliverAnswer::failed(e.code(), format!("Error: {e}")),
+        }
+        if agent.with_transcript(|t| t.accepted(id)) {
+            DeliverAnswer::held()
+        } else {
+            DeliverAnswer::failed(
+                TEAM_MEMBER_NOT_HOSTED,
+                format!("Error: {} settled before it took the message", request.target),
+            )
+        }
+    }
+}
+
+/// Appends `item` to the inbox of the unhosted session `target` (see the module docs): takes
+/// its lease (opening it for writing), appends one `agent/inbox/spliced` inserting `item` at
+/// the end of the next-step list unless the log already holds its id, flushes and releases.
+/// Returns whether the log holds it now (`true` on success).
+///
+/// # Errors
+/// `JOURNAL_LOCKED` when another process took the lease meanwhile (the mailbox asks the
+/// hosts again), the journal's errors otherwise.
+pub(super) async fn append_unhosted(
+    store: &Journal,
+    target: &SessionId,
+    item: UserMessage,
+) -> Result<(), crate::error::RuntimeError> {
+    let (writer, replay) = store.open(target)?;
+    let result = async {
+        let transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
+        if transcript.accepted(&item.id) {
+            return Ok(());
+        }
+        let splice = InboxSplice {
+            target: InboxTarget::NextStep,
+            start: transcript.next_step().len(),
+            removed_count: 0,
+            inserted: vec![item],
+            outcome: None,
+        };
+        writer.append(EventDraft::new(ty::AGENT_INBOX_SPLICED, to_value(&splice)))?;
+        writer.flush().await?;
+        Ok::<(), crate::error::RuntimeError>(())
+    }
+    .await;
+    let closed = writer.close().await;
+    result?;
+    closed?;
+    Ok(())
+}
