@@ -98,6 +98,7 @@ mod follow;
 mod lease;
 mod read;
 mod sink;
+mod status;
 mod teamsvc;
 
 use std::path::PathBuf;
@@ -113,6 +114,7 @@ use troupe_protocol::{Event, SessionHeader, SessionId};
 pub use conn::parse_url;
 pub use lease::HeldLease;
 pub use deliver::{DeliveryServer, NatsMemberHosts};
+pub use status::{StatusListener, StatusPublisher};
 pub use teamsvc::{LinkOptions, NatsTeamLink, TeamOpServer};
 
 /// The default stream name.
@@ -133,6 +135,9 @@ pub const TEAM_SUBJECT_PREFIX: &str = "troupe.team.";
 /// The prefix of a session's delivery subject: `troupe.deliver.<id>` (see
 /// [`NatsBackend::deliver_subject`]). Like the control subjects, no stream may take them.
 pub const DELIVER_SUBJECT_PREFIX: &str = "troupe.deliver.";
+/// The prefix of a Team's status subject: `troupe.status.<team-id>` (see
+/// [`NatsBackend::status_subject`]). No stream may take them.
+pub const STATUS_SUBJECT_PREFIX: &str = "troupe.status.";
 /// The NATS header of a session's header message naming how many events its first append
 /// published with it.
 pub const FIRST_EVENTS_HEADER: &str = "Troupe-First-Events";
@@ -250,6 +255,13 @@ impl NatsBackend {
     /// [`NatsMemberHosts`] is the serializer's side).
     pub fn deliver_subject(id: &SessionId) -> String {
         format!("{DELIVER_SUBJECT_PREFIX}{id}")
+    }
+
+    /// The status subject of the Team led by `lead`: `troupe.status.<lead>`. The processes
+    /// hosting its members publish their status edges there ([`StatusPublisher`]); the
+    /// process running its serializer listens ([`StatusListener`]).
+    pub fn status_subject(lead: &SessionId) -> String {
+        format!("{STATUS_SUBJECT_PREFIX}{lead}")
     }
 
     /// The lease this backend holds on session `id` (its writer's), while it holds it and it

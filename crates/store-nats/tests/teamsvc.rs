@@ -24,7 +24,7 @@ use troupe_runtime::{Agent, ChunkPolicy, ModelSource, Runtime, RuntimeOptions};
 use troupe_session::events::Profile;
 use troupe_store_nats::{
     DeliveryServer, LinkOptions, NatsBackend, NatsMemberHosts, NatsOptions, NatsTeamLink,
-    TeamOpServer,
+    StatusListener, StatusPublisher, TeamOpServer,
 };
 use troupe_team::{LiveAgent, LiveStatus, MemberContext};
 use troupe_test_support::NatsServer;
@@ -1015,5 +1015,109 @@ async fn a_delivery_whose_answer_is_lost_is_delivered_once_by_the_retry() {
     assert_eq!(delivered(&a, lead.id(), &third), 1);
     assert!(a.nats.held_lease(&worker).is_none(), "the lease was released");
     assert!(a.nats.current_lease(&worker).await.unwrap().is_none());
+    a.runtime.shutdown().await.unwrap();
+}
+
+/// `worker`'s status in `list_agents` as the Lead's process sees it.
+async fn status_seen(a: &Process, lead: &Agent) -> troupe_team::MemberStatus {
+    use troupe_runtime::team::{OpContext, TeamOp, TeamReply};
+    let reply = a
+        .runtime
+        .teams()
+        .call(lead, TeamOp::ListAgents, OpContext::default())
+        .await
+        .unwrap();
+    let TeamReply::Roster(rows) = reply else {
+        panic!("not a roster: {reply:?}")
+    };
+    rows.into_iter()
+        .find(|r| r.member.name == "worker")
+        .unwrap()
+        .member
+        .status
+}
+
+/// Issue 14 item 5: a teammate hosted by another process is `running` in the Lead's
+/// `list_agents` while its host runs it, its settling there wakes the Lead's `wait_agent`
+/// (an edge, REFERENCE c.12: not a timeout), and once its host released it it is `inactive`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_settling_in_another_process_wakes_the_leads_wait_agent() {
+    use troupe_runtime::team::{OpContext, TeamOp, WaitOutcome};
+    use troupe_team::MemberStatus;
+    let Some(server) = NatsServer::single() else {
+        return;
+    };
+    let workspace = tempfile::tempdir().unwrap();
+    let a = Process::new(&server.url(), workspace.path(), None);
+    // The hosting process's model for the worker answers only when cancelled.
+    let b = Process::new(&server.url(), workspace.path(), Some("worker"));
+    let (lead, _worker, hosted) = team_resident_in(&a, &b, false).await;
+    let _listener = StatusListener::start(&a.nats, a.runtime.clone(), lead.id())
+        .await
+        .unwrap();
+    let publisher = StatusPublisher::start(&b.nats, b.runtime.clone(), "host-b".to_owned());
+    let served = DeliveryServer::start(&b.nats, b.runtime.clone())
+        .await
+        .unwrap();
+    let wait = |ms: u64| {
+        a.runtime.teams().call(
+            &lead,
+            TeamOp::WaitAgent {
+                timeout_ms: json!(ms),
+            },
+            OpContext::default(),
+        )
+    };
+    // Nobody else runs yet: nothing to wait for.
+    assert!(matches!(
+        wait(10_000).await.unwrap(),
+        troupe_runtime::team::TeamReply::Waited(WaitOutcome::NoProgress)
+    ));
+    let (_, accepted) = a
+        .runtime
+        .teams()
+        .send(&lead, "worker", "go", troupe_team::Delivery::Wakeup)
+        .await
+        .unwrap();
+    assert!(accepted);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status_seen(&a, &lead).await != MemberStatus::Running {
+        assert!(Instant::now() < deadline, "the Lead never saw the worker run");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        a.runtime
+            .teams()
+            .hosts_elsewhere(lead.id())
+            .into_iter()
+            .map(|(_, host)| host)
+            .collect::<Vec<_>>(),
+        ["host-b"]
+    );
+    // The wait registers at its first poll; the worker's turn is then ended in its host.
+    let (waited, ()) = tokio::join!(wait(600_000), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        hosted
+            .cancel(json!({"kind": "test"}), true)
+            .await
+            .unwrap();
+    });
+    assert!(
+        matches!(
+            waited.unwrap(),
+            troupe_runtime::team::TeamReply::Waited(WaitOutcome::Waited { timed_out: false })
+        ),
+        "woken by the edge, not by the timeout"
+    );
+    hosted.wait_idle().await;
+    assert_eq!(status_seen(&a, &lead).await, MemberStatus::Idle);
+    served.stop().await;
+    b.runtime.shutdown().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status_seen(&a, &lead).await != MemberStatus::Inactive {
+        assert!(Instant::now() < deadline, "the release was never seen");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    publisher.stop().await;
     a.runtime.shutdown().await.unwrap();
 }

@@ -34,7 +34,7 @@ use crate::approve::Prompts;
 use crate::control::{ControlNote, ControlServer, NatsControl};
 use crate::exit::Failure;
 use crate::progress::{Board, OutputMode, Printer};
-use troupe_store_nats::{NatsMemberHosts, TeamOpServer};
+use troupe_store_nats::{NatsMemberHosts, StatusListener, TeamOpServer};
 
 /// How long the first Ctrl-C waits for the cancelled turn to close before shutting down anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(15);
@@ -381,6 +381,24 @@ async fn drive(
         }
         _ => None,
     };
+    // ... and records the status edges of teammates hosted by other processes
+    // (`troupe.status.<lead-id>`), for `list_agents` and `wait_agent`.
+    let status_listener = match config.store.nats_backend() {
+        Some(nats) if runtime.teams().team(&id).is_some() => {
+            match StatusListener::start(nats, runtime.clone(), &id).await {
+                Ok(listener) => Some(listener),
+                Err(e) => {
+                    printer.note(&format!(
+                        "troupe: note: the status subject {} could not be read ({e}): \
+                         wait_agent does not see teammates hosted by other processes",
+                        troupe_store_nats::NatsBackend::status_subject(&id)
+                    ));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let mut interrupt = if started.any() {
         wait(
             runtime, &agent, printer, events, sigint, prompts, &mut notes,
@@ -416,6 +434,7 @@ async fn drive(
     if let Some(team_service) = team_service {
         team_service.stop().await;
     }
+    drop(status_listener);
     // A notice that became due is in the Lead's log before the run ends.
     give_due_budget_notice(&runtime.options().ledger, &agent).await;
     Ok(Driven {

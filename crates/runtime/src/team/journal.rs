@@ -43,6 +43,9 @@ pub(super) struct TeamJournal {
     published: Mutex<HashMap<SessionId, (String, MemberPhase)>>,
     /// Change edges: bumped after every durable Team event and every member status change.
     edges: watch::Sender<u64>,
+    /// Members hosted by other processes, as their hosts last reported them
+    /// (`super::status`): their live status and host, until the report expires.
+    elsewhere: Mutex<HashMap<SessionId, super::status::Elsewhere>>,
 }
 
 /// The member tool call a commit is the effect of (DESIGN decision 10), with the call's
@@ -70,7 +73,13 @@ impl TeamJournal {
             state: tokio::sync::Mutex::new(state),
             published: Mutex::new(published),
             edges: watch::channel(0).0,
+            elsewhere: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The members hosted by other processes, as last reported (`super::status`).
+    pub(super) fn elsewhere(&self) -> &Mutex<HashMap<SessionId, super::status::Elsewhere>> {
+        &self.elsewhere
     }
 
     /// The Team id (= the Lead's session id).

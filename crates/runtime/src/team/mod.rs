@@ -27,6 +27,8 @@
 //!   tools of such a teammate, through a [`TeamLink`]).
 //! - `delivery.rs` — Team mail across processes: a teammate hosted elsewhere gets its mail
 //!   through the holder of its lease ([`MemberHosts`], [`TeamService::accept_delivery`]).
+//! - `status.rs` — status across processes: the status edges of members hosted elsewhere
+//!   ([`StatusEdge`], [`TeamService::status_edge`]) for `list_agents` and `wait_agent`.
 
 mod board;
 mod delivery;
@@ -41,6 +43,7 @@ mod roster;
 pub(crate) mod schema;
 mod service;
 mod stall;
+mod status;
 mod tools;
 mod waiters;
 
@@ -59,5 +62,6 @@ pub use remote::{
 };
 pub use schema::{TEAM_TOOL_NAMES, TeamToolName, listed_member_schema};
 pub use service::{Team, TeamService};
+pub use status::{STATUS_VERSION, StatusEdge};
 pub(crate) use stall::last_event_time;
 pub(crate) use tools::team_tools;

@@ -34,9 +34,17 @@ use crate::worktree;
 use troupe_session::events::{ChildProvider, Profile};
 use troupe_session::{ContinuationRule, OpenTurn, Transcript};
 
-/// A resident member's live status and model, for its [`MemberView`].
-pub(super) fn live_agent(control: &dyn ChildControl, id: &SessionId) -> Option<LiveAgent> {
-    control.agent(id).map(|agent| live_of(&agent))
+/// A member's live status and model, for its [`MemberView`]: the resident agent's, else the
+/// one its host in another process last reported (REFERENCE c.7 "live"; DESIGN §7).
+pub(super) fn live_agent(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    id: &SessionId,
+) -> Option<LiveAgent> {
+    control
+        .agent(id)
+        .map(|agent| live_of(&agent))
+        .or_else(|| super::status::live_elsewhere(journal, id))
 }
 
 /// `agent`'s live status and model.
@@ -69,7 +77,7 @@ pub(super) fn members(
 ) -> Vec<MemberView> {
     state.list_members_with_models(
         &live_of(journal.lead()),
-        &|id| live_agent(control, id),
+        &|id| live_agent(journal, control, id),
         &|id| control.model_seen(id),
     )
 }
@@ -89,7 +97,7 @@ pub(super) fn members_for(
                 if *id == remote.id {
                     remote.live.clone()
                 } else {
-                    live_agent(control, id)
+                    live_agent(journal, control, id)
                 }
             },
             &|id| control.model_seen(id),
@@ -256,7 +264,7 @@ async fn spawn_admitted(
             let snapshot = state.member(&child_id).cloned().unwrap_or(member);
             Ok(MemberView::spawned(
                 &snapshot,
-                live_agent(control, &child_id).as_ref(),
+                live_agent(journal, control, &child_id).as_ref(),
             ))
         }
     }

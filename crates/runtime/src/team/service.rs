@@ -89,6 +89,11 @@ impl Team {
         self.journal.edge();
     }
 
+    /// The journal (serializer, edges, members hosted elsewhere).
+    pub(super) fn journal(&self) -> &TeamJournal {
+        &self.journal
+    }
+
     /// The remote requests in flight.
     pub(super) fn remote_in_flight(&self) -> &InFlight {
         &self.remote
