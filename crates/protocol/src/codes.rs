@@ -640,6 +640,16 @@ pub const STABLE_CODES: &[StableCode] = &[
         "A Team message reached the process holding a teammate's lease while it runs no agent of it (starting or settling); the Team's serializer asks again.",
     ),
     c(
+        "WORKER_NAME_TAKEN",
+        "cli",
+        "troupe worker --name NAME when a live worker is already registered under NAME in the store's worker registry.",
+    ),
+    c(
+        "WORKER_BUSY",
+        "cli",
+        "A request to host a teammate reached a worker with no free slot; the Lead's process places it elsewhere or runs it locally.",
+    ),
+    c(
         "TEAM_LEAD_MOVED",
         "runtime",
         "A Team service request reached a process that no longer holds the Lead's lease, and no new holder answered within the bounded retry.",

@@ -34,11 +34,14 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use troupe_journal::JournalError;
 use troupe_runtime::Runtime;
+use troupe_protocol::SessionId;
 use troupe_runtime::team::{
-    DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts, TEAM_MEMBER_NOT_HOSTED,
+    DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts, PlaceFuture,
+    TEAM_MEMBER_NOT_HOSTED,
 };
 
 use crate::NatsBackend;
+use crate::workers::{HostAnswer, HostRequest, WORKER_VERSION, WorkspaceIdentity, live_workers};
 
 /// The longest delivery request served, in bytes (a Team message is at most 64 KiB by
 /// default; its frame adds little).
@@ -156,6 +159,8 @@ fn parse(nats: &NatsBackend, payload: &[u8]) -> Option<Result<DeliverRequest, De
 pub struct NatsMemberHosts {
     nats: NatsBackend,
     append_unhosted: bool,
+    /// The Lead's workspace, when woken teammates are placed on workers.
+    placement: Option<WorkspaceIdentity>,
 }
 
 impl NatsMemberHosts {
@@ -165,7 +170,72 @@ impl NatsMemberHosts {
         Self {
             nats,
             append_unhosted,
+            placement: None,
         }
+    }
+
+    /// The hand-over of `--placement workers`: unhosted quiet mail is appended at once, and
+    /// a woken unhosted teammate is placed on a live worker whose workspace identity matches
+    /// `lead` (the Lead's) and that has a free slot — the one with the most free slots first
+    /// (by name on a tie); a worker that is skipped or refuses is reported as a warning with
+    /// the reason; none: `None`, the teammate runs in the Lead's process.
+    pub fn placing(nats: NatsBackend, lead: WorkspaceIdentity) -> Self {
+        Self {
+            nats,
+            append_unhosted: true,
+            placement: Some(lead),
+        }
+    }
+
+    async fn place_on_worker(&self, target: &SessionId) -> Result<Option<String>, JournalError> {
+        let Some(lead) = &self.placement else {
+            return Ok(None);
+        };
+        let mut workers = live_workers(&self.nats)
+            .await
+            .map_err(|e| self.io(format!("the workers could not be listed: {e}")))?;
+        workers.sort_by(|a, b| b.free.cmp(&a.free).then_with(|| a.name.cmp(&b.name)));
+        let timeout = self.nats.options().request_timeout;
+        for worker in workers {
+            if let Some(why) = worker.workspace.mismatch(lead) {
+                tracing::warn!("troupe: worker {} skipped for {target}: {why}", worker.name);
+                continue;
+            }
+            if worker.free == 0 {
+                tracing::warn!("troupe: worker {} skipped for {target}: no free slot", worker.name);
+                continue;
+            }
+            let request = HostRequest {
+                version: WORKER_VERSION,
+                session: target.clone(),
+            };
+            let payload = serde_json::to_vec(&request)
+                .map_err(|e| self.io(format!("the request could not be encoded: {e}")))?;
+            let asked = Request::new()
+                .payload(payload.into())
+                .timeout(Some(timeout * 2));
+            let answer = self
+                .nats
+                .client()
+                .send_request(NatsBackend::worker_subject(&worker.name), asked)
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|m| {
+                    serde_json::from_slice::<HostAnswer>(&m.payload).map_err(|e| e.to_string())
+                });
+            match answer {
+                Ok(answer) if answer.ok => return Ok(Some(worker.name)),
+                Ok(answer) => tracing::warn!(
+                    "troupe: worker {} refused {target}: {}: {}",
+                    worker.name,
+                    answer.code.unwrap_or_default(),
+                    answer.message.unwrap_or_default()
+                ),
+                Err(e) => tracing::warn!("troupe: worker {} did not answer for {target}: {e}", worker.name),
+            }
+        }
+        tracing::warn!("troupe: no worker can host {target}: it runs in the Lead's process");
+        Ok(None)
     }
 
     fn io(&self, reason: String) -> JournalError {
@@ -241,5 +311,9 @@ impl MemberHosts for NatsMemberHosts {
 
     fn append_unhosted(&self) -> bool {
         self.append_unhosted
+    }
+
+    fn place<'a>(&'a self, target: &'a SessionId) -> PlaceFuture<'a> {
+        Box::pin(self.place_on_worker(target))
     }
 }

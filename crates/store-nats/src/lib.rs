@@ -100,6 +100,7 @@ mod read;
 mod sink;
 mod status;
 mod teamsvc;
+mod workers;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -116,6 +117,10 @@ pub use lease::HeldLease;
 pub use deliver::{DeliveryServer, NatsMemberHosts};
 pub use status::{StatusListener, StatusPublisher};
 pub use teamsvc::{LinkOptions, NatsTeamLink, TeamOpServer};
+pub use workers::{
+    HostAnswer, HostRequest, RegisterError, WORKER_SUBJECT_PREFIX, WORKER_VERSION, WORKERS_BUCKET,
+    WorkerRecord, WorkerRegistration, WorkspaceIdentity, live_workers,
+};
 
 /// The default stream name.
 pub const DEFAULT_STREAM: &str = "TROUPE";
@@ -255,6 +260,12 @@ impl NatsBackend {
     /// [`NatsMemberHosts`] is the serializer's side).
     pub fn deliver_subject(id: &SessionId) -> String {
         format!("{DELIVER_SUBJECT_PREFIX}{id}")
+    }
+
+    /// The subject on which worker `name` takes requests to host a teammate:
+    /// `troupe.worker.<name>.host` (see [`WorkerRegistration`]).
+    pub fn worker_subject(name: &str) -> String {
+        format!("{WORKER_SUBJECT_PREFIX}{name}.host")
     }
 
     /// The status subject of the Team led by `lead`: `troupe.status.<lead>`. The processes

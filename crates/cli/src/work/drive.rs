@@ -119,10 +119,18 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
     );
     // On a NATS store, mail to a teammate hosted by another process goes through the holder
     // of its lease (`troupe.deliver.<id>`, DESIGN §7 "Delivery across processes").
+    // With `--placement workers`, a woken teammate nobody hosts is placed on a live worker.
     if let Some(nats) = config.store.nats_backend() {
-        runtime
-            .teams()
-            .set_member_hosts(Arc::new(NatsMemberHosts::new(nats.clone(), false)));
+        let hosts = match config.placement {
+            super::flags::Placement::Local => NatsMemberHosts::new(nats.clone(), false),
+            super::flags::Placement::Workers => {
+                let lead = troupe_store_nats::WorkspaceIdentity::of(&config.workspace)
+                    .with_context(|| format!("workspace {}", config.workspace.display()))
+                    .map_err(Failure::work)?;
+                NatsMemberHosts::placing(nats.clone(), lead)
+            }
+        };
+        runtime.teams().set_member_hosts(Arc::new(hosts));
     }
     let mut printer = Printer::new(config.mode);
     printer.expect_usage(config.spec.provider != ProviderKind::Script);

@@ -143,9 +143,24 @@ pub trait MemberHosts: Send + Sync {
     fn deliver(&self, request: DeliverRequest) -> HandoffFuture<'_>;
 
     /// Whether quiet mail to an unhosted teammate is appended to its log at once (under a
-    /// lease of the serializer's process) rather than left `queued` until it runs again.
+    /// lease of the serializer's process) rather than left `queued` until it runs again —
+    /// and whether a woken unhosted teammate is placed with [`MemberHosts::place`] (on with
+    /// `--placement workers`).
     fn append_unhosted(&self) -> bool;
+
+    /// Places the unhosted teammate `target`, whose log already holds the work it is woken
+    /// for, on a host elsewhere (DESIGN §7 "Workers and placement"): `Ok(Some(host))` once a
+    /// host runs it; `Ok(None)` when no host is eligible (each one skipped is reported as a
+    /// warning with the reason): then it runs in this process.
+    ///
+    /// # Errors
+    /// `STORE_IO` when the hosts cannot be listed (the mailbox tries again).
+    fn place<'a>(&'a self, target: &'a SessionId) -> PlaceFuture<'a>;
 }
+
+/// A boxed future of [`MemberHosts::place`].
+pub type PlaceFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<String>, JournalError>> + Send + 'a>>;
 
 impl TeamService {
     /// Accepts a Team message for a teammate this process hosts (the holder's side, see the
@@ -214,8 +229,8 @@ impl TeamService {
 
 /// Appends `item` to the inbox of the unhosted session `target` (see the module docs): takes
 /// its lease (opening it for writing), appends one `agent/inbox/spliced` inserting `item` at
-/// the end of the next-step list unless the log already holds its id, flushes and releases.
-/// Returns whether the log holds it now (`true` on success).
+/// the end of the `list` (next step: quiet mail; next turn: a wakeup) unless the log already
+/// holds its id, flushes and releases.
 ///
 /// # Errors
 /// `JOURNAL_LOCKED` when another process took the lease meanwhile (the mailbox asks the
@@ -224,6 +239,7 @@ pub(super) async fn append_unhosted(
     store: &Journal,
     target: &SessionId,
     item: UserMessage,
+    list: InboxTarget,
 ) -> Result<(), crate::error::RuntimeError> {
     let (writer, replay) = store.open(target)?;
     let result = async {
@@ -231,9 +247,13 @@ pub(super) async fn append_unhosted(
         if transcript.accepted(&item.id) {
             return Ok(());
         }
+        let start = match list {
+            InboxTarget::NextStep => transcript.next_step().len(),
+            InboxTarget::NextTurn => transcript.next_turn().len(),
+        };
         let splice = InboxSplice {
-            target: InboxTarget::NextStep,
-            start: transcript.next_step().len(),
+            target: list,
+            start,
             removed_count: 0,
             inserted: vec![item],
             outcome: None,

@@ -22,6 +22,7 @@ use troupe_team::{
 };
 
 use super::delivery::{DELIVER_VERSION, DeliverRequest, Handoff, MemberHosts, append_unhosted};
+use troupe_session::events::InboxTarget;
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::{Lifecycle, disposed};
 use super::op::{CallOrigin, LogError, TeamOpError};
@@ -427,7 +428,7 @@ async fn dispatch_once(
             }
             Handoff::Unhosted if message.delivery == Delivery::Quiet => {
                 if hosts.append_unhosted() {
-                    append_unhosted(journal.store(), target, item)
+                    append_unhosted(journal.store(), target, item, InboxTarget::NextStep)
                         .await
                         .map_err(DispatchFailure::delivery)?;
                     mark_delivered(journal, message)
@@ -466,6 +467,12 @@ async fn wake_inactive(
     let journal = parts.journal;
     let lead = journal.lead();
     let target = &message.target_id;
+    if let Some(hosts) = parts.hosts.filter(|h| h.append_unhosted())
+        && !parts.lifecycle.is_closed()
+        && place_wakeup(journal, hosts, message, item.clone()).await?
+    {
+        return Ok(true);
+    }
     let stored = journal
         .store()
         .read(target)
@@ -515,6 +522,57 @@ async fn wake_inactive(
         .await
         .map_err(DispatchFailure::delivery)?;
     acknowledge(journal, &agent, message).await
+}
+
+/// Places a woken unhosted teammate on a host elsewhere (`--placement workers`, DESIGN §7):
+/// its older pending quiet mail, then the wakeup, are appended to its log under a lease of
+/// this process (each acknowledged as it is durable; queue order kept, REFERENCE c.10 porting
+/// note), then a host is asked to run it. Returns `true` when a host runs it (the wakeup is
+/// acknowledged), `false` when none is eligible: the caller then wakes it here, finding the
+/// wakeup already in its log (no second copy).
+///
+/// What survives a crash: each append is whole or absent (decision 9) and de-duplicated by
+/// message id on the retry; a crash after the appends and before a host took it leaves the
+/// wakeup `queued` and held, which the next dispatch (or the resume's mailbox recovery)
+/// places or wakes without a second copy.
+async fn place_wakeup(
+    journal: &TeamJournal,
+    hosts: &dyn MemberHosts,
+    message: &MessageSnapshot,
+    item: troupe_protocol::UserMessage,
+) -> Result<bool, DispatchFailure> {
+    let target = &message.target_id;
+    let older: Vec<MessageSnapshot> = {
+        let state = journal.enter().await;
+        state
+            .pending_messages_for(target)
+            .filter(|m| m.delivery == Delivery::Quiet && state.queued_before(&m.id, &message.id))
+            .cloned()
+            .collect()
+    };
+    for m in older {
+        let quiet = delivered_user_message(journal.id(), &m);
+        append_unhosted(journal.store(), target, quiet, InboxTarget::NextStep)
+            .await
+            .map_err(DispatchFailure::delivery)?;
+        mark_delivered(journal, &m)
+            .await
+            .map_err(DispatchFailure::acknowledgement)?;
+    }
+    append_unhosted(journal.store(), target, item, InboxTarget::NextTurn)
+        .await
+        .map_err(DispatchFailure::delivery)?;
+    match hosts.place(target).await {
+        Ok(Some(host)) => {
+            tracing::info!(target = %target, host = %host, "teammate placed");
+            mark_delivered(journal, message)
+                .await
+                .map_err(DispatchFailure::acknowledgement)?;
+            Ok(true)
+        }
+        Ok(None) => Ok(false),
+        Err(e) => Err(DispatchFailure::delivery(e)),
+    }
 }
 
 /// Cold-resumes teammate `id` (its inbox stays parked) when it has pending quiet mail, and

@@ -48,7 +48,7 @@ mod tools;
 mod waiters;
 
 pub use delivery::{
-    DELIVER_VERSION, DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts,
+    DELIVER_VERSION, DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts, PlaceFuture,
     TEAM_MEMBER_NOT_HOSTED,
 };
 pub use journal::{feed_stream_fold, fold_team_log};
