@@ -1693,8 +1693,9 @@ impl Runtime {
         }
     }
 
-    /// Waits until `root` is idle and none of its descendants is resident (every child
-    /// settled). Other roots are not waited for.
+    /// Waits until `root` is idle, none of its descendants is resident (every child settled)
+    /// and no member of its Team is reported running in another process. Other roots are not
+    /// waited for.
     pub async fn wait_quiescent(&self, root: &Agent) {
         loop {
             let changed = self.inner.changed.notified();
@@ -1703,13 +1704,17 @@ impl Runtime {
                 let live = lock(&self.inner.live);
                 live.get(root.id()).is_some_and(|l| !l.owned.is_empty())
             };
-            if !descendants && root.status() == AgentStatus::Idle {
+            // Members of its Team running in other processes (hosted by workers) are waited
+            // for too; their hosts' reports are looked at again every 200 ms.
+            let elsewhere = self.inner.teams.running_elsewhere(root.id()) > 0;
+            if !descendants && !elsewhere && root.status() == AgentStatus::Idle {
                 return;
             }
             let mut status = root.subscribe_status();
             tokio::select! {
                 () = changed => {}
                 _ = status.changed() => {}
+                () = tokio::time::sleep(Duration::from_millis(200)), if elsewhere => {}
             }
         }
     }

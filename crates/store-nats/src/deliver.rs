@@ -26,6 +26,7 @@
 //! and append nothing (see `troupe_runtime::team`'s delivery docs for what survives a crash
 //! at each point).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::{Request, RequestErrorKind};
@@ -154,13 +155,26 @@ fn parse(nats: &NatsBackend, payload: &[u8]) -> Option<Result<DeliverRequest, De
     Some(Ok(request))
 }
 
+/// Where placement's warnings go (a worker skipped and why; none eligible).
+pub type Warnings = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// The serializer's side on a NATS store (see the module docs).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NatsMemberHosts {
     nats: NatsBackend,
     append_unhosted: bool,
     /// The Lead's workspace, when woken teammates are placed on workers.
     placement: Option<WorkspaceIdentity>,
+    warn: Warnings,
+}
+
+impl std::fmt::Debug for NatsMemberHosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsMemberHosts")
+            .field("append_unhosted", &self.append_unhosted)
+            .field("placement", &self.placement)
+            .finish_non_exhaustive()
+    }
 }
 
 impl NatsMemberHosts {
@@ -171,7 +185,15 @@ impl NatsMemberHosts {
             nats,
             append_unhosted,
             placement: None,
+            warn: Arc::new(|line: &str| tracing::warn!("{line}")),
         }
+    }
+
+    /// Sends placement's warnings (one line each) to `warn` instead of the log.
+    #[must_use]
+    pub fn with_warnings(mut self, warn: Warnings) -> Self {
+        self.warn = warn;
+        self
     }
 
     /// The hand-over of `--placement workers`: unhosted quiet mail is appended at once, and
@@ -184,6 +206,7 @@ impl NatsMemberHosts {
             nats,
             append_unhosted: true,
             placement: Some(lead),
+            warn: Arc::new(|line: &str| tracing::warn!("{line}")),
         }
     }
 
@@ -198,11 +221,11 @@ impl NatsMemberHosts {
         let timeout = self.nats.options().request_timeout;
         for worker in workers {
             if let Some(why) = worker.workspace.mismatch(lead) {
-                tracing::warn!("troupe: worker {} skipped for {target}: {why}", worker.name);
+                (self.warn)(&format!("worker {} skipped for {target}: {why}", worker.name));
                 continue;
             }
             if worker.free == 0 {
-                tracing::warn!("troupe: worker {} skipped for {target}: no free slot", worker.name);
+                (self.warn)(&format!("worker {} skipped for {target}: no free slot", worker.name));
                 continue;
             }
             let request = HostRequest {
@@ -225,16 +248,21 @@ impl NatsMemberHosts {
                 });
             match answer {
                 Ok(answer) if answer.ok => return Ok(Some(worker.name)),
-                Ok(answer) => tracing::warn!(
-                    "troupe: worker {} refused {target}: {}: {}",
+                Ok(answer) => (self.warn)(&format!(
+                    "worker {} refused {target}: {}: {}",
                     worker.name,
                     answer.code.unwrap_or_default(),
                     answer.message.unwrap_or_default()
-                ),
-                Err(e) => tracing::warn!("troupe: worker {} did not answer for {target}: {e}", worker.name),
+                )),
+                Err(e) => (self.warn)(&format!(
+                    "worker {} did not answer for {target}: {e}",
+                    worker.name
+                )),
             }
         }
-        tracing::warn!("troupe: no worker can host {target}: it runs in the Lead's process");
+        (self.warn)(&format!(
+            "no worker can host {target}: it runs in the Lead's process"
+        ));
         Ok(None)
     }
 

@@ -114,7 +114,7 @@ use troupe_protocol::{Event, SessionHeader, SessionId};
 
 pub use conn::parse_url;
 pub use lease::HeldLease;
-pub use deliver::{DeliveryServer, NatsMemberHosts};
+pub use deliver::{DeliveryServer, NatsMemberHosts, Warnings};
 pub use status::{StatusListener, StatusPublisher};
 pub use teamsvc::{LinkOptions, NatsTeamLink, TeamOpServer};
 pub use workers::{

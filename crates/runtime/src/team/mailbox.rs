@@ -565,6 +565,7 @@ async fn place_wakeup(
     match hosts.place(target).await {
         Ok(Some(host)) => {
             tracing::info!(target = %target, host = %host, "teammate placed");
+            super::status::placed(journal, target, &host);
             mark_delivered(journal, message)
                 .await
                 .map_err(DispatchFailure::acknowledgement)?;

@@ -19,6 +19,7 @@ use troupe_team::{
     js_trim,
 };
 
+use super::delivery::MemberHosts;
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::Lifecycle;
 use super::mailbox::{Dispatcher, deliver_pending_quiet};
@@ -164,6 +165,7 @@ pub(super) async fn spawn(
     journal: &TeamJournal,
     lifecycle: &Lifecycle,
     control: &dyn ChildControl,
+    hosts: Option<&dyn MemberHosts>,
     call: SpawnCall<'_>,
 ) -> Result<MemberView, TeamOpError> {
     let _in_flight = lifecycle.creation();
@@ -175,7 +177,7 @@ pub(super) async fn spawn(
     {
         return Err(RuntimeError::Cancelled("teammate creation was cancelled".into()).into());
     }
-    let result = spawn_admitted(journal, lifecycle, control, call).await;
+    let result = spawn_admitted(journal, lifecycle, control, hosts, call).await;
     if let Err(e) = &result
         && lifecycle.is_closed()
         && e.code() != "TEAM_DISPOSED"
@@ -192,6 +194,7 @@ async fn spawn_admitted(
     journal: &TeamJournal,
     lifecycle: &Lifecycle,
     control: &dyn ChildControl,
+    hosts: Option<&dyn MemberHosts>,
     call: SpawnCall<'_>,
 ) -> Result<MemberView, TeamOpError> {
     // The caller's signal or the Team's closing stops the creation (REFERENCE c.8 step 3:
@@ -222,7 +225,15 @@ async fn spawn_admitted(
                 cancel: Some(stop.clone()),
                 workspace: member.worktree.as_ref().map(|w| PathBuf::from(&w.path)),
             };
-            match control.start(journal.lead(), spec).await {
+            // `--placement workers` (DESIGN §7): a fresh teammate's log is created whole with
+            // its prompt waiting (as a creation a crash cut is carried out), then it is placed
+            // on a worker, else woken here. A fork starts here (its seed is the Lead's).
+            let placing = hosts.filter(|h| h.append_unhosted() && provider == ChildProvider::Spawn);
+            let started = match placing {
+                Some(hosts) => start_placed(journal, control, hosts, &child_id, spec).await,
+                None => control.start(journal.lead(), spec).await.map(|_| ()),
+            };
+            match started {
                 // Stopped by the Team's closing (not by the caller): the creation was
                 // disposed.
                 Err(RuntimeError::Cancelled(_)) if lifecycle.is_closed() => {
@@ -266,6 +277,38 @@ async fn spawn_admitted(
                 &snapshot,
                 live_agent(journal, control, &child_id).as_ref(),
             ))
+        }
+    }
+}
+
+/// Starts the fresh teammate `child_id` of `spec` through placement: its log is created with
+/// the prompt waiting in its inbox (nothing runs yet), then a host elsewhere is asked to run
+/// it; when none can, it is woken in this process (its waiting prompt runs). What survives a
+/// crash: the log whole with its prompt, or nothing (decision 9); a crash before a host runs
+/// it leaves a teammate whose prompt waits, which the Team's recovery continues.
+///
+/// # Errors
+/// The log's creation or the local wake's error.
+async fn start_placed(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    hosts: &dyn MemberHosts,
+    child_id: &SessionId,
+    spec: ChildSpec,
+) -> Result<(), RuntimeError> {
+    control
+        .recreate(journal.lead(), child_id, spec, Vec::new(), false)
+        .await?;
+    match hosts.place(child_id).await {
+        Ok(Some(host)) => {
+            tracing::info!(teammate = %child_id, host = %host, "teammate placed");
+            super::status::placed(journal, child_id, &host);
+            Ok(())
+        }
+        Ok(None) => control.wake(journal.lead(), child_id).await.map(|_| ()),
+        Err(e) => {
+            tracing::warn!(teammate = %child_id, error = %e, "placement failed; running it here");
+            control.wake(journal.lead(), child_id).await.map(|_| ())
         }
     }
 }
@@ -608,7 +651,6 @@ pub(super) async fn continue_teammates(
     journal: &TeamJournal,
     lifecycle: &Lifecycle,
     control: &dyn ChildControl,
-    hosts: Option<&dyn super::delivery::MemberHosts>,
 ) {
     let (members, wakeups): (Vec<SessionId>, HashSet<MessageId>) = {
         let state = journal.enter().await;
@@ -663,7 +705,7 @@ pub(super) async fn continue_teammates(
                 journal,
                 lifecycle,
                 control,
-                hosts,
+                hosts: None,
             };
             deliver_pending_quiet(parts, &id).await;
         }

@@ -415,7 +415,15 @@ impl TeamService {
 
     async fn spawn_call(&self, call: SpawnCall<'_>) -> Result<MemberView, TeamOpError> {
         let team = self.resolve(call.agent)?;
-        roster::spawn(&team.journal, &team.lifecycle, self.control.as_ref(), call).await
+        let hosts = self.hosts();
+        roster::spawn(
+            &team.journal,
+            &team.lifecycle,
+            self.control.as_ref(),
+            hosts,
+            call,
+        )
+        .await
     }
 
     /// `send_message` (quiet) / `followup_task` (wakeup) (REFERENCE c.10.1): the message is
@@ -751,6 +759,6 @@ impl TeamService {
         team.mailbox
             .recover(team.dispatcher(control, self.hosts()))
             .await;
-        roster::continue_teammates(&team.journal, &team.lifecycle, control, self.hosts()).await;
+        roster::continue_teammates(&team.journal, &team.lifecycle, control).await;
     }
 }

@@ -69,7 +69,40 @@ pub(super) fn live_elsewhere(journal: &TeamJournal, id: &SessionId) -> Option<Li
         .map(|e| e.live.clone())
 }
 
+/// How long a placement's own record holds before its host's first report replaces it.
+const PLACED_HOLDS: Duration = Duration::from_secs(10);
+
+/// Records that `member` was just placed on `host` and runs there (its host's own reports,
+/// which may come later, replace the record).
+pub(super) fn placed(journal: &TeamJournal, member: &SessionId, host: &str) {
+    lock(journal.elsewhere()).insert(
+        member.clone(),
+        Elsewhere {
+            host: host.to_owned(),
+            live: LiveAgent {
+                status: troupe_team::LiveStatus::Running,
+                model: None,
+            },
+            until: Instant::now() + PLACED_HOLDS,
+        },
+    );
+    journal.edge();
+}
+
 impl TeamService {
+    /// How many members of `lead`'s Team run in other processes now, as their hosts report
+    /// them (reports that hold): a run waits for them before it ends.
+    pub fn running_elsewhere(&self, lead: &SessionId) -> usize {
+        let Some(team) = self.team(lead) else {
+            return 0;
+        };
+        let now = Instant::now();
+        lock(team.journal().elsewhere())
+            .values()
+            .filter(|e| now < e.until && e.live.status == troupe_team::LiveStatus::Running)
+            .count()
+    }
+
     /// Records a member's status reported by its host in another process (see the module
     /// docs) and bumps the Team's change edge when it changed. Returns whether the report was
     /// taken: `false` when no Team of `edge.team` runs here, the member is not on its roster,
