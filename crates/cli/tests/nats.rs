@@ -1821,3 +1821,176 @@ fn a_running_team_on_nats_serves_the_team_tools_of_a_teammate_hosted_elsewhere()
     assert_eq!(links, ["remote-1", "remote-2"]);
     s.ok(&["team", "verify", lead.as_str()]);
 }
+
+/// `troupe worker --name NAME --workspace DIR` on the setup's store, its stderr in a file of
+/// the setup (returned: read it with [`std::fs::read_to_string`]).
+fn start_worker(s: &Setup, name: &str, workspace: &Path) -> (Running, PathBuf) {
+    let log = s.path(&format!("{name}.stderr"));
+    let file = std::fs::File::create(&log).unwrap();
+    let mut cmd = bin();
+    cmd.env("TROUPE_LEASE_TTL", format!("{}s", s.lease_ttl.as_secs()))
+        .arg("--home")
+        .arg(s.path(&format!("home-{name}")))
+        .arg("--store")
+        .arg(s.url())
+        .args(["worker", "--name", name, "--workspace"])
+        .arg(workspace)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(file));
+    let worker = Running(cmd.spawn().unwrap());
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log).unwrap().contains("serving") {
+        assert!(start.elapsed() < DEADLINE, "worker {name} never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (worker, log)
+}
+
+/// Issue 14 items 2–3: `troupe run --placement workers` places its teammate on the live
+/// `troupe worker` whose workspace is the Lead's (the other worker, in another directory, is
+/// skipped with the reason on stderr); the teammate runs there, its Team call reaches the
+/// Lead's serializer, the run ends once it settled, and `team verify` passes. SIGTERM then
+/// parks the worker (exit 0) and frees its name.
+#[test]
+fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    let elsewhere = s.path("other");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                call("wait_agent", json!({"timeout_ms": 120000})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("team_task_create", json!({"subject": "from the worker", "description": "d"})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let (mut w1, w1_log) = start_worker(&s, "w1", &workspace);
+    let (_w2, w2_log) = start_worker(&s, "w2", &elsewhere);
+    let out = s
+        .troupe(&["run", "--team", "--placement", "workers", "--workspace"])
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("fix it")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(text(&out.stdout).trim(), "lead done");
+    let lead = session_of(&stderr);
+    assert!(
+        stderr.contains("troupe: warning: worker w2 skipped for")
+            && stderr.contains("is not the Lead's"),
+        "{stderr}"
+    );
+    let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+    let alpha = shown["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "alpha")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let hosted = std::fs::read_to_string(&w1_log).unwrap();
+    assert!(
+        hosted.contains(&format!("troupe worker w1: hosting alpha ({alpha})")),
+        "{hosted}"
+    );
+    assert!(
+        !std::fs::read_to_string(&w2_log).unwrap().contains("hosting"),
+        "w2 hosted nothing"
+    );
+    let tasks = shown["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{shown}");
+    assert_eq!(tasks[0]["subject"], "from the worker");
+    // alpha's log: its answer, written by the worker.
+    assert!(
+        s.log(&alpha)
+            .iter()
+            .any(|e| e.to_string().contains("alpha done")),
+        "alpha answered"
+    );
+    s.ok(&["team", "verify", &lead]);
+    // SIGTERM: the worker parks and exits 0; its name is free again at once.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&w1.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut w1).success());
+    assert!(
+        std::fs::read_to_string(&w1_log)
+            .unwrap()
+            .contains("stopping: parking its members")
+    );
+    let (_again, _) = start_worker(&s, "w1", &workspace);
+}
+
+/// `troupe worker`'s bad input (issue 14): no NATS store, `--slots 0`, a name a live worker
+/// has — each a one-line error, exit 2.
+#[test]
+fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let refused = |out: Output, says: &str| {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    };
+    refused(
+        bin()
+            .arg("--home")
+            .arg(s.home())
+            .args(["worker", "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "troupe worker needs a NATS store",
+    );
+    refused(
+        s.troupe(&["worker", "--slots", "0", "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "--slots",
+    );
+    let (_w1, _) = start_worker(&s, "w1", &workspace);
+    refused(
+        s.troupe(&["worker", "--name", "w1", "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "a live worker is already registered as w1",
+    );
+    let script = s.path("lead.json");
+    std::fs::write(&script, json!({"agents": {"lead": [{"text": "done"}]}}).to_string()).unwrap();
+    refused(
+        bin()
+            .arg("--home")
+            .arg(s.home())
+            .args(["run", "--team", "--placement", "workers", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("x")
+            .output()
+            .unwrap(),
+        "--placement workers needs a NATS store",
+    );
+}

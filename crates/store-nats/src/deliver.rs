@@ -219,15 +219,20 @@ impl NatsMemberHosts {
             .map_err(|e| self.io(format!("the workers could not be listed: {e}")))?;
         workers.sort_by(|a, b| b.free.cmp(&a.free).then_with(|| a.name.cmp(&b.name)));
         let timeout = self.nats.options().request_timeout;
-        for worker in workers {
-            if let Some(why) = worker.workspace.mismatch(lead) {
+        // Every ineligible worker is named with its reason, then the eligible ones are asked.
+        let eligible: Vec<_> = workers
+            .into_iter()
+            .filter(|worker| {
+                let why = match worker.workspace.mismatch(lead) {
+                    Some(why) => why,
+                    None if worker.free == 0 => "no free slot".to_owned(),
+                    None => return true,
+                };
                 (self.warn)(&format!("worker {} skipped for {target}: {why}", worker.name));
-                continue;
-            }
-            if worker.free == 0 {
-                (self.warn)(&format!("worker {} skipped for {target}: no free slot", worker.name));
-                continue;
-            }
+                false
+            })
+            .collect();
+        for worker in eligible {
             let request = HostRequest {
                 version: WORKER_VERSION,
                 session: target.clone(),
