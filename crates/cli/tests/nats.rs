@@ -1994,3 +1994,102 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
         "--placement workers needs a NATS store",
     );
 }
+
+/// `team show --json` with what differs between two runs of one script left out: session
+/// and message ids (numbered in order of appearance), times, log positions (`seq`: the
+/// members' logs interleave differently) and model paths (the script is under each home).
+fn show_shape(view: &Value) -> String {
+    fn strip(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "time" | "seq" | "model"))
+                    .map(|(k, v)| (k.clone(), strip(v)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(strip).collect()),
+            other => other.clone(),
+        }
+    }
+    let text = serde_json::to_string_pretty(&strip(view)).unwrap();
+    let mut ids: Vec<String> = Vec::new();
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    // A UUID: 36 characters, hex digits and dashes at 8-4-4-4-12.
+    let is_uuid = |s: &str| {
+        s.len() >= 36
+            && s[..36].char_indices().all(|(i, c)| {
+                if [8, 13, 18, 23].contains(&i) {
+                    c == '-'
+                } else {
+                    c.is_ascii_hexdigit()
+                }
+            })
+    };
+    while !rest.is_empty() {
+        if is_uuid(rest) {
+            let id = rest[..36].to_owned();
+            let n = ids.iter().position(|i| *i == id).unwrap_or_else(|| {
+                ids.push(id);
+                ids.len() - 1
+            });
+            out.push_str(&format!("<id{n}>"));
+            rest = &rest[36..];
+        } else {
+            let c = rest.chars().next().unwrap();
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// Issue 14 item 5, the end-to-end test: two `troupe worker`s and `troupe demo --placement
+/// workers` — every teammate hosted by a worker (their stderr names each one they host), the
+/// same end state as the local demo (`team show --json` equal up to ids,
+/// times and log positions), `team verify` passes, the project's tests pass, every message
+/// delivered exactly once.
+#[test]
+fn the_demo_with_two_workers_ends_as_the_local_demo_with_every_teammate_on_a_worker() {
+    let Some(s) = Setup::single() else { return };
+    // The local demo on the files of another home (the NATS store shows what the files show).
+    let files = s.path("files");
+    let local = s.path("local");
+    let out = on_files(&files, &["demo", "--workspace", local.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let local_lead = session_of(&text(&out.stderr));
+    let workspace = s.path("placed");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_wa, wa_log) = start_worker(&s, "wa", &workspace);
+    let (_wb, wb_log) = start_worker(&s, "wb", &workspace);
+    let out = s.run(&[
+        "demo",
+        "--placement",
+        "workers",
+        "--workspace",
+        workspace.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lead = session_of(&stderr);
+    assert_demo_done_once(&s, &workspace, &lead);
+    let view: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+    let local_view: Value =
+        serde_json::from_str(&files_ok(&files, &["team", "show", &local_lead, "--json"])).unwrap();
+    assert_eq!(show_shape(&view), show_shape(&local_view));
+    let hosted = format!(
+        "{}{}",
+        std::fs::read_to_string(&wa_log).unwrap(),
+        std::fs::read_to_string(&wb_log).unwrap()
+    );
+    for member in view["members"].as_array().unwrap() {
+        if member["role"] == "teammate" {
+            let line = format!(
+                "hosting {} ({})",
+                member["name"].as_str().unwrap(),
+                member["id"].as_str().unwrap()
+            );
+            assert!(hosted.contains(&line), "{line} not in {hosted}");
+        }
+    }
+}

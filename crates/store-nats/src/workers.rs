@@ -256,13 +256,16 @@ pub async fn live_workers(nats: &NatsBackend) -> Result<Vec<WorkerRecord>, Strin
     Ok(workers)
 }
 
-/// A worker's registration, renewed in the background every TTL/3 with its current record
+/// A worker's registration, renewed in the background every TTL/3 (and at once when its free
+/// slots change) with its current record
 /// until [`WorkerRegistration::deregister`] (or drop: then the entry expires after the TTL).
 #[derive(Debug)]
 pub struct WorkerRegistration {
     store: kv::Store,
     name: String,
     state: Arc<Mutex<(WorkerRecord, u64)>>,
+    /// Wakes the renewer at once (the free slots changed).
+    now: Arc<tokio::sync::Notify>,
     renewer: tokio::task::JoinHandle<()>,
 }
 
@@ -301,23 +304,34 @@ impl WorkerRegistration {
         };
         let name = record.name.clone();
         let state = Arc::new(Mutex::new((record, revision)));
+        let now = Arc::new(tokio::sync::Notify::new());
         let renewer = tokio::spawn(renew(
             store.clone(),
             name.clone(),
             Arc::clone(&state),
+            Arc::clone(&now),
             nats.lease_ttl(),
         ));
         Ok(Self {
             store,
             name,
             state,
+            now,
             renewer,
         })
     }
 
-    /// Sets the free slots reported from the next renewal on.
+    /// Sets the free slots and renews the entry with them at once (in the background).
     pub fn set_free(&self, free: u32) {
-        lock(&self.state).0.free = free;
+        let changed = {
+            let mut state = lock(&self.state);
+            let changed = state.0.free != free;
+            state.0.free = free;
+            changed
+        };
+        if changed {
+            self.now.notify_one();
+        }
     }
 
     /// Stops renewing and deletes the entry (best effort: else it expires after the TTL).
@@ -344,11 +358,15 @@ async fn renew(
     store: kv::Store,
     name: String,
     state: Arc<Mutex<(WorkerRecord, u64)>>,
+    now: Arc<tokio::sync::Notify>,
     ttl: Duration,
 ) {
     let period = (ttl / 3).max(Duration::from_millis(100));
     loop {
-        tokio::time::sleep(period).await;
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            () = now.notified() => {}
+        }
         let (record, revision) = lock(&state).clone();
         let Ok(value) = serde_json::to_vec(&record) else {
             continue;

@@ -457,7 +457,7 @@ pub(super) fn validate_resume(
 /// How a validated run goes: what [`work_config`] takes besides the home, the workspace and
 /// the model.
 /// `--placement`: `workers` needs a NATS store (bad input otherwise).
-fn placement_of(
+pub(crate) fn placement_of(
     args: &super::flags::PlacementArgs,
     home: &Home<'_>,
 ) -> Result<super::flags::Placement, Failure> {
