@@ -21,15 +21,13 @@ use anyhow::{Context, anyhow};
 use futures_util::StreamExt;
 use tokio::signal::unix::{SignalKind, signal};
 use troupe_llm::{
-    ClientOptions, LlmError, ModelProvider, ModelSpec, ModelSpecExt, ProviderFactory,
-    ProviderKind,
+    ClientOptions, LlmError, ModelProvider, ModelSpec, ModelSpecExt, ProviderFactory, ProviderKind,
 };
 use troupe_protocol::{ErrorCode, SessionId, sync::lock};
 use troupe_runtime::{ChunkPolicy, ModelSource, Runtime, RuntimeOptions};
 use troupe_store_nats::{
-    DeliveryServer, HostAnswer, HostRequest, LinkOptions, NatsBackend, NatsTeamLink,
-    RegisterError, StatusPublisher, WORKER_VERSION, WorkerRecord, WorkerRegistration,
-    WorkspaceIdentity,
+    DeliveryServer, HostAnswer, HostRequest, LinkOptions, NatsBackend, NatsTeamLink, RegisterError,
+    StatusPublisher, WORKER_VERSION, WorkerRecord, WorkerRegistration, WorkspaceIdentity,
 };
 use troupe_tools::ToolLimits;
 
@@ -284,6 +282,5 @@ async fn serve(
     publisher.stop().await;
     delivery.stop().await;
     registration.deregister().await;
-    shutdown
-        .map_err(|e| Failure::work(anyhow!("parking the hosted teammates: {e}")))
+    shutdown.map_err(|e| Failure::work(anyhow!("parking the hosted teammates: {e}")))
 }

@@ -1848,9 +1848,10 @@ fn start_worker(s: &Setup, name: &str, workspace: &Path) -> (Running, PathBuf) {
 
 /// Issue 14 items 2–3: `troupe run --placement workers` places its teammate on the live
 /// `troupe worker` whose workspace is the Lead's (the other worker, in another directory, is
-/// skipped with the reason on stderr); the teammate runs there, its Team call reaches the
-/// Lead's serializer, the run ends once it settled, and `team verify` passes. SIGTERM then
-/// parks the worker (exit 0) and frees its name.
+/// skipped with the reason on stderr); the teammate runs there — `team show` naming its host
+/// `w1` and the Lead's `local` meanwhile —, its Team call reaches the Lead's serializer, the
+/// run ends once it settled (not before), and `team verify` passes. SIGTERM then parks the
+/// worker (exit 0) and frees its name.
 #[test]
 fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
     let Some(s) = Setup::single() else { return };
@@ -1869,6 +1870,7 @@ fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
                 {"text": "lead done"},
             ],
             "alpha": [
+                call("bash", json!({"command": "while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
                 call("team_task_create", json!({"subject": "from the worker", "description": "d"})),
                 {"text": "alpha done"},
             ],
@@ -1878,18 +1880,57 @@ fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
     .unwrap();
     let (mut w1, w1_log) = start_worker(&s, "w1", &workspace);
     let (_w2, w2_log) = start_worker(&s, "w2", &elsewhere);
-    let out = s
-        .troupe(&["run", "--team", "--placement", "workers", "--workspace"])
-        .arg(&workspace)
-        .arg("--model")
-        .arg(format!("script:{}", script.display()))
-        .arg("fix it")
-        .output()
-        .unwrap();
-    let stderr = text(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert_eq!(text(&out.stdout).trim(), "lead done");
-    let lead = session_of(&stderr);
+    let run_err = s.path("run.stderr");
+    let mut run = Running(
+        s.troupe(&["run", "--team", "--placement", "workers", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("fix it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&run_err).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    // While alpha runs on w1, `team show` names each live member's host.
+    let start = Instant::now();
+    let (lead, shown) = loop {
+        assert!(start.elapsed() < DEADLINE, "alpha was never shown on w1");
+        std::thread::sleep(Duration::from_millis(100));
+        let Ok(err) = std::fs::read_to_string(&run_err) else {
+            continue;
+        };
+        let Some(line) = err.lines().find(|l| l.starts_with("session ")) else {
+            continue;
+        };
+        let lead = line.split_whitespace().nth(1).unwrap().to_owned();
+        let out = s.run(&["team", "show", &lead, "--json"]);
+        if !out.status.success() {
+            continue;
+        }
+        let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let on_w1 = shown["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "alpha" && m["host"] == "w1");
+        if on_w1 {
+            break (lead, shown);
+        }
+    };
+    let lead_row = &shown["members"][0];
+    assert_eq!(lead_row["host"], "local", "{shown}");
+    let table = s.ok(&["team", "show", &lead]);
+    assert!(table.contains("HOST"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.trim_start().starts_with("alpha") && l.contains(" w1 ")),
+        "{table}"
+    );
+    std::fs::write(workspace.join("go"), "").unwrap();
+    assert!(wait_exit(&mut run).success());
+    let stderr = std::fs::read_to_string(&run_err).unwrap();
     assert!(
         stderr.contains("troupe: warning: worker w2 skipped for")
             && stderr.contains("is not the Lead's"),
@@ -1911,7 +1952,9 @@ fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
         "{hosted}"
     );
     assert!(
-        !std::fs::read_to_string(&w2_log).unwrap().contains("hosting"),
+        !std::fs::read_to_string(&w2_log)
+            .unwrap()
+            .contains("hosting"),
         "w2 hosted nothing"
     );
     let tasks = shown["tasks"].as_array().unwrap();
@@ -1979,7 +2022,11 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
         "a live worker is already registered as w1",
     );
     let script = s.path("lead.json");
-    std::fs::write(&script, json!({"agents": {"lead": [{"text": "done"}]}}).to_string()).unwrap();
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [{"text": "done"}]}}).to_string(),
+    )
+    .unwrap();
     refused(
         bin()
             .arg("--home")

@@ -34,8 +34,8 @@ use futures_util::StreamExt;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use troupe_journal::JournalError;
-use troupe_runtime::Runtime;
 use troupe_protocol::SessionId;
+use troupe_runtime::Runtime;
 use troupe_runtime::team::{
     DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts, PlaceFuture,
     TEAM_MEMBER_NOT_HOSTED,
@@ -228,7 +228,10 @@ impl NatsMemberHosts {
                     None if worker.free == 0 => "no free slot".to_owned(),
                     None => return true,
                 };
-                (self.warn)(&format!("worker {} skipped for {target}: {why}", worker.name));
+                (self.warn)(&format!(
+                    "worker {} skipped for {target}: {why}",
+                    worker.name
+                ));
                 false
             })
             .collect();
@@ -306,19 +309,22 @@ impl NatsMemberHosts {
                     .payload(payload.into())
                     .timeout(Some(timeout));
                 match client.send_request(subject.clone(), asked).await {
-                    Ok(message) => match serde_json::from_slice::<DeliverAnswer>(&message.payload)
-                    {
-                        Ok(answer) if answer.ok => return Ok(Handoff::Held),
-                        Ok(answer) => {
-                            let code = answer.code.unwrap_or_default();
-                            let message = answer.message.unwrap_or_default();
-                            if code != TEAM_MEMBER_NOT_HOSTED {
-                                return Err(self.io(format!("the holder refused: {code}: {message}")));
+                    Ok(message) => {
+                        match serde_json::from_slice::<DeliverAnswer>(&message.payload) {
+                            Ok(answer) if answer.ok => return Ok(Handoff::Held),
+                            Ok(answer) => {
+                                let code = answer.code.unwrap_or_default();
+                                let message = answer.message.unwrap_or_default();
+                                if code != TEAM_MEMBER_NOT_HOSTED {
+                                    return Err(
+                                        self.io(format!("the holder refused: {code}: {message}"))
+                                    );
+                                }
+                                last = format!("{code}: {message}");
                             }
-                            last = format!("{code}: {message}");
+                            Err(e) => last = format!("an answer that does not parse: {e}"),
                         }
-                        Err(e) => last = format!("an answer that does not parse: {e}"),
-                    },
+                    }
                     Err(e) if e.kind() == RequestErrorKind::NoResponders => {
                         last = "no process serves deliveries".to_owned();
                     }

@@ -113,8 +113,8 @@ use troupe_journal::{
 use troupe_protocol::{Event, SessionHeader, SessionId};
 
 pub use conn::parse_url;
-pub use lease::HeldLease;
 pub use deliver::{DeliveryServer, NatsMemberHosts, Warnings};
+pub use lease::HeldLease;
 pub use status::{StatusListener, StatusPublisher};
 pub use teamsvc::{LinkOptions, NatsTeamLink, TeamOpServer};
 pub use workers::{

@@ -274,10 +274,7 @@ impl WorkerRegistration {
     ///
     /// # Errors
     /// [`RegisterError::NameTaken`] when a live worker has the name; [`RegisterError::Io`].
-    pub async fn register(
-        nats: &NatsBackend,
-        record: WorkerRecord,
-    ) -> Result<Self, RegisterError> {
+    pub async fn register(nats: &NatsBackend, record: WorkerRecord) -> Result<Self, RegisterError> {
         let io = |reason: String| RegisterError::Io {
             url: nats.url().to_owned(),
             reason,

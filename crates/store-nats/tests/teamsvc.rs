@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use troupe_journal::Journal;
@@ -16,7 +17,6 @@ use troupe_llm::{
     ModelSpec, ProviderKind, StreamObserver, Usage,
 };
 use troupe_protocol::{Event, SessionId, SystemClock, event_types as ty};
-use futures_util::StreamExt;
 use troupe_runtime::team::{
     CallerLease, DeliverRequest, RemoteTeam, TEAM_CALL_VERSION, TeamCallAnswer, TeamCallRequest,
 };
@@ -1013,7 +1013,10 @@ async fn a_delivery_whose_answer_is_lost_is_delivered_once_by_the_retry() {
     assert!(accepted);
     assert_eq!(copies(&a, &worker, &third), 1);
     assert_eq!(delivered(&a, lead.id(), &third), 1);
-    assert!(a.nats.held_lease(&worker).is_none(), "the lease was released");
+    assert!(
+        a.nats.held_lease(&worker).is_none(),
+        "the lease was released"
+    );
     assert!(a.nats.current_lease(&worker).await.unwrap().is_none());
     a.runtime.shutdown().await.unwrap();
 }
@@ -1082,7 +1085,10 @@ async fn a_teammate_settling_in_another_process_wakes_the_leads_wait_agent() {
     assert!(accepted);
     let deadline = Instant::now() + Duration::from_secs(60);
     while status_seen(&a, &lead).await != MemberStatus::Running {
-        assert!(Instant::now() < deadline, "the Lead never saw the worker run");
+        assert!(
+            Instant::now() < deadline,
+            "the Lead never saw the worker run"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(
@@ -1097,10 +1103,7 @@ async fn a_teammate_settling_in_another_process_wakes_the_leads_wait_agent() {
     // The wait registers at its first poll; the worker's turn is then ended in its host.
     let (waited, ()) = tokio::join!(wait(600_000), async {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        hosted
-            .cancel(json!({"kind": "test"}), true)
-            .await
-            .unwrap();
+        hosted.cancel(json!({"kind": "test"}), true).await.unwrap();
     });
     assert!(
         matches!(

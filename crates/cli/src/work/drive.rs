@@ -127,9 +127,11 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
                 let lead = troupe_store_nats::WorkspaceIdentity::of(&config.workspace)
                     .with_context(|| format!("workspace {}", config.workspace.display()))
                     .map_err(Failure::work)?;
-                NatsMemberHosts::placing(nats.clone(), lead).with_warnings(Arc::new(|line: &str| {
-                    crate::output::eprint_line!("troupe: warning: {line}");
-                }))
+                NatsMemberHosts::placing(nats.clone(), lead).with_warnings(Arc::new(
+                    |line: &str| {
+                        crate::output::eprint_line!("troupe: warning: {line}");
+                    },
+                ))
             }
         };
         runtime.teams().set_member_hosts(Arc::new(hosts));

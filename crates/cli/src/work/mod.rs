@@ -23,11 +23,11 @@ use troupe_tools::SandboxPolicy;
 
 pub(crate) use config::ResumedFraming;
 pub(crate) use config::check_workspace;
+pub(crate) use config::placement_of;
 pub(crate) use flags::{
     ApprovalArgs, BudgetArgs, InstructionArgs, ModelArgs, PaceArgs, PlacementArgs, ResumeFlags,
     RunFlags, SandboxArgs, StallArgs, TeamLimitArgs, WorktreeArgs, settings_flags,
 };
-pub(crate) use config::placement_of;
 
 use crate::exit::Failure;
 use crate::framing::Framing;

@@ -179,17 +179,20 @@ impl TeamService {
         }
         let source = &request.item.source;
         let from_team = source.kind == troupe_team::TEAM_MESSAGE_SOURCE_KIND
-            && source.extra.get("teamId").and_then(serde_json::Value::as_str)
+            && source
+                .extra
+                .get("teamId")
+                .and_then(serde_json::Value::as_str)
                 == Some(request.team.as_str())
-            && source.extra.get("messageId").and_then(serde_json::Value::as_str)
+            && source
+                .extra
+                .get("messageId")
+                .and_then(serde_json::Value::as_str)
                 == Some(request.item.id.as_str());
         if !from_team {
             return DeliverAnswer::failed(
                 "INVALID_ARGUMENTS",
-                format!(
-                    "Error: the item is not a message of Team {}",
-                    request.team
-                ),
+                format!("Error: the item is not a message of Team {}", request.team),
             );
         }
         let Some(agent) = self.resident(&request.target) else {
@@ -221,7 +224,10 @@ impl TeamService {
         } else {
             DeliverAnswer::failed(
                 TEAM_MEMBER_NOT_HOSTED,
-                format!("Error: {} settled before it took the message", request.target),
+                format!(
+                    "Error: {} settled before it took the message",
+                    request.target
+                ),
             )
         }
     }

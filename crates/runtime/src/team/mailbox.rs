@@ -22,13 +22,13 @@ use troupe_team::{
 };
 
 use super::delivery::{DELIVER_VERSION, DeliverRequest, Handoff, MemberHosts, append_unhosted};
-use troupe_session::events::InboxTarget;
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::{Lifecycle, disposed};
 use super::op::{CallOrigin, LogError, TeamOpError};
 use crate::agent::Agent;
 use crate::control::ChildControl;
 use crate::error::RuntimeError;
+use troupe_session::events::InboxTarget;
 
 /// How many times a dispatch that failed on an error of the store that may pass (an I/O error
 /// reading or reaching it: `STORE_IO`, `STORE_UNREACHABLE`, `JOURNAL_IO`) is tried again, the

@@ -48,8 +48,8 @@ mod tools;
 mod waiters;
 
 pub use delivery::{
-    DELIVER_VERSION, DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts, PlaceFuture,
-    TEAM_MEMBER_NOT_HOSTED,
+    DELIVER_VERSION, DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts,
+    PlaceFuture, TEAM_MEMBER_NOT_HOSTED,
 };
 pub use journal::{feed_stream_fold, fold_team_log};
 pub use op::{
@@ -62,6 +62,6 @@ pub use remote::{
 };
 pub use schema::{TEAM_TOOL_NAMES, TeamToolName, listed_member_schema};
 pub use service::{Team, TeamService};
-pub use status::{STATUS_VERSION, StatusEdge};
 pub(crate) use stall::last_event_time;
+pub use status::{STATUS_VERSION, StatusEdge};
 pub(crate) use tools::team_tools;
