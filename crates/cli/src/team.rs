@@ -526,10 +526,7 @@ fn show(home: &Home<'_>, session: &str, flags: ShowFlags) -> Result<(), Failure>
         // Each live member's host (absent for a member no process holds).
         if let Some(members) = value["members"].as_array_mut() {
             for member in members {
-                let host = member["id"]
-                    .as_str()
-                    .and_then(|id| hosts.get(id))
-                    .cloned();
+                let host = member["id"].as_str().and_then(|id| hosts.get(id)).cloned();
                 if let (Some(host), Some(object)) = (host, member.as_object_mut()) {
                     object.insert("host".to_owned(), serde_json::Value::String(host));
                 }
@@ -622,11 +619,7 @@ fn status_text(status: MemberStatus) -> &'static str {
 
 /// The readable form of `troupe team show`: roster (phase and status), tasks (with every
 /// write-scope overlap on each task it concerns), pending messages (when each was queued).
-fn human_show(
-    full: &TeamShowFull,
-    lead: &LeadLog,
-    hosts: &HashMap<String, String>,
-) -> Vec<String> {
+fn human_show(full: &TeamShowFull, lead: &LeadLog, hosts: &HashMap<String, String>) -> Vec<String> {
     let view = &full.show;
     let state = lead.state();
     let events = lead.events();

@@ -2140,3 +2140,70 @@ fn the_demo_with_two_workers_ends_as_the_local_demo_with_every_teammate_on_a_wor
         }
     }
 }
+
+/// Issue 14, chaos: `kill -9` of the worker hosting a running teammate — its host stops
+/// reporting and its lease expires; the Lead's process then continues the teammate itself
+/// (its cut turn closed from the logs, as after a crash) and the Team finishes: the teammate's
+/// later work is done once, `team verify` passes.
+#[test]
+fn kill_9_of_the_worker_hosting_a_running_teammate_and_the_team_still_finishes() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                call("wait_agent", json!({"timeout_ms": 120000})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                call("team_task_create", json!({"subject": "after the crash", "description": "d"})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let (mut w1, w1_log) = start_worker(&s, "w1", &workspace);
+    let run_err = s.path("run.stderr");
+    let mut run = Running(
+        s.troupe(&["run", "--team", "--placement", "workers", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("fix it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&run_err).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran on w1");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        std::fs::read_to_string(&w1_log)
+            .unwrap()
+            .contains("hosting alpha")
+    );
+    w1.0.kill().unwrap();
+    let _ = w1.0.wait();
+    // The orphaned loop of the dead worker is stopped by the recovery that continues alpha
+    // (its process group is recorded); `go` lets the next step pass whatever happens.
+    let status = wait_exit(&mut run);
+    let stderr = std::fs::read_to_string(&run_err).unwrap();
+    assert!(status.success(), "{stderr}");
+    let lead = session_of(&stderr);
+    let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+    let tasks = shown["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{shown}");
+    assert_eq!(tasks[0]["subject"], "after the crash");
+    s.ok(&["team", "verify", &lead]);
+    std::fs::write(workspace.join("go"), "").unwrap();
+}

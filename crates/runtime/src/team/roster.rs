@@ -651,6 +651,7 @@ pub(super) async fn continue_teammates(
     journal: &TeamJournal,
     lifecycle: &Lifecycle,
     control: &dyn ChildControl,
+    only: Option<&SessionId>,
 ) {
     let (members, wakeups): (Vec<SessionId>, HashSet<MessageId>) = {
         let state = journal.enter().await;
@@ -658,7 +659,7 @@ pub(super) async fn continue_teammates(
             state
                 .members()
                 .iter()
-                .filter(|m| m.phase == MemberPhase::Active)
+                .filter(|m| m.phase == MemberPhase::Active && only.is_none_or(|id| m.id == *id))
                 .map(|m| m.id.clone())
                 .collect(),
             state

@@ -678,7 +678,47 @@ impl TeamService {
         });
         lock(&self.teams).insert(lead.id().clone(), Arc::clone(&team));
         self.forward_status_edges(&team);
+        if self.hosts.get().is_some() {
+            self.watch_elsewhere(&team);
+        }
         Ok(team)
+    }
+
+    /// Continues the members of `team` whose host in another process stopped reporting
+    /// while they ran (it died, or lost the store) once their lease is free — here, as the
+    /// recovery continues a teammate a crash stopped (REFERENCE c.9: its cut turn closed from
+    /// the logs, then its continuation note) — checked every second until the Team closes.
+    fn watch_elsewhere(&self, team: &Arc<Team>) {
+        let weak = Arc::downgrade(team);
+        let control = Arc::clone(&self.control);
+        let closed = team.lifecycle.closing().clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = closed.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                let Some(team) = weak.upgrade() else { return };
+                for id in super::status::lost(&team.journal) {
+                    if control.agent(&id).is_some() {
+                        super::status::forget(&team.journal, &id);
+                        continue;
+                    }
+                    if !matches!(team.journal.store().holder(&id), Ok(None)) {
+                        continue;
+                    }
+                    tracing::warn!(teammate = %id, "its host stopped reporting and its lease is free: continuing it here");
+                    super::status::forget(&team.journal, &id);
+                    roster::continue_teammates(
+                        &team.journal,
+                        &team.lifecycle,
+                        control.as_ref(),
+                        Some(&id),
+                    )
+                    .await;
+                }
+            }
+        });
     }
 
     /// Wakes `team`'s waiters at every status change of its Lead or of a roster member (and
@@ -759,6 +799,6 @@ impl TeamService {
         team.mailbox
             .recover(team.dispatcher(control, self.hosts()))
             .await;
-        roster::continue_teammates(&team.journal, &team.lifecycle, control).await;
+        roster::continue_teammates(&team.journal, &team.lifecycle, control, None).await;
     }
 }

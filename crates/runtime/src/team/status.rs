@@ -13,7 +13,9 @@
 //! **Nothing durable**: a status is what a host sees now, never written to a log. A record
 //! lives for the `ttl_ms` its report names (the hosts refresh it well within it); a host
 //! that dies stops refreshing, and once the record expires the member shows as its roster
-//! phase says without a live agent (`inactive`) — the same as after its lease expires.
+//! phase says without a live agent (`inactive`) — the same as after its lease expires. A
+//! member whose record expired while it ran is continued by the Team once its lease is free
+//! (`TeamService::watch_elsewhere`), as a crash's recovery continues it.
 
 use std::time::{Duration, Instant};
 
@@ -60,6 +62,24 @@ pub(super) struct Elsewhere {
     pub(super) until: Instant,
 }
 
+/// The members whose report expired while they ran (their host stopped reporting); the
+/// expired reports of idle members are dropped.
+pub(super) fn lost(journal: &TeamJournal) -> Vec<SessionId> {
+    let now = Instant::now();
+    let mut elsewhere = lock(journal.elsewhere());
+    elsewhere.retain(|_, e| now < e.until || e.live.status == troupe_team::LiveStatus::Running);
+    elsewhere
+        .iter()
+        .filter(|(_, e)| now >= e.until)
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// Drops the record of `id`.
+pub(super) fn forget(journal: &TeamJournal, id: &SessionId) {
+    lock(journal.elsewhere()).remove(id);
+}
+
 /// The live status of `id` as its host elsewhere reported it, while the report holds.
 pub(super) fn live_elsewhere(journal: &TeamJournal, id: &SessionId) -> Option<LiveAgent> {
     let elsewhere = lock(journal.elsewhere());
@@ -90,16 +110,17 @@ pub(super) fn placed(journal: &TeamJournal, member: &SessionId, host: &str) {
 }
 
 impl TeamService {
-    /// How many members of `lead`'s Team run in other processes now, as their hosts report
-    /// them (reports that hold): a run waits for them before it ends.
+    /// How many members of `lead`'s Team run in other processes, as their hosts last reported
+    /// them — a report that expired while running included (its host died: the Team
+    /// continues the member once its lease is free, `TeamService::watch_elsewhere`): a run
+    /// waits for them before it ends.
     pub fn running_elsewhere(&self, lead: &SessionId) -> usize {
         let Some(team) = self.team(lead) else {
             return 0;
         };
-        let now = Instant::now();
         lock(team.journal().elsewhere())
             .values()
-            .filter(|e| now < e.until && e.live.status == troupe_team::LiveStatus::Running)
+            .filter(|e| e.live.status == troupe_team::LiveStatus::Running)
             .count()
     }
 
