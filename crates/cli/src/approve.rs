@@ -47,12 +47,12 @@ pub(crate) struct ApproveFlags {
 /// # Errors
 /// Bad input (exit 2, nothing changed): an unknown session, `APPROVAL_NOT_FOUND`,
 /// `APPROVAL_ALREADY_DECIDED`. A log that cannot be read: exit 1.
-pub(crate) fn run(journal: &Journal, flags: ApproveFlags) -> Result<(), Failure> {
+pub(crate) fn run(journal: &Journal, flags: ApproveFlags, home_args: &str) -> Result<(), Failure> {
     let id = crate::args::resolve_session(journal, &flags.session)?;
     // The session must exist (a missing one is bad input, as for every command).
     journal.header(&id)?;
     let Some(request) = flags.request else {
-        return list(journal, &id, flags.json);
+        return list(journal, &id, flags.json, home_args);
     };
     let decision = if flags.deny {
         Decision::Deny
@@ -125,7 +125,7 @@ fn approval_failure(error: ApprovalError) -> Failure {
     }
 }
 
-fn list(journal: &Journal, id: &SessionId, json: bool) -> Result<(), Failure> {
+fn list(journal: &Journal, id: &SessionId, json: bool, home_args: &str) -> Result<(), Failure> {
     let waiting = pending(journal, id).map_err(approval_failure)?;
     let mut out = Stdout::lock();
     use std::io::Write;
@@ -162,8 +162,8 @@ fn list(journal: &Journal, id: &SessionId, json: bool) -> Result<(), Failure> {
     }
     drop(out);
     crate::output::eprint_line!(
-        "approve one with: troupe approve {id} REQUEST (or --deny to deny it, --always to allow \
-         that command from then on)"
+        "approve one with: troupe approve {id} REQUEST{home_args} (or --deny to deny it, --always \
+         to allow that command from then on)"
     );
     Ok(())
 }

@@ -151,7 +151,7 @@ fn refused_path(error: &std::io::Error) -> bool {
 
 /// The stable codes ([`troupe_protocol::STABLE_CODES`]) that mean "what the user named or
 /// configured is unusable": bad input (2) whatever command meets them.
-pub(crate) const BAD_INPUT_CODES: [&str; 21] = [
+pub(crate) const BAD_INPUT_CODES: [&str; 22] = [
     // The named session cannot be used for this command (its content may be fine: a damaged
     // or unsupported file is a failure of the work, 1).
     "INVALID_SESSION_ID",
@@ -184,6 +184,7 @@ pub(crate) const BAD_INPUT_CODES: [&str; 21] = [
     "WORKTREE_DIRTY_CHECKOUT",
     "WORKTREE_UNKNOWN_BRANCH",
     "TEAM_NO_WORKTREE",
+    "WORKTREE_MEMBER_RUNNING",
 ];
 
 /// The exit code of an error that reached the command with this stable code.

@@ -383,7 +383,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             follow,
         } => inspect::log(&journal, &session, json, from, follow),
         Command::Team { command } => team::run(&home, command),
-        Command::Approve(flags) => approve::run(&journal, flags),
+        Command::Approve(flags) => approve::run(&journal, flags, &home.args()),
         Command::Web(flags) => web::run(flags, &home.dir, &home.store),
         Command::Worker(flags) => worker::run(flags, &home),
         // Handled above, before any store is opened.

@@ -164,8 +164,8 @@ pub(crate) fn run(home: &Home<'_>, command: TeamCommand) -> Result<(), Failure> 
             session,
             name,
             into,
-        } => merge(journal, &session, &name, into.as_deref(), &args),
-        TeamCommand::Clean { session } => clean(journal, &session, &args),
+        } => merge(home, &session, &name, into.as_deref()),
+        TeamCommand::Clean { session } => clean(home, &session),
     }
 }
 
@@ -202,16 +202,20 @@ fn coded_bad_input(e: &troupe_runtime::worktree::WorktreeError) -> Failure {
 }
 
 /// `troupe team merge SESSION NAME [--into BRANCH]` (see [`troupe_runtime::worktree::merge`]).
-fn merge(
-    journal: &Journal,
-    session: &str,
-    name: &str,
-    into: Option<&str>,
-    home: &str,
-) -> Result<(), Failure> {
+fn merge(home: &Home<'_>, session: &str, name: &str, into: Option<&str>) -> Result<(), Failure> {
     use troupe_runtime::worktree::WorktreeError;
-    let lead = load_team(journal, session, "merge", LeadRead::Team, home)?;
+    let journal = &home.store.journal;
+    let lead = load_team(journal, session, "merge", LeadRead::Team, &home.args())?;
     let (top, worktree) = member_worktree(&lead, name)?;
+    // A running teammate may be writing in its worktree: its work is taken once it stopped.
+    if let Some(id) = lead.state().member_named(name).map(|m| m.id.clone())
+        && let Some(holder) = running(home, &id)
+    {
+        return Err(coded_bad_input(&WorktreeError::MemberRunning {
+            name: name.to_owned(),
+            holder,
+        }));
+    }
     let merged =
         troupe_runtime::worktree::merge(&top, name, &worktree, into).map_err(|e| match e {
             WorktreeError::MergeConflict { .. } | WorktreeError::Git { .. } => {
@@ -257,9 +261,10 @@ fn short(commit: &str) -> &str {
 
 /// `troupe team clean SESSION`: removes the worktrees of teammates not running (see
 /// [`troupe_runtime::worktree::remove`]); one line each.
-fn clean(journal: &Journal, session: &str, home: &str) -> Result<(), Failure> {
+fn clean(home: &Home<'_>, session: &str) -> Result<(), Failure> {
     use troupe_runtime::worktree::Cleaned;
-    let lead = load_team(journal, session, "clean", LeadRead::Team, home)?;
+    let journal = &home.store.journal;
+    let lead = load_team(journal, session, "clean", LeadRead::Team, &home.args())?;
     let with_worktree: Vec<_> = lead
         .state()
         .members()
@@ -280,12 +285,12 @@ fn clean(journal: &Journal, session: &str, home: &str) -> Result<(), Failure> {
     let top = lead_checkout(&lead)?;
     let mut out = Stdout::lock();
     for (name, id, worktree) in with_worktree {
-        let line = match journal.holder(&id) {
-            Ok(Some(holder)) => format!(
+        let line = match running(home, &id) {
+            Some(holder) => format!(
                 "{name}: kept {}: the teammate is running ({holder})",
                 worktree.path
             ),
-            _ => match troupe_runtime::worktree::remove(&top, &worktree) {
+            None => match troupe_runtime::worktree::remove(&top, &worktree) {
                 Ok(Cleaned::Removed) => format!(
                     "{name}: removed {} (branch {} kept)",
                     worktree.path, worktree.branch
@@ -314,6 +319,17 @@ fn clean(journal: &Journal, session: &str, home: &str) -> Result<(), Failure> {
     }
     out.flush().context("writing output")?;
     Ok(())
+}
+
+/// Who runs session `id` now, when someone does: the lease's holder on NATS, `its log is
+/// locked` for the JSONL files (the kernel's lock table, which names no holder). A store that
+/// cannot tell counts as not running (as before `team clean` asked: the worktree operations
+/// are never forced, so a dirty worktree is kept either way).
+fn running(home: &Home<'_>, id: &SessionId) -> Option<String> {
+    if let Ok(Some(holder)) = home.store.journal.holder(id) {
+        return Some(holder);
+    }
+    (home.store.resident(id) == Some(true)).then(|| "its log is locked".to_owned())
 }
 
 /// `troupe team show`'s flags.

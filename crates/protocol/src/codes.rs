@@ -615,6 +615,11 @@ pub const STABLE_CODES: &[StableCode] = &[
         "team merge or team clean of a teammate (or a Team) without a worktree.",
     ),
     c(
+        "WORKTREE_MEMBER_RUNNING",
+        "runtime",
+        "team merge of a teammate that is running (its log is held): merge once it has stopped.",
+    ),
+    c(
         "TEAM_MERGE_CONFLICT",
         "runtime",
         "team merge conflicts: the merge was aborted, nothing was committed, the paths are listed.",

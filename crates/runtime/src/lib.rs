@@ -90,7 +90,7 @@ pub use outcome::{
     Idle, JOURNAL_FAILED, RunEnd, RunFailure, RunOutcome, RunStatus, TEAMMATE_FAILED,
     log_failure_message,
 };
-pub use prompt::{TeamRole, default_system_prompt, team_policy};
+pub use prompt::{TeamRole, TeamWorkspace, default_system_prompt, team_policy};
 pub use radar::write_conflicts;
 pub use resume_plan::{
     CONTINUATION, ResumePlan, ResumeStarted, ResumeStep, StoredSession, continuation_message,

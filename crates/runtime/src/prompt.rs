@@ -53,18 +53,65 @@ impl TeamRole {
     }
 }
 
+/// Where the members of a Team work, for point 2 of its policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TeamWorkspace<'a> {
+    /// One checkout for every member (REFERENCE d.5 and g.1: the default).
+    Shared,
+    /// The Lead of a Team run with `--worktree`: each teammate has its own git worktree.
+    Worktrees,
+    /// A teammate of a Team run with `--worktree`, in its own worktree `path` on `branch`.
+    OwnWorktree {
+        /// The worktree's absolute directory (the teammate's workspace).
+        path: &'a str,
+        /// Its branch, `troupe/<team-id-prefix>/<name>`.
+        branch: &'a str,
+    },
+}
+
+/// Point 2 of the policy: how the members share (or do not share) their files.
+fn workspace_point(workspace: TeamWorkspace<'_>) -> String {
+    const SCOPES: &str = "Split write work into areas that do not overlap, record the paths each task \
+         expects to touch as its write scopes, and express ordering with task dependencies. \
+         Overlapping scopes only produce a warning; they are never a lock.";
+    match workspace {
+        TeamWorkspace::Shared => format!(
+            "2. The Lead and every teammate share one working directory and see each other's file \
+             changes immediately. {SCOPES}"
+        ),
+        TeamWorkspace::Worktrees => format!(
+            "2. Each teammate works in its own git worktree, on its own branch made from this \
+             checkout's HEAD when it was created; you keep this checkout. Members do not see each \
+             other's file changes: a teammate's work reaches this checkout only when the user runs \
+             troupe team merge after the run, so ask teammates what they changed rather than \
+             looking for it here. {SCOPES} Overlapping changes conflict at the merge."
+        ),
+        TeamWorkspace::OwnWorktree { path, branch } => format!(
+            "2. You work in your own git worktree, {path}, on branch {branch}, made from the Lead's \
+             checkout when you were created. The Lead and the other teammates do not see your file \
+             changes, nor you theirs; the user merges your branch after the run with troupe team \
+             merge, which also commits what you leave uncommitted (your sandbox cannot write the \
+             repository's .git, so git commit fails: do not try). Tell the Lead in a message what \
+             you changed. {SCOPES} Overlapping changes conflict at the merge."
+        ),
+    }
+}
+
 /// The Team policy section (REFERENCE d.5, every point in Troupe's words), identical for every
-/// member except the last line, which is exactly
+/// member of a Team except point 2 (where it works: [`TeamWorkspace`]; the same for every
+/// member of a Team without worktrees) and the last line, which is exactly
 /// `Your Team role is <lead|teammate>; your Team name is <name>; your Team id is <team-id>.`
-pub fn team_policy(role: TeamRole, name: &str, team_id: &str) -> String {
+pub fn team_policy(
+    role: TeamRole,
+    name: &str,
+    team_id: &str,
+    workspace: TeamWorkspace<'_>,
+) -> String {
     format!(
         "## Working as a Team\n\
          1. This session can run an Agent Team, but create teammates only when the user explicitly asks \
          for teammates or an Agent Team; otherwise do the work yourself.\n\
-         2. The Lead and every teammate share one working directory and see each other's file changes \
-         immediately. Split write work into areas that do not overlap, record the paths each task expects \
-         to touch as its write scopes, and express ordering with task dependencies. Overlapping scopes only \
-         produce a warning; they are never a lock.\n\
+         {point_2}\n\
          3. Change files through the read, edit and write tools. When an edit or write fails with \
          FS_STALE_VERSION, someone changed the file since you read it: re-read it, re-apply your intended \
          change on top of the current content, and try again. Bash, formatters, code generators, and \
@@ -87,5 +134,42 @@ pub fn team_policy(role: TeamRole, name: &str, team_id: &str) -> String {
          tasks.\n\
          Your Team role is {role}; your Team name is {name}; your Team id is {team_id}.",
         role = role.as_str(),
+        point_2 = workspace_point(workspace),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Point 2 is the only line the workspace changes; the rest is the same for every member.
+    #[test]
+    fn only_point_2_depends_on_the_workspace() {
+        let shared = team_policy(TeamRole::Teammate, "alpha", "t", TeamWorkspace::Shared);
+        let own = team_policy(
+            TeamRole::Teammate,
+            "alpha",
+            "t",
+            TeamWorkspace::OwnWorktree {
+                path: "/h/worktrees/t/alpha",
+                branch: "troupe/t/alpha",
+            },
+        );
+        let lead = team_policy(TeamRole::Lead, "lead", "t", TeamWorkspace::Worktrees);
+        let lines = |p: &str| p.lines().map(str::to_owned).collect::<Vec<_>>();
+        let (a, b, c) = (lines(&shared), lines(&own), lines(&lead));
+        assert_eq!(a.len(), b.len());
+        assert_eq!(a.len(), c.len());
+        for (i, line) in a.iter().enumerate() {
+            let last = i == a.len() - 1;
+            if line.starts_with("2. ") {
+                assert!(line.contains("share one working directory"));
+                assert!(b[i].contains("/h/worktrees/t/alpha, on branch troupe/t/alpha"));
+                assert!(c[i].contains("Each teammate works in its own git worktree"));
+            } else if !last {
+                assert_eq!(line, &b[i]);
+                assert_eq!(line, &c[i]);
+            }
+        }
+    }
 }

@@ -6,7 +6,7 @@
 //! explicit `cancel` without keep-inbox discards, and that is recorded.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ use crate::approval::{Approvals, Waited};
 use crate::control::{ChildControl, ChildSpec, ChildStart, ControlFuture};
 use crate::error::RuntimeError;
 use crate::ledger::LiveLedger;
-use crate::prompt::{TeamRole, default_system_prompt, team_policy};
+use crate::prompt::{TeamRole, TeamWorkspace, default_system_prompt, team_policy};
 use crate::record::to_value;
 use crate::recovery::{Resolver, TeamLinks, needs_team_links};
 use crate::subagent::SubagentTool;
@@ -856,8 +856,25 @@ impl Runtime {
                     tools.register(tool).map_err(|e| refuse(e.to_string()))?;
                 }
                 policy = Some(match parent {
-                    None => team_policy(TeamRole::Lead, "lead", id.as_str()),
-                    Some(lead) => team_policy(TeamRole::Teammate, &config.name, lead.as_str()),
+                    None => {
+                        let workspace = if config.worktree_root.is_some() {
+                            TeamWorkspace::Worktrees
+                        } else {
+                            TeamWorkspace::Shared
+                        };
+                        team_policy(TeamRole::Lead, "lead", id.as_str(), workspace)
+                    }
+                    Some(lead) => {
+                        let branch = self.worktree_branch_of(lead, config);
+                        let workspace = match &branch {
+                            Some(branch) => TeamWorkspace::OwnWorktree {
+                                path: &config.workspace,
+                                branch,
+                            },
+                            None => TeamWorkspace::Shared,
+                        };
+                        team_policy(TeamRole::Teammate, &config.name, lead.as_str(), workspace)
+                    }
                 });
             }
         }
@@ -1430,6 +1447,18 @@ impl Runtime {
         let (agent, _) = self.activate(child_id).await?;
         self.register(agent.clone(), Some(parent.id().clone()), notify);
         Ok(agent)
+    }
+
+    /// The branch of teammate `config` of Lead `lead` when it works in its own git worktree:
+    /// the Lead (live in this process) recorded a `worktreeRoot` and the teammate's workspace
+    /// lies beneath it. `None` otherwise (a Team without worktrees, or a Lead not live here).
+    fn worktree_branch_of(&self, lead: &SessionId, config: &AgentConfigRecord) -> Option<String> {
+        let root = self
+            .agent(lead)?
+            .with_transcript(|t| t.config().and_then(|c| c.worktree_root.clone()))?;
+        Path::new(&config.workspace).starts_with(&root).then(|| {
+            crate::worktree::branch_of(&troupe_team::TeamId::new(lead.clone()), &config.name)
+        })
     }
 
     /// Adds again, from its branch, the git worktree of a teammate of a `--worktree` Team

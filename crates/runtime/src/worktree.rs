@@ -55,8 +55,8 @@ const FALLBACK_NAME: &str = "Troupe";
 const FALLBACK_EMAIL: &str = "troupe@localhost";
 
 /// Why a worktree operation failed. Codes (stable): `WORKTREE_NOT_A_REPOSITORY`,
-/// `WORKTREE_DIRTY_INDEX`, `WORKTREE_DIRTY_CHECKOUT`, `WORKTREE_UNKNOWN_BRANCH` and
-/// `TEAM_NO_WORKTREE` are bad input (the `troupe` binary exits 2); `TEAM_MERGE_CONFLICT` and
+/// `WORKTREE_DIRTY_INDEX`, `WORKTREE_DIRTY_CHECKOUT`, `WORKTREE_UNKNOWN_BRANCH`,
+/// `WORKTREE_MEMBER_RUNNING` and `TEAM_NO_WORKTREE` are bad input (the `troupe` binary exits 2); `TEAM_MERGE_CONFLICT` and
 /// `WORKTREE_GIT_FAILED` are failures of the work (exit 1).
 #[derive(Debug, thiserror::Error)]
 pub enum WorktreeError {
@@ -103,6 +103,19 @@ pub enum WorktreeError {
         /// The member.
         name: String,
     },
+    /// `team merge` of a teammate that is running (its log's writer is resident: the file
+    /// lock, or the lease on NATS): its worktree may change under the merge.
+    #[error(
+        "teammate {name} is running ({holder}): troupe team merge takes its work once it has \
+         stopped (the Team's run ended, or the teammate settled and was let go)"
+    )]
+    MemberRunning {
+        /// The member.
+        name: String,
+        /// Who runs it, as the store tells it (`held by pid 42 on host h`), or `its log is
+        /// locked`.
+        holder: String,
+    },
     /// The merge conflicts: it was aborted, the Lead's branch, index and tree are as before.
     #[error(
         "merging {branch} into {into} conflicts in {}: the merge was aborted, nothing was \
@@ -137,6 +150,7 @@ impl ErrorCode for WorktreeError {
             WorktreeError::DirtyCheckout { .. } => "WORKTREE_DIRTY_CHECKOUT",
             WorktreeError::UnknownBranch(_) => "WORKTREE_UNKNOWN_BRANCH",
             WorktreeError::NoWorktree { .. } => "TEAM_NO_WORKTREE",
+            WorktreeError::MemberRunning { .. } => "WORKTREE_MEMBER_RUNNING",
             WorktreeError::MergeConflict { .. } => "TEAM_MERGE_CONFLICT",
             WorktreeError::Git { .. } => "WORKTREE_GIT_FAILED",
         }

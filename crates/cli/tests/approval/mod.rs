@@ -338,6 +338,13 @@ fn troupe_approve_from_another_terminal_answers_a_waiting_run() {
     let table = stdout(&out);
     assert!(table.contains(&request), "{table}");
     assert!(table.contains("publish the first"), "{table}");
+    // Its hint repeats the home the listing was given, so it can be pasted as it is.
+    let hint = stderr(&out);
+    let home = s.home.display().to_string();
+    assert!(
+        hint.contains(&format!("troupe approve {id} REQUEST --home {home}")),
+        "{hint}"
+    );
 
     // Approve it by a unique prefix of the session id.
     let out = s

@@ -649,3 +649,189 @@ fn kill_during_git_worktree_add_then_resume_replaces_the_unfinished_worktree() {
 fn kill_after_git_worktree_add_then_resume_reuses_the_worktree() {
     kill_at_the_spawn(Cut::AfterAdd);
 }
+
+/// A running teammate's worktree is left alone: `team merge` refuses it (exit 2,
+/// `WORKTREE_MEMBER_RUNNING`, its branch and the Lead's checkout unchanged) and `team clean`
+/// keeps it, on the JSONL files too (whose lock table names no holder); once the run ended,
+/// both work.
+#[test]
+fn a_running_teammates_worktree_is_neither_merged_nor_cleaned() {
+    let s = Setup::new();
+    let ws = s.workspace.join("demo");
+    let sessions = s.home.join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let mut watcher = watch::Watcher::new(&sessions);
+    let child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(&s.home)
+        .env_remove("TROUPE_HOME")
+        .args(["demo", "--worktree", "--pace", "2000", "--workspace"])
+        .arg(&ws)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut guard = watch::KillOnDrop(child);
+    // alpha's own log has its first turn: from then until it settles, its writer holds it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let mut lead = None;
+    'watch: loop {
+        for append in watcher.poll(Duration::from_millis(50)) {
+            if append.member == "lead" && lead.is_none() {
+                lead = Some(append.session.clone());
+            }
+            if append.member == "alpha" && append.types.iter().any(|t| t.starts_with("turn/start"))
+            {
+                break 'watch;
+            }
+        }
+        assert!(
+            guard.0.try_wait().unwrap().is_none(),
+            "the demo ended before alpha started a turn"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "alpha never started a turn"
+        );
+    }
+    let lead = lead.expect("the Lead's log was seen");
+    let worktree = worktree_of(&team_show(&s, &lead), "alpha");
+    let path = PathBuf::from(worktree["path"].as_str().unwrap());
+    let branch = worktree["branch"].as_str().unwrap().to_owned();
+    let branch_before = git(&ws, &["rev-parse", &branch]);
+    let lead_before = git(&ws, &["rev-parse", "HEAD"]);
+
+    let out = s
+        .troupe()
+        .args(["team", "merge", &lead, "alpha"])
+        .assert()
+        .code(2);
+    let said = stderr(&out);
+    assert!(said.contains("WORKTREE_MEMBER_RUNNING"), "{said}");
+    assert!(said.contains("alpha"), "{said}");
+    assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
+    assert_eq!(git(&ws, &["rev-parse", &branch]), branch_before);
+    assert_eq!(git(&ws, &["rev-parse", "HEAD"]), lead_before);
+
+    let out = s.troupe().args(["team", "clean", &lead]).assert().success();
+    let said = stdout(&out);
+    assert!(
+        said.contains(&format!(
+            "alpha: kept {}: the teammate is running",
+            path.display()
+        )),
+        "{said}"
+    );
+    assert!(path.join(".git").exists(), "alpha's worktree was removed");
+
+    // Once the run has ended, both are taken.
+    let status = guard.0.wait().unwrap();
+    assert!(status.success(), "the demo failed: {status}");
+    s.troupe()
+        .args(["team", "merge", &lead, "alpha"])
+        .assert()
+        .success();
+    let out = s.troupe().args(["team", "clean", &lead]).assert().success();
+    assert!(
+        stdout(&out).contains(&format!("alpha: removed {}", path.display())),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// The system prompt of a request to the fake server.
+fn system_prompt(request: &troupe_test_support::RecordedRequest) -> String {
+    let first = &request.messages()[0];
+    assert_eq!(first["role"], "system");
+    first["content"].as_str().unwrap().to_owned()
+}
+
+/// Every member is told where it works (the Team policy's point 2, through the fake server,
+/// whose requests show each member's system prompt): with `--worktree` the Lead that its
+/// teammates work in their own worktrees, a teammate its own worktree's path and branch and
+/// that the merge commits its work; without it, the shared checkout for both.
+#[test]
+fn each_member_is_told_whether_it_works_in_its_own_worktree() {
+    use troupe_test_support::fake_openai::chunks;
+    use troupe_test_support::{FakeOpenAi, FakeResponse};
+    const SHARED: &str = "share one working directory";
+    for worktree in [true, false] {
+        let s = Setup::new();
+        commit_all(&s.workspace);
+        let server = FakeOpenAi::start().unwrap();
+        server.push_for(
+            "lead-model",
+            FakeResponse::json(chunks::tool_call_completion(&[(
+                "call_spawn",
+                "spawn_teammate",
+                json!({"name": "alpha", "description": "helper", "prompt": "look around"}),
+            )])),
+        );
+        server.push_for(
+            "lead-model",
+            FakeResponse::json(chunks::tool_call_completion(&[(
+                "call_wait",
+                "wait_agent",
+                json!({"timeout_ms": 60000}),
+            )])),
+        );
+        server.push_for(
+            "lead-model",
+            FakeResponse::json(chunks::text_completion("done")),
+        );
+        server.push_for(
+            "mate-model",
+            FakeResponse::json(chunks::text_completion("looked")),
+        );
+        let mut args = vec![
+            "--team",
+            "--model",
+            "lead-model",
+            "--teammate-model",
+            "mate-model",
+            "--base-url",
+        ];
+        let url = server.base_url();
+        args.push(&url);
+        if worktree {
+            args.push("--worktree");
+        }
+        args.push("get alpha to look");
+        let out = s.run(&args).assert().success();
+        let id = session_id(&stderr(&out));
+        let first = |model: &str| {
+            let request = server
+                .requests()
+                .into_iter()
+                .find(|r| r.body["model"] == model)
+                .unwrap_or_else(|| panic!("{model} was never asked"));
+            system_prompt(&request)
+        };
+        let (lead, mate) = (first("lead-model"), first("mate-model"));
+        if worktree {
+            let own = worktree_of(&team_show(&s, &id), "alpha");
+            assert!(
+                lead.contains("Each teammate works in its own git worktree"),
+                "{lead}"
+            );
+            assert!(
+                mate.contains(&format!(
+                    "You work in your own git worktree, {}, on branch {}",
+                    own["path"].as_str().unwrap(),
+                    own["branch"].as_str().unwrap()
+                )),
+                "{mate}"
+            );
+            assert!(mate.contains("troupe team merge"), "{mate}");
+            for prompt in [&lead, &mate] {
+                assert!(!prompt.contains(SHARED), "{prompt}");
+            }
+        } else {
+            for prompt in [&lead, &mate] {
+                assert!(prompt.contains(SHARED), "{prompt}");
+                assert!(!prompt.contains("worktree"), "{prompt}");
+            }
+        }
+    }
+}
