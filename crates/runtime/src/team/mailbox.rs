@@ -21,7 +21,7 @@ use troupe_team::{
     delivered_user_message, js_trim, team_message_id,
 };
 
-use super::delivery::{DELIVER_VERSION, DeliverRequest, Handoff, MemberHosts, append_unhosted};
+use super::hosts::{DELIVER_VERSION, DeliverRequest, Handoff, MemberHosts, append_unhosted};
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::{Lifecycle, disposed};
 use super::op::{CallOrigin, LogError, TeamOpError};
@@ -565,7 +565,7 @@ async fn place_wakeup(
     match hosts.place(target).await {
         Ok(Some(host)) => {
             tracing::info!(target = %target, host = %host, "teammate placed");
-            super::status::placed(journal, target, &host);
+            journal.placed(target, &host);
             mark_delivered(journal, message)
                 .await
                 .map_err(DispatchFailure::acknowledgement)?;

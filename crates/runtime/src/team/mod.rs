@@ -26,12 +26,15 @@
 //!   teammate hosted elsewhere calls through this serializer) and [`RemoteTeam`] (the ten
 //!   tools of such a teammate, through a [`TeamLink`]).
 //! - `delivery.rs` — Team mail across processes: a teammate hosted elsewhere gets its mail
-//!   through the holder of its lease ([`MemberHosts`], [`TeamService::accept_delivery`]).
+//!   through the holder of its lease ([`TeamService::accept_delivery`]); `hosts.rs` — its
+//!   shapes, the [`MemberHosts`] seam and the serializer's unhosted append (imported by the
+//!   mailbox, the roster and the service, it imports none of them).
 //! - `status.rs` — status across processes: the status edges of members hosted elsewhere
 //!   ([`StatusEdge`], [`TeamService::status_edge`]) for `list_agents` and `wait_agent`.
 
 mod board;
 mod delivery;
+mod hosts;
 mod in_flight;
 mod journal;
 mod lifecycle;
@@ -47,7 +50,7 @@ mod status;
 mod tools;
 mod waiters;
 
-pub use delivery::{
+pub use hosts::{
     DELIVER_VERSION, DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts,
     PlaceFuture, TEAM_MEMBER_NOT_HOSTED,
 };

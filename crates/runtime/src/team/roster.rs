@@ -19,7 +19,7 @@ use troupe_team::{
     js_trim,
 };
 
-use super::delivery::MemberHosts;
+use super::hosts::MemberHosts;
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::Lifecycle;
 use super::mailbox::{Dispatcher, deliver_pending_quiet};
@@ -45,7 +45,7 @@ pub(super) fn live_agent(
     control
         .agent(id)
         .map(|agent| live_of(&agent))
-        .or_else(|| super::status::live_elsewhere(journal, id))
+        .or_else(|| journal.live_elsewhere(id))
 }
 
 /// `agent`'s live status and model.
@@ -302,7 +302,7 @@ async fn start_placed(
     match hosts.place(child_id).await {
         Ok(Some(host)) => {
             tracing::info!(teammate = %child_id, host = %host, "teammate placed");
-            super::status::placed(journal, child_id, &host);
+            journal.placed(child_id, &host);
             Ok(())
         }
         Ok(None) => control.wake(journal.lead(), child_id).await.map(|_| ()),

@@ -19,7 +19,7 @@ use troupe_team::{
 };
 
 use super::board::BoardRead;
-use super::delivery::MemberHosts;
+use super::hosts::MemberHosts;
 use super::in_flight::InFlight;
 use super::journal::{Member, TeamJournal, fold_team_log, not_member};
 use super::lifecycle::{Lifecycle, disposed};
@@ -699,16 +699,16 @@ impl TeamService {
                     () = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
                 let Some(team) = weak.upgrade() else { return };
-                for id in super::status::lost(&team.journal) {
+                for id in team.journal.lost() {
                     if control.agent(&id).is_some() {
-                        super::status::forget(&team.journal, &id);
+                        team.journal.forget(&id);
                         continue;
                     }
                     if !matches!(team.journal.store().holder(&id), Ok(None)) {
                         continue;
                     }
                     tracing::warn!(teammate = %id, "its host stopped reporting and its lease is free: continuing it here");
-                    super::status::forget(&team.journal, &id);
+                    team.journal.forget(&id);
                     roster::continue_teammates(
                         &team.journal,
                         &team.lifecycle,

@@ -23,7 +23,6 @@ use serde::{Deserialize, Serialize};
 use troupe_protocol::{SessionId, sync::lock};
 use troupe_team::LiveAgent;
 
-use super::journal::TeamJournal;
 use super::remote::CallerLive;
 use super::service::TeamService;
 
@@ -49,64 +48,6 @@ pub struct StatusEdge {
     pub live: Option<CallerLive>,
     /// How long the report holds without a refresh, in milliseconds.
     pub ttl_ms: u64,
-}
-
-/// A member hosted by another process, as its host last reported it.
-#[derive(Debug, Clone)]
-pub(super) struct Elsewhere {
-    /// The host's name.
-    pub(super) host: String,
-    /// Its live status.
-    pub(super) live: LiveAgent,
-    /// Until when the report holds.
-    pub(super) until: Instant,
-}
-
-/// The members whose report expired while they ran (their host stopped reporting); the
-/// expired reports of idle members are dropped.
-pub(super) fn lost(journal: &TeamJournal) -> Vec<SessionId> {
-    let now = Instant::now();
-    let mut elsewhere = lock(journal.elsewhere());
-    elsewhere.retain(|_, e| now < e.until || e.live.status == troupe_team::LiveStatus::Running);
-    elsewhere
-        .iter()
-        .filter(|(_, e)| now >= e.until)
-        .map(|(id, _)| id.clone())
-        .collect()
-}
-
-/// Drops the record of `id`.
-pub(super) fn forget(journal: &TeamJournal, id: &SessionId) {
-    lock(journal.elsewhere()).remove(id);
-}
-
-/// The live status of `id` as its host elsewhere reported it, while the report holds.
-pub(super) fn live_elsewhere(journal: &TeamJournal, id: &SessionId) -> Option<LiveAgent> {
-    let elsewhere = lock(journal.elsewhere());
-    elsewhere
-        .get(id)
-        .filter(|e| Instant::now() < e.until)
-        .map(|e| e.live.clone())
-}
-
-/// How long a placement's own record holds before its host's first report replaces it.
-const PLACED_HOLDS: Duration = Duration::from_secs(10);
-
-/// Records that `member` was just placed on `host` and runs there (its host's own reports,
-/// which may come later, replace the record).
-pub(super) fn placed(journal: &TeamJournal, member: &SessionId, host: &str) {
-    lock(journal.elsewhere()).insert(
-        member.clone(),
-        Elsewhere {
-            host: host.to_owned(),
-            live: LiveAgent {
-                status: troupe_team::LiveStatus::Running,
-                model: None,
-            },
-            until: Instant::now() + PLACED_HOLDS,
-        },
-    );
-    journal.edge();
 }
 
 impl TeamService {
@@ -151,7 +92,7 @@ impl TeamService {
                     let changed = before != Some(live.status);
                     elsewhere.insert(
                         edge.member.clone(),
-                        Elsewhere {
+                        super::journal::Elsewhere {
                             host: edge.host.clone(),
                             live,
                             until: Instant::now() + Duration::from_millis(edge.ttl_ms),
