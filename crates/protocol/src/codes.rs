@@ -646,7 +646,7 @@ pub const STABLE_CODES: &[StableCode] = &[
     ),
     c(
         "WORKER_NAME_TAKEN",
-        "cli",
+        "store-nats",
         "troupe worker --name NAME when a live worker is already registered under NAME in the store's worker registry.",
     ),
     c(
