@@ -120,6 +120,8 @@ pub(crate) struct DemoFlags {
     worktree: work::WorktreeArgs,
     #[command(flatten)]
     stall: work::StallArgs,
+    #[command(flatten)]
+    placement: work::PlacementArgs,
 }
 
 /// `troupe demo`.
@@ -129,6 +131,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     let mcp = crate::mcp::for_new(flags.sandbox.mcp_config.as_deref())?;
     // The demo's project is new: only the user's file can set `stall_after`.
     let stall_after = crate::settings::stall_after_in(&home.dir, flags.stall.stall_after)?;
+    let placement = work::placement_of(&flags.placement, &home)?;
     check_python()?;
     let target = match flags.workspace {
         Some(dir) => Target::check(dir, &home)?,
@@ -187,6 +190,7 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
             budget: flags.budget,
             worktree,
             stall_after,
+            placement,
         },
         home,
         framing,

@@ -29,6 +29,7 @@ mod store;
 mod team;
 mod web;
 mod work;
+mod worker;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use troupe_journal::Journal;
@@ -174,6 +175,16 @@ enum Command {
     /// answer, updated live from the session files while `troupe run` writes them from another
     /// process. Answering a request (its Approve / Deny buttons) is its only write.
     Web(web::WebFlags),
+    /// Host teammates of Teams run by other processes, on a NATS store (--store URL).
+    ///
+    /// Registers in the store's worker registry (its name, free slots and workspace: its
+    /// canonical path, and the git top level and HEAD when it is a repository) and hosts the
+    /// teammates a Lead's process places on it (troupe run --placement workers): each one is
+    /// cold-resumed from the store as troupe resume would, calls its Team through the Lead's
+    /// process, and runs until it settles; then its slot is free again. Ctrl-C / SIGTERM parks
+    /// the hosted members (inboxes kept; the Team resumes them elsewhere) and exits 0. Exit 2:
+    /// no NATS store, --slots 0, a name a live worker already has.
+    Worker(worker::WorkerFlags),
 }
 
 fn main() -> ExitCode {
@@ -374,6 +385,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Team { command } => team::run(&home, command),
         Command::Approve(flags) => approve::run(&journal, flags, &home.args()),
         Command::Web(flags) => web::run(flags, &home.dir, &home.store),
+        Command::Worker(flags) => worker::run(flags, &home),
         // Handled above, before any store is opened.
         Command::Config(_) => Ok(()),
         // Handled above, before any home is resolved: `store copy` names its own stores.

@@ -14,6 +14,7 @@
 //! - An id that is not a session, a child session, or a session without a Team is bad input
 //!   (exit 2, one line).
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -573,17 +574,31 @@ fn show(home: &Home<'_>, session: &str, flags: ShowFlags) -> Result<(), Failure>
         );
     }
     let ledger = now.then(|| lead.ledger_in(&logs, &prices_of(&lead, &home.dir)));
+    let hosts = if now {
+        live_hosts(home, &view)
+    } else {
+        HashMap::new()
+    };
     let mut out = Stdout::lock();
     if json {
         let mut value = serde_json::to_value(&view).context("encoding the Team view")?;
         if let Some(ledger) = &ledger {
             value["ledger"] = serde_json::to_value(ledger).context("encoding the ledger")?;
         }
+        // Each live member's host (absent for a member no process holds).
+        if let Some(members) = value["members"].as_array_mut() {
+            for member in members {
+                let host = member["id"].as_str().and_then(|id| hosts.get(id)).cloned();
+                if let (Some(host), Some(object)) = (host, member.as_object_mut()) {
+                    object.insert("host".to_owned(), serde_json::Value::String(host));
+                }
+            }
+        }
         let text = serde_json::to_string(&value).context("encoding the Team view")?;
         writeln!(out, "{text}").context("writing output")?;
     } else {
         let ledger = ledger.as_ref().map(ledger_lines).unwrap_or_default();
-        for line in human_show(&view, &lead).into_iter().chain(ledger) {
+        for line in human_show(&view, &lead, &hosts).into_iter().chain(ledger) {
             if out.is_closed() {
                 break;
             }
@@ -615,6 +630,54 @@ fn turn_open(journal: &Journal, id: &SessionId) -> bool {
     read.is_ok() && open
 }
 
+/// The host of each live member of `view` (DESIGN §7: `team show` shows each live member's
+/// host), by session id: `local` when the process holding its lease holds the Lead's too, a
+/// worker's name when a live worker of the NATS store is that process, else the holder as
+/// the lease names it (`host H pid P`). A member no process holds has none. On files every
+/// holder is a local process: `local`.
+fn live_hosts(home: &Home<'_>, view: &TeamShowFull) -> HashMap<String, String> {
+    let journal = &home.store.journal;
+    let holder = |id: &SessionId| -> Option<String> {
+        let desc = journal.holder(id).ok().flatten()?;
+        Some(desc.split(" (").next().unwrap_or(&desc).to_owned())
+    };
+    let held: Vec<(String, String)> = view
+        .show
+        .members
+        .iter()
+        .filter_map(|row| holder(&row.member.id).map(|h| (row.member.id.to_string(), h)))
+        .collect();
+    if held.is_empty() {
+        return HashMap::new();
+    }
+    let Some(nats) = home.store.nats_backend() else {
+        return held
+            .into_iter()
+            .map(|(id, _)| (id, "local".to_owned()))
+            .collect();
+    };
+    let lead = holder(view.show.team_id.lead_id());
+    let workers = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()
+        .and_then(|rt| rt.block_on(troupe_store_nats::live_workers(nats)).ok())
+        .unwrap_or_default();
+    held.into_iter()
+        .map(|(id, h)| {
+            let host = if lead.as_deref() == Some(h.as_str()) {
+                "local".to_owned()
+            } else {
+                workers
+                    .iter()
+                    .find(|w| h == format!("host {} pid {}", w.host, w.pid))
+                    .map_or(h, |w| w.name.clone())
+            };
+            (id, host)
+        })
+        .collect()
+}
+
 /// At most this many characters of a description or subject in the table.
 const TEXT_WIDTH: usize = 60;
 
@@ -639,7 +702,7 @@ fn status_text(status: MemberStatus) -> &'static str {
 
 /// The readable form of `troupe team show`: roster (phase and status), tasks (with every
 /// write-scope overlap on each task it concerns), pending messages (when each was queued).
-fn human_show(full: &TeamShowFull, lead: &LeadLog) -> Vec<String> {
+fn human_show(full: &TeamShowFull, lead: &LeadLog, hosts: &HashMap<String, String>) -> Vec<String> {
     let view = &full.show;
     let state = lead.state();
     let events = lead.events();
@@ -677,9 +740,17 @@ fn human_show(full: &TeamShowFull, lead: &LeadLog) -> Vec<String> {
         .map(str::to_owned)
         .to_vec(),
     ];
+    // A HOST column while some member is live (the process holding it: `local` or a worker).
+    let with_hosts = !hosts.is_empty();
+    if with_hosts {
+        rows[0].insert(4, "HOST".to_owned());
+    }
     let mut notes: Vec<(usize, Vec<String>)> = Vec::new();
     for row in &view.members {
         let member = &row.member;
+        let host = hosts
+            .get(member.id.as_str())
+            .map_or_else(|| "-".to_owned(), |h| cell(h));
         rows.push(vec![
             cell(&member.name),
             match member.role {
@@ -698,6 +769,9 @@ fn human_show(full: &TeamShowFull, lead: &LeadLog) -> Vec<String> {
                 .as_deref()
                 .map_or_else(|| "-".to_owned(), cell),
         ]);
+        if with_hosts && let Some(cells) = rows.last_mut() {
+            cells.insert(4, host);
+        }
         let mut member_notes: Vec<String> = member
             .diagnostics
             .iter()

@@ -140,6 +140,7 @@ fn help_works_everywhere() {
         ("help_store_copy", &["store", "copy", "--help"]),
         ("help_send", &["send", "--help"]),
         ("help_chat", &["chat", "--help"]),
+        ("help_worker", &["worker", "--help"]),
         ("help_help", &["help"]),
     ] {
         let out = troupe(home.path()).args(args).assert().success();

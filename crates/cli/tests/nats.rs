@@ -1821,3 +1821,389 @@ fn a_running_team_on_nats_serves_the_team_tools_of_a_teammate_hosted_elsewhere()
     assert_eq!(links, ["remote-1", "remote-2"]);
     s.ok(&["team", "verify", lead.as_str()]);
 }
+
+/// `troupe worker --name NAME --workspace DIR` on the setup's store, its stderr in a file of
+/// the setup (returned: read it with [`std::fs::read_to_string`]).
+fn start_worker(s: &Setup, name: &str, workspace: &Path) -> (Running, PathBuf) {
+    let log = s.path(&format!("{name}.stderr"));
+    let file = std::fs::File::create(&log).unwrap();
+    let mut cmd = bin();
+    cmd.env("TROUPE_LEASE_TTL", format!("{}s", s.lease_ttl.as_secs()))
+        .arg("--home")
+        .arg(s.path(&format!("home-{name}")))
+        .arg("--store")
+        .arg(s.url())
+        .args(["worker", "--name", name, "--workspace"])
+        .arg(workspace)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(file));
+    let worker = Running(cmd.spawn().unwrap());
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log).unwrap().contains("serving") {
+        assert!(start.elapsed() < DEADLINE, "worker {name} never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (worker, log)
+}
+
+/// Issue 14 items 2–3: `troupe run --placement workers` places its teammate on the live
+/// `troupe worker` whose workspace is the Lead's (the other worker, in another directory, is
+/// skipped with the reason on stderr); the teammate runs there — `team show` naming its host
+/// `w1` and the Lead's `local` meanwhile —, its Team call reaches the Lead's serializer, the
+/// run ends once it settled (not before), and `team verify` passes. SIGTERM then parks the
+/// worker (exit 0) and frees its name.
+#[test]
+fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    let elsewhere = s.path("other");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                call("wait_agent", json!({"timeout_ms": 120000})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": "while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                call("team_task_create", json!({"subject": "from the worker", "description": "d"})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let (mut w1, w1_log) = start_worker(&s, "w1", &workspace);
+    let (_w2, w2_log) = start_worker(&s, "w2", &elsewhere);
+    let run_err = s.path("run.stderr");
+    let mut run = Running(
+        s.troupe(&["run", "--team", "--placement", "workers", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("fix it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&run_err).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    // While alpha runs on w1, `team show` names each live member's host.
+    let start = Instant::now();
+    let (lead, shown) = loop {
+        assert!(start.elapsed() < DEADLINE, "alpha was never shown on w1");
+        std::thread::sleep(Duration::from_millis(100));
+        let Ok(err) = std::fs::read_to_string(&run_err) else {
+            continue;
+        };
+        let Some(line) = err.lines().find(|l| l.starts_with("session ")) else {
+            continue;
+        };
+        let lead = line.split_whitespace().nth(1).unwrap().to_owned();
+        let out = s.run(&["team", "show", &lead, "--json"]);
+        if !out.status.success() {
+            continue;
+        }
+        let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let on_w1 = shown["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "alpha" && m["host"] == "w1");
+        if on_w1 {
+            break (lead, shown);
+        }
+    };
+    let lead_row = &shown["members"][0];
+    assert_eq!(lead_row["host"], "local", "{shown}");
+    let table = s.ok(&["team", "show", &lead]);
+    assert!(table.contains("HOST"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.trim_start().starts_with("alpha") && l.contains(" w1 ")),
+        "{table}"
+    );
+    std::fs::write(workspace.join("go"), "").unwrap();
+    assert!(wait_exit(&mut run).success());
+    let stderr = std::fs::read_to_string(&run_err).unwrap();
+    assert!(
+        stderr.contains("troupe: warning: worker w2 skipped for")
+            && stderr.contains("is not the Lead's"),
+        "{stderr}"
+    );
+    let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+    let alpha = shown["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "alpha")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let hosted = std::fs::read_to_string(&w1_log).unwrap();
+    assert!(
+        hosted.contains(&format!("troupe worker w1: hosting alpha ({alpha})")),
+        "{hosted}"
+    );
+    assert!(
+        !std::fs::read_to_string(&w2_log)
+            .unwrap()
+            .contains("hosting"),
+        "w2 hosted nothing"
+    );
+    let tasks = shown["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{shown}");
+    assert_eq!(tasks[0]["subject"], "from the worker");
+    // alpha's log: its answer, written by the worker.
+    assert!(
+        s.log(&alpha)
+            .iter()
+            .any(|e| e.to_string().contains("alpha done")),
+        "alpha answered"
+    );
+    s.ok(&["team", "verify", &lead]);
+    // SIGTERM: the worker parks and exits 0; its name is free again at once.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&w1.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut w1).success());
+    assert!(
+        std::fs::read_to_string(&w1_log)
+            .unwrap()
+            .contains("stopping: parking its members")
+    );
+    let (_again, _) = start_worker(&s, "w1", &workspace);
+}
+
+/// `troupe worker`'s bad input (issue 14): no NATS store, `--slots 0`, a name a live worker
+/// has — each a one-line error, exit 2.
+#[test]
+fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let refused = |out: Output, says: &str| {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    };
+    refused(
+        bin()
+            .arg("--home")
+            .arg(s.home())
+            .args(["worker", "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "troupe worker needs a NATS store",
+    );
+    refused(
+        s.troupe(&["worker", "--slots", "0", "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "--slots",
+    );
+    let (_w1, _) = start_worker(&s, "w1", &workspace);
+    refused(
+        s.troupe(&["worker", "--name", "w1", "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "a live worker is already registered as w1",
+    );
+    let script = s.path("lead.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [{"text": "done"}]}}).to_string(),
+    )
+    .unwrap();
+    refused(
+        bin()
+            .arg("--home")
+            .arg(s.home())
+            .args(["run", "--team", "--placement", "workers", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("x")
+            .output()
+            .unwrap(),
+        "--placement workers needs a NATS store",
+    );
+}
+
+/// `team show --json` with what differs between two runs of one script left out: session
+/// and message ids (numbered in order of appearance), times, log positions (`seq`: the
+/// members' logs interleave differently) and model paths (the script is under each home).
+fn show_shape(view: &Value) -> String {
+    fn strip(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "time" | "seq" | "model"))
+                    .map(|(k, v)| (k.clone(), strip(v)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(strip).collect()),
+            other => other.clone(),
+        }
+    }
+    let text = serde_json::to_string_pretty(&strip(view)).unwrap();
+    let mut ids: Vec<String> = Vec::new();
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    // A UUID: 36 characters, hex digits and dashes at 8-4-4-4-12.
+    let is_uuid = |s: &str| {
+        s.len() >= 36
+            && s[..36].char_indices().all(|(i, c)| {
+                if [8, 13, 18, 23].contains(&i) {
+                    c == '-'
+                } else {
+                    c.is_ascii_hexdigit()
+                }
+            })
+    };
+    while !rest.is_empty() {
+        if is_uuid(rest) {
+            let id = rest[..36].to_owned();
+            let n = ids.iter().position(|i| *i == id).unwrap_or_else(|| {
+                ids.push(id);
+                ids.len() - 1
+            });
+            out.push_str(&format!("<id{n}>"));
+            rest = &rest[36..];
+        } else {
+            let c = rest.chars().next().unwrap();
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// Issue 14 item 5, the end-to-end test: two `troupe worker`s and `troupe demo --placement
+/// workers` — every teammate hosted by a worker (their stderr names each one they host), the
+/// same end state as the local demo (`team show --json` equal up to ids,
+/// times and log positions), `team verify` passes, the project's tests pass, every message
+/// delivered exactly once.
+#[test]
+fn the_demo_with_two_workers_ends_as_the_local_demo_with_every_teammate_on_a_worker() {
+    let Some(s) = Setup::single() else { return };
+    // The local demo on the files of another home (the NATS store shows what the files show).
+    let files = s.path("files");
+    let local = s.path("local");
+    let out = on_files(&files, &["demo", "--workspace", local.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let local_lead = session_of(&text(&out.stderr));
+    let workspace = s.path("placed");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_wa, wa_log) = start_worker(&s, "wa", &workspace);
+    let (_wb, wb_log) = start_worker(&s, "wb", &workspace);
+    let out = s.run(&[
+        "demo",
+        "--placement",
+        "workers",
+        "--workspace",
+        workspace.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lead = session_of(&stderr);
+    assert_demo_done_once(&s, &workspace, &lead);
+    let view: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+    let local_view: Value =
+        serde_json::from_str(&files_ok(&files, &["team", "show", &local_lead, "--json"])).unwrap();
+    assert_eq!(show_shape(&view), show_shape(&local_view));
+    let hosted = format!(
+        "{}{}",
+        std::fs::read_to_string(&wa_log).unwrap(),
+        std::fs::read_to_string(&wb_log).unwrap()
+    );
+    for member in view["members"].as_array().unwrap() {
+        if member["role"] == "teammate" {
+            let line = format!(
+                "hosting {} ({})",
+                member["name"].as_str().unwrap(),
+                member["id"].as_str().unwrap()
+            );
+            assert!(hosted.contains(&line), "{line} not in {hosted}");
+        }
+    }
+}
+
+/// Issue 14, chaos: `kill -9` of the worker hosting a running teammate — its host stops
+/// reporting and its lease expires; the Lead's process then continues the teammate itself
+/// (its cut turn closed from the logs, as after a crash) and the Team finishes: the teammate's
+/// later work is done once, `team verify` passes.
+#[test]
+fn kill_9_of_the_worker_hosting_a_running_teammate_and_the_team_still_finishes() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                call("wait_agent", json!({"timeout_ms": 120000})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                call("team_task_create", json!({"subject": "after the crash", "description": "d"})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let (mut w1, w1_log) = start_worker(&s, "w1", &workspace);
+    let run_err = s.path("run.stderr");
+    let mut run = Running(
+        s.troupe(&["run", "--team", "--placement", "workers", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("fix it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&run_err).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran on w1");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        std::fs::read_to_string(&w1_log)
+            .unwrap()
+            .contains("hosting alpha")
+    );
+    w1.0.kill().unwrap();
+    let _ = w1.0.wait();
+    // The orphaned loop of the dead worker is stopped by the recovery that continues alpha
+    // (its process group is recorded); `go` lets the next step pass whatever happens.
+    let status = wait_exit(&mut run);
+    let stderr = std::fs::read_to_string(&run_err).unwrap();
+    assert!(status.success(), "{stderr}");
+    let lead = session_of(&stderr);
+    let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+    let tasks = shown["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{shown}");
+    assert_eq!(tasks[0]["subject"], "after the crash");
+    s.ok(&["team", "verify", &lead]);
+    std::fs::write(workspace.join("go"), "").unwrap();
+}

@@ -640,6 +640,21 @@ pub const STABLE_CODES: &[StableCode] = &[
         "A Team service request whose caller's lease is not its session's current one (a process acting for a member it does not host), or that names the Lead.",
     ),
     c(
+        "TEAM_MEMBER_NOT_HOSTED",
+        "runtime",
+        "A Team message reached the process holding a teammate's lease while it runs no agent of it (starting or settling); the Team's serializer asks again.",
+    ),
+    c(
+        "WORKER_NAME_TAKEN",
+        "store-nats",
+        "troupe worker --name NAME when a live worker is already registered under NAME in the store's worker registry.",
+    ),
+    c(
+        "WORKER_BUSY",
+        "cli",
+        "A request to host a teammate reached a worker with no free slot; the Lead's process places it elsewhere or runs it locally.",
+    ),
+    c(
         "TEAM_LEAD_MOVED",
         "runtime",
         "A Team service request reached a process that no longer holds the Lead's lease, and no new holder answered within the bounded retry.",

@@ -30,6 +30,7 @@ const NOT_CODES: &[&str] = &[
     "TROUPE_CLOCK",
     "TROUPE_HOME",
     "TROUPE_LEASES",
+    "TROUPE_WORKERS",
     "TROUPE_LEASE_TTL",
     "TROUPE_NATS_SERVER",
     "TROUPE_SKIP_NATS",

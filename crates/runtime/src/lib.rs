@@ -98,7 +98,9 @@ pub use resume_plan::{
     CONTINUATION, ResumePlan, ResumeStarted, ResumeStep, StoredSession, continuation_message,
     record_model_override, takes_instruction,
 };
-pub use runtime::{LogFailure, ModelSource, Runtime, RuntimeOptions, stored_config};
+pub use runtime::{
+    LogFailure, ModelSource, Runtime, RuntimeOptions, TeamLinkFactory, stored_config,
+};
 pub use teammate_scan::TeammateScans;
 pub use time_travel::{TimeTravelError, read_timeline};
 pub use user_mail::{UserMailError, UserMailReceipt, append_user_message, user_message_content};

@@ -36,7 +36,7 @@ use crate::prompt::{TeamRole, TeamWorkspace, default_system_prompt, team_policy}
 use crate::record::to_value;
 use crate::recovery::{Resolver, TeamLinks, needs_team_links};
 use crate::subagent::SubagentTool;
-use crate::team::{TeamOpError, TeamService};
+use crate::team::{RemoteTeam, TeamLink, TeamOpError, TeamService};
 use troupe_approval::read_decision;
 use troupe_session::approval::{ApprovalEntry, ApprovalMode, ApprovalPolicy};
 use troupe_session::events::{
@@ -202,7 +202,13 @@ struct RtInner {
     /// The model name each agent set up (or each teammate's log read) in this process runs:
     /// what `list_agents` shows for a member that is not live.
     models_seen: Mutex<HashMap<SessionId, String>>,
+    /// The Team service links of a process hosting teammates whose Team's serializer runs in
+    /// another process (see [`Runtime::set_team_links`]).
+    team_links: std::sync::OnceLock<TeamLinkFactory>,
 }
+
+/// Makes the [`TeamLink`] to the Team led by a session (the transport of [`RemoteTeam`]).
+pub type TeamLinkFactory = Arc<dyn Fn(&SessionId) -> Arc<dyn TeamLink> + Send + Sync>;
 
 struct Live {
     agent: Agent,
@@ -241,6 +247,7 @@ impl Runtime {
                 control,
                 log_failures: Mutex::new(Vec::new()),
                 models_seen: Mutex::new(HashMap::new()),
+                team_links: std::sync::OnceLock::new(),
             }
         });
         Self { inner }
@@ -536,6 +543,88 @@ impl Runtime {
         Ok((agent, recovered))
     }
 
+    /// Sets how this process reaches the Team service of Teams whose serializer runs in
+    /// another process (DESIGN §7): a teammate it hosts ([`Runtime::host_teammate`]) gets the
+    /// ten Team tools through the link `links` makes for its Lead ([`RemoteTeam`]). Set
+    /// once (a second call is ignored: `false`).
+    pub fn set_team_links(&self, links: TeamLinkFactory) -> bool {
+        self.inner.team_links.set(links).is_ok()
+    }
+
+    /// The live status of the agents of this runtime, for [`RemoteTeam`]'s callers.
+    fn live_source(&self) -> crate::team::LiveSource {
+        let weak = Arc::downgrade(&self.inner);
+        Arc::new(move |id: &SessionId| {
+            let inner = weak.upgrade()?;
+            let agent = lock(&inner.live).get(id).map(|l| l.agent.clone())?;
+            Some(troupe_team::LiveAgent {
+                status: match agent.status() {
+                    AgentStatus::Running => troupe_team::LiveStatus::Running,
+                    AgentStatus::Idle => troupe_team::LiveStatus::Idle,
+                },
+                model: Some(agent.setup().model.model.clone()),
+            })
+        })
+    }
+
+    /// Hosts teammate `id` for a Team whose serializer runs in another process (`troupe
+    /// worker`, DESIGN §7 "Workers and placement"): takes its session's lease (opening its
+    /// log), closes a turn a crash left open (its Team calls decided from the Lead log, as
+    /// any activation does), cold-resumes it with the Team tools of [`Runtime::set_team_links`]
+    /// and the model it recorded (its own, else its Lead's recorded model — as `troupe
+    /// resume` would), wakes its parked inbox and watches it: once it settles (idle, nothing
+    /// waking) it is released, which parks its inbox and releases the lease. Returns the
+    /// resident agent.
+    ///
+    /// What survives a crash of the host: the teammate's log as it was appended (a turn
+    /// running then is closed by the next host's activation, decided from the logs); the
+    /// lease frees itself after its TTL.
+    ///
+    /// # Errors
+    /// `JOURNAL_LOCKED` (another process holds it), `NOT_RESUMABLE` (not a teammate, no
+    /// configuration, already resident here, no Team link set), journal and model setup
+    /// errors.
+    pub async fn host_teammate(&self, id: &SessionId) -> Result<Agent, RuntimeError> {
+        let refuse = |reason: &str| RuntimeError::NotResumable {
+            id: id.to_string(),
+            reason: reason.to_owned(),
+        };
+        if self.inner.team_links.get().is_none() {
+            return Err(refuse("this process has no link to a Team service"));
+        }
+        let guard = self.child_lock(id);
+        let _held = guard.lock().await;
+        if self.agent(id).is_some() {
+            return Err(refuse("it is already hosted by this process"));
+        }
+        let (writer, replay) = self.inner.journal.open(id)?;
+        let mut transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
+        let Some(lead) = transcript
+            .descriptor()
+            .and(replay.header.parent_session.clone())
+        else {
+            return Err(refuse("it is not a teammate (no subagent descriptor)"));
+        };
+        let links = LinkSource::lead(Some(lead.clone()));
+        self.recover_open_turn(&writer, &mut transcript, id, &links)
+            .await?;
+        let mut config = transcript
+            .config()
+            .cloned()
+            .ok_or_else(|| refuse("it has no agent configuration (not created by troupe run)"))?;
+        if !config.own_model {
+            config.model = stored_config(&self.inner.journal, &lead)?.model;
+            config.own_model = true;
+        }
+        let setup = self.build_setup(id, &config, Some(&lead))?;
+        let agent = Agent::start(writer, transcript, setup);
+        restore_seen(&agent).await;
+        self.register(agent.clone(), None, false);
+        agent.wake_parked();
+        self.ensure_watched(&agent);
+        Ok(agent)
+    }
+
     async fn activate(&self, id: &SessionId) -> Result<(Agent, bool), RuntimeError> {
         let (writer, replay) = self.inner.journal.open(id)?;
         let mut transcript = Transcript::fold(replay.header.seed_len(), &replay.events)?;
@@ -754,7 +843,16 @@ impl Runtime {
             // DESIGN decision 4: the Team profile replaces subagent/subagent_fork with the ten
             // Team tools and the policy section; a teammate's Team id is its parent's id.
             Profile::Team => {
-                for tool in crate::team::team_tools(&Arc::downgrade(&self.inner.teams)) {
+                // A teammate whose Team's serializer runs in another process (hosted by a
+                // worker) calls it over the Team service link; every other member here.
+                let remote = parent
+                    .filter(|lead| self.inner.teams.team(lead).is_none())
+                    .and_then(|lead| self.inner.team_links.get().map(|links| links(lead)));
+                let team_tools = match remote {
+                    Some(link) => RemoteTeam::new(link, self.live_source()).tools(),
+                    None => crate::team::team_tools(&Arc::downgrade(&self.inner.teams)),
+                };
+                for tool in team_tools {
                     tools.register(tool).map_err(|e| refuse(e.to_string()))?;
                 }
                 policy = Some(match parent {
@@ -1624,8 +1722,9 @@ impl Runtime {
         }
     }
 
-    /// Waits until `root` is idle and none of its descendants is resident (every child
-    /// settled). Other roots are not waited for.
+    /// Waits until `root` is idle, none of its descendants is resident (every child settled)
+    /// and no member of its Team is reported running in another process. Other roots are not
+    /// waited for.
     pub async fn wait_quiescent(&self, root: &Agent) {
         loop {
             let changed = self.inner.changed.notified();
@@ -1634,13 +1733,17 @@ impl Runtime {
                 let live = lock(&self.inner.live);
                 live.get(root.id()).is_some_and(|l| !l.owned.is_empty())
             };
-            if !descendants && root.status() == AgentStatus::Idle {
+            // Members of its Team running in other processes (hosted by workers) are waited
+            // for too; their hosts' reports are looked at again every 200 ms.
+            let elsewhere = self.inner.teams.running_elsewhere(root.id()) > 0;
+            if !descendants && !elsewhere && root.status() == AgentStatus::Idle {
                 return;
             }
             let mut status = root.subscribe_status();
             tokio::select! {
                 () = changed => {}
                 _ = status.changed() => {}
+                () = tokio::time::sleep(Duration::from_millis(200)), if elsewhere => {}
             }
         }
     }

@@ -93,11 +93,14 @@
 //! a runtime.
 
 mod conn;
+mod deliver;
 mod follow;
 mod lease;
 mod read;
 mod sink;
+mod status;
 mod teamsvc;
+mod workers;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -110,8 +113,14 @@ use troupe_journal::{
 use troupe_protocol::{Event, SessionHeader, SessionId};
 
 pub use conn::parse_url;
+pub use deliver::{DeliveryServer, NatsMemberHosts, Warnings};
 pub use lease::HeldLease;
+pub use status::{StatusListener, StatusPublisher};
 pub use teamsvc::{LinkOptions, NatsTeamLink, TeamOpServer};
+pub use workers::{
+    HostAnswer, HostRequest, RegisterError, WORKER_SUBJECT_PREFIX, WORKER_VERSION, WORKERS_BUCKET,
+    WorkerRecord, WorkerRegistration, WorkspaceIdentity, live_workers,
+};
 
 /// The default stream name.
 pub const DEFAULT_STREAM: &str = "TROUPE";
@@ -128,6 +137,12 @@ pub const CONTROL_SUBJECT_PREFIX: &str = "troupe.control.";
 /// The prefix of a Team's service subject: `troupe.team.<team-id>.op` (see
 /// [`NatsBackend::team_subject`]). Like the control subjects, no stream may take them.
 pub const TEAM_SUBJECT_PREFIX: &str = "troupe.team.";
+/// The prefix of a session's delivery subject: `troupe.deliver.<id>` (see
+/// [`NatsBackend::deliver_subject`]). Like the control subjects, no stream may take them.
+pub const DELIVER_SUBJECT_PREFIX: &str = "troupe.deliver.";
+/// The prefix of a Team's status subject: `troupe.status.<team-id>` (see
+/// [`NatsBackend::status_subject`]). No stream may take them.
+pub const STATUS_SUBJECT_PREFIX: &str = "troupe.status.";
 /// The NATS header of a session's header message naming how many events its first append
 /// published with it.
 pub const FIRST_EVENTS_HEADER: &str = "Troupe-First-Events";
@@ -238,6 +253,26 @@ impl NatsBackend {
     /// elsewhere there ([`TeamOpServer`]; [`NatsTeamLink`] is the calling side).
     pub fn team_subject(lead: &SessionId) -> String {
         format!("{TEAM_SUBJECT_PREFIX}{lead}.op")
+    }
+
+    /// The delivery subject of session `id`: `troupe.deliver.<id>`. The process holding the
+    /// session's lease accepts Team mail for it there ([`DeliveryServer`];
+    /// [`NatsMemberHosts`] is the serializer's side).
+    pub fn deliver_subject(id: &SessionId) -> String {
+        format!("{DELIVER_SUBJECT_PREFIX}{id}")
+    }
+
+    /// The subject on which worker `name` takes requests to host a teammate:
+    /// `troupe.worker.<name>.host` (see [`WorkerRegistration`]).
+    pub fn worker_subject(name: &str) -> String {
+        format!("{WORKER_SUBJECT_PREFIX}{name}.host")
+    }
+
+    /// The status subject of the Team led by `lead`: `troupe.status.<lead>`. The processes
+    /// hosting its members publish their status edges there ([`StatusPublisher`]); the
+    /// process running its serializer listens ([`StatusListener`]).
+    pub fn status_subject(lead: &SessionId) -> String {
+        format!("{STATUS_SUBJECT_PREFIX}{lead}")
     }
 
     /// The lease this backend holds on session `id` (its writer's), while it holds it and it

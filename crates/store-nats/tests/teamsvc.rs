@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use troupe_journal::Journal;
@@ -17,11 +18,14 @@ use troupe_llm::{
 };
 use troupe_protocol::{Event, SessionId, SystemClock, event_types as ty};
 use troupe_runtime::team::{
-    CallerLease, RemoteTeam, TEAM_CALL_VERSION, TeamCallAnswer, TeamCallRequest,
+    CallerLease, DeliverRequest, RemoteTeam, TEAM_CALL_VERSION, TeamCallAnswer, TeamCallRequest,
 };
 use troupe_runtime::{Agent, ChunkPolicy, ModelSource, Runtime, RuntimeOptions};
 use troupe_session::events::Profile;
-use troupe_store_nats::{LinkOptions, NatsBackend, NatsOptions, NatsTeamLink, TeamOpServer};
+use troupe_store_nats::{
+    DeliveryServer, LinkOptions, NatsBackend, NatsMemberHosts, NatsOptions, NatsTeamLink,
+    StatusListener, StatusPublisher, TeamOpServer,
+};
 use troupe_team::{LiveAgent, LiveStatus, MemberContext};
 use troupe_test_support::NatsServer;
 use troupe_tools::{FileObservations, Tool, ToolContext, ToolLimits};
@@ -802,4 +806,321 @@ async fn the_store_going_away_mid_call_is_store_unreachable() {
         assert_eq!(links.len(), 1, "an answered claim is durable");
     }
     drop(served);
+}
+
+/// The inbox items of `id`'s log carrying message `message` (each `agent/inbox/spliced`
+/// inserting it counts once).
+fn copies(p: &Process, id: &SessionId, message: &troupe_protocol::MessageId) -> usize {
+    p.events(id)
+        .iter()
+        .filter(|e| e.kind == ty::AGENT_INBOX_SPLICED)
+        .filter_map(|e| e.data["inserted"].as_array().cloned())
+        .flatten()
+        .filter(|item| item["id"] == message.as_str())
+        .count()
+}
+
+/// The `team/message/delivered` records of `message` in the Lead log.
+fn delivered(p: &Process, lead: &SessionId, message: &troupe_protocol::MessageId) -> usize {
+    p.events(lead)
+        .iter()
+        .filter(|e| e.kind == ty::TEAM_MESSAGE_DELIVERED && e.data["messageId"] == message.as_str())
+        .count()
+}
+
+/// A Team led from `a` whose teammate is resident in `b` (cold-resumed there, holding its
+/// lease), with `a`'s serializer handing mail over through NATS.
+async fn team_resident_in(
+    a: &Process,
+    b: &Process,
+    append_unhosted: bool,
+) -> (Agent, SessionId, Agent) {
+    assert!(
+        a.runtime
+            .teams()
+            .set_member_hosts(Arc::new(NatsMemberHosts::new(
+                a.nats.clone(),
+                append_unhosted
+            )))
+    );
+    let (lead, worker) = team(a, false).await;
+    a.runtime
+        .drain_children(&lead, std::slice::from_ref(&worker))
+        .await
+        .unwrap();
+    until("the Lead's process released the worker", || {
+        a.nats.held_lease(&worker).is_none()
+    })
+    .await;
+    let (hosted, _) = b.runtime.resume_root(&worker).await.unwrap();
+    (lead, worker, hosted)
+}
+
+/// Issue 14 item 4: mail from the Lead to a teammate hosted by another process goes through
+/// the holder of its lease — quiet mail injected, wakeup mail queued as its next turn —, once
+/// each, and `team/message/delivered` follows the holder's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mail_to_a_teammate_hosted_elsewhere_is_appended_by_its_holder_once() {
+    let Some(server) = NatsServer::single() else {
+        return;
+    };
+    let workspace = tempfile::tempdir().unwrap();
+    let a = Process::new(&server.url(), workspace.path(), None);
+    let b = Process::new(&server.url(), workspace.path(), None);
+    let (lead, worker, hosted) = team_resident_in(&a, &b, false).await;
+    let served = DeliveryServer::start(&b.nats, b.runtime.clone())
+        .await
+        .unwrap();
+    // a's own delivery server answers nothing for a session it does not hold.
+    let bystander = DeliveryServer::start(&a.nats, a.runtime.clone())
+        .await
+        .unwrap();
+    let teams = a.runtime.teams();
+    let (quiet, accepted) = teams
+        .send(&lead, "worker", "quiet news", troupe_team::Delivery::Quiet)
+        .await
+        .unwrap();
+    assert!(accepted, "the holder took the quiet message");
+    let (wakeup, accepted) = teams
+        .send(&lead, "worker", "more work", troupe_team::Delivery::Wakeup)
+        .await
+        .unwrap();
+    assert!(accepted, "the holder took the wakeup message");
+    assert!(
+        a.runtime.agent(&worker).is_none(),
+        "the Lead's process did not cold-resume the teammate"
+    );
+    // The wakeup runs a turn in the hosting process.
+    until("the hosted teammate ran the wakeup", || {
+        hosted.with_transcript(|t| t.stats().turns) >= 2
+    })
+    .await;
+    hosted.wait_idle().await;
+    for message in [&quiet, &wakeup] {
+        assert_eq!(copies(&b, &worker, message), 1, "{message}");
+        assert_eq!(delivered(&a, lead.id(), message), 1, "{message}");
+    }
+    // The Lead log: queued before delivered, for each.
+    let kinds: Vec<String> = a
+        .events(lead.id())
+        .iter()
+        .filter(|e| e.kind.starts_with("team/message/"))
+        .map(|e| {
+            let id = e.data["messageId"]
+                .as_str()
+                .or(e.data["message"]["id"].as_str())
+                .unwrap_or("");
+            format!("{} {id}", e.kind)
+        })
+        .collect();
+    let at = |kind: &str, m: &troupe_protocol::MessageId| {
+        kinds
+            .iter()
+            .position(|k| *k == format!("{kind} {m}"))
+            .unwrap()
+    };
+    for m in [&quiet, &wakeup] {
+        assert!(
+            at("team/message/queued", m) < at("team/message/delivered", m),
+            "{kinds:?}"
+        );
+    }
+    served.stop().await;
+    bystander.stop().await;
+    b.runtime.shutdown().await.unwrap();
+    a.runtime.shutdown().await.unwrap();
+}
+
+/// Issue 14 item 4, crash points: the holder appends a message and its answer is lost — its
+/// process goes on (the retry reaches it again) or dies (its lease is freed; the serializer
+/// takes the lease and looks) —: either way the retry finds the message in the teammate's
+/// log by its id, appends no second copy, and the Lead log records it delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_whose_answer_is_lost_is_delivered_once_by_the_retry() {
+    let Some(server) = NatsServer::single() else {
+        return;
+    };
+    let workspace = tempfile::tempdir().unwrap();
+    let a = Process::new(&server.url(), workspace.path(), None);
+    let b = Process::new(&server.url(), workspace.path(), None);
+    let (lead, worker, _hosted) = team_resident_in(&a, &b, true).await;
+    // The holder's real acceptance, with its answer never sent: a process that appended and
+    // then lost its connection (or died) before answering.
+    let swallow = |p: &Process| {
+        let client = p.nats.client();
+        let runtime = p.runtime.clone();
+        let subject = NatsBackend::deliver_subject(&worker);
+        tokio::spawn(async move {
+            let mut requests = client.subscribe(subject).await.unwrap();
+            client.flush().await.unwrap();
+            let request = requests.next().await.unwrap();
+            let request: DeliverRequest = serde_json::from_slice(&request.payload).unwrap();
+            let answer = runtime.teams().accept_delivery(&request).await;
+            assert!(answer.ok, "{answer:?}");
+            // The answer is dropped; so is the subscription.
+        })
+    };
+    // 1. The holder lives on: the retry reaches it and is answered from its log.
+    let appended = swallow(&b);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let sender = {
+        let (teams, lead) = (a.runtime.clone(), lead.clone());
+        tokio::spawn(async move {
+            teams
+                .teams()
+                .send(&lead, "worker", "first", troupe_team::Delivery::Quiet)
+                .await
+                .unwrap()
+        })
+    };
+    appended.await.unwrap();
+    let served = DeliveryServer::start(&b.nats, b.runtime.clone())
+        .await
+        .unwrap();
+    let (first, accepted) = sender.await.unwrap();
+    assert!(accepted);
+    assert_eq!(copies(&b, &worker, &first), 1, "no second copy");
+    assert_eq!(delivered(&a, lead.id(), &first), 1);
+    served.stop().await;
+    // 2. The holder dies after its append: its lease is freed, and the serializer's
+    // unhosted append finds the message already there.
+    let appended = swallow(&b);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let sender = {
+        let (teams, lead) = (a.runtime.clone(), lead.clone());
+        tokio::spawn(async move {
+            teams
+                .teams()
+                .send(&lead, "worker", "second", troupe_team::Delivery::Quiet)
+                .await
+                .unwrap()
+        })
+    };
+    appended.await.unwrap();
+    b.runtime.shutdown().await.unwrap();
+    let (second, accepted) = sender.await.unwrap();
+    assert!(accepted, "delivered once the dead holder's lease was free");
+    assert_eq!(copies(&a, &worker, &second), 1, "no second copy");
+    assert_eq!(delivered(&a, lead.id(), &second), 1);
+    // 3. Nobody hosts it now: quiet mail is appended under the serializer's own lease, once,
+    // and the lease is released again.
+    let (third, accepted) = a
+        .runtime
+        .teams()
+        .send(&lead, "worker", "third", troupe_team::Delivery::Quiet)
+        .await
+        .unwrap();
+    assert!(accepted);
+    assert_eq!(copies(&a, &worker, &third), 1);
+    assert_eq!(delivered(&a, lead.id(), &third), 1);
+    assert!(
+        a.nats.held_lease(&worker).is_none(),
+        "the lease was released"
+    );
+    assert!(a.nats.current_lease(&worker).await.unwrap().is_none());
+    a.runtime.shutdown().await.unwrap();
+}
+
+/// `worker`'s status in `list_agents` as the Lead's process sees it.
+async fn status_seen(a: &Process, lead: &Agent) -> troupe_team::MemberStatus {
+    use troupe_runtime::team::{OpContext, TeamOp, TeamReply};
+    let reply = a
+        .runtime
+        .teams()
+        .call(lead, TeamOp::ListAgents, OpContext::default())
+        .await
+        .unwrap();
+    let TeamReply::Roster(rows) = reply else {
+        panic!("not a roster: {reply:?}")
+    };
+    rows.into_iter()
+        .find(|r| r.member.name == "worker")
+        .unwrap()
+        .member
+        .status
+}
+
+/// Issue 14 item 5: a teammate hosted by another process is `running` in the Lead's
+/// `list_agents` while its host runs it, its settling there wakes the Lead's `wait_agent`
+/// (an edge, REFERENCE c.12: not a timeout), and once its host released it it is `inactive`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_settling_in_another_process_wakes_the_leads_wait_agent() {
+    use troupe_runtime::team::{OpContext, TeamOp, WaitOutcome};
+    use troupe_team::MemberStatus;
+    let Some(server) = NatsServer::single() else {
+        return;
+    };
+    let workspace = tempfile::tempdir().unwrap();
+    let a = Process::new(&server.url(), workspace.path(), None);
+    // The hosting process's model for the worker answers only when cancelled.
+    let b = Process::new(&server.url(), workspace.path(), Some("worker"));
+    let (lead, _worker, hosted) = team_resident_in(&a, &b, false).await;
+    let _listener = StatusListener::start(&a.nats, a.runtime.clone(), lead.id())
+        .await
+        .unwrap();
+    let publisher = StatusPublisher::start(&b.nats, b.runtime.clone(), "host-b".to_owned());
+    let served = DeliveryServer::start(&b.nats, b.runtime.clone())
+        .await
+        .unwrap();
+    let wait = |ms: u64| {
+        a.runtime.teams().call(
+            &lead,
+            TeamOp::WaitAgent {
+                timeout_ms: json!(ms),
+            },
+            OpContext::default(),
+        )
+    };
+    // Nobody else runs yet: nothing to wait for.
+    assert!(matches!(
+        wait(10_000).await.unwrap(),
+        troupe_runtime::team::TeamReply::Waited(WaitOutcome::NoProgress)
+    ));
+    let (_, accepted) = a
+        .runtime
+        .teams()
+        .send(&lead, "worker", "go", troupe_team::Delivery::Wakeup)
+        .await
+        .unwrap();
+    assert!(accepted);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status_seen(&a, &lead).await != MemberStatus::Running {
+        assert!(
+            Instant::now() < deadline,
+            "the Lead never saw the worker run"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        a.runtime
+            .teams()
+            .hosts_elsewhere(lead.id())
+            .into_iter()
+            .map(|(_, host)| host)
+            .collect::<Vec<_>>(),
+        ["host-b"]
+    );
+    // The wait registers at its first poll; the worker's turn is then ended in its host.
+    let (waited, ()) = tokio::join!(wait(600_000), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        hosted.cancel(json!({"kind": "test"}), true).await.unwrap();
+    });
+    assert!(
+        matches!(
+            waited.unwrap(),
+            troupe_runtime::team::TeamReply::Waited(WaitOutcome::Waited { timed_out: false })
+        ),
+        "woken by the edge, not by the timeout"
+    );
+    hosted.wait_idle().await;
+    assert_eq!(status_seen(&a, &lead).await, MemberStatus::Idle);
+    served.stop().await;
+    b.runtime.shutdown().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status_seen(&a, &lead).await != MemberStatus::Inactive {
+        assert!(Instant::now() < deadline, "the release was never seen");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    publisher.stop().await;
+    a.runtime.shutdown().await.unwrap();
 }

@@ -68,6 +68,8 @@ pub(super) struct WorkConfig {
     pub(super) worktree_root: Option<PathBuf>,
     /// The stall threshold of the board's reads (`--stall-after`, `stall_after`).
     pub(super) stall_after: StallAfter,
+    /// `--placement`.
+    pub(super) placement: super::flags::Placement,
     /// Environment variables that hold API keys: removed from every `bash` tool process.
     pub(super) secret_env: Vec<String>,
     /// The sandbox of every `bash` and MCP server (checked against this kernel).
@@ -214,6 +216,7 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
     shape.project_instructions = project_instructions;
     shape.approval = settings.approval_policy();
     shape.stall_after = settings.stall_after();
+    shape.placement = placement_of(&flags.placement, &home)?;
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 
@@ -447,12 +450,29 @@ pub(super) fn validate_resume(
     // Not recorded: the flag, else the user's file, else 10m (the project's file configures
     // new runs only).
     shape.stall_after = crate::settings::stall_after_in(&home.dir, flags.stall.stall_after)?;
+    shape.placement = placement_of(&flags.placement, &home)?;
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 
 /// How a validated run goes: what [`work_config`] takes besides the home, the workspace and
 /// the model.
+/// `--placement`: `workers` needs a NATS store (bad input otherwise).
+pub(crate) fn placement_of(
+    args: &super::flags::PlacementArgs,
+    home: &Home<'_>,
+) -> Result<super::flags::Placement, Failure> {
+    if args.placement == super::flags::Placement::Workers && home.store.nats_backend().is_none() {
+        return Err(Failure::bad_input(anyhow!(
+            "--placement workers needs a NATS store (--store nats://HOST:PORT): workers are \
+             found in its registry"
+        )));
+    }
+    Ok(args.placement)
+}
+
 pub(super) struct RunShape {
+    /// `--placement` (default: local).
+    pub(super) placement: super::flags::Placement,
     pub(super) json: bool,
     pub(super) team: bool,
     pub(super) team_limits: TeamLimits,
@@ -496,6 +516,7 @@ impl RunShape {
             team,
             team_limits,
             stall_after: StallAfter::default(),
+            placement: super::flags::Placement::Local,
             sandbox,
             mcp,
             start,
@@ -586,6 +607,7 @@ pub(super) fn work_config(
         prices: shape.prices,
         worktree_root: shape.worktree_root,
         stall_after: shape.stall_after,
+        placement: shape.placement,
         start: shape.start,
         framing: shape.framing,
     })

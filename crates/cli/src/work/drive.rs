@@ -34,7 +34,7 @@ use crate::approve::Prompts;
 use crate::control::{ControlNote, ControlServer, NatsControl};
 use crate::exit::Failure;
 use crate::progress::{Board, OutputMode, Printer};
-use troupe_store_nats::TeamOpServer;
+use troupe_store_nats::{NatsMemberHosts, StatusListener, TeamOpServer};
 
 /// How long the first Ctrl-C waits for the cancelled turn to close before shutting down anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(15);
@@ -117,6 +117,25 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
             worktree_root: config.worktree_root.clone(),
         },
     );
+    // On a NATS store, mail to a teammate hosted by another process goes through the holder
+    // of its lease (`troupe.deliver.<id>`, DESIGN §7 "Delivery across processes").
+    // With `--placement workers`, a woken teammate nobody hosts is placed on a live worker.
+    if let Some(nats) = config.store.nats_backend() {
+        let hosts = match config.placement {
+            super::flags::Placement::Local => NatsMemberHosts::new(nats.clone(), false),
+            super::flags::Placement::Workers => {
+                let lead = troupe_store_nats::WorkspaceIdentity::of(&config.workspace)
+                    .with_context(|| format!("workspace {}", config.workspace.display()))
+                    .map_err(Failure::work)?;
+                NatsMemberHosts::placing(nats.clone(), lead).with_warnings(Arc::new(
+                    |line: &str| {
+                        crate::output::eprint_line!("troupe: warning: {line}");
+                    },
+                ))
+            }
+        };
+        runtime.teams().set_member_hosts(Arc::new(hosts));
+    }
     let mut printer = Printer::new(config.mode);
     printer.expect_usage(config.spec.provider != ProviderKind::Script);
     // A fork child's log numbers its turns after the ones its seed inherited; progress counts
@@ -374,6 +393,24 @@ async fn drive(
         }
         _ => None,
     };
+    // ... and records the status edges of teammates hosted by other processes
+    // (`troupe.status.<lead-id>`), for `list_agents` and `wait_agent`.
+    let status_listener = match config.store.nats_backend() {
+        Some(nats) if runtime.teams().team(&id).is_some() => {
+            match StatusListener::start(nats, runtime.clone(), &id).await {
+                Ok(listener) => Some(listener),
+                Err(e) => {
+                    printer.note(&format!(
+                        "troupe: note: the status subject {} could not be read ({e}): \
+                         wait_agent does not see teammates hosted by other processes",
+                        troupe_store_nats::NatsBackend::status_subject(&id)
+                    ));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let mut interrupt = if started.any() {
         wait(
             runtime, &agent, printer, events, sigint, prompts, &mut notes,
@@ -409,6 +446,7 @@ async fn drive(
     if let Some(team_service) = team_service {
         team_service.stop().await;
     }
+    drop(status_listener);
     // A notice that became due is in the Lead's log before the run ends.
     give_due_budget_notice(&runtime.options().ledger, &agent).await;
     Ok(Driven {

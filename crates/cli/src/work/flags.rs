@@ -399,6 +399,27 @@ fn limit_error(flag: &str, error: TeamError) -> Failure {
     }
 }
 
+/// Where a Team's teammates run (`--placement`, DESIGN §7 "Workers and placement").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub(crate) enum Placement {
+    /// In this process (the default).
+    #[default]
+    Local,
+    /// On live `troupe worker`s of the store.
+    Workers,
+}
+
+/// `--placement`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct PlacementArgs {
+    /// Where woken teammates run: `local` (this process) or `workers` (a live troupe worker
+    /// of the NATS store whose workspace matches and that has a free slot; a worker that is
+    /// not eligible is skipped with the reason, and with none the teammate runs here, with a
+    /// warning). `workers` needs --store nats://…
+    #[arg(long, value_enum, value_name = "WHERE", default_value_t = Placement::Local)]
+    pub(crate) placement: Placement,
+}
+
 /// `troupe run` as typed.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct RunFlags {
@@ -414,6 +435,8 @@ pub(crate) struct RunFlags {
     pub(super) worktree: WorktreeArgs,
     #[command(flatten)]
     pub(super) stall: StallArgs,
+    #[command(flatten)]
+    pub(super) placement: PlacementArgs,
     /// The directory the agents work in (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub(super) workspace: Option<PathBuf>,
@@ -451,6 +474,8 @@ pub(crate) struct ResumeFlags {
     pub(super) budget: BudgetArgs,
     #[command(flatten)]
     pub(super) stall: StallArgs,
+    #[command(flatten)]
+    pub(super) placement: PlacementArgs,
     #[command(flatten)]
     pub(super) sandbox: SandboxArgs,
     #[command(flatten)]

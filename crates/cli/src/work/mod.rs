@@ -23,9 +23,10 @@ use troupe_tools::SandboxPolicy;
 
 pub(crate) use config::ResumedFraming;
 pub(crate) use config::check_workspace;
+pub(crate) use config::placement_of;
 pub(crate) use flags::{
-    ApprovalArgs, BudgetArgs, InstructionArgs, ModelArgs, PaceArgs, ResumeFlags, RunFlags,
-    SandboxArgs, StallArgs, TeamLimitArgs, WorktreeArgs, settings_flags,
+    ApprovalArgs, BudgetArgs, InstructionArgs, ModelArgs, PaceArgs, PlacementArgs, ResumeFlags,
+    RunFlags, SandboxArgs, StallArgs, TeamLimitArgs, WorktreeArgs, settings_flags,
 };
 
 use crate::exit::Failure;
@@ -98,6 +99,7 @@ pub(crate) fn run_scripted_team(
         shape.worktree_root = Some(config::worktree_root(&home.dir, &workspace)?);
     }
     shape.stall_after = run.stall_after;
+    shape.placement = run.placement;
     shape
         .framing
         .prologue
@@ -118,4 +120,6 @@ pub(crate) struct ScriptedRun {
     pub(crate) worktree: bool,
     /// The stall threshold of the board's reads.
     pub(crate) stall_after: troupe_team::StallAfter,
+    /// `--placement`.
+    pub(crate) placement: flags::Placement,
 }

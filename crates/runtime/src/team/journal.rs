@@ -13,13 +13,14 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use tokio::sync::watch;
 use troupe_journal::{Journal, LineCheck, LineUse, Selected};
 use troupe_protocol::{EventDraft, Seq, SessionId, event_types as ty, sync::lock};
 use troupe_team::{
-    Caller, LiveAgent, MemberPhase, StreamFold, TeamError, TeamEvent, TeamId, TeamLimits,
-    TeamRecord, TeamState,
+    Caller, LiveAgent, LiveStatus, MemberPhase, StreamFold, TeamError, TeamEvent, TeamId,
+    TeamLimits, TeamRecord, TeamState,
 };
 
 use super::op::{CallOrigin, LogError, TeamOpError};
@@ -43,7 +44,24 @@ pub(super) struct TeamJournal {
     published: Mutex<HashMap<SessionId, (String, MemberPhase)>>,
     /// Change edges: bumped after every durable Team event and every member status change.
     edges: watch::Sender<u64>,
+    /// Members hosted by other processes, as their hosts last reported them
+    /// (`super::status`): their live status and host, until the report expires.
+    elsewhere: Mutex<HashMap<SessionId, Elsewhere>>,
 }
+
+/// A member hosted by another process, as its host last reported it (`super::status`).
+#[derive(Debug, Clone)]
+pub(super) struct Elsewhere {
+    /// The host's name.
+    pub(super) host: String,
+    /// Its live status.
+    pub(super) live: LiveAgent,
+    /// Until when the report holds.
+    pub(super) until: Instant,
+}
+
+/// How long a placement's own record holds before its host's first report replaces it.
+const PLACED_HOLDS: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The member tool call a commit is the effect of (DESIGN decision 10), with the call's
 /// result text when it is known before the commit.
@@ -70,7 +88,56 @@ impl TeamJournal {
             state: tokio::sync::Mutex::new(state),
             published: Mutex::new(published),
             edges: watch::channel(0).0,
+            elsewhere: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The members hosted by other processes, as last reported (`super::status`).
+    pub(super) fn elsewhere(&self) -> &Mutex<HashMap<SessionId, Elsewhere>> {
+        &self.elsewhere
+    }
+
+    /// The members whose report expired while they ran (their host stopped reporting); the
+    /// expired reports of idle members are dropped.
+    pub(super) fn lost(&self) -> Vec<SessionId> {
+        let now = Instant::now();
+        let mut elsewhere = lock(&self.elsewhere);
+        elsewhere.retain(|_, e| now < e.until || e.live.status == LiveStatus::Running);
+        elsewhere
+            .iter()
+            .filter(|(_, e)| now >= e.until)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Drops the record of `id`.
+    pub(super) fn forget(&self, id: &SessionId) {
+        lock(&self.elsewhere).remove(id);
+    }
+
+    /// The live status of `id` as its host elsewhere reported it, while the report holds.
+    pub(super) fn live_elsewhere(&self, id: &SessionId) -> Option<LiveAgent> {
+        lock(&self.elsewhere)
+            .get(id)
+            .filter(|e| Instant::now() < e.until)
+            .map(|e| e.live.clone())
+    }
+
+    /// Records that `member` was just placed on `host` and runs there (its host's own
+    /// reports, which may come later, replace the record), and bumps the change edge.
+    pub(super) fn placed(&self, member: &SessionId, host: &str) {
+        lock(&self.elsewhere).insert(
+            member.clone(),
+            Elsewhere {
+                host: host.to_owned(),
+                live: LiveAgent {
+                    status: LiveStatus::Running,
+                    model: None,
+                },
+                until: Instant::now() + PLACED_HOLDS,
+            },
+        );
+        self.edge();
     }
 
     /// The Team id (= the Lead's session id).

@@ -21,12 +21,14 @@ use troupe_team::{
     delivered_user_message, js_trim, team_message_id,
 };
 
+use super::hosts::{DELIVER_VERSION, DeliverRequest, Handoff, MemberHosts, append_unhosted};
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::{Lifecycle, disposed};
 use super::op::{CallOrigin, LogError, TeamOpError};
 use crate::agent::Agent;
 use crate::control::ChildControl;
 use crate::error::RuntimeError;
+use troupe_session::events::InboxTarget;
 
 /// How many times a dispatch that failed on an error of the store that may pass (an I/O error
 /// reading or reaching it: `STORE_IO`, `STORE_UNREACHABLE`, `JOURNAL_IO`) is tried again, the
@@ -65,7 +67,9 @@ struct DispatchFailure {
 }
 
 impl DispatchFailure {
-    /// Whether trying again may succeed: the store could not be read or reached for now. A
+    /// Whether trying again may succeed: the store could not be read or reached for now, or
+    /// another process holds the target's lease on a shared store (it may be settling, or
+    /// hosting the target and answering through [`MemberHosts`] at the next attempt). A
     /// poisoned writer, a lost lease or a refusal stays as it is.
     fn may_pass(&self) -> bool {
         matches!(
@@ -74,6 +78,7 @@ impl DispatchFailure {
                 JournalError::StoreIo { .. }
                     | JournalError::StoreUnreachable { .. }
                     | JournalError::Io { .. }
+                    | JournalError::Leased { .. }
             ))
         )
     }
@@ -119,6 +124,8 @@ pub(super) struct Dispatcher<'a> {
     pub(super) lifecycle: &'a Lifecycle,
     /// The members' activations.
     pub(super) control: &'a dyn ChildControl,
+    /// The processes hosting teammates elsewhere (`super::delivery`), on a shared store.
+    pub(super) hosts: Option<&'a dyn MemberHosts>,
 }
 
 impl Mailbox {
@@ -241,7 +248,10 @@ impl Mailbox {
             }
             let to_inactive_teammate = message.target_id != *journal.lead().id()
                 && parts.control.agent(&message.target_id).is_none();
-            if message.delivery == Delivery::Quiet && to_inactive_teammate {
+            // On a shared store the target may be hosted by another process: the dispatch
+            // asks its holder first.
+            if message.delivery == Delivery::Quiet && to_inactive_teammate && parts.hosts.is_none()
+            {
                 if held_in_log(journal, &message)
                     && let Err(e) = mark_delivered(journal, &message).await
                     && !parts.lifecycle.is_closed()
@@ -395,6 +405,49 @@ async fn dispatch_once(
         let current = parts.control.agent(target).unwrap_or(live);
         return acknowledge(journal, &current, message).await;
     }
+    if let Some(hosts) = parts.hosts {
+        let request = DeliverRequest {
+            version: DELIVER_VERSION,
+            team: journal.lead().id().clone(),
+            target: target.clone(),
+            holder: String::new(),
+            delivery: message.delivery,
+            item: item.clone(),
+        };
+        match hosts
+            .deliver(request)
+            .await
+            .map_err(DispatchFailure::delivery)?
+        {
+            Handoff::Held => {
+                // The holder answered: the target's log durably holds it (c.10.3 order).
+                mark_delivered(journal, message)
+                    .await
+                    .map_err(DispatchFailure::acknowledgement)?;
+                return Ok(true);
+            }
+            Handoff::Unhosted if message.delivery == Delivery::Quiet => {
+                if hosts.append_unhosted() {
+                    append_unhosted(journal.store(), target, item, InboxTarget::NextStep)
+                        .await
+                        .map_err(DispatchFailure::delivery)?;
+                    mark_delivered(journal, message)
+                        .await
+                        .map_err(DispatchFailure::acknowledgement)?;
+                    return Ok(true);
+                }
+                // A crash may have come after an earlier holder took it.
+                if held_in_log(journal, message) {
+                    mark_delivered(journal, message)
+                        .await
+                        .map_err(DispatchFailure::acknowledgement)?;
+                    return Ok(true);
+                }
+                return Ok(false);
+            }
+            Handoff::Unhosted => {}
+        }
+    }
     if message.delivery == Delivery::Quiet {
         // Quiet mail never starts an inactive teammate: it waits until the target runs.
         return Ok(false);
@@ -414,6 +467,12 @@ async fn wake_inactive(
     let journal = parts.journal;
     let lead = journal.lead();
     let target = &message.target_id;
+    if let Some(hosts) = parts.hosts.filter(|h| h.append_unhosted())
+        && !parts.lifecycle.is_closed()
+        && place_wakeup(journal, hosts, message, item.clone()).await?
+    {
+        return Ok(true);
+    }
     let stored = journal
         .store()
         .read(target)
@@ -463,6 +522,58 @@ async fn wake_inactive(
         .await
         .map_err(DispatchFailure::delivery)?;
     acknowledge(journal, &agent, message).await
+}
+
+/// Places a woken unhosted teammate on a host elsewhere (`--placement workers`, DESIGN §7):
+/// its older pending quiet mail, then the wakeup, are appended to its log under a lease of
+/// this process (each acknowledged as it is durable; queue order kept, REFERENCE c.10 porting
+/// note), then a host is asked to run it. Returns `true` when a host runs it (the wakeup is
+/// acknowledged), `false` when none is eligible: the caller then wakes it here, finding the
+/// wakeup already in its log (no second copy).
+///
+/// What survives a crash: each append is whole or absent (decision 9) and de-duplicated by
+/// message id on the retry; a crash after the appends and before a host took it leaves the
+/// wakeup `queued` and held, which the next dispatch (or the resume's mailbox recovery)
+/// places or wakes without a second copy.
+async fn place_wakeup(
+    journal: &TeamJournal,
+    hosts: &dyn MemberHosts,
+    message: &MessageSnapshot,
+    item: troupe_protocol::UserMessage,
+) -> Result<bool, DispatchFailure> {
+    let target = &message.target_id;
+    let older: Vec<MessageSnapshot> = {
+        let state = journal.enter().await;
+        state
+            .pending_messages_for(target)
+            .filter(|m| m.delivery == Delivery::Quiet && state.queued_before(&m.id, &message.id))
+            .cloned()
+            .collect()
+    };
+    for m in older {
+        let quiet = delivered_user_message(journal.id(), &m);
+        append_unhosted(journal.store(), target, quiet, InboxTarget::NextStep)
+            .await
+            .map_err(DispatchFailure::delivery)?;
+        mark_delivered(journal, &m)
+            .await
+            .map_err(DispatchFailure::acknowledgement)?;
+    }
+    append_unhosted(journal.store(), target, item, InboxTarget::NextTurn)
+        .await
+        .map_err(DispatchFailure::delivery)?;
+    match hosts.place(target).await {
+        Ok(Some(host)) => {
+            tracing::info!(target = %target, host = %host, "teammate placed");
+            journal.placed(target, &host);
+            mark_delivered(journal, message)
+                .await
+                .map_err(DispatchFailure::acknowledgement)?;
+            Ok(true)
+        }
+        Ok(None) => Ok(false),
+        Err(e) => Err(DispatchFailure::delivery(e)),
+    }
 }
 
 /// Cold-resumes teammate `id` (its inbox stays parked) when it has pending quiet mail, and

@@ -25,8 +25,16 @@
 //! - `remote.rs` — the Team service across processes: [`TeamService::serve_remote`] (a
 //!   teammate hosted elsewhere calls through this serializer) and [`RemoteTeam`] (the ten
 //!   tools of such a teammate, through a [`TeamLink`]).
+//! - `delivery.rs` — Team mail across processes: a teammate hosted elsewhere gets its mail
+//!   through the holder of its lease ([`TeamService::accept_delivery`]); `hosts.rs` — its
+//!   shapes, the [`MemberHosts`] seam and the serializer's unhosted append (imported by the
+//!   mailbox, the roster and the service, it imports none of them).
+//! - `status.rs` — status across processes: the status edges of members hosted elsewhere
+//!   ([`StatusEdge`], [`TeamService::status_edge`]) for `list_agents` and `wait_agent`.
 
 mod board;
+mod delivery;
+mod hosts;
 mod in_flight;
 mod journal;
 mod lifecycle;
@@ -38,9 +46,14 @@ mod roster;
 pub(crate) mod schema;
 mod service;
 mod stall;
+mod status;
 mod tools;
 mod waiters;
 
+pub use hosts::{
+    DELIVER_VERSION, DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts,
+    PlaceFuture, TEAM_MEMBER_NOT_HOSTED,
+};
 pub use journal::{feed_stream_fold, fold_team_log};
 pub use op::{
     CallOrigin, ListedMember, LogError, NO_PROGRESS_MESSAGE, OpContext, TeamOp, TeamOpError,
@@ -53,4 +66,5 @@ pub use remote::{
 pub use schema::{TEAM_TOOL_NAMES, TeamToolName, listed_member_schema};
 pub use service::{Team, TeamService};
 pub(crate) use stall::last_event_time;
+pub use status::{STATUS_VERSION, StatusEdge};
 pub(crate) use tools::team_tools;

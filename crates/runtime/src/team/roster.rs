@@ -19,6 +19,7 @@ use troupe_team::{
     js_trim,
 };
 
+use super::hosts::MemberHosts;
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::Lifecycle;
 use super::mailbox::{Dispatcher, deliver_pending_quiet};
@@ -34,9 +35,17 @@ use crate::worktree;
 use troupe_session::events::{ChildProvider, Profile};
 use troupe_session::{ContinuationRule, OpenTurn, Transcript};
 
-/// A resident member's live status and model, for its [`MemberView`].
-pub(super) fn live_agent(control: &dyn ChildControl, id: &SessionId) -> Option<LiveAgent> {
-    control.agent(id).map(|agent| live_of(&agent))
+/// A member's live status and model, for its [`MemberView`]: the resident agent's, else the
+/// one its host in another process last reported (REFERENCE c.7 "live"; DESIGN §7).
+pub(super) fn live_agent(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    id: &SessionId,
+) -> Option<LiveAgent> {
+    control
+        .agent(id)
+        .map(|agent| live_of(&agent))
+        .or_else(|| journal.live_elsewhere(id))
 }
 
 /// `agent`'s live status and model.
@@ -69,7 +78,7 @@ pub(super) fn members(
 ) -> Vec<MemberView> {
     state.list_members_with_models(
         &live_of(journal.lead()),
-        &|id| live_agent(control, id),
+        &|id| live_agent(journal, control, id),
         &|id| control.model_seen(id),
     )
 }
@@ -89,7 +98,7 @@ pub(super) fn members_for(
                 if *id == remote.id {
                     remote.live.clone()
                 } else {
-                    live_agent(control, id)
+                    live_agent(journal, control, id)
                 }
             },
             &|id| control.model_seen(id),
@@ -156,6 +165,7 @@ pub(super) async fn spawn(
     journal: &TeamJournal,
     lifecycle: &Lifecycle,
     control: &dyn ChildControl,
+    hosts: Option<&dyn MemberHosts>,
     call: SpawnCall<'_>,
 ) -> Result<MemberView, TeamOpError> {
     let _in_flight = lifecycle.creation();
@@ -167,7 +177,7 @@ pub(super) async fn spawn(
     {
         return Err(RuntimeError::Cancelled("teammate creation was cancelled".into()).into());
     }
-    let result = spawn_admitted(journal, lifecycle, control, call).await;
+    let result = spawn_admitted(journal, lifecycle, control, hosts, call).await;
     if let Err(e) = &result
         && lifecycle.is_closed()
         && e.code() != "TEAM_DISPOSED"
@@ -184,6 +194,7 @@ async fn spawn_admitted(
     journal: &TeamJournal,
     lifecycle: &Lifecycle,
     control: &dyn ChildControl,
+    hosts: Option<&dyn MemberHosts>,
     call: SpawnCall<'_>,
 ) -> Result<MemberView, TeamOpError> {
     // The caller's signal or the Team's closing stops the creation (REFERENCE c.8 step 3:
@@ -214,7 +225,15 @@ async fn spawn_admitted(
                 cancel: Some(stop.clone()),
                 workspace: member.worktree.as_ref().map(|w| PathBuf::from(&w.path)),
             };
-            match control.start(journal.lead(), spec).await {
+            // `--placement workers` (DESIGN §7): a fresh teammate's log is created whole with
+            // its prompt waiting (as a creation a crash cut is carried out), then it is placed
+            // on a worker, else woken here. A fork starts here (its seed is the Lead's).
+            let placing = hosts.filter(|h| h.append_unhosted() && provider == ChildProvider::Spawn);
+            let started = match placing {
+                Some(hosts) => start_placed(journal, control, hosts, &child_id, spec).await,
+                None => control.start(journal.lead(), spec).await.map(|_| ()),
+            };
+            match started {
                 // Stopped by the Team's closing (not by the caller): the creation was
                 // disposed.
                 Err(RuntimeError::Cancelled(_)) if lifecycle.is_closed() => {
@@ -256,8 +275,40 @@ async fn spawn_admitted(
             let snapshot = state.member(&child_id).cloned().unwrap_or(member);
             Ok(MemberView::spawned(
                 &snapshot,
-                live_agent(control, &child_id).as_ref(),
+                live_agent(journal, control, &child_id).as_ref(),
             ))
+        }
+    }
+}
+
+/// Starts the fresh teammate `child_id` of `spec` through placement: its log is created with
+/// the prompt waiting in its inbox (nothing runs yet), then a host elsewhere is asked to run
+/// it; when none can, it is woken in this process (its waiting prompt runs). What survives a
+/// crash: the log whole with its prompt, or nothing (decision 9); a crash before a host runs
+/// it leaves a teammate whose prompt waits, which the Team's recovery continues.
+///
+/// # Errors
+/// The log's creation or the local wake's error.
+async fn start_placed(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    hosts: &dyn MemberHosts,
+    child_id: &SessionId,
+    spec: ChildSpec,
+) -> Result<(), RuntimeError> {
+    control
+        .recreate(journal.lead(), child_id, spec, Vec::new(), false)
+        .await?;
+    match hosts.place(child_id).await {
+        Ok(Some(host)) => {
+            tracing::info!(teammate = %child_id, host = %host, "teammate placed");
+            journal.placed(child_id, &host);
+            Ok(())
+        }
+        Ok(None) => control.wake(journal.lead(), child_id).await.map(|_| ()),
+        Err(e) => {
+            tracing::warn!(teammate = %child_id, error = %e, "placement failed; running it here");
+            control.wake(journal.lead(), child_id).await.map(|_| ())
         }
     }
 }
@@ -600,6 +651,7 @@ pub(super) async fn continue_teammates(
     journal: &TeamJournal,
     lifecycle: &Lifecycle,
     control: &dyn ChildControl,
+    only: Option<&SessionId>,
 ) {
     let (members, wakeups): (Vec<SessionId>, HashSet<MessageId>) = {
         let state = journal.enter().await;
@@ -607,7 +659,7 @@ pub(super) async fn continue_teammates(
             state
                 .members()
                 .iter()
-                .filter(|m| m.phase == MemberPhase::Active)
+                .filter(|m| m.phase == MemberPhase::Active && only.is_none_or(|id| m.id == *id))
                 .map(|m| m.id.clone())
                 .collect(),
             state
@@ -654,6 +706,7 @@ pub(super) async fn continue_teammates(
                 journal,
                 lifecycle,
                 control,
+                hosts: None,
             };
             deliver_pending_quiet(parts, &id).await;
         }

@@ -5,7 +5,7 @@
 //! lifecycle — through the narrow [`ChildControl`] of the runtime.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -19,6 +19,7 @@ use troupe_team::{
 };
 
 use super::board::BoardRead;
+use super::hosts::MemberHosts;
 use super::in_flight::InFlight;
 use super::journal::{Member, TeamJournal, fold_team_log, not_member};
 use super::lifecycle::{Lifecycle, disposed};
@@ -88,6 +89,11 @@ impl Team {
         self.journal.edge();
     }
 
+    /// The journal (serializer, edges, members hosted elsewhere).
+    pub(super) fn journal(&self) -> &TeamJournal {
+        &self.journal
+    }
+
     /// The remote requests in flight.
     pub(super) fn remote_in_flight(&self) -> &InFlight {
         &self.remote
@@ -101,11 +107,16 @@ impl Team {
         }
     }
 
-    fn dispatcher<'a>(&'a self, control: &'a dyn ChildControl) -> Dispatcher<'a> {
+    fn dispatcher<'a>(
+        &'a self,
+        control: &'a dyn ChildControl,
+        hosts: Option<&'a dyn MemberHosts>,
+    ) -> Dispatcher<'a> {
         Dispatcher {
             journal: &self.journal,
             lifecycle: &self.lifecycle,
             control,
+            hosts,
         }
     }
 }
@@ -123,6 +134,8 @@ pub struct TeamService {
     /// How long a resident owner may log nothing before its task is stalled.
     stall_after: StallAfter,
     teams: Mutex<HashMap<SessionId, Arc<Team>>>,
+    /// The processes hosting teammates elsewhere, on a shared store (`super::delivery`).
+    hosts: OnceLock<Arc<dyn MemberHosts>>,
 }
 
 impl std::fmt::Debug for TeamService {
@@ -149,7 +162,20 @@ impl TeamService {
             configured,
             stall_after,
             teams: Mutex::new(HashMap::new()),
+            hosts: OnceLock::new(),
         }
+    }
+
+    /// Sets the transport through which this process's Team serializers hand mail to the
+    /// processes hosting teammates elsewhere (DESIGN §7 "Delivery across processes"; see
+    /// `MemberHosts`). Set once, before a Team runs; a second call is ignored (returns
+    /// `false`). Without it a teammate not resident here is treated as inactive.
+    pub fn set_member_hosts(&self, hosts: Arc<dyn MemberHosts>) -> bool {
+        self.hosts.set(hosts).is_ok()
+    }
+
+    fn hosts(&self) -> Option<&dyn MemberHosts> {
+        self.hosts.get().map(|h| h.as_ref() as &dyn MemberHosts)
     }
 
     /// The session store.
@@ -389,7 +415,15 @@ impl TeamService {
 
     async fn spawn_call(&self, call: SpawnCall<'_>) -> Result<MemberView, TeamOpError> {
         let team = self.resolve(call.agent)?;
-        roster::spawn(&team.journal, &team.lifecycle, self.control.as_ref(), call).await
+        let hosts = self.hosts();
+        roster::spawn(
+            &team.journal,
+            &team.lifecycle,
+            self.control.as_ref(),
+            hosts,
+            call,
+        )
+        .await
     }
 
     /// `send_message` (quiet) / `followup_task` (wakeup) (REFERENCE c.10.1): the message is
@@ -455,7 +489,7 @@ impl TeamService {
             }
             .into());
         }
-        let parts = team.dispatcher(self.control.as_ref());
+        let parts = team.dispatcher(self.control.as_ref(), self.hosts());
         let (message, seq, delivered) = team.mailbox.user_send(parts, message_id, request).await?;
         let target_name = {
             let state = team.journal.enter().await;
@@ -487,7 +521,7 @@ impl TeamService {
 
     async fn send_call(&self, call: SendCall<'_>) -> Result<(MessageId, bool), TeamOpError> {
         let team = self.resolve(call.agent)?;
-        let parts = team.dispatcher(self.control.as_ref());
+        let parts = team.dispatcher(self.control.as_ref(), self.hosts());
         team.mailbox.send(parts, call).await
     }
 
@@ -644,7 +678,47 @@ impl TeamService {
         });
         lock(&self.teams).insert(lead.id().clone(), Arc::clone(&team));
         self.forward_status_edges(&team);
+        if self.hosts.get().is_some() {
+            self.watch_elsewhere(&team);
+        }
         Ok(team)
+    }
+
+    /// Continues the members of `team` whose host in another process stopped reporting
+    /// while they ran (it died, or lost the store) once their lease is free — here, as the
+    /// recovery continues a teammate a crash stopped (REFERENCE c.9: its cut turn closed from
+    /// the logs, then its continuation note) — checked every second until the Team closes.
+    fn watch_elsewhere(&self, team: &Arc<Team>) {
+        let weak = Arc::downgrade(team);
+        let control = Arc::clone(&self.control);
+        let closed = team.lifecycle.closing().clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = closed.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                let Some(team) = weak.upgrade() else { return };
+                for id in team.journal.lost() {
+                    if control.agent(&id).is_some() {
+                        team.journal.forget(&id);
+                        continue;
+                    }
+                    if !matches!(team.journal.store().holder(&id), Ok(None)) {
+                        continue;
+                    }
+                    tracing::warn!(teammate = %id, "its host stopped reporting and its lease is free: continuing it here");
+                    team.journal.forget(&id);
+                    roster::continue_teammates(
+                        &team.journal,
+                        &team.lifecycle,
+                        control.as_ref(),
+                        Some(&id),
+                    )
+                    .await;
+                }
+            }
+        });
     }
 
     /// Wakes `team`'s waiters at every status change of its Lead or of a roster member (and
@@ -722,7 +796,9 @@ impl TeamService {
     /// stop left with work.
     pub(crate) async fn recover(&self, team: &Team) {
         let control = self.control.as_ref();
-        team.mailbox.recover(team.dispatcher(control)).await;
-        roster::continue_teammates(&team.journal, &team.lifecycle, control).await;
+        team.mailbox
+            .recover(team.dispatcher(control, self.hosts()))
+            .await;
+        roster::continue_teammates(&team.journal, &team.lifecycle, control, None).await;
     }
 }

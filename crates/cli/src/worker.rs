@@ -1,0 +1,286 @@
+//! `troupe worker`: a process that hosts teammates of Teams whose Lead runs in another
+//! process, on a NATS store (DESIGN §7 "Workers and placement", issue 14 item 2).
+//!
+//! It registers in `TROUPE_WORKERS` (name, free slots, workspace identity; renewed as its
+//! heartbeat) and answers `troupe.worker.<name>.host {session}`: it takes the teammate's
+//! lease, cold-resumes it from the store as `troupe resume` would (its recorded
+//! configuration and model, crash recovery of an open turn first), gives it the Team tools of
+//! its Lead's process (`RemoteTeam` over `troupe.team.<lead>.op`), wakes its parked inbox and
+//! runs it until it settles; then the teammate is released (inbox parked, lease released)
+//! and the slot is free again. Meanwhile it accepts the teammate's mail
+//! (`troupe.deliver.<id>`) and publishes its status edges (`troupe.status.<lead>`).
+//! Ctrl-C / SIGTERM: no new teammate is taken, the running turns are cancelled with their
+//! inboxes kept and every member is parked — as `troupe run` does — then it deregisters and
+//! exits 0.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use futures_util::StreamExt;
+use tokio::signal::unix::{SignalKind, signal};
+use troupe_llm::{
+    ClientOptions, LlmError, ModelProvider, ModelSpec, ModelSpecExt, ProviderFactory, ProviderKind,
+};
+use troupe_protocol::{ErrorCode, SessionId, sync::lock};
+use troupe_runtime::{ChunkPolicy, ModelSource, Runtime, RuntimeOptions};
+use troupe_store_nats::{
+    DeliveryServer, HostAnswer, HostRequest, LinkOptions, NatsBackend, NatsTeamLink, RegisterError,
+    StatusPublisher, WORKER_VERSION, WorkerRecord, WorkerRegistration, WorkspaceIdentity,
+};
+use troupe_tools::ToolLimits;
+
+use crate::exit::Failure;
+use crate::home::Home;
+use crate::output::eprint_line;
+
+/// `troupe worker` flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WorkerFlags {
+    /// The workspace the hosted teammates work in: the Lead's checkout (shared or
+    /// synchronised) or the same repository at the same commit (default: the current
+    /// directory).
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// How many teammates it hosts at once (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    slots: u32,
+    /// Its name in the registry and its subjects (letters, digits, `-`, `_`; default:
+    /// HOST-PID).
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+}
+
+/// Runs the worker until Ctrl-C / SIGTERM.
+pub(crate) fn run(flags: WorkerFlags, home: &Home<'_>) -> Result<(), Failure> {
+    let Some(nats) = home.store.nats_backend().cloned() else {
+        return Err(Failure::bad_input(anyhow!(
+            "troupe worker needs a NATS store (--store nats://HOST:PORT or $TROUPE_STORE): it \
+             hosts teammates of Teams whose Lead runs in another process"
+        )));
+    };
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    let name = flags
+        .name
+        .unwrap_or_else(|| format!("{host}-{}", std::process::id()));
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(Failure::bad_input(anyhow!(
+            "worker name {name:?}: use letters, digits, '-' and '_' only"
+        )));
+    }
+    let dir = flags.workspace.unwrap_or_else(|| PathBuf::from("."));
+    let workspace = crate::work::check_workspace(&dir)?;
+    let identity = WorkspaceIdentity::of(&workspace)
+        .map_err(|e| Failure::bad_input(anyhow!("workspace {}: {e}", dir.display())))?;
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("troupe-worker")
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+        .map_err(Failure::work)?;
+    let record = WorkerRecord {
+        version: WORKER_VERSION,
+        name,
+        host,
+        pid: std::process::id(),
+        slots: flags.slots,
+        free: flags.slots,
+        workspace: identity,
+        since: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    };
+    let result = tokio.block_on(serve(nats, home.store.journal.clone(), workspace, record));
+    tokio.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+/// The models of the hosted teammates: a provider factory per model spec, built when a
+/// teammate first runs it (API keys from this process's environment, scripts loaded).
+#[derive(Default)]
+struct WorkerModels {
+    factories: Mutex<Vec<(ModelSpec, Arc<ProviderFactory>)>>,
+}
+
+impl ModelSource for WorkerModels {
+    fn for_agent(&self, name: &str) -> Result<Arc<dyn ModelProvider>, LlmError> {
+        Err(LlmError::Config {
+            message: format!("{name} names no model (a worker runs each teammate's recorded one)"),
+        })
+    }
+
+    fn for_member(&self, name: &str, spec: &ModelSpec) -> Result<Arc<dyn ModelProvider>, LlmError> {
+        let mut factories = lock(&self.factories);
+        if let Some((_, factory)) = factories.iter().find(|(s, _)| s == spec) {
+            return factory.for_agent(name);
+        }
+        let config = spec.resolve(&|var| std::env::var(var).ok())?;
+        let factory = Arc::new(ProviderFactory::new(config, ClientOptions::default())?);
+        factories.push((spec.clone(), Arc::clone(&factory)));
+        drop(factories);
+        factory.for_agent(name)
+    }
+}
+
+/// The API keys in this process's environment (kept out of tools and logs).
+fn secrets() -> (Vec<String>, Vec<String>) {
+    let env: Vec<String> = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let values = env
+        .iter()
+        .filter_map(|var| std::env::var(var).ok())
+        .filter(|v| !v.is_empty())
+        .collect();
+    (env, values)
+}
+
+async fn serve(
+    nats: NatsBackend,
+    journal: troupe_journal::Journal,
+    workspace: PathBuf,
+    record: WorkerRecord,
+) -> Result<(), Failure> {
+    let mut sigint = signal(SignalKind::interrupt())
+        .context("installing the Ctrl-C handler")
+        .map_err(Failure::work)?;
+    let mut sigterm = signal(SignalKind::terminate())
+        .context("installing the SIGTERM handler")
+        .map_err(Failure::work)?;
+    let name = record.name.clone();
+    let slots = record.slots;
+    let shown = record.workspace.path.clone();
+    let registration = WorkerRegistration::register(&nats, record)
+        .await
+        .map_err(|e| match e {
+            RegisterError::NameTaken { .. } => Failure::bad_input(anyhow!("{e}")),
+            RegisterError::Io { .. } => Failure::work(anyhow!("{e}")),
+        })?;
+    let (secret_env, secrets) = secrets();
+    let runtime = Runtime::new(
+        journal,
+        RuntimeOptions {
+            workspace,
+            models: Arc::new(WorkerModels::default()),
+            // Never run: a hosted teammate runs the model its log records (its own, else
+            // its Lead's).
+            model_spec: ModelSpec {
+                provider: ProviderKind::Script,
+                model: String::new(),
+                base_url: None,
+                api_key_env: None,
+                tool_choice: Default::default(),
+            },
+            teammate_models: Default::default(),
+            project_instructions: None,
+            chunks: ChunkPolicy::default(),
+            tool_limits: ToolLimits::default(),
+            max_depth: 1,
+            team_limits: troupe_team::TeamLimits::default(),
+            stall_after: troupe_team::StallAfter::default(),
+            extra_tools: Vec::new(),
+            secret_env,
+            secrets,
+            sandbox: troupe_tools::SandboxPolicy::default(),
+            mcp_servers: None,
+            approval: troupe_session::approval::ApprovalPolicy::default(),
+            ledger: Default::default(),
+            worktree_root: None,
+        },
+    );
+    let links = nats.clone();
+    runtime.set_team_links(Arc::new(move |lead: &SessionId| {
+        Arc::new(NatsTeamLink::new(
+            links.clone(),
+            lead.clone(),
+            LinkOptions::default(),
+        )) as Arc<dyn troupe_runtime::team::TeamLink>
+    }));
+    let failed = |what: &str, e: async_nats::Error| Failure::work(anyhow!("{what}: {e}"));
+    let delivery = DeliveryServer::start(&nats, runtime.clone())
+        .await
+        .map_err(|e| failed("serving deliveries", e))?;
+    let publisher = StatusPublisher::start(&nats, runtime.clone(), name.clone());
+    let client = nats.client();
+    let mut requests = client
+        .subscribe(NatsBackend::worker_subject(&name))
+        .await
+        .map_err(|e| Failure::work(anyhow!("subscribing to the worker subject: {e}")))?;
+    client
+        .flush()
+        .await
+        .map_err(|e| Failure::work(anyhow!("subscribing to the worker subject: {e}")))?;
+    eprint_line!(
+        "troupe worker {name}: serving {} with {slots} slot{} (workspace {shown}); Ctrl-C stops",
+        nats.url(),
+        if slots == 1 { "" } else { "s" }
+    );
+    let mut hosted: Vec<SessionId> = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            _ = sigint.recv() => break,
+            _ = sigterm.recv() => break,
+            _ = tick.tick() => {
+                let before = hosted.len();
+                hosted.retain(|id| runtime.agent(id).is_some());
+                if hosted.len() != before {
+                    registration.set_free(slots - hosted.len() as u32);
+                    eprint_line!("troupe worker {name}: {} of {slots} slots free", slots - hosted.len() as u32);
+                }
+            }
+            request = requests.next() => {
+                let Some(request) = request else { break };
+                let Some(reply) = request.reply.clone() else { continue };
+                hosted.retain(|id| runtime.agent(id).is_some());
+                let answer = match serde_json::from_slice::<HostRequest>(&request.payload) {
+                    Err(e) => HostAnswer::failed("INVALID_ARGUMENTS", format!("not a host request: {e}")),
+                    Ok(r) if r.version != WORKER_VERSION => HostAnswer::failed(
+                        "INVALID_ARGUMENTS",
+                        format!("host request version {} (this worker speaks {WORKER_VERSION})", r.version),
+                    ),
+                    Ok(_) if hosted.len() as u32 >= slots => HostAnswer::failed(
+                        "WORKER_BUSY",
+                        format!("worker {name} has no free slot ({slots} in use)"),
+                    ),
+                    Ok(r) => match runtime.host_teammate(&r.session).await {
+                        Ok(agent) => {
+                            eprint_line!(
+                                "troupe worker {name}: hosting {} ({})",
+                                agent.setup().name,
+                                r.session
+                            );
+                            hosted.push(r.session);
+                            HostAnswer::hosted()
+                        }
+                        Err(e) => HostAnswer::failed(e.code(), e.to_string()),
+                    },
+                };
+                registration.set_free(slots.saturating_sub(hosted.len() as u32));
+                let payload = serde_json::to_vec(&answer).unwrap_or_default();
+                let _ = client.publish(reply, payload.into()).await;
+                let _ = client.flush().await;
+            }
+        }
+    }
+    // No new teammate from here on; the hosted ones are parked (turns cancelled, inboxes
+    // kept), their logs flushed and their leases released.
+    let _ = requests.unsubscribe().await;
+    eprint_line!("troupe worker {name}: stopping: parking its members");
+    let shutdown = runtime.shutdown().await;
+    publisher.stop().await;
+    delivery.stop().await;
+    registration.deregister().await;
+    shutdown.map_err(|e| Failure::work(anyhow!("parking the hosted teammates: {e}")))
+}

@@ -1,0 +1,358 @@
+//! Team mail across processes over NATS (DESIGN §7 "Delivery across processes"): the process
+//! holding a teammate's lease answers delivery requests for it on `troupe.deliver.<id>`
+//! ([`DeliveryServer`]); [`NatsMemberHosts`] is the serializer's side, the transport of
+//! `troupe_runtime::team::MemberHosts`.
+//!
+//! **Subject.** DESIGN §7 names it `troupe.session.<id>.deliver`; the stream takes
+//! `troupe.session.>`, so a request there would be stored in the stream as a message and
+//! acknowledged by JetStream itself. Like the control and Team service subjects it lives
+//! outside the stream's subjects: `troupe.deliver.<id>` ([`NatsBackend::deliver_subject`]).
+//!
+//! **Request/answer**: one NATS request per attempt, payload a
+//! `troupe_runtime::team::DeliverRequest` (JSON) naming the owner token of the lease the
+//! serializer found on the target, reply a `DeliverAnswer` (JSON). Every process serving
+//! deliveries subscribes to `troupe.deliver.*` and answers only the requests naming a lease
+//! it holds now (the others it leaves to their holder); the holder appends the item to the
+//! target's inbox — durably, de-duplicated by message id — and answers.
+//!
+//! **Retry** ([`NatsMemberHosts`]): each attempt re-reads the target's lease first. No lease:
+//! [`Handoff::Unhosted`]. A lease: the request, waiting up to the store's request timeout.
+//! No answer (the holder died or lost its connection: its lease expires after the TTL), or a
+//! holder that answers `TEAM_MEMBER_NOT_HOSTED` (it is starting or settling the teammate):
+//! pause (50 ms doubling to 1 s) and try again, for up to twice the lease TTL plus one request
+//! timeout, after which the hand-over fails with `STORE_IO` (the mailbox tries again, then
+//! leaves the message queued). Every attempt is safe to repeat: the holder, and the
+//! serializer's own unhosted append, find a message already in the target's log by its id
+//! and append nothing (see `troupe_runtime::team`'s delivery docs for what survives a crash
+//! at each point).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::{Request, RequestErrorKind};
+use futures_util::StreamExt;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use troupe_journal::JournalError;
+use troupe_protocol::SessionId;
+use troupe_runtime::Runtime;
+use troupe_runtime::team::{
+    DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts, PlaceFuture,
+    TEAM_MEMBER_NOT_HOSTED,
+};
+
+use crate::NatsBackend;
+use crate::workers::{HostAnswer, HostRequest, WORKER_VERSION, WorkspaceIdentity, live_workers};
+
+/// The longest delivery request served, in bytes (a Team message is at most 64 KiB by
+/// default; its frame adds little).
+const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// How long a stop waits for the requests in flight to be answered.
+const STOP_LIMIT: Duration = Duration::from_secs(10);
+
+/// The holder's side (see the module docs): answers the delivery requests naming a lease
+/// this process holds, with `runtime`'s Team service. Dropping it stops serving at once.
+pub struct DeliveryServer {
+    serve: Option<tokio::task::JoinHandle<JoinSet<()>>>,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for DeliveryServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeliveryServer").finish_non_exhaustive()
+    }
+}
+
+impl DeliveryServer {
+    /// Subscribes to `troupe.deliver.*` and serves, on the calling tokio runtime, the
+    /// requests for sessions whose lease `nats` holds, with `runtime`'s agents. Returns once
+    /// the server has the subscription (a flush).
+    ///
+    /// # Errors
+    /// The subscription or the flush fails (the connection is down).
+    pub async fn start(nats: &NatsBackend, runtime: Runtime) -> Result<Self, async_nats::Error> {
+        let client = nats.client();
+        let mut requests = client
+            .subscribe(format!("{}*", crate::DELIVER_SUBJECT_PREFIX))
+            .await?;
+        client.flush().await?;
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
+        let nats = nats.clone();
+        let serve = tokio::spawn(async move {
+            let mut answering = JoinSet::new();
+            loop {
+                tokio::select! {
+                    () = stopped.cancelled() => break,
+                    request = requests.next() => {
+                        let Some(request) = request else { break };
+                        let Some(reply) = request.reply.clone() else { continue };
+                        let Some(parsed) = parse(&nats, &request.payload) else { continue };
+                        let (runtime, client) = (runtime.clone(), client.clone());
+                        answering.spawn(async move {
+                            let answer = match parsed {
+                                Ok(request) => runtime.teams().accept_delivery(&request).await,
+                                Err(refusal) => refusal,
+                            };
+                            let payload = serde_json::to_vec(&answer).unwrap_or_default();
+                            let _ = client.publish(reply, payload.into()).await;
+                            let _ = client.flush().await;
+                        });
+                    }
+                    Some(_) = answering.join_next(), if !answering.is_empty() => {}
+                }
+            }
+            let _ = requests.unsubscribe().await;
+            let _ = client.flush().await;
+            answering
+        });
+        Ok(Self {
+            serve: Some(serve),
+            stop,
+        })
+    }
+
+    /// Stops serving: unsubscribes and waits up to 10 s for the requests in flight to be
+    /// answered.
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(serve) = self.serve.take()
+            && let Ok(mut answering) = serve.await
+        {
+            let drained = async { while answering.join_next().await.is_some() {} };
+            if tokio::time::timeout(STOP_LIMIT, drained).await.is_err() {
+                answering.abort_all();
+            }
+        }
+    }
+}
+
+impl Drop for DeliveryServer {
+    fn drop(&mut self) {
+        if let Some(serve) = self.serve.take() {
+            serve.abort();
+        }
+    }
+}
+
+/// The request in `payload` when this process holds the lease it names (`None`: another
+/// process's to answer, or not a request at all — nobody can tell whose it is, so nobody
+/// answers and the sender's attempt times out); for a request larger than 1 MiB naming a
+/// lease held here, a refusal (`INVALID_ARGUMENTS`).
+fn parse(nats: &NatsBackend, payload: &[u8]) -> Option<Result<DeliverRequest, DeliverAnswer>> {
+    let request: DeliverRequest = serde_json::from_slice(payload).ok()?;
+    let held = nats.held_lease(&request.target)?;
+    if held.owner != request.holder {
+        return None;
+    }
+    if payload.len() > MAX_REQUEST_BYTES {
+        return Some(Err(DeliverAnswer::failed(
+            "INVALID_ARGUMENTS",
+            format!("Error: a delivery request is at most {MAX_REQUEST_BYTES} bytes"),
+        )));
+    }
+    Some(Ok(request))
+}
+
+/// Where placement's warnings go (a worker skipped and why; none eligible).
+pub type Warnings = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The serializer's side on a NATS store (see the module docs).
+#[derive(Clone)]
+pub struct NatsMemberHosts {
+    nats: NatsBackend,
+    append_unhosted: bool,
+    /// The Lead's workspace, when woken teammates are placed on workers.
+    placement: Option<WorkspaceIdentity>,
+    warn: Warnings,
+}
+
+impl std::fmt::Debug for NatsMemberHosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsMemberHosts")
+            .field("append_unhosted", &self.append_unhosted)
+            .field("placement", &self.placement)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NatsMemberHosts {
+    /// The hand-over over `nats`; `append_unhosted` as
+    /// `troupe_runtime::team::MemberHosts::append_unhosted` (on with `--placement workers`).
+    pub fn new(nats: NatsBackend, append_unhosted: bool) -> Self {
+        Self {
+            nats,
+            append_unhosted,
+            placement: None,
+            warn: Arc::new(|line: &str| tracing::warn!("{line}")),
+        }
+    }
+
+    /// Sends placement's warnings (one line each) to `warn` instead of the log.
+    #[must_use]
+    pub fn with_warnings(mut self, warn: Warnings) -> Self {
+        self.warn = warn;
+        self
+    }
+
+    /// The hand-over of `--placement workers`: unhosted quiet mail is appended at once, and
+    /// a woken unhosted teammate is placed on a live worker whose workspace identity matches
+    /// `lead` (the Lead's) and that has a free slot — the one with the most free slots first
+    /// (by name on a tie); a worker that is skipped or refuses is reported as a warning with
+    /// the reason; none: `None`, the teammate runs in the Lead's process.
+    pub fn placing(nats: NatsBackend, lead: WorkspaceIdentity) -> Self {
+        Self {
+            nats,
+            append_unhosted: true,
+            placement: Some(lead),
+            warn: Arc::new(|line: &str| tracing::warn!("{line}")),
+        }
+    }
+
+    async fn place_on_worker(&self, target: &SessionId) -> Result<Option<String>, JournalError> {
+        let Some(lead) = &self.placement else {
+            return Ok(None);
+        };
+        let mut workers = live_workers(&self.nats)
+            .await
+            .map_err(|e| self.io(format!("the workers could not be listed: {e}")))?;
+        workers.sort_by(|a, b| b.free.cmp(&a.free).then_with(|| a.name.cmp(&b.name)));
+        let timeout = self.nats.options().request_timeout;
+        // Every ineligible worker is named with its reason, then the eligible ones are asked.
+        let eligible: Vec<_> = workers
+            .into_iter()
+            .filter(|worker| {
+                let why = match worker.workspace.mismatch(lead) {
+                    Some(why) => why,
+                    None if worker.free == 0 => "no free slot".to_owned(),
+                    None => return true,
+                };
+                (self.warn)(&format!(
+                    "worker {} skipped for {target}: {why}",
+                    worker.name
+                ));
+                false
+            })
+            .collect();
+        for worker in eligible {
+            let request = HostRequest {
+                version: WORKER_VERSION,
+                session: target.clone(),
+            };
+            let payload = serde_json::to_vec(&request)
+                .map_err(|e| self.io(format!("the request could not be encoded: {e}")))?;
+            let asked = Request::new()
+                .payload(payload.into())
+                .timeout(Some(timeout * 2));
+            let answer = self
+                .nats
+                .client()
+                .send_request(NatsBackend::worker_subject(&worker.name), asked)
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|m| {
+                    serde_json::from_slice::<HostAnswer>(&m.payload).map_err(|e| e.to_string())
+                });
+            match answer {
+                Ok(answer) if answer.ok => return Ok(Some(worker.name)),
+                Ok(answer) => (self.warn)(&format!(
+                    "worker {} refused {target}: {}: {}",
+                    worker.name,
+                    answer.code.unwrap_or_default(),
+                    answer.message.unwrap_or_default()
+                )),
+                Err(e) => (self.warn)(&format!(
+                    "worker {} did not answer for {target}: {e}",
+                    worker.name
+                )),
+            }
+        }
+        (self.warn)(&format!(
+            "no worker can host {target}: it runs in the Lead's process"
+        ));
+        Ok(None)
+    }
+
+    fn io(&self, reason: String) -> JournalError {
+        JournalError::StoreIo {
+            op: "deliver a Team message to its target's host",
+            url: self.nats.url().to_owned(),
+            reason,
+        }
+    }
+
+    async fn hand_over(&self, mut request: DeliverRequest) -> Result<Handoff, JournalError> {
+        let client = self.nats.client();
+        let subject = NatsBackend::deliver_subject(&request.target);
+        let timeout = self.nats.options().request_timeout;
+        let patience = self.nats.lease_ttl() * 2 + timeout;
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(50);
+        let mut last;
+        loop {
+            let Some(lease) = self.nats.current_lease(&request.target).await? else {
+                return Ok(Handoff::Unhosted);
+            };
+            if self
+                .nats
+                .held_lease(&request.target)
+                .is_some_and(|own| own.owner == lease.owner)
+            {
+                // This process's own (the teammate is being started or released here).
+                last = "this process holds the lease but runs no agent of it".to_owned();
+            } else {
+                request.holder.clone_from(&lease.owner);
+                let payload = serde_json::to_vec(&request)
+                    .map_err(|e| self.io(format!("the request could not be encoded: {e}")))?;
+                let asked = Request::new()
+                    .payload(payload.into())
+                    .timeout(Some(timeout));
+                match client.send_request(subject.clone(), asked).await {
+                    Ok(message) => {
+                        match serde_json::from_slice::<DeliverAnswer>(&message.payload) {
+                            Ok(answer) if answer.ok => return Ok(Handoff::Held),
+                            Ok(answer) => {
+                                let code = answer.code.unwrap_or_default();
+                                let message = answer.message.unwrap_or_default();
+                                if code != TEAM_MEMBER_NOT_HOSTED {
+                                    return Err(
+                                        self.io(format!("the holder refused: {code}: {message}"))
+                                    );
+                                }
+                                last = format!("{code}: {message}");
+                            }
+                            Err(e) => last = format!("an answer that does not parse: {e}"),
+                        }
+                    }
+                    Err(e) if e.kind() == RequestErrorKind::NoResponders => {
+                        last = "no process serves deliveries".to_owned();
+                    }
+                    Err(e) => last = format!("the holder did not answer: {e}"),
+                }
+            }
+            if started.elapsed() + pause > patience {
+                return Err(self.io(format!(
+                    "{last} (for {} ms; the message stays queued)",
+                    started.elapsed().as_millis()
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+}
+
+impl MemberHosts for NatsMemberHosts {
+    fn deliver(&self, request: DeliverRequest) -> HandoffFuture<'_> {
+        Box::pin(self.hand_over(request))
+    }
+
+    fn append_unhosted(&self) -> bool {
+        self.append_unhosted
+    }
+
+    fn place<'a>(&'a self, target: &'a SessionId) -> PlaceFuture<'a> {
+        Box::pin(self.place_on_worker(target))
+    }
+}
