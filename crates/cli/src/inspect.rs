@@ -199,9 +199,10 @@ fn damaged_log(id: &SessionId, error: JournalError) -> Failure {
             } else {
                 "at its header, so no event is shown".to_owned()
             };
-            Failure::work(anyhow::anyhow!(
-                "the log of session {id} is damaged {at}: {error}"
-            ))
+            Failure::work(
+                anyhow::Error::new(error)
+                    .context(format!("the log of session {id} is damaged {at}")),
+            )
         }
         _ => error.into(),
     }

@@ -1082,8 +1082,15 @@ fn verify(journal: &Journal, session: &str, home: &str) -> Result<(), Failure> {
     // as a resume would, together ([`LeadRead::Verify`]); then the teammates' sessions.
     let lead = load_team(journal, session, "verify", LeadRead::Verify, home)?;
     if let Some(violation) = lead.violation(journal) {
+        // Its code first, as on every failure line: an event a resume cannot replay, a log
+        // changed under the second read, or a teammate session that is not a valid teammate.
+        let code = match &violation {
+            troupe_runtime::Violation::Replay { .. } => "RUNTIME_INVALID_EVENT",
+            troupe_runtime::Violation::Reread { .. } => "TEAM_LOG_INVALID",
+            troupe_runtime::Violation::Teammate { .. } => "TEAM_LOG_INVALID",
+        };
         return Err(Failure::work(anyhow!(
-            "team verify {}: FAILED at {violation}",
+            "{code}: team verify {}: FAILED at {violation}",
             lead.id()
         )));
     }

@@ -1017,17 +1017,22 @@ impl LeadLog {
 
     /// [`LeadLog::ledger`] with the members' logs as `logs` read them
     /// ([`LeadLog::read_teammates`] with `now`).
+    ///
+    /// A teammate log damaged in its middle counts what it recorded before the damage (the
+    /// usage read stops there; `troupe team show` names the damage).
     pub fn ledger_in(&self, logs: &TeammateScans, prices: &Prices) -> Ledger {
-        let usage = self.member_usage_in(logs);
-        let empty = SessionUsage::default();
+        let usage: Vec<(String, SessionId, SessionUsage)> = self
+            .member_usage_in(logs)
+            .into_iter()
+            .map(|(name, id, usage)| {
+                let usage = usage.unwrap_or_else(|_| logs.get(&id).usage_so_far());
+                (name, id, usage)
+            })
+            .collect();
         Ledger::fold(
-            usage.iter().map(|(name, id, usage)| {
-                (
-                    name.clone(),
-                    id.clone(),
-                    usage.as_ref().unwrap_or(&empty).by_model(),
-                )
-            }),
+            usage
+                .iter()
+                .map(|(name, id, usage)| (name.clone(), id.clone(), usage.by_model())),
             prices,
         )
     }

@@ -308,6 +308,16 @@ impl TeammateScan {
             None => Err("not read".to_owned()),
         }
     }
+
+    /// The usage of the events the usage read took before it stopped (all of them when it
+    /// reached the end): what a log damaged in its middle recorded up to the damage.
+    pub(crate) fn usage_so_far(&self) -> SessionUsage {
+        let mut usage = SessionUsage::new(self.seed.unwrap_or(0));
+        for event in &self.usage.events {
+            usage.apply(event);
+        }
+        usage
+    }
 }
 
 /// Every log `troupe team show` reads besides the Lead's — each teammate's, and any other

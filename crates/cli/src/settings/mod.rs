@@ -510,7 +510,8 @@ impl Settings {
             for model in models {
                 if prices.get(model).is_none() {
                     warnings.push(format!(
-                        "warning: --budget-usd counts priced usage only, and model \"{}\" has                          no price: add [prices] \"{}\" = {{input = …, output = …}} to the                          configuration",
+                        "warning: --budget-usd counts priced usage only, and model \"{}\" has no price: \
+                         add [prices] \"{}\" = {{input = …, output = …}} to the configuration",
                         model.escape_debug(),
                         model.escape_debug()
                     ));

@@ -223,7 +223,7 @@ pub(super) fn report(
                  running turns ended. The session is resumable: continue with a higher budget: {} \
                  {}",
                 hints.resume(),
-                raise_hint(config.budget)
+                raise_hint(config.budget, driven.ledger.spent())
             ));
             Err(Failure::reported(WORK_FAILED))
         }
@@ -258,14 +258,21 @@ pub(super) fn report(
     }
 }
 
-/// `--budget-tokens N` / `--budget-usd X` with twice the budget: what a resume's hint suggests.
-fn raise_hint(budget: Budget) -> String {
+/// `--budget-tokens N` / `--budget-usd X` with twice the budget, or twice what was spent
+/// (`spent`: tokens, USD) when that is more — what a resume's hint suggests: always above what
+/// was used, so the resume can make a call.
+fn raise_hint(budget: Budget, spent: (u64, f64)) -> String {
     let mut flags = Vec::new();
     if let Some(tokens) = budget.tokens {
-        flags.push(format!("--budget-tokens {}", tokens.saturating_mul(2)));
+        flags.push(format!(
+            "--budget-tokens {}",
+            tokens.max(spent.0).saturating_mul(2)
+        ));
     }
     if let Some(usd) = budget.usd {
-        flags.push(format!("--budget-usd {}", usd * 2.0));
+        // To the hundredth of a cent, rounded up (no float noise in the hint).
+        let usd = (usd.max(spent.1) * 2.0 * 10_000.0).ceil() / 10_000.0;
+        flags.push(format!("--budget-usd {usd}"));
     }
     flags.join(" ")
 }

@@ -326,6 +326,8 @@ fn a_resume_with_no_budget_left_is_refused_and_queues_the_continuation_once() {
             err.contains(&format!("token budget is spent: 300 of {budget} tokens")),
             "{err}"
         );
+        // The hint's budget is above what was spent: twice the larger of budget and spent.
+        assert!(err.contains("--budget-tokens 600"), "{err}");
         assert!(err.contains("--budget-tokens"), "{err}");
         assert!(!err.contains("continue: troupe resume"), "{err}");
         let log = s.log(&id);

@@ -1032,7 +1032,7 @@ fn verify_fails_on_a_line_a_resume_could_not_replay() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.starts_with(&format!(
-            "troupe: team verify {LEAD}: FAILED at seq 3 (tool/result): the event cannot be \
+            "troupe: RUNTIME_INVALID_EVENT: team verify {LEAD}: FAILED at seq 3 (tool/result): the event cannot be \
              replayed by a resume: missing field"
         )),
         "{err}"

@@ -590,7 +590,18 @@ fn a_damaged_teammate_log_is_named_by_team_show() {
     let path = home.join("sessions").join(format!("{beta}.jsonl"));
     let text = std::fs::read_to_string(&path).unwrap();
     let mut lines: Vec<&str> = text.lines().collect();
-    lines[10] = "{\"seq\":9,\"time\":1,\"type\":\"tool/call\",\"data\":";
+    // Damage one of beta's answers past its first few: its ledger row counts the answers
+    // before it (the usage read stops there), not zero.
+    let at = (20..lines.len())
+        .find(|&i| lines[i].contains("\"type\":\"assistant/message\""))
+        .unwrap();
+    let answers_before = lines[1..at]
+        .iter()
+        .filter(|l| l.contains("\"type\":\"assistant/message\""))
+        .count();
+    assert!(answers_before > 0);
+    let cut = lines[at][..lines[at].len() / 2].to_owned();
+    lines[at] = &cut;
     let damaged = format!("{}\n", lines.join("\n"));
     std::fs::write(&path, &damaged).unwrap();
 
@@ -607,7 +618,7 @@ fn a_damaged_teammate_log_is_named_by_team_show() {
         assert!(
             notes[0].starts_with("troupe: note: beta: its log cannot be read in full (")
                 && notes[0].contains("corrupt session file")
-                && notes[0].contains("line 11"),
+                && notes[0].contains(&format!("line {}", at + 1)),
             "{err}"
         );
         let shown = stdout(&out);
@@ -620,6 +631,14 @@ fn a_damaged_teammate_log_is_named_by_team_show() {
                 .find(|m| m["name"] == "beta")
                 .unwrap()
                 .clone();
+            let ledger = view["ledger"]["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["name"] == "beta")
+                .unwrap()
+                .clone();
+            assert_eq!(ledger["modelCalls"], answers_before, "{ledger}");
             assert!(
                 row["diagnostics"][0]
                     .as_str()
