@@ -48,14 +48,10 @@ use crate::workers::{HostAnswer, HostRequest, WORKER_VERSION, WorkspaceIdentity,
 /// default; its frame adds little).
 const MAX_REQUEST_BYTES: usize = 1 << 20;
 
-/// How long a stop waits for the requests in flight to be answered.
-const STOP_LIMIT: Duration = Duration::from_secs(10);
-
 /// The holder's side (see the module docs): answers the delivery requests naming a lease
 /// this process holds, with `runtime`'s Team service. Dropping it stops serving at once.
 pub struct DeliveryServer {
-    serve: Option<tokio::task::JoinHandle<JoinSet<()>>>,
-    stop: CancellationToken,
+    served: crate::served::Served,
 }
 
 impl std::fmt::Debug for DeliveryServer {
@@ -108,31 +104,14 @@ impl DeliveryServer {
             answering
         });
         Ok(Self {
-            serve: Some(serve),
-            stop,
+            served: crate::served::Served::new(serve, stop),
         })
     }
 
     /// Stops serving: unsubscribes and waits up to 10 s for the requests in flight to be
     /// answered.
-    pub async fn stop(mut self) {
-        self.stop.cancel();
-        if let Some(serve) = self.serve.take()
-            && let Ok(mut answering) = serve.await
-        {
-            let drained = async { while answering.join_next().await.is_some() {} };
-            if tokio::time::timeout(STOP_LIMIT, drained).await.is_err() {
-                answering.abort_all();
-            }
-        }
-    }
-}
-
-impl Drop for DeliveryServer {
-    fn drop(&mut self) {
-        if let Some(serve) = self.serve.take() {
-            serve.abort();
-        }
+    pub async fn stop(self) {
+        self.served.stop().await;
     }
 }
 

@@ -97,6 +97,7 @@ mod deliver;
 mod follow;
 mod lease;
 mod read;
+mod served;
 mod sink;
 mod status;
 mod teamsvc;

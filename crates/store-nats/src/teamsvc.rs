@@ -48,14 +48,10 @@ use crate::NatsBackend;
 /// The longest request served, in bytes (a Team message is at most 64 KiB by default).
 const MAX_REQUEST_BYTES: usize = 1 << 20;
 
-/// How long a stop waits for the requests in flight to be answered.
-const STOP_LIMIT: Duration = Duration::from_secs(10);
-
 /// The Team service of one live Team on a NATS store (see the module docs); dropping it
 /// stops serving at once (requests in flight are aborted: their callers retry).
 pub struct TeamOpServer {
-    serve: Option<tokio::task::JoinHandle<JoinSet<()>>>,
-    stop: CancellationToken,
+    served: crate::served::Served,
 }
 
 impl std::fmt::Debug for TeamOpServer {
@@ -124,31 +120,14 @@ impl TeamOpServer {
             answering
         });
         Ok(Self {
-            serve: Some(serve),
-            stop,
+            served: crate::served::Served::new(serve, stop),
         })
     }
 
     /// Stops serving: unsubscribes (callers find no responder and retry at the next holder of
     /// the Lead's lease) and waits up to 10 s for the requests in flight to be answered.
-    pub async fn stop(mut self) {
-        self.stop.cancel();
-        if let Some(serve) = self.serve.take()
-            && let Ok(mut answering) = serve.await
-        {
-            let drained = async { while answering.join_next().await.is_some() {} };
-            if tokio::time::timeout(STOP_LIMIT, drained).await.is_err() {
-                answering.abort_all();
-            }
-        }
-    }
-}
-
-impl Drop for TeamOpServer {
-    fn drop(&mut self) {
-        if let Some(serve) = self.serve.take() {
-            serve.abort();
-        }
+    pub async fn stop(self) {
+        self.served.stop().await;
     }
 }
 
