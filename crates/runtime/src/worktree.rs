@@ -119,8 +119,13 @@ pub enum WorktreeError {
     /// The merge conflicts: it was aborted, the Lead's branch, index and tree are as before.
     #[error(
         "merging {branch} into {into} conflicts in {}: the merge was aborted, nothing was \
-         committed to {into}",
-        paths.join(", ")
+         committed to {into}{}",
+        paths.join(", "),
+        work_commit.as_ref().map_or_else(String::new, |c| format!(
+            " (the teammate's uncommitted work was committed on {branch} first: {}, to merge \
+             by hand)",
+            c.get(..12).unwrap_or(c)
+        ))
     )]
     MergeConflict {
         /// The teammate's branch.
@@ -129,6 +134,9 @@ pub enum WorktreeError {
         into: String,
         /// The conflicting paths, sorted.
         paths: Vec<String>,
+        /// The commit this merge made on the teammate's branch of its uncommitted work, if any
+        /// (it stays there).
+        work_commit: Option<String>,
     },
     /// A `git` command failed (or could not be started).
     #[error("git {args} (in {dir}) failed: {message}")]
@@ -664,6 +672,7 @@ pub fn merge(
             branch: worktree.branch.clone(),
             into,
             paths,
+            work_commit,
         });
     }
     let after = run_ok(top, &["rev-parse", "HEAD"])?;

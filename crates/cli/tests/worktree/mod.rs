@@ -280,6 +280,15 @@ fn a_merge_that_conflicts_is_aborted_lists_the_paths_and_commits_nothing() {
         git(&s.workspace, &["show", &format!("{branch}:notes.txt")]),
         "beta's notes"
     );
+    // And the refusal says so, naming that commit.
+    let work = git(&s.workspace, &["rev-parse", &branch]);
+    assert!(
+        err.contains(&format!(
+            "the teammate's uncommitted work was committed on {branch} first: {}",
+            &work[..12]
+        )),
+        "{err}"
+    );
     // `--into` a branch that does not exist, and a dirty Lead checkout, are bad input.
     let out = s
         .troupe()
