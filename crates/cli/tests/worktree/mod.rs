@@ -711,15 +711,27 @@ fn a_running_teammates_worktree_is_neither_merged_nor_cleaned() {
         );
     }
     let lead = lead.expect("the Lead's log was seen");
-    let show = team_show(&s, &lead);
-    // Its status is what it does now (its session is held), not `inactive`.
-    let alpha = show["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "alpha")
-        .unwrap()
-        .clone();
+    // Its status is what it does now (its session is held), not `inactive` — once the Lead's
+    // log has its `active` record (its turn may start before the Lead records it).
+    let alpha_row = |show: &Value| {
+        show["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "alpha")
+            .unwrap()
+            .clone()
+    };
+    let mut show = team_show(&s, &lead);
+    while alpha_row(&show)["phase"] != "active" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "alpha never became active"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        show = team_show(&s, &lead);
+    }
+    let alpha = alpha_row(&show);
     assert!(
         alpha["status"] == "running" || alpha["status"] == "idle",
         "{alpha}"
