@@ -10,7 +10,8 @@
 //!   dollars reach a limit of the [`Budget`], the call is refused and the turn ends `aborted`
 //!   with reason `{"kind":"budget","code":"TEAM_BUDGET_EXCEEDED","message"}` (its tool calls
 //!   were all answered, so nothing is cut); no agent of the runtime opens a new turn
-//!   ([`LiveLedger::is_exceeded`]), so the run settles and ends. A resume continues a turn the
+//!   (the driver asks [`LiveLedger::check`] before it opens one, so work held back counts as
+//!   refused), so the run settles and ends. A resume continues a turn the
 //!   budget stopped (the Lead's like any unfinished root turn; a teammate's by the Team
 //!   recovery, see `troupe_session::ContinuationRule`).
 //! - **Notice.** When the spending first reaches [`NOTICE_PERCENT`](troupe_session::ledger::NOTICE_PERCENT)
@@ -110,13 +111,6 @@ impl LiveLedger {
             }
             _ => Ok(()),
         }
-    }
-
-    /// Whether the budget is spent (no new turn opens).
-    pub fn is_exceeded(&self) -> bool {
-        let st = lock(&self.state);
-        let (tokens, usd) = spent_of(&st, &self.prices);
-        matches!(self.budget.level(tokens, usd), BudgetLevel::Exceeded(_))
     }
 
     /// The first refusal of this run, if a model call was refused: `TEAM_BUDGET_EXCEEDED`'s
