@@ -4,7 +4,8 @@
 //! kill -9, kill -9 of a Team run then `troupe resume`, a live session's lease, a three-server
 //! cluster losing one server and then two, `troupe log --follow`, `troupe web --store`,
 //! `troupe send` to a running and to a stopped Team, an approval request answered with
-//! `troupe approve --store`, and the bad input of the issue.
+//! `troupe approve --store`, the bad input of the issue, and (issue 14,
+//! `killpoints/`) a `kill -9` right after each new durable write of workers and delivery.
 //!
 //! Every command runs with a short `TROUPE_LEASE_TTL` (6 s on one server, 10 s on a cluster),
 //! so a killed holder's lease frees itself soon (the first command on a fresh server creates
@@ -27,6 +28,8 @@ use troupe_journal::Journal;
 use troupe_protocol::{EventDraft, SessionHeader, SessionId, SystemClock};
 use troupe_store_nats::{NatsBackend, NatsOptions};
 use troupe_test_support::NatsServer;
+
+mod killpoints;
 
 /// The lease TTL of commands run without a [`Setup`] (a bucket they create gets it).
 const LEASE_TTL: &str = "6s";
