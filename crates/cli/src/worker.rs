@@ -51,6 +51,14 @@ pub(crate) struct WorkerFlags {
     /// HOST-PID).
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
+    /// An environment variable holding an API key a hosted teammate's model reads (as its
+    /// `api_key_env`), kept out of its tools' environment and redacted from their output like
+    /// DEEPSEEK_API_KEY and OPENAI_API_KEY (always kept). Repeatable. A teammate whose model
+    /// reads another variable is refused (placement tries the next worker).
+    #[arg(long = "secret-env", value_name = "VAR")]
+    secret_env: Vec<String>,
+    #[command(flatten)]
+    pace: crate::work::PaceArgs,
 }
 
 /// Runs the worker until Ctrl-C / SIGTERM.
@@ -100,16 +108,65 @@ pub(crate) fn run(flags: WorkerFlags, home: &Home<'_>) -> Result<(), Failure> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
     };
-    let result = tokio.block_on(serve(nats, home.store.journal.clone(), workspace, record));
+    for var in &flags.secret_env {
+        if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(Failure::bad_input(anyhow!(
+                "--secret-env {var:?}: an environment variable name (letters, digits, '_')"
+            )));
+        }
+    }
+    let models = WorkerModels::new(&flags.secret_env, flags.pace.millis());
+    let result = tokio.block_on(serve(
+        nats,
+        home.store.journal.clone(),
+        workspace,
+        record,
+        models,
+    ));
     tokio.shutdown_timeout(Duration::from_secs(2));
     result
 }
 
 /// The models of the hosted teammates: a provider factory per model spec, built when a
-/// teammate first runs it (API keys from this process's environment, scripts loaded).
-#[derive(Default)]
+/// teammate first runs it (API keys from this process's environment, scripts loaded and
+/// paced by `--pace`). A model whose API key variable is not among [`WorkerModels::secret_env`]
+/// is refused: its key would reach the tools' environment and output unredacted (the
+/// runtime's secrets are fixed when it starts).
 struct WorkerModels {
     factories: Mutex<Vec<(ModelSpec, Arc<ProviderFactory>)>>,
+    /// The variables kept secret: the providers' defaults and every `--secret-env`.
+    secret_env: Vec<String>,
+    /// The wait before each scripted reply.
+    pace: Duration,
+}
+
+impl WorkerModels {
+    fn new(extra_secret_env: &[String], pace_ms: Option<u64>) -> Self {
+        let mut secret_env: Vec<String> = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain(extra_secret_env.iter().cloned())
+            .collect();
+        secret_env.sort();
+        secret_env.dedup();
+        Self {
+            factories: Mutex::new(Vec::new()),
+            secret_env,
+            pace: Duration::from_millis(pace_ms.unwrap_or(0)),
+        }
+    }
+
+    /// The variables kept secret and the non-empty values they hold here.
+    fn secrets(&self) -> (Vec<String>, Vec<String>) {
+        let values = self
+            .secret_env
+            .iter()
+            .filter_map(|var| std::env::var(var).ok())
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .collect();
+        (self.secret_env.clone(), values)
+    }
 }
 
 impl ModelSource for WorkerModels {
@@ -124,26 +181,29 @@ impl ModelSource for WorkerModels {
         if let Some((_, factory)) = factories.iter().find(|(s, _)| s == spec) {
             return factory.for_agent(name);
         }
+        if let Some(var) = &spec.api_key_env
+            && !self.secret_env.contains(var)
+        {
+            return Err(LlmError::Config {
+                message: format!(
+                    "the model {spec} of {name} reads its API key from {var}, which this worker \
+                     does not keep secret: start the worker with --secret-env {var}"
+                ),
+            });
+        }
         let config = spec.resolve(&|var| std::env::var(var).ok())?;
-        let factory = Arc::new(ProviderFactory::new(config, ClientOptions::default())?);
+        let pace = if spec.provider == ProviderKind::Script {
+            self.pace
+        } else {
+            Duration::ZERO
+        };
+        let factory = Arc::new(
+            ProviderFactory::new(config, ClientOptions::default())?.with_script_pace(pace),
+        );
         factories.push((spec.clone(), Arc::clone(&factory)));
         drop(factories);
         factory.for_agent(name)
     }
-}
-
-/// The API keys in this process's environment (kept out of tools and logs).
-fn secrets() -> (Vec<String>, Vec<String>) {
-    let env: Vec<String> = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
-    let values = env
-        .iter()
-        .filter_map(|var| std::env::var(var).ok())
-        .filter(|v| !v.is_empty())
-        .collect();
-    (env, values)
 }
 
 async fn serve(
@@ -151,6 +211,7 @@ async fn serve(
     journal: troupe_journal::Journal,
     workspace: PathBuf,
     record: WorkerRecord,
+    models: WorkerModels,
 ) -> Result<(), Failure> {
     let mut sigint = signal(SignalKind::interrupt())
         .context("installing the Ctrl-C handler")
@@ -167,12 +228,12 @@ async fn serve(
             RegisterError::NameTaken { .. } => Failure::bad_input(anyhow!("{e}")),
             RegisterError::Io { .. } => Failure::work(anyhow!("{e}")),
         })?;
-    let (secret_env, secrets) = secrets();
+    let (secret_env, secrets) = models.secrets();
     let runtime = Runtime::new(
         journal,
         RuntimeOptions {
             workspace,
-            models: Arc::new(WorkerModels::default()),
+            models: Arc::new(models),
             // Never run: a hosted teammate runs the model its log records (its own, else
             // its Lead's).
             model_spec: ModelSpec {
@@ -283,4 +344,52 @@ async fn serve(
     delivery.stop().await;
     registration.deregister().await;
     shutdown.map_err(|e| Failure::work(anyhow!("parking the hosted teammates: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn keyed(var: &str) -> ModelSpec {
+        ModelSpec {
+            provider: ProviderKind::Compatible,
+            model: "m".into(),
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            api_key_env: Some(var.into()),
+            tool_choice: Default::default(),
+        }
+    }
+
+    fn refusal(models: &WorkerModels, spec: &ModelSpec) -> String {
+        match models.for_member("alpha", spec) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{spec} was built"),
+        }
+    }
+
+    /// A teammate's model whose API key variable the worker does not keep secret is refused
+    /// with the flag that would allow it; with `--secret-env` it gets past that check (to the
+    /// missing key, here).
+    #[test]
+    fn a_model_reading_a_key_the_worker_does_not_keep_secret_is_refused() {
+        let var = "TROUPE_TEST_WORKER_KEY_NEVER_SET";
+        let plain = WorkerModels::new(&[], None);
+        let refused = refusal(&plain, &keyed(var));
+        assert!(
+            refused.contains(&format!("start the worker with --secret-env {var}")),
+            "{refused}"
+        );
+        let kept = WorkerModels::new(&[var.to_owned()], None);
+        let missing = refusal(&kept, &keyed(var));
+        assert!(missing.contains("is not set"), "{missing}");
+        assert!(kept.secrets().0.contains(&var.to_owned()));
+        assert!(kept.secrets().0.contains(&"OPENAI_API_KEY".to_owned()));
+        // The providers' own variables are always kept secret.
+        if std::env::var_os("DEEPSEEK_API_KEY").is_none() {
+            let default = refusal(&plain, &keyed("DEEPSEEK_API_KEY"));
+            assert!(!default.contains("--secret-env"), "{default}");
+        }
+    }
 }

@@ -1986,8 +1986,9 @@ fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
     let (_again, _) = start_worker(&s, "w1", &workspace);
 }
 
-/// `troupe worker`'s bad input (issue 14): no NATS store, `--slots 0`, a name a live worker
-/// has — each a one-line error, exit 2.
+/// `troupe worker`'s bad input (issue 14): no NATS store, `--slots 0`, a `--secret-env` that
+/// is no variable name, a `--pace` out of range, a name a live worker has — each a one-line
+/// error, exit 2.
 #[test]
 fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
     let Some(s) = Setup::single() else { return };
@@ -2016,6 +2017,20 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
             .unwrap(),
         "--slots",
     );
+    refused(
+        s.troupe(&["worker", "--secret-env", "MY KEY", "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "--secret-env \"MY KEY\": an environment variable name",
+    );
+    refused(
+        s.troupe(&["worker", "--pace", "70000", "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "70000 is not in 0..=60000",
+    );
     let (_w1, _) = start_worker(&s, "w1", &workspace);
     refused(
         s.troupe(&["worker", "--name", "w1", "--workspace"])
@@ -2042,6 +2057,29 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
             .output()
             .unwrap(),
         "--placement workers needs a NATS store",
+    );
+    // A budget with workers: said to hold in the Lead's process only.
+    let out = s
+        .troupe(&[
+            "run",
+            "--team",
+            "--placement",
+            "workers",
+            "--budget-tokens",
+            "100000",
+        ])
+        .arg("--workspace")
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("x")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("troupe: warning: the budget is enforced in this process only"),
+        "{stderr}"
     );
 }
 

@@ -124,6 +124,12 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
         let hosts = match config.placement {
             super::flags::Placement::Local => NatsMemberHosts::new(nats.clone(), false),
             super::flags::Placement::Workers => {
+                if config.budget.is_set() {
+                    crate::output::eprint_line!(
+                        "troupe: warning: the budget is enforced in this process only: \
+                         teammates placed on workers are not held to it while they run"
+                    );
+                }
                 let lead = troupe_store_nats::WorkspaceIdentity::of(&config.workspace)
                     .with_context(|| format!("workspace {}", config.workspace.display()))
                     .map_err(Failure::work)?;

@@ -47,6 +47,12 @@ fn pace_ms(raw: &str) -> Result<u64, String> {
 }
 
 impl PaceArgs {
+    /// `--pace` as given, in milliseconds (`troupe worker` applies it to its scripted
+    /// teammates only).
+    pub(crate) fn millis(&self) -> Option<u64> {
+        self.pace
+    }
+
     /// The wait before each model reply for a run of `spec`: `--pace` applies to a scripted
     /// model only (bad input otherwise: a real model is as fast as it is).
     pub(super) fn for_model(&self, spec: &ModelSpec) -> Result<Duration, Failure> {
