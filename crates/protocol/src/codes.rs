@@ -734,7 +734,7 @@ pub const STABLE_CODES: &[StableCode] = &[
     c(
         "WEB_BAD_REQUEST",
         "web",
-        "A write whose body is not the JSON the route takes.",
+        "A write whose body is not the JSON the route takes, or `…/team/show?at=` that is not a whole number.",
     ),
     c(
         "WEB_REMOTE_REFUSED",

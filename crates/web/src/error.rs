@@ -47,7 +47,8 @@ pub enum WebError {
         "approvals need the panel's token: open the URL troupe web printed (it carries the token) and answer there"
     )]
     TokenRequired,
-    /// A write whose body is not the JSON the route takes (`WEB_BAD_REQUEST`, 400).
+    /// A write whose body is not the JSON the route takes, or a query value that is not what
+    /// the route takes (`?at=` that is not a whole number) (`WEB_BAD_REQUEST`, 400).
     #[error("{0}")]
     BadRequest(String),
     /// An approval the runtime refused or could not record (its code:

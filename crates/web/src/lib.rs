@@ -10,7 +10,7 @@
 //! | `GET /api/sessions/{id}/team` | the Team's [`TeamFrame`] plus `"position"` (events folded so far) |
 //! | `GET /api/sessions/{id}/team/events` | SSE: a `team` frame per view change |
 //! | `GET /api/sessions/{id}/team/timeline` | `{"events":[TimelineEntry…]}`: one entry per Team event (`troupe team log --json`) |
-//! | `GET /api/sessions/{id}/team/show[?at=SEQ]` | `troupe team show --json [--at SEQ]`'s object: roster, board, pending mail, every message's receipts; with `at`, as it was right after Lead event SEQ (404 `TEAM_AT_OUTSIDE_LOG` past the last one) |
+//! | `GET /api/sessions/{id}/team/show[?at=SEQ]` | `troupe team show --json [--at SEQ]`'s object: roster, board, pending mail, every message's receipts; with `at`, as it was right after Lead event SEQ (404 `TEAM_AT_OUTSIDE_LOG` past the last one, 400 `WEB_BAD_REQUEST` when SEQ is not a whole number) |
 //! | `GET /api/sessions/{id}/conversation` | `{"sessionId","items":[Item…],"failure"?}`: the member's own log; `failure` says why it cannot be read past the last item |
 //! | `GET /api/sessions/{id}/conversation/events` | SSE: an `item` frame per new [`Item`]; a damaged log ends with one `failure` frame `{"message"}` |
 //! | `GET /api/sessions/{id}/approvals` | `{"approvals":[PendingApproval…]}`: the requests to run a command outside the sandbox that nobody decided yet, of the session and its direct children |

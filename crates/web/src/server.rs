@@ -364,7 +364,7 @@ async fn team_timeline(
 }
 
 /// `GET /api/sessions/{id}/team/show[?at=SEQ]` (see [`crate::history::show`]); an `at` that
-/// is not a seq is 404 `WEB_NOT_FOUND`, as a path that names nothing.
+/// is not a whole number is 400 `WEB_BAD_REQUEST`.
 async fn team_show(
     State(app): State<AppState>,
     Path(id): Path<String>,
@@ -373,8 +373,8 @@ async fn team_show(
     let at = match query.get("at") {
         None => None,
         Some(raw) => Some(raw.parse::<u64>().map_err(|_| {
-            WebError::NotFound(format!(
-                "/api/sessions/{id}/team/show?at={}: at must be a seq",
+            WebError::BadRequest(format!(
+                "/api/sessions/{id}/team/show?at={}: at must be a seq (a whole number)",
                 raw.chars().take(40).collect::<String>()
             ))
         })?),

@@ -666,8 +666,8 @@ async fn the_timeline_and_the_team_at_a_past_event() {
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("its last event is seq 6"), "{message}");
     let (status, body) = get(&router, "/api/sessions/lead-1/team/show?at=later").await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_eq!(body["error"]["code"], "WEB_NOT_FOUND");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], "WEB_BAD_REQUEST");
     let (status, body) = get(&router, &format!("/api/sessions/{ALPHA}/team/timeline")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "WEB_NOT_A_LEAD");
