@@ -74,7 +74,8 @@ pub(crate) enum TeamCommand {
         /// the last event, or before the session was created, is bad input (exit 2) naming the
         /// last seq; so is a value that is neither a seq nor such a time. Stalls are of the
         /// present: a past point shows none (--stall-after cannot be given with it).
-        #[arg(long, value_name = "SEQ|TIME", value_parser = parse_at, conflicts_with = "stall_after")]
+        #[arg(long, value_name = "SEQ|TIME", value_parser = parse_at, conflicts_with = "stall_after",
+              allow_negative_numbers = true)]
         at: Option<At>,
         #[command(flatten)]
         stall: crate::work::StallArgs,
@@ -418,6 +419,9 @@ fn outside_message(
 /// --help`), as epoch milliseconds.
 fn parse_at(raw: &str) -> Result<At, String> {
     let raw = raw.trim();
+    if raw.starts_with('-') && raw.len() > 1 && raw[1..].bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{raw} is negative: a seq counts from 0"));
+    }
     if !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit()) {
         return raw
             .parse::<u64>()

@@ -88,7 +88,10 @@ impl UsageTotals {
 /// A model's price in USD per million tokens: `{input, output, cached}` (`cached`, the price
 /// of a prompt token served from the cache, defaults to `input`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a price table such as { input = 0.27, output = 1.10, cached = 0.07 } (USD per million tokens)"
+)]
 pub struct Price {
     /// USD per million prompt tokens not served from the cache.
     pub input: f64,

@@ -186,6 +186,24 @@ fn configured_prices_cost_the_ledger_and_a_price_for_an_unknown_model_warns() {
     assert!(err.contains("cost $14.0000"), "{err}");
 }
 
+/// A price that is not a table is one line naming the file, the place and the shape a price
+/// takes (serde's own wording named a Rust type); nothing runs.
+#[test]
+fn a_price_that_is_not_a_table_names_the_shape_of_a_price() {
+    let s = Setup::new();
+    std::fs::create_dir_all(&s.home).unwrap();
+    std::fs::write(s.home.join("config.toml"), "[prices]\n\"x\" = 5\n").unwrap();
+    let out = s.troupe().args(["sessions"]).assert().code(2);
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("config.toml:2:"), "{err}");
+    assert!(
+        err.contains("expected a price table such as { input = 0.27, output = 1.10"),
+        "{err}"
+    );
+    assert!(!err.contains("struct"), "{err}");
+}
+
 #[test]
 fn a_token_budget_stops_the_run_and_a_resume_with_a_higher_budget_finishes() {
     let s = Setup::new();

@@ -507,6 +507,12 @@ fn a_point_outside_the_log_or_a_malformed_one_is_bad_input() {
             "expected a seq (like 17) or an RFC 3339 time (like 2026-12-01T19:47:25Z)",
         );
     }
+    // A negative seq is a bad value (named), not an unknown flag.
+    assert_bad_input(
+        &demo.home,
+        &["team", "show", lead, "--at", "-1"],
+        "-1 is negative: a seq counts from 0",
+    );
     // The last seq itself is in the log.
     let at = show_json(&demo.home, lead, Some(&last.to_string()));
     assert_eq!(at["at"]["seq"], last);
