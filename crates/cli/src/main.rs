@@ -298,8 +298,19 @@ fn parsed_command(args: &[OsString]) -> (Vec<String>, clap::Command) {
     let mut rest = args.iter().skip(1);
     while let Some(arg) = rest.next() {
         let Some(arg) = arg.to_str() else { break };
-        if arg == "--home" {
-            rest.next();
+        if let Some(long) = arg
+            .strip_prefix("--")
+            .filter(|l| !l.is_empty() && !l.contains('='))
+        {
+            // An option of this level that takes a value (`--home DIR`, `--store URL`, …):
+            // the value is not a subcommand.
+            let takes_value = command
+                .get_arguments()
+                .find(|a| a.get_long() == Some(long))
+                .is_some_and(|a| a.get_action().takes_values());
+            if takes_value {
+                rest.next();
+            }
         } else if arg == "--" || !arg.starts_with('-') {
             if arg == "help" {
                 break;

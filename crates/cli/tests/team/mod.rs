@@ -1178,6 +1178,12 @@ fn bad_input_is_one_line_exit_2_and_writes_nothing() {
         &["team", "show"],
         "the following required arguments were not provided: <SESSION> (see 'troupe team show --help')",
     );
+    // A global option's value before the subcommand is not taken for a subcommand.
+    assert_bad_input(
+        home,
+        &["--replicas", "3", "team", "show"],
+        "(see 'troupe team show --help')",
+    );
     assert!(!home.exists());
 
     // A session without a Team: show and verify refuse it; resume refuses the limit flags.
