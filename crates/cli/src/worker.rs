@@ -142,7 +142,7 @@ struct WorkerModels {
 
 impl WorkerModels {
     fn new(extra_secret_env: &[String], pace_ms: Option<u64>) -> Self {
-        let mut secret_env: Vec<String> = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
+        let mut secret_env: Vec<String> = crate::work::PROVIDER_KEY_VARS
             .into_iter()
             .map(str::to_owned)
             .chain(extra_secret_env.iter().cloned())

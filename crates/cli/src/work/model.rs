@@ -53,6 +53,10 @@ impl ModelSource for ModelSet {
     }
 }
 
+/// The providers' own API key variables: always kept out of tools and logs (`troupe run`
+/// and `troupe worker`).
+pub(crate) const PROVIDER_KEY_VARS: [&str; 2] = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"];
+
 /// What [`model_set`] builds: the models, plus the secrets a run must keep out of tools and
 /// logs: the variables that may hold API keys (the providers' defaults and every spec's key
 /// variable), and the keys in use.
@@ -71,10 +75,7 @@ pub(super) fn model_set(
     others: &[(String, ModelSpec)],
     pace: Duration,
 ) -> Result<ModelSetup, Failure> {
-    let mut secret_env: Vec<String> = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    let mut secret_env: Vec<String> = PROVIDER_KEY_VARS.into_iter().map(str::to_owned).collect();
     let mut secrets = Vec::new();
     let lead_factory = factory(lead, pace, &mut secret_env, &mut secrets)?;
     // A script without steps for the Lead is refused now rather than after creating a session.
