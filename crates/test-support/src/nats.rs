@@ -22,6 +22,9 @@ use std::time::{Duration, Instant};
 /// How long a server may take to become ready.
 const READY_DEADLINE: Duration = Duration::from_secs(60);
 
+/// How many sets of free ports a start tries before a taken port is a failure.
+const PORT_ATTEMPTS: usize = 5;
+
 /// The environment variable that lets NATS tests pass without a server binary.
 pub const SKIP_ENV: &str = "TROUPE_SKIP_NATS";
 /// The environment variable naming the server binary.
@@ -134,6 +137,22 @@ impl NatsServer {
 
     fn start(count: usize, jetstream: bool, sync_always: bool) -> Option<Self> {
         let binary = binary_or_skip()?;
+        // A free port is free only when it is picked: another process (a parallel test, a
+        // second test binary) can bind it before the server does. A server that then fails
+        // to bind is started again on other ports; anything else is a failure.
+        for _ in 0..PORT_ATTEMPTS - 1 {
+            let mut server = Self::configure(binary.clone(), count, jetstream, sync_always);
+            if server.wait_ready_unless_port_taken(jetstream) {
+                return Some(server);
+            }
+        }
+        let server = Self::configure(binary, count, jetstream, sync_always);
+        server.wait_ready(jetstream);
+        Some(server)
+    }
+
+    /// Writes the nodes' configurations on fresh free ports and starts them.
+    fn configure(binary: PathBuf, count: usize, jetstream: bool, sync_always: bool) -> Self {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let ports = free_ports(3 * count);
         let cluster_ports: Vec<u16> = (0..count).map(|i| ports[3 * i + 2]).collect();
@@ -183,8 +202,40 @@ impl NatsServer {
         for i in 0..count {
             server.spawn(i);
         }
-        server.wait_ready(jetstream);
-        Some(server)
+        server
+    }
+
+    /// [`NatsServer::wait_ready`], but `false` (with every node killed) as soon as a node has
+    /// exited because one of its ports was taken.
+    fn wait_ready_unless_port_taken(&mut self, jetstream: bool) -> bool {
+        let deadline = Instant::now() + READY_DEADLINE;
+        loop {
+            let exited: Vec<usize> = (0..self.nodes.len())
+                .filter(|&i| {
+                    self.nodes[i]
+                        .child
+                        .as_mut()
+                        .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
+                })
+                .collect();
+            let port_taken = exited.iter().any(|&i| {
+                std::fs::read_to_string(&self.nodes[i].log)
+                    .is_ok_and(|log| log.contains("address already in use"))
+            });
+            if port_taken {
+                for i in 0..self.nodes.len() {
+                    self.kill(i);
+                }
+                return false;
+            }
+            if self.is_ready(jetstream) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                panic!("the NATS servers did not become ready:\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn spawn(&mut self, i: usize) {
@@ -212,21 +263,8 @@ impl NatsServer {
     /// leader). Panics with the servers' logs after [`READY_DEADLINE`].
     pub fn wait_ready(&self, jetstream: bool) {
         let deadline = Instant::now() + READY_DEADLINE;
-        let running: Vec<&Node> = self.nodes.iter().filter(|n| n.child.is_some()).collect();
         loop {
-            let ready = running.iter().all(|node| {
-                let healthy = if jetstream {
-                    matches!(http_get(node.monitor_port, "/healthz"), Some((200, _)))
-                } else {
-                    matches!(http_get(node.monitor_port, "/varz"), Some((200, _)))
-                };
-                let leader = !jetstream
-                    || self.nodes.len() == 1
-                    || http_get(node.monitor_port, "/jsz")
-                        .is_some_and(|(s, body)| s == 200 && body.contains("\"leader\""));
-                healthy && leader
-            });
-            if ready {
+            if self.is_ready(jetstream) {
                 return;
             }
             if Instant::now() > deadline {
@@ -234,6 +272,23 @@ impl NatsServer {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Whether every running node is healthy and, in a cluster with JetStream, knows a meta
+    /// leader.
+    fn is_ready(&self, jetstream: bool) -> bool {
+        self.nodes.iter().filter(|n| n.child.is_some()).all(|node| {
+            let healthy = if jetstream {
+                matches!(http_get(node.monitor_port, "/healthz"), Some((200, _)))
+            } else {
+                matches!(http_get(node.monitor_port, "/varz"), Some((200, _)))
+            };
+            let leader = !jetstream
+                || self.nodes.len() == 1
+                || http_get(node.monitor_port, "/jsz")
+                    .is_some_and(|(s, body)| s == 200 && body.contains("\"leader\""));
+            healthy && leader
+        })
     }
 
     /// The servers' logs, for failure messages.
