@@ -9,10 +9,14 @@
 //! runs it until it settles; then the teammate is released (inbox parked, lease released)
 //! and the slot is free again. Meanwhile it accepts the teammate's mail
 //! (`troupe.deliver.<id>`) and publishes its status edges (`troupe.status.<lead>`).
+//! A request that carries the Team's budget gives the teammate the worker's ledger of that
+//! Team (seeded from every member's log, kept current by `troupe.usage.<lead>`), so it is held
+//! to the Team's whole spending like a member of the Lead's process.
 //! Ctrl-C / SIGTERM: no new teammate is taken, the running turns are cancelled with their
 //! inboxes kept and every member is parked — as `troupe run` does — then it deregisters and
 //! exits 0.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,10 +28,12 @@ use troupe_llm::{
     ClientOptions, LlmError, ModelProvider, ModelSpec, ModelSpecExt, ProviderFactory, ProviderKind,
 };
 use troupe_protocol::{ErrorCode, SessionId, sync::lock};
-use troupe_runtime::{ChunkPolicy, ModelSource, Runtime, RuntimeOptions};
+use troupe_runtime::ledger::LiveLedger;
+use troupe_runtime::{ChunkPolicy, LeadLog, LeadRead, ModelSource, Runtime, RuntimeOptions};
 use troupe_store_nats::{
-    DeliveryServer, HostAnswer, HostRequest, LinkOptions, NatsBackend, NatsTeamLink, RegisterError,
-    StatusPublisher, WORKER_VERSION, WorkerRecord, WorkerRegistration, WorkspaceIdentity,
+    DeliveryServer, HostAnswer, HostRequest, HostedBudget, LinkOptions, NatsBackend, NatsTeamLink,
+    RegisterError, StatusPublisher, UsageRelay, WORKER_VERSION, WorkerRecord, WorkerRegistration,
+    WorkspaceIdentity,
 };
 use troupe_tools::ToolLimits;
 
@@ -268,6 +274,14 @@ async fn serve(
             LinkOptions::default(),
         )) as Arc<dyn troupe_runtime::team::TeamLink>
     }));
+    // The ledgers of the Teams with a budget whose teammates this worker hosts, by Lead.
+    let ledgers: TeamLedgerMap = Arc::default();
+    let of_team = Arc::clone(&ledgers);
+    runtime.set_team_ledgers(Arc::new(move |lead: &SessionId| {
+        lock(&of_team)
+            .get(lead)
+            .map(|(ledger, _)| Arc::clone(ledger))
+    }));
     let failed = |what: &str, e: async_nats::Error| Failure::work(anyhow!("{what}: {e}"));
     let delivery = DeliveryServer::start(&nats, runtime.clone())
         .await
@@ -315,7 +329,7 @@ async fn serve(
                         "WORKER_BUSY",
                         format!("worker {name} has no free slot ({slots} in use)"),
                     ),
-                    Ok(r) => match runtime.host_teammate(&r.session).await {
+                    Ok(r) => match host(&nats, &runtime, &ledgers, &r).await {
                         Ok(agent) => {
                             eprint_line!(
                                 "troupe worker {name}: hosting {} ({})",
@@ -325,7 +339,7 @@ async fn serve(
                             hosted.push(r.session);
                             HostAnswer::hosted()
                         }
-                        Err(e) => HostAnswer::failed(e.code(), e.to_string()),
+                        Err(answer) => answer,
                     },
                 };
                 registration.set_free(slots.saturating_sub(hosted.len() as u32));
@@ -344,6 +358,79 @@ async fn serve(
     delivery.stop().await;
     registration.deregister().await;
     shutdown.map_err(|e| Failure::work(anyhow!("parking the hosted teammates: {e}")))
+}
+
+/// Hosts `request`'s teammate ([`Runtime::host_teammate`]), held to its Team's budget when
+/// the request carries one ([`hold_to_budget`] first).
+///
+/// # Errors
+/// The answer to send back: [`hold_to_budget`]'s, or the hosting's error code and message.
+async fn host(
+    nats: &NatsBackend,
+    runtime: &Runtime,
+    ledgers: &TeamLedgerMap,
+    request: &HostRequest,
+) -> Result<troupe_runtime::Agent, HostAnswer> {
+    hold_to_budget(nats, runtime, ledgers, request).await?;
+    runtime
+        .host_teammate(&request.session)
+        .await
+        .map_err(|e| HostAnswer::failed(e.code(), e.to_string()))
+}
+
+/// A worker's ledgers by Lead: the ledger of each Team with a budget it hosted a teammate of,
+/// and the relay keeping it current.
+type TeamLedgerMap = Arc<Mutex<HashMap<SessionId, (Arc<LiveLedger>, UsageRelay)>>>;
+
+/// Before hosting `request`'s teammate: when the request carries the Team's budget, makes sure
+/// this worker holds a ledger of that Team with that budget — subscribed to the Team's usage
+/// reports first, then seeded from every member's log (see `troupe_store_nats::UsageRelay`
+/// on what a report in between costs). A ledger with another budget or other prices (a
+/// resume changed them) is replaced by a new one. Without a budget, nothing.
+///
+/// # Errors
+/// The answer to send back: the teammate's or its Lead's log cannot be read
+/// (`JOURNAL_*`), or the usage subject cannot be subscribed to (`JOURNAL_STORE_IO`).
+async fn hold_to_budget(
+    nats: &NatsBackend,
+    runtime: &Runtime,
+    ledgers: &TeamLedgerMap,
+    request: &HostRequest,
+) -> Result<(), HostAnswer> {
+    let Some(HostedBudget { budget, prices }) = &request.budget else {
+        return Ok(());
+    };
+    let journal = runtime.journal();
+    let header = journal
+        .header(&request.session)
+        .map_err(|e| HostAnswer::failed(e.code(), e.to_string()))?;
+    let Some(lead) = header.parent_session else {
+        return Ok(());
+    };
+    if let Some((ledger, _)) = lock(ledgers).get(&lead)
+        && ledger.budget() == *budget
+        && ledger.prices() == prices
+    {
+        return Ok(());
+    }
+    let ledger = Arc::new(LiveLedger::new(*budget, prices.clone()).without_notice());
+    let relay = UsageRelay::start(nats, &lead, Arc::clone(&ledger))
+        .await
+        .map_err(|e| {
+            HostAnswer::failed(
+                "JOURNAL_STORE_IO",
+                format!("the Team's usage subject could not be read: {e}"),
+            )
+        })?;
+    let team = LeadLog::read(journal, &lead, LeadRead::Team)
+        .map_err(|e| HostAnswer::failed(e.code(), e.to_string()))?;
+    for (_, member, usage) in team.member_usage(journal) {
+        if let Ok(usage) = usage {
+            ledger.seed(&member, &usage);
+        }
+    }
+    lock(ledgers).insert(lead, (ledger, relay));
+    Ok(())
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use troupe_protocol::{EventDraft, SessionHeader, SessionId, SystemClock};
 use troupe_store_nats::{NatsBackend, NatsOptions};
 use troupe_test_support::NatsServer;
 
+mod budget;
 mod killpoints;
 
 /// The lease TTL of commands run without a [`Setup`] (a bucket they create gets it).
@@ -2058,7 +2059,7 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
             .unwrap(),
         "--placement workers needs a NATS store",
     );
-    // A budget with workers: said to hold in the Lead's process only.
+    // A budget with workers holds on the workers too: no warning.
     let out = s
         .troupe(&[
             "run",
@@ -2077,10 +2078,7 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
         .unwrap();
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("troupe: warning: the budget is enforced in this process only"),
-        "{stderr}"
-    );
+    assert!(!stderr.contains("warning"), "{stderr}");
 }
 
 /// `team show --json` with what differs between two runs of one script left out: session

@@ -21,6 +21,14 @@
 //!   Lead's log: a resume seeds [`LiveLedger::notice_given`] from it, so the notice is never
 //!   repeated.
 //!
+//! - **Across processes** (a NATS store with teammates on workers): every process that runs
+//!   members of the Team holds a ledger with the Team's budget, seeded from the logs; each
+//!   answer it records is handed to its [`UsageSink`] (published to the Team's other
+//!   processes) and each answer another process recorded is counted with
+//!   [`LiveLedger::record_elsewhere`], so every process refuses once the Team's spending, not
+//!   only its own, reaches the budget. Only the Lead's process gives the notice
+//!   ([`LiveLedger::without_notice`] on the others).
+//!
 //! Durability: the ledger writes nothing of its own. The usage is in each answer's
 //! `assistant/message` (written before it is counted here: a crash loses no count a log
 //! holds); the notice is one `agent/inbox/spliced`, flushed before the Lead reads it. A crash
@@ -39,13 +47,29 @@ use troupe_session::ledger::{
     budget_notice_text, cost_of,
 };
 
+/// Where a ledger hands each answer it records itself (not those of
+/// [`LiveLedger::record_elsewhere`]): session, model (price key), usage. Called under no lock
+/// of the ledger; it must not block.
+pub type UsageSink = Box<dyn Fn(&SessionId, &str, Option<&Usage>) + Send + Sync>;
+
 /// The live ledger and budget of a runtime (see the module docs). Shared through an `Arc`.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct LiveLedger {
     budget: Budget,
     prices: Prices,
     state: Mutex<LedgerState>,
     notice: Notify,
+    sink: std::sync::OnceLock<UsageSink>,
+}
+
+impl std::fmt::Debug for LiveLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveLedger")
+            .field("budget", &self.budget)
+            .field("state", &self.state)
+            .field("sink", &self.sink.get().is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -68,6 +92,20 @@ impl LiveLedger {
             prices,
             ..Self::default()
         }
+    }
+
+    /// A ledger that never gives the Lead's notice (a worker's ledger of a Team whose Lead
+    /// runs in another process, which gives it).
+    #[must_use]
+    pub fn without_notice(self) -> Self {
+        lock(&self.state).notice_given = true;
+        self
+    }
+
+    /// Hands every answer this ledger records from now on to `sink` (once; `false` when a
+    /// sink was already set).
+    pub fn set_sink(&self, sink: UsageSink) -> bool {
+        self.sink.set(sink).is_ok()
     }
 
     /// The budget.
@@ -119,8 +157,17 @@ impl LiveLedger {
         lock(&self.state).refused.clone()
     }
 
-    /// Counts one recorded answer of session `id`, model `model` (its price key).
+    /// Counts one recorded answer of session `id`, model `model` (its price key), and hands
+    /// it to the sink ([`LiveLedger::set_sink`]).
     pub fn record(&self, id: &SessionId, model: &str, usage: Option<&Usage>) {
+        self.record_elsewhere(id, model, usage);
+        if let Some(sink) = self.sink.get() {
+            sink(id, model, usage);
+        }
+    }
+
+    /// Counts one answer another process of the Team recorded (not handed to the sink).
+    pub fn record_elsewhere(&self, id: &SessionId, model: &str, usage: Option<&Usage>) {
         let mut st = lock(&self.state);
         st.members
             .entry(id.clone())

@@ -99,7 +99,7 @@ pub use resume_plan::{
     record_model_override, takes_instruction,
 };
 pub use runtime::{
-    LogFailure, ModelSource, Runtime, RuntimeOptions, TeamLinkFactory, stored_config,
+    LogFailure, ModelSource, Runtime, RuntimeOptions, TeamLedgers, TeamLinkFactory, stored_config,
 };
 pub use teammate_scan::TeammateScans;
 pub use time_travel::{TimeTravelError, read_timeline};

@@ -205,7 +205,14 @@ struct RtInner {
     /// The Team service links of a process hosting teammates whose Team's serializer runs in
     /// another process (see [`Runtime::set_team_links`]).
     team_links: std::sync::OnceLock<TeamLinkFactory>,
+    /// The ledgers of Teams whose Lead runs in another process (see
+    /// [`Runtime::set_team_ledgers`]).
+    team_ledgers: std::sync::OnceLock<TeamLedgers>,
 }
+
+/// The ledger of the Team led by a session, when this process holds one for it (see
+/// [`Runtime::set_team_ledgers`]); `None`: the runtime's own ([`RuntimeOptions::ledger`]).
+pub type TeamLedgers = Arc<dyn Fn(&SessionId) -> Option<Arc<LiveLedger>> + Send + Sync>;
 
 /// Makes the [`TeamLink`] to the Team led by a session (the transport of [`RemoteTeam`]).
 pub type TeamLinkFactory = Arc<dyn Fn(&SessionId) -> Arc<dyn TeamLink> + Send + Sync>;
@@ -248,6 +255,7 @@ impl Runtime {
                 log_failures: Mutex::new(Vec::new()),
                 models_seen: Mutex::new(HashMap::new()),
                 team_links: std::sync::OnceLock::new(),
+                team_ledgers: std::sync::OnceLock::new(),
             }
         });
         Self { inner }
@@ -549,6 +557,14 @@ impl Runtime {
     /// once (a second call is ignored: `false`).
     pub fn set_team_links(&self, links: TeamLinkFactory) -> bool {
         self.inner.team_links.set(links).is_ok()
+    }
+
+    /// Sets where a teammate set up from now on counts its usage and is held to its Team's
+    /// budget: the ledger `ledgers` gives for its Lead (a worker's per-Team ledger, see
+    /// [`crate::ledger`] "Across processes"), else [`RuntimeOptions::ledger`]. Set once (a
+    /// second call is ignored: `false`).
+    pub fn set_team_ledgers(&self, ledgers: TeamLedgers) -> bool {
+        self.inner.team_ledgers.set(ledgers).is_ok()
     }
 
     /// The live status of the agents of this runtime, for [`RemoteTeam`]'s callers.
@@ -905,7 +921,9 @@ impl Runtime {
             progress: self.inner.progress.clone(),
             secrets: self.inner.options.secrets.clone(),
             approvals: Arc::clone(&self.inner.approvals),
-            ledger: Arc::clone(&self.inner.options.ledger),
+            ledger: parent
+                .and_then(|lead| self.inner.team_ledgers.get().and_then(|of| of(lead)))
+                .unwrap_or_else(|| Arc::clone(&self.inner.options.ledger)),
         })
     }
 

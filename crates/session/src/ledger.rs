@@ -170,7 +170,10 @@ pub const BUILTIN_PRICES: [(&str, Price); 4] = [
 
 /// Prices per model name ([`price_key`]): the built-in ones with the configured ones over
 /// them.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// Wire (between the processes of one Team): the map itself, `{"<model>":{"input","output",
+/// "cached"}}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct Prices {
     prices: BTreeMap<String, Price>,
 }
@@ -428,7 +431,8 @@ pub struct CompactUsage {
 
 /// A Team's budget: at most `tokens` tokens (prompt + completion) and at most `usd` dollars of
 /// priced usage, each optional. Both are positive when set (the front end refuses others).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+/// Wire: `{"tokens"?,"usd"?}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Budget {
     /// The token budget.

@@ -42,7 +42,9 @@ use troupe_runtime::team::{
 };
 
 use crate::NatsBackend;
-use crate::workers::{HostAnswer, HostRequest, WORKER_VERSION, WorkspaceIdentity, live_workers};
+use crate::workers::{
+    HostAnswer, HostRequest, HostedBudget, WORKER_VERSION, WorkspaceIdentity, live_workers,
+};
 
 /// The longest delivery request served, in bytes (a Team message is at most 64 KiB by
 /// default; its frame adds little).
@@ -144,6 +146,8 @@ pub struct NatsMemberHosts {
     append_unhosted: bool,
     /// The Lead's workspace, when woken teammates are placed on workers.
     placement: Option<WorkspaceIdentity>,
+    /// The Team's budget, sent with each request to host a teammate.
+    budget: Option<HostedBudget>,
     warn: Warnings,
 }
 
@@ -164,6 +168,7 @@ impl NatsMemberHosts {
             nats,
             append_unhosted,
             placement: None,
+            budget: None,
             warn: Arc::new(|line: &str| tracing::warn!("{line}")),
         }
     }
@@ -172,6 +177,18 @@ impl NatsMemberHosts {
     #[must_use]
     pub fn with_warnings(mut self, warn: Warnings) -> Self {
         self.warn = warn;
+        self
+    }
+
+    /// Sends the Team's budget (`budget` with `prices`) with each request to host a
+    /// teammate, so the worker holds it to the Team's budget; an unset budget sends none.
+    #[must_use]
+    pub fn with_budget(
+        mut self,
+        budget: troupe_session::ledger::Budget,
+        prices: troupe_session::ledger::Prices,
+    ) -> Self {
+        self.budget = budget.is_set().then_some(HostedBudget { budget, prices });
         self
     }
 
@@ -185,6 +202,7 @@ impl NatsMemberHosts {
             nats,
             append_unhosted: true,
             placement: Some(lead),
+            budget: None,
             warn: Arc::new(|line: &str| tracing::warn!("{line}")),
         }
     }
@@ -218,6 +236,7 @@ impl NatsMemberHosts {
             let request = HostRequest {
                 version: WORKER_VERSION,
                 session: target.clone(),
+                budget: self.budget.clone(),
             };
             let payload = serde_json::to_vec(&request)
                 .map_err(|e| self.io(format!("the request could not be encoded: {e}")))?;

@@ -101,6 +101,7 @@ mod served;
 mod sink;
 mod status;
 mod teamsvc;
+mod usage;
 mod workers;
 
 use std::path::PathBuf;
@@ -118,9 +119,10 @@ pub use deliver::{DeliveryServer, NatsMemberHosts, Warnings};
 pub use lease::HeldLease;
 pub use status::{StatusListener, StatusPublisher};
 pub use teamsvc::{LinkOptions, NatsTeamLink, TeamOpServer};
+pub use usage::UsageRelay;
 pub use workers::{
-    HostAnswer, HostRequest, RegisterError, WORKER_SUBJECT_PREFIX, WORKER_VERSION, WORKERS_BUCKET,
-    WorkerRecord, WorkerRegistration, WorkspaceIdentity, live_workers,
+    HostAnswer, HostRequest, HostedBudget, RegisterError, WORKER_SUBJECT_PREFIX, WORKER_VERSION,
+    WORKERS_BUCKET, WorkerRecord, WorkerRegistration, WorkspaceIdentity, live_workers,
 };
 
 /// The default stream name.
@@ -144,6 +146,9 @@ pub const DELIVER_SUBJECT_PREFIX: &str = "troupe.deliver.";
 /// The prefix of a Team's status subject: `troupe.status.<team-id>` (see
 /// [`NatsBackend::status_subject`]). No stream may take them.
 pub const STATUS_SUBJECT_PREFIX: &str = "troupe.status.";
+/// The prefix of a Team's usage subject: `troupe.usage.<team-id>` (see
+/// [`NatsBackend::usage_subject`]). No stream may take them.
+pub const USAGE_SUBJECT_PREFIX: &str = "troupe.usage.";
 /// The NATS header of a session's header message naming how many events its first append
 /// published with it.
 pub const FIRST_EVENTS_HEADER: &str = "Troupe-First-Events";
@@ -274,6 +279,13 @@ impl NatsBackend {
     /// process running its serializer listens ([`StatusListener`]).
     pub fn status_subject(lead: &SessionId) -> String {
         format!("{STATUS_SUBJECT_PREFIX}{lead}")
+    }
+
+    /// The usage subject of the Team led by `lead`: `troupe.usage.<lead>`. Every process
+    /// running members of the Team publishes the usage of each answer it records there and
+    /// counts the others' ([`UsageRelay`]: the Team's budget across processes).
+    pub fn usage_subject(lead: &SessionId) -> String {
+        format!("{USAGE_SUBJECT_PREFIX}{lead}")
     }
 
     /// The lease this backend holds on session `id` (its writer's), while it holds it and it

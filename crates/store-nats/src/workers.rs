@@ -118,14 +118,30 @@ pub struct WorkerRecord {
     pub since: u64,
 }
 
-/// A request to host a teammate. Wire: `{"version":1,"session"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A request to host a teammate. Wire: `{"version":1,"session","budget"?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HostRequest {
     /// [`WORKER_VERSION`].
     pub version: u32,
     /// The teammate's session.
     pub session: SessionId,
+    /// The Team's budget, when it has one: the worker holds the teammate to it with a
+    /// ledger of the Team's whole spending (seeded from the logs, kept current by the
+    /// [`crate::UsageRelay`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<HostedBudget>,
+}
+
+/// The Team's budget and prices in a [`HostRequest`]. Wire: `{"budget":{"tokens"?,"usd"?},
+/// "prices":{"<model>":{"input","output","cached"}}}` (USD per million tokens).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostedBudget {
+    /// The limits (at least one set).
+    pub budget: troupe_session::ledger::Budget,
+    /// The prices the Lead's process uses.
+    pub prices: troupe_session::ledger::Prices,
 }
 
 /// The answer to a [`HostRequest`]: `{"ok":true}` once the teammate is resident in the worker

@@ -34,7 +34,7 @@ use crate::approve::Prompts;
 use crate::control::{ControlNote, ControlServer, NatsControl};
 use crate::exit::Failure;
 use crate::progress::{Board, OutputMode, Printer};
-use troupe_store_nats::{NatsMemberHosts, StatusListener, TeamOpServer};
+use troupe_store_nats::{NatsMemberHosts, StatusListener, TeamOpServer, UsageRelay};
 
 /// How long the first Ctrl-C waits for the cancelled turn to close before shutting down anyway.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(15);
@@ -124,20 +124,16 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
         let hosts = match config.placement {
             super::flags::Placement::Local => NatsMemberHosts::new(nats.clone(), false),
             super::flags::Placement::Workers => {
-                if config.budget.is_set() {
-                    crate::output::eprint_line!(
-                        "troupe: warning: the budget is enforced in this process only: \
-                         teammates placed on workers are not held to it while they run"
-                    );
-                }
                 let lead = troupe_store_nats::WorkspaceIdentity::of(&config.workspace)
                     .with_context(|| format!("workspace {}", config.workspace.display()))
                     .map_err(Failure::work)?;
-                NatsMemberHosts::placing(nats.clone(), lead).with_warnings(Arc::new(
-                    |line: &str| {
+                // A worker holds the teammates it hosts to the Team's budget (its own ledger of
+                // the Team, kept current over `troupe.usage.<lead>`: the relay below).
+                NatsMemberHosts::placing(nats.clone(), lead)
+                    .with_budget(config.budget, config.prices.clone())
+                    .with_warnings(Arc::new(|line: &str| {
                         crate::output::eprint_line!("troupe: warning: {line}");
-                    },
-                ))
+                    }))
             }
         };
         runtime.teams().set_member_hosts(Arc::new(hosts));
@@ -410,6 +406,25 @@ async fn drive(
                         "troupe: note: the status subject {} could not be read ({e}): \
                          wait_agent does not see teammates hosted by other processes",
                         troupe_store_nats::NatsBackend::status_subject(&id)
+                    ));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    // ... and, with a budget, counts the usage of members other processes run
+    // (`troupe.usage.<lead-id>`) and publishes its own, so every process refuses once the
+    // Team's whole spending reaches the budget.
+    let _usage_relay = match config.store.nats_backend() {
+        Some(nats) if config.budget.is_set() && runtime.teams().team(&id).is_some() => {
+            match UsageRelay::start(nats, &id, Arc::clone(&runtime.options().ledger)).await {
+                Ok(relay) => Some(relay),
+                Err(e) => {
+                    printer.note(&format!(
+                        "troupe: note: the usage subject {} could not be read ({e}): the \
+                         budget counts this process's members only",
+                        troupe_store_nats::NatsBackend::usage_subject(&id)
                     ));
                     None
                 }
