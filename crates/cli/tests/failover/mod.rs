@@ -259,7 +259,18 @@ fn kill_9_of_the_lead_while_a_worker_hosts_a_running_teammate_then_resume_from_a
             .spawn()
             .unwrap(),
     );
-    wait_lease(&mut s, &lead, "was taken again", |h| h.is_some());
+    // The resume takes the Lead's lease (a refusal ends it: shown at once).
+    let start = Instant::now();
+    while holder(&mut s, &lead).is_none() {
+        if let Some(status) = resume.0.try_wait().unwrap() {
+            panic!(
+                "the resume ended ({status}) before it took the Lead: {}",
+                std::fs::read_to_string(&resume_err).unwrap()
+            );
+        }
+        assert!(start.elapsed() < DEADLINE, "the resume never took the Lead");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     std::fs::write(workspace.join("go"), "").unwrap();
     let status = wait_exit(&mut resume);
     let stderr = std::fs::read_to_string(&resume_err).unwrap();
