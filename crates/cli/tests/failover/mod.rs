@@ -420,3 +420,56 @@ fn an_adopter_killed_mid_adoption_and_another_adopter_finishes_the_team() {
     // that cut turn gets its own continuation.
     assert_finished_once(&s, &lead, 2..=3);
 }
+
+/// The resume an adopter runs (`--adopted-by PID`, hidden) backs off cleanly: for a Lead that
+/// needs no adopting any more (here: it finished) it ends at once with a note and exit 0, and
+/// with a PID that is not its parent (the worker is gone) it ends with exit 1 — neither
+/// writes anything.
+#[test]
+fn an_adopted_resume_that_is_not_needed_or_whose_worker_is_gone_writes_nothing() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = s.path("done.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [{"text": "done"}]}}).to_string(),
+    )
+    .unwrap();
+    let out = s
+        .troupe(&["run", "--team", "--workspace"])
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("go")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lead = session_of(&text(&out.stderr));
+    let before = s.messages();
+    let out = s
+        .troupe(&["resume", &lead, "--adopted-by"])
+        .arg(std::process::id().to_string())
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "troupe: note: session {lead} needs no adopting any more (its last turn finished)"
+        )),
+        "{err}"
+    );
+    assert_eq!(text(&out.stdout), "", "no answer printed");
+    // A worker pid that is not the parent: the worker died before the resume started.
+    let out = s.run(&["resume", &lead, "--adopted-by", "1"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("adopted by worker pid 1, which is gone"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(s.messages(), before, "nothing was written");
+    assert!(holder(&mut s, &lead).is_none());
+}
