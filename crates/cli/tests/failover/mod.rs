@@ -1,8 +1,9 @@
 //! Failover (DESIGN §7 "Failover", issue 14 item 6), with real `troupe` processes and a real
 //! `nats-server`: the Lead's process is killed with `kill -9` while a `troupe worker` hosts a
 //! running teammate, and the Team is taken over — by `troupe resume` from another home, by a
-//! `troupe worker --adopt`, by one of two adopters racing, and by a second adopter after the
-//! first was killed mid-adoption. Each time: the teammate keeps running on its worker (it is
+//! `troupe worker --adopt`, by one of two adopters racing, by a second adopter after the
+//! first was killed mid-adoption, and by `troupe resume` after an adopter was stopped with
+//! SIGTERM (it parks its adopted Lead first). Each time: the teammate keeps running on its worker (it is
 //! not continued a second time in the new Lead's process), its Team calls reach the new Lead,
 //! the work finishes once, `team verify` passes, every queued message is delivered exactly
 //! once, and no task ever had two owners.
@@ -472,4 +473,54 @@ fn an_adopted_resume_that_is_not_needed_or_whose_worker_is_gone_writes_nothing()
     assert_eq!(err.lines().count(), 1, "{err}");
     assert_eq!(s.messages(), before, "nothing was written");
     assert!(holder(&mut s, &lead).is_none());
+}
+
+/// SIGTERM to an adopter while its adopted Lead runs: the worker stops that resume first (it
+/// parks the Team and releases the Lead's lease), then exits 0; `troupe resume` finishes the
+/// Team later, once.
+#[test]
+fn sigterm_to_an_adopter_parks_its_adopted_lead_and_a_resume_finishes_it() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let lead = kill_the_lead_while_alpha_runs_on_a_worker(&s, &workspace, &w1_log);
+    let (mut a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
+    wait_for(&a1_log, &format!("adopting Lead {lead}"), DEADLINE);
+    wait_lease(&mut s, &lead, "was taken by the adopter", |h| h.is_some());
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&a1.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut a1).success());
+    let log = std::fs::read_to_string(&a1_log).unwrap();
+    assert!(
+        log.contains(&format!("stopping the adopted Lead {lead}"))
+            && log.contains("stopping: parking its members"),
+        "{log}"
+    );
+    assert!(
+        holder(&mut s, &lead).is_none(),
+        "the Lead's lease was released"
+    );
+    let resume_err = s.path("resume.stderr");
+    let mut resume = Running(
+        s.troupe(&["resume", &lead, "--placement", "workers"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&resume_err).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    wait_lease(&mut s, &lead, "was taken by the resume", |h| h.is_some());
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let status = wait_exit(&mut resume);
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(&resume_err).unwrap()
+    );
+    // The adopter's resume may have started its continuation before the SIGTERM: that
+    // stopped turn gets its own continuation.
+    assert_finished_once(&s, &lead, 2..=3);
 }
