@@ -20,6 +20,11 @@
 //! mid-adoption leaves the Lead as a crash would: its lease expires and another adopter, or a
 //! `troupe resume`, takes it over.
 //!
+//! **Cost.** Each look (every half second while a slot is free) lists the sessions and reads
+//! each root's lease; a root's log is read once per period its lease stays free (the verdict
+//! is kept until the lease is seen held again), so a store full of finished Leads costs one
+//! KV read per root per look.
+//!
 //! **What survives a crash**: the adopter writes nothing itself. Its child is a `troupe
 //! resume`, whose crash points are a resume's (every write is the recovery's, decided from
 //! the logs, DESIGN decision 10). A worker stopped with Ctrl-C / SIGTERM sends SIGTERM to its
@@ -286,28 +291,41 @@ impl Adopter {
         let mut ended = Vec::new();
         self.running.retain_mut(|a| match a.child.try_wait() {
             Ok(Some(status)) => {
-                ended.push((a.lead.clone(), status));
+                ended.push((a.lead.clone(), Ok(status)));
                 false
             }
             Ok(None) => true,
-            Err(_) => {
-                ended.push((a.lead.clone(), std::process::ExitStatus::default()));
+            Err(e) => {
+                // It cannot be waited for (it is not our child any more): its lease tells
+                // the next scan whether it still runs.
+                let _ = a.child.kill();
+                ended.push((a.lead.clone(), Err(e)));
                 false
             }
         });
         for (lead, status) in ended {
-            if status.success() {
-                self.failures.remove(&lead);
-                eprint_line!(
-                    "troupe worker {}: the adopted Lead {lead} ended (exit 0)",
-                    self.worker
-                );
-            } else {
-                eprint_line!(
-                    "troupe worker {}: the adoption of Lead {lead} ended with {status}",
-                    self.worker
-                );
-                self.failed(lead);
+            match status {
+                Ok(status) if status.success() => {
+                    self.failures.remove(&lead);
+                    eprint_line!(
+                        "troupe worker {}: the adopted Lead {lead} ended (exit 0)",
+                        self.worker
+                    );
+                }
+                Ok(status) => {
+                    eprint_line!(
+                        "troupe worker {}: the adoption of Lead {lead} ended with {status}",
+                        self.worker
+                    );
+                    self.failed(lead);
+                }
+                Err(e) => {
+                    eprint_line!(
+                        "troupe worker {}: the adoption of Lead {lead} cannot be waited for: {e}",
+                        self.worker
+                    );
+                    self.failed(lead);
+                }
             }
         }
     }

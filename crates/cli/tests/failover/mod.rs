@@ -294,6 +294,10 @@ fn a_worker_with_adopt_takes_over_a_killed_lead() {
     std::fs::create_dir_all(&workspace).unwrap();
     let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
     let lead = kill_the_lead_while_alpha_runs_on_a_worker(&s, &workspace, &w1_log);
+    // An adopter on another workspace leaves it alone, saying why.
+    let other = s.path("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let (_elsewhere, elsewhere_log) = start_worker_with(&s, "elsewhere", &other, &["--adopt"]);
     let (_a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
     wait_for(&a1_log, &format!("adopting Lead {lead}"), DEADLINE);
     wait_lease(&mut s, &lead, "was taken by the adopter", |h| h.is_some());
@@ -311,6 +315,17 @@ fn a_worker_with_adopt_takes_over_a_killed_lead() {
     assert_eq!(
         log.matches(&format!("adopting Lead {lead}")).count(),
         1,
+        "{log}"
+    );
+    let log = std::fs::read_to_string(&elsewhere_log).unwrap();
+    assert!(
+        log.contains(&format!(
+            "not adopting Lead {lead}: this worker's workspace does not match: its workspace"
+        )),
+        "{log}"
+    );
+    assert!(
+        !log.contains(&format!("adopting Lead {lead}: its lease expired")),
         "{log}"
     );
 }
