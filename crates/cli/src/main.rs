@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod adopt;
 mod approve;
 mod args;
 mod chat;
@@ -182,8 +183,10 @@ enum Command {
     /// teammates a Lead's process places on it (troupe run --placement workers): each one is
     /// cold-resumed from the store as troupe resume would, calls its Team through the Lead's
     /// process, and runs until it settles; then its slot is free again. Ctrl-C / SIGTERM parks
-    /// the hosted members (inboxes kept; the Team resumes them elsewhere) and exits 0. Exit 2:
-    /// no NATS store, --slots 0, a name a live worker already has.
+    /// the hosted members (inboxes kept; the Team resumes them elsewhere) and exits 0. With
+    /// --adopt it also takes over Team Leads whose process died mid-turn (troupe resume as its
+    /// child, one per free slot). Exit 2: no NATS store, --slots 0, a name a live worker
+    /// already has.
     Worker(worker::WorkerFlags),
 }
 

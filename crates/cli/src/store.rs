@@ -275,7 +275,9 @@ impl Store {
 
 /// Refuses to resume `lead` while it or a session under it (a teammate, a subagent child) is
 /// held by a writer, naming the first such session and its holder (`JOURNAL_LOCKED`, bad input:
-/// nothing is written). On NATS the leases of a process that died expire one TTL after each
+/// nothing is written) — except a session under it whose lease a live `troupe worker` holds
+/// ([`NatsBackend::hosting_worker`]): that teammate keeps running on the worker and calls the
+/// resumed Lead's Team service (DESIGN §7 "Failover"; the resume's recovery leaves it there). On NATS the leases of a process that died expire one TTL after each
 /// one's last renewal — not all at the same instant, as a dead process's file locks are
 /// released — so a resume that started as soon as the Lead's lease was free could find a
 /// teammate still held and leave it out. Only a store that can tell holders is asked (NATS).
@@ -283,10 +285,40 @@ impl Store {
 /// # Errors
 /// As above; the store's errors listing the sessions or reading a lease.
 pub(crate) fn check_team_free(store: &Store, lead: &SessionId) -> Result<(), Failure> {
-    let Some(url) = store.url() else {
+    let (Some(url), Some(nats)) = (store.url(), store.nats_backend()) else {
         return Ok(());
     };
     let listed = store.journal.list(&mut |_| {})?;
+    if let Some((id, holder)) = team_held(&store.journal, nats, &listed, lead)? {
+        let which = if id == *lead {
+            format!("session {id}")
+        } else {
+            format!("session {id} (of the Team of {lead})")
+        };
+        return Err(Failure::bad_input(anyhow!(
+            "{which} is locked by {holder} (its lease on {url}): a troupe run or troupe \
+             resume of it is still running there; a holder that died frees it once its \
+             lease expires (JOURNAL_LOCKED; nothing was written)"
+        )));
+    }
+    Ok(())
+}
+
+/// The first session of the Team of `lead` (the Lead first, then every session under it in
+/// `listed`) whose lease keeps a resume out, with its holder: the Lead's lease held by
+/// anyone, or a member's held by a process that is not a live worker (a teammate a live
+/// worker hosts keeps running there and calls the resumed Lead's Team service, DESIGN §7
+/// "Failover"). `None`: the Team can be resumed. For [`check_team_free`] and `troupe worker
+/// --adopt`.
+///
+/// # Errors
+/// The store's errors reading a lease or the worker registry.
+pub(crate) fn team_held(
+    journal: &Journal,
+    nats: &NatsBackend,
+    listed: &[troupe_journal::SessionListing],
+    lead: &SessionId,
+) -> Result<Option<(SessionId, String)>, troupe_journal::JournalError> {
     let parents: std::collections::HashMap<&SessionId, &SessionId> = listed
         .iter()
         .filter_map(|l| l.header.parent_session.as_ref().map(|p| (&l.header.id, p)))
@@ -309,20 +341,14 @@ pub(crate) fn check_team_free(store: &Store, lead: &SessionId) -> Result<(), Fai
             .filter(|id| under_lead(id)),
     );
     for id in team {
-        if let Some(holder) = store.journal.holder(id)? {
-            let which = if id == lead {
-                format!("session {id}")
-            } else {
-                format!("session {id} (of the Team of {lead})")
-            };
-            return Err(Failure::bad_input(anyhow!(
-                "{which} is locked by {holder} (its lease on {url}): a troupe run or troupe \
-                 resume of it is still running there; a holder that died frees it once its \
-                 lease expires (JOURNAL_LOCKED; nothing was written)"
-            )));
+        if let Some(holder) = journal.holder(id)? {
+            if id != lead && nats.hosting_worker(id)?.is_some() {
+                continue;
+            }
+            return Ok(Some((id.clone(), holder)));
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The home a command works in and the store its sessions are in, resolved from `--home`,

@@ -63,6 +63,13 @@ pub(crate) struct WorkerFlags {
     /// reads another variable is refused (placement tries the next worker).
     #[arg(long = "secret-env", value_name = "VAR")]
     secret_env: Vec<String>,
+    /// Also adopt Leads whose process died: a Team Lead on the store whose lease expired
+    /// while its last turn was unfinished (cut by the stop, as its log shows) and whose
+    /// workspace matches this worker's is resumed here — `troupe resume SID --placement
+    /// workers`, one Lead per free slot, dying with the worker — as on another host after a
+    /// crash. Of several adopters only one takes a Lead (its lease); the others back off.
+    #[arg(long)]
+    adopt: bool,
     #[command(flatten)]
     pace: crate::work::PaceArgs,
 }
@@ -122,12 +129,32 @@ pub(crate) fn run(flags: WorkerFlags, home: &Home<'_>) -> Result<(), Failure> {
         }
     }
     let models = WorkerModels::new(&flags.secret_env, flags.pace.millis());
+    let adopter = if flags.adopt {
+        let exe = std::env::current_exe()
+            .context("finding the troupe binary (to resume the Leads it adopts)")
+            .map_err(Failure::work)?;
+        Some(crate::adopt::Adopter::new(
+            home.store.journal.clone(),
+            nats.clone(),
+            record.workspace.clone(),
+            record.name.clone(),
+            crate::adopt::AdoptCommand {
+                exe,
+                home: std::path::absolute(&home.dir).unwrap_or_else(|_| home.dir.clone()),
+                url: nats.url().to_owned(),
+                pace: flags.pace.millis(),
+            },
+        ))
+    } else {
+        None
+    };
     let result = tokio.block_on(serve(
         nats,
         home.store.journal.clone(),
         workspace,
         record,
         models,
+        adopter,
     ));
     tokio.shutdown_timeout(Duration::from_secs(2));
     result
@@ -218,6 +245,7 @@ async fn serve(
     workspace: PathBuf,
     record: WorkerRecord,
     models: WorkerModels,
+    mut adopter: Option<crate::adopt::Adopter>,
 ) -> Result<(), Failure> {
     let mut sigint = signal(SignalKind::interrupt())
         .context("installing the Ctrl-C handler")
@@ -297,9 +325,14 @@ async fn serve(
         .await
         .map_err(|e| Failure::work(anyhow!("subscribing to the worker subject: {e}")))?;
     eprint_line!(
-        "troupe worker {name}: serving {} with {slots} slot{} (workspace {shown}); Ctrl-C stops",
+        "troupe worker {name}: serving {} with {slots} slot{} (workspace {shown}){}; Ctrl-C stops",
         nats.url(),
-        if slots == 1 { "" } else { "s" }
+        if slots == 1 { "" } else { "s" },
+        if adopter.is_some() {
+            ", adopting Leads whose process died"
+        } else {
+            ""
+        }
     );
     let mut hosted: Vec<SessionId> = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -310,9 +343,15 @@ async fn serve(
             _ = tick.tick() => {
                 let before = hosted.len();
                 hosted.retain(|id| runtime.agent(id).is_some());
-                if hosted.len() != before {
-                    registration.set_free(slots - hosted.len() as u32);
-                    eprint_line!("troupe worker {name}: {} of {slots} slots free", slots - hosted.len() as u32);
+                let mut changed = hosted.len() != before;
+                if let Some(adopter) = adopter.as_mut() {
+                    let free = (slots as usize).saturating_sub(hosted.len() + adopter.adopted());
+                    changed |= adopter.tick(free).await;
+                }
+                if changed {
+                    let free = free_slots(slots, &hosted, adopter.as_ref());
+                    registration.set_free(free);
+                    eprint_line!("troupe worker {name}: {free} of {slots} slots free");
                 }
             }
             request = requests.next() => {
@@ -325,7 +364,7 @@ async fn serve(
                         "INVALID_ARGUMENTS",
                         format!("host request version {} (this worker speaks {WORKER_VERSION})", r.version),
                     ),
-                    Ok(_) if hosted.len() as u32 >= slots => HostAnswer::failed(
+                    Ok(_) if free_slots(slots, &hosted, adopter.as_ref()) == 0 => HostAnswer::failed(
                         "WORKER_BUSY",
                         format!("worker {name} has no free slot ({slots} in use)"),
                     ),
@@ -342,7 +381,7 @@ async fn serve(
                         Err(answer) => answer,
                     },
                 };
-                registration.set_free(slots.saturating_sub(hosted.len() as u32));
+                registration.set_free(free_slots(slots, &hosted, adopter.as_ref()));
                 let payload = serde_json::to_vec(&answer).unwrap_or_default();
                 let _ = client.publish(reply, payload.into()).await;
                 let _ = client.flush().await;
@@ -352,6 +391,9 @@ async fn serve(
     // No new teammate from here on; the hosted ones are parked (turns cancelled, inboxes
     // kept), their logs flushed and their leases released.
     let _ = requests.unsubscribe().await;
+    if let Some(adopter) = adopter {
+        adopter.stop().await;
+    }
     eprint_line!("troupe worker {name}: stopping: parking its members");
     let shutdown = runtime.shutdown().await;
     publisher.stop().await;
@@ -390,7 +432,7 @@ type TeamLedgerMap = Arc<Mutex<HashMap<SessionId, (Arc<LiveLedger>, UsageRelay)>
 ///
 /// # Errors
 /// The answer to send back: the teammate's or its Lead's log cannot be read
-/// (`JOURNAL_*`), or the usage subject cannot be subscribed to (`JOURNAL_STORE_IO`).
+/// (`JOURNAL_*`), or the usage subject cannot be subscribed to (`STORE_IO`).
 async fn hold_to_budget(
     nats: &NatsBackend,
     runtime: &Runtime,
@@ -418,7 +460,7 @@ async fn hold_to_budget(
         .await
         .map_err(|e| {
             HostAnswer::failed(
-                "JOURNAL_STORE_IO",
+                "STORE_IO",
                 format!("the Team's usage subject could not be read: {e}"),
             )
         })?;
@@ -431,6 +473,12 @@ async fn hold_to_budget(
     }
     lock(ledgers).insert(lead, (ledger, relay));
     Ok(())
+}
+
+/// The slots not taken by a hosted teammate or an adopted Lead.
+fn free_slots(slots: u32, hosted: &[SessionId], adopter: Option<&crate::adopt::Adopter>) -> u32 {
+    let taken = hosted.len() + adopter.map_or(0, crate::adopt::Adopter::adopted);
+    slots.saturating_sub(u32::try_from(taken).unwrap_or(u32::MAX))
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ use troupe_store_nats::{NatsBackend, NatsOptions};
 use troupe_test_support::NatsServer;
 
 mod budget;
+mod failover;
 mod killpoints;
 
 /// The lease TTL of commands run without a [`Setup`] (a bucket they create gets it).

@@ -195,6 +195,14 @@ impl ResumePlan {
         self.unfinished.as_deref()
     }
 
+    /// Whether the Lead's last turn was cut because the process running it stopped (a crash,
+    /// a kill -9, a lost host: [`ResumePlan::unfinished`] is `the process running it
+    /// stopped`) — not interrupted by the user, not failed, not finished. What `troupe worker
+    /// --adopt` takes over once the session's lease is free (DESIGN §7 "Failover").
+    pub fn stopped_mid_turn(&self) -> bool {
+        self.unfinished.as_deref() == Some(STOPPED)
+    }
+
     /// How many continuation turns the Lead is owed ([`Transcript::owed_continuations`] under
     /// [`ContinuationRule::Root`], an open turn counted as cut): one per turn that did not
     /// finish and that no continuation an earlier resume queued answers yet (a continuation

@@ -291,6 +291,27 @@ pub(crate) async fn current(kv: &kv::Store, id: &SessionId) -> Result<Option<Hel
     }
 }
 
+/// The holder of `id`'s lease as the lease bucket holds it now (its host and pid name the
+/// process), `None` when nobody holds it.
+pub(crate) async fn current_holder(
+    kv: &kv::Store,
+    id: &SessionId,
+) -> Result<Option<Holder>, String> {
+    match kv.entry(id.as_str()).await.map_err(|e| e.to_string())? {
+        Some(entry) if entry.operation == kv::Operation::Put => {
+            serde_json::from_slice::<Holder>(&entry.value)
+                .map(Some)
+                .map_err(|e| {
+                    format!(
+                        "an unreadable lease entry ({e}): {}",
+                        String::from_utf8_lossy(&entry.value)
+                    )
+                })
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Who holds `id`'s lease now (as [`troupe_journal::JournalError::Leased`] names it), `None` when nobody does.
 pub(crate) fn holder(inner: &crate::conn::Inner, id: &SessionId) -> Result<Option<String>> {
     let kv = inner.leases.clone();

@@ -272,6 +272,47 @@ pub async fn live_workers(nats: &NatsBackend) -> Result<Vec<WorkerRecord>, Strin
     Ok(workers)
 }
 
+/// The live workers, in name order, without creating the bucket (no bucket: none).
+async fn live_workers_if_any(nats: &NatsBackend) -> Result<Vec<WorkerRecord>, String> {
+    let js = jetstream::new(nats.client());
+    if js.get_key_value(WORKERS_BUCKET).await.is_err() {
+        return Ok(Vec::new());
+    }
+    live_workers(nats).await
+}
+
+impl NatsBackend {
+    /// The live worker whose process holds session `id`'s lease now — the lease's holder
+    /// (host and pid) is a worker registered in [`WORKERS_BUCKET`] — or `None`: nobody holds
+    /// the lease, or its holder is another process (a `troupe run`/`resume`, or a worker
+    /// whose registration expired: it is dead or cut off). Two requests (the lease entry, the
+    /// registry); writes nothing (a store without the registry has no workers). Blocks the
+    /// calling thread on the backend's runtime (safe inside another runtime's task).
+    ///
+    /// DESIGN §7 "Failover": a teammate a live worker hosts keeps running there while its
+    /// Lead is resumed elsewhere, so its held lease is no reason to refuse the resume.
+    ///
+    /// # Errors
+    /// `STORE_IO` when a request fails or the lease entry does not parse.
+    pub fn hosting_worker(&self, id: &SessionId) -> troupe_journal::Result<Option<WorkerRecord>> {
+        let nats = self.clone();
+        let id = id.clone();
+        let found = self.inner.call(async move {
+            let Some(holder) = crate::lease::current_holder(&nats.inner.leases, &id).await? else {
+                return Ok(None);
+            };
+            Ok(live_workers_if_any(&nats)
+                .await?
+                .into_iter()
+                .find(|w| w.host == holder.host && w.pid == holder.pid))
+        })?;
+        found.map_err(|e: String| {
+            self.inner
+                .io("find the worker holding a session's lease", e)
+        })
+    }
+}
+
 /// A worker's registration, renewed in the background every TTL/3 (and at once when its free
 /// slots change) with its current record
 /// until [`WorkerRegistration::deregister`] (or drop: then the entry expires after the TTL).

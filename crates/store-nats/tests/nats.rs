@@ -523,3 +523,67 @@ fn chains_cut_by_other_sessions_are_sent_on_and_stay_whole() {
         }
     }
 }
+
+/// `NatsBackend::hosting_worker` (failover, DESIGN §7): the live worker whose process holds a
+/// session's lease. None without a registry (which it does not create), none for a free
+/// session, none once the lease is released or the worker deregistered.
+#[test]
+fn the_worker_holding_a_lease_is_found_only_while_it_holds_it_and_is_registered() {
+    use troupe_store_nats::{WORKER_VERSION, WorkerRecord, WorkerRegistration, WorkspaceIdentity};
+    let Some(f) = Fixture::nats() else {
+        return;
+    };
+    let Kind::Nats {
+        backend, rt, js, ..
+    } = &f.kind
+    else {
+        unreachable!("a NATS fixture")
+    };
+    let w = f.journal.create(SessionHeader::new(id("held"), 0)).unwrap();
+    w.append(chunk(0)).unwrap();
+    w.flush_blocking().unwrap();
+    assert_eq!(backend.hosting_worker(&id("held")).unwrap(), None);
+    assert!(
+        rt.block_on(js.get_key_value(troupe_store_nats::WORKERS_BUCKET))
+            .is_err(),
+        "the registry was not created"
+    );
+    // A worker registered as this process (the lease's holder).
+    let record = WorkerRecord {
+        version: WORKER_VERSION,
+        name: "w1".into(),
+        host: rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned(),
+        pid: std::process::id(),
+        slots: 1,
+        free: 1,
+        workspace: WorkspaceIdentity {
+            path: "/w".into(),
+            git_top: None,
+            head: None,
+        },
+        since: 0,
+    };
+    let registration = rt
+        .block_on(WorkerRegistration::register(backend, record))
+        .unwrap();
+    let found = backend.hosting_worker(&id("held")).unwrap();
+    assert_eq!(found.map(|w| w.name), Some("w1".to_owned()));
+    assert_eq!(backend.hosting_worker(&id("free")).unwrap(), None);
+    drop(w);
+    assert_eq!(
+        backend.hosting_worker(&id("held")).unwrap(),
+        None,
+        "released"
+    );
+    let (w, _) = f.journal.open(&id("held")).unwrap();
+    rt.block_on(registration.deregister());
+    assert_eq!(
+        backend.hosting_worker(&id("held")).unwrap(),
+        None,
+        "deregistered"
+    );
+    drop(w);
+}

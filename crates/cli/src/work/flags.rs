@@ -489,6 +489,12 @@ pub(crate) struct ResumeFlags {
     /// Print progress as JSON lines on stdout, ending with a `done` line holding the answer.
     #[arg(long)]
     pub(super) json: bool,
+    /// Set by `troupe worker --adopt` on the resume it runs (hidden): the worker's pid. This
+    /// process dies with the worker (Linux: `PR_SET_PDEATHSIG`), and ends at once (exit 0,
+    /// a note) when the Lead no longer needs adopting — its last turn was not cut by a stop,
+    /// because another process took it over and finished it.
+    #[arg(long, value_name = "PID", hide = true)]
+    pub(super) adopted_by: Option<u32>,
     /// A new instruction for the Lead (`-` reads it from stdin). Without it, an interrupted
     /// turn is continued and waiting messages are run; if there is nothing to do, the last
     /// answer is printed (stdin is not read).

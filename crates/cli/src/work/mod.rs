@@ -49,6 +49,16 @@ pub(crate) fn resume(
     home: Home<'_>,
     framing_of: ResumedFraming,
 ) -> Result<(), Failure> {
+    if let Some(worker) = flags.adopted_by {
+        crate::adopt::die_with(worker)?;
+        let id = crate::args::resolve_session(&home.store.journal, &flags.session)?;
+        if let Some(why) = crate::adopt::no_longer_adoptable(&home.store.journal, &id)? {
+            crate::output::eprint_line!(
+                "troupe: note: session {id} needs no adopting any more ({why}): nothing done"
+            );
+            return Ok(());
+        }
+    }
     let config = validate_resume(flags, home, framing_of)?;
     execute(config)
 }

@@ -100,7 +100,7 @@ impl Tripwire {
 }
 
 /// The session id `troupe run` printed first on its stderr (`session ID …`), once it did.
-fn lead_of(run_err: &Path) -> String {
+pub(super) fn lead_of(run_err: &Path) -> String {
     let start = Instant::now();
     loop {
         if let Ok(err) = std::fs::read_to_string(run_err)
@@ -117,7 +117,7 @@ fn lead_of(run_err: &Path) -> String {
 }
 
 /// `troupe run --team --placement workers` of `script` in `workspace`, stderr to `run.stderr`.
-fn start_run(s: &Setup, workspace: &Path, script: &Path, run_err: &Path) -> Running {
+pub(super) fn start_run(s: &Setup, workspace: &Path, script: &Path, run_err: &Path) -> Running {
     Running(
         s.troupe(&["run", "--team", "--placement", "workers", "--workspace"])
             .arg(workspace)
@@ -150,12 +150,12 @@ fn resume_placing(s: &Setup, id: &str) {
     }
 }
 
-fn call(name: &str, arguments: Value) -> Value {
+pub(super) fn call(name: &str, arguments: Value) -> Value {
     json!({"tool_calls": [{"name": name, "arguments": arguments}]})
 }
 
 /// The id of the member named `name` in `team show --json`.
-fn member_id(s: &Setup, lead: &str, name: &str) -> String {
+pub(super) fn member_id(s: &Setup, lead: &str, name: &str) -> String {
     let shown: Value = serde_json::from_str(&s.ok(&["team", "show", lead, "--json"])).unwrap();
     shown["members"]
         .as_array()

@@ -646,7 +646,10 @@ async fn recreate_member(
 /// continued. A turn the Lead
 /// interrupted on purpose (`{"kind":"parent"}`) is left alone. What each is owed is decided
 /// from its log ([`crate::recovery::teammate_recovery`],
-/// [`Transcript::owed_continuations`]).
+/// [`Transcript::owed_continuations`]). A teammate owed work whose lease another process
+/// holds (a live worker hosting it: the Lead's process died and this one took the Team
+/// over) is left to that holder and recorded as running there (`TeamJournal::placed`):
+/// nothing is written for it here.
 pub(super) async fn continue_teammates(
     journal: &TeamJournal,
     lifecycle: &Lifecycle,
@@ -694,7 +697,21 @@ pub(super) async fn continue_teammates(
                 if let Some(config) = t.config() {
                     control.remember_model(&id, config);
                 }
-                teammate_recovery(&t, &wakeups)
+                let plan = teammate_recovery(&t, &wakeups);
+                // Held by another live process (a worker hosting it while its Lead's process
+                // died and this one took the Team over, DESIGN §7 "Failover"): it keeps
+                // running there, calling this Team's service; it is left to its holder and
+                // recorded as running there, so the run waits for it. A holder that died
+                // stops reporting, and once its lease is free the Team continues the member
+                // here (`TeamService::watch_elsewhere`).
+                if (plan.notes > 0 || plan.wake)
+                    && let Ok(Some(holder)) = journal.store().holder(&id)
+                {
+                    tracing::info!(teammate = %id, %holder, "held by a live process: left to it");
+                    journal.placed(&id, &holder);
+                    continue;
+                }
+                plan
             }
         };
         // A teammate this recovery starts again gets its pending quiet mail first (the

@@ -1,0 +1,461 @@
+//! `troupe worker --adopt`: a worker that also takes over Leads whose process died (DESIGN §7
+//! "Failover", issue 14 item 6).
+//!
+//! **What is adopted.** A root session on the store that is a Team Lead, whose lease is free
+//! (its holder died: the lease expired one TTL after its last renewal), whose log shows its
+//! last turn cut by a stop ([`ResumePlan::stopped_mid_turn`]: not finished, not interrupted
+//! by the user, not failed), whose workspace is on this host with this worker's identity
+//! ([`WorkspaceIdentity::mismatch`]), and none of whose members is held by a process other
+//! than a live worker ([`crate::store::team_held`], the check `troupe resume` makes). The
+//! decision is read from the store each time, never remembered across processes: nothing
+//! here is durable.
+//!
+//! **How.** One Lead per free slot: the worker runs `troupe resume SID --placement workers
+//! --adopted-by PID` as its child (same binary, the worker's home and store). The child takes
+//! the Lead's lease as any resume does — of adopters racing for one Lead only one gets it; the
+//! others' resumes end with `JOURNAL_LOCKED` (exit 2) having written nothing — and then runs
+//! today's recovery passes; teammates live workers host keep running there. The child dies
+//! with the worker (`PR_SET_PDEATHSIG` on Linux, set by the child itself right after it
+//! starts, which then checks that its parent is still the worker), so a worker killed
+//! mid-adoption leaves the Lead as a crash would: its lease expires and another adopter, or a
+//! `troupe resume`, takes it over.
+//!
+//! **Cost.** Each look (every half second while a slot is free) lists the sessions and reads
+//! each root's lease; a root's log is read once per period its lease stays free (the verdict
+//! is kept until the lease is seen held again), so a store full of finished Leads costs one
+//! KV read per root per look.
+//!
+//! **What survives a crash**: the adopter writes nothing itself. Its child is a `troupe
+//! resume`, whose crash points are a resume's (every write is the recovery's, decided from
+//! the logs, DESIGN decision 10). A worker stopped with Ctrl-C / SIGTERM sends SIGTERM to its
+//! adopted Leads (each parks its Team as `troupe resume` does on SIGTERM, waited up to 30 s)
+//! before it parks its own members.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use troupe_journal::Journal;
+use troupe_protocol::SessionId;
+use troupe_runtime::{ResumePlan, StoredSession};
+use troupe_store_nats::{NatsBackend, WorkspaceIdentity};
+
+use crate::exit::Failure;
+use crate::output::eprint_line;
+
+/// How many adoptions of one Lead may fail (a non-zero exit) before this worker stops trying
+/// it (until another process runs it).
+const MAX_FAILURES: u32 = 3;
+
+/// How long a stop waits for the adopted Leads to park before it kills them.
+const STOP_WAIT: Duration = Duration::from_secs(30);
+
+/// In the child (`troupe resume --adopted-by PID`): ties this process's life to the adopting
+/// worker's (`PR_SET_PDEATHSIG` = SIGKILL on Linux), then checks that the worker is still its
+/// parent (it may have died before the signal was set).
+///
+/// # Errors
+/// The worker is gone already, or the signal cannot be set (a failure of the work, exit 1;
+/// nothing was written).
+pub(crate) fn die_with(worker: u32) -> Result<(), Failure> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+            .map_err(|e| {
+                Failure::work(anyhow!(
+                    "adopted by worker pid {worker}: cannot tie this process to it: {e}"
+                ))
+            })?;
+    }
+    let parent = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+    if parent != i32::try_from(worker).ok() {
+        return Err(Failure::work(anyhow!(
+            "adopted by worker pid {worker}, which is gone (the parent is {}): nothing was \
+             written",
+            parent.map_or_else(|| "none".to_owned(), |p| format!("pid {p}"))
+        )));
+    }
+    Ok(())
+}
+
+/// Why session `id` needs no adopting (its last turn was not cut by a stop: another process
+/// took it over and finished it, or it ended otherwise), `None` when it still does — or when
+/// it is no root at all (the resume refuses that itself).
+///
+/// # Errors
+/// The session cannot be read (as `troupe resume` reports it).
+pub(crate) fn no_longer_adoptable(
+    journal: &Journal,
+    id: &SessionId,
+) -> Result<Option<String>, Failure> {
+    match ResumePlan::read(journal, id)? {
+        StoredSession::Root(plan) if !plan.stopped_mid_turn() => Ok(Some(
+            plan.unfinished()
+                .map_or_else(|| "its last turn finished".to_owned(), |why| why.to_owned()),
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// How an adopter runs its children.
+#[derive(Debug, Clone)]
+pub(crate) struct AdoptCommand {
+    /// The `troupe` binary (this one).
+    pub(crate) exe: PathBuf,
+    /// The worker's home (`--home`).
+    pub(crate) home: PathBuf,
+    /// The store URL (`--store`).
+    pub(crate) url: String,
+    /// The worker's `--pace`, passed on.
+    pub(crate) pace: Option<u64>,
+}
+
+/// One adopted Lead: its session and the `troupe resume` running it.
+struct Adoption {
+    lead: SessionId,
+    child: Child,
+}
+
+/// The adopting side of a worker (see the module docs): finds adoptable Leads and runs and
+/// reaps their resumes.
+pub(crate) struct Adopter {
+    journal: Journal,
+    nats: NatsBackend,
+    workspace: WorkspaceIdentity,
+    worker: String,
+    command: AdoptCommand,
+    running: Vec<Adoption>,
+    /// Sessions not adoptable while their lease stays free, with the reason shown (`None`:
+    /// nothing to say, e.g. a Lead that finished). Dropped when the lease is seen held.
+    known: HashMap<SessionId, Option<String>>,
+    /// Leads whose adoption ended with a failure: not tried again before the instant.
+    cooling: HashMap<SessionId, Instant>,
+    failures: HashMap<SessionId, u32>,
+    /// The last scan error shown (each new one is shown once).
+    last_error: Option<String>,
+}
+
+/// What one scan of the store found.
+struct Scan {
+    candidates: Vec<SessionId>,
+    known: HashMap<SessionId, Option<String>>,
+    notes: Vec<String>,
+    error: Option<String>,
+}
+
+impl Adopter {
+    /// The adopter of worker `worker`, whose workspace is `workspace`.
+    pub(crate) fn new(
+        journal: Journal,
+        nats: NatsBackend,
+        workspace: WorkspaceIdentity,
+        worker: String,
+        command: AdoptCommand,
+    ) -> Self {
+        Self {
+            journal,
+            nats,
+            workspace,
+            worker,
+            command,
+            running: Vec::new(),
+            known: HashMap::new(),
+            cooling: HashMap::new(),
+            failures: HashMap::new(),
+            last_error: None,
+        }
+    }
+
+    /// How many Leads this worker runs now (each takes a slot).
+    pub(crate) fn adopted(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Reaps the adoptions that ended, then adopts up to `free` Leads. Returns whether the
+    /// number of adopted Leads changed.
+    pub(crate) async fn tick(&mut self, free: usize) -> bool {
+        let before = self.running.len();
+        self.reap();
+        if free > 0 {
+            let now = Instant::now();
+            self.cooling.retain(|_, until| now < *until);
+            let skip: HashSet<SessionId> = self
+                .running
+                .iter()
+                .map(|a| a.lead.clone())
+                .chain(self.cooling.keys().cloned())
+                .collect();
+            let (journal, nats, mine) = (
+                self.journal.clone(),
+                self.nats.clone(),
+                self.workspace.clone(),
+            );
+            let known = std::mem::take(&mut self.known);
+            let scanned =
+                tokio::task::spawn_blocking(move || scan(&journal, &nats, &mine, known, &skip))
+                    .await;
+            match scanned {
+                Ok(scan) => {
+                    self.known = scan.known;
+                    for note in scan.notes {
+                        eprint_line!("troupe worker {}: {note}", self.worker);
+                    }
+                    if scan.error != self.last_error {
+                        if let Some(error) = &scan.error {
+                            eprint_line!(
+                                "troupe worker {}: warning: looking for Leads to adopt: {error}",
+                                self.worker
+                            );
+                        }
+                        self.last_error = scan.error;
+                    }
+                    for lead in scan.candidates.into_iter().take(free) {
+                        self.adopt(lead);
+                    }
+                }
+                Err(e) => {
+                    eprint_line!(
+                        "troupe worker {}: warning: looking for Leads to adopt: {e}",
+                        self.worker
+                    );
+                }
+            }
+        }
+        self.running.len() != before
+    }
+
+    /// Starts the resume of `lead`.
+    fn adopt(&mut self, lead: SessionId) {
+        let mut command = Command::new(&self.command.exe);
+        command
+            .arg("--home")
+            .arg(&self.command.home)
+            .arg("--store")
+            .arg(&self.command.url)
+            .arg("resume")
+            .arg(lead.as_str())
+            .args(["--placement", "workers", "--adopted-by"])
+            .arg(std::process::id().to_string())
+            .stdin(Stdio::null());
+        if let Some(pace) = self.command.pace {
+            command.arg("--pace").arg(pace.to_string());
+        }
+        match command.spawn() {
+            Ok(child) => {
+                eprint_line!(
+                    "troupe worker {}: adopting Lead {lead}: its lease expired mid-turn (troupe \
+                     resume, pid {})",
+                    self.worker,
+                    child.id()
+                );
+                self.running.push(Adoption { lead, child });
+            }
+            Err(e) => {
+                eprint_line!(
+                    "troupe worker {}: warning: cannot start the resume of Lead {lead}: {e}",
+                    self.worker
+                );
+                self.failed(lead);
+            }
+        }
+    }
+
+    /// A failed adoption of `lead`: cooled down for two lease TTLs, given up after
+    /// [`MAX_FAILURES`].
+    fn failed(&mut self, lead: SessionId) {
+        let failures = self.failures.entry(lead.clone()).or_default();
+        *failures += 1;
+        if *failures >= MAX_FAILURES {
+            self.known.insert(
+                lead.clone(),
+                Some(format!(
+                    "its adoption failed {MAX_FAILURES} times: not adopted again by this worker \
+                     until another process runs it (troupe resume {lead})"
+                )),
+            );
+            eprint_line!(
+                "troupe worker {}: not adopting Lead {lead} again: its adoption failed \
+                 {MAX_FAILURES} times (troupe resume {lead} shows why)",
+                self.worker
+            );
+        } else {
+            self.cooling
+                .insert(lead, Instant::now() + self.nats.lease_ttl() * 2);
+        }
+    }
+
+    /// Reaps the adoptions whose resume ended.
+    fn reap(&mut self) {
+        let mut ended = Vec::new();
+        self.running.retain_mut(|a| match a.child.try_wait() {
+            Ok(Some(status)) => {
+                ended.push((a.lead.clone(), Ok(status)));
+                false
+            }
+            Ok(None) => true,
+            Err(e) => {
+                // It cannot be waited for (it is not our child any more): its lease tells
+                // the next scan whether it still runs.
+                let _ = a.child.kill();
+                ended.push((a.lead.clone(), Err(e)));
+                false
+            }
+        });
+        for (lead, status) in ended {
+            match status {
+                Ok(status) if status.success() => {
+                    self.failures.remove(&lead);
+                    eprint_line!(
+                        "troupe worker {}: the adopted Lead {lead} ended (exit 0)",
+                        self.worker
+                    );
+                }
+                Ok(status) => {
+                    eprint_line!(
+                        "troupe worker {}: the adoption of Lead {lead} ended with {status}",
+                        self.worker
+                    );
+                    self.failed(lead);
+                }
+                Err(e) => {
+                    eprint_line!(
+                        "troupe worker {}: the adoption of Lead {lead} cannot be waited for: {e}",
+                        self.worker
+                    );
+                    self.failed(lead);
+                }
+            }
+        }
+    }
+
+    /// Stops every adopted Lead: SIGTERM (each parks its Team), waited up to [`STOP_WAIT`],
+    /// then SIGKILL for any left.
+    pub(crate) async fn stop(mut self) {
+        for a in &self.running {
+            eprint_line!(
+                "troupe worker {}: stopping the adopted Lead {}: it parks its Team (troupe \
+                 resume {} goes on)",
+                self.worker,
+                a.lead,
+                a.lead
+            );
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_child(&a.child),
+                rustix::process::Signal::TERM,
+            );
+        }
+        let end = Instant::now() + STOP_WAIT;
+        while !self.running.is_empty() && Instant::now() < end {
+            self.running
+                .retain_mut(|a| matches!(a.child.try_wait(), Ok(None)));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for a in &mut self.running {
+            let _ = a.child.kill();
+            let _ = a.child.wait();
+        }
+    }
+}
+
+/// One look at the store (blocking: the journal's calls): the adoptable Leads (see the module
+/// docs), skipping `skip` and the sessions in `known` whose lease is still free.
+fn scan(
+    journal: &Journal,
+    nats: &NatsBackend,
+    mine: &WorkspaceIdentity,
+    mut known: HashMap<SessionId, Option<String>>,
+    skip: &HashSet<SessionId>,
+) -> Scan {
+    let mut scan = Scan {
+        candidates: Vec::new(),
+        known: HashMap::new(),
+        notes: Vec::new(),
+        error: None,
+    };
+    let listed = match journal.list(&mut |_| {}) {
+        Ok(listed) => listed,
+        Err(e) => {
+            scan.error = Some(e.to_string());
+            scan.known = known;
+            return scan;
+        }
+    };
+    for listing in &listed {
+        let header = &listing.header;
+        let id = &header.id;
+        if header.parent_session.is_some()
+            || header.origin.as_deref() == Some(troupe_session::SUBAGENT_ORIGIN)
+            || skip.contains(id)
+        {
+            continue;
+        }
+        match journal.holder(id) {
+            Ok(None) => {}
+            Ok(Some(_)) => {
+                // Someone runs it: what it needs is decided again once it is free.
+                known.remove(id);
+                continue;
+            }
+            Err(e) => {
+                scan.error = Some(e.to_string());
+                continue;
+            }
+        }
+        if known.contains_key(id) {
+            continue;
+        }
+        match verdict(journal, mine, id) {
+            Ok(()) => {}
+            Err(why) => {
+                if let Some(why) = &why {
+                    scan.notes.push(format!("not adopting Lead {id}: {why}"));
+                }
+                known.insert(id.clone(), why);
+                continue;
+            }
+        }
+        match crate::store::team_held(journal, nats, &listed, id) {
+            // A member of it still held by a dead Lead's process: its lease expires soon.
+            Ok(Some(_)) => {}
+            Ok(None) => scan.candidates.push(id.clone()),
+            Err(e) => scan.error = Some(e.to_string()),
+        }
+    }
+    // Verdicts of sessions gone from the store are dropped with them.
+    let listed: HashSet<&SessionId> = listed.iter().map(|l| &l.header.id).collect();
+    known.retain(|id, _| listed.contains(id));
+    scan.known = known;
+    scan
+}
+
+/// Whether the free root session `id` is a Lead to adopt: `Err(reason)` when not (`None`:
+/// nothing worth saying — not a Team, or its last turn was not cut by a stop).
+fn verdict(
+    journal: &Journal,
+    mine: &WorkspaceIdentity,
+    id: &SessionId,
+) -> Result<(), Option<String>> {
+    let plan = match ResumePlan::read(journal, id) {
+        Ok(StoredSession::Root(plan)) => plan,
+        Ok(StoredSession::Child { .. }) => return Err(None),
+        Err(e) => return Err(Some(format!("it cannot be read: {e}"))),
+    };
+    if !plan.is_team() || !plan.stopped_mid_turn() {
+        return Err(None);
+    }
+    let workspace = Path::new(&plan.config().workspace);
+    let theirs = WorkspaceIdentity::of(workspace).map_err(|e| {
+        Some(format!(
+            "its workspace {} is not on this host ({e})",
+            workspace.display()
+        ))
+    })?;
+    match mine.mismatch(&theirs) {
+        None => Ok(()),
+        Some(why) => Err(Some(format!(
+            "this worker's workspace does not match: {why}"
+        ))),
+    }
+}

@@ -1,0 +1,541 @@
+//! Failover (DESIGN §7 "Failover", issue 14 item 6), with real `troupe` processes and a real
+//! `nats-server`: the Lead's process is killed with `kill -9` while a `troupe worker` hosts a
+//! running teammate, and the Team is taken over — by `troupe resume` from another home, by a
+//! `troupe worker --adopt`, by one of two adopters racing, by a second adopter after the
+//! first was killed mid-adoption, and by `troupe resume` after an adopter was stopped with
+//! SIGTERM (it parks its adopted Lead first). Each time: the teammate keeps running on its worker (it is
+//! not continued a second time in the new Lead's process), its Team calls reach the new Lead,
+//! the work finishes once, `team verify` passes, every queued message is delivered exactly
+//! once, and no task ever had two owners.
+
+use super::killpoints::{call, lead_of, member_id, start_run};
+use super::*;
+
+/// The Team of every test: the Lead creates a task and spawns alpha, then waits; alpha
+/// claims the task, waits for the file `go` (the Lead is killed meanwhile), then reports to
+/// the Lead and completes the task through the Team service of whichever process holds the
+/// Lead then. The Lead's continuation after the takeover waits for alpha again.
+fn team_script(s: &Setup, name: &str) -> PathBuf {
+    let script = s.path(name);
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("team_task_create", json!({"subject": "the work", "description": "d"})),
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                call("wait_agent", json!({"timeout_ms": 170000})),
+                call("wait_agent", json!({"timeout_ms": 170000})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("team_task_update", json!({"task_id": "task-1", "expected_revision": 1, "action": "claim"})),
+                call("bash", json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                call("send_message", json!({"target": "lead", "message": "alpha-report"})),
+                call("team_task_update", json!({"task_id": "task-1", "expected_revision": 2, "action": "complete"})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    script
+}
+
+/// `troupe worker --name NAME --workspace DIR` plus `extra`, in its own home, stderr to
+/// `NAME.stderr`; returns once it serves.
+fn start_worker_with(
+    s: &Setup,
+    name: &str,
+    workspace: &Path,
+    extra: &[&str],
+) -> (Running, PathBuf) {
+    let log = s.path(&format!("{name}.stderr"));
+    let mut cmd = bin();
+    cmd.env("TROUPE_LEASE_TTL", format!("{}s", s.lease_ttl.as_secs()))
+        .arg("--home")
+        .arg(s.path(&format!("home-{name}")))
+        .arg("--store")
+        .arg(s.url())
+        .args(["worker", "--name", name, "--workspace"])
+        .arg(workspace)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
+    let worker = Running(cmd.spawn().unwrap());
+    wait_for(&log, "serving", DEADLINE);
+    (worker, log)
+}
+
+/// Waits until the file `log` contains `needle`; returns its text.
+fn wait_for(log: &Path, needle: &str, within: Duration) -> String {
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            start.elapsed() < within,
+            "{} never said {needle:?}:\n{text}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Who holds session `id`'s lease now (the test's own connection).
+fn holder(s: &mut Setup, id: &str) -> Option<String> {
+    s.journal().holder(&SessionId::new(id).unwrap()).unwrap()
+}
+
+/// Waits until `held(holder of id)` is true.
+fn wait_lease(s: &mut Setup, id: &str, what: &str, held: impl Fn(Option<&str>) -> bool) {
+    let start = Instant::now();
+    loop {
+        let now = holder(s, id);
+        if held(now.as_deref()) {
+            return;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the lease of {id} never {what}: {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The run with the Lead, alpha placed on `w1` and running (it claimed the task and waits for
+/// `go`), then the Lead's process killed with `kill -9`. Returns the Lead's id and w1's log.
+fn kill_the_lead_while_alpha_runs_on_a_worker(
+    s: &Setup,
+    workspace: &Path,
+    w1_log: &Path,
+) -> String {
+    let script = team_script(s, "team.json");
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(s, workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        std::fs::read_to_string(w1_log)
+            .unwrap()
+            .contains("hosting alpha"),
+        "alpha runs on w1"
+    );
+    run.0.kill().unwrap();
+    let _ = run.0.wait();
+    lead
+}
+
+/// The checks after a takeover: the Team's work is done once and consistently.
+/// - the one task is completed, owned by alpha, and no task ever had another owner;
+/// - alpha ran on w1 only: it was not continued in the new Lead's process (one `turn/start`
+///   of its own), its report reached the Lead;
+/// - every queued message was delivered once and is in its target's log once;
+/// - the Lead's turns are `lead_turns` (its first, plus one continuation per cut turn) and it
+///   answered once;
+/// - nothing is pending and `team verify` passes.
+fn assert_finished_once(s: &Setup, lead: &str, lead_turns: std::ops::RangeInclusive<usize>) {
+    let shown: Value = serde_json::from_str(&s.ok(&["team", "show", lead, "--json"])).unwrap();
+    let tasks = shown["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{shown}");
+    assert_eq!(tasks[0]["status"], "completed", "{shown}");
+    assert_eq!(tasks[0]["ownerName"], "alpha", "{shown}");
+    assert_eq!(shown["pendingMessages"], json!([]), "{shown}");
+    let alpha = member_id(s, lead, "alpha");
+    let lead_log = s.log(lead);
+    // Every owner task-1 was ever given, wherever the Lead log records a task.
+    let mut owners = std::collections::BTreeSet::new();
+    for event in &lead_log {
+        collect_owners(&event["data"], &mut owners);
+    }
+    assert!(owners.len() <= 1, "task-1 had two owners: {owners:?}");
+    let alpha_log = s.log(&alpha);
+    let alpha_turns = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "turn/start")
+        .count();
+    assert_eq!(alpha_turns, 1, "alpha was not continued a second time");
+    assert!(
+        alpha_log
+            .iter()
+            .any(|e| e.to_string().contains("alpha done")),
+        "alpha answered"
+    );
+    // Exactly once per queued message.
+    let queued: Vec<&Value> = lead_log
+        .iter()
+        .filter(|e| e["type"] == "team/message/queued")
+        .collect();
+    assert!(
+        queued
+            .iter()
+            .any(|e| e.to_string().contains("alpha-report")),
+        "alpha's report was queued"
+    );
+    for q in &queued {
+        let message = &q["data"]["message"];
+        let id = message["id"].as_str().unwrap();
+        let delivered = lead_log
+            .iter()
+            .filter(|e| e["type"] == "team/message/delivered" && e.to_string().contains(id))
+            .count();
+        assert_eq!(delivered, 1, "{id} delivered once");
+        let target = message["targetId"].as_str().unwrap();
+        let in_target = s
+            .log(target)
+            .iter()
+            .filter(|e| e["type"] == "user/message" && e["data"]["id"] == id)
+            .count();
+        assert_eq!(in_target, 1, "{id} is in {target}'s log once");
+    }
+    let turns = lead_log
+        .iter()
+        .filter(|e| e["type"] == "turn/start")
+        .count();
+    assert!(
+        lead_turns.contains(&turns),
+        "{turns} Lead turns: the first turn and one continuation per cut turn"
+    );
+    let answers = lead_log
+        .iter()
+        .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("lead done"))
+        .count();
+    assert!(answers <= 1, "the Lead answered once ({answers})");
+    s.ok(&["team", "verify", lead]);
+}
+
+/// Every `owner` given to task `task-1` in `value` (any depth).
+fn collect_owners(value: &Value, owners: &mut std::collections::BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            if map.get("id").and_then(Value::as_str) == Some("task-1")
+                && let Some(owner) = map.get("owner").and_then(Value::as_str)
+            {
+                owners.insert(owner.to_owned());
+            }
+            for v in map.values() {
+                collect_owners(v, owners);
+            }
+        }
+        Value::Array(items) => {
+            for v in items {
+                collect_owners(v, owners);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// (a) `troupe resume SID --store URL --home OTHER` after `kill -9` of the Lead while w1 hosts
+/// alpha, running: once the dead Lead's lease expired the resume starts (alpha's lease, held
+/// by the live worker, does not stop it), leaves alpha on w1, and alpha's next Team calls
+/// reach the new Lead; the work finishes once.
+#[test]
+fn kill_9_of_the_lead_while_a_worker_hosts_a_running_teammate_then_resume_from_another_home() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let lead = kill_the_lead_while_alpha_runs_on_a_worker(&s, &workspace, &w1_log);
+    wait_lease(&mut s, &lead, "expired", |h| h.is_none());
+    let alpha = member_id(&s, &lead, "alpha");
+    assert!(holder(&mut s, &alpha).is_some(), "w1 still holds alpha");
+    let other = s.path("other-home");
+    let resume_err = s.path("resume.stderr");
+    let mut resume = Running(
+        bin()
+            .env("TROUPE_LEASE_TTL", format!("{}s", s.lease_ttl.as_secs()))
+            .arg("--home")
+            .arg(&other)
+            .arg("--store")
+            .arg(s.url())
+            .args(["resume", &lead, "--placement", "workers"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&resume_err).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    // The resume takes the Lead's lease (a refusal ends it: shown at once).
+    let start = Instant::now();
+    while holder(&mut s, &lead).is_none() {
+        if let Some(status) = resume.0.try_wait().unwrap() {
+            panic!(
+                "the resume ended ({status}) before it took the Lead: {}",
+                std::fs::read_to_string(&resume_err).unwrap()
+            );
+        }
+        assert!(start.elapsed() < DEADLINE, "the resume never took the Lead");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let status = wait_exit(&mut resume);
+    let stderr = std::fs::read_to_string(&resume_err).unwrap();
+    assert!(status.success(), "{stderr}");
+    assert_finished_once(&s, &lead, 2..=2);
+    let hosted = std::fs::read_to_string(&w1_log).unwrap();
+    assert_eq!(
+        hosted.matches("hosting alpha").count(),
+        1,
+        "alpha was hosted once, on w1: {hosted}"
+    );
+}
+
+/// (b) A `troupe worker --adopt` started while the Team runs takes over its Lead once the
+/// killed process's lease expired: it runs `troupe resume` of it, which finishes the work.
+#[test]
+fn a_worker_with_adopt_takes_over_a_killed_lead() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let lead = kill_the_lead_while_alpha_runs_on_a_worker(&s, &workspace, &w1_log);
+    // An adopter on another workspace leaves it alone, saying why.
+    let other = s.path("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let (_elsewhere, elsewhere_log) = start_worker_with(&s, "elsewhere", &other, &["--adopt"]);
+    let (_a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
+    wait_for(&a1_log, &format!("adopting Lead {lead}"), DEADLINE);
+    wait_lease(&mut s, &lead, "was taken by the adopter", |h| h.is_some());
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let log = wait_for(
+        &a1_log,
+        &format!("the adopted Lead {lead} ended (exit 0)"),
+        DEADLINE,
+    );
+    assert!(!log.contains("looking for Leads to adopt"), "{log}");
+    assert_finished_once(&s, &lead, 2..=2);
+    // A Lead that finished is not adopted again.
+    std::thread::sleep(Duration::from_secs(2));
+    let log = std::fs::read_to_string(&a1_log).unwrap();
+    assert_eq!(
+        log.matches(&format!("adopting Lead {lead}")).count(),
+        1,
+        "{log}"
+    );
+    let log = std::fs::read_to_string(&elsewhere_log).unwrap();
+    assert!(
+        log.contains(&format!(
+            "not adopting Lead {lead}: this worker's workspace does not match: its workspace"
+        )),
+        "{log}"
+    );
+    assert!(
+        !log.contains(&format!("adopting Lead {lead}: its lease expired")),
+        "{log}"
+    );
+}
+
+/// (c) Two adopters race for one killed Lead: only one takes its lease; the other's resume
+/// backs off without writing; the Team finishes once.
+#[test]
+fn two_adopters_race_for_a_killed_lead_and_the_team_finishes_once() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let lead = kill_the_lead_while_alpha_runs_on_a_worker(&s, &workspace, &w1_log);
+    let (_a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
+    let (_a2, a2_log) = start_worker_with(&s, "a2", &workspace, &["--adopt"]);
+    wait_lease(&mut s, &lead, "was taken by an adopter", |h| h.is_some());
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let ended = format!("the adopted Lead {lead} ended (exit 0)");
+    let start = Instant::now();
+    let (one, two) = loop {
+        let one = std::fs::read_to_string(&a1_log).unwrap();
+        let two = std::fs::read_to_string(&a2_log).unwrap();
+        if one.contains(&ended) || two.contains(&ended) {
+            break (one, two);
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "no adopter finished:\n{one}\n{two}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        one.contains(&format!("adopting Lead {lead}"))
+            || two.contains(&format!("adopting Lead {lead}")),
+        "{one}\n{two}"
+    );
+    // Let a losing resume end too, then check the Team once more.
+    std::thread::sleep(Duration::from_secs(2));
+    let one = std::fs::read_to_string(&a1_log).unwrap();
+    let two = std::fs::read_to_string(&a2_log).unwrap();
+    // Only one of them ran the Lead (a resume's prologue names the session as resumed); a
+    // loser's resume was refused before it wrote anything, or found nothing to adopt.
+    let resumed = format!("session {lead} (resumed");
+    assert_eq!(
+        usize::from(one.contains(&resumed)) + usize::from(two.contains(&resumed)),
+        1,
+        "{one}\n{two}"
+    );
+    for log in [&one, &two] {
+        if log.contains(&format!("the adoption of Lead {lead} ended with")) {
+            assert!(
+                log.contains(&format!("session {lead} is locked by")),
+                "the loser backed off: {log}"
+            );
+        }
+    }
+    assert_finished_once(&s, &lead, 2..=2);
+}
+
+/// (d) An adopter killed with `kill -9` mid-adoption (its `troupe resume` holds the Lead's
+/// lease and runs the recovery) takes its child with it; once that lease expired, a second
+/// adopter takes the Lead over and finishes the work once.
+#[test]
+fn an_adopter_killed_mid_adoption_and_another_adopter_finishes_the_team() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let lead = kill_the_lead_while_alpha_runs_on_a_worker(&s, &workspace, &w1_log);
+    let (mut a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
+    let log = wait_for(&a1_log, &format!("adopting Lead {lead}"), DEADLINE);
+    let child: i32 = log
+        .lines()
+        .find(|l| l.contains(&format!("adopting Lead {lead}")))
+        .and_then(|l| l.rsplit("pid ").next())
+        .and_then(|p| p.trim_end_matches(')').parse().ok())
+        .unwrap_or_else(|| panic!("no child pid in {log}"));
+    wait_lease(&mut s, &lead, "was taken by the adopter", |h| {
+        h.is_some_and(|h| h.contains(&format!("pid {child} ")))
+    });
+    a1.0.kill().unwrap();
+    let _ = a1.0.wait();
+    // The adopted resume dies with its worker (PR_SET_PDEATHSIG).
+    let start = Instant::now();
+    while Path::new(&format!("/proc/{child}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{child}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+    {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the adopted resume outlived its worker"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_a2, a2_log) = start_worker_with(&s, "a2", &workspace, &["--adopt"]);
+    wait_for(&a2_log, &format!("adopting Lead {lead}"), DEADLINE);
+    wait_lease(&mut s, &lead, "was taken by the second adopter", |h| {
+        h.is_some_and(|h| !h.contains(&format!("pid {child} ")))
+    });
+    std::fs::write(workspace.join("go"), "").unwrap();
+    wait_for(
+        &a2_log,
+        &format!("the adopted Lead {lead} ended (exit 0)"),
+        DEADLINE,
+    );
+    // The first adopter's resume may have started the continuation turn before it died:
+    // that cut turn gets its own continuation.
+    assert_finished_once(&s, &lead, 2..=3);
+}
+
+/// The resume an adopter runs (`--adopted-by PID`, hidden) backs off cleanly: for a Lead that
+/// needs no adopting any more (here: it finished) it ends at once with a note and exit 0, and
+/// with a PID that is not its parent (the worker is gone) it ends with exit 1 — neither
+/// writes anything.
+#[test]
+fn an_adopted_resume_that_is_not_needed_or_whose_worker_is_gone_writes_nothing() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = s.path("done.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [{"text": "done"}]}}).to_string(),
+    )
+    .unwrap();
+    let out = s
+        .troupe(&["run", "--team", "--workspace"])
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("go")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lead = session_of(&text(&out.stderr));
+    let before = s.messages();
+    let out = s
+        .troupe(&["resume", &lead, "--adopted-by"])
+        .arg(std::process::id().to_string())
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!(
+            "troupe: note: session {lead} needs no adopting any more (its last turn finished)"
+        )),
+        "{err}"
+    );
+    assert_eq!(text(&out.stdout), "", "no answer printed");
+    // A worker pid that is not the parent: the worker died before the resume started.
+    let out = s.run(&["resume", &lead, "--adopted-by", "1"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("adopted by worker pid 1, which is gone"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(s.messages(), before, "nothing was written");
+    assert!(holder(&mut s, &lead).is_none());
+}
+
+/// SIGTERM to an adopter while its adopted Lead runs: the worker stops that resume first (it
+/// parks the Team and releases the Lead's lease), then exits 0; `troupe resume` finishes the
+/// Team later, once.
+#[test]
+fn sigterm_to_an_adopter_parks_its_adopted_lead_and_a_resume_finishes_it() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let lead = kill_the_lead_while_alpha_runs_on_a_worker(&s, &workspace, &w1_log);
+    let (mut a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
+    wait_for(&a1_log, &format!("adopting Lead {lead}"), DEADLINE);
+    wait_lease(&mut s, &lead, "was taken by the adopter", |h| h.is_some());
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&a1.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut a1).success());
+    let log = std::fs::read_to_string(&a1_log).unwrap();
+    assert!(
+        log.contains(&format!("stopping the adopted Lead {lead}"))
+            && log.contains("stopping: parking its members"),
+        "{log}"
+    );
+    assert!(
+        holder(&mut s, &lead).is_none(),
+        "the Lead's lease was released"
+    );
+    let resume_err = s.path("resume.stderr");
+    let mut resume = Running(
+        s.troupe(&["resume", &lead, "--placement", "workers"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&resume_err).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    wait_lease(&mut s, &lead, "was taken by the resume", |h| h.is_some());
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let status = wait_exit(&mut resume);
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(&resume_err).unwrap()
+    );
+    // The adopter's resume may have started its continuation before the SIGTERM: that
+    // stopped turn gets its own continuation.
+    assert_finished_once(&s, &lead, 2..=3);
+}
