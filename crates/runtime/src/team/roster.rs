@@ -19,7 +19,7 @@ use troupe_team::{
     js_trim,
 };
 
-use super::hosts::MemberHosts;
+use super::hosts::{INTERRUPT_VERSION, InterruptHandoff, InterruptRequest, MemberHosts};
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::Lifecycle;
 use super::mailbox::{Dispatcher, deliver_pending_quiet};
@@ -459,16 +459,23 @@ async fn settle(
 }
 
 /// `interrupt_agent` (REFERENCE c.13): Lead only; stops a live teammate's turn keeping its
-/// inbox; returns its status before the interrupt (`inactive` when not resident), once the
+/// inbox; returns its status before the interrupt (`inactive` when not live), once the
 /// interrupted turn has closed — so the roster read right after shows the settled status,
 /// not `running` — or the disposal bound passed (a tool that ignores cancellation keeps the
 /// turn open, and the Lead must not hang on it).
 ///
+/// A target not resident here is asked of `hosts` (DESIGN §7; `super::interrupt`): the
+/// process holding its lease interrupts it the same way and answers; nobody holding it is
+/// `inactive`.
+///
 /// # Errors
-/// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_TARGET`, `TEAM_MEMBER_NOT_FOUND`, `TEAM_NOT_MEMBER`.
+/// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_TARGET`, `TEAM_MEMBER_NOT_FOUND`, `TEAM_NOT_MEMBER`;
+/// for a target hosted elsewhere `TEAM_HOST_LOST` (its host died with its turn open),
+/// `STORE_IO` / `STORE_UNREACHABLE` (the holder refused or could not be reached).
 pub(super) async fn interrupt(
     journal: &TeamJournal,
     control: &dyn ChildControl,
+    hosts: Option<&dyn MemberHosts>,
     agent: Member<'_>,
     target: &str,
 ) -> Result<&'static str, TeamOpError> {
@@ -477,19 +484,81 @@ pub(super) async fn interrupt(
         let caller = journal.caller(&state, agent)?;
         state.resolve_interrupt_target(&caller, target)?.id.clone()
     };
-    let Some(live) = control.agent(&target_id) else {
-        return Ok("inactive");
-    };
+    match (control.agent(&target_id), hosts) {
+        (Some(live), _) => interrupt_resident(journal, control, &target_id, &live).await,
+        (None, Some(hosts)) => interrupt_elsewhere(journal, control, hosts, &target_id).await,
+        (None, None) => Ok("inactive"),
+    }
+}
+
+/// [`interrupt`] of `target`, resident here as `live`: the seam's interrupt (REFERENCE b.7),
+/// then the wait for its turn to close, bounded by `disposalTimeoutMs`.
+async fn interrupt_resident(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    target: &SessionId,
+    live: &Agent,
+) -> Result<&'static str, TeamOpError> {
     let previous = match live.status() {
         AgentStatus::Running => "running",
         AgentStatus::Idle => "idle",
     };
-    control.interrupt(journal.lead(), &target_id).await?;
+    control.interrupt(journal.lead(), target).await?;
     let bound = Duration::from_millis(journal.limits().disposal_timeout_ms);
     if tokio::time::timeout(bound, live.wait_idle()).await.is_err() {
-        tracing::warn!(teammate = %target_id, "the interrupted turn did not close in time");
+        tracing::warn!(teammate = %target, "the interrupted turn did not close in time");
     }
     Ok(previous)
+}
+
+/// [`interrupt`] of `target`, not resident here, through the holder of its lease: its answer,
+/// `inactive` when nobody holds the lease. A holder that never answered and whose lease
+/// expired is decided from what is known now (`super::interrupt`): resident here meanwhile
+/// (the Team continued it) — interrupted here; its stored log with a turn open (cut by the
+/// host's death, not stopped) — `TEAM_HOST_LOST`; no open turn — `inactive` (nothing runs).
+/// A settled answer is recorded as the member's status at once (its host's own report may
+/// come later), so the roster read right after shows it idle, as after a local interrupt.
+async fn interrupt_elsewhere(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    hosts: &dyn MemberHosts,
+    target: &SessionId,
+) -> Result<&'static str, TeamOpError> {
+    let request = InterruptRequest {
+        version: INTERRUPT_VERSION,
+        team: journal.lead().id().clone(),
+        target: target.clone(),
+        by: journal.lead().id().clone(),
+        holder: String::new(),
+        wait_ms: journal.limits().disposal_timeout_ms,
+    };
+    let reason = match hosts.interrupt(request).await.map_err(RuntimeError::from)? {
+        InterruptHandoff::Interrupted { previous, settled } => {
+            if settled {
+                journal.settled_elsewhere(target);
+            }
+            return Ok(previous);
+        }
+        InterruptHandoff::Unhosted => return Ok("inactive"),
+        InterruptHandoff::HolderGone { reason } => reason,
+    };
+    if let Some(live) = control.agent(target) {
+        return interrupt_resident(journal, control, target, &live).await;
+    }
+    let replay = journal.store().read(target).map_err(RuntimeError::from)?;
+    let transcript =
+        Transcript::fold(replay.header.seed_len(), &replay.events).map_err(RuntimeError::from)?;
+    if transcript.open_turn().is_none() {
+        return Ok("inactive");
+    }
+    Err(RuntimeError::HostLost {
+        id: target.to_string(),
+        reason: format!(
+            "{reason}; its log shows its turn open (cut, not interrupted): the Team continues \
+             it as after a crash"
+        ),
+    }
+    .into())
 }
 
 /// Roster reconciliation of a Team root being resumed (REFERENCE c.9, issue 10 defect 6):

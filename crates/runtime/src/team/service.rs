@@ -565,11 +565,14 @@ impl TeamService {
 
     /// `interrupt_agent` (REFERENCE c.13): Lead only; stops a live teammate's turn keeping its
     /// inbox; returns its status before the interrupt (`running`, `idle`, or `inactive` when
-    /// not resident) once the turn has closed (bounded by `disposalTimeoutMs`).
+    /// not live) once the turn has closed (bounded by `disposalTimeoutMs`). A teammate hosted
+    /// by another process is interrupted by the holder of its lease (see
+    /// [`TeamService::accept_interrupt`]), with the same result.
     ///
     /// # Errors
     /// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_TARGET`, `TEAM_MEMBER_NOT_FOUND`,
-    /// `TEAM_NOT_MEMBER`, `TEAM_DISPOSED`.
+    /// `TEAM_NOT_MEMBER`, `TEAM_DISPOSED`; for a teammate hosted elsewhere `TEAM_HOST_LOST`,
+    /// `STORE_IO`, `STORE_UNREACHABLE`.
     pub async fn interrupt(
         &self,
         agent: &Agent,
@@ -584,7 +587,14 @@ impl TeamService {
         target: &str,
     ) -> Result<&'static str, TeamOpError> {
         let team = self.resolve(agent)?;
-        roster::interrupt(&team.journal, self.control.as_ref(), agent, target).await
+        roster::interrupt(
+            &team.journal,
+            self.control.as_ref(),
+            self.hosts(),
+            agent,
+            target,
+        )
+        .await
     }
 
     /// `team_task_create` (REFERENCE c.11.3).
