@@ -11,15 +11,16 @@
 //! - **Asking** (`roster::interrupt`): for a target not resident in the serializer's
 //!   process, the roster asks its [`MemberHosts::interrupt`](super::hosts::MemberHosts):
 //!   the holder's answer is the result; nobody holding the lease is REFERENCE's answer for a
-//!   member that is not live (`inactive`, no effect); a holder that stopped answering is
-//!   decided from the lease and what is known once it expired, never guessed: the teammate
+//!   member that is not live (`inactive`, no effect). A holder that stopped answering is
+//!   decided once its lease expired from what is known then, never guessed: the teammate
 //!   resident in the serializer's process by then (the Team continued it,
-//!   `TeamService::watch_elsewhere`) is interrupted there; a stored log whose last turn is
-//!   still open (the host's death cut it) is the typed error `TEAM_HOST_LOST` — the
-//!   interrupt did not reach the turn, the Team continues the teammate as after a crash and
-//!   the Lead may interrupt it again —; a log with no open turn is `inactive` (nothing runs:
-//!   there is nothing to stop; whether the holder's cancel or its death ended the turn
-//!   cannot be told apart, and both leave the teammate stopped with its inbox parked).
+//!   `TeamService::watch_elsewhere`) is interrupted there; otherwise its stored log is judged
+//!   against the turn that was open when the interrupt was asked for (read before asking):
+//!   ended aborted by `{"kind":"parent"}` — the holder's cancel took effect, `running`; still
+//!   open or ended otherwise (cut by the host's death and closed by the recovery) — the typed
+//!   error `TEAM_HOST_LOST`: the interrupt is not confirmed, and the Team continues the
+//!   teammate as after a crash, so the Lead may interrupt it again; no turn open when asked
+//!   and none now — `inactive` (nothing runs).
 //! - **Accepting** ([`TeamService::accept_interrupt`]): the holder's side, below.
 //!
 //! **What survives a crash**, at each point of one interrupt (nothing is written by the
@@ -27,12 +28,14 @@
 //! by the holder's agent as for any cancelled turn, one atomic batch — decision 9):
 //! - the holder dies before its cancel: the teammate's log ends in the open turn; the next
 //!   host's (or the Team's) recovery closes it as a crash cut and continues it; the Lead gets
-//!   `TEAM_HOST_LOST` (the lease expires with the turn open);
+//!   `TEAM_HOST_LOST` once the lease expired (the turn open, or closed by the recovery) — or,
+//!   when the Team already runs the teammate again here, its local interrupt's answer;
 //! - after its cancel, before the closing batch is durable: the same (the batch is whole or
 //!   absent);
 //! - after the closing batch (`turn/end` aborted `{"kind":"parent"}`), before the answer: the
-//!   log shows no open turn; the recovery leaves a turn the Lead interrupted alone, and the
-//!   Lead gets `inactive` once the lease expired;
+//!   log shows the turn aborted by `{"kind":"parent"}`; the recovery leaves a turn the Lead
+//!   interrupted alone, and the Lead gets `running` (what the holder would have answered)
+//!   once the lease expired;
 //! - after the answer: nothing is left to do.
 
 use std::time::Duration;

@@ -513,17 +513,18 @@ async fn interrupt_resident(
 
 /// [`interrupt`] of `target`, not resident here, through the holder of its lease: its answer,
 /// `inactive` when nobody holds the lease. A holder that never answered and whose lease
-/// expired is decided from what is known now (`super::interrupt`): resident here meanwhile
-/// (the Team continued it) — interrupted here; its stored log with a turn open (cut by the
-/// host's death, not stopped) — `TEAM_HOST_LOST`; no open turn — `inactive` (nothing runs).
-/// A settled answer is recorded as the member's status at once (its host's own report may
-/// come later), so the roster read right after shows it idle, as after a local interrupt.
+/// expired is decided from what is known then ([`holder_gone`]). A settled answer is
+/// recorded as the member's status at once (its host's own report may come later), so the
+/// roster read right after shows it idle, as after a local interrupt.
 async fn interrupt_elsewhere(
     journal: &TeamJournal,
     control: &dyn ChildControl,
     hosts: &dyn MemberHosts,
     target: &SessionId,
 ) -> Result<&'static str, TeamOpError> {
+    // The turn running when the interrupt is asked for, as the stored log tells it: what a
+    // holder that dies before answering is judged against.
+    let asked_during = stored_transcript(journal.store(), target).and_then(|t| t.open_turn());
     let request = InterruptRequest {
         version: INTERRUPT_VERSION,
         team: journal.lead().id().clone(),
@@ -545,20 +546,72 @@ async fn interrupt_elsewhere(
     if let Some(live) = control.agent(target) {
         return interrupt_resident(journal, control, target, &live).await;
     }
+    holder_gone(journal, target, asked_during, &reason)
+}
+
+/// The answer to an interrupt of `target` whose holder never answered and whose lease
+/// expired (`super::interrupt`), decided from its stored log and `asked_during`, the turn
+/// that was open when the interrupt was asked for:
+/// - that turn ended aborted by `{"kind":"parent"}`: the holder's cancel took effect before
+///   it died — `running`, the answer it would have given;
+/// - that turn still open, or ended otherwise (cut by the host's death and closed by the
+///   Team's recovery, or finished on its own before the cancel): the interrupt is not
+///   confirmed — `TEAM_HOST_LOST`, naming what the log shows;
+/// - no turn open when asked: `inactive` when none is open now (nothing runs: there is
+///   nothing to stop), else `TEAM_HOST_LOST` (a turn started since and was cut).
+fn holder_gone(
+    journal: &TeamJournal,
+    target: &SessionId,
+    asked_during: Option<u64>,
+    reason: &str,
+) -> Result<&'static str, TeamOpError> {
     let replay = journal.store().read(target).map_err(RuntimeError::from)?;
-    let transcript =
-        Transcript::fold(replay.header.seed_len(), &replay.events).map_err(RuntimeError::from)?;
-    if transcript.open_turn().is_none() {
-        return Ok("inactive");
+    let lost = |seen: String| -> TeamOpError {
+        RuntimeError::HostLost {
+            id: target.to_string(),
+            reason: format!("{reason}; {seen}"),
+        }
+        .into()
+    };
+    let Some(turn) = asked_during else {
+        let transcript = Transcript::fold(replay.header.seed_len(), &replay.events)
+            .map_err(RuntimeError::from)?;
+        return match transcript.open_turn() {
+            None => Ok("inactive"),
+            Some(open) => Err(lost(format!(
+                "its log shows turn {open} open (cut, not interrupted): the Team continues it \
+                 as after a crash"
+            ))),
+        };
+    };
+    let end = replay.events.iter().find_map(|e| {
+        (e.kind == ty::TURN_END
+            && e.data.get("turn").and_then(serde_json::Value::as_u64) == Some(turn))
+        .then(|| e.data.get("reason").cloned().unwrap_or_default())
+    });
+    match end {
+        Some(reason)
+            if reason.get("kind").and_then(serde_json::Value::as_str) == Some("aborted")
+                && reason.get("reason") == Some(&serde_json::json!({"kind": "parent"})) =>
+        {
+            Ok("running")
+        }
+        Some(other)
+            if other.get("kind").and_then(serde_json::Value::as_str) == Some("interrupted") =>
+        {
+            Err(lost(format!(
+                "its log shows turn {turn} cut and closed by the crash recovery, not by the \
+                 interrupt: the Team continues it as after a crash"
+            )))
+        }
+        Some(other) => Err(lost(format!(
+            "its log shows turn {turn} ended {other}, not by the interrupt"
+        ))),
+        None => Err(lost(format!(
+            "its log shows turn {turn} open (cut, not interrupted): the Team continues it as \
+             after a crash"
+        ))),
     }
-    Err(RuntimeError::HostLost {
-        id: target.to_string(),
-        reason: format!(
-            "{reason}; its log shows its turn open (cut, not interrupted): the Team continues \
-             it as after a crash"
-        ),
-    }
-    .into())
 }
 
 /// Roster reconciliation of a Team root being resumed (REFERENCE c.9, issue 10 defect 6):
