@@ -6,7 +6,7 @@
 use super::*;
 
 /// The script of both runs: the Lead creates alpha, waits (its own bash) until alpha's long
-/// bash has started, interrupts alpha and answers; alpha's first tool call is a bash that
+/// bash has started, lists the members, interrupts alpha and answers; alpha's first tool call is a bash that
 /// would run for ten minutes (within the bash tool's 600 000 ms maximum) and its second
 /// step, an answer, must never be asked for.
 fn interrupt_script(path: &Path) {
@@ -17,6 +17,7 @@ fn interrupt_script(path: &Path) {
             "lead": [
                 call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
                 call("bash", json!({"command": "while [ ! -f started ]; do sleep 0.05; done", "timeout_ms": 120000})),
+                call("list_agents", json!({})),
                 call("interrupt_agent", json!({"target": "alpha"})),
                 {"text": "lead done"},
             ],
@@ -30,13 +31,14 @@ fn interrupt_script(path: &Path) {
     .unwrap();
 }
 
-/// What one run left: the Lead's id, alpha's id and log, and the Lead's `interrupt_agent`
-/// result (`tool/result` data).
+/// What one run left: the Lead's id, alpha's id and log, the Lead's `interrupt_agent` result
+/// (`tool/result` data) and its `list_agents` rows before it.
 struct Interrupted {
     lead: String,
     alpha: String,
     alpha_log: Vec<Value>,
     result: Value,
+    listed: Value,
 }
 
 /// Runs the interrupt script in `workspace` (`--placement workers` when `placement` says so)
@@ -70,18 +72,24 @@ fn run_interrupt(s: &Setup, workspace: &Path, placement: &str) -> Interrupted {
         .as_str()
         .unwrap()
         .to_owned();
-    let result = s
-        .log(&lead)
-        .into_iter()
-        .find(|e| e["type"] == "tool/result" && e["data"]["name"] == "interrupt_agent")
-        .unwrap_or_else(|| panic!("{placement}: the Lead has no interrupt_agent result"))["data"]
-        .clone();
+    let lead_log = s.log(&lead);
+    let result_of = |tool: &str| {
+        lead_log
+            .iter()
+            .find(|e| e["type"] == "tool/result" && e["data"]["name"] == tool)
+            .unwrap_or_else(|| panic!("{placement}: the Lead has no {tool} result"))["data"]
+            .clone()
+    };
+    let result = result_of("interrupt_agent");
+    let listed =
+        serde_json::from_str(result_of("list_agents")["content"].as_str().unwrap()).unwrap();
     let alpha_log = s.log(&alpha);
     Interrupted {
         lead,
         alpha,
         alpha_log,
         result,
+        listed,
     }
 }
 
@@ -135,8 +143,9 @@ fn live_in_group(pgid: i32) -> Vec<String> {
     live
 }
 
-/// Issue 14 item 1: with `--placement workers` and one `troupe worker`, the worker hosts
-/// alpha; the Lead interrupts alpha while alpha's ten-minute bash runs there. The Lead gets
+/// Issue 14 items 1 and 3: with `--placement workers` and one `troupe worker`, the worker
+/// hosts alpha — `list_agents` names its host `w1` (the Lead's `local`) —; the Lead
+/// interrupts alpha while alpha's ten-minute bash runs there. The Lead gets
 /// the REFERENCE c.13 result — byte for byte the one it gets when alpha runs in its own
 /// process —, alpha's log shows its turn cancelled with the same events as that local
 /// interrupt (the bash result, the turn's end aborted by `{"kind":"parent"}`), alpha is never
@@ -160,6 +169,16 @@ fn interrupt_agent_of_a_teammate_on_a_worker_stops_its_turn_as_a_local_interrupt
         "alpha ran on the worker: {hosted}"
     );
     let local = run_interrupt(&s, &local_ws, "local");
+
+    // `list_agents` while alpha runs: each live member's host (the worker's name, or `local`).
+    for (run, alpha_host) in [(&remote, "w1"), (&local, "local")] {
+        let rows = run.listed.as_array().unwrap();
+        assert_eq!(rows[0]["name"], "lead");
+        assert_eq!(rows[0]["host"], "local", "{}", run.listed);
+        assert_eq!(rows[1]["name"], "alpha");
+        assert_eq!(rows[1]["status"], "running", "{}", run.listed);
+        assert_eq!(rows[1]["host"], alpha_host, "{}", run.listed);
+    }
 
     // The Lead's result: REFERENCE c.13, the same bytes as the local call's.
     assert_eq!(remote.result["content"], r#"{"previousStatus":"running"}"#);

@@ -48,6 +48,23 @@ pub(super) fn live_agent(
         .or_else(|| journal.live_elsewhere(id))
 }
 
+/// The host of the live member `id` in `list_agents` (see `ListedMember`): `local` for the
+/// Lead and for a teammate resident in this process, else the host its report names while the
+/// report holds; `None` when neither.
+pub(super) fn host_of(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    id: &SessionId,
+) -> Option<String> {
+    if id == journal.lead().id() || control.agent(id).is_some() {
+        return Some(LOCAL_HOST.to_owned());
+    }
+    journal.host_elsewhere(id)
+}
+
+/// The host of the members of the Lead's process, in `list_agents` and `team show`.
+pub(super) const LOCAL_HOST: &str = "local";
+
 /// `agent`'s live status and model.
 pub(super) fn live_of(agent: &Agent) -> LiveAgent {
     LiveAgent {

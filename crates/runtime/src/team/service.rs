@@ -14,8 +14,9 @@ use tokio_util::sync::CancellationToken;
 use troupe_journal::{Journal, LineCheck};
 use troupe_protocol::{Event, MessageId, Seq, SessionId, sync::lock};
 use troupe_team::{
-    CreateTask, Delivery, MemberContext, MemberPhase, MemberView, StallAfter, TaskListQuery,
-    TaskPage, TaskView, TeamError, TeamId, TeamLimits, TeamState, UpdateTask, UserSend,
+    CreateTask, Delivery, MemberContext, MemberPhase, MemberStatus, MemberView, StallAfter,
+    TaskListQuery, TaskPage, TaskView, TeamError, TeamId, TeamLimits, TeamState, UpdateTask,
+    UserSend,
 };
 
 use super::board::BoardRead;
@@ -320,8 +321,20 @@ impl TeamService {
                         .into_iter()
                         .map(|member| {
                             let (usage, cost) = ledger.usage_of(&member.id);
+                            let live =
+                                matches!(member.status, MemberStatus::Running | MemberStatus::Idle);
+                            let host = live
+                                .then(|| {
+                                    roster::host_of(
+                                        &team.journal,
+                                        self.control.as_ref(),
+                                        &member.id,
+                                    )
+                                })
+                                .flatten();
                             ListedMember {
                                 member,
+                                host,
                                 usage: Ledger::compact(&usage, cost),
                             }
                         })
