@@ -5,8 +5,9 @@
 
 use super::*;
 
-/// The script of both runs: the Lead creates alpha, waits (its own bash) until alpha's long
-/// bash has started, lists the members, interrupts alpha and answers; alpha's first tool call is a bash that
+/// The script of both runs: the Lead creates alpha, waits (its own bash) for the test's `go`
+/// (written once alpha's long bash has started and the panel showed alpha's host), lists the
+/// members, interrupts alpha and answers; alpha's first tool call is a bash that
 /// would run for ten minutes (within the bash tool's 600 000 ms maximum) and its second
 /// step, an answer, must never be asked for.
 fn interrupt_script(path: &Path) {
@@ -16,7 +17,7 @@ fn interrupt_script(path: &Path) {
         json!({"agents": {
             "lead": [
                 call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
-                call("bash", json!({"command": "while [ ! -f started ]; do sleep 0.05; done", "timeout_ms": 120000})),
+                call("bash", json!({"command": "while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 120000})),
                 call("list_agents", json!({})),
                 call("interrupt_agent", json!({"target": "alpha"})),
                 {"text": "lead done"},
@@ -41,9 +42,68 @@ struct Interrupted {
     listed: Value,
 }
 
+/// `GET PATH` of the panel at `url` (`http://ADDR/?token=…`): its JSON body (`None` when it is
+/// not a 200).
+fn panel_get(url: &str, path: &str) -> Option<Value> {
+    let addr = url.trim_start_matches("http://").split('/').next().unwrap();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    if !response.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    let (_, body) = response.split_once("\r\n\r\n")?;
+    serde_json::from_str(body).ok()
+}
+
+/// Waits until the panel at `web` shows alpha of the Team `lead` with host `expected` (its
+/// `MemberRow::host`) and the Lead's row `local`; fails after [`DEADLINE`] naming the last
+/// view.
+fn wait_for_panel_host(web: &str, lead: &str, expected: &str) {
+    let start = Instant::now();
+    let mut last = Value::Null;
+    loop {
+        if let Some(view) = panel_get(web, &format!("/api/sessions/{lead}/team")) {
+            let host = |name: &str| {
+                view["members"]
+                    .as_array()
+                    .and_then(|rows| rows.iter().find(|m| m["name"] == name))
+                    .and_then(|m| m["host"].as_str())
+                    .map(str::to_owned)
+            };
+            if host("alpha").as_deref() == Some(expected)
+                && host("lead").as_deref() == Some("local")
+            {
+                return;
+            }
+            last = view;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the panel never showed alpha on {expected}: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Runs the interrupt script in `workspace` (`--placement workers` when `placement` says so)
-/// until it exits 0.
-fn run_interrupt(s: &Setup, workspace: &Path, placement: &str) -> Interrupted {
+/// until it exits 0; while alpha's bash runs, the panel at `web` must show alpha's host
+/// `alpha_host`.
+fn run_interrupt(
+    s: &Setup,
+    workspace: &Path,
+    placement: &str,
+    web: &str,
+    alpha_host: &str,
+) -> Interrupted {
     let script = workspace.with_extension("json");
     interrupt_script(&script);
     let err = workspace.with_extension("stderr");
@@ -58,6 +118,17 @@ fn run_interrupt(s: &Setup, workspace: &Path, placement: &str) -> Interrupted {
             .spawn()
             .unwrap(),
     );
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{placement}: alpha's bash never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let running = session_of(&std::fs::read_to_string(&err).unwrap());
+    wait_for_panel_host(web, &running, alpha_host);
+    std::fs::write(workspace.join("go"), "").unwrap();
     let status = wait_exit(&mut run);
     let stderr = std::fs::read_to_string(&err).unwrap();
     assert!(status.success(), "{placement}: {stderr}");
@@ -144,8 +215,8 @@ fn live_in_group(pgid: i32) -> Vec<String> {
 }
 
 /// Issue 14 items 1 and 3: with `--placement workers` and one `troupe worker`, the worker
-/// hosts alpha — `list_agents` names its host `w1` (the Lead's `local`) —; the Lead
-/// interrupts alpha while alpha's ten-minute bash runs there. The Lead gets
+/// hosts alpha — `list_agents` and the panel (`troupe web --store`) name its host `w1`, the
+/// Lead's `local` —; the Lead interrupts alpha while alpha's ten-minute bash runs there. The Lead gets
 /// the REFERENCE c.13 result — byte for byte the one it gets when alpha runs in its own
 /// process —, alpha's log shows its turn cancelled with the same events as that local
 /// interrupt (the bash result, the turn's end aborted by `{"kind":"parent"}`), alpha is never
@@ -159,7 +230,19 @@ fn interrupt_agent_of_a_teammate_on_a_worker_stops_its_turn_as_a_local_interrupt
     std::fs::create_dir_all(&remote_ws).unwrap();
     std::fs::create_dir_all(&local_ws).unwrap();
     let (_w1, w1_log) = start_worker(&s, "w1", &remote_ws);
-    let remote = run_interrupt(&s, &remote_ws, "workers");
+    let mut web = Running(
+        s.troupe(&["web", "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut web_url = String::new();
+    BufReader::new(web.0.stdout.take().unwrap())
+        .read_line(&mut web_url)
+        .unwrap();
+    let web_url = web_url.trim().to_owned();
+    let remote = run_interrupt(&s, &remote_ws, "workers", &web_url, "w1");
     let hosted = std::fs::read_to_string(&w1_log).unwrap();
     assert!(
         hosted.contains(&format!(
@@ -168,7 +251,7 @@ fn interrupt_agent_of_a_teammate_on_a_worker_stops_its_turn_as_a_local_interrupt
         )),
         "alpha ran on the worker: {hosted}"
     );
-    let local = run_interrupt(&s, &local_ws, "local");
+    let local = run_interrupt(&s, &local_ws, "local", &web_url, "local");
 
     // `list_agents` while alpha runs: each live member's host (the worker's name, or `local`).
     for (run, alpha_host) in [(&remote, "w1"), (&local, "local")] {
