@@ -62,7 +62,8 @@ pub(super) fn host_of(
     journal.host_elsewhere(id)
 }
 
-/// The host of the members of the Lead's process, in `list_agents` and `team show`.
+/// The host of the members of the Lead's process in `list_agents` (the word `team show` and
+/// the panel use too).
 pub(super) const LOCAL_HOST: &str = "local";
 
 /// `agent`'s live status and model.
