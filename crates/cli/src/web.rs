@@ -116,12 +116,40 @@ pub(crate) fn run(
             store: store.is_nats().then(|| store.journal.clone()),
             stall_after,
             clock: std::sync::Arc::clone(store.journal.clock()),
+            host_names: store.nats_backend().map(worker_names),
             ..WebConfig::new(home.to_path_buf())
         };
         troupe_web::serve(listener, config, stop_signal())
             .await
             .context("serving the panel")?;
         Ok::<(), Failure>(())
+    })
+}
+
+/// The panel's names of session holders on a NATS store: a holder (`host H pid P`) that is a
+/// live worker is shown by the worker's name (DESIGN §7: the panel shows each live member's
+/// host, as `team show` does). The registry is read every 2 s by a task of the server's
+/// runtime; a read that fails keeps the names it had.
+fn worker_names(nats: &troupe_store_nats::NatsBackend) -> troupe_web::HostNames {
+    let names: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>> = Default::default();
+    let (nats, kept) = (nats.clone(), std::sync::Arc::clone(&names));
+    tokio::spawn(async move {
+        loop {
+            if let Ok(workers) = troupe_store_nats::live_workers(&nats).await {
+                let named = workers
+                    .into_iter()
+                    .map(|w| (format!("host {} pid {}", w.host, w.pid), w.name))
+                    .collect();
+                *troupe_protocol::sync::lock(&kept) = named;
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        }
+    });
+    troupe_web::HostNames::new(move |holder| {
+        troupe_protocol::sync::lock(&names)
+            .iter()
+            .find(|(h, _)| h == holder)
+            .map(|(_, name)| name.clone())
     })
 }
 

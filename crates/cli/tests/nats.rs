@@ -5,7 +5,8 @@
 //! cluster losing one server and then two, `troupe log --follow`, `troupe web --store`,
 //! `troupe send` to a running and to a stopped Team, an approval request answered with
 //! `troupe approve --store`, the bad input of the issue, and (issue 14,
-//! `killpoints/`) a `kill -9` right after each new durable write of workers and delivery.
+//! `killpoints/`) a `kill -9` right after each new durable write of workers and delivery, and
+//! (`crossproc/`) the Lead's `interrupt_agent` of a teammate a worker hosts.
 //!
 //! Every command runs with a short `TROUPE_LEASE_TTL` (6 s on one server, 10 s on a cluster),
 //! so a killed holder's lease frees itself soon (the first command on a fresh server creates
@@ -30,6 +31,7 @@ use troupe_store_nats::{NatsBackend, NatsOptions};
 use troupe_test_support::NatsServer;
 
 mod budget;
+mod crossproc;
 mod failover;
 mod killpoints;
 

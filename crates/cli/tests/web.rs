@@ -388,6 +388,8 @@ fn a_headless_browser_follows_a_team_live_without_reloading() {
         seen["seen"]["teammate"].as_array().unwrap().len() >= 2,
         "{seen}"
     );
+    // While it was live, the roster named its host: this process's (a run on the files).
+    assert_eq!(seen["seen"]["host"], json!(["local"]), "{seen}");
     assert!(status.success(), "troupe run failed:\n{run_err}");
     assert!(
         screenshot.is_file(),

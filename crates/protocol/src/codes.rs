@@ -642,7 +642,12 @@ pub const STABLE_CODES: &[StableCode] = &[
     c(
         "TEAM_MEMBER_NOT_HOSTED",
         "runtime",
-        "A Team message reached the process holding a teammate's lease while it runs no agent of it (starting or settling); the Team's serializer asks again.",
+        "A Team message or interrupt reached the process holding a teammate's lease while it runs no agent of it (starting or settling); the Team's serializer asks again.",
+    ),
+    c(
+        "TEAM_HOST_LOST",
+        "runtime",
+        "interrupt_agent of a teammate whose host stopped answering and whose log shows the turn its death cut: the interrupt did not reach it; the Team continues it as after a crash.",
     ),
     c(
         "WORKER_NAME_TAKEN",

@@ -76,6 +76,17 @@ pub enum RuntimeError {
     /// `WORKTREE_GIT_FAILED`).
     #[error(transparent)]
     Worktree(#[from] crate::worktree::WorktreeError),
+    /// `interrupt_agent` of a teammate hosted by another process that stopped answering: its
+    /// lease expired and its log shows the turn the host's death cut, so the interrupt did not
+    /// reach it (the Team continues it as after a crash; interrupt it again there). Code
+    /// `TEAM_HOST_LOST`.
+    #[error("the host of teammate {id} stopped answering before it was interrupted: {reason}")]
+    HostLost {
+        /// The teammate.
+        id: String,
+        /// What was seen (the lease, the log).
+        reason: String,
+    },
 }
 
 impl ErrorCode for RuntimeError {
@@ -93,6 +104,7 @@ impl ErrorCode for RuntimeError {
             RuntimeError::Workspace { .. } => "WORKSPACE_INVALID",
             RuntimeError::Worktree(e) => e.code(),
             RuntimeError::TeardownFailed(_) => "ACTIVATION_TEARDOWN_FAILED",
+            RuntimeError::HostLost { .. } => "TEAM_HOST_LOST",
         }
     }
 }

@@ -1,5 +1,6 @@
-//! Team mail across processes over NATS (DESIGN §7 "Delivery across processes"): the process
-//! holding a teammate's lease answers delivery requests for it on `troupe.deliver.<id>`
+//! Team mail and interrupts across processes over NATS (DESIGN §7 "Delivery across
+//! processes"): the process holding a teammate's lease answers delivery requests for it on
+//! `troupe.deliver.<id>` and the Lead's interrupts of it on `troupe.interrupt.<id>`
 //! ([`DeliveryServer`]); [`NatsMemberHosts`] is the serializer's side, the transport of
 //! `troupe_runtime::team::MemberHosts`.
 //!
@@ -25,6 +26,17 @@
 //! serializer's own unhosted append, find a message already in the target's log by its id
 //! and append nothing (see `troupe_runtime::team`'s delivery docs for what survives a crash
 //! at each point).
+//!
+//! **Interrupts** (the Lead's `interrupt_agent` of a teammate hosted elsewhere, REFERENCE
+//! c.13) take the same path on `troupe.interrupt.<id>` ([`NatsBackend::interrupt_subject`]),
+//! served by the same [`DeliveryServer`]: payload a `troupe_runtime::team::InterruptRequest`
+//! naming the lease's owner token, reply an `InterruptAnswer`; the holder stops the turn as a
+//! local interrupt does and answers the status it sampled. The retry is the delivery's, with
+//! each attempt waiting the request timeout plus the request's `waitMs`; nobody holding the
+//! lease is `Unhosted` (`inactive`); a holder that never answered and whose lease then
+//! expired is `HolderGone`, which the serializer decides from the teammate's log (see
+//! `troupe_runtime::team`'s interrupt docs); a holder that keeps its lease but never answers
+//! is `STORE_IO` after the patience. Nothing is written by the request itself.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,8 +49,8 @@ use troupe_journal::JournalError;
 use troupe_protocol::SessionId;
 use troupe_runtime::Runtime;
 use troupe_runtime::team::{
-    DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts, PlaceFuture,
-    TEAM_MEMBER_NOT_HOSTED,
+    DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, InterruptAnswer, InterruptFuture,
+    InterruptHandoff, InterruptRequest, MemberHosts, PlaceFuture, TEAM_MEMBER_NOT_HOSTED,
 };
 
 use crate::NatsBackend;
@@ -71,8 +83,11 @@ impl DeliveryServer {
     /// The subscription or the flush fails (the connection is down).
     pub async fn start(nats: &NatsBackend, runtime: Runtime) -> Result<Self, async_nats::Error> {
         let client = nats.client();
-        let mut requests = client
+        let mut deliveries = client
             .subscribe(format!("{}*", crate::DELIVER_SUBJECT_PREFIX))
+            .await?;
+        let mut interrupts = client
+            .subscribe(format!("{}*", crate::INTERRUPT_SUBJECT_PREFIX))
             .await?;
         client.flush().await?;
         let stop = CancellationToken::new();
@@ -83,7 +98,7 @@ impl DeliveryServer {
             loop {
                 tokio::select! {
                     () = stopped.cancelled() => break,
-                    request = requests.next() => {
+                    request = deliveries.next() => {
                         let Some(request) = request else { break };
                         let Some(reply) = request.reply.clone() else { continue };
                         let Some(parsed) = parse(&nats, &request.payload) else { continue };
@@ -98,10 +113,23 @@ impl DeliveryServer {
                             let _ = client.flush().await;
                         });
                     }
+                    request = interrupts.next() => {
+                        let Some(request) = request else { break };
+                        let Some(reply) = request.reply.clone() else { continue };
+                        let Some(parsed) = parse_interrupt(&nats, &request.payload) else { continue };
+                        let (runtime, client) = (runtime.clone(), client.clone());
+                        answering.spawn(async move {
+                            let answer = runtime.teams().accept_interrupt(&parsed).await;
+                            let payload = serde_json::to_vec(&answer).unwrap_or_default();
+                            let _ = client.publish(reply, payload.into()).await;
+                            let _ = client.flush().await;
+                        });
+                    }
                     Some(_) = answering.join_next(), if !answering.is_empty() => {}
                 }
             }
-            let _ = requests.unsubscribe().await;
+            let _ = deliveries.unsubscribe().await;
+            let _ = interrupts.unsubscribe().await;
             let _ = client.flush().await;
             answering
         });
@@ -134,6 +162,17 @@ fn parse(nats: &NatsBackend, payload: &[u8]) -> Option<Result<DeliverRequest, De
         )));
     }
     Some(Ok(request))
+}
+
+/// The interrupt request in `payload` when this process holds the lease it names (`None`:
+/// another process's to answer, or not a request at all; see [`parse`]).
+fn parse_interrupt(nats: &NatsBackend, payload: &[u8]) -> Option<InterruptRequest> {
+    if payload.len() > MAX_REQUEST_BYTES {
+        return None;
+    }
+    let request: InterruptRequest = serde_json::from_slice(payload).ok()?;
+    let held = nats.held_lease(&request.target)?;
+    (held.owner == request.holder).then_some(request)
 }
 
 /// Where placement's warnings go (a worker skipped and why; none eligible).
@@ -339,9 +378,113 @@ impl NatsMemberHosts {
             pause = (pause * 2).min(Duration::from_secs(1));
         }
     }
+
+    /// [`MemberHosts::interrupt`] over NATS (see the module docs): as [`Self::hand_over`], on
+    /// `troupe.interrupt.<id>`, each attempt waiting the request timeout plus the holder's
+    /// `waitMs`; a holder that never answered and whose lease then expired is
+    /// [`InterruptHandoff::HolderGone`]; one whose lease stays held past the patience, a
+    /// `STORE_IO` error.
+    async fn interrupt_holder(
+        &self,
+        mut request: InterruptRequest,
+    ) -> Result<InterruptHandoff, JournalError> {
+        let io = |reason: String| JournalError::StoreIo {
+            op: "interrupt a teammate on its host",
+            url: self.nats.url().to_owned(),
+            reason,
+        };
+        let client = self.nats.client();
+        let subject = NatsBackend::interrupt_subject(&request.target);
+        let timeout = self.nats.options().request_timeout + Duration::from_millis(request.wait_ms);
+        let patience = self.nats.lease_ttl() * 2 + timeout;
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(50);
+        let mut asked = false;
+        let mut last = String::new();
+        loop {
+            let Some(lease) = self.nats.current_lease(&request.target).await? else {
+                return Ok(if asked {
+                    InterruptHandoff::HolderGone {
+                        reason: format!("{last}, and its lease expired"),
+                    }
+                } else {
+                    InterruptHandoff::Unhosted
+                });
+            };
+            if self
+                .nats
+                .held_lease(&request.target)
+                .is_some_and(|own| own.owner == lease.owner)
+            {
+                // This process's own, and no agent of it here (it is being started or
+                // released here): nothing runs elsewhere; the caller decides again.
+                return Ok(if asked {
+                    InterruptHandoff::HolderGone {
+                        reason: format!("{last}, and this process took its lease"),
+                    }
+                } else {
+                    InterruptHandoff::Unhosted
+                });
+            }
+            request.holder.clone_from(&lease.owner);
+            let payload = serde_json::to_vec(&request)
+                .map_err(|e| io(format!("the request could not be encoded: {e}")))?;
+            let sent = Request::new()
+                .payload(payload.into())
+                .timeout(Some(timeout));
+            match client.send_request(subject.clone(), sent).await {
+                Ok(message) => match serde_json::from_slice::<InterruptAnswer>(&message.payload) {
+                    Ok(answer) if answer.ok => {
+                        let previous = match answer.previous_status.as_deref() {
+                            Some("running") => "running",
+                            Some("idle") => "idle",
+                            other => {
+                                return Err(io(format!(
+                                    "the holder answered the previous status {other:?}"
+                                )));
+                            }
+                        };
+                        return Ok(InterruptHandoff::Interrupted {
+                            previous,
+                            settled: answer.settled,
+                        });
+                    }
+                    Ok(answer) => {
+                        let code = answer.code.unwrap_or_default();
+                        let message = answer.message.unwrap_or_default();
+                        if code != TEAM_MEMBER_NOT_HOSTED {
+                            return Err(io(format!("the holder refused: {code}: {message}")));
+                        }
+                        last = format!("{code}: {message}");
+                    }
+                    Err(e) => last = format!("an answer that does not parse: {e}"),
+                },
+                Err(e) if e.kind() == RequestErrorKind::NoResponders => {
+                    asked = true;
+                    last = "no process serves interrupts".to_owned();
+                }
+                Err(e) => {
+                    asked = true;
+                    last = format!("the holder did not answer: {e}");
+                }
+            }
+            if started.elapsed() + pause > patience {
+                return Err(io(format!(
+                    "{last} (for {} ms, its lease still held)",
+                    started.elapsed().as_millis()
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
 }
 
 impl MemberHosts for NatsMemberHosts {
+    fn interrupt(&self, request: InterruptRequest) -> InterruptFuture<'_> {
+        Box::pin(self.interrupt_holder(request))
+    }
+
     fn deliver(&self, request: DeliverRequest) -> HandoffFuture<'_> {
         Box::pin(self.hand_over(request))
     }

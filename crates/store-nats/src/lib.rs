@@ -143,6 +143,9 @@ pub const TEAM_SUBJECT_PREFIX: &str = "troupe.team.";
 /// The prefix of a session's delivery subject: `troupe.deliver.<id>` (see
 /// [`NatsBackend::deliver_subject`]). Like the control subjects, no stream may take them.
 pub const DELIVER_SUBJECT_PREFIX: &str = "troupe.deliver.";
+/// The prefix of a session's interrupt subject: `troupe.interrupt.<id>` (see
+/// [`NatsBackend::interrupt_subject`]). Like the delivery subjects, no stream may take them.
+pub const INTERRUPT_SUBJECT_PREFIX: &str = "troupe.interrupt.";
 /// The prefix of a Team's status subject: `troupe.status.<team-id>` (see
 /// [`NatsBackend::status_subject`]). No stream may take them.
 pub const STATUS_SUBJECT_PREFIX: &str = "troupe.status.";
@@ -266,6 +269,13 @@ impl NatsBackend {
     /// [`NatsMemberHosts`] is the serializer's side).
     pub fn deliver_subject(id: &SessionId) -> String {
         format!("{DELIVER_SUBJECT_PREFIX}{id}")
+    }
+
+    /// The interrupt subject of session `id`: `troupe.interrupt.<id>`. The process holding
+    /// the session's lease takes the Lead's `interrupt_agent` of it there (served with the
+    /// deliveries by [`DeliveryServer`]; [`NatsMemberHosts`] is the serializer's side).
+    pub fn interrupt_subject(id: &SessionId) -> String {
+        format!("{INTERRUPT_SUBJECT_PREFIX}{id}")
     }
 
     /// The subject on which worker `name` takes requests to host a teammate:

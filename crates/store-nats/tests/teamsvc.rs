@@ -379,6 +379,21 @@ async fn a_remote_teammate_gets_the_bytes_of_a_local_call() {
                 .call_text(&context(ws, &t2, &call_id), args.clone())
                 .await,
         );
+        // Where each live member runs is the one difference: the local worker is `local`; the
+        // remote one, whose host publishes no status here, has no `host` in its row (the
+        // worker's row is the last one: its `host` is dropped from the local text).
+        let here = if name == "list_agents" {
+            let here_rows: Value = serde_json::from_str(&here).unwrap();
+            let there_rows: Value = serde_json::from_str(&there).unwrap();
+            assert_eq!(here_rows[1]["host"], "local", "{here}");
+            assert_eq!(there_rows[0]["host"], "local", "{there}");
+            assert_eq!(there_rows[1].get("host"), None, "{there}");
+            let host = r#""host":"local","#;
+            let at = here.rfind(host).unwrap();
+            format!("{}{}", &here[..at], &here[at + host.len()..])
+        } else {
+            here
+        };
         assert_eq!(
             normalized(&here, &ids1),
             normalized(&there, &ids2),
@@ -1018,6 +1033,73 @@ async fn a_delivery_whose_answer_is_lost_is_delivered_once_by_the_retry() {
         "the lease was released"
     );
     assert!(a.nats.current_lease(&worker).await.unwrap().is_none());
+    a.runtime.shutdown().await.unwrap();
+}
+
+/// `interrupt_agent` across processes (issue 14 item 1) at the transport: the Lead's
+/// interrupt of its teammate resident in another process is answered by that process
+/// (`idle`: the teammate sampled between turns); a request of another version, or naming
+/// another Team, is refused with its code; once nobody holds the teammate's lease the Lead
+/// gets `inactive`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_of_a_teammate_hosted_elsewhere_is_answered_by_its_holder() {
+    use troupe_runtime::team::{INTERRUPT_VERSION, InterruptAnswer, InterruptRequest};
+    let Some(server) = NatsServer::single() else {
+        return;
+    };
+    let workspace = tempfile::tempdir().unwrap();
+    let a = Process::new(&server.url(), workspace.path(), None);
+    let b = Process::new(&server.url(), workspace.path(), None);
+    let (lead, worker, _hosted) = team_resident_in(&a, &b, false).await;
+    let served = DeliveryServer::start(&b.nats, b.runtime.clone())
+        .await
+        .unwrap();
+    let holder = b.nats.held_lease(&worker).unwrap().owner;
+    let ask = |request: InterruptRequest| {
+        let client = a.nats.client();
+        async move {
+            let payload = serde_json::to_vec(&request).unwrap();
+            let reply = client
+                .request(
+                    NatsBackend::interrupt_subject(&request.target),
+                    payload.into(),
+                )
+                .await
+                .unwrap();
+            serde_json::from_slice::<InterruptAnswer>(&reply.payload).unwrap()
+        }
+    };
+    let request = InterruptRequest {
+        version: INTERRUPT_VERSION,
+        team: lead.id().clone(),
+        target: worker.clone(),
+        by: lead.id().clone(),
+        holder,
+        wait_ms: 5000,
+    };
+    let refused = ask(InterruptRequest {
+        version: INTERRUPT_VERSION + 1,
+        ..request.clone()
+    })
+    .await;
+    assert_eq!(
+        refused.code.as_deref(),
+        Some("INVALID_ARGUMENTS"),
+        "{refused:?}"
+    );
+    let refused = ask(InterruptRequest {
+        team: worker.clone(),
+        by: worker.clone(),
+        ..request.clone()
+    })
+    .await;
+    assert_eq!(refused.code.as_deref(), Some("UNAUTHORIZED"), "{refused:?}");
+    let previous = a.runtime.teams().interrupt(&lead, "worker").await.unwrap();
+    assert_eq!(previous, "idle");
+    served.stop().await;
+    b.runtime.shutdown().await.unwrap();
+    let previous = a.runtime.teams().interrupt(&lead, "worker").await.unwrap();
+    assert_eq!(previous, "inactive", "nobody holds its lease");
     a.runtime.shutdown().await.unwrap();
 }
 

@@ -1,7 +1,8 @@
 // Drives the troupe web panel in the system's headless Chromium while a scripted Team runs in
 // another process, and checks that the panel follows it live, without a reload:
 //   - the task TASK_ID is seen not yet completed, then completed;
-//   - the teammate TEAMMATE is seen with at least two different statuses;
+//   - the teammate TEAMMATE is seen with at least two different statuses, and with the host it
+//     runs on while it is live (`host` lists the hosts seen: `local` for a run on the files);
 //   - no error banner, no projection failure, no console error, no page error.
 // Saves SCREENSHOT (laptop size) and SCREENSHOT with "-phone" before ".png" (phone size).
 // With FOLLOW=1 (and no SESSION_ID) it opens the bare PANEL_URL as a user would, prints
@@ -30,7 +31,7 @@ const timeoutMs = Number(env("TIMEOUT_MS", "60000"));
 
 const profile = mkdtempSync(join(tmpdir(), "troupe-e2e-"));
 const problems = [];
-const seen = { task: [], teammate: [], followed: null };
+const seen = { task: [], teammate: [], host: [], followed: null };
 let browser;
 try {
   browser = await chromium.launchPersistentContext(profile, {
@@ -65,11 +66,13 @@ try {
     const now = await page.evaluate(({ taskId, teammate }) => {
       const task = document.querySelector(`[data-task-id="${taskId}"]`);
       const badge = document.querySelector(`[data-member="${teammate}"] .badge`);
+      const host = document.querySelector(`[data-member="${teammate}"] .host`);
       const error = document.getElementById("error");
       const failure = document.getElementById("failure");
       return {
         task: task ? task.dataset.status : null,
         teammate: badge ? badge.dataset.status : null,
+        host: host ? host.dataset.host : null,
         error: error && !error.hidden ? error.textContent : null,
         failure: failure && !failure.hidden ? failure.textContent : null,
         marker: window.__troupeMarker || null,
@@ -77,6 +80,7 @@ try {
     }, { taskId, teammate });
     record(seen.task, now.task);
     record(seen.teammate, now.teammate);
+    record(seen.host, now.host);
     if (now.error) problems.push(`the panel shows an error: ${now.error}`);
     if (now.failure) problems.push(`the panel shows a failure: ${now.failure}`);
     if (now.marker !== "no reload") problems.push("the page was reloaded");

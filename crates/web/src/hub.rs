@@ -135,17 +135,39 @@ impl TeamWatcher {
         // where the store can tell one (a NATS lease), else unknown (the log alone decides).
         let lead_id = follow.lead.id().clone();
         let ids = std::iter::once(&lead_id).chain(follow.members.iter().map(Follower::id));
+        // The host of a holder (`MemberRow::host`): on the files every holder is a local
+        // process; on a store with leases, `local` for the Lead's holder, else the holder as
+        // its lease names it (`host H pid P`, without its `(since …)`) or the name
+        // `host_names` gives it (a worker's).
         match &hub.files {
             Some(files) => {
                 let table = LockTable::read();
                 for id in ids {
-                    projection.set_resident(id, table.is_held(&files.session_path(id)));
+                    let held = table.is_held(&files.session_path(id));
+                    projection.set_resident(id, held);
+                    projection.set_host(id, (held == Some(true)).then(|| "local".to_owned()));
                 }
             }
             None => {
+                let holder = |id: &SessionId| -> Option<Option<String>> {
+                    let held = hub.journal.holder(id).ok()?;
+                    Some(held.map(|h| h.split(" (").next().unwrap_or(&h).to_owned()))
+                };
+                let lead_holder = holder(&lead_id).flatten();
                 for id in ids {
-                    let held = hub.journal.holder(id).ok().map(|h| h.is_some());
-                    projection.set_resident(id, held);
+                    let held = holder(id);
+                    projection.set_resident(id, held.as_ref().map(Option::is_some));
+                    let host = held.flatten().map(|h| {
+                        if lead_holder.as_deref() == Some(h.as_str()) {
+                            "local".to_owned()
+                        } else {
+                            hub.host_names
+                                .as_ref()
+                                .and_then(|names| names.name(&h))
+                                .unwrap_or(h)
+                        }
+                    });
+                    projection.set_host(id, host);
                 }
             }
         }
@@ -232,6 +254,8 @@ pub(crate) struct Hub {
     stall_after: StallAfter,
     /// "Now" for stalled owners.
     clock: Arc<dyn Clock>,
+    /// The names of session holders in other processes (`MemberRow::host`).
+    host_names: Option<crate::server::HostNames>,
 }
 
 impl Hub {
@@ -252,7 +276,14 @@ impl Hub {
             listing: Mutex::new(HashMap::new()),
             stall_after: StallAfter::default(),
             clock: Arc::new(SystemClock),
+            host_names: None,
         }
+    }
+
+    /// Names the holders in other processes with `names` (`MemberRow::host`).
+    pub(crate) fn with_host_names(mut self, names: Option<crate::server::HostNames>) -> Self {
+        self.host_names = names;
+        self
     }
 
     /// The hub with stall threshold `after`, "now" from `clock`.

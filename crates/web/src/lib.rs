@@ -63,6 +63,6 @@ pub use error::WebError;
 pub use hub::{SessionRow, TeamFrame};
 pub use projection::{MailCounts, MemberRow, TaskRow, TeamProjection, TeamView};
 pub use server::{
-    Access, DEFAULT_HEARTBEAT, DEFAULT_POLL_INTERVAL, WebConfig, access_for, panel_url,
+    Access, DEFAULT_HEARTBEAT, DEFAULT_POLL_INTERVAL, HostNames, WebConfig, access_for, panel_url,
     panel_url_with_token, router, serve, write_token_for,
 };

@@ -23,8 +23,11 @@ use troupe_team::{
 ///
 /// Wire shape: the `MemberView` fields (`id`, `name`, `role`, `status`, `description`?,
 /// `provider`?, `context`?, `model`?, `diagnostics`, `worktree`? — a `--worktree` Team's
-/// `{"path","branch","base"}`, shown as one line of the roster) and `phase`
-/// (`"provisioning"` | `"active"` | `"failed"`).
+/// `{"path","branch","base"}`, shown as one line of the roster), `phase`
+/// (`"provisioning"` | `"active"` | `"failed"`) and, for a live member (`running` | `idle`)
+/// whose holder is known, `host` (DESIGN §7): `local` when the process holding its file or
+/// lease holds the Lead's too (on the JSONL files every holder is a local process), else the
+/// holder as its lease names it (`host H pid P`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MemberRow {
     /// The roster view of the member. `status` is derived from the session files: `running`
@@ -35,6 +38,9 @@ pub struct MemberRow {
     pub member: MemberView,
     /// The durable roster phase.
     pub phase: MemberPhase,
+    /// Where it runs, while it is live.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// One task of the panel: its [`TaskView`] (REFERENCE c.11.1) and the write-scope overlaps
@@ -103,6 +109,8 @@ struct Activity {
     open_turn: bool,
     /// Whether a process holds the file's writer lock; `None` when that cannot be observed.
     resident: Option<bool>,
+    /// The host of that process ([`MemberRow::host`]), when known.
+    host: Option<String>,
     /// The model of the latest `agent/config` (a resume may record a new one).
     model: Option<String>,
     /// Whether that model is the member's own (a teammate model, `ownModel`); a member
@@ -426,6 +434,21 @@ impl TeamProjection {
         }
     }
 
+    /// Records the host of the process holding the session of `id` (the Lead or a member;
+    /// [`MemberRow::host`]), `None` when none holds it or it is not known. Recorded after a
+    /// failure too, like residency.
+    pub fn set_host(&mut self, id: &SessionId, host: Option<String>) {
+        let activity = if id == self.state.id().lead_id() {
+            &mut self.lead
+        } else {
+            self.members.entry(id.clone()).or_default()
+        };
+        if activity.host != host {
+            activity.host = host;
+            self.dirty = true;
+        }
+    }
+
     /// Stops the projection with `message` (a damaged or unreadable Lead log); terminal.
     pub fn fail(&mut self, message: String) {
         if self.failure.is_none() {
@@ -452,9 +475,11 @@ impl TeamProjection {
             .live()
             .map_or(MemberStatus::Inactive, |l| l.status.into());
         let mut members = Vec::with_capacity(self.state.members().len() + 1);
+        let lead_host = self.lead.live().and(self.lead.host.clone());
         members.push(MemberRow {
             member: MemberView::lead(team, lead_status, lead_model),
             phase: MemberPhase::Active,
+            host: lead_host,
         });
         for member in self.state.members() {
             let activity = self.members.get(&member.id);
@@ -469,9 +494,17 @@ impl TeamProjection {
                 live.model = model.map(str::to_owned);
                 live
             });
+            let member_view = MemberView::teammate(member, live.as_ref(), model);
+            let host = matches!(
+                member_view.status,
+                MemberStatus::Running | MemberStatus::Idle
+            )
+            .then(|| activity.and_then(|a| a.host.clone()))
+            .flatten();
             members.push(MemberRow {
-                member: MemberView::teammate(member, live.as_ref(), model),
+                member: member_view,
                 phase: member.phase,
+                host,
             });
         }
         let named: Vec<(String, SessionId)> = members

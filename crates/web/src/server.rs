@@ -42,6 +42,34 @@ pub enum Access {
     Token(String),
 }
 
+/// Names the holder of a session (`host H pid P`, as its lease names it) for the panel's
+/// `host` of a member ([`crate::MemberRow::host`]): a worker's name when that holder is a live
+/// worker (`troupe web` on a NATS store reads the worker registry), `None` to keep the
+/// holder's own text. Called on every poll of a watched Team: it must answer at once.
+#[derive(Clone)]
+pub struct HostNames(Arc<NameHolder>);
+
+/// The function behind [`HostNames`].
+type NameHolder = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+impl HostNames {
+    /// The names `name` gives.
+    pub fn new(name: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(name))
+    }
+
+    /// The name of `holder`, if any.
+    pub fn name(&self, holder: &str) -> Option<String> {
+        (self.0)(holder)
+    }
+}
+
+impl std::fmt::Debug for HostNames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostNames").finish_non_exhaustive()
+    }
+}
+
 /// The server's settings.
 #[derive(Debug, Clone)]
 pub struct WebConfig {
@@ -67,6 +95,9 @@ pub struct WebConfig {
     /// "Now" for stalled owners (the system clock by default; `troupe web` passes its store's,
     /// which `$TROUPE_CLOCK` can fix).
     pub clock: Arc<dyn troupe_protocol::Clock>,
+    /// The names of session holders in other processes ([`HostNames`]; `None`: each is shown
+    /// as its lease names it).
+    pub host_names: Option<HostNames>,
 }
 
 impl WebConfig {
@@ -81,6 +112,7 @@ impl WebConfig {
             write_token: None,
             stall_after: troupe_team::StallAfter::default(),
             clock: Arc::new(troupe_protocol::SystemClock),
+            host_names: None,
         }
     }
 }
@@ -141,7 +173,8 @@ pub fn router(config: WebConfig) -> Router {
     let app = Arc::new(App {
         hub: Arc::new(
             Hub::new(config.home, config.store, config.poll_interval)
-                .with_stall(config.stall_after, config.clock),
+                .with_stall(config.stall_after, config.clock)
+                .with_host_names(config.host_names),
         ),
         heartbeat: config.heartbeat,
         write_token: config.write_token,

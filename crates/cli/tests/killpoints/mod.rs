@@ -4,7 +4,10 @@
 //! answer reached the serializer); the Lead's process killed right after its own append to the
 //! inbox of a teammate nobody hosts (under a short lease); a worker killed right after it took
 //! a teammate's lease (before it ran anything). After each: the Team finishes, `team verify`
-//! passes, and the message is in its target's log exactly once.
+//! passes, and the message is in its target's log exactly once. And the Lead's
+//! `interrupt_agent` of a teammate a worker hosts, with the worker killed right after the
+//! interrupted turn's closing batch (before its answer) and the moment the request reaches it
+//! (before its cancel): the Lead's answer is decided from the lease and the log.
 //!
 //! How a kill lands right after a write: a [`Tripwire`] thread subscribes (plain NATS, its own
 //! connection) to the subjects the write publishes on — a session's stream subject or the
@@ -468,4 +471,174 @@ fn kill_9_of_a_worker_right_after_it_took_a_teammates_lease_and_the_team_finishe
         .count();
     assert_eq!(turns, 1, "alpha ran one turn");
     s.ok(&["team", "verify", &lead]);
+}
+
+/// Where a kill of the worker hosting alpha lands during the Lead's `interrupt_agent` of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InterruptKill {
+    /// Right after alpha's interrupted turn's closing batch (`turn/end` aborted by
+    /// `{"kind":"parent"}`) is in the stream, before the worker's answer.
+    AfterClose,
+    /// Right when the interrupt request reaches the worker, before its cancel.
+    AtRequest,
+}
+
+/// One run of the interrupt script with the worker killed at `kill`: the Lead's
+/// `interrupt_agent` result (`tool/result` data), alpha's log, and whether the kill landed
+/// later than aimed (`AtRequest`: the worker's cancel reached alpha's log).
+fn interrupt_with_kill(s: &Setup, attempt: u32, kill: InterruptKill) -> (Value, Vec<Value>, bool) {
+    let tag = format!("{kill:?}-{attempt}");
+    let workspace = s.path(&format!("ws-{tag}"));
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = s.path(&format!("team-{tag}.json"));
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                call("bash", json!({"command": "while [ ! -f started ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                call("interrupt_agent", json!({"target": "alpha"})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": "touch started; sleep 600", "timeout_ms": 600000})),
+                {"text": "alpha went on"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let (mut worker, _log) = start_worker(s, &format!("w-{tag}"), &workspace);
+    let run_err = s.path(&format!("run-{tag}.stderr"));
+    let mut run = start_run(s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let lead_subject = format!("troupe.session.{lead}");
+    let wire = match kill {
+        InterruptKill::AfterClose => Tripwire::arm(
+            &s.url(),
+            &["troupe.session.>"],
+            worker.0.id(),
+            move |subject, payload| {
+                subject != lead_subject
+                    && payload.contains(r#""type":"turn/end""#)
+                    && payload.contains("aborted")
+            },
+        ),
+        InterruptKill::AtRequest => {
+            Tripwire::arm(&s.url(), &["troupe.interrupt.>"], worker.0.id(), |_, _| {
+                true
+            })
+        }
+    };
+    wire.fired();
+    let _ = worker.0.wait();
+    let status = wait_exit(&mut run);
+    let stderr = std::fs::read_to_string(&run_err).unwrap();
+    assert!(status.success(), "{kill:?}: {stderr}");
+    let result = s
+        .log(&lead)
+        .into_iter()
+        .find(|e| e["type"] == "tool/result" && e["data"]["name"] == "interrupt_agent")
+        .expect("the Lead's interrupt_agent result")["data"]
+        .clone();
+    let alpha = member_id(s, &lead, "alpha");
+    let alpha_log = s.log(&alpha);
+    s.ok(&["team", "verify", &lead]);
+    let parent_aborts = alpha_log
+        .iter()
+        .filter(|e| {
+            e["type"] == "turn/end" && e["data"]["reason"]["reason"] == json!({"kind": "parent"})
+        })
+        .count();
+    // The worker's answer (`running`) and the decision from the log after its death give
+    // the same result at `AfterClose`: nothing tells them apart, and both must hold.
+    let late = kill == InterruptKill::AtRequest && parent_aborts > 0;
+    eprintln!("{tag}: the Lead's interrupt_agent result: {result}");
+    (result, alpha_log, late)
+}
+
+/// Kill point: the worker hosting alpha, right after alpha's interrupted turn closed
+/// durably (`turn/end` aborted by `{"kind":"parent"}`) and before its answer reached the
+/// Lead. The Lead's retry gets no answer; once the dead worker's lease expired, the decision
+/// is made from alpha's log — the turn running when the Lead asked ended by its interrupt:
+/// `{"previousStatus":"running"}`, what the worker would have answered. alpha is not
+/// continued (a turn its Lead interrupted is left alone): it never takes its next step, it
+/// ran one turn, the Team finishes, `team verify` passes.
+#[test]
+fn kill_9_of_the_worker_right_after_an_interrupted_turn_closed_answers_running() {
+    let Some(s) = Setup::single() else { return };
+    let (result, alpha_log, _) = interrupt_with_kill(&s, 1, InterruptKill::AfterClose);
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(
+        result["content"], r#"{"previousStatus":"running"}"#,
+        "{result}"
+    );
+    let ends: Vec<&Value> = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .collect();
+    assert_eq!(ends.len(), 1, "alpha ran one turn: {ends:?}");
+    assert_eq!(
+        ends[0]["data"]["reason"]["reason"],
+        json!({"kind": "parent"})
+    );
+    assert!(
+        !alpha_log
+            .iter()
+            .any(|e| e.to_string().contains("alpha went on")),
+        "alpha was not continued"
+    );
+}
+
+/// Kill point: the worker hosting alpha, the moment the Lead's interrupt request reaches it
+/// (before its cancel). The interrupt never reached alpha's turn, which the worker's death
+/// cut: once the lease expired the Lead gets the typed error `TEAM_HOST_LOST` (alpha's log
+/// shows that turn open, or closed by the recovery of the Team that continues it) — or, when
+/// the Team runs alpha again in the Lead's process by then, alpha is interrupted there (a
+/// turn aborted by `{"kind":"parent"}` after the recovered one). Never `inactive`. The orphaned `sleep` of the dead
+/// worker is stopped by the recovery; the Team finishes and `team verify` passes.
+#[test]
+fn kill_9_of_the_worker_as_an_interrupt_reaches_it_is_team_host_lost_or_interrupted_here() {
+    let Some(s) = Setup::single() else { return };
+    for attempt in 1..=ATTEMPTS {
+        let (result, alpha_log, late) = interrupt_with_kill(&s, attempt, InterruptKill::AtRequest);
+        if late {
+            eprintln!("attempt {attempt}: the worker cancelled before the kill ({result}); again");
+            continue;
+        }
+        let ends: Vec<&Value> = alpha_log
+            .iter()
+            .filter(|e| e["type"] == "turn/end")
+            .collect();
+        assert!(
+            ends.len() >= 2,
+            "alpha's cut turn was closed and it went on: {ends:?}"
+        );
+        assert_ne!(
+            ends[0]["data"]["reason"]["reason"],
+            json!({"kind": "parent"}),
+            "the first turn was cut, not interrupted: {ends:?}"
+        );
+        if result["isError"] == true {
+            assert_eq!(result["code"], "TEAM_HOST_LOST", "{result}");
+            assert!(
+                alpha_log
+                    .iter()
+                    .any(|e| e.to_string().contains("alpha went on")),
+                "the Team continued alpha"
+            );
+        } else {
+            assert_ne!(
+                result["content"], r#"{"previousStatus":"inactive"}"#,
+                "{result}"
+            );
+            assert!(
+                ends.iter()
+                    .any(|e| e["data"]["reason"]["reason"] == json!({"kind": "parent"})),
+                "alpha was interrupted in the Lead's process: {ends:?}"
+            );
+        }
+        return;
+    }
+    panic!("the kill never landed before the worker's cancel");
 }

@@ -1,7 +1,8 @@
-//! The shapes and the seam of Team mail across processes (see `delivery.rs` for the whole
-//! story and its crash points): [`DeliverRequest`] / [`DeliverAnswer`], the [`MemberHosts`]
-//! transport the serializer hands mail to, and [`append_unhosted`], the serializer's own
-//! append to the log of a teammate nobody hosts. No file of the service is imported here, so
+//! The shapes and the seam of Team mail and interrupts across processes (see `delivery.rs`
+//! and `interrupt.rs` for the whole story and their crash points): [`DeliverRequest`] /
+//! [`DeliverAnswer`], [`InterruptRequest`] / [`InterruptAnswer`], the [`MemberHosts`]
+//! transport the serializer hands mail and interrupts to, and [`append_unhosted`], the
+//! serializer's own append to the log of a teammate nobody hosts. No file of the service is imported here, so
 //! the mailbox, the roster and the service can all use it.
 
 use std::future::Future;
@@ -83,6 +84,109 @@ impl DeliverAnswer {
     }
 }
 
+/// The version of the [`InterruptRequest`] and [`InterruptAnswer`] shapes.
+pub const INTERRUPT_VERSION: u32 = 1;
+
+/// The Lead's `interrupt_agent` (REFERENCE c.13) of a teammate hosted by another process,
+/// for the process holding the teammate's lease. Wire (JSON, camelCase):
+/// `{"version":1,"team","target","by","holder","waitMs"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InterruptRequest {
+    /// [`INTERRUPT_VERSION`].
+    pub version: u32,
+    /// The Team (its Lead's session): the target's log must name it as its parent.
+    pub team: SessionId,
+    /// The teammate whose turn is stopped.
+    pub target: SessionId,
+    /// The caller, the Team's Lead (the serializer checked its role before asking).
+    pub by: SessionId,
+    /// The owner token of the lease the serializer found on `target` (as
+    /// [`DeliverRequest::holder`]; filled in by the transport).
+    pub holder: String,
+    /// How long the holder waits for the interrupted turn to close before it answers, in
+    /// milliseconds: the Team's `disposalTimeoutMs` (REFERENCE c.15), as a local interrupt
+    /// waits.
+    pub wait_ms: u64,
+}
+
+/// The answer to an [`InterruptRequest`]. Wire: `{"ok":true,"previousStatus":"running"|"idle",
+/// "settled":BOOL}` — the holder sampled the status, cancelled the turn keeping the inbox
+/// (REFERENCE b.7) and `settled` says whether the turn closed within `waitMs` — or
+/// `{"ok":false,"code":CODE,"message":TEXT}`: `TEAM_MEMBER_NOT_HOSTED` (the holder runs no
+/// agent of it now: the serializer asks again), `INVALID_ARGUMENTS` (another version),
+/// `UNAUTHORIZED` (the target is not a teammate of `team`), or the holder's journal error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterruptAnswer {
+    /// Whether the holder interrupted the teammate.
+    pub ok: bool,
+    /// Its status before the interrupt (success): `running` or `idle`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_status: Option<String>,
+    /// Whether the interrupted turn closed before the answer (success).
+    #[serde(default)]
+    pub settled: bool,
+    /// The stable code (failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The message (failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl InterruptAnswer {
+    /// The holder interrupted the teammate, whose status before was `previous` (`running` or
+    /// `idle`); `settled`: its turn closed in time.
+    pub fn interrupted(previous: &str, settled: bool) -> Self {
+        Self {
+            ok: true,
+            previous_status: Some(previous.to_owned()),
+            settled,
+            code: None,
+            message: None,
+        }
+    }
+
+    /// A failure with `code` and `message`.
+    pub fn failed(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            previous_status: None,
+            settled: false,
+            code: Some(code.to_owned()),
+            message: Some(message.into()),
+        }
+    }
+}
+
+/// What a [`MemberHosts::interrupt`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InterruptHandoff {
+    /// The holder of the target's lease interrupted it: its status before (`running` or
+    /// `idle`) and whether its turn closed in time.
+    Interrupted {
+        /// `running` or `idle`.
+        previous: &'static str,
+        /// The turn closed before the holder answered.
+        settled: bool,
+    },
+    /// Nobody holds the target's lease: it is not live anywhere (REFERENCE c.13: `inactive`,
+    /// no effect).
+    Unhosted,
+    /// A holder was asked and never answered, and its lease has expired since (it died or
+    /// lost the store): whether the interrupt reached the turn is decided from the target's
+    /// stored log by the caller. `reason` says what the transport saw.
+    HolderGone {
+        /// What the transport saw.
+        reason: String,
+    },
+}
+
+/// A boxed future of [`MemberHosts::interrupt`].
+pub type InterruptFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<InterruptHandoff, JournalError>> + Send + 'a>>;
+
 /// What a [`MemberHosts`] hand-over found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handoff {
@@ -122,6 +226,22 @@ pub trait MemberHosts: Send + Sync {
     /// # Errors
     /// `STORE_IO` when the hosts cannot be listed (the mailbox tries again).
     fn place<'a>(&'a self, target: &'a SessionId) -> PlaceFuture<'a>;
+
+    /// Hands the Lead's interrupt `request` (its `holder` is filled in by the transport) to
+    /// the process holding the lease of `request.target`, retrying (bounded) while a holder
+    /// does not answer or answers `TEAM_MEMBER_NOT_HOSTED`: [`InterruptHandoff::Interrupted`]
+    /// with the holder's answer, [`InterruptHandoff::Unhosted`] when nobody held the lease
+    /// when first asked, [`InterruptHandoff::HolderGone`] when a holder never answered and
+    /// its lease expired meanwhile. The default: no member is hosted elsewhere
+    /// ([`InterruptHandoff::Unhosted`]).
+    ///
+    /// # Errors
+    /// `STORE_IO` / `STORE_UNREACHABLE` when the store cannot be reached, the holder refused
+    /// (its code and message), or it kept not answering while its lease held.
+    fn interrupt(&self, request: InterruptRequest) -> InterruptFuture<'_> {
+        let _ = request;
+        Box::pin(std::future::ready(Ok(InterruptHandoff::Unhosted)))
+    }
 }
 
 /// A boxed future of [`MemberHosts::place`].

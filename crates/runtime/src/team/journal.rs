@@ -123,6 +123,28 @@ impl TeamJournal {
             .map(|e| e.live.clone())
     }
 
+    /// The host of `id` as its host elsewhere reported it, while the report holds.
+    pub(super) fn host_elsewhere(&self, id: &SessionId) -> Option<String> {
+        lock(&self.elsewhere)
+            .get(id)
+            .filter(|e| Instant::now() < e.until)
+            .map(|e| e.host.clone())
+    }
+
+    /// Records that `member`, hosted elsewhere, has just gone idle (its holder answered an
+    /// interrupt whose turn closed), and bumps the change edge when that changed its status.
+    /// A member without a record is left as it is (its host's next report says).
+    pub(super) fn settled_elsewhere(&self, member: &SessionId) {
+        let changed = lock(&self.elsewhere).get_mut(member).is_some_and(|e| {
+            let changed = e.live.status != LiveStatus::Idle;
+            e.live.status = LiveStatus::Idle;
+            changed
+        });
+        if changed {
+            self.edge();
+        }
+    }
+
     /// Records that `member` was just placed on `host` and runs there (its host's own
     /// reports, which may come later, replace the record), and bumps the change edge.
     pub(super) fn placed(&self, member: &SessionId, host: &str) {

@@ -29,6 +29,9 @@
 //!   through the holder of its lease ([`TeamService::accept_delivery`]); `hosts.rs` — its
 //!   shapes, the [`MemberHosts`] seam and the serializer's unhosted append (imported by the
 //!   mailbox, the roster and the service, it imports none of them).
+//! - `interrupt.rs` — `interrupt_agent` across processes: the holder of a teammate's lease
+//!   stops its turn as a local interrupt does ([`TeamService::accept_interrupt`]), asked
+//!   through [`MemberHosts::interrupt`].
 //! - `status.rs` — status across processes: the status edges of members hosted elsewhere
 //!   ([`StatusEdge`], [`TeamService::status_edge`]) for `list_agents` and `wait_agent`.
 
@@ -36,6 +39,7 @@ mod board;
 mod delivery;
 mod hosts;
 mod in_flight;
+mod interrupt;
 mod journal;
 mod lifecycle;
 mod mailbox;
@@ -51,8 +55,9 @@ mod tools;
 mod waiters;
 
 pub use hosts::{
-    DELIVER_VERSION, DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, MemberHosts,
-    PlaceFuture, TEAM_MEMBER_NOT_HOSTED,
+    DELIVER_VERSION, DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, INTERRUPT_VERSION,
+    InterruptAnswer, InterruptFuture, InterruptHandoff, InterruptRequest, MemberHosts, PlaceFuture,
+    TEAM_MEMBER_NOT_HOSTED,
 };
 pub use journal::{feed_stream_fold, fold_team_log};
 pub use op::{

@@ -229,7 +229,10 @@ impl From<FoldError> for TeamOpError {
     }
 }
 
-/// A `list_agents` row: the member view (REFERENCE c.7) with a compact `usage` — what the
+/// A `list_agents` row: the member view (REFERENCE c.7), the `host` of a live member (DESIGN
+/// §7: `local` for the Lead's process — the Lead, and every teammate resident there —, else
+/// the name its host in another process reports, a worker's `--name`; absent for a member
+/// that is not live, or whose host has not reported yet), and a compact `usage` — what the
 /// member's model calls spent so far, from the run's live ledger (`crate::ledger`):
 /// `{"modelCalls","promptTokens","completionTokens","cachedTokens","costUsd"?}` (`costUsd`
 /// only when its model has a price).
@@ -238,6 +241,9 @@ pub struct ListedMember {
     /// The member.
     #[serde(flatten)]
     pub member: MemberView,
+    /// Where it runs, while it is live.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Its usage.
     pub usage: troupe_session::ledger::CompactUsage,
 }

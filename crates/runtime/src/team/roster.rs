@@ -19,7 +19,7 @@ use troupe_team::{
     js_trim,
 };
 
-use super::hosts::MemberHosts;
+use super::hosts::{INTERRUPT_VERSION, InterruptHandoff, InterruptRequest, MemberHosts};
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::Lifecycle;
 use super::mailbox::{Dispatcher, deliver_pending_quiet};
@@ -47,6 +47,24 @@ pub(super) fn live_agent(
         .map(|agent| live_of(&agent))
         .or_else(|| journal.live_elsewhere(id))
 }
+
+/// The host of the live member `id` in `list_agents` (see `ListedMember`): `local` for the
+/// Lead and for a teammate resident in this process, else the host its report names while the
+/// report holds; `None` when neither.
+pub(super) fn host_of(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    id: &SessionId,
+) -> Option<String> {
+    if id == journal.lead().id() || control.agent(id).is_some() {
+        return Some(LOCAL_HOST.to_owned());
+    }
+    journal.host_elsewhere(id)
+}
+
+/// The host of the members of the Lead's process in `list_agents` (the word `team show` and
+/// the panel use too).
+pub(super) const LOCAL_HOST: &str = "local";
 
 /// `agent`'s live status and model.
 pub(super) fn live_of(agent: &Agent) -> LiveAgent {
@@ -459,16 +477,23 @@ async fn settle(
 }
 
 /// `interrupt_agent` (REFERENCE c.13): Lead only; stops a live teammate's turn keeping its
-/// inbox; returns its status before the interrupt (`inactive` when not resident), once the
+/// inbox; returns its status before the interrupt (`inactive` when not live), once the
 /// interrupted turn has closed — so the roster read right after shows the settled status,
 /// not `running` — or the disposal bound passed (a tool that ignores cancellation keeps the
 /// turn open, and the Lead must not hang on it).
 ///
+/// A target not resident here is asked of `hosts` (DESIGN §7; `super::interrupt`): the
+/// process holding its lease interrupts it the same way and answers; nobody holding it is
+/// `inactive`.
+///
 /// # Errors
-/// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_TARGET`, `TEAM_MEMBER_NOT_FOUND`, `TEAM_NOT_MEMBER`.
+/// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_TARGET`, `TEAM_MEMBER_NOT_FOUND`, `TEAM_NOT_MEMBER`;
+/// for a target hosted elsewhere `TEAM_HOST_LOST` (its host died with its turn open),
+/// `STORE_IO` / `STORE_UNREACHABLE` (the holder refused or could not be reached).
 pub(super) async fn interrupt(
     journal: &TeamJournal,
     control: &dyn ChildControl,
+    hosts: Option<&dyn MemberHosts>,
     agent: Member<'_>,
     target: &str,
 ) -> Result<&'static str, TeamOpError> {
@@ -477,19 +502,134 @@ pub(super) async fn interrupt(
         let caller = journal.caller(&state, agent)?;
         state.resolve_interrupt_target(&caller, target)?.id.clone()
     };
-    let Some(live) = control.agent(&target_id) else {
-        return Ok("inactive");
-    };
+    match (control.agent(&target_id), hosts) {
+        (Some(live), _) => interrupt_resident(journal, control, &target_id, &live).await,
+        (None, Some(hosts)) => interrupt_elsewhere(journal, control, hosts, &target_id).await,
+        (None, None) => Ok("inactive"),
+    }
+}
+
+/// [`interrupt`] of `target`, resident here as `live`: the seam's interrupt (REFERENCE b.7),
+/// then the wait for its turn to close, bounded by `disposalTimeoutMs`.
+async fn interrupt_resident(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    target: &SessionId,
+    live: &Agent,
+) -> Result<&'static str, TeamOpError> {
     let previous = match live.status() {
         AgentStatus::Running => "running",
         AgentStatus::Idle => "idle",
     };
-    control.interrupt(journal.lead(), &target_id).await?;
+    control.interrupt(journal.lead(), target).await?;
     let bound = Duration::from_millis(journal.limits().disposal_timeout_ms);
     if tokio::time::timeout(bound, live.wait_idle()).await.is_err() {
-        tracing::warn!(teammate = %target_id, "the interrupted turn did not close in time");
+        tracing::warn!(teammate = %target, "the interrupted turn did not close in time");
     }
     Ok(previous)
+}
+
+/// [`interrupt`] of `target`, not resident here, through the holder of its lease: its answer,
+/// `inactive` when nobody holds the lease. A holder that never answered and whose lease
+/// expired is decided from what is known then ([`holder_gone`]). A settled answer is
+/// recorded as the member's status at once (its host's own report may come later), so the
+/// roster read right after shows it idle, as after a local interrupt.
+async fn interrupt_elsewhere(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    hosts: &dyn MemberHosts,
+    target: &SessionId,
+) -> Result<&'static str, TeamOpError> {
+    // The turn running when the interrupt is asked for, as the stored log tells it: what a
+    // holder that dies before answering is judged against.
+    let asked_during = stored_transcript(journal.store(), target).and_then(|t| t.open_turn());
+    let request = InterruptRequest {
+        version: INTERRUPT_VERSION,
+        team: journal.lead().id().clone(),
+        target: target.clone(),
+        by: journal.lead().id().clone(),
+        holder: String::new(),
+        wait_ms: journal.limits().disposal_timeout_ms,
+    };
+    let reason = match hosts.interrupt(request).await.map_err(RuntimeError::from)? {
+        InterruptHandoff::Interrupted { previous, settled } => {
+            if settled {
+                journal.settled_elsewhere(target);
+            }
+            return Ok(previous);
+        }
+        InterruptHandoff::Unhosted => return Ok("inactive"),
+        InterruptHandoff::HolderGone { reason } => reason,
+    };
+    if let Some(live) = control.agent(target) {
+        return interrupt_resident(journal, control, target, &live).await;
+    }
+    holder_gone(journal, target, asked_during, &reason)
+}
+
+/// The answer to an interrupt of `target` whose holder never answered and whose lease
+/// expired (`super::interrupt`), decided from its stored log and `asked_during`, the turn
+/// that was open when the interrupt was asked for:
+/// - that turn ended aborted by `{"kind":"parent"}`: the holder's cancel took effect before
+///   it died — `running`, the answer it would have given;
+/// - that turn still open, or ended otherwise (cut by the host's death and closed by the
+///   Team's recovery, or finished on its own before the cancel): the interrupt is not
+///   confirmed — `TEAM_HOST_LOST`, naming what the log shows;
+/// - no turn open when asked: `inactive` when none is open now (nothing runs: there is
+///   nothing to stop), else `TEAM_HOST_LOST` (a turn started since and was cut).
+fn holder_gone(
+    journal: &TeamJournal,
+    target: &SessionId,
+    asked_during: Option<u64>,
+    reason: &str,
+) -> Result<&'static str, TeamOpError> {
+    let replay = journal.store().read(target).map_err(RuntimeError::from)?;
+    let lost = |seen: String| -> TeamOpError {
+        RuntimeError::HostLost {
+            id: target.to_string(),
+            reason: format!("{reason}; {seen}"),
+        }
+        .into()
+    };
+    let Some(turn) = asked_during else {
+        let transcript = Transcript::fold(replay.header.seed_len(), &replay.events)
+            .map_err(RuntimeError::from)?;
+        return match transcript.open_turn() {
+            None => Ok("inactive"),
+            Some(open) => Err(lost(format!(
+                "its log shows turn {open} open (cut, not interrupted): the Team continues it \
+                 as after a crash"
+            ))),
+        };
+    };
+    let end = replay.events.iter().find_map(|e| {
+        (e.kind == ty::TURN_END
+            && e.data.get("turn").and_then(serde_json::Value::as_u64) == Some(turn))
+        .then(|| e.data.get("reason").cloned().unwrap_or_default())
+    });
+    match end {
+        Some(reason)
+            if reason.get("kind").and_then(serde_json::Value::as_str) == Some("aborted")
+                && reason.get("reason") == Some(&serde_json::json!({"kind": "parent"})) =>
+        {
+            Ok("running")
+        }
+        Some(other)
+            if other.get("kind").and_then(serde_json::Value::as_str) == Some("interrupted") =>
+        {
+            Err(lost(format!(
+                "its log shows turn {turn} cut and closed by the crash recovery, not by the \
+                 interrupt: the Team continues it as after a crash"
+            )))
+        }
+        Some(other) => Err(lost(format!(
+            "its log shows turn {turn} ended {other}, not by the interrupt"
+        ))),
+        None => Err(lost(format!(
+            "its log shows turn {turn} open (cut, not interrupted): the Team continues it as \
+             after a crash"
+        ))),
+    }
 }
 
 /// Roster reconciliation of a Team root being resumed (REFERENCE c.9, issue 10 defect 6):

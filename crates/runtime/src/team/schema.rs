@@ -114,10 +114,13 @@ pub fn member_view_schema() -> Value {
     })
 }
 
-/// A `list_agents` row: [`member_view_schema`] with the member's compact `usage` (a Troupe
-/// addition, issue 17: model calls and tokens so far, `costUsd` when its model is priced).
+/// A `list_agents` row: [`member_view_schema`] with the live member's `host` (a Troupe
+/// addition, DESIGN §7: `local` or the name of its host in another process) and its compact
+/// `usage` (a Troupe addition, issue 17: model calls and tokens so far, `costUsd` when its
+/// model is priced).
 pub fn listed_member_schema() -> Value {
     let mut schema = member_view_schema();
+    schema["properties"]["host"] = json!({"type": "string"});
     schema["properties"]["usage"] = json!({
         "type": "object",
         "properties": {

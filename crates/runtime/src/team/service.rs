@@ -14,8 +14,9 @@ use tokio_util::sync::CancellationToken;
 use troupe_journal::{Journal, LineCheck};
 use troupe_protocol::{Event, MessageId, Seq, SessionId, sync::lock};
 use troupe_team::{
-    CreateTask, Delivery, MemberContext, MemberPhase, MemberView, StallAfter, TaskListQuery,
-    TaskPage, TaskView, TeamError, TeamId, TeamLimits, TeamState, UpdateTask, UserSend,
+    CreateTask, Delivery, MemberContext, MemberPhase, MemberStatus, MemberView, StallAfter,
+    TaskListQuery, TaskPage, TaskView, TeamError, TeamId, TeamLimits, TeamState, UpdateTask,
+    UserSend,
 };
 
 use super::board::BoardRead;
@@ -320,8 +321,20 @@ impl TeamService {
                         .into_iter()
                         .map(|member| {
                             let (usage, cost) = ledger.usage_of(&member.id);
+                            let live =
+                                matches!(member.status, MemberStatus::Running | MemberStatus::Idle);
+                            let host = live
+                                .then(|| {
+                                    roster::host_of(
+                                        &team.journal,
+                                        self.control.as_ref(),
+                                        &member.id,
+                                    )
+                                })
+                                .flatten();
                             ListedMember {
                                 member,
+                                host,
                                 usage: Ledger::compact(&usage, cost),
                             }
                         })
@@ -565,11 +578,14 @@ impl TeamService {
 
     /// `interrupt_agent` (REFERENCE c.13): Lead only; stops a live teammate's turn keeping its
     /// inbox; returns its status before the interrupt (`running`, `idle`, or `inactive` when
-    /// not resident) once the turn has closed (bounded by `disposalTimeoutMs`).
+    /// not live) once the turn has closed (bounded by `disposalTimeoutMs`). A teammate hosted
+    /// by another process is interrupted by the holder of its lease (see
+    /// [`TeamService::accept_interrupt`]), with the same result.
     ///
     /// # Errors
     /// `TEAM_LEAD_REQUIRED`, `TEAM_INVALID_TARGET`, `TEAM_MEMBER_NOT_FOUND`,
-    /// `TEAM_NOT_MEMBER`, `TEAM_DISPOSED`.
+    /// `TEAM_NOT_MEMBER`, `TEAM_DISPOSED`; for a teammate hosted elsewhere `TEAM_HOST_LOST`,
+    /// `STORE_IO`, `STORE_UNREACHABLE`.
     pub async fn interrupt(
         &self,
         agent: &Agent,
@@ -584,7 +600,14 @@ impl TeamService {
         target: &str,
     ) -> Result<&'static str, TeamOpError> {
         let team = self.resolve(agent)?;
-        roster::interrupt(&team.journal, self.control.as_ref(), agent, target).await
+        roster::interrupt(
+            &team.journal,
+            self.control.as_ref(),
+            self.hosts(),
+            agent,
+            target,
+        )
+        .await
     }
 
     /// `team_task_create` (REFERENCE c.11.3).

@@ -1233,12 +1233,13 @@ async fn the_tools_enforce_roles_and_return_compact_json() {
     assert_eq!(listed[0]["role"], "lead");
     assert_eq!(listed[1]["name"], "json-worker");
     assert_eq!(listed[1]["role"], "teammate");
-    // Compact JSON with the keys in the declared schema order (REFERENCE d.2–d.3), not sorted.
+    // Compact JSON with the keys in the declared schema order (REFERENCE d.2–d.3), not sorted;
+    // every live member's host (both in this process: `local`).
     let raw = raw_results(&h, &worker_id);
     assert_eq!(
         raw[1],
         format!(
-            r#"[{{"id":"{lead}","name":"lead","role":"lead","status":"idle","model":"test","diagnostics":[],"usage":{{"modelCalls":10,"promptTokens":1000,"completionTokens":100,"cachedTokens":0}}}},{{"id":"{worker_id}","name":"json-worker","role":"teammate","status":"running","description":"d","provider":"spawn","context":"fresh","model":"test","diagnostics":[],"usage":{{"modelCalls":3,"promptTokens":300,"completionTokens":30,"cachedTokens":0}}}}]"#,
+            r#"[{{"id":"{lead}","name":"lead","role":"lead","status":"idle","model":"test","diagnostics":[],"host":"local","usage":{{"modelCalls":10,"promptTokens":1000,"completionTokens":100,"cachedTokens":0}}}},{{"id":"{worker_id}","name":"json-worker","role":"teammate","status":"running","description":"d","provider":"spawn","context":"fresh","model":"test","diagnostics":[],"host":"local","usage":{{"modelCalls":3,"promptTokens":300,"completionTokens":30,"cachedTokens":0}}}}]"#,
             lead = lead.id()
         )
     );

@@ -361,6 +361,7 @@ function drawTeam() {
           pending ? el("span", { class: "pill", text: `${pending} mail` }) : null),
         m.description ? el("span", { class: "desc", text: m.description }) : null,
         m.model ? el("span", { class: "meta model", title: m.model }, breakable(m.model)) : null,
+        m.host ? el("span", { class: "meta host", "data-host": m.host, text: `host: ${m.host}` }) : null,
         ...(m.diagnostics || []).map((d) => el("span", { class: "meta", text: `! ${d}` })),
         m.worktree ? el("span", { class: "meta worktree", title: m.worktree.path, text: `worktree: ${m.worktree.branch}` }) : null,
       );

@@ -347,7 +347,9 @@ async fn a_damaged_conversation_shows_its_items_then_the_failure() {
 
 /// On NATS a member's log is followed live too: a turn it opens and closes is pushed to the
 /// panel (its poll interval is an hour). Residency comes from the session's lease: a member
-/// whose writer holds it is `running` with an open turn and `idle` without.
+/// whose writer holds it is `running` with an open turn and `idle` without; its `host` is
+/// `local` while the Lead's holder holds it, the holder its lease names when another process
+/// does (DESIGN §7), and absent once it is not live.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_nats_a_members_turns_are_pushed_to_the_team_view() {
     let Some(home) = Home::nats() else {
@@ -365,16 +367,24 @@ async fn on_nats_a_members_turns_are_pushed_to_the_team_view() {
     let router = home.router();
     let path = "/api/sessions/lead-1/team/events";
     let mut reader = SseReader::open(&router, path, None).await;
-    let status = |view: &serde_json::Value| {
+    let row = |view: &serde_json::Value, name: &str, field: &str| {
         view["members"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|m| m["name"] == "alpha")
-            .map(|m| m["status"].as_str().unwrap().to_owned())
+            .find(|m| m["name"] == name)
+            .and_then(|m| m[field].as_str().map(str::to_owned))
     };
+    let status = |view: &serde_json::Value| row(view, "alpha", "status");
+    let host = |view: &serde_json::Value| row(view, "alpha", "host");
     let (_, _, view) = reader.next_frame().await;
     assert_eq!(status(&view).as_deref(), Some("idle"), "{view}");
+    assert_eq!(host(&view).as_deref(), Some("local"), "{view}");
+    assert_eq!(
+        row(&view, "lead", "host").as_deref(),
+        Some("local"),
+        "{view}"
+    );
     append(&alpha, vec![turn_start(1)]);
     let (_, _, view) = reader.next_frame().await;
     assert_eq!(status(&view).as_deref(), Some("running"), "{view}");
@@ -386,4 +396,26 @@ async fn on_nats_a_members_turns_are_pushed_to_the_team_view() {
     append(&lead, vec![task("task-1", 1, "pending", None, &[], &[])]);
     let (_, _, view) = reader.next_frame().await;
     assert_eq!(status(&view).as_deref(), Some("inactive"), "{view}");
+    assert_eq!(host(&view), None, "{view}");
+    // Another process takes alpha's lease (its entry written straight into the bucket): idle,
+    // hosted there, at the next change of the Team.
+    let (_, server) = home.store.as_ref().unwrap();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let leases = async_nats::jetstream::new(client)
+        .get_key_value("TROUPE_LEASES")
+        .await
+        .unwrap();
+    let elsewhere = serde_json::json!({"owner": "0f", "host": "gpu-box", "pid": 4242, "since": T0});
+    leases
+        .put(ALPHA, elsewhere.to_string().into())
+        .await
+        .unwrap();
+    append(&lead, vec![task("task-2", 1, "pending", None, &[], &[])]);
+    let (_, _, view) = reader.next_frame().await;
+    assert_eq!(status(&view).as_deref(), Some("idle"), "{view}");
+    assert_eq!(
+        host(&view).as_deref(),
+        Some("host gpu-box pid 4242"),
+        "{view}"
+    );
 }
