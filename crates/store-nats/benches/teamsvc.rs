@@ -8,6 +8,14 @@
 //! `call_text`; each claimed task is released between two claims (not timed). The two sides
 //! alternate A B A B in one run. Goal: remote ≤ 2× local. `nats-server` on PATH; without it
 //! the bench prints why and measures nothing.
+//!
+//! `delivery`: the latency of one quiet `send_message` from the Lead until the message's
+//! append to its target's log reaches the server (a third connection subscribed to the
+//! target's subject `troupe.session.<id>` sees it; the store's publish is acknowledged right
+//! after), to a teammate resident in the Lead's process (A: the serializer appends to its log
+//! itself, before `send` returns) and to one hosted by another process (B: a second runtime
+//! on its own connection holding its lease, reached through `troupe.deliver.<id>` after
+//! `send` returned `queued`), alternated A B A B in one run. Goal: report the ratio.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -27,7 +35,10 @@ use troupe_protocol::{SessionId, SystemClock};
 use troupe_runtime::team::RemoteTeam;
 use troupe_runtime::{AgentStatus, ChunkPolicy, ModelSource, Runtime, RuntimeOptions};
 use troupe_session::events::Profile;
-use troupe_store_nats::{LinkOptions, NatsBackend, NatsOptions, NatsTeamLink, TeamOpServer};
+use troupe_store_nats::{
+    DeliveryServer, LinkOptions, NatsBackend, NatsMemberHosts, NatsOptions, NatsTeamLink,
+    StatusListener, StatusPublisher, TeamOpServer,
+};
 use troupe_team::{LiveAgent, LiveStatus, MemberContext};
 use troupe_test_support::NatsServer;
 use troupe_tools::{FileObservations, Tool, ToolContext, ToolLimits};
@@ -238,5 +249,154 @@ fn remote_claim(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, remote_claim);
+/// `delivery` (see the module docs).
+fn delivery(c: &mut Criterion) {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("nats-server").is_file()))
+        .unwrap_or(false);
+    if !found {
+        eprintln!("skipping the delivery benchmark: nats-server is not on PATH");
+        return;
+    }
+    let server = NatsServer::single_relaxed().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let ws = workspace.path();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let options = NatsOptions::default();
+    let a = NatsBackend::connect(&server.url(), options.clone()).unwrap();
+    let b = NatsBackend::connect(&server.url(), options).unwrap();
+    let journal_a = Journal::with_backend(Arc::new(a.clone()), Arc::new(SystemClock));
+    let journal_b = Journal::with_backend(Arc::new(b.clone()), Arc::new(SystemClock));
+    let lead_runtime = runtime(journal_a, ws);
+    let host_runtime = runtime(journal_b, ws);
+    let (leads, _served, _delivery, _watcher, appends) = rt.block_on(async {
+        let teams = lead_runtime.teams();
+        teams.set_member_hosts(Arc::new(NatsMemberHosts::new(a.clone(), false)));
+        let mut leads = Vec::new();
+        let mut members = Vec::new();
+        for _ in 0..2 {
+            let lead = lead_runtime
+                .create_root(SessionId::random(), "lead", Profile::Team)
+                .await
+                .unwrap();
+            let member = teams
+                .spawn(&lead, "target", "t", "work", MemberContext::Fresh, None)
+                .await
+                .unwrap();
+            let agent = lead_runtime.agent(&member.id).unwrap();
+            while agent.status() != AgentStatus::Running {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            leads.push(lead);
+            members.push(member.id);
+        }
+        // The second target moves to the other process: released here, hosted there.
+        let remote = members[1].clone();
+        lead_runtime
+            .drain_children(&leads[1], std::slice::from_ref(&remote))
+            .await
+            .unwrap();
+        while a.held_lease(&remote).is_some() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let served = TeamOpServer::start(&a, lead_runtime.clone(), leads[1].id().clone())
+            .await
+            .unwrap();
+        let links = b.clone();
+        host_runtime.set_team_links(Arc::new(move |lead: &SessionId| {
+            Arc::new(NatsTeamLink::new(
+                links.clone(),
+                lead.clone(),
+                LinkOptions::default(),
+            )) as Arc<dyn troupe_runtime::team::TeamLink>
+        }));
+        // The Lead's process learns that the target is live there (quiet mail waits for a
+        // target live nowhere) from the host's status reports.
+        let listener = StatusListener::start(&a, lead_runtime.clone(), leads[1].id())
+            .await
+            .unwrap();
+        let publisher = StatusPublisher::start(&b, host_runtime.clone(), "host".to_owned());
+        // It runs there (a follow-up wakes it into a turn that never ends), so its host reports
+        // it running. Hosted with nothing to do it settles and is released at once: host it
+        // again until the follow-up lands.
+        for attempt in 0.. {
+            assert!(attempt < 50, "the target never stayed hosted");
+            let Ok(hosted) = host_runtime.host_teammate(&remote).await else {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            };
+            let woken = hosted
+                .followup(troupe_protocol::UserMessage::text(
+                    "go on",
+                    troupe_protocol::MessageSource::kind("user"),
+                ))
+                .await;
+            if woken.is_ok() {
+                break;
+            }
+        }
+        let delivery = DeliveryServer::start(&b, host_runtime.clone())
+            .await
+            .unwrap();
+        let delivery = (delivery, listener, publisher);
+        // Its first status report reaches the Lead's process (quiet mail waits for a target
+        // not live anywhere).
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let watcher = async_nats::connect(server.url()).await.unwrap();
+        let mut appends = Vec::new();
+        for member in &members {
+            appends.push(
+                watcher
+                    .subscribe(NatsBackend::subject(member))
+                    .await
+                    .unwrap(),
+            );
+        }
+        watcher.flush().await.unwrap();
+        (leads, served, delivery, watcher, appends)
+    });
+    let appends: Vec<_> = appends.into_iter().map(tokio::sync::Mutex::new).collect();
+    let teams = lead_runtime.teams();
+    let send = |side: usize, iters: u64| {
+        rt.block_on(async {
+            let mut appended = appends[side].lock().await;
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let started = Instant::now();
+                teams
+                    .send(
+                        &leads[side],
+                        "target",
+                        "hello",
+                        troupe_team::Delivery::Quiet,
+                    )
+                    .await
+                    .unwrap();
+                futures_util::StreamExt::next(&mut *appended).await.unwrap();
+                total += started.elapsed();
+            }
+            total
+        })
+    };
+    let mut group = c.benchmark_group("delivery");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(4))
+        .warm_up_time(Duration::from_secs(1));
+    for round in ["A", "B"] {
+        group.bench_function(format!("local/{round}"), |bench| {
+            bench.iter_custom(|iters| send(0, iters));
+        });
+        group.bench_function(format!("across_processes/{round}"), |bench| {
+            bench.iter_custom(|iters| send(1, iters));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, remote_claim, delivery);
 criterion_main!(benches);
