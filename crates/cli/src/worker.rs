@@ -24,7 +24,7 @@ use troupe_llm::{
     ClientOptions, LlmError, ModelProvider, ModelSpec, ModelSpecExt, ProviderFactory, ProviderKind,
 };
 use troupe_protocol::{ErrorCode, SessionId, sync::lock};
-use troupe_runtime::{ChunkPolicy, ModelSource, Runtime, RuntimeOptions};
+use troupe_runtime::{Agent, ChunkPolicy, ModelSource, Runtime, RuntimeOptions};
 use troupe_store_nats::{
     DeliveryServer, HostAnswer, HostRequest, LinkOptions, NatsBackend, NatsTeamLink, RegisterError,
     StatusPublisher, WORKER_VERSION, WorkerRecord, WorkerRegistration, WorkspaceIdentity,
@@ -287,7 +287,7 @@ async fn serve(
         nats.url(),
         if slots == 1 { "" } else { "s" }
     );
-    let mut hosted: Vec<SessionId> = Vec::new();
+    let mut hosted: Vec<Agent> = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
@@ -295,7 +295,7 @@ async fn serve(
             _ = sigterm.recv() => break,
             _ = tick.tick() => {
                 let before = hosted.len();
-                hosted.retain(|id| runtime.agent(id).is_some());
+                release_settled(&runtime, &name, &mut hosted);
                 if hosted.len() != before {
                     registration.set_free(slots - hosted.len() as u32);
                     eprint_line!("troupe worker {name}: {} of {slots} slots free", slots - hosted.len() as u32);
@@ -304,7 +304,7 @@ async fn serve(
             request = requests.next() => {
                 let Some(request) = request else { break };
                 let Some(reply) = request.reply.clone() else { continue };
-                hosted.retain(|id| runtime.agent(id).is_some());
+                release_settled(&runtime, &name, &mut hosted);
                 let answer = match serde_json::from_slice::<HostRequest>(&request.payload) {
                     Err(e) => HostAnswer::failed("INVALID_ARGUMENTS", format!("not a host request: {e}")),
                     Ok(r) if r.version != WORKER_VERSION => HostAnswer::failed(
@@ -322,7 +322,7 @@ async fn serve(
                                 agent.setup().name,
                                 r.session
                             );
-                            hosted.push(r.session);
+                            hosted.push(agent);
                             HostAnswer::hosted()
                         }
                         Err(e) => HostAnswer::failed(e.code(), e.to_string()),
@@ -344,6 +344,28 @@ async fn serve(
     delivery.stop().await;
     registration.deregister().await;
     shutdown.map_err(|e| Failure::work(anyhow!("parking the hosted teammates: {e}")))
+}
+
+/// Drops from `hosted` the teammates this runtime no longer runs (settled and released, or
+/// stopped). One that stopped because its log failed is named on stderr with the failure's
+/// code — `JOURNAL_LEASE_LOST` when its lease was lost (the worker stalled or was cut off past
+/// the lease TTL: another process may be continuing it, and nothing more of this process's is
+/// stored: its writer is fenced) — so a stopped teammate is never silent.
+fn release_settled(runtime: &Runtime, name: &str, hosted: &mut Vec<Agent>) {
+    hosted.retain(|agent| {
+        if runtime.agent(agent.id()).is_some_and(|a| a.same(agent)) {
+            return true;
+        }
+        if let Some(failure) = agent.failure() {
+            eprint_line!(
+                "troupe worker {name}: {} ({}) stopped: {}: {failure}",
+                agent.setup().name,
+                agent.id(),
+                agent.failure_code().unwrap_or("JOURNAL_FAILED"),
+            );
+        }
+        false
+    });
 }
 
 #[cfg(test)]

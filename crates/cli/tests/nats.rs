@@ -29,6 +29,7 @@ use troupe_protocol::{EventDraft, SessionHeader, SessionId, SystemClock};
 use troupe_store_nats::{NatsBackend, NatsOptions};
 use troupe_test_support::NatsServer;
 
+mod chaos;
 mod killpoints;
 
 /// The lease TTL of commands run without a [`Setup`] (a bucket they create gets it).

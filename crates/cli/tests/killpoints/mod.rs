@@ -150,12 +150,12 @@ fn resume_placing(s: &Setup, id: &str) {
     }
 }
 
-fn call(name: &str, arguments: Value) -> Value {
+pub(super) fn call(name: &str, arguments: Value) -> Value {
     json!({"tool_calls": [{"name": name, "arguments": arguments}]})
 }
 
 /// The id of the member named `name` in `team show --json`.
-fn member_id(s: &Setup, lead: &str, name: &str) -> String {
+pub(super) fn member_id(s: &Setup, lead: &str, name: &str) -> String {
     let shown: Value = serde_json::from_str(&s.ok(&["team", "show", lead, "--json"])).unwrap();
     shown["members"]
         .as_array()
@@ -171,7 +171,7 @@ fn member_id(s: &Setup, lead: &str, name: &str) -> String {
 /// The checks after a kill point: the message whose text is `marker` was queued once in the
 /// Lead log, delivered once, and is in `target`'s log exactly once (one inbox item, one
 /// `user/message`); nothing is pending; `team verify` passes.
-fn assert_delivered_once(s: &Setup, lead: &str, target: &str, marker: &str) {
+pub(super) fn assert_delivered_once(s: &Setup, lead: &str, target: &str, marker: &str) {
     let lead_log = s.log(lead);
     let queued: Vec<&Value> = lead_log
         .iter()
