@@ -1844,7 +1844,11 @@ fn start_worker(s: &Setup, name: &str, workspace: &Path) -> (Running, PathBuf) {
     let worker = Running(cmd.spawn().unwrap());
     let start = Instant::now();
     while !std::fs::read_to_string(&log).unwrap().contains("serving") {
-        assert!(start.elapsed() < DEADLINE, "worker {name} never started");
+        assert!(
+            start.elapsed() < DEADLINE,
+            "worker {name} never started: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     (worker, log)

@@ -1,6 +1,7 @@
 //! Issue 14's chaos across processes ("Must show"): a worker hosting a running teammate
 //! SIGSTOPped past its lease TTL while the Lead's process continues the teammate, then
-//! SIGCONTed — its writes are fenced.
+//! SIGCONTed — its writes are fenced; the leader of a three-node cluster killed (-9) under a
+//! Lead and two workers.
 //!
 //! Who wrote what is read from the stream itself: every message of a session carries
 //! `Nats-Msg-Id: <session>/<seq>/<owner>`, `owner` being the writer's lease token, and the
@@ -370,4 +371,81 @@ fn a_sigstopped_worker_is_fenced_after_its_teammate_was_continued_elsewhere() {
     killpoints::assert_delivered_once(&s, &lead, &alpha, marker);
     assert_team_whole(&s, &lead);
     std::fs::write(workspace.join("go"), "").unwrap();
+}
+
+/// The index of the node leading stream `name`'s replicas (`None` while it has no leader).
+fn leader_of(s: &Setup, name: &str) -> Option<usize> {
+    let (rt, js) = s.raw();
+    rt.block_on(async {
+        let mut stream = js.get_stream(name).await.ok()?;
+        let info = stream.info().await.ok()?;
+        let leader = info.cluster.as_ref()?.leader.clone()?;
+        Some(leader.trim_start_matches('n').parse::<usize>().ok()? - 1)
+    })
+}
+
+/// Issue 14, chaos on a three-node cluster: `troupe demo --placement workers` with two
+/// `troupe worker`s (started without `--replicas`: the worker registry they create takes the
+/// session stream's three replicas), every stream with three replicas; once the Team is at work (mail in
+/// flight, teammates on the workers), the node leading the session stream's replicas is
+/// killed (-9). The Lead and both workers go on through the other two (a new leader is
+/// elected; appends, leases, Team calls, deliveries and status retry across it): the demo
+/// finishes, its project's tests pass, `team verify` passes, every message is delivered
+/// exactly once and nothing is stored twice.
+#[test]
+fn on_a_cluster_a_team_with_two_workers_finishes_when_the_leader_node_is_killed() {
+    let Some(mut s) = Setup::cluster() else {
+        return;
+    };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    // The store first: a stream and the buckets with three replicas.
+    s.ok(&["sessions", "--replicas", "3"]);
+    let (_wa, wa_log) = start_worker(&s, "wa", &workspace);
+    let (_wb, wb_log) = start_worker(&s, "wb", &workspace);
+    let (mut demo, stderr) = start_demo(
+        &s,
+        &workspace,
+        "150",
+        &["--replicas", "3", "--placement", "workers"],
+    );
+    let lead = wait_for_mail(&mut s, &mut demo, &stderr);
+    wait_until("a worker hosts a teammate", || {
+        let said =
+            std::fs::read_to_string(&wa_log).unwrap() + &std::fs::read_to_string(&wb_log).unwrap();
+        said.contains(": hosting ")
+    });
+    // The registry the workers created has the stream's three replicas (they were started
+    // without --replicas), so it outlives the kill as the logs do.
+    let (rt, js) = s.raw();
+    let registry_replicas = rt.block_on(async {
+        let mut stream = js.get_stream("KV_TROUPE_WORKERS").await.unwrap();
+        stream.info().await.unwrap().config.num_replicas
+    });
+    assert_eq!(registry_replicas, 3);
+    drop((rt, js));
+    let leader = stream_leader(&s);
+    let leases_leader = leader_of(&s, "KV_TROUPE_LEASES");
+    eprintln!(
+        "killing n{} (leads TROUPE; KV_TROUPE_LEASES is led by {:?})",
+        leader + 1,
+        leases_leader.map(|i| format!("n{}", i + 1))
+    );
+    s.store = None;
+    s.server.kill(leader);
+    let status = wait_exit(&mut demo);
+    let err = stderr.recv_timeout(DEADLINE).unwrap();
+    assert!(
+        status.success(),
+        "{err}\nworkers:\n{}\n{}\nservers:\n{}",
+        std::fs::read_to_string(&wa_log).unwrap(),
+        std::fs::read_to_string(&wb_log).unwrap(),
+        s.server.logs()
+    );
+    assert_demo_done_once(&s, &workspace, lead.as_str());
+    assert_team_whole(&s, lead.as_str());
+    let hosted =
+        std::fs::read_to_string(&wa_log).unwrap() + &std::fs::read_to_string(&wb_log).unwrap();
+    assert!(hosted.contains(": hosting "), "{hosted}");
+    s.server.restart(leader);
 }
