@@ -1,7 +1,8 @@
 //! Issue 14's chaos across processes ("Must show"): a worker hosting a running teammate
 //! SIGSTOPped past its lease TTL while the Lead's process continues the teammate, then
 //! SIGCONTed — its writes are fenced; the leader of a three-node cluster killed (-9) under a
-//! Lead and two workers.
+//! Lead and two workers; and (`board.rs`) eight teammates in three processes mutating one task
+//! board at once.
 //!
 //! Who wrote what is read from the stream itself: every message of a session carries
 //! `Nats-Msg-Id: <session>/<seq>/<owner>`, `owner` being the writer's lease token, and the
@@ -10,6 +11,8 @@
 
 use super::*;
 use killpoints::call;
+
+mod board;
 
 /// One message of a session's subject: its stream sequence, the `<seq>` and `<owner>` parts
 /// of its `Nats-Msg-Id`, and its payload.
