@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use futures_util::StreamExt;
+use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 use troupe_llm::{
     ClientOptions, LlmError, ModelProvider, ModelSpec, ModelSpecExt, ProviderFactory, ProviderKind,
@@ -287,7 +288,7 @@ async fn serve(
         nats.url(),
         if slots == 1 { "" } else { "s" }
     );
-    let mut hosted: Vec<Agent> = Vec::new();
+    let mut hosted: Vec<(Agent, bool)> = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
@@ -295,7 +296,7 @@ async fn serve(
             _ = sigterm.recv() => break,
             _ = tick.tick() => {
                 let before = hosted.len();
-                release_settled(&runtime, &name, &mut hosted);
+                release_settled(&runtime, &nats, &name, &mut hosted).await;
                 if hosted.len() != before {
                     registration.set_free(slots - hosted.len() as u32);
                     eprint_line!("troupe worker {name}: {} of {slots} slots free", slots - hosted.len() as u32);
@@ -304,7 +305,7 @@ async fn serve(
             request = requests.next() => {
                 let Some(request) = request else { break };
                 let Some(reply) = request.reply.clone() else { continue };
-                release_settled(&runtime, &name, &mut hosted);
+                release_settled(&runtime, &nats, &name, &mut hosted).await;
                 let answer = match serde_json::from_slice::<HostRequest>(&request.payload) {
                     Err(e) => HostAnswer::failed("INVALID_ARGUMENTS", format!("not a host request: {e}")),
                     Ok(r) if r.version != WORKER_VERSION => HostAnswer::failed(
@@ -322,7 +323,7 @@ async fn serve(
                                 agent.setup().name,
                                 r.session
                             );
-                            hosted.push(agent);
+                            hosted.push((agent, false));
                             HostAnswer::hosted()
                         }
                         Err(e) => HostAnswer::failed(e.code(), e.to_string()),
@@ -351,8 +352,36 @@ async fn serve(
 /// code — `JOURNAL_LEASE_LOST` when its lease was lost (the worker stalled or was cut off past
 /// the lease TTL: another process may be continuing it, and nothing more of this process's is
 /// stored: its writer is fenced) — so a stopped teammate is never silent.
-fn release_settled(runtime: &Runtime, name: &str, hosted: &mut Vec<Agent>) {
-    hosted.retain(|agent| {
+///
+/// One whose lease this process no longer holds (lost: the worker stalled or was cut off past
+/// the lease TTL) is stopped first, as DESIGN §7 has it: its turn is cancelled (its tools'
+/// processes stopped, its inbox kept), and the turn's end, which can no longer be written,
+/// poisons its writer with `JOURNAL_LEASE_LOST` — so it does not sit in a long tool call the
+/// Team has meanwhile continued elsewhere.
+async fn release_settled(
+    runtime: &Runtime,
+    nats: &NatsBackend,
+    name: &str,
+    hosted: &mut Vec<(Agent, bool)>,
+) {
+    for (agent, stopping) in hosted.iter_mut() {
+        if !*stopping
+            && runtime.agent(agent.id()).is_some_and(|a| a.same(agent))
+            && nats.held_lease(agent.id()).is_none()
+        {
+            *stopping = true;
+            eprint_line!(
+                "troupe worker {name}: {} ({}): its lease is lost (this worker stalled or was cut \
+                 off past the lease TTL); stopping it",
+                agent.setup().name,
+                agent.id()
+            );
+            // A cancel that cannot be written fails like the turn's other writes: the
+            // failure is named once the agent stops (below).
+            let _ = agent.cancel(json!({"kind": "shutdown"}), true).await;
+        }
+    }
+    hosted.retain(|(agent, _)| {
         if runtime.agent(agent.id()).is_some_and(|a| a.same(agent)) {
             return true;
         }

@@ -185,8 +185,8 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 /// The checks every chaos run ends with, on the Lead `lead`'s Team: `team verify` passes;
-/// every queued message is delivered once (`team/message/delivered` once in the Lead log, one
-/// `user/message` of its id in the store, in its target's log); nothing is pending; each
+/// every queued message is delivered once (`team/message/delivered` once in the Lead log,
+/// inserted into one inbox once, taken as a `user/message` at most once); nothing is pending; each
 /// session's stored messages have distinct seqs (nothing appended twice) and every tool call
 /// has at most one result; no task ever had two owners at once (`team verify` folds every
 /// rule; also checked here on the final board).
@@ -198,13 +198,26 @@ fn assert_team_whole(s: &Setup, lead: &str) {
         .filter(|e| e["type"] == "team/message/queued")
         .map(|e| e["data"]["message"]["id"].as_str().unwrap().to_owned())
         .collect();
+    // Where each message arrived: inserted into its target's inbox (`agent/inbox/spliced`),
+    // and, once the target took it in a step, a `user/message` (a message to a member whose
+    // last turn had ended stays parked in its inbox).
     let mut arrived: BTreeMap<String, usize> = BTreeMap::new();
+    let mut taken: BTreeMap<String, usize> = BTreeMap::new();
     for id in s.sessions() {
         let log = s.log(&id);
         for event in &log {
+            if event["type"] == "agent/inbox/spliced"
+                && let Some(items) = event["data"]["inserted"].as_array()
+            {
+                for item in items {
+                    if let Some(message) = item["id"].as_str() {
+                        *arrived.entry(message.to_owned()).or_default() += 1;
+                    }
+                }
+            }
             if event["type"] == "user/message" && event["data"]["source"]["kind"] == "team-message"
             {
-                *arrived
+                *taken
                     .entry(event["data"]["id"].as_str().unwrap().to_owned())
                     .or_default() += 1;
             }
@@ -233,7 +246,15 @@ fn assert_team_whole(s: &Setup, lead: &str) {
             .filter(|e| e["type"] == "team/message/delivered" && e["data"]["messageId"] == *id)
             .count();
         assert_eq!(delivered, 1, "message {id} recorded delivered once");
-        assert_eq!(arrived.get(id), Some(&1), "message {id} arrived once");
+        assert_eq!(
+            arrived.get(id),
+            Some(&1),
+            "message {id} arrived in one inbox once"
+        );
+        assert!(
+            taken.get(id).is_none_or(|n| *n == 1),
+            "message {id} taken at most once"
+        );
     }
     let shown: Value = serde_json::from_str(&s.ok(&["team", "show", lead, "--json"])).unwrap();
     assert_eq!(shown["pendingMessages"], json!([]), "{shown}");
