@@ -23,13 +23,14 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use futures_util::StreamExt;
+use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 use troupe_llm::{
     ClientOptions, LlmError, ModelProvider, ModelSpec, ModelSpecExt, ProviderFactory, ProviderKind,
 };
 use troupe_protocol::{ErrorCode, SessionId, sync::lock};
 use troupe_runtime::ledger::LiveLedger;
-use troupe_runtime::{ChunkPolicy, LeadLog, LeadRead, ModelSource, Runtime, RuntimeOptions};
+use troupe_runtime::{Agent, ChunkPolicy, LeadLog, LeadRead, ModelSource, Runtime, RuntimeOptions};
 use troupe_store_nats::{
     DeliveryServer, HostAnswer, HostRequest, HostedBudget, LinkOptions, NatsBackend, NatsTeamLink,
     RegisterError, StatusPublisher, UsageRelay, WORKER_VERSION, WorkerRecord, WorkerRegistration,
@@ -334,7 +335,7 @@ async fn serve(
             ""
         }
     );
-    let mut hosted: Vec<SessionId> = Vec::new();
+    let mut hosted: Vec<(Agent, bool)> = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
@@ -342,14 +343,14 @@ async fn serve(
             _ = sigterm.recv() => break,
             _ = tick.tick() => {
                 let before = hosted.len();
-                hosted.retain(|id| runtime.agent(id).is_some());
+                release_settled(&runtime, &nats, &name, &mut hosted).await;
                 let mut changed = hosted.len() != before;
                 if let Some(adopter) = adopter.as_mut() {
                     let free = (slots as usize).saturating_sub(hosted.len() + adopter.adopted());
                     changed |= adopter.tick(free).await;
                 }
                 if changed {
-                    let free = free_slots(slots, &hosted, adopter.as_ref());
+                    let free = free_slots(slots, hosted.len(), adopter.as_ref());
                     registration.set_free(free);
                     eprint_line!("troupe worker {name}: {free} of {slots} slots free");
                 }
@@ -357,14 +358,14 @@ async fn serve(
             request = requests.next() => {
                 let Some(request) = request else { break };
                 let Some(reply) = request.reply.clone() else { continue };
-                hosted.retain(|id| runtime.agent(id).is_some());
+                release_settled(&runtime, &nats, &name, &mut hosted).await;
                 let answer = match serde_json::from_slice::<HostRequest>(&request.payload) {
                     Err(e) => HostAnswer::failed("INVALID_ARGUMENTS", format!("not a host request: {e}")),
                     Ok(r) if r.version != WORKER_VERSION => HostAnswer::failed(
                         "INVALID_ARGUMENTS",
                         format!("host request version {} (this worker speaks {WORKER_VERSION})", r.version),
                     ),
-                    Ok(_) if free_slots(slots, &hosted, adopter.as_ref()) == 0 => HostAnswer::failed(
+                    Ok(_) if free_slots(slots, hosted.len(), adopter.as_ref()) == 0 => HostAnswer::failed(
                         "WORKER_BUSY",
                         format!("worker {name} has no free slot ({slots} in use)"),
                     ),
@@ -375,13 +376,13 @@ async fn serve(
                                 agent.setup().name,
                                 r.session
                             );
-                            hosted.push(r.session);
+                            hosted.push((agent, false));
                             HostAnswer::hosted()
                         }
                         Err(answer) => answer,
                     },
                 };
-                registration.set_free(free_slots(slots, &hosted, adopter.as_ref()));
+                registration.set_free(free_slots(slots, hosted.len(), adopter.as_ref()));
                 let payload = serde_json::to_vec(&answer).unwrap_or_default();
                 let _ = client.publish(reply, payload.into()).await;
                 let _ = client.flush().await;
@@ -476,9 +477,59 @@ async fn hold_to_budget(
 }
 
 /// The slots not taken by a hosted teammate or an adopted Lead.
-fn free_slots(slots: u32, hosted: &[SessionId], adopter: Option<&crate::adopt::Adopter>) -> u32 {
-    let taken = hosted.len() + adopter.map_or(0, crate::adopt::Adopter::adopted);
+fn free_slots(slots: u32, hosted: usize, adopter: Option<&crate::adopt::Adopter>) -> u32 {
+    let taken = hosted + adopter.map_or(0, crate::adopt::Adopter::adopted);
     slots.saturating_sub(u32::try_from(taken).unwrap_or(u32::MAX))
+}
+
+/// Drops from `hosted` the teammates this runtime no longer runs (settled and released, or
+/// stopped). One that stopped because its log failed is named on stderr with the failure's
+/// code — `JOURNAL_LEASE_LOST` when its lease was lost (the worker stalled or was cut off past
+/// the lease TTL: another process may be continuing it, and nothing more of this process's is
+/// stored: its writer is fenced) — so a stopped teammate is never silent.
+///
+/// One whose lease this process no longer holds (lost: the worker stalled or was cut off past
+/// the lease TTL) is stopped first, as DESIGN §7 has it: its turn is cancelled (its tools'
+/// processes stopped, its inbox kept), and the turn's end, which can no longer be written,
+/// poisons its writer with `JOURNAL_LEASE_LOST` — so it does not sit in a long tool call the
+/// Team has meanwhile continued elsewhere.
+async fn release_settled(
+    runtime: &Runtime,
+    nats: &NatsBackend,
+    name: &str,
+    hosted: &mut Vec<(Agent, bool)>,
+) {
+    for (agent, stopping) in hosted.iter_mut() {
+        if !*stopping
+            && runtime.agent(agent.id()).is_some_and(|a| a.same(agent))
+            && nats.held_lease(agent.id()).is_none()
+        {
+            *stopping = true;
+            eprint_line!(
+                "troupe worker {name}: {} ({}): its lease is lost (this worker stalled or was cut \
+                 off past the lease TTL); stopping it",
+                agent.setup().name,
+                agent.id()
+            );
+            // A cancel that cannot be written fails like the turn's other writes: the
+            // failure is named once the agent stops (below).
+            let _ = agent.cancel(json!({"kind": "shutdown"}), true).await;
+        }
+    }
+    hosted.retain(|(agent, _)| {
+        if runtime.agent(agent.id()).is_some_and(|a| a.same(agent)) {
+            return true;
+        }
+        if let Some(failure) = agent.failure() {
+            eprint_line!(
+                "troupe worker {name}: {} ({}) stopped: {}: {failure}",
+                agent.setup().name,
+                agent.id(),
+                agent.failure_code().unwrap_or("JOURNAL_FAILED"),
+            );
+        }
+        false
+    });
 }
 
 #[cfg(test)]

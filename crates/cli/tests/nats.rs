@@ -31,6 +31,7 @@ use troupe_store_nats::{NatsBackend, NatsOptions};
 use troupe_test_support::NatsServer;
 
 mod budget;
+mod chaos;
 mod crossproc;
 mod failover;
 mod killpoints;
@@ -1847,7 +1848,11 @@ fn start_worker(s: &Setup, name: &str, workspace: &Path) -> (Running, PathBuf) {
     let worker = Running(cmd.spawn().unwrap());
     let start = Instant::now();
     while !std::fs::read_to_string(&log).unwrap().contains("serving") {
-        assert!(start.elapsed() < DEADLINE, "worker {name} never started");
+        assert!(
+            start.elapsed() < DEADLINE,
+            "worker {name} never started: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     (worker, log)

@@ -285,6 +285,8 @@ struct State {
     disposed: bool,
     /// A fatal journal failure stops the agent.
     failure: Option<String>,
+    /// The stable code of that failure.
+    failure_code: Option<&'static str>,
 }
 
 impl State {
@@ -328,6 +330,7 @@ impl Agent {
                 abort_cause: None,
                 disposed: false,
                 failure: None,
+                failure_code: None,
             }),
             wake: Notify::new(),
             status_tx,
@@ -618,6 +621,14 @@ impl Agent {
     pub fn failure(&self) -> Option<String> {
         lock(&self.inner.state).failure.clone()
     }
+
+    /// The stable code of [`Agent::failure`]: `JOURNAL_LEASE_LOST` when the session's lease on
+    /// a shared store was lost (another process may write the session now), `JOURNAL_POISONED`
+    /// for a writer poisoned by a failed write (a refused fence, `JOURNAL_SEQ_CONFLICT`, is
+    /// named in [`Agent::failure`]'s text), and so on; `None` while the agent has not failed.
+    pub fn failure_code(&self) -> Option<&'static str> {
+        lock(&self.inner.state).failure_code
+    }
 }
 
 impl Inner {
@@ -746,7 +757,10 @@ async fn drive(inner: Arc<Inner>) {
             inner.set_status(AgentStatus::Running);
             if let Err(e) = run_turn(&inner).await {
                 tracing::error!(agent = %inner.id, error = %e, "agent stopped by a journal failure");
-                lock(&inner.state).failure = Some(crate::error::log_failure_text(&e));
+                let mut st = lock(&inner.state);
+                st.failure = Some(crate::error::log_failure_text(&e));
+                st.failure_code = Some(e.code());
+                drop(st);
                 inner.set_status(AgentStatus::Idle);
                 break;
             }

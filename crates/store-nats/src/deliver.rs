@@ -18,9 +18,9 @@
 //!
 //! **Retry** ([`NatsMemberHosts`]): each attempt re-reads the target's lease first. No lease:
 //! [`Handoff::Unhosted`]. A lease: the request, waiting up to the store's request timeout.
-//! No answer (the holder died or lost its connection: its lease expires after the TTL), or a
-//! holder that answers `TEAM_MEMBER_NOT_HOSTED` (it is starting or settling the teammate):
-//! pause (50 ms doubling to 1 s) and try again, for up to twice the lease TTL plus one request
+//! No answer (the holder died or lost its connection: its lease expires after the TTL), a
+//! lease that cannot be read (the lease bucket is electing a leader), or a holder that answers
+//! `TEAM_MEMBER_NOT_HOSTED` (it is starting or settling the teammate): pause (50 ms doubling to 1 s) and try again, for up to twice the lease TTL plus one request
 //! timeout, after which the hand-over fails with `STORE_IO` (the mailbox tries again, then
 //! leaves the message queued). Every attempt is safe to repeat: the holder, and the
 //! serializer's own unhosted append, find a message already in the target's log by its id
@@ -250,9 +250,27 @@ impl NatsMemberHosts {
         let Some(lead) = &self.placement else {
             return Ok(None);
         };
-        let mut workers = live_workers(&self.nats)
-            .await
-            .map_err(|e| self.io(format!("the workers could not be listed: {e}")))?;
+        // A registry that cannot be read (its bucket's leader died and the replicas are
+        // electing another: the bucket looks missing, or its keys time out) is tried again
+        // for as long as an append would be, rather than failing the hand-over at once.
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(50);
+        let mut workers = loop {
+            match live_workers(&self.nats).await {
+                Ok(workers) => break workers,
+                Err(e) if started.elapsed() + pause < self.nats.options().append_timeout => {
+                    tracing::debug!(error = %e, "the workers could not be listed; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => {
+                    return Err(self.io(format!(
+                        "the workers could not be listed (for {} ms): {e}",
+                        started.elapsed().as_millis()
+                    )));
+                }
+            }
+        };
         workers.sort_by(|a, b| b.free.cmp(&a.free).then_with(|| a.name.cmp(&b.name)));
         let timeout = self.nats.options().request_timeout;
         // Every ineligible worker is named with its reason, then the eligible ones are asked.
@@ -326,19 +344,28 @@ impl NatsMemberHosts {
         let patience = self.nats.lease_ttl() * 2 + timeout;
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
-        let mut last;
+        let mut last = String::new();
         loop {
-            let Some(lease) = self.nats.current_lease(&request.target).await? else {
-                return Ok(Handoff::Unhosted);
+            // A lease that cannot be read (the lease bucket's leader died and its replicas are
+            // electing another, a lost connection) is a transient failure like an unanswered
+            // request: tried again within the patience, not a failed delivery at once.
+            let lease = match self.nats.current_lease(&request.target).await {
+                Ok(Some(lease)) => Some(lease),
+                Ok(None) => return Ok(Handoff::Unhosted),
+                Err(e) => {
+                    last = format!("the target's lease could not be read: {e}");
+                    None
+                }
             };
-            if self
-                .nats
-                .held_lease(&request.target)
-                .is_some_and(|own| own.owner == lease.owner)
+            if let Some(lease) = &lease
+                && self
+                    .nats
+                    .held_lease(&request.target)
+                    .is_some_and(|own| own.owner == lease.owner)
             {
                 // This process's own (the teammate is being started or released here).
                 last = "this process holds the lease but runs no agent of it".to_owned();
-            } else {
+            } else if let Some(lease) = lease {
                 request.holder.clone_from(&lease.owner);
                 let payload = serde_json::to_vec(&request)
                     .map_err(|e| self.io(format!("the request could not be encoded: {e}")))?;

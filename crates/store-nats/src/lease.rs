@@ -6,6 +6,16 @@
 //! renewal; until then `create` refuses anyone else. Nothing else depends on the lease being
 //! released: the expected-sequence fence of every append keeps a writer that lost its lease
 //! from appending after another writer did.
+//!
+//! **A write whose acknowledgement was lost.** A `create` or renewal can reach the server and
+//! be stored while its acknowledgement never comes back (a timeout, a leader killed or
+//! changing between storing and answering). The next attempt, made with the revision this
+//! process still knows, is refused with "wrong last sequence" — by this process's own entry.
+//! So a refused write reads the entry again: when it holds exactly the value this lease
+//! writes (the holder's owner token, host and pid), the entry is this lease's; it adopts the
+//! entry's revision and goes on. Its validity is then counted from the send time of the first
+//! unacknowledged attempt (the stored write was sent at that instant or later, so the server's
+//! TTL ends no sooner). Any other value, or no entry, is a lease taken or expired, as before.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -139,9 +149,12 @@ impl Lease {
         patience: Duration,
     ) -> Result<Lease, AcquireError> {
         let deadline = Instant::now() + patience;
+        // Every attempt is sent at this instant or later: a `create` of an earlier attempt
+        // that was stored without its acknowledgement expires no sooner than this plus the TTL.
+        let first_sent = Instant::now();
         let mut pause = Duration::from_millis(50);
         loop {
-            match Self::try_acquire(kv, key, holder, ttl).await {
+            match Self::try_acquire(kv, key, holder, ttl, first_sent).await {
                 Ok(lease) => {
                     held.register(key, &holder.owner, &lease.state);
                     return Ok(lease);
@@ -156,11 +169,15 @@ impl Lease {
         }
     }
 
+    /// One attempt of [`Lease::acquire`]. An entry that already holds exactly this holder's
+    /// value is a `create` of an earlier attempt that was stored while its acknowledgement was
+    /// lost: it is this lease's, valid from `first_sent` (the send time of the first attempt).
     async fn try_acquire(
         kv: &kv::Store,
         key: &str,
         holder: &Holder,
         ttl: Duration,
+        first_sent: Instant,
     ) -> Result<Lease, AcquireError> {
         let value =
             Bytes::from(serde_json::to_vec(holder).map_err(|e| AcquireError::Io(e.to_string()))?);
@@ -171,6 +188,17 @@ impl Lease {
                 Ok(revision) => break (revision, sent),
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                     match kv.entry(key).await {
+                        Ok(Some(entry))
+                            if entry.operation == kv::Operation::Put && entry.value == value =>
+                        {
+                            tracing::debug!(
+                                key,
+                                revision = entry.revision,
+                                "the lease's create was stored without its acknowledgement; \
+                                 it is ours"
+                            );
+                            break (entry.revision, first_sent);
+                        }
                         Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
                             let holder = serde_json::from_slice::<Holder>(&entry.value)
                                 .map_or_else(
@@ -333,47 +361,230 @@ pub(crate) fn holder(inner: &crate::conn::Inner, id: &SessionId) -> Result<Optio
     }
 }
 
-/// The renewal loop: `update(revision)` every TTL/3; a refused update (the key changed: taken
-/// over, or expired) or no success within the TTL marks the lease lost.
+/// The renewal loop: `update(revision)` every TTL/3; no success within the TTL marks the lease
+/// lost. A refused update ("wrong last sequence") reads the entry again: the value this lease
+/// writes there is an earlier renewal stored without its acknowledgement, whose revision is
+/// adopted (see the module docs); any other value, or none, is the key taken over or expired,
+/// and the lease is lost.
 async fn renew(kv: kv::Store, key: String, value: Bytes, ttl: Duration, state: Arc<Mutex<State>>) {
     let period = ttl / 3;
+    let attempt_timeout = period.max(Duration::from_millis(50));
     let mut next = Instant::now() + period;
+    // The send time of the first attempt since the last acknowledged write: any of this
+    // lease's writes stored meanwhile was sent at that instant or later.
+    let mut unacknowledged_since: Option<Instant> = None;
     loop {
         tokio::time::sleep_until(next.into()).await;
         let revision = lock(&state).revision;
         let sent = Instant::now();
-        let result = tokio::time::timeout(period.max(Duration::from_millis(50)), async {
+        let first_unacknowledged = *unacknowledged_since.get_or_insert(sent);
+        let result = tokio::time::timeout(attempt_timeout, async {
             kv.update(&key, value.clone(), revision).await
         })
         .await;
-        let mut st = lock(&state);
-        match result {
+        let failed = match result {
             Ok(Ok(revision)) => {
+                let mut st = lock(&state);
                 st.revision = revision;
                 st.valid_until = sent + ttl;
                 next = sent + period;
+                unacknowledged_since = None;
+                continue;
             }
             Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
-                st.lost = Some(format!(
-                    "its key changed under it (it expired or another writer took it over): {e}"
-                ));
-                return;
-            }
-            failed => {
-                let why = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => "the renewal timed out".to_owned(),
-                };
-                if Instant::now() >= st.valid_until {
-                    st.lost = Some(format!(
-                        "it could not be renewed within its {} ms TTL: {why}",
-                        ttl.as_millis()
-                    ));
-                    return;
+                match tokio::time::timeout(attempt_timeout, kv.entry(&key)).await {
+                    Ok(Ok(Some(entry)))
+                        if entry.operation == kv::Operation::Put && entry.value == value =>
+                    {
+                        // Ours: a renewal stored while its acknowledgement was lost. Renew
+                        // at once with its revision, so the next acknowledgement comes soon.
+                        tracing::info!(
+                            key = %key,
+                            revision = entry.revision,
+                            "a lease renewal was stored without its acknowledgement; it is ours"
+                        );
+                        let mut st = lock(&state);
+                        st.revision = entry.revision;
+                        st.valid_until = st.valid_until.max(first_unacknowledged + ttl);
+                        next = Instant::now();
+                        continue;
+                    }
+                    Ok(Ok(_)) => {
+                        lock(&state).lost = Some(format!(
+                            "its key changed under it (it expired or another writer took it \
+                             over): {e}"
+                        ));
+                        return;
+                    }
+                    Ok(Err(read)) => format!("{e}; reading the lease again failed: {read}"),
+                    Err(_) => format!("{e}; reading the lease again timed out"),
                 }
-                tracing::warn!(key = %key, error = %why, "lease renewal failed; retrying");
-                next = Instant::now() + (period / 4).max(Duration::from_millis(20));
             }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "the renewal timed out".to_owned(),
+        };
+        let mut st = lock(&state);
+        if Instant::now() >= st.valid_until {
+            st.lost = Some(format!(
+                "it could not be renewed within its {} ms TTL: {failed}",
+                ttl.as_millis()
+            ));
+            return;
         }
+        tracing::warn!(key = %key, error = %failed, "lease renewal failed; retrying");
+        next = Instant::now() + (period / 4).max(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+
+    use super::*;
+    use async_nats::jetstream::stream;
+    use troupe_test_support::NatsServer;
+
+    /// How long any condition may take to come true on a loaded machine.
+    const DEADLINE: Duration = Duration::from_secs(60);
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// The lease bucket as the backend creates it, with `max_age = ttl`.
+    async fn bucket(server: &NatsServer, ttl: Duration) -> kv::Store {
+        let client = async_nats::connect(crate::parse_url(&server.url()).unwrap())
+            .await
+            .unwrap();
+        async_nats::jetstream::new(client)
+            .create_key_value(kv::Config {
+                bucket: crate::DEFAULT_LEASE_BUCKET.to_owned(),
+                history: 1,
+                max_age: ttl,
+                storage: stream::StorageType::File,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    }
+
+    async fn take(
+        kv: &kv::Store,
+        held: &HeldLeases,
+        holder: &Holder,
+        ttl: Duration,
+    ) -> Result<Lease, String> {
+        Lease::acquire(kv, held, "s", holder, ttl, Duration::from_secs(10))
+            .await
+            .map_err(|e| match e {
+                AcquireError::Held(by) => format!("held by {by}"),
+                AcquireError::Io(why) => format!("failed: {why}"),
+            })
+    }
+
+    /// A `create` that reached the server while its acknowledgement was lost: the retry finds
+    /// this holder's own value under the key and takes it as its lease (it said "locked by
+    /// host H pid P" — itself). Another holder (a fresh owner token, even in the same process)
+    /// is still refused.
+    #[test]
+    fn a_create_stored_without_its_acknowledgement_is_this_holders_lease() {
+        let Some(server) = NatsServer::single() else {
+            return;
+        };
+        let ttl = Duration::from_secs(30);
+        runtime().block_on(async {
+            let kv = bucket(&server, ttl).await;
+            let holder = Holder::this_process();
+            let stored = kv
+                .create("s", serde_json::to_vec(&holder).unwrap().into())
+                .await
+                .unwrap();
+            let held = HeldLeases::default();
+            let lease = take(&kv, &held, &holder, ttl).await.unwrap();
+            lease.check().unwrap();
+            assert_eq!(held.get("s").unwrap().revision, stored);
+            assert_eq!(held.get("s").unwrap().owner, holder.owner);
+            let other = take(&kv, &HeldLeases::default(), &Holder::this_process(), ttl).await;
+            let refused = other.expect_err("another holder was refused");
+            assert!(
+                refused.starts_with("held by host ")
+                    && refused.contains(&format!("pid {}", std::process::id())),
+                "{refused}"
+            );
+            lease.release().await;
+            assert!(
+                kv.entry("s")
+                    .await
+                    .unwrap()
+                    .is_none_or(|e| e.operation != kv::Operation::Put)
+            );
+        });
+    }
+
+    /// A renewal that reached the server while its acknowledgement was lost (written here as
+    /// the lease itself would have: its value at its revision): the renewer's next update is
+    /// refused as "wrong last sequence", it reads the entry, finds its own value, adopts the
+    /// revision and renews on — the lease is not lost.
+    #[test]
+    fn a_renewal_stored_without_its_acknowledgement_keeps_the_lease() {
+        let Some(server) = NatsServer::single() else {
+            return;
+        };
+        let ttl = Duration::from_millis(1500);
+        runtime().block_on(async {
+            let kv = bucket(&server, ttl).await;
+            let holder = Holder::this_process();
+            let held = HeldLeases::default();
+            let lease = take(&kv, &held, &holder, ttl).await.unwrap();
+            let known = lock(&lease.state).revision;
+            let stored = kv.update("s", lease.value.clone(), known).await.unwrap();
+            let end = Instant::now() + DEADLINE;
+            loop {
+                {
+                    let state = lock(&lease.state);
+                    if state.lost.is_some() || state.revision > stored {
+                        break;
+                    }
+                }
+                assert!(Instant::now() < end, "the renewer never renewed again");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert_eq!(lease.check(), Ok(()));
+            let revision = lock(&lease.state).revision;
+            assert!(revision > stored);
+            let entry = kv.entry("s").await.unwrap().unwrap();
+            assert_eq!((entry.revision, &entry.value), (revision, &lease.value));
+            assert_eq!(held.get("s").map(|h| h.owner), Some(holder.owner.clone()));
+        });
+    }
+
+    /// Another holder's value under the key (taken over after an expiry) is still a lost lease,
+    /// named as such.
+    #[test]
+    fn a_key_holding_another_holders_value_is_still_a_lost_lease() {
+        let Some(server) = NatsServer::single() else {
+            return;
+        };
+        let ttl = Duration::from_millis(1500);
+        runtime().block_on(async {
+            let kv = bucket(&server, ttl).await;
+            let lease = take(&kv, &HeldLeases::default(), &Holder::this_process(), ttl)
+                .await
+                .unwrap();
+            let known = lock(&lease.state).revision;
+            let thief = serde_json::to_vec(&Holder::this_process()).unwrap();
+            kv.update("s", thief.into(), known).await.unwrap();
+            let end = Instant::now() + DEADLINE;
+            while lock(&lease.state).lost.is_none() {
+                assert!(Instant::now() < end, "the lease was never lost");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let lost = lock(&lease.state).lost.clone().unwrap_or_default();
+            assert!(lost.contains("another writer took it over"), "{lost}");
+        });
     }
 }

@@ -336,6 +336,32 @@ async fn produce(
         })
         .await
         .map_err(|e| format!("cannot create a consumer: {e}"))?;
+    let name = consumer.cached_info().name.clone();
+    let result = deliver(consumer, start, target, leader, timeout, tx, permits).await;
+    // The read is over (its reader has every piece already): its consumer goes now, not at
+    // the server's inactivity threshold (30 s for an ordered consumer). A stream takes at most
+    // 1,000 consumers (nats-server 2.15's default for a stream that sets none, and it reads a
+    // limit ≤ 0 as that default), and a busy Team reads its members' logs far more often than
+    // 1,000 times in 30 s: the leftover consumers made every later read fail
+    // ("maximum consumers limit reached"). Best effort: one that cannot be deleted (the
+    // connection is gone) still expires. Deleting is safe at any point: nothing of a session
+    // lives in a consumer.
+    if let Err(e) = stream.delete_consumer(&name).await {
+        tracing::debug!(consumer = %name, error = %e, "a read's consumer was not deleted");
+    }
+    result
+}
+
+/// Hands what `consumer` delivers to the reader over `tx` (see [`produce`]).
+async fn deliver(
+    consumer: consumer::Consumer<consumer::push::OrderedConfig>,
+    start: Start,
+    target: Option<u64>,
+    leader: Option<(u64, u64)>,
+    timeout: std::time::Duration,
+    tx: &Sender<Piece>,
+    permits: &tokio::sync::Semaphore,
+) -> std::result::Result<(), String> {
     let nothing_after = match (target, start) {
         (Some(last), Start::Header) => last == 0,
         (Some(last), Start::After(seq)) => last <= seq,

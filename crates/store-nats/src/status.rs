@@ -10,7 +10,10 @@
 //! lease TTL while it stays resident (the refresh; each report holds for one TTL), and once
 //! more with `live: null` when it is no longer resident here (released: it settled, or the
 //! process parked it on shutdown). A report lost in transit is made good by the next refresh;
-//! a process that dies stops refreshing and its reports expire after the TTL.
+//! a process that dies stops refreshing and its reports expire after the TTL. A member whose
+//! lease this process does not hold (lost: the process stalled past the TTL) is never
+//! reported, and is dropped without a release report: a stalled process that wakes up must
+//! not keep the Team waiting for it, nor cancel the report of the member's new host.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -106,6 +109,7 @@ impl StatusPublisher {
     /// Starts publishing, on the calling tokio runtime, as host `host` (a worker's name).
     pub fn start(nats: &NatsBackend, runtime: Runtime, host: String) -> Self {
         let client = nats.client();
+        let leases = nats.clone();
         let ttl = nats.lease_ttl();
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         let stop = CancellationToken::new();
@@ -143,6 +147,9 @@ impl StatusPublisher {
                         Ok(p) => {
                             let Some(agent) = runtime.agent(&p.agent) else { continue };
                             let Some(team) = team_elsewhere(&runtime, &agent) else { continue };
+                            if leases.held_lease(&p.agent).is_none() {
+                                continue;
+                            }
                             let mut live = live_of(&agent);
                             if let Progress::Status { status } = p.progress {
                                 live.status = match status {
@@ -163,6 +170,16 @@ impl StatusPublisher {
                         let mut released = Vec::new();
                         for (member, (team, last)) in &mut hosted {
                             match runtime.agent(member) {
+                                // A member whose lease this process lost (it stalled past
+                                // the TTL) is not reported any more, not even as released:
+                                // its last report expires and the Team continues it once the
+                                // lease is free. Reporting it running would keep the Team
+                                // waiting for a member this process can no longer write for;
+                                // reporting it released could cancel the report of the
+                                // process that hosts it now.
+                                Some(_) if leases.held_lease(member).is_none() => {
+                                    released.push(member.clone());
+                                }
                                 Some(agent) => {
                                     let live = live_of(&agent);
                                     *last = live.status;

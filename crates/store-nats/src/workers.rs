@@ -224,27 +224,50 @@ impl troupe_protocol::ErrorCode for RegisterError {
     }
 }
 
-/// The workers bucket, created with `max_age` = the store's lease TTL when missing.
+/// The workers bucket, created with `max_age` = the store's lease TTL when missing, with as
+/// many replicas as the session stream has (or this process's `--replicas`, if more): the
+/// registry must outlive the loss of a server as the logs do, whichever process creates it
+/// first (a worker started without `--replicas` on a cluster made a one-replica bucket, and
+/// placement failed for as long as its one server was down).
+///
+/// A bucket that cannot be read, or was just created by another process whose replicas are
+/// not answering yet, is asked again for up to the store's `append_timeout`.
 async fn bucket(nats: &NatsBackend) -> Result<kv::Store, String> {
     let js = jetstream::new(nats.client());
     if let Ok(store) = js.get_key_value(WORKERS_BUCKET).await {
         return Ok(store);
     }
+    let replicas = match js.get_stream(&nats.options().stream).await {
+        Ok(mut stream) => stream
+            .info()
+            .await
+            .map_or(0, |info| info.config.num_replicas),
+        Err(_) => 0,
+    };
     let config = kv::Config {
         bucket: WORKERS_BUCKET.to_owned(),
         history: 1,
         max_age: nats.lease_ttl(),
         storage: stream::StorageType::File,
-        num_replicas: nats.options().replicas,
+        num_replicas: nats.options().replicas.max(replicas),
         ..Default::default()
     };
-    match js.create_key_value(config).await {
-        Ok(store) => Ok(store),
-        // Created by another process meanwhile.
-        Err(create) => js
-            .get_key_value(WORKERS_BUCKET)
-            .await
-            .map_err(|_| create.to_string()),
+    let create = match js.create_key_value(config).await {
+        Ok(store) => return Ok(store),
+        Err(create) => create.to_string(),
+    };
+    // Created by another process meanwhile, or not readable now (an election).
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match js.get_key_value(WORKERS_BUCKET).await {
+            Ok(store) => return Ok(store),
+            Err(_) if started.elapsed() + pause < nats.options().append_timeout => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            Err(get) => return Err(format!("{create}; reading it failed: {get}")),
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! A three-node cluster with a stream of three replicas, under faults: kill -9 of one server
 //! during appends (they go on), of two (they fail with a clear error, nothing acknowledged is
-//! lost, and once the servers are back a reopened writer goes on).
+//! lost, and once the servers are back a reopened writer goes on), and of the writer's server
+//! the moment a lease renewal passes through it (the renewal is stored, its acknowledgement
+//! lost: the writer recognises the entry as its own and keeps its lease).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 
@@ -97,19 +99,28 @@ impl Appender {
 
 /// The index (0-based) of the node leading the stream's replicas.
 fn stream_leader(f: &Fixture) -> usize {
+    leader_of(f, "TROUPE")
+}
+
+/// The index (0-based) of the node leading stream `name`'s replicas, asked again while there
+/// is none (an election after a restart).
+fn leader_of(f: &Fixture, name: &str) -> usize {
     let Kind::Nats { rt, js, .. } = &f.kind else {
         unreachable!()
     };
-    rt.block_on(async {
-        let mut stream = js.get_stream("TROUPE").await.unwrap();
-        let info = stream.info().await.unwrap();
-        let leader = info
-            .cluster
-            .as_ref()
-            .and_then(|c| c.leader.clone())
-            .unwrap();
-        leader.trim_start_matches('n').parse::<usize>().unwrap() - 1
-    })
+    let end = Instant::now() + Duration::from_secs(90);
+    loop {
+        let leader = rt.block_on(async {
+            let mut stream = js.get_stream(name).await.ok()?;
+            let info = stream.info().await.ok()?;
+            info.cluster.as_ref().and_then(|c| c.leader.clone())
+        });
+        if let Some(leader) = leader {
+            return leader.trim_start_matches('n').parse::<usize>().unwrap() - 1;
+        }
+        assert!(Instant::now() < end, "stream {name} has no leader");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn check_log(f: &Fixture, acked: &[u64]) -> Seq {
@@ -262,4 +273,172 @@ fn sessions_appending_side_by_side_on_a_cluster_stay_whole_and_the_stream_health
     w.append(EventDraft::new("assistant/chunk", json!({})))
         .unwrap();
     w.flush_blocking().unwrap();
+}
+
+/// The revision of session `key`'s lease entry, retried while the bucket elects a leader.
+fn lease_revision(f: &Fixture, key: &str) -> u64 {
+    let Kind::Nats { rt, js, .. } = &f.kind else {
+        unreachable!()
+    };
+    let end = Instant::now() + Duration::from_secs(90);
+    loop {
+        let read = rt.block_on(async {
+            let kv = js.get_key_value("TROUPE_LEASES").await?;
+            Ok::<_, async_nats::Error>(kv.entry(key).await?.map(|e| e.revision))
+        });
+        match read {
+            Ok(Some(revision)) => return revision,
+            other => {
+                assert!(Instant::now() < end, "no lease entry to read: {other:?}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// The index of the node the backend's connection is on (by the client port its server
+/// announced).
+fn connected_node(f: &mut Fixture) -> usize {
+    let Kind::Nats { backend, .. } = &f.kind else {
+        unreachable!()
+    };
+    let port = backend.client().server_info().port;
+    let server = f.server().unwrap();
+    (0..server.len())
+        .find(|i| server.port(*i) == port)
+        .expect("connected to a node of the cluster")
+}
+
+/// Asks the leader of stream `name` to step down (another replica is elected).
+fn step_down(f: &Fixture, name: &str) {
+    let Kind::Nats { rt, js, .. } = &f.kind else {
+        unreachable!()
+    };
+    rt.block_on(async {
+        let subject = format!("$JS.API.STREAM.LEADER.STEPDOWN.{name}");
+        let _ = js.client().request(subject, "".into()).await;
+    });
+}
+
+/// A thread on its own connection to node `via` that SIGKILLs process `victim` the moment it
+/// sees a put on `subject` whose payload contains `needle`, then says so on the channel it
+/// returns.
+fn tripwire(
+    url: String,
+    subject: String,
+    needle: String,
+    victim: u32,
+) -> std::sync::mpsc::Receiver<()> {
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let (fired_tx, fired) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            use futures_util::StreamExt as _;
+            let addrs = troupe_store_nats::parse_url(&url).unwrap();
+            let client = async_nats::connect(addrs).await.unwrap();
+            let mut puts = client.subscribe(subject).await.unwrap();
+            client.flush().await.unwrap();
+            ready_tx.send(()).unwrap();
+            while let Some(message) = puts.next().await {
+                if String::from_utf8_lossy(&message.payload).contains(&needle) {
+                    let pid = rustix::process::Pid::from_raw(victim.cast_signed()).unwrap();
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                    let _ = fired_tx.send(());
+                    return;
+                }
+            }
+        });
+    });
+    ready
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the tripwire subscribed");
+    fired
+}
+
+/// Issue 14, the lease lost-ack fix on a cluster: a renewal reaches the server and is stored,
+/// but the server the writer is connected to is killed (-9) the moment the renewal passes
+/// through it (a tripwire subscribed on another node sees the put), so its acknowledgement
+/// never comes back. The writer reconnects to another node and renews again with the revision
+/// it still knows, which its own stored renewal makes "wrong last sequence"; it must recognise
+/// the entry as its own (its owner token) rather than take the lease for lost. The writer
+/// never fails, keeps its owner token, and every acknowledged append is in the log.
+#[test]
+fn a_renewal_whose_ack_is_lost_when_its_server_is_killed_keeps_the_lease() {
+    let Some(server) = NatsServer::cluster() else {
+        return;
+    };
+    // TTL 12 s: a renewal every 4 s, and a reconnect plus a retry fit well inside it.
+    let ttl = Duration::from_secs(12);
+    let mut f = Fixture::on(
+        server,
+        NatsOptions {
+            lease_ttl: ttl,
+            ..options(Duration::from_secs(60))
+        },
+    );
+    let writer = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
+    let appender = Appender::start(writer);
+    appender.wait_for(5, Duration::from_secs(60));
+    let backend = match &f.kind {
+        Kind::Nats { backend, .. } => backend.clone(),
+        Kind::Files { .. } => unreachable!(),
+    };
+    let held = backend
+        .held_lease(&id("s"))
+        .expect("the writer holds its lease");
+    // The node to kill is the writer's; the bucket's leader must be another node, which
+    // stores the renewal and whose acknowledgement then has no way back.
+    let connected = connected_node(&mut f);
+    let end = Instant::now() + Duration::from_secs(90);
+    while leader_of(&f, "KV_TROUPE_LEASES") == connected {
+        assert!(Instant::now() < end, "the bucket's leader never moved");
+        step_down(&f, "KV_TROUPE_LEASES");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let via = (0..3).find(|i| *i != connected).unwrap();
+    let victim = f.server().unwrap().pid(connected).unwrap();
+    let fired = tripwire(
+        f.server().unwrap().node_url(via),
+        "$KV.TROUPE_LEASES.s".to_owned(),
+        held.owner.clone(),
+        victim,
+    );
+    fired
+        .recv_timeout(Duration::from_secs(90))
+        .expect("a renewal passed through the writer's server");
+    f.server().unwrap().kill(connected);
+    // The renewal caught by the kill times out (one period), the retry meets the writer's own
+    // stored entry; two more renewals after that show the lease kept.
+    let stored = lease_revision(&f, "s");
+    let end = Instant::now() + Duration::from_secs(120);
+    loop {
+        let now = backend.held_lease(&id("s"));
+        assert_eq!(
+            now.as_ref().map(|h| &h.owner),
+            Some(&held.owner),
+            "the lease was lost"
+        );
+        if now.is_some_and(|h| h.revision > stored) && lease_revision(&f, "s") > stored {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the lease was never renewed after the kill"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let count = appender.count();
+    appender.wait_for(count + 10, Duration::from_secs(120));
+    f.server().unwrap().restart(connected);
+    assert_eq!(
+        backend.held_lease(&id("s")).map(|h| h.owner),
+        Some(held.owner)
+    );
+    let (acked, error) = appender.stop();
+    assert!(error.is_none(), "{error:?}");
+    check_log(&f, &acked);
 }

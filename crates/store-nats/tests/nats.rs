@@ -587,3 +587,38 @@ fn the_worker_holding_a_lease_is_found_only_while_it_holds_it_and_is_registered(
     );
     drop(w);
 }
+
+/// The number of consumers on the store's stream.
+fn consumers(f: &Fixture) -> usize {
+    let Kind::Nats { rt, js, .. } = &f.kind else {
+        unreachable!()
+    };
+    rt.block_on(async {
+        let mut stream = js.get_stream("TROUPE").await.unwrap();
+        stream.info().await.unwrap().state.consumer_count
+    })
+}
+
+/// A read's consumer is deleted once the read is over: a stream takes at most 1,000 consumers
+/// (nats-server 2.15's default), an ordered consumer left alone lives 30 s after its last
+/// use, and a running Team reads its members' logs far more often than that — 1,100 reads in
+/// a row all succeed, and none leaves a consumer behind.
+#[test]
+fn reads_leave_no_consumer_behind_so_a_thousand_in_a_row_succeed() {
+    let Some(f) = Fixture::nats() else {
+        return;
+    };
+    let w = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
+    w.append_batch(vec![chunk(0), chunk(1)]).unwrap();
+    w.flush_blocking().unwrap();
+    for n in 0..1100 {
+        let replay = f
+            .journal
+            .read(&id("s"))
+            .unwrap_or_else(|e| panic!("read {n}: {e}"));
+        assert_eq!(replay.events.len(), 2);
+    }
+    eventually(Duration::from_secs(30), || {
+        (consumers(&f) == 0).then_some(())
+    });
+}

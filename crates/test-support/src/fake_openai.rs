@@ -502,13 +502,34 @@ impl RecordedRequest {
     }
 }
 
-#[derive(Debug, Default)]
+/// A function that answers a request from its parsed JSON body ([`FakeOpenAi::respond_with`]):
+/// a model played by the test, deciding each answer from what the conversation holds.
+pub type Responder = Arc<dyn Fn(&Value) -> Option<FakeResponse> + Send + Sync>;
+
+#[derive(Default)]
 struct ServerState {
     queue: VecDeque<FakeResponse>,
     /// Responses for requests naming one model (`push_for`), served before `queue`.
     by_model: BTreeMap<String, VecDeque<FakeResponse>>,
     requests: Vec<RecordedRequest>,
     mimic: Mimic,
+    /// Asked first when set; the requests it answers are counted, not recorded.
+    responder: Option<Responder>,
+    /// How many requests the responder answered.
+    responded: usize,
+}
+
+impl std::fmt::Debug for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerState")
+            .field("queue", &self.queue)
+            .field("by_model", &self.by_model)
+            .field("requests", &self.requests)
+            .field("mimic", &self.mimic)
+            .field("responder", &self.responder.is_some())
+            .field("responded", &self.responded)
+            .finish()
+    }
 }
 
 type SharedState = Arc<Mutex<ServerState>>;
@@ -542,6 +563,8 @@ impl FakeOpenAi {
             by_model: BTreeMap::new(),
             requests: Vec::new(),
             mimic: Mimic::default(),
+            responder: None,
+            responded: 0,
         }));
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -622,6 +645,24 @@ impl FakeOpenAi {
         self
     }
 
+    /// From now on, asks `responder` first for every `POST` to the completions path: the
+    /// response it returns is served (before the mimicked habits and the queues); `None` falls
+    /// through to them. Requests it answers are not recorded ([`FakeOpenAi::requests`] would
+    /// hold every long conversation's every request), only counted
+    /// ([`FakeOpenAi::responded`]). It runs on the server's thread, one request at a time.
+    pub fn respond_with(
+        &self,
+        responder: impl Fn(&Value) -> Option<FakeResponse> + Send + Sync + 'static,
+    ) -> &Self {
+        lock(&self.state).responder = Some(Arc::new(responder));
+        self
+    }
+
+    /// How many requests the responder of [`FakeOpenAi::respond_with`] answered.
+    pub fn responded(&self) -> usize {
+        lock(&self.state).responded
+    }
+
     /// How many queued responses are still unserved.
     pub fn pending(&self) -> usize {
         lock(&self.state).queue.len()
@@ -669,9 +710,17 @@ async fn handle(
     }
     let raw_body = String::from_utf8_lossy(&body).into_owned();
     let known_path = matches!(uri.path(), "/v1/chat/completions" | "/chat/completions");
+    let parsed: Value = serde_json::from_str(&raw_body).unwrap_or(Value::Null);
+    let responder = lock(&state).responder.clone();
+    if known_path
+        && method == Method::POST
+        && let Some(response) = responder.and_then(|respond| respond(&parsed))
+    {
+        lock(&state).responded += 1;
+        return build_response(response);
+    }
     let (number, response) = {
         let mut state = lock(&state);
-        let parsed: Value = serde_json::from_str(&raw_body).unwrap_or(Value::Null);
         state.requests.push(RecordedRequest {
             method: method.to_string(),
             path: uri.path().to_owned(),

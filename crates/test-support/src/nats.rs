@@ -342,6 +342,16 @@ impl NatsServer {
         self.dir.path()
     }
 
+    /// The process id of node `i`, `None` while it is not running.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.nodes[i].child.as_ref().map(Child::id)
+    }
+
+    /// The client port of node `i` (the port of [`NatsServer::node_url`]).
+    pub fn port(&self, i: usize) -> u16 {
+        self.nodes[i].port
+    }
+
     /// Kills node `i` with SIGKILL (as a crash would) and waits for it to exit.
     pub fn kill(&mut self, i: usize) {
         if let Some(mut child) = self.nodes[i].child.take() {

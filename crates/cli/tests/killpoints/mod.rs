@@ -174,7 +174,7 @@ pub(super) fn member_id(s: &Setup, lead: &str, name: &str) -> String {
 /// The checks after a kill point: the message whose text is `marker` was queued once in the
 /// Lead log, delivered once, and is in `target`'s log exactly once (one inbox item, one
 /// `user/message`); nothing is pending; `team verify` passes.
-fn assert_delivered_once(s: &Setup, lead: &str, target: &str, marker: &str) {
+pub(super) fn assert_delivered_once(s: &Setup, lead: &str, target: &str, marker: &str) {
     let lead_log = s.log(lead);
     let queued: Vec<&Value> = lead_log
         .iter()
