@@ -142,17 +142,27 @@ impl Side {
     }
 }
 
-fn remote_claim(c: &mut Criterion) {
+/// One server and two connections to it (two "processes"), each with its journal, and the
+/// tokio runtime they run on; `None` (said on stderr) without `nats-server` on PATH.
+struct Store {
+    server: NatsServer,
+    workspace: tempfile::TempDir,
+    rt: tokio::runtime::Runtime,
+    a: NatsBackend,
+    b: NatsBackend,
+    journal_a: Journal,
+    journal_b: Journal,
+}
+
+fn store(what: &str) -> Option<Store> {
     let found = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join("nats-server").is_file()))
         .unwrap_or(false);
     if !found {
-        eprintln!("skipping the Team service benchmark: nats-server is not on PATH");
-        return;
+        eprintln!("skipping the {what} benchmark: nats-server is not on PATH");
+        return None;
     }
     let server = NatsServer::single_relaxed().unwrap();
-    let workspace = tempfile::tempdir().unwrap();
-    let ws = workspace.path();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -163,6 +173,31 @@ fn remote_claim(c: &mut Criterion) {
     let b = NatsBackend::connect(&server.url(), options).unwrap();
     let journal_a = Journal::with_backend(Arc::new(a.clone()), Arc::new(SystemClock));
     let journal_b = Journal::with_backend(Arc::new(b.clone()), Arc::new(SystemClock));
+    Some(Store {
+        server,
+        workspace: tempfile::tempdir().unwrap(),
+        rt,
+        a,
+        b,
+        journal_a,
+        journal_b,
+    })
+}
+
+fn remote_claim(c: &mut Criterion) {
+    let Some(Store {
+        server: _server,
+        workspace,
+        rt,
+        a,
+        b,
+        journal_a,
+        journal_b,
+    }) = store("Team service")
+    else {
+        return;
+    };
+    let ws = workspace.path();
     let lead_runtime = runtime(journal_a, ws);
     let (mut local, mut remote, _hosted, _served) = rt.block_on(async {
         let mut sides = Vec::new();
@@ -251,26 +286,19 @@ fn remote_claim(c: &mut Criterion) {
 
 /// `delivery` (see the module docs).
 fn delivery(c: &mut Criterion) {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join("nats-server").is_file()))
-        .unwrap_or(false);
-    if !found {
-        eprintln!("skipping the delivery benchmark: nats-server is not on PATH");
+    let Some(Store {
+        server,
+        workspace,
+        rt,
+        a,
+        b,
+        journal_a,
+        journal_b,
+    }) = store("delivery")
+    else {
         return;
-    }
-    let server = NatsServer::single_relaxed().unwrap();
-    let workspace = tempfile::tempdir().unwrap();
+    };
     let ws = workspace.path();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let options = NatsOptions::default();
-    let a = NatsBackend::connect(&server.url(), options.clone()).unwrap();
-    let b = NatsBackend::connect(&server.url(), options).unwrap();
-    let journal_a = Journal::with_backend(Arc::new(a.clone()), Arc::new(SystemClock));
-    let journal_b = Journal::with_backend(Arc::new(b.clone()), Arc::new(SystemClock));
     let lead_runtime = runtime(journal_a, ws);
     let host_runtime = runtime(journal_b, ws);
     let (leads, _served, _delivery, _watcher, appends) = rt.block_on(async {

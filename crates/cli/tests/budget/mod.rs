@@ -4,6 +4,7 @@
 //! teammates on workers spend (`troupe.usage.<lead>`), so its own next model call is refused
 //! once the Team's budget is spent.
 
+use super::killpoints::{call, member_id};
 use super::*;
 
 fn step(step: Value, prompt: u64, completion: u64) -> Value {
@@ -11,10 +12,6 @@ fn step(step: Value, prompt: u64, completion: u64) -> Value {
     step["usage"] =
         json!({"prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": 0});
     step
-}
-
-fn call(name: &str, arguments: Value) -> Value {
-    json!({"tool_calls": [{"name": name, "arguments": arguments}]})
 }
 
 /// The last `turn/end` of a log: whether the budget stopped it.
@@ -111,15 +108,7 @@ fn a_teammate_on_a_worker_and_its_lead_are_held_to_the_teams_whole_budget() {
         "no warning any more: {err}"
     );
     let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
-    let alpha = shown["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "alpha")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let alpha = member_id(&s, &lead, "alpha");
     assert!(
         std::fs::read_to_string(&w1_log)
             .unwrap()

@@ -133,16 +133,7 @@ fn run_interrupt(
     let stderr = std::fs::read_to_string(&err).unwrap();
     assert!(status.success(), "{placement}: {stderr}");
     let lead = session_of(&stderr);
-    let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
-    let alpha = shown["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["name"] == "alpha")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let alpha = super::killpoints::member_id(s, &lead, "alpha");
     let lead_log = s.log(&lead);
     let result_of = |tool: &str| {
         lead_log
