@@ -123,9 +123,13 @@ pub(crate) fn run(flags: WorkerFlags, home: &Home<'_>) -> Result<(), Failure> {
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
     };
     for var in &flags.secret_env {
-        if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        let name = !var.is_empty()
+            && !var.starts_with(|c: char| c.is_ascii_digit())
+            && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !name {
             return Err(Failure::bad_input(anyhow!(
-                "--secret-env {var:?}: an environment variable name (letters, digits, '_')"
+                "--secret-env {var:?}: an environment variable name (letters, digits, '_'; not \
+                 starting with a digit)"
             )));
         }
     }

@@ -2034,6 +2034,13 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
         "--secret-env \"MY KEY\": an environment variable name",
     );
     refused(
+        s.troupe(&["worker", "--secret-env", "1BAD", "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "--secret-env \"1BAD\": an environment variable name",
+    );
+    refused(
         s.troupe(&["worker", "--pace", "70000", "--workspace"])
             .arg(&workspace)
             .output()
