@@ -731,7 +731,6 @@ impl TeamService {
                         continue;
                     }
                     tracing::warn!(teammate = %id, "its host stopped reporting and its lease is free: continuing it here");
-                    team.journal.forget(&id);
                     roster::continue_teammates(
                         &team.journal,
                         &team.lifecycle,
@@ -739,6 +738,11 @@ impl TeamService {
                         Some(&id),
                     )
                     .await;
+                    // Forgotten only now: until the continuation made it resident here (or
+                    // found nothing to continue), the member still counts as running
+                    // elsewhere, so a run waiting for quiescence does not end in between
+                    // (it did, leaving the continued turn to the next resume).
+                    team.journal.forget(&id);
                 }
             }
         });
