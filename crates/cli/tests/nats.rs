@@ -1833,6 +1833,17 @@ fn a_running_team_on_nats_serves_the_team_tools_of_a_teammate_hosted_elsewhere()
 /// `troupe worker --name NAME --workspace DIR` on the setup's store, its stderr in a file of
 /// the setup (returned: read it with [`std::fs::read_to_string`]).
 fn start_worker(s: &Setup, name: &str, workspace: &Path) -> (Running, PathBuf) {
+    start_worker_with(s, name, workspace, &[])
+}
+
+/// [`start_worker`] with `extra` flags (`--adopt`, `--slots N`…): its stderr in
+/// `<name>.stderr`, returned once it says it is serving.
+fn start_worker_with(
+    s: &Setup,
+    name: &str,
+    workspace: &Path,
+    extra: &[&str],
+) -> (Running, PathBuf) {
     let log = s.path(&format!("{name}.stderr"));
     let file = std::fs::File::create(&log).unwrap();
     let mut cmd = bin();
@@ -1843,16 +1854,13 @@ fn start_worker(s: &Setup, name: &str, workspace: &Path) -> (Running, PathBuf) {
         .arg(s.url())
         .args(["worker", "--name", name, "--workspace"])
         .arg(workspace)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::from(file));
     let worker = Running(cmd.spawn().unwrap());
     let start = Instant::now();
     while !std::fs::read_to_string(&log).unwrap().contains("serving") {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "worker {name} never started: {}",
-            std::fs::read_to_string(&log).unwrap()
-        );
+        assert!(start.elapsed() < DEADLINE, "worker {name} never started");
         std::thread::sleep(Duration::from_millis(50));
     }
     (worker, log)

@@ -41,31 +41,6 @@ fn team_script(s: &Setup, name: &str) -> PathBuf {
     script
 }
 
-/// `troupe worker --name NAME --workspace DIR` plus `extra`, in its own home, stderr to
-/// `NAME.stderr`; returns once it serves.
-fn start_worker_with(
-    s: &Setup,
-    name: &str,
-    workspace: &Path,
-    extra: &[&str],
-) -> (Running, PathBuf) {
-    let log = s.path(&format!("{name}.stderr"));
-    let mut cmd = bin();
-    cmd.env("TROUPE_LEASE_TTL", format!("{}s", s.lease_ttl.as_secs()))
-        .arg("--home")
-        .arg(s.path(&format!("home-{name}")))
-        .arg("--store")
-        .arg(s.url())
-        .args(["worker", "--name", name, "--workspace"])
-        .arg(workspace)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
-    let worker = Running(cmd.spawn().unwrap());
-    wait_for(&log, "serving", DEADLINE);
-    (worker, log)
-}
-
 /// Waits until the file `log` contains `needle`; returns its text.
 fn wait_for(log: &Path, needle: &str, within: Duration) -> String {
     let start = Instant::now();
