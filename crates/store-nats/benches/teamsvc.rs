@@ -2,7 +2,9 @@
 //!
 //! `remote_claim`: one `team_task_update` claim by a teammate hosted by another process (a
 //! second store connection holding its session's lease), through the Team service
-//! (`troupe.team.<id>.op`: request, lease check, serializer, reply), against the same claim by
+//! (`troupe.team.<id>.op`: request, lease check, serializer, reply; measured once the serving
+//! process's lease view has seen the caller's lease renewed, as in any Team running longer
+//! than a third of the lease TTL), against the same claim by
 //! a teammate resident in the Lead's process through its local tool, on the same NATS store
 //! (one server on loopback at its default `sync_interval`). Both go through the `Tool` seam's
 //! `call_text`; each claimed task is released between two claims (not timed). The two sides
@@ -250,6 +252,9 @@ fn remote_claim(c: &mut Criterion) {
             .await
             .unwrap();
         let link = NatsTeamLink::new(b.clone(), lead.id().clone(), LinkOptions::default());
+        // The steady state of a live Team: the serving process's lease view has seen the
+        // caller's lease renewed (every TTL/3), so the lease check needs no KV read.
+        tokio::time::sleep(b.lease_ttl() / 3 + Duration::from_secs(1)).await;
         let live = Arc::new(|_: &SessionId| {
             Some(LiveAgent {
                 status: LiveStatus::Running,

@@ -96,6 +96,7 @@ mod conn;
 mod deliver;
 mod follow;
 mod lease;
+mod leaseview;
 mod read;
 mod served;
 mod sink;
@@ -315,6 +316,12 @@ impl NatsBackend {
         lease::current(&self.inner.leases, id)
             .await
             .map_err(|e| self.inner.io("read a session's lease", e))
+    }
+
+    /// A watched view of the lease bucket, started on the calling tokio runtime, that vouches
+    /// for leases it saw written recently (see `leaseview`).
+    pub(crate) fn lease_view(&self) -> leaseview::LeaseView {
+        leaseview::LeaseView::start(self.inner.leases.clone(), self.inner.lease_ttl)
     }
 
     /// The TCP ports on which this store's server(s) take client connections, as far as this

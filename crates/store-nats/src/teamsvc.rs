@@ -12,7 +12,11 @@
 //! the request's lease must be the one the lease bucket holds now for the caller's session —
 //! the same owner token, at a revision no newer than the entry's (else
 //! `TEAM_NOT_AUTHORIZED`): a process may act only for the members whose sessions it holds,
-//! that is, hosts. A serializer whose Lead writer lost its lease mid-call
+//! that is, hosts. The check reads the lease bucket only when the serving process's watched
+//! view of it (`leaseview`) does not vouch for the request: a caller whose lease this process
+//! saw renewed within half a TTL, at that revision or an older one, is authorized without a
+//! KV read (a live holder renews every TTL/3; the view stops vouching well before a dead
+//! holder's entry can expire and be taken over). A serializer whose Lead writer lost its lease mid-call
 //! (`JOURNAL_LEASE_LOST`) answers `TEAM_LEAD_MOVED` too and stops serving. The store's users
 //! are trusted as its writers are (they can read the lease bucket): the check fences stale and
 //! mistaken callers, not a hostile user of the NATS server.
@@ -44,6 +48,7 @@ use troupe_runtime::team::{
 };
 
 use crate::NatsBackend;
+use crate::leaseview::LeaseView;
 
 /// The longest request served, in bytes (a Team message is at most 64 KiB by default).
 const MAX_REQUEST_BYTES: usize = 1 << 20;
@@ -80,6 +85,7 @@ impl TeamOpServer {
         let stopped = stop.clone();
         let nats = nats.clone();
         let lead = Arc::new(lead);
+        let view = Arc::new(nats.lease_view());
         let serve = tokio::spawn(async move {
             let mut answering = JoinSet::new();
             loop {
@@ -90,9 +96,11 @@ impl TeamOpServer {
                         let Some(reply) = request.reply.clone() else { continue };
                         let (nats, runtime, lead, lost) =
                             (nats.clone(), runtime.clone(), Arc::clone(&lead), stopped.clone());
+                        let view = Arc::clone(&view);
                         let client = client.clone();
                         answering.spawn(async move {
-                            let mut answer = answer(&nats, &runtime, &lead, &request.payload).await;
+                            let mut answer =
+                                answer(&nats, &view, &runtime, &lead, &request.payload).await;
                             if matches!(answer.code(), Some("JOURNAL_LEASE_LOST" | TEAM_LEAD_MOVED)) {
                                 // Another process may hold the Team now: this one stops
                                 // serving it, and the caller asks again there.
@@ -134,6 +142,7 @@ impl TeamOpServer {
 /// The answer to one request payload: the authority checks, then the serializer.
 async fn answer(
     nats: &NatsBackend,
+    view: &LeaseView,
     runtime: &Runtime,
     lead: &SessionId,
     payload: &[u8],
@@ -159,14 +168,19 @@ async fn answer(
             format!("Error: this process does not hold the Lead lease of Team {lead}"),
         );
     }
-    if let Err(refusal) = authorize(nats, &request).await {
+    if let Err(refusal) = authorize(nats, view, &request).await {
         return refusal;
     }
     runtime.teams().serve_remote(lead, request).await
 }
 
-/// Whether the request's lease is the caller's session's current one (see the module docs).
-async fn authorize(nats: &NatsBackend, request: &TeamCallRequest) -> Result<(), TeamCallAnswer> {
+/// Whether the request's lease is the caller's session's current one (see the module docs):
+/// vouched for by the watched view, else read from the lease bucket.
+async fn authorize(
+    nats: &NatsBackend,
+    view: &LeaseView,
+    request: &TeamCallRequest,
+) -> Result<(), TeamCallAnswer> {
     let caller = &request.caller;
     let refuse = |why: String| {
         Err(TeamCallAnswer::failed(
@@ -177,6 +191,9 @@ async fn authorize(nats: &NatsBackend, request: &TeamCallRequest) -> Result<(), 
     let Some(claimed) = &request.lease else {
         return refuse("the request names no lease (its process does not host it)".to_owned());
     };
+    if view.vouches(caller.as_str(), &claimed.owner, claimed.revision) {
+        return Ok(());
+    }
     match nats.current_lease(caller).await {
         Ok(Some(current))
             if current.owner == claimed.owner && claimed.revision <= current.revision =>
