@@ -23,7 +23,8 @@
 //!
 //! **Retry** ([`LinkOptions`]): on `TEAM_LEAD_MOVED`, no responder, or no answer within the
 //! request timeout, the link re-reads the Lead's lease and sends again — at once when the
-//! lease changed hands, else after a pause (50 ms doubling to 1 s) — at most
+//! lease changed hands since the link last read it (or it never read it: the first attempt
+//! of a call is sent without a read), else after a pause (50 ms doubling to 1 s) — at most
 //! [`LinkOptions::max_attempts`] times (default 20) within [`LinkOptions::patience`] (default
 //! 30 s: longer than the 10 s lease TTL plus a resume). Every attempt after one that may have
 //! reached a serializer is marked `retry`, so a write whose answer was lost is answered from
@@ -32,7 +33,7 @@
 //! is then decided from the Lead log by the next retry of the same request id, or by the
 //! recovery of the caller's host).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_nats::connection::State;
@@ -41,6 +42,7 @@ use futures_util::StreamExt;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use troupe_protocol::SessionId;
+use troupe_protocol::sync::lock;
 use troupe_runtime::Runtime;
 use troupe_runtime::team::{
     CallerLease, LinkFuture, TEAM_LEAD_MOVED, TEAM_NOT_AUTHORIZED, TeamCallAnswer, TeamCallRequest,
@@ -238,6 +240,8 @@ pub struct NatsTeamLink {
     nats: NatsBackend,
     lead: SessionId,
     options: LinkOptions,
+    /// The Lead lease's owner token as the last failed attempt read it (`None` until then).
+    lead_seen: Arc<Mutex<Option<String>>>,
 }
 
 impl NatsTeamLink {
@@ -247,6 +251,7 @@ impl NatsTeamLink {
             nats,
             lead,
             options,
+            lead_seen: Arc::default(),
         }
     }
 
@@ -269,7 +274,9 @@ impl NatsTeamLink {
         let subject = NatsBackend::team_subject(&self.lead);
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
-        let mut owner = self.lead_owner().await;
+        // The Lead's owner as last read (no read before the first attempt: a call to a Lead
+        // that did not move costs one request and nothing else).
+        let mut owner = lock(&self.lead_seen).clone();
         let mut last = String::new();
         let mut attempts = 0;
         while attempts < self.options.max_attempts {
@@ -310,6 +317,9 @@ impl NatsTeamLink {
             }
             // Re-read the Lead's lease: a new holder is asked at once, else after a pause.
             let now = self.lead_owner().await;
+            if now.is_some() {
+                lock(&self.lead_seen).clone_from(&now);
+            }
             if now.is_some() && now != owner {
                 owner = now;
                 continue;
