@@ -2061,7 +2061,7 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
             .arg(&workspace)
             .output()
             .unwrap(),
-        "a live worker is already registered as w1",
+        "troupe: WORKER_NAME_TAKEN: a live worker is already registered as w1",
     );
     let script = s.path("lead.json");
     std::fs::write(
