@@ -298,6 +298,7 @@ async fn serve(
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
             worktree_root: None,
+            placement: Default::default(),
         },
     );
     let links = nats.clone();

@@ -2003,6 +2003,85 @@ fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
     let (_again, _) = start_worker(&s, "w1", &workspace);
 }
 
+/// The fresh-user trial: `troupe resume` remembers `--placement workers`. The run records it
+/// in the Lead's first `agent/config`; a resume without the flag wakes alpha on the worker
+/// again (its stderr names each time it hosts alpha), and an explicit `--placement local`
+/// wakes it in the resuming process instead, for that resume only (the record stays).
+#[test]
+fn a_resume_without_placement_places_as_the_run_did_and_the_flag_wins() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let wake = || {
+        json!({"tool_calls": [
+            {"name": "followup_task", "arguments": {"target": "alpha", "message": "again"}},
+            {"name": "wait_agent", "arguments": {"timeout_ms": 120000}},
+        ]})
+    };
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                call("wait_agent", json!({"timeout_ms": 120000})),
+                {"text": "lead one"},
+                wake(),
+                {"text": "lead two"},
+                wake(),
+                {"text": "lead three"},
+            ],
+            "alpha": [{"text": "alpha one"}, {"text": "alpha two"}, {"text": "alpha three"}],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    // Two slots: the worker frees alpha's slot in its registry record a moment after alpha
+    // settled, and the next command may place alpha before that.
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &["--slots", "2"]);
+    let out = s
+        .troupe(&["run", "--team", "--placement", "workers", "--workspace"])
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("go")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lead = session_of(&err);
+    let config = s
+        .log(&lead)
+        .into_iter()
+        .find(|e| e["type"] == "agent/config")
+        .unwrap();
+    assert_eq!(config["data"]["placement"], "workers", "{config}");
+    let alpha = killpoints::member_id(&s, &lead, "alpha");
+    let hosted = || {
+        std::fs::read_to_string(&w1_log)
+            .unwrap()
+            .matches(&format!("hosting alpha ({alpha})"))
+            .count()
+    };
+    assert_eq!(hosted(), 1);
+    let answered = |n: &str| {
+        s.log(&alpha)
+            .iter()
+            .any(|e| e["type"] == "assistant/message" && e.to_string().contains(n))
+    };
+    // No flag: the recorded `workers`.
+    let out = s.run(&["resume", &lead, "next"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(answered("alpha two"));
+    assert_eq!(hosted(), 2, "alpha was woken on the worker again");
+    // `--placement local`: this process runs alpha.
+    let out = s.run(&["resume", &lead, "--placement", "local", "last"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(answered("alpha three"));
+    assert_eq!(hosted(), 2, "alpha ran in the resuming process");
+}
+
 /// `troupe worker`'s bad input (issue 14): no NATS store, `--slots 0`, a `--secret-env` that
 /// is no variable name, a `--pace` out of range, a name a live worker has — each a one-line
 /// error, exit 2.
