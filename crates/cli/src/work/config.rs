@@ -390,10 +390,13 @@ pub(super) fn validate_resume(
             ),
         });
     }
-    // A resumed demo checks its project's tests as `troupe demo` does; the sandbox note above
-    // is kept (only the check is taken from the resumed framing).
+    // A resumed demo checks its project's tests and ends with its verdict as `troupe demo`
+    // does; the sandbox note above is kept (only the check and the epilogue are taken from
+    // the resumed framing).
     let script = (spec.provider == ProviderKind::Script).then(|| Path::new(&spec.model));
-    framing.check = framing_of(&home.dir, script, &workspace).check;
+    let resumed = framing_of(&home.dir, script, &workspace);
+    framing.check = resumed.check;
+    framing.epilogue = resumed.epilogue;
     let mut teammate_specs: Vec<ModelSpec> = plan.teammate_specs().to_vec();
     teammate_specs.extend(teammate_override.iter().flat_map(|m| m.specs().cloned()));
     // A Team's prices, and its budget when no flag gives one, from the configuration files
