@@ -491,6 +491,15 @@ fn kill_9_of_a_team_run_on_nats_then_resume_finishes_it_and_a_live_session_is_lo
     assert!(err.contains("is locked by host"), "{err}");
     assert!(err.contains(&format!("pid {}", demo.0.id())), "{err}");
     assert!(err.contains(&s.url()), "{err}");
+    // When the lease was taken, as a time (RFC 3339 UTC), not epoch milliseconds.
+    let taken = err
+        .split("(lease taken at ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no lease time: {err}"));
+    let taken = humantime::parse_rfc3339(taken).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let age = std::time::SystemTime::now().duration_since(taken).unwrap();
+    assert!(age < DEADLINE, "{err}");
     let after = s.journal().read_image(&lead).unwrap();
     assert!(after.bytes().starts_with(before.bytes()));
     // kill -9 of the run, then resume: refused while the dead holder's lease lives, then done.
@@ -1106,6 +1115,26 @@ fn bad_stores_and_sessions_are_one_line_errors_that_change_nothing() {
     assert_eq!(copy.status.code(), Some(1), "{}", text(&copy.stderr));
     assert!(!s.path("copy/sessions/hurt.jsonl").exists());
     assert_eq!(s.messages(), messages, "nothing was appended");
+    // A files target where no sessions directory can be created is bad input.
+    write_session(&s.journal(), "fine", 1, 2);
+    let copy = bin()
+        .args([
+            "store",
+            "copy",
+            "--from",
+            &s.url(),
+            "--to",
+            "/proc/troupe-nope",
+            "fine",
+        ])
+        .output()
+        .unwrap();
+    one_line(
+        &copy,
+        2,
+        "--to /proc/troupe-nope: its sessions directory /proc/troupe-nope/sessions cannot be \
+         created (",
+    );
     // `store copy` names its stores with --from and --to only.
     one_line(
         &bin()
@@ -1900,6 +1929,7 @@ fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
     .unwrap();
     let (mut w1, w1_log) = start_worker(&s, "w1", &workspace);
     let (_w2, w2_log) = start_worker(&s, "w2", &elsewhere);
+    let (_w3, _) = start_worker(&s, "w3", &elsewhere);
     let run_err = s.path("run.stderr");
     let mut run = Running(
         s.troupe(&["run", "--team", "--placement", "workers", "--workspace"])
@@ -1951,9 +1981,14 @@ fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
     std::fs::write(workspace.join("go"), "").unwrap();
     assert!(wait_exit(&mut run).success());
     let stderr = std::fs::read_to_string(&run_err).unwrap();
+    // One line for the placement, naming both workers skipped and why.
+    let skipped: Vec<&str> = stderr.lines().filter(|l| l.contains("skipped")).collect();
+    assert_eq!(skipped.len(), 1, "{stderr}");
     assert!(
-        stderr.contains("troupe: warning: worker w2 skipped for")
-            && stderr.contains("is not the Lead's"),
+        skipped[0].starts_with("troupe: warning: workers skipped for ")
+            && skipped[0].contains(": w2: its workspace ")
+            && skipped[0].contains("; w3: its workspace ")
+            && skipped[0].matches("is not the Lead's").count() == 2,
         "{stderr}"
     );
     let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();

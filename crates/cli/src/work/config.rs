@@ -250,7 +250,7 @@ fn instruction_notes(found: &troupe_runtime::Discovery) -> Vec<String> {
     let mut notes = Vec::new();
     for skipped in &found.skipped {
         notes.push(format!(
-            "warning: {} skipped: {}",
+            "troupe: warning: {} skipped: {}",
             skipped.path.display(),
             skipped.reason
         ));
@@ -272,7 +272,7 @@ fn instruction_notes(found: &troupe_runtime::Discovery) -> Vec<String> {
         notes.push(format!("project instructions: {}", files.join(", ")));
         if let Some(left_out) = instructions.left_out() {
             notes.push(format!(
-                "warning: project instructions truncated to 32 KiB ({} bytes in all): left out \
+                "troupe: warning: project instructions truncated to 32 KiB ({} bytes in all): left out \
                  {left_out}",
                 instructions.total_bytes()
             ));
