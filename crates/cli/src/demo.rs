@@ -200,7 +200,8 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
 /// The framing of `troupe resume` for a session: a demo session (its model is the demo's
 /// script recorded under `home`, `<home>/demo/script-….json`) has its project's tests checked
 /// after the run, exactly as `troupe demo` does, so a resumed demo whose tests still fail
-/// exits 1 (`DEMO_TESTS_FAILED`). Any other session gets the plain run's framing.
+/// exits 1 (`DEMO_TESTS_FAILED`), and ends with the demo's verdict (`demo done: …` and `the
+/// project's tests now: OK`). Any other session gets the plain run's framing.
 pub(crate) fn resumed_framing(home: &Path, script: Option<&Path>, workspace: &Path) -> Framing {
     // Scripts are recorded by absolute path (`troupe resume` works from anywhere).
     let demo_dir = std::path::absolute(home)
@@ -219,8 +220,11 @@ pub(crate) fn resumed_framing(home: &Path, script: Option<&Path>, workspace: &Pa
         return Framing::default();
     }
     let project = workspace.to_path_buf();
+    let shown = shell_quote(&workspace.display().to_string());
     Framing {
         check: Some(Box::new(move || test_outcome(&project))),
+        // The same verdict as `troupe demo` ends with (the run's own hints follow it).
+        epilogue: Some(Box::new(move |ending: &Ending<'_>| verdict(ending, &shown))),
         ..Framing::default()
     }
 }
@@ -318,6 +322,26 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
         ));
     }
     let width = rows.iter().map(|(label, _)| label.len()).max().unwrap_or(0);
+    let mut lines = verdict(ending, project);
+    lines.extend(
+        rows.into_iter()
+            .map(|(label, command)| format!("  {label:<width$}  {command}")),
+    );
+    if ending.completed {
+        lines.push(
+            "beta's log shows the FS_STALE_VERSION edit, the re-read and the retry; `troupe \
+             resume` continues a run stopped by a crash or Ctrl-C (a finished one just prints \
+             its answer)."
+                .to_owned(),
+        );
+    }
+    lines
+}
+
+/// The demo's verdict, after a blank line: whether it is done (or finished with the tests
+/// still failing, or stopped) and where the project is, then the project's tests now (when
+/// they were checked). The end of `troupe demo` and of a resumed demo.
+fn verdict(ending: &Ending<'_>, project: &str) -> Vec<String> {
     let tests_fail = ending.check.is_some_and(|c| c.failure.is_some());
     let mut lines = vec![
         String::new(),
@@ -333,18 +357,6 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
     ];
     if let Some(check) = ending.check {
         lines.push(format!("  the project's tests now: {}", check.summary));
-    }
-    lines.extend(
-        rows.into_iter()
-            .map(|(label, command)| format!("  {label:<width$}  {command}")),
-    );
-    if ending.completed {
-        lines.push(
-            "beta's log shows the FS_STALE_VERSION edit, the re-read and the retry; `troupe \
-             resume` continues a run stopped by a crash or Ctrl-C (a finished one just prints \
-             its answer)."
-                .to_owned(),
-        );
     }
     lines
 }

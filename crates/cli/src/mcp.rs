@@ -64,9 +64,14 @@ pub(crate) async fn start(
     let mut lines: Vec<String> = started
         .failures
         .iter()
-        .map(|e| format!("warning: {e}; the run goes on without its tools"))
+        .map(|e| format!("troupe: warning: {e}; the run goes on without its tools"))
         .collect();
-    lines.extend(started.warnings.iter().map(|w| format!("warning: {w}")));
+    lines.extend(
+        started
+            .warnings
+            .iter()
+            .map(|w| format!("troupe: warning: {w}")),
+    );
     let names = started.hub.tool_names();
     for server in started.hub.server_names() {
         let prefix = format!("{}{server}__", troupe_mcp::TOOL_PREFIX);

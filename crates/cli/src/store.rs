@@ -574,6 +574,23 @@ pub(crate) fn copy(flags: CopyFlags, replicas: Option<usize>) -> Result<(), Fail
             Err(e) => return Err(e.into()),
         }
     }
+    // A files target must be able to hold sessions: a place where its `sessions` directory
+    // cannot be created (`/proc/x`, a read-only file system, a file in the path) is bad input
+    // before anything is copied. (Creating it is what the first copy would do; a crash after
+    // it leaves an empty directory, which a copy run again uses.)
+    if let StoreSpec::Files(home) = &to_spec
+        && !ids.is_empty()
+    {
+        let sessions = home.join("sessions");
+        std::fs::create_dir_all(&sessions).map_err(|e| {
+            Failure::bad_input(anyhow!(
+                "--to {}: its sessions directory {} cannot be created ({e}): nothing was \
+                 copied; pass a directory where you can write",
+                home.display(),
+                sessions.display()
+            ))
+        })?;
+    }
     let mut out = Stdout::lock();
     let (mut copied, mut there) = (0usize, 0usize);
     for (n, id) in ids.iter().enumerate() {

@@ -415,8 +415,13 @@ fn outside_message(
     }
 }
 
+/// What `--at` accepts, as its error says when a value is neither.
+const AT_FORMS: &str = "neither a seq nor a time: pass a seq (like 17) or an RFC 3339 date and \
+     time with its offset (like 2026-12-01T19:47:25Z, 2026-12-01T19:47:25.250Z or \
+     2026-12-01T20:47:25+01:00)";
+
 /// `--at SEQ|TIME`: a seq (decimal digits) or an RFC 3339 date and time (see `team show
-/// --help`), as epoch milliseconds.
+/// --help`), as epoch milliseconds; anything else is [`AT_FORMS`].
 fn parse_at(raw: &str) -> Result<At, String> {
     let raw = raw.trim();
     if raw.starts_with('-') && raw.len() > 1 && raw[1..].bytes().all(|b| b.is_ascii_digit()) {
@@ -428,10 +433,10 @@ fn parse_at(raw: &str) -> Result<At, String> {
             .map(|seq| At::Seq(troupe_protocol::Seq(seq)))
             .map_err(|_| format!("{raw} is too large for a seq"));
     }
+    // The parser's own words ("the 'year' component could not be parsed") are left out:
+    // they name its internals, not what to type.
     let time = time::OffsetDateTime::parse(raw, &time::format_description::well_known::Rfc3339)
-        .map_err(|e| {
-            format!("expected a seq (like 17) or an RFC 3339 time (like 2026-12-01T19:47:25Z): {e}")
-        })?;
+        .map_err(|_| AT_FORMS.to_owned())?;
     let ms = time.unix_timestamp_nanos() / 1_000_000;
     u64::try_from(ms)
         .map(At::Time)

@@ -264,8 +264,9 @@ async fn serve(
     let registration = WorkerRegistration::register(&nats, record)
         .await
         .map_err(|e| match e {
-            RegisterError::NameTaken { .. } => Failure::bad_input(anyhow!("{e}")),
-            RegisterError::Io { .. } => Failure::work(anyhow!("{e}")),
+            // Led by the stable code, as every failure's line is (README "Error codes").
+            RegisterError::NameTaken { .. } => Failure::bad_input(anyhow!("{}: {e}", e.code())),
+            RegisterError::Io { .. } => Failure::work(anyhow!("{}: {e}", e.code())),
         })?;
     let (secret_env, secrets) = models.secrets();
     let runtime = Runtime::new(
@@ -297,6 +298,7 @@ async fn serve(
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
             worktree_root: None,
+            placement: Default::default(),
         },
     );
     let links = nats.clone();

@@ -351,7 +351,7 @@ fn log_reports_but_does_not_repair_a_torn_tail() {
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
 }
 
-fn assert_bad_input(home: &Path, args: &[&str], message: &str) {
+fn assert_bad_input(home: &Path, args: &[&str], message: &str) -> String {
     let before = listing(home);
     let out = troupe(home).args(args).assert().code(2).stdout("");
     let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
@@ -365,6 +365,7 @@ fn assert_bad_input(home: &Path, args: &[&str], message: &str) {
         "{stderr:?} should contain {message:?}"
     );
     assert_eq!(listing(home), before, "bad input must write nothing");
+    stderr
 }
 
 #[test]

@@ -491,6 +491,15 @@ fn kill_9_of_a_team_run_on_nats_then_resume_finishes_it_and_a_live_session_is_lo
     assert!(err.contains("is locked by host"), "{err}");
     assert!(err.contains(&format!("pid {}", demo.0.id())), "{err}");
     assert!(err.contains(&s.url()), "{err}");
+    // When the lease was taken, as a time (RFC 3339 UTC), not epoch milliseconds.
+    let taken = err
+        .split("(lease taken at ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no lease time: {err}"));
+    let taken = humantime::parse_rfc3339(taken).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let age = std::time::SystemTime::now().duration_since(taken).unwrap();
+    assert!(age < DEADLINE, "{err}");
     let after = s.journal().read_image(&lead).unwrap();
     assert!(after.bytes().starts_with(before.bytes()));
     // kill -9 of the run, then resume: refused while the dead holder's lease lives, then done.
@@ -1106,6 +1115,26 @@ fn bad_stores_and_sessions_are_one_line_errors_that_change_nothing() {
     assert_eq!(copy.status.code(), Some(1), "{}", text(&copy.stderr));
     assert!(!s.path("copy/sessions/hurt.jsonl").exists());
     assert_eq!(s.messages(), messages, "nothing was appended");
+    // A files target where no sessions directory can be created is bad input.
+    write_session(&s.journal(), "fine", 1, 2);
+    let copy = bin()
+        .args([
+            "store",
+            "copy",
+            "--from",
+            &s.url(),
+            "--to",
+            "/proc/troupe-nope",
+            "fine",
+        ])
+        .output()
+        .unwrap();
+    one_line(
+        &copy,
+        2,
+        "--to /proc/troupe-nope: its sessions directory /proc/troupe-nope/sessions cannot be \
+         created (",
+    );
     // `store copy` names its stores with --from and --to only.
     one_line(
         &bin()
@@ -1900,6 +1929,7 @@ fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
     .unwrap();
     let (mut w1, w1_log) = start_worker(&s, "w1", &workspace);
     let (_w2, w2_log) = start_worker(&s, "w2", &elsewhere);
+    let (_w3, _) = start_worker(&s, "w3", &elsewhere);
     let run_err = s.path("run.stderr");
     let mut run = Running(
         s.troupe(&["run", "--team", "--placement", "workers", "--workspace"])
@@ -1951,9 +1981,14 @@ fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
     std::fs::write(workspace.join("go"), "").unwrap();
     assert!(wait_exit(&mut run).success());
     let stderr = std::fs::read_to_string(&run_err).unwrap();
+    // One line for the placement, naming both workers skipped and why.
+    let skipped: Vec<&str> = stderr.lines().filter(|l| l.contains("skipped")).collect();
+    assert_eq!(skipped.len(), 1, "{stderr}");
     assert!(
-        stderr.contains("troupe: warning: worker w2 skipped for")
-            && stderr.contains("is not the Lead's"),
+        skipped[0].starts_with("troupe: warning: workers skipped for ")
+            && skipped[0].contains(": w2: its workspace ")
+            && skipped[0].contains("; w3: its workspace ")
+            && skipped[0].matches("is not the Lead's").count() == 2,
         "{stderr}"
     );
     let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
@@ -2001,6 +2036,85 @@ fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
             .contains("stopping: parking its members")
     );
     let (_again, _) = start_worker(&s, "w1", &workspace);
+}
+
+/// The fresh-user trial: `troupe resume` remembers `--placement workers`. The run records it
+/// in the Lead's first `agent/config`; a resume without the flag wakes alpha on the worker
+/// again (its stderr names each time it hosts alpha), and an explicit `--placement local`
+/// wakes it in the resuming process instead, for that resume only (the record stays).
+#[test]
+fn a_resume_without_placement_places_as_the_run_did_and_the_flag_wins() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let call = |name: &str, arguments: Value| json!({"tool_calls": [{"name": name, "arguments": arguments}]});
+    let wake = || {
+        json!({"tool_calls": [
+            {"name": "followup_task", "arguments": {"target": "alpha", "message": "again"}},
+            {"name": "wait_agent", "arguments": {"timeout_ms": 120000}},
+        ]})
+    };
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                call("wait_agent", json!({"timeout_ms": 120000})),
+                {"text": "lead one"},
+                wake(),
+                {"text": "lead two"},
+                wake(),
+                {"text": "lead three"},
+            ],
+            "alpha": [{"text": "alpha one"}, {"text": "alpha two"}, {"text": "alpha three"}],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    // Two slots: the worker frees alpha's slot in its registry record a moment after alpha
+    // settled, and the next command may place alpha before that.
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &["--slots", "2"]);
+    let out = s
+        .troupe(&["run", "--team", "--placement", "workers", "--workspace"])
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("go")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let lead = session_of(&err);
+    let config = s
+        .log(&lead)
+        .into_iter()
+        .find(|e| e["type"] == "agent/config")
+        .unwrap();
+    assert_eq!(config["data"]["placement"], "workers", "{config}");
+    let alpha = killpoints::member_id(&s, &lead, "alpha");
+    let hosted = || {
+        std::fs::read_to_string(&w1_log)
+            .unwrap()
+            .matches(&format!("hosting alpha ({alpha})"))
+            .count()
+    };
+    assert_eq!(hosted(), 1);
+    let answered = |n: &str| {
+        s.log(&alpha)
+            .iter()
+            .any(|e| e["type"] == "assistant/message" && e.to_string().contains(n))
+    };
+    // No flag: the recorded `workers`.
+    let out = s.run(&["resume", &lead, "next"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(answered("alpha two"));
+    assert_eq!(hosted(), 2, "alpha was woken on the worker again");
+    // `--placement local`: this process runs alpha.
+    let out = s.run(&["resume", &lead, "--placement", "local", "last"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(answered("alpha three"));
+    assert_eq!(hosted(), 2, "alpha ran in the resuming process");
 }
 
 /// `troupe worker`'s bad input (issue 14): no NATS store, `--slots 0`, a `--secret-env` that
@@ -2061,7 +2175,7 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
             .arg(&workspace)
             .output()
             .unwrap(),
-        "a live worker is already registered as w1",
+        "troupe: WORKER_NAME_TAKEN: a live worker is already registered as w1",
     );
     let script = s.path("lead.json");
     std::fs::write(

@@ -64,6 +64,7 @@ fn runtime(home: &Path, workspace: &Path) -> Runtime {
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
             worktree_root: None,
+            placement: Default::default(),
         },
     )
 }

@@ -80,6 +80,7 @@ async fn one_turn(dir: &Path, workspace: &Path, script: &str) -> Duration {
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
             worktree_root: None,
+            placement: Default::default(),
         },
     );
     let lead = rt

@@ -1206,6 +1206,11 @@ pub struct TeamReport {
     /// from (no later turn of that teammate completed). A teammate whose creation failed is not
     /// listed here (the Lead got that error from `spawn_teammate`).
     pub failed_turns: Vec<FailedTurn>,
+    /// Teammates whose last turn the Team's budget stopped (`turn/end` aborted with reason
+    /// `{"kind":"budget","code":"TEAM_BUDGET_EXCEEDED","message"}`), in creation order: the
+    /// refusal's code and message as the process that ran the teammate wrote them (with
+    /// `--placement workers`, a worker's: the Lead's process never saw that refusal).
+    pub budget_stopped: Vec<FailedTurn>,
     /// Teammates in the roster's `active` phase whose session log cannot be read or replayed
     /// (damaged, unsupported or missing), in creation order.
     pub unreadable: Vec<UnreadableLog>,
@@ -1241,6 +1246,7 @@ impl TeamReport {
         let mut report = Self {
             members: Vec::new(),
             failed_turns: Vec::new(),
+            budget_stopped: Vec::new(),
             unreadable: Vec::new(),
             tasks: Vec::new(),
             sent: 0,
@@ -1298,6 +1304,22 @@ impl TeamReport {
                         name: member.name.to_string(),
                         code: code.clone(),
                         message: message.clone(),
+                    });
+                }
+                if let Some(Some(TurnEndReason::Aborted { reason })) =
+                    folded.as_ref().map(Transcript::last_turn_end)
+                    && reason["kind"] == "budget"
+                {
+                    report.budget_stopped.push(FailedTurn {
+                        name: member.name.to_string(),
+                        code: reason["code"]
+                            .as_str()
+                            .unwrap_or(troupe_session::ledger::TEAM_BUDGET_EXCEEDED)
+                            .to_owned(),
+                        message: reason["message"]
+                            .as_str()
+                            .unwrap_or("the Team's budget is spent")
+                            .to_owned(),
                     });
                 }
                 if let Some(config) = folded.as_ref().and_then(Transcript::config)

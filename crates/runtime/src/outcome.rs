@@ -60,7 +60,9 @@ pub struct RunEnd<'a> {
     /// The run's model provider (whether the Lead can take a new instruction).
     pub models: &'a ProviderFactory,
     /// The first model call the Team's budget refused in this run: its message
-    /// ([`crate::ledger::LiveLedger::refused`]).
+    /// ([`crate::ledger::LiveLedger::refused`]; with a budget set, when this process refused
+    /// nothing, a teammate's last turn the budget stopped in another process, e.g. on a
+    /// worker: [`TeamReport::budget_stopped`]).
     pub budget_refused: Option<&'a str>,
 }
 

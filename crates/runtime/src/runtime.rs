@@ -40,8 +40,8 @@ use crate::team::{RemoteTeam, TeamLink, TeamOpError, TeamService};
 use troupe_approval::read_decision;
 use troupe_session::approval::{ApprovalEntry, ApprovalMode, ApprovalPolicy};
 use troupe_session::events::{
-    AgentConfigRecord, ChildProvider, Descriptor, DescriptorMode, Profile, TeammateModels,
-    ToolProcessRecord, ToolResultRecord, TurnEndReason,
+    AgentConfigRecord, ChildProvider, Descriptor, DescriptorMode, Placement, Profile,
+    TeammateModels, ToolProcessRecord, ToolResultRecord, TurnEndReason,
 };
 use troupe_session::instructions::ProjectInstructions;
 use troupe_session::{CallResolution, Transcript};
@@ -145,6 +145,11 @@ pub struct RuntimeOptions {
     /// [`AgentConfigRecord::worktree_root`]; a resumed root keeps its recorded choice).
     /// Default (`None`): teammates share the workspace (REFERENCE g.1).
     pub worktree_root: Option<PathBuf>,
+    /// `--placement` of the Team roots this runtime creates: recorded in the root's first
+    /// config ([`AgentConfigRecord::placement`], only when [`Placement::Workers`]) so a resume
+    /// places as the run did. Default: [`Placement::Local`] (nothing recorded). The placing
+    /// itself is the front end's (its member hosts); this only records the choice.
+    pub placement: Placement,
 }
 
 impl std::fmt::Debug for RuntimeOptions {
@@ -397,6 +402,9 @@ impl Runtime {
                         .map(|root| root.display().to_string())
                 })
                 .flatten(),
+            placement: (profile == Profile::Team
+                && self.inner.options.placement == Placement::Workers)
+                .then_some(Placement::Workers),
         };
         // Set up before anything is written: a refused model writes no session.
         let setup = self.build_setup(&id, &config, None)?;
@@ -1301,6 +1309,7 @@ impl Runtime {
             mcp_servers: None,
             approval: Some(self.inner.options.approval),
             worktree_root: None,
+            placement: None,
         };
         let mut drafts = vec![
             EventDraft::new(ty::SUBAGENT_DESCRIPTOR, to_value(&descriptor)),

@@ -354,6 +354,25 @@ pub struct AgentConfigRecord {
     /// record names it (`team/member`'s `worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree_root: Option<String>,
+    /// A Team root's `--placement` (DESIGN §7 "Workers and placement"): where its woken
+    /// teammates run. Recorded as `"workers"` in the root's first config (the batch that
+    /// creates the session) when the run chose workers, so a resume without `--placement`
+    /// places them as the run did; absent (every other session, and logs written before it
+    /// existed): [`Placement::Local`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+}
+
+/// Where a Team root's woken teammates run (`--placement`, DESIGN §7): wire form `"local"`,
+/// `"workers"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// In the Lead's process (the default).
+    #[default]
+    Local,
+    /// On live `troupe worker`s of the NATS store.
+    Workers,
 }
 
 /// Which model each teammate a Team root creates runs with: `byName` for the member with

@@ -103,6 +103,7 @@ fn runtime(journal: Journal, workspace: &Path) -> Runtime {
             ledger: Default::default(),
             stall_after: troupe_team::StallAfter::default(),
             worktree_root: None,
+            placement: Default::default(),
         },
     )
 }

@@ -273,7 +273,10 @@ impl NatsMemberHosts {
         };
         workers.sort_by(|a, b| b.free.cmp(&a.free).then_with(|| a.name.cmp(&b.name)));
         let timeout = self.nats.options().request_timeout;
-        // Every ineligible worker is named with its reason, then the eligible ones are asked.
+        // The ineligible workers are named with their reasons on one line (`worker W skipped
+        // for T: why`, or `workers skipped for T: W1: why; W2: why`), then the eligible ones
+        // are asked.
+        let mut skipped = Vec::new();
         let eligible: Vec<_> = workers
             .into_iter()
             .filter(|worker| {
@@ -282,13 +285,24 @@ impl NatsMemberHosts {
                     None if worker.free == 0 => "no free slot".to_owned(),
                     None => return true,
                 };
-                (self.warn)(&format!(
-                    "worker {} skipped for {target}: {why}",
-                    worker.name
-                ));
+                skipped.push((worker.name.clone(), why));
                 false
             })
             .collect();
+        match skipped.as_slice() {
+            [] => {}
+            [(name, why)] => (self.warn)(&format!("worker {name} skipped for {target}: {why}")),
+            several => {
+                let named: Vec<String> = several
+                    .iter()
+                    .map(|(name, why)| format!("{name}: {why}"))
+                    .collect();
+                (self.warn)(&format!(
+                    "workers skipped for {target}: {}",
+                    named.join("; ")
+                ));
+            }
+        }
         for worker in eligible {
             let request = HostRequest {
                 version: WORKER_VERSION,

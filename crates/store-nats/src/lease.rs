@@ -58,11 +58,23 @@ impl Holder {
         }
     }
 
-    /// "host H pid P (since T)", as `JOURNAL_LOCKED` names the holder.
+    /// "host H pid P (lease taken at 2026-12-02T16:23:42Z)", as `JOURNAL_LOCKED` names the
+    /// holder: the time RFC 3339 UTC to the second (a time that cannot be shown so, past the
+    /// year 9999, as its epoch milliseconds).
     pub(crate) fn describe(&self) -> String {
+        let taken = std::time::UNIX_EPOCH
+            .checked_add(std::time::Duration::from_millis(self.since))
+            .filter(|t| {
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .is_ok_and(|d| d.as_secs() < 253_402_300_800)
+            })
+            .map_or_else(
+                || format!("{} ms after the epoch", self.since),
+                |t| humantime::format_rfc3339_seconds(t).to_string(),
+            );
         format!(
-            "host {} pid {} (lease taken at {} ms)",
-            self.host, self.pid, self.since
+            "host {} pid {} (lease taken at {taken})",
+            self.host, self.pid
         )
     }
 }

@@ -147,6 +147,7 @@ impl Process {
                 ledger: Default::default(),
                 stall_after: troupe_team::StallAfter::default(),
                 worktree_root: None,
+                placement: Default::default(),
             },
         );
         Self {

@@ -499,7 +499,7 @@ impl Settings {
                     .location()
                     .map_or_else(String::new, |at| format!("{at}: "));
                 warnings.push(format!(
-                    "warning: {at}prices.\"{}\": no model of this run and no built-in price has that \
+                    "troupe: warning: {at}prices.\"{}\": no model of this run and no built-in price has that \
                      name (the price is kept for a model that has it)",
                     name.escape_debug()
                 ));
@@ -510,7 +510,7 @@ impl Settings {
             for model in models {
                 if prices.get(model).is_none() {
                     warnings.push(format!(
-                        "warning: --budget-usd counts priced usage only, and model \"{}\" has no price: \
+                        "troupe: warning: --budget-usd counts priced usage only, and model \"{}\" has no price: \
                          add [prices] \"{}\" = {{input = …, output = …}} to the configuration",
                         model.escape_debug(),
                         model.escape_debug()

@@ -250,7 +250,7 @@ fn instruction_notes(found: &troupe_runtime::Discovery) -> Vec<String> {
     let mut notes = Vec::new();
     for skipped in &found.skipped {
         notes.push(format!(
-            "warning: {} skipped: {}",
+            "troupe: warning: {} skipped: {}",
             skipped.path.display(),
             skipped.reason
         ));
@@ -272,7 +272,7 @@ fn instruction_notes(found: &troupe_runtime::Discovery) -> Vec<String> {
         notes.push(format!("project instructions: {}", files.join(", ")));
         if let Some(left_out) = instructions.left_out() {
             notes.push(format!(
-                "warning: project instructions truncated to 32 KiB ({} bytes in all): left out \
+                "troupe: warning: project instructions truncated to 32 KiB ({} bytes in all): left out \
                  {left_out}",
                 instructions.total_bytes()
             ));
@@ -316,6 +316,7 @@ pub(super) fn validate_resume(
     crate::store::check_team_free(&home.store, &id)?;
     let recorded = plan.config();
     let team = plan.is_team();
+    let placement_recorded = recorded.placement;
     if !team && let Some(flag) = flags.limits.first_given() {
         return Err(Failure::bad_input(anyhow!(
             "{flag} applies to Team sessions only, and session {id} is not one"
@@ -389,10 +390,13 @@ pub(super) fn validate_resume(
             ),
         });
     }
-    // A resumed demo checks its project's tests as `troupe demo` does; the sandbox note above
-    // is kept (only the check is taken from the resumed framing).
+    // A resumed demo checks its project's tests and ends with its verdict as `troupe demo`
+    // does; the sandbox note above is kept (only the check and the epilogue are taken from
+    // the resumed framing).
     let script = (spec.provider == ProviderKind::Script).then(|| Path::new(&spec.model));
-    framing.check = framing_of(&home.dir, script, &workspace).check;
+    let resumed = framing_of(&home.dir, script, &workspace);
+    framing.check = resumed.check;
+    framing.epilogue = resumed.epilogue;
     let mut teammate_specs: Vec<ModelSpec> = plan.teammate_specs().to_vec();
     teammate_specs.extend(teammate_override.iter().flat_map(|m| m.specs().cloned()));
     // A Team's prices, and its budget when no flag gives one, from the configuration files
@@ -450,24 +454,57 @@ pub(super) fn validate_resume(
     // Not recorded: the flag, else the user's file, else 10m (the project's file configures
     // new runs only).
     shape.stall_after = crate::settings::stall_after_in(&home.dir, flags.stall.stall_after)?;
-    shape.placement = placement_of(&flags.placement, &home)?;
+    shape.placement = resume_placement(
+        &flags.placement,
+        placement_recorded,
+        &home,
+        &mut shape.framing.prologue,
+    )?;
     work_config(home, true, workspace, spec, &flags.pace, shape)
 }
 
 /// How a validated run goes: what [`work_config`] takes besides the home, the workspace and
 /// the model.
-/// `--placement`: `workers` needs a NATS store (bad input otherwise).
+/// `--placement` of a new run (default `local`): `workers` needs a NATS store (bad input
+/// otherwise).
 pub(crate) fn placement_of(
     args: &super::flags::PlacementArgs,
     home: &Home<'_>,
 ) -> Result<super::flags::Placement, Failure> {
-    if args.placement == super::flags::Placement::Workers && home.store.nats_backend().is_none() {
+    let placement = args.placement.unwrap_or_default();
+    if placement == super::flags::Placement::Workers && home.store.nats_backend().is_none() {
         return Err(Failure::bad_input(anyhow!(
             "--placement workers needs a NATS store (--store nats://HOST:PORT): workers are \
              found in its registry"
         )));
     }
-    Ok(args.placement)
+    Ok(placement)
+}
+
+/// A resume's placement: `--placement` when given (as [`placement_of`]; for this resume only,
+/// the recorded choice stays), else the one the run recorded in the Lead's config
+/// ([`troupe_session::events::AgentConfigRecord::placement`]; absent: `local`). A recorded
+/// `workers` on a store that is not NATS (e.g. after `troupe store copy` to files) places
+/// locally, with a note in `notes`.
+fn resume_placement(
+    args: &super::flags::PlacementArgs,
+    recorded: Option<troupe_session::events::Placement>,
+    home: &Home<'_>,
+    notes: &mut Vec<String>,
+) -> Result<super::flags::Placement, Failure> {
+    if args.placement.is_some() {
+        return placement_of(args, home);
+    }
+    let recorded = super::flags::Placement::from(recorded.unwrap_or_default());
+    if recorded == super::flags::Placement::Workers && home.store.nats_backend().is_none() {
+        notes.push(
+            "placement: the session was run with --placement workers, but this store is not \
+             NATS (workers are found in a NATS store's registry): its teammates run here"
+                .to_owned(),
+        );
+        return Ok(super::flags::Placement::Local);
+    }
+    Ok(recorded)
 }
 
 pub(super) struct RunShape {

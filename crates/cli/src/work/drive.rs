@@ -115,6 +115,7 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
             approval: config.approval,
             ledger: Arc::clone(&ledger),
             worktree_root: config.worktree_root.clone(),
+            placement: config.placement.into(),
         },
     );
     // On a NATS store, mail to a teammate hosted by another process goes through the holder

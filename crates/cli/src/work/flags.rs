@@ -415,15 +415,34 @@ pub(crate) enum Placement {
     Workers,
 }
 
+impl From<Placement> for troupe_session::events::Placement {
+    fn from(placement: Placement) -> Self {
+        match placement {
+            Placement::Local => Self::Local,
+            Placement::Workers => Self::Workers,
+        }
+    }
+}
+
+impl From<troupe_session::events::Placement> for Placement {
+    fn from(placement: troupe_session::events::Placement) -> Self {
+        match placement {
+            troupe_session::events::Placement::Local => Self::Local,
+            troupe_session::events::Placement::Workers => Self::Workers,
+        }
+    }
+}
+
 /// `--placement`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct PlacementArgs {
     /// Where woken teammates run: `local` (this process) or `workers` (a live troupe worker
     /// of the NATS store whose workspace matches and that has a free slot; a worker that is
     /// not eligible is skipped with the reason, and with none the teammate runs here, with a
-    /// warning). `workers` needs --store nats://…
-    #[arg(long, value_enum, value_name = "WHERE", default_value_t = Placement::Local)]
-    pub(crate) placement: Placement,
+    /// warning). `workers` needs --store nats://… Default: local for a new run; on resume,
+    /// what the run chose (recorded in the session).
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub(crate) placement: Option<Placement>,
 }
 
 /// `troupe run` as typed.

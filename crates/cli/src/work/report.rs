@@ -73,7 +73,17 @@ pub(super) fn report(
     let team_json = team.as_ref().map(team_json);
     let checked = config.framing.check.as_ref().map(|check| check());
     let lead_log_failure = driven.agent.failure();
-    let budget_refused = driven.ledger.refused();
+    // A refusal of this process's ledger, or else (with a budget) a teammate whose last turn
+    // the budget stopped: with `--placement workers` a worker refused that call, and its
+    // ledger is not this process's — the stop is the same and is reported the same.
+    let budget_refused = driven.ledger.refused().or_else(|| {
+        config
+            .budget
+            .is_set()
+            .then(|| team.as_ref()?.budget_stopped.first())
+            .flatten()
+            .map(|stop| stop.message.clone())
+    });
     let outcome = driven.agent.with_transcript(|transcript| {
         RunOutcome::classify(RunEnd {
             lead: id,

@@ -127,3 +127,76 @@ fn a_teammate_on_a_worker_and_its_lead_are_held_to_the_teams_whole_budget() {
     assert!(stopped_by_budget(&lead_log), "{err}");
     s.ok(&["team", "verify", &lead]);
 }
+
+/// The fresh-user trial: `troupe demo --placement workers` stopped by the Team's budget
+/// reports the stop as the same demo on the files does — exit 1 and the same last line up to
+/// the numbers, ids, home and store: `troupe: TEAM_BUDGET_EXCEEDED: <the budget's message>;
+/// … troupe resume <id> … --budget-tokens N` — not `DEMO_TESTS_FAILED` (60 000 tokens: the
+/// refusal hits a teammate on the worker after the Lead's last answer) nor success (90 000:
+/// the project's tests pass, but beta's last turn was refused on the worker and task-3 was
+/// never checked).
+#[test]
+fn a_budget_stop_of_the_demo_on_workers_is_reported_as_on_the_files() {
+    let Some(s) = Setup::single() else { return };
+    let last_line = |out: &Output| {
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        (err.lines().last().unwrap().to_owned(), err)
+    };
+    // The line with the session id, the home and store flags and every digit left out.
+    let shape = |line: &str, id: &str, home: &str| {
+        line.replace(id, "<id>")
+            .replace(home, " <home>")
+            .chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect::<String>()
+    };
+    let files = s.path("files");
+    let out = on_files(
+        &files,
+        &[
+            "demo",
+            "--budget-tokens",
+            "60000",
+            "--workspace",
+            s.path("on-files").to_str().unwrap(),
+        ],
+    );
+    let (line, err) = last_line(&out);
+    assert!(
+        line.starts_with("troupe: TEAM_BUDGET_EXCEEDED: the Team's token budget is spent:"),
+        "{err}"
+    );
+    let on_files_shape = shape(
+        &line,
+        &session_of(&err),
+        &format!(" --home {}", files.display()),
+    );
+    for budget in ["60000", "90000"] {
+        let workspace = s.path(&format!("placed-{budget}"));
+        std::fs::create_dir_all(&workspace).unwrap();
+        let (_worker, _) =
+            start_worker_with(&s, &format!("w{budget}"), &workspace, &["--slots", "2"]);
+        let out = s.run(&[
+            "demo",
+            "--placement",
+            "workers",
+            "--budget-tokens",
+            budget,
+            "--workspace",
+            workspace.to_str().unwrap(),
+        ]);
+        let (line, err) = last_line(&out);
+        let lead = session_of(&err);
+        assert!(!err.contains("DEMO_TESTS_FAILED"), "{err}");
+        assert!(!err.contains("demo done"), "{err}");
+        assert!(
+            line.contains(&format!(
+                "of {budget} tokens used; new model calls were refused"
+            )) && line.contains(&format!("with a higher budget: troupe resume {lead} ")),
+            "{err}"
+        );
+        let home = format!(" --home {} --store {}", s.home().display(), s.url());
+        assert_eq!(shape(&line, &lead, &home), on_files_shape, "{err}");
+    }
+}

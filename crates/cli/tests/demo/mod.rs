@@ -637,8 +637,18 @@ fn a_paced_demo_stopped_by_ctrl_c_names_the_resume_command_once() {
         !events.iter().any(|e| e["type"] == "assistant/message"),
         "{events:?}"
     );
-    root.troupe().args(["resume", &id]).assert().success();
+    // The resume ends with the demo's verdict, as the demo would have.
+    let out = root.troupe().args(["resume", &id]).assert().success();
     assert!(unittest(&workspace).0);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "\ndemo done: the project is in {}\n",
+            workspace.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("\n  the project's tests now: OK\n"), "{err}");
 }
 
 /// The session file of the member named `name` in `home` (by its own `agent/config`).
@@ -1344,6 +1354,11 @@ fn a_token_budget_stops_the_demo_and_resumes_with_more_finish_it() {
         .code(1);
     assert!(
         stderr(&out).contains("TEAM_BUDGET_EXCEEDED"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("\n  the project's tests now: FAILED ("),
         "{}",
         stderr(&out)
     );

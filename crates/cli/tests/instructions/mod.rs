@@ -309,14 +309,14 @@ fn the_cap_is_noted_and_a_file_that_is_not_utf8_is_skipped() {
     let err = stderr(&out);
     assert!(
         err.contains(&format!(
-            "warning: {} skipped: it is not UTF-8 text (invalid byte at offset 3)",
+            "troupe: warning: {} skipped: it is not UTF-8 text (invalid byte at offset 3)",
             broken.display()
         )),
         "{err}"
     );
     assert!(
         err.contains(&format!(
-            "warning: project instructions truncated to 32 KiB (40972 bytes in all): left out \
+            "troupe: warning: project instructions truncated to 32 KiB (40972 bytes in all): left out \
              the end of {}, all of {}",
             personal.display(),
             local.display()

@@ -169,7 +169,7 @@ fn configured_prices_cost_the_ledger_and_a_price_for_an_unknown_model_warns() {
         .lines()
         .find(|l| l.contains("gpt-99-turbo"))
         .unwrap_or_else(|| panic!("a warning naming the unknown model: {err}"));
-    assert!(warning.starts_with("warning: "), "{warning}");
+    assert!(warning.starts_with("troupe: warning: "), "{warning}");
     assert!(warning.contains("config.toml:3:"), "{warning}");
     assert!(
         warning.contains("no built-in price has that name (the price is kept"),
@@ -596,5 +596,36 @@ fn a_resume_past_the_notice_threshold_without_a_notice_in_the_log_gives_it_once(
     assert!(
         given[0].contains("the Team has used 400 of its 450 token budget (88%)"),
         "{given:?}"
+    );
+}
+
+/// `--budget-usd` with a model that has no price warns on one line led by `troupe: warning:`,
+/// as every warning on stderr is (the fresh-user trial found it without the prefix).
+#[test]
+fn a_usd_budget_with_an_unpriced_model_warns_with_the_troupe_prefix() {
+    let s = Setup::new();
+    let script = s.script_agents("unpriced.json", json!({"lead": [{"text": "done"}]}));
+    let out = s
+        .run(&[
+            "--team",
+            "--budget-usd",
+            "1",
+            "--model",
+            &format!("script:{}", script.display()),
+            "go",
+        ])
+        .assert()
+        .success();
+    let err = stderr(&out);
+    let warning = err
+        .lines()
+        .find(|l| l.contains("--budget-usd counts priced usage only"))
+        .unwrap_or_else(|| panic!("no warning: {err}"));
+    assert!(
+        warning.starts_with(
+            "troupe: warning: --budget-usd counts priced usage only, and model \"script\" has no \
+             price"
+        ),
+        "{warning}"
     );
 }

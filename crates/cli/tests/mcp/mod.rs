@@ -309,8 +309,8 @@ fn servers_that_do_not_start_or_die_mid_run_are_clear_errors_and_the_run_goes_on
     assert_eq!(stdout(&out), "Carried on.\n");
     let err = stderr(&out);
     for line in [
-        "warning: MCP server `hangs` did not start within 1 s (startup_timeout_sec); it was stopped; the run goes on without its tools",
-        "warning: MCP server `missing` did not start: cannot run `/nonexistent/mcp`: No such file or directory (os error 2); the run goes on without its tools",
+        "troupe: warning: MCP server `hangs` did not start within 1 s (startup_timeout_sec); it was stopped; the run goes on without its tools",
+        "troupe: warning: MCP server `missing` did not start: cannot run `/nonexistent/mcp`: No such file or directory (os error 2); the run goes on without its tools",
         "mcp: server dies runs",
         "mcp: server live runs",
     ] {
@@ -374,9 +374,9 @@ fn a_tool_without_an_input_schema_costs_its_server_only_that_tool() {
     assert_eq!(stdout(&out), "Echoed.\n");
     let err = stderr(&out);
     for line in [
-        "warning: MCP server `noschema`: tool `noschema` left out: its tools/list entry is \
+        "troupe: warning: MCP server `noschema`: tool `noschema` left out: its tools/list entry is \
          invalid (missing field `inputSchema`)\n",
-        "warning: MCP server `refuses` did not start: listing its tools failed: the server \
+        "troupe: warning: MCP server `refuses` did not start: listing its tools failed: the server \
          refused the request: tools/list refused (--refuse-list); it was stopped; the run goes \
          on without its tools\n",
         "mcp: server noschema runs",

@@ -63,6 +63,7 @@ async fn an_http_model_edits_a_file_and_is_sent_the_tool_results() {
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
             worktree_root: None,
+            placement: Default::default(),
         },
     );
     let lead = rt

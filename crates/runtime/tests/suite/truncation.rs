@@ -55,6 +55,7 @@ fn http_runtime(home: &Path, workspace: &Path, server: &FakeOpenAi) -> Runtime {
             approval: troupe_session::approval::ApprovalPolicy::default(),
             ledger: Default::default(),
             worktree_root: None,
+            placement: Default::default(),
         },
     )
 }
