@@ -160,13 +160,29 @@ fn assert_finished_once(s: &Setup, lead: &str, lead_turns: std::ops::RangeInclus
             .filter(|e| e["type"] == "team/message/delivered" && e.to_string().contains(id))
             .count();
         assert_eq!(delivered, 1, "{id} delivered once");
+        // In the target's log once: queued in its inbox once, and taken into its history
+        // at most once (quiet mail to a Lead that takes no further turn stays in its inbox).
         let target = message["targetId"].as_str().unwrap();
-        let in_target = s
-            .log(target)
+        let target_log = s.log(target);
+        let taken = target_log
             .iter()
             .filter(|e| e["type"] == "user/message" && e["data"]["id"] == id)
             .count();
-        assert_eq!(in_target, 1, "{id} is in {target}'s log once");
+        let queued_in_inbox = target_log
+            .iter()
+            .filter(|e| e["type"] == "agent/inbox/spliced")
+            .flat_map(|e| {
+                e["data"]["inserted"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter(|m| m["id"] == id)
+            .count();
+        assert!(
+            taken <= 1 && queued_in_inbox <= 1 && taken + queued_in_inbox >= 1,
+            "{id} is in {target}'s log once (taken {taken}, in its inbox {queued_in_inbox})"
+        );
     }
     let turns = lead_log
         .iter()
@@ -447,7 +463,8 @@ fn an_adopted_resume_that_is_not_needed_or_whose_worker_is_gone_writes_nothing()
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
         err.contains(&format!(
-            "troupe: note: session {lead} needs no adopting any more (its last turn finished)"
+            "troupe: note: session {lead} needs no adopting any more (its last turn finished and \
+             its Team has nothing left)"
         )),
         "{err}"
     );
@@ -513,4 +530,177 @@ fn sigterm_to_an_adopter_parks_its_adopted_lead_and_a_resume_finishes_it() {
     // The adopter's resume may have started its continuation before the SIGTERM: that
     // stopped turn gets its own continuation.
     assert_finished_once(&s, &lead, 2..=3);
+}
+
+/// (e) The Lead finished its own turn (it spawned alpha on w1 and answered) and its process
+/// was killed with `kill -9` while it waited for alpha: the log shows no cut Lead turn, but
+/// alpha's turn is open and needs the Team's service. A `troupe worker --adopt` takes the Lead
+/// over, saying why; alpha keeps running on w1 and its Team calls reach the adopted Lead; the
+/// work finishes once (the Lead takes no further turn), `team verify` passes, and the finished
+/// Team is not adopted again.
+#[test]
+fn a_worker_with_adopt_takes_over_a_lead_killed_after_its_turn_while_a_teammate_runs() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("team_task_create", json!({"subject": "the work", "description": "d"})),
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("team_task_update", json!({"task_id": "task-1", "expected_revision": 1, "action": "claim"})),
+                call("bash", json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                call("send_message", json!({"target": "lead", "message": "alpha-report"})),
+                call("team_task_update", json!({"task_id": "task-1", "expected_revision": 2, "action": "complete"})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The Lead's own turn ended (its answer is in its log): the run only waits for alpha.
+    let start = Instant::now();
+    while !s.log(&lead).iter().any(|e| e["type"] == "turn/end") {
+        assert!(start.elapsed() < DEADLINE, "the Lead's turn never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        std::fs::read_to_string(&w1_log)
+            .unwrap()
+            .contains("hosting alpha"),
+        "alpha runs on w1"
+    );
+    run.0.kill().unwrap();
+    let _ = run.0.wait();
+    let (_a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
+    let log = wait_for(&a1_log, &format!("adopting Lead {lead}"), DEADLINE);
+    assert!(
+        log.contains(&format!(
+            "adopting Lead {lead}: its lease expired after its last turn, with its Team's work \
+             unfinished: teammate alpha's turn 1 is open"
+        )),
+        "{log}"
+    );
+    wait_lease(&mut s, &lead, "was taken by the adopter", |h| h.is_some());
+    std::fs::write(workspace.join("go"), "").unwrap();
+    wait_for(
+        &a1_log,
+        &format!("the adopted Lead {lead} ended (exit 0)"),
+        DEADLINE,
+    );
+    assert_finished_once(&s, &lead, 1..=1);
+    let hosted = std::fs::read_to_string(&w1_log).unwrap();
+    assert_eq!(
+        hosted.matches("hosting alpha").count(),
+        1,
+        "alpha was hosted once, on w1: {hosted}"
+    );
+    // A Lead whose Team finished is not adopted again (it has nothing left).
+    std::thread::sleep(Duration::from_secs(2));
+    let log = std::fs::read_to_string(&a1_log).unwrap();
+    assert_eq!(
+        log.matches(&format!("adopting Lead {lead}")).count(),
+        1,
+        "{log}"
+    );
+    assert!(!log.contains("warning"), "{log}");
+}
+
+/// A Team stopped on purpose is not adopted: its Lead finished its turn while alpha ran in the
+/// Lead's process, then the run was stopped with SIGTERM (it parks the Team: alpha's turn ends
+/// `aborted`, its continuation waits for the user's resume). An adopter leaves it alone; the
+/// user's `troupe resume` then finishes it.
+#[test]
+fn a_team_parked_on_purpose_is_not_adopted() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let run_err = s.path("run.stderr");
+    let mut run = Running(
+        s.troupe(&["run", "--team", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("fix it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&run_err).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&run.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let _ = wait_exit(&mut run);
+    assert!(
+        holder(&mut s, &lead).is_none(),
+        "the Lead's lease was released"
+    );
+    let alpha = member_id(&s, &lead, "alpha");
+    assert!(
+        s.log(&alpha)
+            .iter()
+            .any(|e| e["type"] == "turn/end" && e["data"]["reason"]["kind"] == "aborted"),
+        "alpha's turn was parked"
+    );
+    let (mut a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
+    // Two looks at least (one every half second) find nothing to adopt.
+    std::thread::sleep(Duration::from_secs(2));
+    let log = std::fs::read_to_string(&a1_log).unwrap();
+    assert!(!log.contains(&format!("adopting Lead {lead}")), "{log}");
+    assert!(holder(&mut s, &lead).is_none(), "{log}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&a1.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut a1).success());
+    // The user's resume continues alpha, which finishes.
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let out = s.run(&["resume", &lead]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        s.log(&alpha)
+            .iter()
+            .any(|e| e.to_string().contains("alpha done")),
+        "alpha answered"
+    );
+    s.ok(&["team", "verify", &lead]);
 }
