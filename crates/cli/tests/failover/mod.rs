@@ -6,7 +6,9 @@
 //! SIGTERM (it parks its adopted Lead first). Each time: the teammate keeps running on its worker (it is
 //! not continued a second time in the new Lead's process), its Team calls reach the new Lead,
 //! the work finishes once, `team verify` passes, every queued message is delivered exactly
-//! once, and no task ever had two owners.
+//! once, and no task ever had two owners. Also: a Lead killed after its own turn ended while
+//! its teammate runs is adopted too, a Team parked on purpose is not, and `kill -9` of the
+//! worker hosting a running teammate re-places it on a second, live worker.
 
 use super::killpoints::{call, lead_of, member_id, start_run};
 use super::*;
@@ -141,7 +143,26 @@ fn assert_finished_once(s: &Setup, lead: &str, lead_turns: std::ops::RangeInclus
             .any(|e| e.to_string().contains("alpha done")),
         "alpha answered"
     );
-    // Exactly once per queued message.
+    assert_each_message_delivered_once(s, &lead_log);
+    let turns = lead_log
+        .iter()
+        .filter(|e| e["type"] == "turn/start")
+        .count();
+    assert!(
+        lead_turns.contains(&turns),
+        "{turns} Lead turns: the first turn and one continuation per cut turn"
+    );
+    let answers = lead_log
+        .iter()
+        .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("lead done"))
+        .count();
+    assert!(answers <= 1, "the Lead answered once ({answers})");
+    s.ok(&["team", "verify", lead]);
+}
+
+/// Every message queued in the Lead log `lead_log` was delivered once and is in its target's
+/// log once (alpha's report among them).
+fn assert_each_message_delivered_once(s: &Setup, lead_log: &[Value]) {
     let queued: Vec<&Value> = lead_log
         .iter()
         .filter(|e| e["type"] == "team/message/queued")
@@ -184,20 +205,6 @@ fn assert_finished_once(s: &Setup, lead: &str, lead_turns: std::ops::RangeInclus
             "{id} is in {target}'s log once (taken {taken}, in its inbox {queued_in_inbox})"
         );
     }
-    let turns = lead_log
-        .iter()
-        .filter(|e| e["type"] == "turn/start")
-        .count();
-    assert!(
-        lead_turns.contains(&turns),
-        "{turns} Lead turns: the first turn and one continuation per cut turn"
-    );
-    let answers = lead_log
-        .iter()
-        .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("lead done"))
-        .count();
-    assert!(answers <= 1, "the Lead answered once ({answers})");
-    s.ok(&["team", "verify", lead]);
 }
 
 /// Every `owner` given to task `task-1` in `value` (any depth).
@@ -702,5 +709,104 @@ fn a_team_parked_on_purpose_is_not_adopted() {
             .any(|e| e.to_string().contains("alpha done")),
         "alpha answered"
     );
+    s.ok(&["team", "verify", &lead]);
+}
+
+/// DESIGN §7 "Failover", a worker that dies: `kill -9` of the worker w1 hosting alpha while
+/// alpha runs, with a second worker w2 live and free. Once w1's reports stopped and alpha's
+/// lease expired, the Lead's process re-places alpha on w2 (saying so on its stderr): w2
+/// cold-resumes it — its cut turn closed as after a crash, then its continuation note — and
+/// alpha finishes there. The run ends once, alpha never ran in the Lead's process, the task
+/// had one owner, every message was delivered once, and `team verify` passes.
+#[test]
+fn kill_9_of_the_worker_hosting_a_running_teammate_re_places_it_on_a_live_worker() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (mut w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = team_script(&s, "team.json");
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let alpha = member_id(&s, &lead, "alpha");
+    assert!(
+        std::fs::read_to_string(&w1_log)
+            .unwrap()
+            .contains(&format!("hosting alpha ({alpha})")),
+        "alpha runs on w1"
+    );
+    // w2 registers only now, so the placement above could only pick w1.
+    let (_w2, w2_log) = start_worker_with(&s, "w2", &workspace, &[]);
+    w1.0.kill().unwrap();
+    let _ = w1.0.wait();
+    // The continuation on w2 stops the dead worker's orphaned loop (its process group is in
+    // alpha's log); `go` is not needed for alpha to go on.
+    let status = wait_exit(&mut run);
+    let stderr = std::fs::read_to_string(&run_err).unwrap();
+    std::fs::write(workspace.join("go"), "").unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "troupe: teammate alpha's host stopped reporting and its lease expired: it continues \
+             on worker w2"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("continues in the Lead's process"),
+        "{stderr}"
+    );
+    let hosted = std::fs::read_to_string(&w2_log).unwrap();
+    assert!(
+        hosted.contains(&format!("hosting alpha ({alpha})")),
+        "alpha continued on w2: {hosted}"
+    );
+    // alpha's log: its cut turn closed as after a crash, then one continuation turn, which
+    // finished.
+    let alpha_log = s.log(&alpha);
+    let ends: Vec<&Value> = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .collect();
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert_eq!(ends[0]["data"]["reason"]["kind"], "interrupted", "{ends:?}");
+    assert_eq!(ends[1]["data"]["reason"]["kind"], "completed", "{ends:?}");
+    let notes = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "agent/inbox/spliced")
+        .flat_map(|e| {
+            e["data"]["inserted"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|m| m["source"]["kind"] == "resume")
+        .count();
+    assert_eq!(notes, 1, "one continuation note");
+    assert!(
+        alpha_log
+            .iter()
+            .any(|e| e.to_string().contains("alpha done")),
+        "alpha answered"
+    );
+    // The task: completed by alpha, never another owner.
+    let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+    let tasks = shown["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{shown}");
+    assert_eq!(tasks[0]["status"], "completed", "{shown}");
+    assert_eq!(tasks[0]["ownerName"], "alpha", "{shown}");
+    assert_eq!(shown["pendingMessages"], json!([]), "{shown}");
+    let lead_log = s.log(&lead);
+    let mut owners = std::collections::BTreeSet::new();
+    for event in &lead_log {
+        collect_owners(&event["data"], &mut owners);
+    }
+    assert!(owners.len() <= 1, "task-1 had two owners: {owners:?}");
+    assert_each_message_delivered_once(&s, &lead_log);
     s.ok(&["team", "verify", &lead]);
 }
