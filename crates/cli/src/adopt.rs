@@ -2,13 +2,28 @@
 //! "Failover", issue 14 item 6).
 //!
 //! **What is adopted.** A root session on the store that is a Team Lead, whose lease is free
-//! (its holder died: the lease expired one TTL after its last renewal), whose log shows its
-//! last turn cut by a stop ([`ResumePlan::stopped_mid_turn`]: not finished, not interrupted
-//! by the user, not failed), whose workspace is on this host with this worker's identity
+//! (its holder died: the lease expired one TTL after its last renewal), whose log shows work
+//! a crash left ([`left_to_do`]), whose workspace is on this host with this worker's identity
 //! ([`WorkspaceIdentity::mismatch`]), and none of whose members is held by a process other
-//! than a live worker ([`crate::store::team_held`], the check `troupe resume` makes). The
-//! decision is read from the store each time, never remembered across processes: nothing
-//! here is durable.
+//! than a live worker ([`crate::store::team_held`], the check `troupe resume` makes). Work a
+//! crash left is either
+//! - the Lead's last turn cut by a stop ([`ResumePlan::stopped_mid_turn`]: not finished, not
+//!   interrupted by the user, not failed), or
+//! - a Lead that finished its own last turn and died while it waited for its Team, which
+//!   still has work the Team recovery of a `troupe resume` carries on
+//!   ([`crash_left_work`]: a teammate with an open turn — cut, or still running on a live
+//!   worker and needing the Team's service — or one a crash recovery closed and did not
+//!   continue, a teammate the recovery wakes, a member still being created, a member's
+//!   wakeup message not delivered, Team mail waiting to start a Lead turn).
+//!
+//! Not adopted: a Team that finished (nothing of the above), and one stopped on purpose — a
+//! Lead turn interrupted, stopped by the budget or failed, or a park (its turns end
+//! `aborted`, which a crash never writes; their continuations wait for the user's `troupe
+//! resume`, as does mail `troupe send` appended to a stopped Team). The decision is read from
+//! the store each time, never remembered across processes: nothing here is durable. A Lead
+//! whose adoption here ended with exit 0 and that is found adoptable again without anyone
+//! having run it since counts as a failed adoption (see below), so a worker does not loop on
+//! work the resume cannot do.
 //!
 //! **How.** One Lead per free slot: the worker runs `troupe resume SID --placement workers
 //! --adopted-by PID` as its child (same binary, the worker's home and store). The child takes
@@ -39,14 +54,15 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use troupe_journal::Journal;
 use troupe_protocol::SessionId;
+use troupe_runtime::team::crash_left_work;
 use troupe_runtime::{ResumePlan, StoredSession};
 use troupe_store_nats::{NatsBackend, WorkspaceIdentity};
 
 use crate::exit::Failure;
 use crate::output::eprint_line;
 
-/// How many adoptions of one Lead may fail (a non-zero exit) before this worker stops trying
-/// it (until another process runs it).
+/// How many adoptions of one Lead may fail (a non-zero exit, or an exit 0 that left the work
+/// owed) before this worker stops trying it (until another process runs it).
 const MAX_FAILURES: u32 = 3;
 
 /// How long a stop waits for the adopted Leads to park before it kills them.
@@ -80,9 +96,10 @@ pub(crate) fn die_with(worker: u32) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Why session `id` needs no adopting (its last turn was not cut by a stop: another process
-/// took it over and finished it, or it ended otherwise), `None` when it still does — or when
-/// it is no root at all (the resume refuses that itself).
+/// Why session `id` needs no adopting (a crash left it nothing to do — another process took it
+/// over and finished it, or it ended otherwise: see [`left_to_do`]), `None` when it still does
+/// — or when it is no root at all, or its Team log does not read (the resume refuses or
+/// reports those itself).
 ///
 /// # Errors
 /// The session cannot be read (as `troupe resume` reports it).
@@ -91,11 +108,16 @@ pub(crate) fn no_longer_adoptable(
     id: &SessionId,
 ) -> Result<Option<String>, Failure> {
     match ResumePlan::read(journal, id)? {
-        StoredSession::Root(plan) if !plan.stopped_mid_turn() => Ok(Some(
-            plan.unfinished()
-                .map_or_else(|| "its last turn finished".to_owned(), |why| why.to_owned()),
-        )),
-        _ => Ok(None),
+        StoredSession::Root(plan) => match left_to_do(journal, &plan) {
+            Ok(Some(_)) => Ok(None),
+            Ok(None) => Ok(Some(plan.unfinished().map_or_else(
+                || "its last turn finished and its Team has nothing left".to_owned(),
+                |why| why.to_owned(),
+            ))),
+            // The resume reads the Team log again and reports it.
+            Err(_) => Ok(None),
+        },
+        StoredSession::Child { .. } => Ok(None),
     }
 }
 
@@ -133,13 +155,20 @@ pub(crate) struct Adopter {
     /// Leads whose adoption ended with a failure: not tried again before the instant.
     cooling: HashMap<SessionId, Instant>,
     failures: HashMap<SessionId, u32>,
+    /// Leads whose adoption here ended with exit 0 and whose lease was not seen held since:
+    /// found adoptable again, they count as a failed adoption (no loop on a Lead the resume
+    /// cannot finish).
+    ended_clean: HashSet<SessionId>,
     /// The last scan error shown (each new one is shown once).
     last_error: Option<String>,
 }
 
 /// What one scan of the store found.
 struct Scan {
-    candidates: Vec<SessionId>,
+    /// The adoptable Leads, each with why it needs adopting.
+    candidates: Vec<(SessionId, String)>,
+    /// The roots whose lease was seen held.
+    held: HashSet<SessionId>,
     known: HashMap<SessionId, Option<String>>,
     notes: Vec<String>,
     error: Option<String>,
@@ -164,6 +193,7 @@ impl Adopter {
             known: HashMap::new(),
             cooling: HashMap::new(),
             failures: HashMap::new(),
+            ended_clean: HashSet::new(),
             last_error: None,
         }
     }
@@ -211,8 +241,23 @@ impl Adopter {
                         }
                         self.last_error = scan.error;
                     }
-                    for lead in scan.candidates.into_iter().take(free) {
-                        self.adopt(lead);
+                    for id in &scan.held {
+                        self.ended_clean.remove(id);
+                    }
+                    for (lead, why) in scan.candidates.into_iter().take(free) {
+                        if self.ended_clean.remove(&lead) {
+                            // Its adoption here ended well, yet nobody ran it since and the
+                            // log still shows work: the resume cannot do it. Counted as a
+                            // failed adoption, so this worker does not loop on it.
+                            eprint_line!(
+                                "troupe worker {}: warning: the adopted Lead {lead} ended, yet \
+                                 its log still shows work ({why})",
+                                self.worker
+                            );
+                            self.failed(lead);
+                            continue;
+                        }
+                        self.adopt(lead, &why);
                     }
                 }
                 Err(e) => {
@@ -226,8 +271,8 @@ impl Adopter {
         self.running.len() != before
     }
 
-    /// Starts the resume of `lead`.
-    fn adopt(&mut self, lead: SessionId) {
+    /// Starts the resume of `lead`, which needs adopting because `why` (see [`left_to_do`]).
+    fn adopt(&mut self, lead: SessionId, why: &str) {
         let mut command = Command::new(&self.command.exe);
         command
             .arg("--home")
@@ -245,7 +290,7 @@ impl Adopter {
         match command.spawn() {
             Ok(child) => {
                 eprint_line!(
-                    "troupe worker {}: adopting Lead {lead}: its lease expired mid-turn (troupe \
+                    "troupe worker {}: adopting Lead {lead}: its lease expired {why} (troupe \
                      resume, pid {})",
                     self.worker,
                     child.id()
@@ -307,6 +352,7 @@ impl Adopter {
             match status {
                 Ok(status) if status.success() => {
                     self.failures.remove(&lead);
+                    self.ended_clean.insert(lead.clone());
                     eprint_line!(
                         "troupe worker {}: the adopted Lead {lead} ended (exit 0)",
                         self.worker
@@ -370,6 +416,7 @@ fn scan(
 ) -> Scan {
     let mut scan = Scan {
         candidates: Vec::new(),
+        held: HashSet::new(),
         known: HashMap::new(),
         notes: Vec::new(),
         error: None,
@@ -396,6 +443,7 @@ fn scan(
             Ok(Some(_)) => {
                 // Someone runs it: what it needs is decided again once it is free.
                 known.remove(id);
+                scan.held.insert(id.clone());
                 continue;
             }
             Err(e) => {
@@ -406,8 +454,8 @@ fn scan(
         if known.contains_key(id) {
             continue;
         }
-        match verdict(journal, mine, id) {
-            Ok(()) => {}
+        let why = match verdict(journal, mine, id) {
+            Ok(why) => why,
             Err(why) => {
                 if let Some(why) = &why {
                     scan.notes.push(format!("not adopting Lead {id}: {why}"));
@@ -415,11 +463,11 @@ fn scan(
                 known.insert(id.clone(), why);
                 continue;
             }
-        }
+        };
         match crate::store::team_held(journal, nats, &listed, id) {
             // A member of it still held by a dead Lead's process: its lease expires soon.
             Ok(Some(_)) => {}
-            Ok(None) => scan.candidates.push(id.clone()),
+            Ok(None) => scan.candidates.push((id.clone(), why)),
             Err(e) => scan.error = Some(e.to_string()),
         }
     }
@@ -430,21 +478,25 @@ fn scan(
     scan
 }
 
-/// Whether the free root session `id` is a Lead to adopt: `Err(reason)` when not (`None`:
-/// nothing worth saying — not a Team, or its last turn was not cut by a stop).
+/// Whether the free root session `id` is a Lead to adopt: `Ok(why)` when it is (why it needs
+/// adopting, as the adoption note says it), `Err(reason)` when not (`None`: nothing worth
+/// saying — not a Team, a Lead that finished with nothing left, or one stopped on purpose).
 fn verdict(
     journal: &Journal,
     mine: &WorkspaceIdentity,
     id: &SessionId,
-) -> Result<(), Option<String>> {
+) -> Result<String, Option<String>> {
     let plan = match ResumePlan::read(journal, id) {
         Ok(StoredSession::Root(plan)) => plan,
         Ok(StoredSession::Child { .. }) => return Err(None),
         Err(e) => return Err(Some(format!("it cannot be read: {e}"))),
     };
-    if !plan.is_team() || !plan.stopped_mid_turn() {
+    if !plan.is_team() {
         return Err(None);
     }
+    let why = left_to_do(journal, &plan)
+        .map_err(|e| Some(format!("its Team's log cannot be read: {e}")))?
+        .ok_or(None)?;
     let workspace = Path::new(&plan.config().workspace);
     let theirs = WorkspaceIdentity::of(workspace).map_err(|e| {
         Some(format!(
@@ -453,9 +505,31 @@ fn verdict(
         ))
     })?;
     match mine.mismatch(&theirs) {
-        None => Ok(()),
+        None => Ok(why),
         Some(why) => Err(Some(format!(
             "this worker's workspace does not match: {why}"
         ))),
     }
+}
+
+/// What a crash left the stopped Team of `plan` to do (see the module docs), `None` when
+/// nothing: its Lead's last turn cut by the stop ([`ResumePlan::stopped_mid_turn`]), or —
+/// when that turn finished — the work [`crash_left_work`] finds. A Lead whose last turn was
+/// interrupted, stopped by the budget or failed was stopped on purpose (or needs its user):
+/// `None`.
+///
+/// # Errors
+/// The Team log's read errors.
+fn left_to_do(
+    journal: &Journal,
+    plan: &ResumePlan,
+) -> Result<Option<String>, troupe_runtime::team::TeamOpError> {
+    if plan.stopped_mid_turn() {
+        return Ok(Some("mid-turn".to_owned()));
+    }
+    if plan.unfinished().is_some() {
+        return Ok(None);
+    }
+    Ok(crash_left_work(journal, plan.id())?
+        .map(|why| format!("after its last turn, with its Team's work unfinished: {why}")))
 }

@@ -184,8 +184,8 @@ enum Command {
     /// cold-resumed from the store as troupe resume would, calls its Team through the Lead's
     /// process, and runs until it settles; then its slot is free again. Ctrl-C / SIGTERM parks
     /// the hosted members (inboxes kept; the Team resumes them elsewhere) and exits 0. With
-    /// --adopt it also takes over Team Leads whose process died mid-turn (troupe resume as its
-    /// child, one per free slot). Exit 2: no NATS store, --slots 0, a name a live worker
+    /// --adopt it also takes over Team Leads whose process died with work left — mid-turn, or
+    /// while it waited for its teammates (troupe resume as its child, one per free slot). Exit 2: no NATS store, --slots 0, a name a live worker
     /// already has.
     Worker(worker::WorkerFlags),
 }

@@ -65,10 +65,11 @@ pub(crate) struct WorkerFlags {
     #[arg(long = "secret-env", value_name = "VAR")]
     secret_env: Vec<String>,
     /// Also adopt Leads whose process died: a Team Lead on the store whose lease expired
-    /// while its last turn was unfinished (cut by the stop, as its log shows) and whose
-    /// workspace matches this worker's is resumed here — `troupe resume SID --placement
-    /// workers`, one Lead per free slot, dying with the worker — as on another host after a
-    /// crash. Of several adopters only one takes a Lead (its lease); the others back off.
+    /// with work a crash left (its last turn cut by the stop, or — its own turn finished —
+    /// teammates still running or owed work, as the logs show; not a Team that finished or
+    /// was stopped on purpose) and whose workspace matches this worker's is resumed here —
+    /// `troupe resume SID --placement workers`, one Lead per free slot, dying with the worker
+    /// — as on another host after a crash. Of several adopters only one takes a Lead (its lease); the others back off.
     #[arg(long)]
     adopt: bool,
     #[command(flatten)]

@@ -161,4 +161,20 @@ pub trait ChildControl: Send + Sync {
         seed: Vec<Event>,
         log_exists: bool,
     ) -> ControlFuture<'a, ()>;
+
+    /// Closes a turn a crash left open in the log of `child`, a teammate of `parent` that is
+    /// not resident (its host in another process died): its log opened for writing under a
+    /// lease of this process, the crash recovery of an activation applied (leftover process
+    /// groups stopped, synthetic closers from the logs, `turn/end` `interrupted`, flushed),
+    /// then released — nothing is started. `true` when a turn was closed; `false` when none
+    /// was open or the child is resident here. What survives a crash: the closers are one
+    /// flushed batch, whole or absent (the next activation closes the turn again).
+    ///
+    /// # Errors
+    /// `JOURNAL_LOCKED` (another process holds it), journal errors.
+    fn close_cut_turn<'a>(
+        &'a self,
+        parent: &'a Agent,
+        child: &'a SessionId,
+    ) -> ControlFuture<'a, bool>;
 }

@@ -280,8 +280,9 @@ pub struct ResumeStarted {
     /// started).
     pub lead_runs: bool,
     /// Whether other agents of the runtime are live (a Team's recovery may have woken
-    /// teammates with waiting messages even when the Lead has nothing to do): the run waits
-    /// for them too.
+    /// teammates with waiting messages even when the Lead has nothing to do), or members of
+    /// its Team run in other processes (a worker hosting a teammate of a Lead taken over
+    /// after its process died): the run waits for them too.
     pub others_run: bool,
 }
 
@@ -327,7 +328,8 @@ impl ResumeStep {
         };
         Ok(ResumeStarted {
             lead_runs,
-            others_run: runtime.live_ids().len() > 1,
+            others_run: runtime.live_ids().len() > 1
+                || runtime.teams().running_elsewhere(agent.id()) > 0,
         })
     }
 }

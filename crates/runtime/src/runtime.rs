@@ -2084,6 +2084,17 @@ impl Control {
 }
 
 impl ChildControl for Control {
+    fn close_cut_turn<'a>(
+        &'a self,
+        parent: &'a Agent,
+        child: &'a SessionId,
+    ) -> ControlFuture<'a, bool> {
+        Box::pin(async move {
+            let links = LinkSource::lead(Some(parent.id().clone()));
+            self.runtime()?.close_open_turn(child, &links).await
+        })
+    }
+
     fn agent(&self, id: &SessionId) -> Option<Agent> {
         self.runtime().ok()?.agent(id)
     }

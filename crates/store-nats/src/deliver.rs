@@ -188,6 +188,8 @@ pub struct NatsMemberHosts {
     /// The Team's budget, sent with each request to host a teammate.
     budget: Option<HostedBudget>,
     warn: Warnings,
+    /// Where the notices of taken-over teammates go (see `MemberHosts::notice`).
+    notice: Warnings,
 }
 
 impl std::fmt::Debug for NatsMemberHosts {
@@ -209,6 +211,7 @@ impl NatsMemberHosts {
             placement: None,
             budget: None,
             warn: Arc::new(|line: &str| tracing::warn!("{line}")),
+            notice: Arc::new(|line: &str| tracing::info!("{line}")),
         }
     }
 
@@ -216,6 +219,14 @@ impl NatsMemberHosts {
     #[must_use]
     pub fn with_warnings(mut self, warn: Warnings) -> Self {
         self.warn = warn;
+        self
+    }
+
+    /// Sends the notices of teammates taken over after their host died (one line each,
+    /// saying where each continues: `MemberHosts::notice`) to `notice` instead of the log.
+    #[must_use]
+    pub fn with_notices(mut self, notice: Warnings) -> Self {
+        self.notice = notice;
         self
     }
 
@@ -243,6 +254,7 @@ impl NatsMemberHosts {
             placement: Some(lead),
             budget: None,
             warn: Arc::new(|line: &str| tracing::warn!("{line}")),
+            notice: Arc::new(|line: &str| tracing::info!("{line}")),
         }
     }
 
@@ -528,6 +540,10 @@ impl MemberHosts for NatsMemberHosts {
 
     fn deliver(&self, request: DeliverRequest) -> HandoffFuture<'_> {
         Box::pin(self.hand_over(request))
+    }
+
+    fn notice(&self, line: &str) {
+        (self.notice)(line);
     }
 
     fn append_unhosted(&self) -> bool {

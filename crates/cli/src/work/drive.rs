@@ -122,8 +122,15 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
     // of its lease (`troupe.deliver.<id>`, DESIGN §7 "Delivery across processes").
     // With `--placement workers`, a woken teammate nobody hosts is placed on a live worker.
     if let Some(nats) = config.store.nats_backend() {
+        // A teammate whose worker died is taken over (re-placed, or continued here): a
+        // notice on stderr says where.
+        let notices: troupe_store_nats::Warnings = Arc::new(|line: &str| {
+            crate::output::eprint_line!("troupe: {line}");
+        });
         let hosts = match config.placement {
-            super::flags::Placement::Local => NatsMemberHosts::new(nats.clone(), false),
+            super::flags::Placement::Local => {
+                NatsMemberHosts::new(nats.clone(), false).with_notices(Arc::clone(&notices))
+            }
             super::flags::Placement::Workers => {
                 let lead = troupe_store_nats::WorkspaceIdentity::of(&config.workspace)
                     .with_context(|| format!("workspace {}", config.workspace.display()))
@@ -135,6 +142,7 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
                     .with_warnings(Arc::new(|line: &str| {
                         crate::output::eprint_line!("troupe: warning: {line}");
                     }))
+                    .with_notices(notices)
             }
         };
         runtime.teams().set_member_hosts(Arc::new(hosts));

@@ -6,7 +6,9 @@
 //! SIGTERM (it parks its adopted Lead first). Each time: the teammate keeps running on its worker (it is
 //! not continued a second time in the new Lead's process), its Team calls reach the new Lead,
 //! the work finishes once, `team verify` passes, every queued message is delivered exactly
-//! once, and no task ever had two owners.
+//! once, and no task ever had two owners. Also: a Lead killed after its own turn ended while
+//! its teammate runs is adopted too, a Team parked on purpose is not, and `kill -9` of the
+//! worker hosting a running teammate re-places it on a second, live worker.
 
 use super::killpoints::{call, lead_of, member_id, start_run};
 use super::*;
@@ -141,7 +143,26 @@ fn assert_finished_once(s: &Setup, lead: &str, lead_turns: std::ops::RangeInclus
             .any(|e| e.to_string().contains("alpha done")),
         "alpha answered"
     );
-    // Exactly once per queued message.
+    assert_each_message_delivered_once(s, &lead_log);
+    let turns = lead_log
+        .iter()
+        .filter(|e| e["type"] == "turn/start")
+        .count();
+    assert!(
+        lead_turns.contains(&turns),
+        "{turns} Lead turns: the first turn and one continuation per cut turn"
+    );
+    let answers = lead_log
+        .iter()
+        .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("lead done"))
+        .count();
+    assert!(answers <= 1, "the Lead answered once ({answers})");
+    s.ok(&["team", "verify", lead]);
+}
+
+/// Every message queued in the Lead log `lead_log` was delivered once and is in its target's
+/// log once (alpha's report among them).
+fn assert_each_message_delivered_once(s: &Setup, lead_log: &[Value]) {
     let queued: Vec<&Value> = lead_log
         .iter()
         .filter(|e| e["type"] == "team/message/queued")
@@ -160,28 +181,30 @@ fn assert_finished_once(s: &Setup, lead: &str, lead_turns: std::ops::RangeInclus
             .filter(|e| e["type"] == "team/message/delivered" && e.to_string().contains(id))
             .count();
         assert_eq!(delivered, 1, "{id} delivered once");
+        // In the target's log once: queued in its inbox once, and taken into its history
+        // at most once (quiet mail to a Lead that takes no further turn stays in its inbox).
         let target = message["targetId"].as_str().unwrap();
-        let in_target = s
-            .log(target)
+        let target_log = s.log(target);
+        let taken = target_log
             .iter()
             .filter(|e| e["type"] == "user/message" && e["data"]["id"] == id)
             .count();
-        assert_eq!(in_target, 1, "{id} is in {target}'s log once");
+        let queued_in_inbox = target_log
+            .iter()
+            .filter(|e| e["type"] == "agent/inbox/spliced")
+            .flat_map(|e| {
+                e["data"]["inserted"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter(|m| m["id"] == id)
+            .count();
+        assert!(
+            taken <= 1 && queued_in_inbox <= 1 && taken + queued_in_inbox >= 1,
+            "{id} is in {target}'s log once (taken {taken}, in its inbox {queued_in_inbox})"
+        );
     }
-    let turns = lead_log
-        .iter()
-        .filter(|e| e["type"] == "turn/start")
-        .count();
-    assert!(
-        lead_turns.contains(&turns),
-        "{turns} Lead turns: the first turn and one continuation per cut turn"
-    );
-    let answers = lead_log
-        .iter()
-        .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("lead done"))
-        .count();
-    assert!(answers <= 1, "the Lead answered once ({answers})");
-    s.ok(&["team", "verify", lead]);
 }
 
 /// Every `owner` given to task `task-1` in `value` (any depth).
@@ -447,7 +470,8 @@ fn an_adopted_resume_that_is_not_needed_or_whose_worker_is_gone_writes_nothing()
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
         err.contains(&format!(
-            "troupe: note: session {lead} needs no adopting any more (its last turn finished)"
+            "troupe: note: session {lead} needs no adopting any more (its last turn finished and \
+             its Team has nothing left)"
         )),
         "{err}"
     );
@@ -513,4 +537,276 @@ fn sigterm_to_an_adopter_parks_its_adopted_lead_and_a_resume_finishes_it() {
     // The adopter's resume may have started its continuation before the SIGTERM: that
     // stopped turn gets its own continuation.
     assert_finished_once(&s, &lead, 2..=3);
+}
+
+/// (e) The Lead finished its own turn (it spawned alpha on w1 and answered) and its process
+/// was killed with `kill -9` while it waited for alpha: the log shows no cut Lead turn, but
+/// alpha's turn is open and needs the Team's service. A `troupe worker --adopt` takes the Lead
+/// over, saying why; alpha keeps running on w1 and its Team calls reach the adopted Lead; the
+/// work finishes once (the Lead takes no further turn), `team verify` passes, and the finished
+/// Team is not adopted again.
+#[test]
+fn a_worker_with_adopt_takes_over_a_lead_killed_after_its_turn_while_a_teammate_runs() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("team_task_create", json!({"subject": "the work", "description": "d"})),
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("team_task_update", json!({"task_id": "task-1", "expected_revision": 1, "action": "claim"})),
+                call("bash", json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                call("send_message", json!({"target": "lead", "message": "alpha-report"})),
+                call("team_task_update", json!({"task_id": "task-1", "expected_revision": 2, "action": "complete"})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The Lead's own turn ended (its answer is in its log): the run only waits for alpha.
+    let start = Instant::now();
+    while !s.log(&lead).iter().any(|e| e["type"] == "turn/end") {
+        assert!(start.elapsed() < DEADLINE, "the Lead's turn never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        std::fs::read_to_string(&w1_log)
+            .unwrap()
+            .contains("hosting alpha"),
+        "alpha runs on w1"
+    );
+    run.0.kill().unwrap();
+    let _ = run.0.wait();
+    let (_a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
+    let log = wait_for(&a1_log, &format!("adopting Lead {lead}"), DEADLINE);
+    assert!(
+        log.contains(&format!(
+            "adopting Lead {lead}: its lease expired after its last turn, with its Team's work \
+             unfinished: teammate alpha's turn 1 is open"
+        )),
+        "{log}"
+    );
+    wait_lease(&mut s, &lead, "was taken by the adopter", |h| h.is_some());
+    std::fs::write(workspace.join("go"), "").unwrap();
+    wait_for(
+        &a1_log,
+        &format!("the adopted Lead {lead} ended (exit 0)"),
+        DEADLINE,
+    );
+    assert_finished_once(&s, &lead, 1..=1);
+    let hosted = std::fs::read_to_string(&w1_log).unwrap();
+    assert_eq!(
+        hosted.matches("hosting alpha").count(),
+        1,
+        "alpha was hosted once, on w1: {hosted}"
+    );
+    // A Lead whose Team finished is not adopted again (it has nothing left).
+    std::thread::sleep(Duration::from_secs(2));
+    let log = std::fs::read_to_string(&a1_log).unwrap();
+    assert_eq!(
+        log.matches(&format!("adopting Lead {lead}")).count(),
+        1,
+        "{log}"
+    );
+    assert!(!log.contains("warning"), "{log}");
+}
+
+/// A Team stopped on purpose is not adopted: its Lead finished its turn while alpha ran in the
+/// Lead's process, then the run was stopped with SIGTERM (it parks the Team: alpha's turn ends
+/// `aborted`, its continuation waits for the user's resume). An adopter leaves it alone; the
+/// user's `troupe resume` then finishes it.
+#[test]
+fn a_team_parked_on_purpose_is_not_adopted() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let run_err = s.path("run.stderr");
+    let mut run = Running(
+        s.troupe(&["run", "--team", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("fix it")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&run_err).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&run.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let _ = wait_exit(&mut run);
+    assert!(
+        holder(&mut s, &lead).is_none(),
+        "the Lead's lease was released"
+    );
+    let alpha = member_id(&s, &lead, "alpha");
+    assert!(
+        s.log(&alpha)
+            .iter()
+            .any(|e| e["type"] == "turn/end" && e["data"]["reason"]["kind"] == "aborted"),
+        "alpha's turn was parked"
+    );
+    let (mut a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
+    // Two looks at least (one every half second) find nothing to adopt.
+    std::thread::sleep(Duration::from_secs(2));
+    let log = std::fs::read_to_string(&a1_log).unwrap();
+    assert!(!log.contains(&format!("adopting Lead {lead}")), "{log}");
+    assert!(holder(&mut s, &lead).is_none(), "{log}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&a1.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut a1).success());
+    // The user's resume continues alpha, which finishes.
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let out = s.run(&["resume", &lead]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        s.log(&alpha)
+            .iter()
+            .any(|e| e.to_string().contains("alpha done")),
+        "alpha answered"
+    );
+    s.ok(&["team", "verify", &lead]);
+}
+
+/// DESIGN §7 "Failover", a worker that dies: `kill -9` of the worker w1 hosting alpha while
+/// alpha runs, with a second worker w2 live and free. Once w1's reports stopped and alpha's
+/// lease expired, the Lead's process re-places alpha on w2 (saying so on its stderr): w2
+/// cold-resumes it — its cut turn closed as after a crash, then its continuation note — and
+/// alpha finishes there. The run ends once, alpha never ran in the Lead's process, the task
+/// had one owner, every message was delivered once, and `team verify` passes.
+#[test]
+fn kill_9_of_the_worker_hosting_a_running_teammate_re_places_it_on_a_live_worker() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (mut w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = team_script(&s, "team.json");
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let alpha = member_id(&s, &lead, "alpha");
+    assert!(
+        std::fs::read_to_string(&w1_log)
+            .unwrap()
+            .contains(&format!("hosting alpha ({alpha})")),
+        "alpha runs on w1"
+    );
+    // w2 registers only now, so the placement above could only pick w1.
+    let (_w2, w2_log) = start_worker_with(&s, "w2", &workspace, &[]);
+    w1.0.kill().unwrap();
+    let _ = w1.0.wait();
+    // The continuation on w2 stops the dead worker's orphaned loop (its process group is in
+    // alpha's log); `go` is not needed for alpha to go on.
+    let status = wait_exit(&mut run);
+    let stderr = std::fs::read_to_string(&run_err).unwrap();
+    std::fs::write(workspace.join("go"), "").unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "troupe: teammate alpha's host stopped reporting and its lease expired: it continues \
+             on worker w2"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("continues in the Lead's process"),
+        "{stderr}"
+    );
+    let hosted = std::fs::read_to_string(&w2_log).unwrap();
+    assert!(
+        hosted.contains(&format!("hosting alpha ({alpha})")),
+        "alpha continued on w2: {hosted}"
+    );
+    // alpha's log: its cut turn closed as after a crash, then one continuation turn, which
+    // finished.
+    let alpha_log = s.log(&alpha);
+    let ends: Vec<&Value> = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .collect();
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert_eq!(ends[0]["data"]["reason"]["kind"], "interrupted", "{ends:?}");
+    assert_eq!(ends[1]["data"]["reason"]["kind"], "completed", "{ends:?}");
+    let notes = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "agent/inbox/spliced")
+        .flat_map(|e| {
+            e["data"]["inserted"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|m| m["source"]["kind"] == "resume")
+        .count();
+    assert_eq!(notes, 1, "one continuation note");
+    assert!(
+        alpha_log
+            .iter()
+            .any(|e| e.to_string().contains("alpha done")),
+        "alpha answered"
+    );
+    // The task: completed by alpha, never another owner.
+    let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+    let tasks = shown["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{shown}");
+    assert_eq!(tasks[0]["status"], "completed", "{shown}");
+    assert_eq!(tasks[0]["ownerName"], "alpha", "{shown}");
+    assert_eq!(shown["pendingMessages"], json!([]), "{shown}");
+    let lead_log = s.log(&lead);
+    let mut owners = std::collections::BTreeSet::new();
+    for event in &lead_log {
+        collect_owners(&event["data"], &mut owners);
+    }
+    assert!(owners.len() <= 1, "task-1 had two owners: {owners:?}");
+    assert_each_message_delivered_once(&s, &lead_log);
+    s.ok(&["team", "verify", &lead]);
 }

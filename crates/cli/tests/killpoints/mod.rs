@@ -7,7 +7,10 @@
 //! passes, and the message is in its target's log exactly once. And the Lead's
 //! `interrupt_agent` of a teammate a worker hosts, with the worker killed right after the
 //! interrupted turn's closing batch (before its answer) and the moment the request reaches it
-//! (before its cancel): the Lead's answer is decided from the lease and the log.
+//! (before its cancel): the Lead's answer is decided from the lease and the log. And the
+//! re-placement of a dead worker's running teammate, with the Lead's process killed right
+//! after it closed the teammate's cut turn and right after it appended its continuation note:
+//! a resume finishes it with exactly one note.
 //!
 //! How a kill lands right after a write: a [`Tripwire`] thread subscribes (plain NATS, its own
 //! connection) to the subjects the write publishes on — a session's stream subject or the
@@ -641,4 +644,120 @@ fn kill_9_of_the_worker_as_an_interrupt_reaches_it_is_team_host_lost_or_interrup
         return;
     }
     panic!("the kill never landed before the worker's cancel");
+}
+
+/// Where [`kill_9_of_the_lead_mid_re_placement_then_resume`] kills the Lead's process.
+#[derive(Debug, Clone, Copy)]
+enum RePlacementKill {
+    /// Right after it closed alpha's cut turn (`turn/end` `interrupted` in alpha's log).
+    AfterClosingTheCutTurn,
+    /// Right after it appended alpha's continuation note (before asking a worker).
+    AfterTheNote,
+}
+
+/// Kill points of the re-placement of a dead worker's running teammate (`roster::take_over`):
+/// w1 hosting alpha is killed with `kill -9` while w2 is live; once alpha's lease expired the
+/// Lead's process closes alpha's cut turn and appends its continuation note, and is killed
+/// with `kill -9` right after one of those writes. `troupe resume` (another process) then
+/// finishes the Team: alpha gets exactly one continuation note (a note already waiting
+/// answers its cut turn; a turn closed `interrupted` is owed one), finishes, the task had one
+/// owner, and `team verify` passes.
+#[test]
+fn kill_9_of_the_lead_mid_re_placement_then_resume() {
+    let Some(s) = Setup::single() else { return };
+    for (attempt, kill) in [
+        RePlacementKill::AfterClosingTheCutTurn,
+        RePlacementKill::AfterTheNote,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let workspace = s.path(&format!("ws{attempt}"));
+        std::fs::create_dir_all(&workspace).unwrap();
+        let script = s.path(&format!("team{attempt}.json"));
+        std::fs::write(
+            &script,
+            json!({"agents": {
+                "lead": [
+                    call("team_task_create", json!({"subject": "the work", "description": "d"})),
+                    call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                    {"text": "lead done"},
+                ],
+                "alpha": [
+                    call("team_task_update", json!({"task_id": "task-1", "expected_revision": 1, "action": "claim"})),
+                    call("bash", json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                    call("team_task_update", json!({"task_id": "task-1", "expected_revision": 2, "action": "complete"})),
+                    {"text": "alpha done"},
+                ],
+            }})
+            .to_string(),
+        )
+        .unwrap();
+        let (mut w1, w1_log) = start_worker_with(&s, &format!("a{attempt}"), &workspace, &[]);
+        let run_err = s.path(&format!("run{attempt}.stderr"));
+        let mut run = start_run(&s, &workspace, &script, &run_err);
+        let lead = lead_of(&run_err);
+        let start = Instant::now();
+        while !workspace.join("started").exists() {
+            assert!(start.elapsed() < DEADLINE, "alpha never ran");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let alpha = member_id(&s, &lead, "alpha");
+        assert!(
+            std::fs::read_to_string(&w1_log)
+                .unwrap()
+                .contains(&format!("hosting alpha ({alpha})"))
+        );
+        let (_w2, _w2_log) = start_worker_with(&s, &format!("b{attempt}"), &workspace, &[]);
+        let alpha_subject = format!("troupe.session.{alpha}");
+        let wire = Tripwire::arm(
+            &s.url(),
+            &["troupe.session.>"],
+            run.0.id(),
+            move |subject, payload| {
+                subject == alpha_subject
+                    && match kill {
+                        RePlacementKill::AfterClosingTheCutTurn => {
+                            payload.contains("turn/end") && payload.contains("interrupted")
+                        }
+                        RePlacementKill::AfterTheNote => {
+                            payload.contains("agent/inbox/spliced")
+                                && payload.contains("\"kind\":\"resume\"")
+                        }
+                    }
+            },
+        );
+        w1.0.kill().unwrap();
+        let _ = w1.0.wait();
+        wire.fired();
+        let _ = run.0.wait();
+        resume_placing(&s, &lead);
+        std::fs::write(workspace.join("go"), "").unwrap();
+        let alpha_log = s.log(&alpha);
+        let notes = alpha_log
+            .iter()
+            .filter(|e| e["type"] == "agent/inbox/spliced")
+            .flat_map(|e| {
+                e["data"]["inserted"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter(|m| m["source"]["kind"] == "resume")
+            .count();
+        assert_eq!(notes, 1, "{kill:?}: one continuation note");
+        assert!(
+            alpha_log
+                .iter()
+                .any(|e| e.to_string().contains("alpha done")),
+            "{kill:?}: alpha answered"
+        );
+        let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+        let tasks = shown["tasks"].as_array().unwrap();
+        assert_eq!(tasks.len(), 1, "{shown}");
+        assert_eq!(tasks[0]["status"], "completed", "{kill:?}: {shown}");
+        assert_eq!(tasks[0]["ownerName"], "alpha", "{shown}");
+        assert_eq!(shown["pendingMessages"], json!([]), "{shown}");
+        s.ok(&["team", "verify", &lead]);
+    }
 }

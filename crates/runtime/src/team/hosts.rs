@@ -242,6 +242,13 @@ pub trait MemberHosts: Send + Sync {
         let _ = request;
         Box::pin(std::future::ready(Ok(InterruptHandoff::Unhosted)))
     }
+
+    /// Tells the user of the Lead's process `line` (one line, no prefix): that a teammate
+    /// whose host died was taken over, and where it continues. The default: the log
+    /// (`tracing`, info).
+    fn notice(&self, line: &str) {
+        tracing::info!("{line}");
+    }
 }
 
 /// A boxed future of [`MemberHosts::place`].

@@ -542,23 +542,7 @@ async fn place_wakeup(
     item: troupe_protocol::UserMessage,
 ) -> Result<bool, DispatchFailure> {
     let target = &message.target_id;
-    let older: Vec<MessageSnapshot> = {
-        let state = journal.enter().await;
-        state
-            .pending_messages_for(target)
-            .filter(|m| m.delivery == Delivery::Quiet && state.queued_before(&m.id, &message.id))
-            .cloned()
-            .collect()
-    };
-    for m in older {
-        let quiet = delivered_user_message(journal.id(), &m);
-        append_unhosted(journal.store(), target, quiet, InboxTarget::NextStep)
-            .await
-            .map_err(DispatchFailure::delivery)?;
-        mark_delivered(journal, &m)
-            .await
-            .map_err(DispatchFailure::acknowledgement)?;
-    }
+    append_quiet_unhosted(journal, target, Some(message)).await?;
     append_unhosted(journal.store(), target, item, InboxTarget::NextTurn)
         .await
         .map_err(DispatchFailure::delivery)?;
@@ -574,6 +558,56 @@ async fn place_wakeup(
         Ok(None) => Ok(false),
         Err(e) => Err(DispatchFailure::delivery(e)),
     }
+}
+
+/// Appends the pending quiet mail of the unhosted teammate `target` (all of it, or only what
+/// was queued before `before`) to its log under a lease of this process, in queue order,
+/// each acknowledged once it is durable. What survives a crash: as [`place_wakeup`]'s appends
+/// (each whole or absent, de-duplicated by message id on the retry; one appended and not yet
+/// acknowledged stays `queued` and held, acknowledged by the next dispatch or recovery
+/// without a second copy).
+async fn append_quiet_unhosted(
+    journal: &TeamJournal,
+    target: &SessionId,
+    before: Option<&MessageSnapshot>,
+) -> Result<(), DispatchFailure> {
+    let older: Vec<MessageSnapshot> = {
+        let state = journal.enter().await;
+        state
+            .pending_messages_for(target)
+            .filter(|m| {
+                m.delivery == Delivery::Quiet
+                    && before.is_none_or(|b| state.queued_before(&m.id, &b.id))
+            })
+            .cloned()
+            .collect()
+    };
+    for m in older {
+        let quiet = delivered_user_message(journal.id(), &m);
+        append_unhosted(journal.store(), target, quiet, InboxTarget::NextStep)
+            .await
+            .map_err(DispatchFailure::delivery)?;
+        mark_delivered(journal, &m)
+            .await
+            .map_err(DispatchFailure::acknowledgement)?;
+    }
+    Ok(())
+}
+
+/// [`append_quiet_unhosted`] of all of `target`'s pending quiet mail, for the roster's
+/// re-placement of a teammate whose host died (`roster::take_over`): its mail is in its log
+/// before its continuation note, as a local continuation delivers it
+/// ([`deliver_pending_quiet`]).
+///
+/// # Errors
+/// The failed step and its error, as one line.
+pub(super) async fn append_all_quiet_unhosted(
+    journal: &TeamJournal,
+    target: &SessionId,
+) -> Result<(), String> {
+    append_quiet_unhosted(journal, target, None)
+        .await
+        .map_err(|f| format!("{}: {}", f.step, f.error))
 }
 
 /// Cold-resumes teammate `id` (its inbox stays parked) when it has pending quiet mail, and

@@ -32,6 +32,8 @@
 //! - `interrupt.rs` — `interrupt_agent` across processes: the holder of a teammate's lease
 //!   stops its turn as a local interrupt does ([`TeamService::accept_interrupt`]), asked
 //!   through [`MemberHosts::interrupt`].
+//! - `leftover.rs` — what a crash left a stopped Team to do ([`crash_left_work`]), read from
+//!   its logs: what `troupe worker --adopt` asks of a Team whose Lead finished its own turn.
 //! - `status.rs` — status across processes: the status edges of members hosted elsewhere
 //!   ([`StatusEdge`], [`TeamService::status_edge`]) for `list_agents` and `wait_agent`.
 
@@ -41,6 +43,7 @@ mod hosts;
 mod in_flight;
 mod interrupt;
 mod journal;
+mod leftover;
 mod lifecycle;
 mod mailbox;
 mod op;
@@ -60,6 +63,7 @@ pub use hosts::{
     TEAM_MEMBER_NOT_HOSTED,
 };
 pub use journal::{feed_stream_fold, fold_team_log};
+pub use leftover::crash_left_work;
 pub use op::{
     CallOrigin, ListedMember, LogError, NO_PROGRESS_MESSAGE, OpContext, TeamOp, TeamOpError,
     TeamReply, WaitOutcome,

@@ -19,7 +19,9 @@ use troupe_team::{
     js_trim,
 };
 
-use super::hosts::{INTERRUPT_VERSION, InterruptHandoff, InterruptRequest, MemberHosts};
+use super::hosts::{
+    INTERRUPT_VERSION, InterruptHandoff, InterruptRequest, MemberHosts, append_unhosted,
+};
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::Lifecycle;
 use super::mailbox::{Dispatcher, deliver_pending_quiet};
@@ -775,6 +777,139 @@ async fn recreate_member(
         Ok(()) => ProvisioningOutcome::Active,
         Err(e) => inspect_failed(&e),
     }
+}
+
+/// Where [`take_over`] continues a teammate whose host died.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum TakenOver {
+    /// Its log shows nothing owed (no open turn, nothing waking): nothing was done.
+    Nothing,
+    /// A live worker runs it now (its name).
+    Placed(String),
+    /// This process continues it ([`continue_teammates`] for it).
+    Here,
+}
+
+/// Takes over the active teammate `id`, whose host in another process stopped reporting
+/// while it ran and whose lease is now free (DESIGN §7 "Failover": running ones are
+/// continued elsewhere as after a crash). What it is owed is decided from its log as the
+/// Team recovery decides it ([`teammate_recovery`]); with `--placement workers`
+/// ([`MemberHosts::append_unhosted`]) it is continued on a live eligible worker when one
+/// takes it, else here, as before:
+///
+/// 1. its cut turn is closed from the logs ([`ChildControl::close_cut_turn`], the crash
+///    recovery of a cold resume), then its pending quiet mail is appended to its log
+///    (mailbox `append_all_quiet_unhosted`), then one continuation note
+///    ([`continuation_note`]) per turn the stop cut, into its inbox's next-turn list — each
+///    under a lease of this process taken and released per write — so its log reads as a
+///    local continuation writes it;
+/// 2. a host is asked to run it ([`MemberHosts::place`]): the worker takes its lease,
+///    cold-resumes it (nothing left open to close) and wakes its inbox, so the note runs as
+///    the next turn: the model sees what a local continuation shows it (the cut turn
+///    closed, its mail, then the note). It is recorded as running there
+///    ([`TeamJournal::placed`]);
+/// 3. no eligible worker (or the appends or the placement failed): continued here
+///    ([`continue_teammates`] for it, which finds the notes already waiting and wakes it
+///    rather than queueing them again).
+///
+/// What survives a crash: of this process (the Lead's) mid re-placement — before the first
+/// write, the teammate's log is as its host's death left it, and the next resume continues
+/// it as after a crash; after the cut turn's closing, the next resume owes it one
+/// continuation for the `interrupted` turn, as after a crash recovery; after some appends, the mail appended is acknowledged or held (the
+/// mailbox recovery acknowledges it without a second copy) and a note already waiting
+/// answers its cut turn ([`Transcript::owed_continuations`]), so the resume's recovery wakes
+/// it without a second note; once a worker took it, the worker holds its lease and the
+/// resume leaves it there. Of the new worker mid cold resume: its lease expires, its reports
+/// stop, and the member is lost again: this same take-over runs again (a note waiting, or
+/// the note's own turn cut, decide what it is owed). Each take-over is told on the Lead's
+/// stderr ([`MemberHosts::notice`]).
+pub(super) async fn take_over(
+    journal: &TeamJournal,
+    lifecycle: &Lifecycle,
+    control: &dyn ChildControl,
+    hosts: &dyn MemberHosts,
+    id: &SessionId,
+) -> TakenOver {
+    let Some(t) = stored_transcript(journal.store(), id) else {
+        // Not readable: the local continuation skips it too, with nothing to say.
+        return TakenOver::Nothing;
+    };
+    let (name, wakeups) = {
+        let state = journal.enter().await;
+        (
+            state
+                .member(id)
+                .map_or_else(|| id.to_string(), |m| m.name.to_string()),
+            state
+                .messages()
+                .iter()
+                .filter(|m| m.delivery == Delivery::Wakeup)
+                .map(|m| m.id.clone())
+                .collect::<HashSet<MessageId>>(),
+        )
+    };
+    let plan = teammate_recovery(&t, &wakeups);
+    if plan.notes == 0 && !plan.wake {
+        return TakenOver::Nothing;
+    }
+    if lifecycle.is_closed() {
+        return TakenOver::Nothing;
+    }
+    if hosts.append_unhosted() {
+        match place_continued(journal, control, hosts, id, plan.notes).await {
+            Ok(Some(host)) => {
+                journal.placed(id, &host);
+                hosts.notice(&format!(
+                    "teammate {name}'s host stopped reporting and its lease expired: it \
+                     continues on worker {host} (its cut turn closed as after a crash, then its \
+                     continuation note)"
+                ));
+                return TakenOver::Placed(host);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(teammate = %id, error = %e, "re-placing it failed; continuing it here");
+            }
+        }
+    }
+    tracing::warn!(teammate = %id, "its host stopped reporting and its lease is free: continuing it here");
+    hosts.notice(&format!(
+        "teammate {name}'s host stopped reporting and its lease expired: it continues in the \
+         Lead's process (its cut turn closed as after a crash, then its continuation note)"
+    ));
+    continue_teammates(journal, lifecycle, control, Some(id)).await;
+    TakenOver::Here
+}
+
+/// Steps 1–2 of [`take_over`]: the mail and `notes` continuation notes appended to the
+/// unhosted teammate `id`'s log, then a host asked to run it; `Ok(None)` when none is
+/// eligible.
+///
+/// # Errors
+/// The failed append or the placement's error, as one line.
+async fn place_continued(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    hosts: &dyn MemberHosts,
+    id: &SessionId,
+    notes: usize,
+) -> Result<Option<String>, String> {
+    control
+        .close_cut_turn(journal.lead(), id)
+        .await
+        .map_err(|e| format!("its cut turn could not be closed: {e}"))?;
+    super::mailbox::append_all_quiet_unhosted(journal, id).await?;
+    for _ in 0..notes {
+        append_unhosted(
+            journal.store(),
+            id,
+            continuation_note(),
+            troupe_session::events::InboxTarget::NextTurn,
+        )
+        .await
+        .map_err(|e| format!("the continuation note could not be appended: {e}"))?;
+    }
+    hosts.place(id).await.map_err(|e| e.to_string())
 }
 
 /// Continues the work of active teammates a stop left unfinished (REFERENCE c.9 extended;

@@ -701,17 +701,19 @@ impl TeamService {
         });
         lock(&self.teams).insert(lead.id().clone(), Arc::clone(&team));
         self.forward_status_edges(&team);
-        if self.hosts.get().is_some() {
-            self.watch_elsewhere(&team);
+        if let Some(hosts) = self.hosts.get() {
+            self.watch_elsewhere(&team, Arc::clone(hosts));
         }
         Ok(team)
     }
 
-    /// Continues the members of `team` whose host in another process stopped reporting
-    /// while they ran (it died, or lost the store) once their lease is free — here, as the
-    /// recovery continues a teammate a crash stopped (REFERENCE c.9: its cut turn closed from
-    /// the logs, then its continuation note) — checked every second until the Team closes.
-    fn watch_elsewhere(&self, team: &Arc<Team>) {
+    /// Takes over the members of `team` whose host in another process stopped reporting
+    /// while they ran (it died, or lost the store) once their lease is free
+    /// ([`roster::take_over`]: on a live eligible worker with `--placement workers`, else
+    /// here, as the recovery continues a teammate a crash stopped — REFERENCE c.9: its cut
+    /// turn closed from the logs, then its continuation note), telling the Lead's user where
+    /// — checked every second until the Team closes.
+    fn watch_elsewhere(&self, team: &Arc<Team>, hosts: Arc<dyn MemberHosts>) {
         let weak = Arc::downgrade(team);
         let control = Arc::clone(&self.control);
         let closed = team.lifecycle.closing().clone();
@@ -730,19 +732,22 @@ impl TeamService {
                     if !matches!(team.journal.store().holder(&id), Ok(None)) {
                         continue;
                     }
-                    tracing::warn!(teammate = %id, "its host stopped reporting and its lease is free: continuing it here");
-                    roster::continue_teammates(
+                    let taken = roster::take_over(
                         &team.journal,
                         &team.lifecycle,
                         control.as_ref(),
-                        Some(&id),
+                        hosts.as_ref(),
+                        &id,
                     )
                     .await;
                     // Forgotten only now: until the continuation made it resident here (or
                     // found nothing to continue), the member still counts as running
                     // elsewhere, so a run waiting for quiescence does not end in between
-                    // (it did, leaving the continued turn to the next resume).
-                    team.journal.forget(&id);
+                    // (it did, leaving the continued turn to the next resume). A member
+                    // placed on another worker keeps the placement's record instead.
+                    if !matches!(taken, roster::TakenOver::Placed(_)) {
+                        team.journal.forget(&id);
+                    }
                 }
             }
         });
