@@ -10,13 +10,19 @@
 //! ([`LeadLog::read_at`](crate::LeadLog::read_at) with `LeadRead::TeamAndMail`); the
 //! teammates' logs are read afterwards ([`LeadRadar::conflicts`]), the same code either way.
 //!
-//! Cost: one selective read (`tool/call`, `tool/result`, `team/task` lines) of the Lead's log
-//! (none when the Team's one pass fed it) and of every member's, O(their length) per call,
-//! like REFERENCE g.9's re-fold of the Lead log. Advisory: a log that cannot be read (a failed
-//! provisioning never made one) adds no change; nothing is refused.
+//! Cost: [`write_conflicts`] makes one selective read (`tool/call`, `tool/result`, `team/task`
+//! lines) of the Lead's log (none when the Team's one pass fed it) and of every member's,
+//! O(their length) per call. A running Team's `team_task_list` asks through its
+//! [`RadarTail`] instead: the same folds kept in memory, each log read from where the last
+//! list left it ([`Journal::read_each_from`]), so a list costs what the logs grew by since.
+//! Advisory: a log that cannot be read (a failed provisioning never made one) adds no
+//! change; nothing is refused.
 
-use troupe_journal::{Journal, LineCheck, LineUse, Selected};
-use troupe_protocol::{Event, Seq, SessionId, event_types as ty};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use troupe_journal::{Journal, LineCheck, LineUse, ScanPosition, Selected};
+use troupe_protocol::{Event, Seq, SessionId, event_types as ty, sync::lock};
 use troupe_session::changes::{ChangeFold, FileChange};
 use troupe_team::{MemberPhase, TaskSnapshot, TeamState, WriteConflict, WriteRadar};
 
@@ -85,30 +91,40 @@ impl LeadRadar {
             return Self::new(lead.clone(), 0);
         };
         let mut radar = Self::new(lead.clone(), header.seed_len());
-        let select = |kind: &str| Self::reads(kind) || kind == ty::TEAM_TASK;
-        let _ = journal.read_selected_each(lead, LineCheck::Prefix, &select, &mut |selected| {
-            let event = match selected {
-                Selected::Event(event) => event,
-                Selected::Line(_) => return LineUse::NeedEvent,
-            };
-            if let Some(last_seq) = cut
-                && last_seq.is_none_or(|last| event.seq > last)
-            {
-                return LineUse::Used;
-            }
-            if event.kind == ty::TEAM_TASK {
-                if event.data["teamId"].as_str() == Some(lead.as_str())
-                    && let Ok(task) =
-                        serde_json::from_value::<TaskSnapshot>(event.data["task"].clone())
+        let _ =
+            journal.read_selected_each(lead, LineCheck::Prefix, &Self::selects, &mut |selected| {
+                let event = match selected {
+                    Selected::Event(event) => event,
+                    Selected::Line(_) => return LineUse::NeedEvent,
+                };
+                if let Some(last_seq) = cut
+                    && last_seq.is_none_or(|last| event.seq > last)
                 {
-                    radar.task(event.time, &task);
+                    return LineUse::Used;
                 }
-            } else {
-                radar.event(&event);
-            }
-            LineUse::Used
-        });
+                radar.logged(&event);
+                LineUse::Used
+            });
         radar
+    }
+
+    /// Whether [`LeadRadar::logged`] reads events of `kind`.
+    fn selects(kind: &str) -> bool {
+        Self::reads(kind) || kind == ty::TEAM_TASK
+    }
+
+    /// One event of the Lead's log, in log order, of a type [`LeadRadar::selects`]: a task
+    /// record of this Team, or one of the Lead's own tool events.
+    fn logged(&mut self, event: &Event) {
+        if event.kind == ty::TEAM_TASK {
+            if event.data["teamId"].as_str() == Some(self.lead.as_str())
+                && let Ok(task) = serde_json::from_value::<TaskSnapshot>(event.data["task"].clone())
+            {
+                self.radar.task(event.time, &task);
+            }
+        } else {
+            self.event(event);
+        }
     }
 
     /// Adds every active teammate's changes of `state` (read now from `journal`; up to
@@ -168,5 +184,397 @@ fn feed_member(scan: &TeammateScan, id: &SessionId, radar: &mut WriteRadar) {
     for event in &scan.changes.events {
         let changes = fold.apply(event);
         record(radar, id, changes, event.time);
+    }
+}
+
+/// The write radar of a running Team, kept in memory between its `team_task_list`s (see the
+/// module docs): the Lead log's part ([`LeadRadar`]) and every active member's changes,
+/// each log folded up to the position the last list read it to. A list reads only what each
+/// log grew by since ([`Journal::read_each_from`]) and answers exactly what
+/// [`write_conflicts`]' whole reads answer: the same events, folded in the same order (the
+/// radar does not depend on the order of logs). Whenever a read does not go through — a log
+/// damaged or unreadable, a header that does not read, a store error — the list answers
+/// [`write_conflicts`]' own reads instead and the kept folds are dropped (the next list
+/// starts them again from the start of each log). An active member stays active (a member's
+/// phase never leaves `active`), so a member's changes, once taken, stay in. Memory: the
+/// radar's windows and changes (one per task window and per changed file), and each log's
+/// unfinished calls. Pure reads: nothing here writes.
+#[derive(Debug, Default)]
+pub(crate) struct RadarTail {
+    kept: Mutex<Option<Tails>>,
+}
+
+/// What a [`RadarTail`] keeps.
+#[derive(Debug)]
+struct Tails {
+    /// The Lead log's part, with every active member's changes recorded into its radar.
+    lead: LeadRadar,
+    /// Where the next read of the Lead log starts.
+    lead_at: ScanPosition,
+    /// Each active member's change fold and where the next read of its log starts.
+    members: HashMap<SessionId, (ChangeFold, ScanPosition)>,
+}
+
+impl RadarTail {
+    /// The write conflicts of the Team whose folded state is `state` (exactly
+    /// `write_conflicts(journal, state, None)`), reading each log from where the last call
+    /// left it. Blocking reads (call it off the async threads).
+    pub(crate) fn write_conflicts(
+        &self,
+        journal: &Journal,
+        state: &TeamState,
+    ) -> Vec<WriteConflict> {
+        let mut kept = lock(&self.kept);
+        match Tails::advance(kept.take(), journal, state) {
+            Some(tails) => {
+                let conflicts = tails.lead.radar.conflicts(state);
+                *kept = Some(tails);
+                conflicts
+            }
+            None => write_conflicts(journal, state, None),
+        }
+    }
+}
+
+impl Tails {
+    /// `kept` (or new folds when `None`) brought up to the logs' ends as they read now;
+    /// `None` when some read did not go through.
+    fn advance(kept: Option<Self>, journal: &Journal, state: &TeamState) -> Option<Self> {
+        let lead = state.id().lead_id();
+        let mut tails = match kept {
+            Some(mut tails) => {
+                let tail = journal
+                    .read_each_from(lead, tails.lead_at, &mut |event| {
+                        if LeadRadar::selects(&event.kind) {
+                            tails.lead.logged(&event);
+                        }
+                    })
+                    .ok()?;
+                tails.lead_at = tail.next;
+                tails
+            }
+            None => {
+                let seed = journal.header(lead).ok()?.seed_len();
+                let mut radar = LeadRadar::new(lead.clone(), seed);
+                let summary = journal
+                    .read_each(lead, &mut |event| {
+                        if LeadRadar::selects(&event.kind) {
+                            radar.logged(&event);
+                        }
+                    })
+                    .ok()?;
+                Self {
+                    lead: radar,
+                    lead_at: summary.position(),
+                    members: HashMap::new(),
+                }
+            }
+        };
+        for member in state.members() {
+            if member.phase != MemberPhase::Active {
+                continue;
+            }
+            let radar = &mut tails.lead.radar;
+            let id = &member.id;
+            let mut take = |fold: &mut ChangeFold, event: Event| {
+                if ChangeFold::reads(&event.kind) {
+                    let changes = fold.apply(&event);
+                    record(radar, id, changes, event.time);
+                }
+            };
+            match tails.members.get_mut(id) {
+                Some((fold, at)) => {
+                    *at = journal
+                        .read_each_from(id, *at, &mut |event| take(fold, event))
+                        .ok()?
+                        .next;
+                }
+                None => {
+                    let mut fold = ChangeFold::new(journal.header(id).ok()?.seed_len());
+                    let at = journal
+                        .read_each(id, &mut |event| take(&mut fold, event))
+                        .ok()?
+                        .position();
+                    tails.members.insert(id.clone(), (fold, at));
+                }
+            }
+        }
+        Some(tails)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+    use troupe_protocol::{EventDraft, SessionHeader};
+
+    fn sid(s: &str) -> SessionId {
+        SessionId::new(s).unwrap()
+    }
+
+    /// A Team `lead-1` with teammates `mate-a` and `mate-b` whose three logs grow one event at
+    /// a time, interleaved by time: task windows, the Lead's and both teammates' `write` and
+    /// `bash` changes, another Team's task, a member that becomes active late. Each event:
+    /// (log, time, type, data).
+    fn growth() -> Vec<(&'static str, u64, &'static str, Value)> {
+        let member = |id: &str, name: &str, phase: &str| {
+            json!({"version": 1, "teamId": "lead-1", "member": {"id": id, "name": name,
+                "description": "works", "provider": "spawn", "context": "fresh", "phase": phase}})
+        };
+        let task = |team: &str, id: &str, revision: u64, status: &str, owner: Option<&str>| {
+            let mut data = json!({"version": 1, "teamId": team, "task": {"id": id,
+                "revision": revision, "subject": format!("subject of {id}"), "description": "do it",
+                "status": status, "blockedBy": [], "writeScopes": []}});
+            if let Some(owner) = owner {
+                data["task"]["ownerId"] = json!(owner);
+            }
+            data
+        };
+        let call = |id: &str, name: &str, path: Option<&str>| {
+            let mut data =
+                json!({"turn": 1, "step": 1, "callId": id, "name": name, "arguments": {}});
+            if let Some(path) = path {
+                data["effect"] = json!({"path": path, "preImage": null,
+                    "postImage": format!("sha256:{}", "0".repeat(64)), "result": {}});
+            }
+            data
+        };
+        let result = |id: &str, name: &str, changed: Option<&[&str]>| {
+            let mut data = json!({"turn": 1, "step": 1, "callId": id, "name": name,
+                "isError": false, "content": "{}"});
+            if let Some(paths) = changed {
+                data["changed"] = json!({"paths": paths, "complete": true});
+            }
+            data
+        };
+        vec![
+            (
+                "lead-1",
+                1_000,
+                "team/member",
+                member("mate-a", "alpha", "provisioning"),
+            ),
+            (
+                "lead-1",
+                1_010,
+                "team/member",
+                member("mate-a", "alpha", "active"),
+            ),
+            ("mate-a", 1_011, "turn/start", json!({"turn": 1})),
+            (
+                "lead-1",
+                1_020,
+                "team/member",
+                member("mate-b", "beta", "provisioning"),
+            ),
+            (
+                "mate-b",
+                1_021,
+                "tool/call",
+                call("b0", "write", Some("early.txt")),
+            ),
+            ("mate-b", 1_022, "tool/result", result("b0", "write", None)),
+            (
+                "lead-1",
+                1_040,
+                "team/task",
+                task("lead-1", "task-1", 1, "pending", None),
+            ),
+            (
+                "lead-1",
+                1_050,
+                "team/task",
+                task("lead-1", "task-1", 2, "in_progress", Some("mate-a")),
+            ),
+            (
+                "lead-1",
+                1_055,
+                "tool/call",
+                call("l0", "write", Some("early.txt")),
+            ),
+            ("lead-1", 1_058, "tool/result", result("l0", "write", None)),
+            (
+                "lead-1",
+                1_060,
+                "tool/call",
+                call("l1", "write", Some("shared.txt")),
+            ),
+            (
+                "mate-a",
+                1_062,
+                "tool/call",
+                call("a1", "write", Some("shared.txt")),
+            ),
+            ("lead-1", 1_070, "tool/result", result("l1", "write", None)),
+            ("mate-a", 1_075, "tool/result", result("a1", "write", None)),
+            (
+                "lead-1",
+                1_080,
+                "team/task",
+                task("other-team", "task-1", 1, "in_progress", Some("mate-b")),
+            ),
+            (
+                "lead-1",
+                1_085,
+                "team/member",
+                member("mate-b", "beta", "active"),
+            ),
+            (
+                "lead-1",
+                1_090,
+                "team/task",
+                task("lead-1", "task-2", 1, "pending", None),
+            ),
+            (
+                "lead-1",
+                1_100,
+                "team/task",
+                task("lead-1", "task-2", 2, "in_progress", Some("mate-b")),
+            ),
+            ("lead-1", 1_105, "tool/call", call("l2", "bash", None)),
+            (
+                "lead-1",
+                1_115,
+                "tool/result",
+                result("l2", "bash", Some(&["other.txt"])),
+            ),
+            (
+                "mate-a",
+                1_120,
+                "tool/call",
+                call("a2", "edit", Some("other.txt")),
+            ),
+            ("mate-a", 1_130, "tool/result", result("a2", "edit", None)),
+            (
+                "mate-b",
+                1_140,
+                "tool/call",
+                call("b1", "write", Some("other.txt")),
+            ),
+            ("mate-b", 1_150, "tool/result", result("b1", "write", None)),
+            (
+                "lead-1",
+                1_170,
+                "team/task",
+                task("lead-1", "task-1", 3, "completed", Some("mate-a")),
+            ),
+            ("mate-b", 1_180, "tool/call", call("b2", "bash", None)),
+            (
+                "mate-b",
+                1_190,
+                "tool/result",
+                result("b2", "bash", Some(&["shared.txt"])),
+            ),
+            (
+                "lead-1",
+                1_200,
+                "team/task",
+                task("lead-1", "task-2", 3, "completed", Some("mate-b")),
+            ),
+        ]
+    }
+
+    /// The radar kept between lists answers exactly what the whole reads answer after every
+    /// event appended to any of the Team's logs (the Lead's and both teammates', one of
+    /// which becomes active late, with changes from before), and the conflicts do grow.
+    #[test]
+    fn the_kept_radar_equals_write_conflicts_as_the_logs_grow() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open_home(dir.path());
+        let mate = |id: &str| {
+            SessionHeader::new(sid(id), 1)
+                .with_parent(sid("lead-1"))
+                .with_origin("subagent")
+        };
+        let writers: HashMap<&str, _> = [
+            (
+                "lead-1",
+                journal
+                    .create(SessionHeader::new(sid("lead-1"), 1))
+                    .unwrap(),
+            ),
+            ("mate-a", journal.create(mate("mate-a")).unwrap()),
+            ("mate-b", journal.create(mate("mate-b")).unwrap()),
+        ]
+        .into_iter()
+        .collect();
+        let kept = RadarTail::default();
+        let mut seen = std::collections::BTreeSet::new();
+        for (log, time, kind, data) in growth() {
+            let writer = &writers[log];
+            writer
+                .append_batch_at(vec![EventDraft::new(kind, data)], time)
+                .unwrap();
+            writer.flush_blocking().unwrap();
+            let state =
+                crate::team::fold_team_log(&journal, &sid("lead-1"), LineCheck::Prefix).unwrap();
+            let whole = write_conflicts(&journal, &state, None);
+            assert_eq!(
+                kept.write_conflicts(&journal, &state),
+                whole,
+                "after {log} {time}"
+            );
+            seen.insert(format!("{whole:?}"));
+        }
+        assert!(lock(&kept.kept).is_some(), "the folds are kept");
+        assert!(seen.len() >= 4, "{seen:#?}");
+    }
+
+    /// A teammate log damaged after the radar was kept (a line that is no event, then more
+    /// events) makes the list answer the whole reads' conflicts — what they read up to the
+    /// damage — and drops the kept folds.
+    #[test]
+    fn a_log_damaged_after_the_radar_was_kept_answers_the_whole_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open_home(dir.path());
+        let mate = SessionHeader::new(sid("mate-a"), 1)
+            .with_parent(sid("lead-1"))
+            .with_origin("subagent");
+        let lead = journal
+            .create(SessionHeader::new(sid("lead-1"), 1))
+            .unwrap();
+        let alpha = journal.create(mate).unwrap();
+        let events: Vec<_> = growth()
+            .into_iter()
+            .filter(|(log, _, _, data)| *log != "mate-b" && data["member"]["id"] != "mate-b")
+            .collect();
+        let (before, after) = events.split_at(12);
+        for (log, time, kind, data) in before {
+            let writer = if *log == "lead-1" { &lead } else { &alpha };
+            writer
+                .append_batch_at(vec![EventDraft::new(*kind, data.clone())], *time)
+                .unwrap();
+            writer.flush_blocking().unwrap();
+        }
+        let kept = RadarTail::default();
+        let state =
+            crate::team::fold_team_log(&journal, &sid("lead-1"), LineCheck::Prefix).unwrap();
+        assert_eq!(
+            kept.write_conflicts(&journal, &state),
+            write_conflicts(&journal, &state, None)
+        );
+        assert!(lock(&kept.kept).is_some());
+        let path = dir.path().join("sessions").join("mate-a.jsonl");
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, b"{\"not\":\"an event\"}\n").unwrap();
+        drop(file);
+        for (log, time, kind, data) in after {
+            let writer = if *log == "lead-1" { &lead } else { &alpha };
+            writer
+                .append_batch_at(vec![EventDraft::new(*kind, data.clone())], *time)
+                .unwrap();
+            writer.flush_blocking().unwrap();
+        }
+        let state =
+            crate::team::fold_team_log(&journal, &sid("lead-1"), LineCheck::Prefix).unwrap();
+        let whole = write_conflicts(&journal, &state, None);
+        assert_eq!(kept.write_conflicts(&journal, &state), whole);
+        assert!(lock(&kept.kept).is_none(), "the kept folds are dropped");
+        assert_eq!(kept.write_conflicts(&journal, &state), whole);
     }
 }

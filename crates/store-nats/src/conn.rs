@@ -33,11 +33,46 @@ pub(crate) struct Inner {
     pub(crate) clustered: bool,
     /// For followers: the stream sequence of the last valid message behind each position a
     /// read returned, so `read_each_from` starts its consumer right after it.
-    positions: Mutex<HashMap<(SessionId, ScanPosition), u64>>,
+    positions: Mutex<Positions>,
 }
 
-/// At most this many remembered follow positions (then the cache starts over).
-const MAX_POSITIONS: usize = 4096;
+/// Positions remembered per session: the newest ones (a follower reads from the position its
+/// last read returned; several followers of one session each keep theirs).
+const POSITIONS_PER_SESSION: usize = 16;
+/// Sessions whose positions are remembered at most (then the cache starts over).
+const MAX_SESSIONS: usize = 1024;
+
+/// The remembered positions (see [`Inner::remember`]): per session, the last
+/// [`POSITIONS_PER_SESSION`] handed out, oldest first. A follower of a session that keeps
+/// growing is not sent back to a whole read by other sessions' reads, however many there are,
+/// and each session's entries stay bounded; a forgotten position only costs its reader a
+/// whole read (`read_each_from` reads the session and skips what it had).
+#[derive(Debug, Default)]
+struct Positions {
+    sessions: HashMap<SessionId, std::collections::VecDeque<(ScanPosition, u64)>>,
+}
+
+impl Positions {
+    fn remember(&mut self, id: &SessionId, position: ScanPosition, stream_seq: u64) {
+        if !self.sessions.contains_key(id) && self.sessions.len() >= MAX_SESSIONS {
+            self.sessions.clear();
+        }
+        let kept = self.sessions.entry(id.clone()).or_default();
+        kept.retain(|(p, _)| *p != position);
+        if kept.len() >= POSITIONS_PER_SESSION {
+            kept.pop_front();
+        }
+        kept.push_back((position, stream_seq));
+    }
+
+    fn recall(&self, id: &SessionId, position: ScanPosition) -> Option<u64> {
+        self.sessions
+            .get(id)?
+            .iter()
+            .find(|(p, _)| *p == position)
+            .map(|(_, seq)| *seq)
+    }
+}
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -142,7 +177,7 @@ impl Inner {
             held: crate::lease::HeldLeases::default(),
             lease_ttl: setup.lease_ttl,
             clustered: setup.clustered,
-            positions: Mutex::new(HashMap::new()),
+            positions: Mutex::new(Positions::default()),
         })
     }
 
@@ -210,16 +245,15 @@ impl Inner {
         Ok(format!("{SESSION_SUBJECT_PREFIX}{id}"))
     }
 
+    /// Remembers that `position` of `id` ends at the message with `stream_seq` (see
+    /// [`Positions`]).
     pub(crate) fn remember(&self, id: &SessionId, position: ScanPosition, stream_seq: u64) {
-        let mut positions = lock(&self.positions);
-        if positions.len() >= MAX_POSITIONS {
-            positions.clear();
-        }
-        positions.insert((id.clone(), position), stream_seq);
+        lock(&self.positions).remember(id, position, stream_seq);
     }
 
+    /// The stream sequence behind `position` of `id`, if it is still remembered.
     pub(crate) fn recall(&self, id: &SessionId, position: ScanPosition) -> Option<u64> {
-        lock(&self.positions).get(&(id.clone(), position)).copied()
+        lock(&self.positions).recall(id, position)
     }
 }
 
@@ -387,6 +421,43 @@ async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A session's newest positions stay remembered however many other sessions and older
+    /// positions are remembered after them; the oldest of a session go first; past
+    /// [`MAX_SESSIONS`] sessions the cache starts over.
+    #[test]
+    fn positions_keep_each_sessions_newest() {
+        let at = |n: u64| ScanPosition {
+            offset: n * 10,
+            next_seq: troupe_protocol::Seq(n),
+        };
+        let id = |n: usize| SessionId::new(format!("s-{n}")).unwrap_or_else(|e| panic!("{e}"));
+        let mut positions = Positions::default();
+        positions.remember(&id(0), at(1), 101);
+        for n in 1..MAX_SESSIONS {
+            for p in 0..3 * POSITIONS_PER_SESSION as u64 {
+                positions.remember(&id(n), at(p), p);
+            }
+        }
+        assert_eq!(positions.recall(&id(0), at(1)), Some(101));
+        for n in 1..MAX_SESSIONS {
+            assert_eq!(positions.recall(&id(n), at(0)), None, "the oldest went");
+            let newest = 3 * POSITIONS_PER_SESSION as u64 - 1;
+            assert_eq!(positions.recall(&id(n), at(newest)), Some(newest));
+            assert_eq!(
+                positions.sessions[&id(n)].len(),
+                POSITIONS_PER_SESSION,
+                "bounded"
+            );
+        }
+        // Remembered again: moved to the newest end, not kept twice.
+        positions.remember(&id(0), at(1), 102);
+        assert_eq!(positions.recall(&id(0), at(1)), Some(102));
+        assert_eq!(positions.sessions[&id(0)].len(), 1);
+        positions.remember(&id(MAX_SESSIONS), at(1), 7);
+        assert_eq!(positions.recall(&id(0), at(1)), None, "started over");
+        assert_eq!(positions.recall(&id(MAX_SESSIONS), at(1)), Some(7));
+    }
 
     #[test]
     fn session_subjects_are_covered_only_by_filters_matching_every_id() {

@@ -139,15 +139,16 @@ fn signal(child: &Running, signal: rustix::process::Signal) {
     rustix::process::kill_process(rustix::process::Pid::from_child(&child.0), signal).unwrap();
 }
 
-/// [`wait_exit`], and when the process does not end, a panic naming what `logs` hold and what
-/// `team show` says of `lead`'s Team.
+/// [`wait_exit`] within `deadline`, and when the process does not end, a panic naming what
+/// `logs` hold and what `team show` says of `lead`'s Team.
 fn wait_exit_or_say(
     s: &Setup,
     child: &mut Running,
     logs: &[&Path],
     lead: &str,
+    deadline: Duration,
 ) -> std::process::ExitStatus {
-    let end = Instant::now() + DEADLINE;
+    let end = Instant::now() + deadline;
     loop {
         if let Some(status) = child.0.try_wait().unwrap() {
             return status;
@@ -349,7 +350,7 @@ fn a_sigstopped_worker_is_fenced_after_its_teammate_was_continued_elsewhere() {
     };
     let before = by_worker(&stored(&s, &alpha));
     signal(&w1, rustix::process::Signal::CONT);
-    let status = wait_exit_or_say(&s, &mut run, &[&run_err, &w1_log], &lead);
+    let status = wait_exit_or_say(&s, &mut run, &[&run_err, &w1_log], &lead, DEADLINE);
     let stderr = std::fs::read_to_string(&run_err).unwrap();
     assert!(status.success(), "{stderr}");
     // The woken worker noticed: its writer for alpha was fenced, and it is serving again

@@ -2,6 +2,8 @@
 //! serializer, reads of the folded board. The rules are the team crate's decisions; this file
 //! runs them inside the serializer and commits their records.
 
+use std::sync::Arc;
+
 use troupe_protocol::event_types as ty;
 use troupe_team::{
     CreateTask, TaskListQuery, TaskPage, TaskView, TeamEvent, TeamRecord, TeamState, UpdateTask,
@@ -11,6 +13,7 @@ use super::journal::{Effect, Member, TeamJournal};
 use super::op::{CallOrigin, LogError, TeamOpError};
 use super::stall::StallWatch;
 use crate::control::ChildControl;
+use crate::radar::RadarTail;
 
 /// `team_task_create` (REFERENCE c.11.3); the record is linked to the tool call `origin`,
 /// with the result text.
@@ -76,6 +79,8 @@ pub(super) struct BoardRead<'a> {
     pub(super) journal: &'a TeamJournal,
     pub(super) control: &'a dyn ChildControl,
     pub(super) stall: &'a StallWatch,
+    /// The write radar kept between lists (read from where the last list left each log).
+    pub(super) radar: &'a Arc<RadarTail>,
 }
 
 /// `team_task_get` (REFERENCE c.11.2): tombstones included; a stalled task carries
@@ -97,10 +102,11 @@ pub(super) async fn get(
 /// `team_task_list` (REFERENCE d.4.2): stalled tasks carry `stalled`, and the Lead's list
 /// carries `stallNotice` for those it was not told of yet; with the write radar's
 /// `writeConflicts` (a Troupe addition, advisory: files two members changed within the same
-/// window of work, from the members' stored logs — [`crate::write_conflicts`]). The logs are
-/// read after the serializer is left (on a blocking thread, from a copy of the state), so a
-/// long read never holds up another Team operation; the conflicts are those of the logs as
-/// flushed then.
+/// window of work, from the members' stored logs — exactly [`crate::write_conflicts`], each
+/// log read from where the Team's last list left it: [`RadarTail`]). The logs are read after
+/// the serializer is left (on a blocking thread, from a copy of the state), so a long read
+/// never holds up another Team operation; the conflicts are those of the logs as flushed
+/// then.
 ///
 /// # Errors
 /// `TEAM_INVALID_ARGUMENT` for a bad cursor or limit, `TEAM_NOT_MEMBER`.
@@ -122,8 +128,9 @@ pub(super) async fn list(
         (page, state.clone())
     };
     let store = read.journal.store().clone();
+    let radar = Arc::clone(read.radar);
     page.write_conflicts =
-        tokio::task::spawn_blocking(move || crate::write_conflicts(&store, &state, None))
+        tokio::task::spawn_blocking(move || radar.write_conflicts(&store, &state))
             .await
             .unwrap_or_default();
     Ok(page)

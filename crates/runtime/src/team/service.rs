@@ -31,6 +31,7 @@ use super::stall::StallWatch;
 use super::{board, waiters};
 use crate::agent::{Agent, AgentProgress, Progress};
 use crate::control::ChildControl;
+use crate::radar::RadarTail;
 use crate::user_mail::{UserMailReceipt, queued_seq, user_message_text_is_empty};
 use troupe_session::ledger::Ledger;
 
@@ -43,6 +44,8 @@ pub struct Team {
     /// Remote requests in flight (`super::remote`).
     remote: InFlight,
     stall: StallWatch,
+    /// The write radar of its `team_task_list`s, kept between them.
+    radar: Arc<RadarTail>,
 }
 
 impl std::fmt::Debug for Team {
@@ -105,6 +108,7 @@ impl Team {
             journal: &self.journal,
             control,
             stall: &self.stall,
+            radar: &self.radar,
         }
     }
 
@@ -698,6 +702,7 @@ impl TeamService {
             lifecycle: Lifecycle::default(),
             remote: InFlight::default(),
             stall: StallWatch::new(self.stall_after),
+            radar: Arc::default(),
         });
         lock(&self.teams).insert(lead.id().clone(), Arc::clone(&team));
         self.forward_status_edges(&team);

@@ -13,10 +13,10 @@
 //! changes its last event time: a later stall is a new episode and is told again. Nothing
 //! here writes anything.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
-use troupe_journal::Journal;
+use troupe_journal::{Journal, ScanPosition};
 use troupe_protocol::{SessionId, sync::lock};
 use troupe_session::chat::ChatMessage;
 use troupe_team::{OwnerActivity, StallAfter, StallCheck, TaskPage, TeamState, stall_notice};
@@ -27,12 +27,16 @@ use crate::control::ChildControl;
 /// One stall episode: task id, revision, the owner's last event time.
 type Episode = (String, u64, Option<u64>);
 
-/// The stall threshold of a Team and the episodes its Lead was told of.
+/// The stall threshold of a Team, the episodes its Lead was told of, and where the stored
+/// log of each owner that was not resident was last read to.
 #[derive(Debug, Default)]
 pub(super) struct StallWatch {
     after: StallAfter,
     /// `None` until read from the Lead's history.
     told: std::sync::Mutex<Option<HashSet<Episode>>>,
+    /// Per session: where the next read of its log starts, and the time of the last event
+    /// read so far (see [`StallWatch::last_event_time`]).
+    read_to: std::sync::Mutex<HashMap<SessionId, (ScanPosition, Option<u64>)>>,
 }
 
 impl StallWatch {
@@ -41,12 +45,13 @@ impl StallWatch {
         Self {
             after,
             told: std::sync::Mutex::new(None),
+            read_to: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
     /// The check for `state` now: each teammate owner of a task in progress, resident (a live
     /// agent: the last event of its transcript) or not (the last event of its stored log, read
-    /// here; `None` when it cannot be read).
+    /// here from where the last check left it; `None` when it cannot be read).
     pub(super) fn check(
         &self,
         state: &TeamState,
@@ -64,7 +69,7 @@ impl StallWatch {
                     },
                     None => OwnerActivity {
                         resident: false,
-                        last_event_ms: last_event_time(store, &id),
+                        last_event_ms: self.last_event_time(store, &id),
                     },
                 };
                 (id, activity)
@@ -75,6 +80,28 @@ impl StallWatch {
             after: self.after,
             owners,
         }
+    }
+
+    /// Exactly [`last_event_time`] of `id` now, reading only what its log grew by since the
+    /// last call for it ([`Journal::read_each_from`]): the last event of the tail, else the
+    /// one remembered. A tail that does not read (a damaged or replaced log, a store error)
+    /// forgets the position and reads the whole log, as [`last_event_time`] does.
+    fn last_event_time(&self, store: &Journal, id: &SessionId) -> Option<u64> {
+        let mut read_to = lock(&self.read_to);
+        if let Some((at, last)) = read_to.remove(id) {
+            let mut newest = None;
+            if let Ok(tail) = store.read_each_from(id, at, &mut |event| newest = Some(event.time)) {
+                let last = newest.or(last);
+                read_to.insert(id.clone(), (tail.next, last));
+                return last;
+            }
+        }
+        let mut last = None;
+        let summary = store
+            .read_each(id, &mut |event| last = Some(event.time))
+            .ok()?;
+        read_to.insert(id.clone(), (summary.position(), last));
+        last
     }
 
     /// Sets `page.stallNotice` for the stalled tasks of the page the Lead `lead` was not told
@@ -134,4 +161,63 @@ pub(crate) fn last_event_time(store: &Journal, id: &SessionId) -> Option<u64> {
         .read_each(id, &mut |event| last = Some(event.time))
         .ok()?;
     last
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use troupe_protocol::{EventDraft, SessionHeader};
+
+    /// The watch's last event time of a log read from where it last left it is the whole
+    /// read's, as the log grows, after a line that is no event (the whole read fails: `None`,
+    /// and the position is forgotten), and for a log that does not exist.
+    #[test]
+    fn the_kept_last_event_time_equals_the_whole_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open_home(dir.path());
+        let id = SessionId::new("mate-a").unwrap();
+        let watch = StallWatch::default();
+        assert_eq!(watch.last_event_time(&journal, &id), None);
+        let writer = journal.create(SessionHeader::new(id.clone(), 1)).unwrap();
+        writer.flush_blocking().unwrap();
+        assert_eq!(watch.last_event_time(&journal, &id), None);
+        for time in [1_000, 1_010, 1_020] {
+            writer
+                .append_batch_at(
+                    vec![EventDraft::new(
+                        "turn/start",
+                        serde_json::json!({"turn": 1}),
+                    )],
+                    time,
+                )
+                .unwrap();
+            writer.flush_blocking().unwrap();
+            assert_eq!(watch.last_event_time(&journal, &id), Some(time));
+            assert_eq!(last_event_time(&journal, &id), Some(time));
+            // Nothing new: the remembered one.
+            assert_eq!(watch.last_event_time(&journal, &id), Some(time));
+        }
+        assert!(lock(&watch.read_to).contains_key(&id));
+        let path = dir.path().join("sessions").join("mate-a.jsonl");
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, b"{\"not\":\"an event\"}\n").unwrap();
+        drop(file);
+        writer
+            .append_batch_at(
+                vec![EventDraft::new(
+                    "turn/start",
+                    serde_json::json!({"turn": 2}),
+                )],
+                1_030,
+            )
+            .unwrap();
+        writer.flush_blocking().unwrap();
+        assert_eq!(last_event_time(&journal, &id), None);
+        assert_eq!(watch.last_event_time(&journal, &id), None);
+        assert!(!lock(&watch.read_to).contains_key(&id));
+    }
 }
