@@ -23,6 +23,12 @@ use crate::{FIRST_EVENTS_HEADER, SESSION_SUBJECT_PREFIX, SESSION_SUBJECTS};
 const CHUNK_BYTES: usize = 256 * 1024;
 /// Chunks the producer may have in flight before the reader consumed them.
 const CHUNKS_IN_FLIGHT: usize = 8;
+
+/// How long a clustered stream's read that failed before handing over a line is made again
+/// (a leader election of a three-node cluster settles within a few seconds, more on a loaded
+/// machine; a cluster that lost its quorum fails a read this much later).
+const RETRY_READ_FOR: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Stream sequences remembered for the end of a read: enough for the last valid message and
 /// an unfinished batch after it (at most `MAX_BATCH_EVENTS - 1` messages).
 const SEQS_KEPT: usize = MAX_BATCH_EVENTS as usize + 2;
@@ -240,12 +246,30 @@ fn feed(inner: &Inner, subject: String, start: Start) -> MessageReader {
             timeout,
             clustered,
         };
-        if let Err(e) = produce(&js, &stream, read, &tx, &task_permits).await {
+        // A clustered stream's read that fails before it handed over any line (a leader
+        // election: the stream or consumer request times out, the new leader's consumer
+        // stalls, the client moves to another node) is made again, with a pause, for up to
+        // [`RETRY_READ_FOR`]: a read changes nothing, so making it again is always safe.
+        let started = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(100);
+        loop {
+            let mut handed = false;
+            let Err(e) = produce(&js, &stream, read.clone(), &tx, &task_permits, &mut handed).await
+            else {
+                return;
+            };
+            if clustered && !handed && started.elapsed() + pause < RETRY_READ_FOR {
+                tracing::debug!(error = %e, "a read failed before it delivered; reading again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                continue;
+            }
             let _ = tx.send(Piece::Failed(JournalError::StoreIo {
                 op: "read",
                 url,
                 reason: e,
             }));
+            return;
         }
     });
     MessageReader {
@@ -262,6 +286,7 @@ fn feed(inner: &Inner, subject: String, start: Start) -> MessageReader {
 }
 
 /// What one read asks of [`produce`].
+#[derive(Clone)]
 struct ReadRequest {
     subject: String,
     start: Start,
@@ -301,6 +326,7 @@ async fn produce(
     read: ReadRequest,
     tx: &Sender<Piece>,
     permits: &tokio::sync::Semaphore,
+    handed: &mut bool,
 ) -> std::result::Result<(), String> {
     let ReadRequest {
         subject,
@@ -337,7 +363,12 @@ async fn produce(
         .await
         .map_err(|e| format!("cannot create a consumer: {e}"))?;
     let name = consumer.cached_info().name.clone();
-    let result = deliver(consumer, start, target, leader, timeout, tx, permits).await;
+    let to = Handover {
+        tx,
+        permits,
+        handed,
+    };
+    let result = deliver(consumer, start, target, leader, timeout, to).await;
     // The read is over (its reader has every piece already): its consumer goes now, not at
     // the server's inactivity threshold (30 s for an ordered consumer). A stream takes at most
     // 1,000 consumers (nats-server 2.15's default for a stream that sets none, and it reads a
@@ -352,6 +383,14 @@ async fn produce(
     result
 }
 
+/// Where a read's pieces go: the reader's channel, the chunks it may hold, and whether any
+/// line was handed over yet (a read that failed after that is not made again).
+struct Handover<'a> {
+    tx: &'a Sender<Piece>,
+    permits: &'a tokio::sync::Semaphore,
+    handed: &'a mut bool,
+}
+
 /// Hands what `consumer` delivers to the reader over `tx` (see [`produce`]).
 async fn deliver(
     consumer: consumer::Consumer<consumer::push::OrderedConfig>,
@@ -359,9 +398,13 @@ async fn deliver(
     target: Option<u64>,
     leader: Option<(u64, u64)>,
     timeout: std::time::Duration,
-    tx: &Sender<Piece>,
-    permits: &tokio::sync::Semaphore,
+    to: Handover<'_>,
 ) -> std::result::Result<(), String> {
+    let Handover {
+        tx,
+        permits,
+        handed,
+    } = to;
     let nothing_after = match (target, start) {
         (Some(last), Start::Header) => last == 0,
         (Some(last), Start::After(seq)) => last <= seq,
@@ -429,6 +472,7 @@ async fn deliver(
                 {
                     return Ok(()); // The reader is gone.
                 }
+                *handed = true;
             }
             if bad {
                 let _ = tx.send(Piece::BadMessage { stream_seq });

@@ -170,6 +170,36 @@ fn appends_go_on_when_one_of_three_servers_is_killed() {
     f.server().unwrap().restart(leader);
 }
 
+/// Reads made right after the stream leader is killed succeed, each with every acknowledged
+/// event: a read that fails before it delivered anything (the election, the client moving
+/// to another node when it was on the leader) is made again instead of ending in `STORE_IO`.
+#[test]
+fn reads_go_on_when_the_stream_leader_is_killed() {
+    let Some(server) = NatsServer::cluster() else {
+        return;
+    };
+    let mut f = Fixture::on(server, options(Duration::from_secs(60)));
+    let writer = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
+    let appender = Appender::start(writer);
+    appender.wait_for(20, Duration::from_secs(60));
+    let (acked, error) = appender.stop();
+    assert!(error.is_none(), "{error:?}");
+    let leader = stream_leader(&f);
+    f.server().unwrap().kill(leader);
+    for round in 0..5 {
+        let replay = f
+            .journal
+            .read(&id("s"))
+            .unwrap_or_else(|e| panic!("read {round} after the leader was killed: {e}"));
+        let len = replay.events.len() as u64;
+        assert!(
+            acked.iter().all(|seq| *seq < len),
+            "read {round} lost acknowledged events"
+        );
+    }
+    f.server().unwrap().restart(leader);
+}
+
 #[test]
 fn with_two_of_three_killed_appends_fail_clearly_and_a_reopen_goes_on_after_they_return() {
     let Some(server) = NatsServer::cluster() else {
