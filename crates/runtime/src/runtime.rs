@@ -1794,6 +1794,11 @@ impl Runtime {
         // In-flight Team work settles first (c.14 steps 3–4: creations, then deliveries),
         // while the Leads are still live to record its outcome.
         failures.extend(self.inner.teams.settle_in_flight(bound).await);
+        // Members running in other processes are parked by their holders (turns stopped as
+        // a park stops them, inboxes kept), so the whole Team stops, not only this process.
+        for warning in self.inner.teams.park_elsewhere(bound).await {
+            tracing::warn!("{warning}");
+        }
         let roots: Vec<SessionId> = lock(&self.inner.live)
             .iter()
             .filter(|(_, l)| l.parent.is_none())

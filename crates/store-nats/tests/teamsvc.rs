@@ -1044,7 +1044,9 @@ async fn a_delivery_whose_answer_is_lost_is_delivered_once_by_the_retry() {
 /// gets `inactive`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_of_a_teammate_hosted_elsewhere_is_answered_by_its_holder() {
-    use troupe_runtime::team::{INTERRUPT_VERSION, InterruptAnswer, InterruptRequest};
+    use troupe_runtime::team::{
+        INTERRUPT_VERSION, InterruptAnswer, InterruptCause, InterruptRequest,
+    };
     let Some(server) = NatsServer::single() else {
         return;
     };
@@ -1077,6 +1079,7 @@ async fn an_interrupt_of_a_teammate_hosted_elsewhere_is_answered_by_its_holder()
         by: lead.id().clone(),
         holder,
         wait_ms: 5000,
+        cause: InterruptCause::Parent,
     };
     let refused = ask(InterruptRequest {
         version: INTERRUPT_VERSION + 1,

@@ -117,6 +117,17 @@ fn kill_the_lead_while_alpha_runs_on_a_worker(
 ///   answered once;
 /// - nothing is pending and `team verify` passes.
 fn assert_finished_once(s: &Setup, lead: &str, lead_turns: std::ops::RangeInclusive<usize>) {
+    assert_finished_once_with(s, lead, lead_turns, 1);
+}
+
+/// [`assert_finished_once`] with alpha's turns counted as `alpha_turns` (2 when a park of the
+/// Lead's process parked alpha too and a resume continued it).
+fn assert_finished_once_with(
+    s: &Setup,
+    lead: &str,
+    lead_turns: std::ops::RangeInclusive<usize>,
+    alpha_turns: usize,
+) {
     let shown: Value = serde_json::from_str(&s.ok(&["team", "show", lead, "--json"])).unwrap();
     let tasks = shown["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 1, "{shown}");
@@ -132,11 +143,14 @@ fn assert_finished_once(s: &Setup, lead: &str, lead_turns: std::ops::RangeInclus
     }
     assert!(owners.len() <= 1, "task-1 had two owners: {owners:?}");
     let alpha_log = s.log(&alpha);
-    let alpha_turns = alpha_log
+    let turns = alpha_log
         .iter()
         .filter(|e| e["type"] == "turn/start")
         .count();
-    assert_eq!(alpha_turns, 1, "alpha was not continued a second time");
+    assert_eq!(
+        turns, alpha_turns,
+        "alpha's turns (not continued once more)"
+    );
     assert!(
         alpha_log
             .iter()
@@ -296,6 +310,13 @@ fn a_worker_with_adopt_takes_over_a_killed_lead() {
     let other = s.path("other");
     std::fs::create_dir_all(&other).unwrap();
     let (_elsewhere, elsewhere_log) = start_worker_with(&s, "elsewhere", &other, &["--adopt"]);
+    // It has said so (once the Lead's lease expired) before the adopter that matches starts:
+    // after that adopter took the lease, the Lead is no longer free for it to look at.
+    wait_for(
+        &elsewhere_log,
+        &format!("not adopting Lead {lead}: this worker's workspace does not match"),
+        DEADLINE,
+    );
     let (_a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
     wait_for(&a1_log, &format!("adopting Lead {lead}"), DEADLINE);
     wait_lease(&mut s, &lead, "was taken by the adopter", |h| h.is_some());
@@ -535,8 +556,9 @@ fn sigterm_to_an_adopter_parks_its_adopted_lead_and_a_resume_finishes_it() {
         std::fs::read_to_string(&resume_err).unwrap()
     );
     // The adopter's resume may have started its continuation before the SIGTERM: that
-    // stopped turn gets its own continuation.
-    assert_finished_once(&s, &lead, 2..=3);
+    // stopped turn gets its own continuation. The park of the adopted Lead parked alpha on
+    // w1 too (its turn aborted by the shutdown), and the resume continued it: two turns.
+    assert_finished_once_with(&s, &lead, 2..=3, 2);
 }
 
 /// (e) The Lead finished its own turn (it spawned alpha on w1 and answered) and its process
@@ -809,4 +831,85 @@ fn kill_9_of_the_worker_hosting_a_running_teammate_re_places_it_on_a_live_worker
     assert!(owners.len() <= 1, "task-1 had two owners: {owners:?}");
     assert_each_message_delivered_once(&s, &lead_log);
     s.ok(&["team", "verify", &lead]);
+}
+
+/// REFERENCE c.14 across processes: SIGTERM (a park, as Ctrl-C) of the Lead's process while
+/// alpha runs on worker w1 parks alpha too — its turn on w1 ends `aborted` with
+/// `{"kind":"shutdown"}` (its inbox kept), w1 releases its lease and keeps serving — so an
+/// `--adopt` worker finds nothing to adopt, and the user's `troupe resume` (placing as the
+/// run did) continues alpha, which finishes once.
+#[test]
+fn sigterm_of_the_lead_parks_its_teammate_on_a_worker() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (mut w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = team_script(&s, "team.json");
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let alpha = member_id(&s, &lead, "alpha");
+    wait_for(&w1_log, &format!("hosting alpha ({alpha})"), DEADLINE);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&run.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let _ = wait_exit(&mut run);
+    // alpha's turn on w1 ended as a park ends it, and w1 let go of it (it is still serving).
+    let ends: Vec<Value> = s
+        .log(&alpha)
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(ends[0]["data"]["reason"]["kind"], "aborted", "{ends:?}");
+    assert_eq!(
+        ends[0]["data"]["reason"]["reason"],
+        json!({"kind": "shutdown"}),
+        "{ends:?}"
+    );
+    wait_lease(&mut s, &alpha, "was released by w1", |h| h.is_none());
+    assert!(
+        holder(&mut s, &lead).is_none(),
+        "the Lead's lease was released"
+    );
+    assert!(w1.0.try_wait().unwrap().is_none(), "w1 goes on serving");
+    let (mut a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
+    // Two looks at least (one every half second) find nothing to adopt.
+    std::thread::sleep(Duration::from_secs(2));
+    let adopter = std::fs::read_to_string(&a1_log).unwrap();
+    assert!(
+        !adopter.contains(&format!("adopting Lead {lead}")),
+        "{adopter}"
+    );
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&a1.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut a1).success());
+    // The user's resume continues alpha (on w1, as the run placed it), which finishes.
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let out = s.run(&["resume", &lead]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let answered: Vec<String> = s
+        .log(&alpha)
+        .iter()
+        .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("alpha done"))
+        .map(|e| e["type"].to_string())
+        .collect();
+    assert_eq!(answered.len(), 1, "alpha answered once: {answered:?}");
+    s.ok(&["team", "verify", &lead]);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&w1.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut w1).success());
 }

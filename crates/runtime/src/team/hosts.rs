@@ -88,8 +88,10 @@ impl DeliverAnswer {
 pub const INTERRUPT_VERSION: u32 = 1;
 
 /// The Lead's `interrupt_agent` (REFERENCE c.13) of a teammate hosted by another process,
-/// for the process holding the teammate's lease. Wire (JSON, camelCase):
-/// `{"version":1,"team","target","by","holder","waitMs"}`.
+/// for the process holding the teammate's lease — or the Lead's process parking its Team
+/// (`cause` `shutdown`). Wire (JSON, camelCase):
+/// `{"version":1,"team","target","by","holder","waitMs","cause"?}` (`cause` absent for the
+/// Lead's `interrupt_agent`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InterruptRequest {
@@ -108,6 +110,40 @@ pub struct InterruptRequest {
     /// milliseconds: the Team's `disposalTimeoutMs` (REFERENCE c.15), as a local interrupt
     /// waits.
     pub wait_ms: u64,
+    /// Why the turn is stopped (absent on the wire for [`InterruptCause::Parent`]).
+    #[serde(default, skip_serializing_if = "InterruptCause::is_parent")]
+    pub cause: InterruptCause,
+}
+
+/// Why an [`InterruptRequest`] stops a teammate's turn: the cause its `turn/end` records
+/// (`aborted` with `{"kind":"parent"|"shutdown"}`). Wire: `"parent"` or `"shutdown"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InterruptCause {
+    /// The Lead's `interrupt_agent` (REFERENCE c.13): the Lead decided, and the Team
+    /// recovery leaves the turn alone.
+    #[default]
+    Parent,
+    /// The Lead's process is parking its Team (Ctrl-C, SIGTERM; REFERENCE c.14): the turn
+    /// is stopped as a park stops a resident teammate's, and a `troupe resume` continues it.
+    Shutdown,
+}
+
+impl InterruptCause {
+    /// Whether this is [`InterruptCause::Parent`] (the wire leaves it out).
+    #[must_use]
+    pub fn is_parent(&self) -> bool {
+        *self == Self::Parent
+    }
+
+    /// The cause as the `turn/end` records it: `{"kind":"parent"}` or `{"kind":"shutdown"}`.
+    #[must_use]
+    pub fn record(self) -> serde_json::Value {
+        match self {
+            Self::Parent => serde_json::json!({"kind": "parent"}),
+            Self::Shutdown => serde_json::json!({"kind": "shutdown"}),
+        }
+    }
 }
 
 /// The answer to an [`InterruptRequest`]. Wire: `{"ok":true,"previousStatus":"running"|"idle",

@@ -40,7 +40,6 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use troupe_protocol::ErrorCode;
 
 use super::hosts::{INTERRUPT_VERSION, InterruptAnswer, InterruptRequest, TEAM_MEMBER_NOT_HOSTED};
@@ -50,7 +49,9 @@ use crate::agent::AgentStatus;
 impl TeamService {
     /// Accepts the Lead's interrupt of a teammate this process hosts (the holder's side, see
     /// the module docs): samples its status (`running` or `idle`), cancels its turn with
-    /// cause `{"kind":"parent"}` keeping its inbox — what a local interrupt does — and waits
+    /// cause `{"kind":"parent"}` keeping its inbox — what a local interrupt does — (or
+    /// `{"kind":"shutdown"}` for a park's,
+    /// [`InterruptCause::Shutdown`](super::hosts::InterruptCause::Shutdown)) and waits
     /// up to `wait_ms` for the turn to close, then answers. The transport has checked that
     /// this process holds the lease the request names.
     ///
@@ -93,7 +94,7 @@ impl TeamService {
             AgentStatus::Running => "running",
             AgentStatus::Idle => "idle",
         };
-        if let Err(e) = agent.cancel(json!({"kind": "parent"}), true).await {
+        if let Err(e) = agent.cancel(request.cause.record(), true).await {
             return InterruptAnswer::failed(e.code(), format!("Error: {e}"));
         }
         let bound = Duration::from_millis(request.wait_ms);

@@ -59,8 +59,8 @@ mod waiters;
 
 pub use hosts::{
     DELIVER_VERSION, DeliverAnswer, DeliverRequest, Handoff, HandoffFuture, INTERRUPT_VERSION,
-    InterruptAnswer, InterruptFuture, InterruptHandoff, InterruptRequest, MemberHosts, PlaceFuture,
-    TEAM_MEMBER_NOT_HOSTED,
+    InterruptAnswer, InterruptCause, InterruptFuture, InterruptHandoff, InterruptRequest,
+    MemberHosts, PlaceFuture, TEAM_MEMBER_NOT_HOSTED,
 };
 pub use journal::{feed_stream_fold, fold_team_log};
 pub use leftover::crash_left_work;

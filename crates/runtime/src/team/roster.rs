@@ -20,7 +20,8 @@ use troupe_team::{
 };
 
 use super::hosts::{
-    INTERRUPT_VERSION, InterruptHandoff, InterruptRequest, MemberHosts, append_unhosted,
+    INTERRUPT_VERSION, InterruptCause, InterruptHandoff, InterruptRequest, MemberHosts,
+    append_unhosted,
 };
 use super::journal::{Effect, Member, TeamJournal, stored_transcript};
 use super::lifecycle::Lifecycle;
@@ -552,6 +553,7 @@ async fn interrupt_elsewhere(
         by: journal.lead().id().clone(),
         holder: String::new(),
         wait_ms: journal.limits().disposal_timeout_ms,
+        cause: InterruptCause::Parent,
     };
     let reason = match hosts.interrupt(request).await.map_err(RuntimeError::from)? {
         InterruptHandoff::Interrupted { previous, settled } => {

@@ -20,7 +20,9 @@ use troupe_team::{
 };
 
 use super::board::BoardRead;
-use super::hosts::MemberHosts;
+use super::hosts::{
+    INTERRUPT_VERSION, InterruptCause, InterruptHandoff, InterruptRequest, MemberHosts,
+};
 use super::in_flight::InFlight;
 use super::journal::{Member, TeamJournal, fold_team_log, not_member};
 use super::lifecycle::{Lifecycle, disposed};
@@ -814,6 +816,80 @@ impl TeamService {
             failures.extend(team.lifecycle.settle(team.id(), bound).await);
         }
         failures
+    }
+
+    /// Parks every Team's members running in other processes (REFERENCE c.14 applied across
+    /// processes: a park stops the whole Team, not only what this process hosts): each holder
+    /// of a member reported running elsewhere is asked to stop its turn as a park does
+    /// ([`InterruptCause::Shutdown`], the inbox kept), and waits for it to close; the holder
+    /// then settles the member and releases its lease. All of it within `bound`. Returns a
+    /// warning line for each member not confirmed parked (its holder refused, did not answer
+    /// in time, or is gone: a gone holder's member is continued by the next resume as after a
+    /// crash; one still running there stops with its host or when its Team calls find no
+    /// Lead).
+    ///
+    /// Writes nothing itself: the only writes are the stopped turns' closing events, each one
+    /// atomic batch in the member's own log by its holder. A crash of this process mid-park
+    /// leaves the members asked so far parked and the others running there, as before.
+    pub(crate) async fn park_elsewhere(&self, bound: Duration) -> Vec<String> {
+        let Some(hosts) = self.hosts.get().cloned() else {
+            return Vec::new();
+        };
+        let teams: Vec<Arc<Team>> = lock(&self.teams).values().cloned().collect();
+        let deadline = tokio::time::Instant::now() + bound;
+        let mut warnings = Vec::new();
+        for team in teams {
+            let running: Vec<SessionId> = lock(team.journal.elsewhere())
+                .iter()
+                .filter(|(_, e)| e.live.status == troupe_team::LiveStatus::Running)
+                .map(|(id, _)| id.clone())
+                .collect();
+            let lead = team.lead().id().clone();
+            let mut asked = tokio::task::JoinSet::new();
+            for id in running {
+                let request = InterruptRequest {
+                    version: INTERRUPT_VERSION,
+                    team: lead.clone(),
+                    target: id.clone(),
+                    by: lead.clone(),
+                    holder: String::new(),
+                    wait_ms: bound.as_millis().try_into().unwrap_or(u64::MAX),
+                    cause: InterruptCause::Shutdown,
+                };
+                let hosts = Arc::clone(&hosts);
+                asked.spawn(async move {
+                    let answer = tokio::time::timeout_at(deadline, hosts.interrupt(request)).await;
+                    (id, answer)
+                });
+            }
+            while let Some(Ok((id, answer))) = asked.join_next().await {
+                match answer {
+                    Ok(Ok(InterruptHandoff::Interrupted { settled: true, .. })) => {
+                        team.journal.settled_elsewhere(&id);
+                    }
+                    Ok(Ok(InterruptHandoff::Interrupted { settled: false, .. })) => {
+                        warnings.push(format!(
+                            "teammate {id} on another process: its turn was stopped but did not \
+                             close within {} ms",
+                            bound.as_millis()
+                        ))
+                    }
+                    Ok(Ok(InterruptHandoff::Unhosted)) => {}
+                    Ok(Ok(InterruptHandoff::HolderGone { reason })) => warnings.push(format!(
+                        "teammate {id} on another process: its host is gone ({reason}); the \
+                         next resume continues it"
+                    )),
+                    Ok(Err(e)) => warnings.push(format!(
+                        "teammate {id} on another process could not be parked: {e}"
+                    )),
+                    Err(_) => warnings.push(format!(
+                        "teammate {id} on another process: its host did not answer within {} ms",
+                        bound.as_millis()
+                    )),
+                }
+            }
+        }
+        warnings
     }
 
     /// Roster reconciliation of a Team root being resumed (REFERENCE c.9), from its Lead log
