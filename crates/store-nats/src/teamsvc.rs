@@ -25,8 +25,10 @@
 //! request timeout, the link re-reads the Lead's lease and sends again — at once when the
 //! lease changed hands since the link last read it (or it never read it: the first attempt
 //! of a call is sent without a read), else after a pause (50 ms doubling to 1 s) — at most
-//! [`LinkOptions::max_attempts`] times (default 20) within [`LinkOptions::patience`] (default
-//! 30 s: longer than the 10 s lease TTL plus a resume). Every attempt after one that may have
+//! [`LinkOptions::max_attempts`] times (default 1,000) within [`LinkOptions::patience`]
+//! (default 5 min: a dead Lead's lease expires after the 10 s TTL, and then a `troupe resume`
+//! — typed by someone — or an `--adopt` worker takes the Team over; the teammate's call
+//! waits for it instead of failing, holding nothing but its own turn). Every attempt after one that may have
 //! reached a serializer is marked `retry`, so a write whose answer was lost is answered from
 //! the Lead log and never applied twice. When the connection to the store is down after a
 //! failed attempt the call ends with `STORE_UNREACHABLE` at once (whether a write took effect
@@ -211,8 +213,8 @@ async fn authorize(
     }
 }
 
-/// How a [`NatsTeamLink`] retries (see the module docs). [`Default`]: 20 attempts within
-/// 30 s, each waiting up to 5 s (plus a `wait_agent`'s own timeout) for its answer.
+/// How a [`NatsTeamLink`] retries (see the module docs). [`Default`]: 1,000 attempts within
+/// 5 min, each waiting up to 5 s (plus a `wait_agent`'s own timeout) for its answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkOptions {
     /// The most attempts of one call.
@@ -226,8 +228,8 @@ pub struct LinkOptions {
 impl Default for LinkOptions {
     fn default() -> Self {
         Self {
-            max_attempts: 20,
-            patience: Duration::from_secs(30),
+            max_attempts: 1_000,
+            patience: Duration::from_secs(300),
             request_timeout: Duration::from_secs(5),
         }
     }

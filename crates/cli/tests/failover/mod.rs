@@ -913,3 +913,30 @@ fn sigterm_of_the_lead_parks_its_teammate_on_a_worker() {
     .unwrap();
     assert!(wait_exit(&mut w1).success());
 }
+
+/// A teammate on a worker whose Lead died waits for the Team to be taken over: `kill -9` of
+/// the Lead while alpha runs on w1, alpha goes on at once (its next Team call, the report to
+/// the Lead, finds no one serving the Team), and the user's `troupe resume` comes only 25 s
+/// later — past the 17 s a call used to retry before it failed with `TEAM_LEAD_MOVED`. The
+/// call is answered by the resumed Lead: the report is delivered once and the work finishes.
+#[test]
+fn a_teammates_team_call_waits_for_a_late_resume_of_its_dead_lead() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let lead = kill_the_lead_while_alpha_runs_on_a_worker(&s, &workspace, &w1_log);
+    std::fs::write(workspace.join("go"), "").unwrap();
+    wait_lease(&mut s, &lead, "expired", |h| h.is_none());
+    std::thread::sleep(Duration::from_secs(25));
+    let alpha = member_id(&s, &lead, "alpha");
+    let failed: Vec<Value> = s
+        .log(&alpha)
+        .into_iter()
+        .filter(|e| e.to_string().contains("TEAM_LEAD_MOVED"))
+        .collect();
+    assert!(failed.is_empty(), "alpha's Team call gave up: {failed:?}");
+    let out = s.run(&["resume", &lead, "--placement", "workers"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_finished_once(&s, &lead, 2..=2);
+}
