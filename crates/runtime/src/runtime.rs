@@ -1796,7 +1796,8 @@ impl Runtime {
         failures.extend(self.inner.teams.settle_in_flight(bound).await);
         // Members running in other processes are parked by their holders (turns stopped as
         // a park stops them, inboxes kept), so the whole Team stops, not only this process.
-        for warning in self.inner.teams.park_elsewhere(bound).await {
+        let park = crate::team::InterruptCause::Shutdown;
+        for warning in self.inner.teams.stop_elsewhere(park, bound).await {
             tracing::warn!("{warning}");
         }
         let roots: Vec<SessionId> = lock(&self.inner.live)

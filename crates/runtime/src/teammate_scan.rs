@@ -207,7 +207,7 @@ impl TeammateScan {
                     if exact && whole {
                         self.last_event_ms = last.map(|(_, time)| time);
                     } else {
-                        self.last_event_ms = crate::team::last_event_time(journal, id);
+                        self.last_event_ms = last_event_time(journal, id);
                     }
                 }
             }
@@ -289,7 +289,7 @@ impl TeammateScan {
             scan.usage = own(SessionUsage::reads);
         }
         if wants.last_event {
-            scan.last_event_ms = crate::team::last_event_time(journal, id);
+            scan.last_event_ms = last_event_time(journal, id);
         }
         scan
     }
@@ -414,4 +414,14 @@ pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     text
+}
+
+/// The time of the last event of the stored log of `id` (read without a lock), if it reads
+/// (epoch milliseconds; `None` for a log that is missing, empty or does not read).
+pub(crate) fn last_event_time(store: &Journal, id: &SessionId) -> Option<u64> {
+    let mut last = None;
+    store
+        .read_each(id, &mut |event| last = Some(event.time))
+        .ok()?;
+    last
 }

@@ -734,8 +734,9 @@ async fn wait(
     interrupt
 }
 
-/// Cancels the Lead's turn and every other live agent's, keeping their inboxes: anything
-/// queued stays parked for `troupe resume`.
+/// Cancels the Lead's turn and every other live agent's, keeping their inboxes — and asks the
+/// workers hosting the Team's running teammates to cancel theirs likewise (bounded by the
+/// grace period): anything queued stays parked for `troupe resume`.
 async fn interrupt_all(runtime: &Runtime, agent: &Agent, printer: &mut Printer) {
     if let Err(e) = agent.cancel(json!({"kind": "user"}), true).await {
         printer.note(&format!("troupe: cancelling the turn failed: {e}"));
@@ -748,6 +749,12 @@ async fn interrupt_all(runtime: &Runtime, agent: &Agent, printer: &mut Printer) 
             let name = other.name();
             printer.note(&format!("troupe: cancelling {name}'s turn failed: {e}"));
         }
+    }
+    // Teammates on workers stop too (their holders cancel them as above), so none of them
+    // goes on and wakes the Lead into a new turn after the user stopped the run.
+    let cause = troupe_runtime::team::InterruptCause::User;
+    for warning in runtime.teams().stop_elsewhere(cause, INTERRUPT_GRACE).await {
+        printer.note(&format!("troupe: {warning}"));
     }
 }
 

@@ -116,7 +116,8 @@ pub struct InterruptRequest {
 }
 
 /// Why an [`InterruptRequest`] stops a teammate's turn: the cause its `turn/end` records
-/// (`aborted` with `{"kind":"parent"|"shutdown"}`). Wire: `"parent"` or `"shutdown"`.
+/// (`aborted` with `{"kind":"parent"|"shutdown"|"user"}`). Wire: `"parent"`, `"shutdown"` or
+/// `"user"`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InterruptCause {
@@ -124,9 +125,13 @@ pub enum InterruptCause {
     /// recovery leaves the turn alone.
     #[default]
     Parent,
-    /// The Lead's process is parking its Team (Ctrl-C, SIGTERM; REFERENCE c.14): the turn
-    /// is stopped as a park stops a resident teammate's, and a `troupe resume` continues it.
+    /// The Lead's process is parking its Team (SIGTERM, the shutdown; REFERENCE c.14): the
+    /// turn is stopped as a park stops a resident teammate's, and a `troupe resume`
+    /// continues it.
     Shutdown,
+    /// The user stopped the run (its first Ctrl-C): the turn is stopped as the user's
+    /// cancel stops a resident one (`{"kind":"user"}`), its inbox kept for `troupe resume`.
+    User,
 }
 
 impl InterruptCause {
@@ -136,12 +141,14 @@ impl InterruptCause {
         *self == Self::Parent
     }
 
-    /// The cause as the `turn/end` records it: `{"kind":"parent"}` or `{"kind":"shutdown"}`.
+    /// The cause as the `turn/end` records it: `{"kind":"parent"}`, `{"kind":"shutdown"}` or
+    /// `{"kind":"user"}`.
     #[must_use]
     pub fn record(self) -> serde_json::Value {
         match self {
             Self::Parent => serde_json::json!({"kind": "parent"}),
             Self::Shutdown => serde_json::json!({"kind": "shutdown"}),
+            Self::User => serde_json::json!({"kind": "user"}),
         }
     }
 }

@@ -48,6 +48,8 @@ mod lifecycle;
 mod mailbox;
 mod op;
 pub(crate) mod output;
+#[cfg(test)]
+mod radar_tests;
 mod remote;
 mod roster;
 pub(crate) mod schema;
@@ -74,6 +76,5 @@ pub use remote::{
 };
 pub use schema::{TEAM_TOOL_NAMES, TeamToolName, listed_member_schema};
 pub use service::{Team, TeamService};
-pub(crate) use stall::last_event_time;
 pub use status::{STATUS_VERSION, StatusEdge};
 pub(crate) use tools::team_tools;

@@ -818,20 +818,21 @@ impl TeamService {
         failures
     }
 
-    /// Parks every Team's members running in other processes (REFERENCE c.14 applied across
-    /// processes: a park stops the whole Team, not only what this process hosts): each holder
-    /// of a member reported running elsewhere is asked to stop its turn as a park does
-    /// ([`InterruptCause::Shutdown`], the inbox kept), and waits for it to close; the holder
-    /// then settles the member and releases its lease. All of it within `bound`. Returns a
-    /// warning line for each member not confirmed parked (its holder refused, did not answer
-    /// in time, or is gone: a gone holder's member is continued by the next resume as after a
-    /// crash; one still running there stops with its host or when its Team calls find no
-    /// Lead).
+    /// Stops the turns of every Team's members running in other processes with `cause`:
+    /// [`InterruptCause::Shutdown`] when this process parks its Teams (REFERENCE c.14 applied
+    /// across processes: a park stops the whole Team, not only what this process hosts),
+    /// [`InterruptCause::User`] for the user's first Ctrl-C (as its cancel of the resident
+    /// agents). Each holder of a member reported running elsewhere is asked to stop its turn
+    /// (the inbox kept) and waits for it to close; the holder then settles the member and
+    /// releases its lease. All of it within `bound`. Returns a warning line for each member
+    /// not confirmed stopped (its holder refused, did not answer in time, or is gone: a gone
+    /// holder's member is continued by the next resume as after a crash; one still running
+    /// there stops with its host or when its Team calls find no Lead).
     ///
     /// Writes nothing itself: the only writes are the stopped turns' closing events, each one
-    /// atomic batch in the member's own log by its holder. A crash of this process mid-park
-    /// leaves the members asked so far parked and the others running there, as before.
-    pub(crate) async fn park_elsewhere(&self, bound: Duration) -> Vec<String> {
+    /// atomic batch in the member's own log by its holder. A crash of this process meanwhile
+    /// leaves the members asked so far stopped and the others running there, as before.
+    pub async fn stop_elsewhere(&self, cause: InterruptCause, bound: Duration) -> Vec<String> {
         let Some(hosts) = self.hosts.get().cloned() else {
             return Vec::new();
         };
@@ -854,7 +855,7 @@ impl TeamService {
                     by: lead.clone(),
                     holder: String::new(),
                     wait_ms: bound.as_millis().try_into().unwrap_or(u64::MAX),
-                    cause: InterruptCause::Shutdown,
+                    cause,
                 };
                 let hosts = Arc::clone(&hosts);
                 asked.spawn(async move {
@@ -880,7 +881,7 @@ impl TeamService {
                          next resume continues it"
                     )),
                     Ok(Err(e)) => warnings.push(format!(
-                        "teammate {id} on another process could not be parked: {e}"
+                        "teammate {id} on another process could not be stopped: {e}"
                     )),
                     Err(_) => warnings.push(format!(
                         "teammate {id} on another process: its host did not answer within {} ms",

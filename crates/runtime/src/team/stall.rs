@@ -82,10 +82,10 @@ impl StallWatch {
         }
     }
 
-    /// Exactly [`last_event_time`] of `id` now, reading only what its log grew by since the
+    /// Exactly [`last_event_time`](crate::teammate_scan::last_event_time) of `id` now, reading only what its log grew by since the
     /// last call for it ([`Journal::read_each_from`]): the last event of the tail, else the
     /// one remembered. A tail that does not read (a damaged or replaced log, a store error)
-    /// forgets the position and reads the whole log, as [`last_event_time`] does.
+    /// forgets the position and reads the whole log, as [`last_event_time`](crate::teammate_scan::last_event_time) does.
     fn last_event_time(&self, store: &Journal, id: &SessionId) -> Option<u64> {
         let mut read_to = lock(&self.read_to);
         if let Some((at, last)) = read_to.remove(id) {
@@ -154,19 +154,11 @@ fn told_in(history: &[ChatMessage]) -> HashSet<Episode> {
     told
 }
 
-/// The time of the last event of the stored log of `id` (read without a lock), if it reads.
-pub(crate) fn last_event_time(store: &Journal, id: &SessionId) -> Option<u64> {
-    let mut last = None;
-    store
-        .read_each(id, &mut |event| last = Some(event.time))
-        .ok()?;
-    last
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::teammate_scan::last_event_time;
     use troupe_protocol::{EventDraft, SessionHeader};
 
     /// The watch's last event time of a log read from where it last left it is the whole
