@@ -265,6 +265,31 @@ pub(super) fn report(
             printer.note(&format!("interrupted — continue with: {}", hints.resume()));
             Err(Failure::reported(WORK_FAILED))
         }
+        RunStatus::Parked { teammates } => {
+            // No signal here, yet a teammate's last turn was parked: the worker hosting it was
+            // stopped (Ctrl-C, SIGTERM). Its inbox is kept and a resume continues it.
+            printer.done_json(
+                id,
+                &DoneStatus::Interrupted,
+                None,
+                stats,
+                team_json.as_ref(),
+            );
+            print_summary(printer, false);
+            let names = escape_controls(&teammates.join(", ")).into_owned();
+            let (whose, parked, its, has, it) = if teammates.len() == 1 {
+                ("teammate", "was", "its", "has", "it")
+            } else {
+                ("teammates", "were", "their", "have", "them")
+            };
+            printer.note(&format!(
+                "troupe: {whose} {names} {parked} parked by {its} worker (the worker was \
+                 stopped: the turn ended, the inbox kept) and still {has} work: {} continues {it}",
+                hints.resume()
+            ));
+            printer.note(&format!("stopped — continue with: {}", hints.resume()));
+            Err(Failure::reported(WORK_FAILED))
+        }
     }
 }
 
