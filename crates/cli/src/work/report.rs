@@ -149,8 +149,15 @@ pub(super) fn report(
             );
             print_summary(printer, false);
             // Every log holds everything up to its last flush, so the session stays resumable.
+            // What to fix is where the logs are: the home's disk, or the NATS server's (a
+            // server whose disk filled marks its stream failed until it is restarted).
+            let fix = if config.store.is_nats() {
+                "free space on the NATS server and restart it, the server reachable"
+            } else {
+                "free space, a writable home"
+            };
             printer.note(&format!(
-                "once the cause is fixed (free space, a writable home), continue with: {}",
+                "once the cause is fixed ({fix}), continue with: {}",
                 hints.resume()
             ));
             Err(Failure::work(anyhow!("{JOURNAL_FAILED}: {message}")))
