@@ -338,7 +338,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
     {
         if let Some(store) = &cli.store.store {
             return Err(Failure::bad_input(anyhow::anyhow!(
-                "troupe store copy takes its stores as --from and --to, not --store {store}"
+                "troupe store copy takes its stores as --from and --to, not --store {}",
+                troupe_store_nats::redact_url(store)
             )));
         }
         return store::copy(flags, cli.store.replicas);

@@ -449,7 +449,11 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 pub(crate) fn store_arg(flags: &StoreFlags, spec: Option<&StoreSpec>) -> String {
     match (flags.store.as_ref(), spec) {
         (Some(_), Some(StoreSpec::Nats(url))) => {
-            let mut arg = format!(" --store {}", crate::hints::shell_quote(url));
+            // Shown, so with its credentials redacted (the user adds them back).
+            let mut arg = format!(
+                " --store {}",
+                crate::hints::shell_quote(&troupe_store_nats::redact_url(url))
+            );
             if let Some(n) = flags.replicas.filter(|n| *n != 1) {
                 arg.push_str(&format!(" --replicas {n}"));
             }

@@ -147,7 +147,7 @@ pub(crate) fn run(flags: WorkerFlags, home: &Home<'_>) -> Result<(), Failure> {
             crate::adopt::AdoptCommand {
                 exe,
                 home: std::path::absolute(&home.dir).unwrap_or_else(|_| home.dir.clone()),
-                url: nats.url().to_owned(),
+                url: nats.connect_url().to_owned(),
                 pace: flags.pace.millis(),
             },
         ))

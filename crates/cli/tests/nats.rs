@@ -590,6 +590,15 @@ fn on_a_cluster_with_two_servers_killed_appends_fail_clearly_and_resume_finishes
         "a clear error naming the store or the lease: {err}"
     );
     assert!(err.contains(&format!("troupe resume {lead}")), "{err}");
+    // The advice is the NATS store's: the server's disk and reachability, not the home's.
+    assert!(
+        err.contains(
+            "once the cause is fixed (free space on the NATS server and restart it, the server \
+             reachable), continue with: "
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("a writable home"), "{err}");
     s.server.restart(leader);
     s.server.restart(others[0]);
     // Nothing acknowledged was lost.
@@ -965,6 +974,79 @@ fn troupe_web_on_nats_serves_the_store_and_streams_a_conversation_live() {
         stderr.contains(&s.url()),
         "the panel names the store it serves: {stderr}"
     );
+}
+
+/// The fresh-user trial: credentials in a store URL are never echoed. An unreachable
+/// `nats://user:s3cret@…` (or a token `nats://s3cret@…`) is `STORE_UNREACHABLE` naming
+/// `user:***@` (`***@`); a run on a reachable one (the server takes any credentials) prints
+/// its hints with the URL redacted, and `troupe sessions` and `troupe config` show no password.
+#[test]
+fn a_store_urls_password_or_token_is_never_shown() {
+    let Some(s) = Setup::single() else { return };
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for (url, shown) in [
+        (
+            format!("nats://user:s3cret@127.0.0.1:{free}"),
+            format!("nats://user:***@127.0.0.1:{free}"),
+        ),
+        (
+            format!("nats://s3cret@127.0.0.1:{free}"),
+            format!("nats://***@127.0.0.1:{free}"),
+        ),
+    ] {
+        let out = bin().args(["sessions", "--store", &url]).output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("STORE_UNREACHABLE"), "{err}");
+        assert!(err.contains(&shown), "{err}");
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+    let port = s.url().rsplit(':').next().unwrap().to_owned();
+    let url = format!("nats://user:s3cret@127.0.0.1:{port}");
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let home = s.home();
+    let with = |args: &[&str]| {
+        bin()
+            .arg("--home")
+            .arg(&home)
+            .args(["--store", &url])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let script = s.path("script.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [{"text": "hi"}]}}).to_string(),
+    )
+    .unwrap();
+    let model = format!("script:{}", script.display());
+    let out = with(&[
+        "run",
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--model",
+        &model,
+        "hello",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("--store 'nats://user:***@127.0.0.1:{port}'")),
+        "{err}"
+    );
+    for args in [&["sessions"][..], &["config"][..]] {
+        let out = with(args);
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "{args:?}: {all}");
+        assert!(!all.contains("s3cret"), "{args:?}: {all}");
+    }
+    assert!(!err.contains("s3cret"), "{err}");
 }
 
 #[test]

@@ -1211,6 +1211,13 @@ pub struct TeamReport {
     /// refusal's code and message as the process that ran the teammate wrote them (with
     /// `--placement workers`, a worker's: the Lead's process never saw that refusal).
     pub budget_stopped: Vec<FailedTurn>,
+    /// Teammates whose last turn a park stopped (`turn/end` aborted with reason
+    /// `{"kind":"shutdown"}`), by name in creation order: their inboxes are kept and a
+    /// `troupe resume` continues them. A run that reached quiescence without a signal parked
+    /// none itself, so such a teammate was parked by the process hosting it elsewhere (a
+    /// `troupe worker` stopped with Ctrl-C or SIGTERM) — the run is reported as stopped
+    /// ([`crate::RunStatus::Parked`]).
+    pub parked: Vec<String>,
     /// Teammates in the roster's `active` phase whose session log cannot be read or replayed
     /// (damaged, unsupported or missing), in creation order.
     pub unreadable: Vec<UnreadableLog>,
@@ -1247,6 +1254,7 @@ impl TeamReport {
             members: Vec::new(),
             failed_turns: Vec::new(),
             budget_stopped: Vec::new(),
+            parked: Vec::new(),
             unreadable: Vec::new(),
             tasks: Vec::new(),
             sent: 0,
@@ -1321,6 +1329,12 @@ impl TeamReport {
                             .unwrap_or("the Team's budget is spent")
                             .to_owned(),
                     });
+                }
+                if let Some(Some(TurnEndReason::Aborted { reason })) =
+                    folded.as_ref().map(Transcript::last_turn_end)
+                    && reason["kind"] == "shutdown"
+                {
+                    report.parked.push(member.name.to_string());
                 }
                 if let Some(config) = folded.as_ref().and_then(Transcript::config)
                     && config.own_model

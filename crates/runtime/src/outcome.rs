@@ -9,15 +9,19 @@
 //! 2. **The Team's budget is spent** ([`RunStatus::BudgetExceeded`], `TEAM_BUDGET_EXCEEDED`):
 //!    a model call of this run was refused by the budget (see [`crate::ledger`]) and no signal
 //!    stopped the run. The session is resumable: a resume with a higher budget continues.
-//! 3. **The Lead answered** ([`RunStatus::Answered`]): its last turn ran in this run and
+//! 3. **A teammate was parked elsewhere** ([`RunStatus::Parked`]): no signal stopped this
+//!    run, yet a teammate's last turn ended `aborted` `{"kind":"shutdown"}`
+//!    ([`TeamReport::parked`]) — the process hosting it (a `troupe worker` stopped with Ctrl-C
+//!    or SIGTERM) parked it, and it still has work. Resumable, as an interrupted run.
+//! 4. **The Lead answered** ([`RunStatus::Answered`]): its last turn ran in this run and
 //!    completed, or a resume found nothing to run — and no signal stopped the run. The run
 //!    still failed when an active teammate's session log cannot be read (damaged or missing:
 //!    its work cannot go on; `JOURNAL_CORRUPT` or the read's own code), or else when a
 //!    teammate's last turn failed and the Lead did not recover it (`TEAMMATE_FAILED`), or else
 //!    when the command's own check of the result failed.
-//! 4. **The Lead's turn failed** ([`RunStatus::LeadFailed`]): its last turn ran in this run and
+//! 5. **The Lead's turn failed** ([`RunStatus::LeadFailed`]): its last turn ran in this run and
 //!    ended failed, with no signal.
-//! 5. **Interrupted** ([`RunStatus::Interrupted`]): a signal, a shutdown, or a turn that never
+//! 6. **Interrupted** ([`RunStatus::Interrupted`]): a signal, a shutdown, or a turn that never
 //!    ran — even when the Lead had already answered and only teammates were still working.
 //!    The session is resumable.
 //!
@@ -111,6 +115,12 @@ pub enum RunStatus {
     },
     /// Interrupted: resumable.
     Interrupted,
+    /// Teammates were parked by the process hosting them elsewhere (their last turn ended
+    /// `aborted` `{"kind":"shutdown"}` while this run had no signal): stopped, resumable.
+    Parked {
+        /// The parked teammates' names, in creation order.
+        teammates: Vec<String>,
+    },
 }
 
 /// Why a run whose Lead answered failed.
@@ -206,7 +216,7 @@ impl RunStatus {
             }
             | RunStatus::LeadFailed { .. }
             | RunStatus::BudgetExceeded { .. } => "failed",
-            RunStatus::Interrupted => "interrupted",
+            RunStatus::Interrupted | RunStatus::Parked { .. } => "interrupted",
         }
     }
 
@@ -278,6 +288,14 @@ fn classify_status(end: &RunEnd<'_>) -> RunStatus {
     {
         return RunStatus::BudgetExceeded {
             message: message.to_owned(),
+        };
+    }
+    if !end.interrupted
+        && let Some(team) = end.team
+        && !team.parked.is_empty()
+    {
+        return RunStatus::Parked {
+            teammates: team.parked.clone(),
         };
     }
     let last_turn = t.last_turn();

@@ -16,7 +16,10 @@ use crate::{NatsOptions, SESSION_SUBJECT_PREFIX, SESSION_SUBJECTS};
 
 /// What every sink and read of one backend shares.
 pub(crate) struct Inner {
+    /// The URL as shown to the user: credentials redacted ([`redact_url`]).
     pub(crate) url: String,
+    /// The URL as given, credentials included: for connecting only, never shown.
+    pub(crate) connect_url: String,
     pub(crate) options: NatsOptions,
     /// `None` once dropped. Shut down in the background, so dropping the backend inside an
     /// async context does not panic.
@@ -83,6 +86,35 @@ impl Drop for Inner {
     }
 }
 
+/// The store URL `url` as shown to the user (messages, hints, listings): each server's
+/// credentials redacted — `user:secret@host` becomes `user:***@host`, a token `secret@host`
+/// becomes `***@host` — and everything else as given (servers without credentials, the
+/// scheme, ports, the order). Connecting uses the URL as given.
+pub fn redact_url(url: &str) -> String {
+    url.split(',')
+        .map(|part| {
+            let (scheme, rest) = match part.find("://") {
+                Some(at) => part.split_at(at + 3),
+                None => ("", part),
+            };
+            // The userinfo ends at the last `@` before the path (a password may hold `@`).
+            let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            let (authority, tail) = rest.split_at(authority_end);
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => {
+                    let shown = match userinfo.split_once(':') {
+                        Some((user, _)) => format!("{user}:***"),
+                        None => "***".to_owned(),
+                    };
+                    format!("{scheme}{shown}@{host}{tail}")
+                }
+                None => part.to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Parses a store URL `nats://HOST:PORT[,HOST:PORT…]` (the scheme may be left out, and may be
 /// repeated per server) into the server addresses to connect to.
 ///
@@ -90,8 +122,8 @@ impl Drop for Inner {
 /// `STORE_INVALID_URL` for an empty list or an address that does not parse.
 pub fn parse_url(url: &str) -> Result<Vec<ServerAddr>> {
     let invalid = |reason: String| JournalError::StoreInvalidUrl {
-        url: url.to_owned(),
-        reason,
+        url: redact_url(url),
+        reason: reason.replace(url, &redact_url(url)),
     };
     let rest = url.strip_prefix("nats://").unwrap_or(url);
     let mut out = Vec::new();
@@ -107,9 +139,9 @@ pub fn parse_url(url: &str) -> Result<Vec<ServerAddr>> {
         };
         let addr: ServerAddr = full
             .parse()
-            .map_err(|e| invalid(format!("{part:?}: {e}")))?;
+            .map_err(|e| invalid(format!("{:?}: {e}", redact_url(part))))?;
         if addr.host().is_empty() {
-            return Err(invalid(format!("{part:?} has no host")));
+            return Err(invalid(format!("{:?} has no host", redact_url(part))));
         }
         out.push(addr);
     }
@@ -133,8 +165,10 @@ fn covers_sessions(filter: &str) -> bool {
 }
 
 impl Inner {
-    pub(crate) fn connect(url: &str, options: NatsOptions) -> Result<Self> {
-        let addrs = parse_url(url)?;
+    pub(crate) fn connect(connect_url: &str, options: NatsOptions) -> Result<Self> {
+        let addrs = parse_url(connect_url)?;
+        // Every message names the URL as shown, never its credentials.
+        let url = &redact_url(connect_url);
         if options.replicas == 0 || options.max_batch == 0 {
             return Err(JournalError::StoreInvalidUrl {
                 url: url.to_owned(),
@@ -169,6 +203,7 @@ impl Inner {
         })??;
         Ok(Self {
             url: url.to_owned(),
+            connect_url: connect_url.to_owned(),
             options,
             runtime: Mutex::new(Some(runtime)),
             handle,
@@ -473,6 +508,29 @@ mod tests {
         ] {
             assert!(!covers_sessions(filter), "{filter}");
         }
+    }
+
+    #[test]
+    fn credentials_in_a_url_are_redacted_and_the_rest_kept() {
+        assert_eq!(
+            redact_url("nats://user:s3cret@127.0.0.1:4222"),
+            "nats://user:***@127.0.0.1:4222"
+        );
+        assert_eq!(redact_url("nats://tok3n@host:1"), "nats://***@host:1");
+        // A password holding `@`, several servers, bare ones, and ones without credentials.
+        assert_eq!(
+            redact_url("nats://u:p@ss@a:1,b:2,v:w@c:3,nats://d:4"),
+            "nats://u:***@a:1,b:2,v:***@c:3,nats://d:4"
+        );
+        assert_eq!(redact_url("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
+        assert_eq!(redact_url("/tmp/a@b/home"), "/tmp/a@b/home");
+        // What is redacted still parses to the same servers (only the credentials differ).
+        let shown = parse_url(&redact_url("nats://user:s3cret@127.0.0.1:4222")).unwrap();
+        assert_eq!(shown[0].host(), "127.0.0.1");
+        assert_eq!(shown[0].port(), 4222);
+        // A URL that does not parse is refused without its password in the message.
+        let err = parse_url("nats://user:s3cret@").unwrap_err().to_string();
+        assert!(!err.contains("s3cret"), "{err}");
     }
 
     #[test]

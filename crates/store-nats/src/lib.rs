@@ -115,7 +115,7 @@ use troupe_journal::{
 };
 use troupe_protocol::{Event, SessionHeader, SessionId};
 
-pub use conn::parse_url;
+pub use conn::{parse_url, redact_url};
 pub use deliver::{DeliveryServer, NatsMemberHosts, Warnings};
 pub use lease::HeldLease;
 pub use status::{StatusListener, StatusPublisher};
@@ -230,9 +230,17 @@ impl NatsBackend {
         })
     }
 
-    /// The store URL as given to [`NatsBackend::connect`].
+    /// The store URL as shown to the user: the URL given to [`NatsBackend::connect`] with
+    /// its credentials redacted ([`redact_url`]: `nats://user:***@host:port`). Every message
+    /// and location of this backend names it.
     pub fn url(&self) -> &str {
         &self.inner.url
+    }
+
+    /// The store URL exactly as given to [`NatsBackend::connect`], credentials included: for
+    /// another process to connect with (never to be shown).
+    pub fn connect_url(&self) -> &str {
+        &self.inner.connect_url
     }
 
     /// The options in force.
@@ -333,7 +341,7 @@ impl NatsBackend {
     /// subject. Ports a server listens on for other protocols (websocket, MQTT, leafnodes,
     /// cluster routes, monitoring) are not announced to clients and not in this set.
     pub fn client_ports(&self) -> std::collections::BTreeSet<u16> {
-        let mut ports: std::collections::BTreeSet<u16> = conn::parse_url(&self.inner.url)
+        let mut ports: std::collections::BTreeSet<u16> = conn::parse_url(&self.inner.connect_url)
             .map(|addrs| addrs.iter().map(async_nats::ServerAddr::port).collect())
             .unwrap_or_default();
         let info = self.client().server_info();

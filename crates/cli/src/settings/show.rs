@@ -241,7 +241,8 @@ fn rows(
         },
         Row {
             key: "store".to_owned(),
-            value: json!(store.store.value),
+            // Credentials in a NATS URL are redacted (`nats://user:***@host`).
+            value: json!(troupe_store_nats::redact_url(&store.store.value)),
             source: store.store.source.clone(),
             note: (store.store.source == Source::Default).then_some("the home's JSONL files"),
             shown: None,

@@ -232,7 +232,7 @@ async fn drive(
             let agent = runtime
                 .create_root_with(id.clone(), LEAD, profile, Some(first))
                 .await
-                .map_err(|e| create_error(&id, e))?;
+                .map_err(|e| create_error(&id, config.store.is_nats(), e))?;
             printer.session_started(&id, false, &model);
             for line in &config.framing.prologue {
                 printer.note(line);
@@ -567,15 +567,23 @@ async fn resume_answering(
 /// durable, and the staging file is removed. So nothing was recorded, and the command can be
 /// run again once the cause is fixed: `JOURNAL_FAILED` (exit 1) with the write's own OS error —
 /// not the writer's "poisoned by an earlier failure", which names a failure the user never saw.
-fn create_error(id: &SessionId, error: RuntimeError) -> Failure {
+///
+/// The advice names what to fix where the log is: on files `free space (or fix the home)`, on
+/// a NATS store `free space on the server (or make it reachable)`.
+fn create_error(id: &SessionId, nats: bool, error: RuntimeError) -> Failure {
     let cause = match &error {
         RuntimeError::Journal(JournalError::Poisoned { cause, .. }) => cause.clone(),
         RuntimeError::Journal(io @ JournalError::Io { .. }) => io.to_string(),
         _ => return error.into(),
     };
+    let fix = if nats {
+        "free space on the server (or make it reachable)"
+    } else {
+        "free space (or fix the home)"
+    };
     Failure::work(anyhow!(
         "{JOURNAL_FAILED}: session {id} could not be created: {cause}; nothing was recorded: \
-         free space (or fix the home) and run the command again"
+         {fix} and run the command again"
     ))
 }
 

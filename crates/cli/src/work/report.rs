@@ -149,8 +149,15 @@ pub(super) fn report(
             );
             print_summary(printer, false);
             // Every log holds everything up to its last flush, so the session stays resumable.
+            // What to fix is where the logs are: the home's disk, or the NATS server's (a
+            // server whose disk filled marks its stream failed until it is restarted).
+            let fix = if config.store.is_nats() {
+                "free space on the NATS server and restart it, the server reachable"
+            } else {
+                "free space, a writable home"
+            };
             printer.note(&format!(
-                "once the cause is fixed (free space, a writable home), continue with: {}",
+                "once the cause is fixed ({fix}), continue with: {}",
                 hints.resume()
             ));
             Err(Failure::work(anyhow!("{JOURNAL_FAILED}: {message}")))
@@ -263,6 +270,31 @@ pub(super) fn report(
             );
             print_summary(printer, false);
             printer.note(&format!("interrupted — continue with: {}", hints.resume()));
+            Err(Failure::reported(WORK_FAILED))
+        }
+        RunStatus::Parked { teammates } => {
+            // No signal here, yet a teammate's last turn was parked: the worker hosting it was
+            // stopped (Ctrl-C, SIGTERM). Its inbox is kept and a resume continues it.
+            printer.done_json(
+                id,
+                &DoneStatus::Interrupted,
+                None,
+                stats,
+                team_json.as_ref(),
+            );
+            print_summary(printer, false);
+            let names = escape_controls(&teammates.join(", ")).into_owned();
+            let (whose, parked, its, has, it) = if teammates.len() == 1 {
+                ("teammate", "was", "its", "has", "it")
+            } else {
+                ("teammates", "were", "their", "have", "them")
+            };
+            printer.note(&format!(
+                "troupe: {whose} {names} {parked} parked by {its} worker (the worker was \
+                 stopped: the turn ended, the inbox kept) and still {has} work: {} continues {it}",
+                hints.resume()
+            ));
+            printer.note(&format!("stopped — continue with: {}", hints.resume()));
             Err(Failure::reported(WORK_FAILED))
         }
     }

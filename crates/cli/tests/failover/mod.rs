@@ -834,6 +834,73 @@ fn kill_9_of_the_worker_hosting_a_running_teammate_re_places_it_on_a_live_worker
     s.ok(&["team", "verify", &lead]);
 }
 
+/// The fresh-user trial: SIGTERM of the worker hosting alpha while alpha runs parks alpha
+/// (its turn ends `aborted` `{"kind":"shutdown"}`, its inbox kept), and the Lead's run, which
+/// had no signal, then says so — a `troupe:` line naming alpha, parked by its worker, and the
+/// `troupe resume` that continues it — and ends stopped (exit 1, the resume hint), not as a
+/// success; the resume (with a live worker) finishes alpha's work.
+#[test]
+fn sigterm_of_a_worker_is_reported_by_the_run_as_a_parked_teammate() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (mut w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = team_script(&s, "team.json");
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let alpha = member_id(&s, &lead, "alpha");
+    wait_for(&w1_log, &format!("hosting alpha ({alpha})"), DEADLINE);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&w1.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut w1).success());
+    let status = wait_exit(&mut run);
+    let err = std::fs::read_to_string(&run_err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    let resume = format!("troupe resume {lead}");
+    assert!(
+        err.lines().any(
+            |l| l.starts_with("troupe: teammate alpha was parked by its worker")
+                && l.contains(&format!("{resume} "))
+                && l.ends_with("continues it")
+        ),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .last()
+            .unwrap()
+            .starts_with(&format!("stopped — continue with: {resume} ")),
+        "{err}"
+    );
+    // The resume (a worker serving again) continues alpha, which finishes once.
+    let (mut w2, _) = start_worker_with(&s, "w2", &workspace, &[]);
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let out = s.run(&["resume", &lead]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let answered = s
+        .log(&alpha)
+        .iter()
+        .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("alpha done"))
+        .count();
+    assert_eq!(answered, 1, "alpha answered once");
+    s.ok(&["team", "verify", &lead]);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&w2.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut w2).success());
+}
+
 /// REFERENCE c.14 across processes: SIGTERM (handled as a first Ctrl-C) of the Lead's process
 /// while alpha runs on worker w1 stops alpha too — its turn on w1 ends `aborted` with
 /// `{"kind":"user"}` (its inbox kept), w1 releases its lease and keeps serving — so an

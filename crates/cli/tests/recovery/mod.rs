@@ -633,6 +633,11 @@ fn the_leads_log_failing_mid_run_is_journal_failed_and_resume_finishes() {
     assert!(last.contains("lead (the Lead, session "), "{last}");
     assert!(last.contains("Operation not permitted"), "{last}");
     assert!(!err.contains("shutting the agents down"), "{err}");
+    // The advice is the file store's: the home's disk and permissions.
+    assert!(
+        err.contains("once the cause is fixed (free space, a writable home), continue with: "),
+        "{err}"
+    );
     let id = session_id(&err);
     immutable(&lead, false);
     drop(guard);
