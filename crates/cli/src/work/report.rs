@@ -164,8 +164,19 @@ pub(super) fn report(
             );
             print_summary(printer, false);
             // Every log holds everything up to its last flush, so the session stays resumable.
+            // A lost lease (a NATS store unreachable past the TTL) is fixed by the store
+            // coming back, not by disk space.
+            let cause = if failures
+                .iter()
+                .any(|f| f.error.contains("JOURNAL_LEASE_LOST"))
+                || driven.lease_lost.is_some()
+            {
+                "the store is reachable again"
+            } else {
+                "free space, a writable home"
+            };
             printer.note(&format!(
-                "once the cause is fixed (free space, a writable home), continue with: {}",
+                "once the cause is fixed ({cause}), continue with: {}",
                 hints.resume()
             ));
             Err(Failure::work(anyhow!("{JOURNAL_FAILED}: {message}")))
