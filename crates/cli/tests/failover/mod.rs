@@ -7,8 +7,11 @@
 //! not continued a second time in the new Lead's process), its Team calls reach the new Lead,
 //! the work finishes once, `team verify` passes, every queued message is delivered exactly
 //! once, and no task ever had two owners. Also: a Lead killed after its own turn ended while
-//! its teammate runs is adopted too, a Team parked on purpose is not, and `kill -9` of the
-//! worker hosting a running teammate re-places it on a second, live worker.
+//! its teammate runs is adopted too (and continued by a plain `troupe resume`, which says so
+//! rather than "nothing to resume"), a Team parked on purpose is not, `kill -9` of the
+//! worker hosting a running teammate re-places it on a second, live worker, and a Lead whose
+//! lease is lost while it waits for its Team (the server down past the TTL) fails the run
+//! with `JOURNAL_LEASE_LOST` and the resume hint, then `troupe resume` finishes it.
 
 use super::killpoints::{call, lead_of, member_id, start_run};
 use super::*;
