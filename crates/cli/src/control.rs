@@ -141,6 +141,9 @@ pub(crate) enum ControlNote {
     Line(String),
     /// A [`Request::Interrupt`]: stop the running turns, keeping inboxes.
     Interrupt,
+    /// This process lost the Lead's lease (the reason): it can no longer serve the Team, and
+    /// the run ends failed (`JOURNAL_LEASE_LOST`, DESIGN §7), resumable.
+    LeaseLost(String),
 }
 
 /// Whether `id` may name a message (`troupe send --id`): 1–64 characters of

@@ -590,12 +590,14 @@ fn on_a_cluster_with_two_servers_killed_appends_fail_clearly_and_resume_finishes
         "a clear error naming the store or the lease: {err}"
     );
     assert!(err.contains(&format!("troupe resume {lead}")), "{err}");
-    // The advice is the NATS store's: the server's disk and reachability, not the home's.
+    // The advice is the NATS store's: the server's disk and reachability (or, when the
+    // failure was the Lead's lease lost, the store reachable again), not the home's.
     assert!(
         err.contains(
             "once the cause is fixed (free space on the NATS server and restart it, the server \
              reachable), continue with: "
-        ),
+        ) || err
+            .contains("once the cause is fixed (the store is reachable again), continue with: "),
         "{err}"
     );
     assert!(!err.contains("a writable home"), "{err}");

@@ -87,6 +87,9 @@ pub(crate) enum AcquireError {
     Io(String),
 }
 
+/// The `lost` reason of a lease its holder released (not a loss: [`HeldLeases::lost`]).
+const RELEASED: &str = "it was released";
+
 #[derive(Debug)]
 struct State {
     revision: u64,
@@ -133,6 +136,17 @@ impl HeldLeases {
             owner,
             revision: state.revision,
         })
+    }
+
+    /// Why the lease this backend took on `key` is lost (its renewal failed past the TTL, or
+    /// its key changed under it), while the lease is still held by its owner (not released or
+    /// dropped); `None` when it is not lost or this backend holds none on `key`. A lease only
+    /// late to renew (not yet marked lost) is not reported.
+    pub(crate) fn lost(&self, key: &str) -> Option<String> {
+        let (_, state) = lock(&self.leases).get(key).cloned()?;
+        let state = state.upgrade()?;
+        let state = lock(&state);
+        state.lost.clone().filter(|reason| reason != RELEASED)
     }
 }
 
@@ -274,7 +288,7 @@ impl Lease {
         self.renewer.abort();
         lock(&self.state)
             .lost
-            .get_or_insert_with(|| "it was released".to_owned());
+            .get_or_insert_with(|| RELEASED.to_owned());
         let mut revision = lock(&self.state).revision;
         for _ in 0..3 {
             if self
@@ -304,7 +318,7 @@ impl Drop for Lease {
         self.renewer.abort();
         lock(&self.state)
             .lost
-            .get_or_insert_with(|| "it was released".to_owned());
+            .get_or_insert_with(|| RELEASED.to_owned());
     }
 }
 

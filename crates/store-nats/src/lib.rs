@@ -314,6 +314,15 @@ impl NatsBackend {
         self.inner.held.get(id.as_str())
     }
 
+    /// Why the lease this backend holds on session `id` is lost (DESIGN §7: its renewal
+    /// failed for longer than the TTL, or its key changed under it), while its writer still
+    /// holds it; `None` when it is not lost, or this backend holds no lease on `id`. No
+    /// request: the backend's own record. A process that lost its Lead's lease can no longer
+    /// serve the Team (`TEAM_LEAD_MOVED`) and must stop, as `JOURNAL_LEASE_LOST`.
+    pub fn lease_lost(&self, id: &SessionId) -> Option<String> {
+        self.inner.held.lost(id.as_str())
+    }
+
     /// The lease entry of session `id` as the lease bucket holds it now (one KV request, on
     /// whichever tokio runtime awaits it): its holder's owner token and the entry's revision;
     /// `None` when nobody holds it.

@@ -18,6 +18,7 @@ use troupe_llm::ProviderKind;
 use troupe_mcp::McpServers;
 use troupe_protocol::{MessageSource, SessionId, UserMessage};
 use troupe_runtime::ledger::LiveLedger;
+use troupe_runtime::team::crash_left_work;
 use troupe_runtime::{
     Agent, AgentProgress, ChunkPolicy, JOURNAL_FAILED, LeadLog, LeadRead, Progress, ResumeStarted,
     ResumeStep, Runtime, RuntimeError, RuntimeOptions, deliver_budget_notice,
@@ -66,6 +67,9 @@ enum Interrupt {
     Graceful,
     /// Ctrl-C twice: stop waiting for the cancelled turn to close.
     Forced,
+    /// No signal: this process lost the Lead's lease on a NATS store (DESIGN §7), so it
+    /// stopped waiting; the run fails with `JOURNAL_LEASE_LOST`.
+    LeaseLost,
 }
 
 async fn work(mut config: WorkConfig) -> Result<(), Failure> {
@@ -218,6 +222,8 @@ async fn drive(
     let model = config.spec.to_string();
     let (Start::New { id: root, .. } | Start::Resume { id: root, .. }) = &config.start;
     printer.set_approval_hints(root.clone(), &config.home_args, prompts.answers_here());
+    // A resume whose Lead has nothing to run but whose Team has work (see below): why.
+    let mut team_work = None;
     let (agent, id, turn_before, started) = match &config.start {
         Start::New { id, prompt } => {
             let id = id.clone();
@@ -245,6 +251,14 @@ async fn drive(
             (agent, id, 0, started)
         }
         Start::Resume { id, prompt, plan } => {
+            // What a crash left the Team to do after its Lead's last turn completed
+            // (`crash_left_work`, the rule `troupe worker --adopt` uses), read before the
+            // recovery carries it on: such a resume is not "nothing to resume".
+            let left = if plan.is_team() && prompt.is_none() {
+                crash_left_work(&config.store.journal, id).ok().flatten()
+            } else {
+                None
+            };
             let mut announced = false;
             let resumed = resume_answering(
                 runtime,
@@ -324,7 +338,18 @@ async fn drive(
                 }
                 ResumeStep::Prompt(_) | ResumeStep::Nothing => {}
             }
+            let lead_idle = matches!(step, ResumeStep::Nothing);
             let started = step.take(runtime, &agent).await?;
+            if lead_idle && let Some(why) = &left {
+                printer.note(&format!(
+                    "continuing the Team: the Lead's last turn completed, but a crash left its \
+                     Team's work unfinished ({why})"
+                ));
+            }
+            team_work = lead_idle.then_some(left).flatten().or_else(|| {
+                (!started.lead_runs && started.others_run)
+                    .then(|| "teammates had work left".to_owned())
+            });
             // Turns that the recovery's redelivered mail already started count as this run's.
             (agent, id.clone(), plan.last_turn(), started)
         }
@@ -342,6 +367,12 @@ async fn drive(
     // A Team takes messages from the user (`troupe send`, `troupe chat`) while it runs: on
     // its control socket, and on a NATS store on its control subject too.
     let (notes_tx, mut notes) = mpsc::unbounded_channel();
+    // On a NATS store the Lead's lease may be lost while the run waits for its Team (no Lead
+    // turn appends to notice it): watched here, it stops the wait and fails the run.
+    let lease_watch = config
+        .store
+        .nats_backend()
+        .map(|nats| tokio::spawn(watch_lease(nats.clone(), id.clone(), notes_tx.clone())));
     let (server, nats_server) = if runtime.teams().team(&id).is_some() {
         let server = match ControlServer::start(
             &config.home_dir,
@@ -460,8 +491,12 @@ async fn drive(
             server.stop().await;
         }
         while let Ok(note) = notes.try_recv() {
-            if let ControlNote::Line(line) = note {
-                printer.note(&line);
+            match note {
+                ControlNote::Line(line) => printer.note(&line),
+                ControlNote::LeaseLost(_) if interrupt == Interrupt::None => {
+                    interrupt = Interrupt::LeaseLost;
+                }
+                _ => {}
             }
         }
         if interrupt == Interrupt::None {
@@ -471,6 +506,17 @@ async fn drive(
             .await;
         }
     }
+    if let Some(watch) = lease_watch {
+        watch.abort();
+    }
+    let lease_lost = if interrupt == Interrupt::LeaseLost {
+        config
+            .store
+            .nats_backend()
+            .and_then(|nats| nats.lease_lost(&id))
+    } else {
+        None
+    };
     // The Team's work is done: callers from other processes find no responder from here on
     // and retry at the Lead's next holder.
     if let Some(team_service) = team_service {
@@ -485,8 +531,27 @@ async fn drive(
         id,
         turn_before,
         nothing_to_do: !started.lead_runs,
-        interrupted: interrupt != Interrupt::None,
+        interrupted: !matches!(interrupt, Interrupt::None | Interrupt::LeaseLost),
+        lease_lost,
+        team_work,
     })
+}
+
+/// Sends [`ControlNote::LeaseLost`] on `notes` once this process's lease on the Lead `id` is
+/// lost ([`troupe_store_nats::NatsBackend::lease_lost`], looked at every 250 ms), then ends.
+async fn watch_lease(
+    nats: troupe_store_nats::NatsBackend,
+    id: SessionId,
+    notes: mpsc::UnboundedSender<ControlNote>,
+) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        ticker.tick().await;
+        if let Some(reason) = nats.lease_lost(&id) {
+            let _ = notes.send(ControlNote::LeaseLost(reason));
+            return;
+        }
+    }
 }
 
 /// What the resume's answering loop holds while the recovery runs.
@@ -699,6 +764,10 @@ async fn wait(
                     grace = Some(Box::pin(tokio::time::sleep(INTERRUPT_GRACE)));
                 }
                 ControlNote::Interrupt => {}
+                ControlNote::LeaseLost(_) => {
+                    interrupt = Interrupt::LeaseLost;
+                    break;
+                }
             },
             () = &mut quiescent => {
                 show_board(runtime, agent, printer).await;

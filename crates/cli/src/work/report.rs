@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use serde_json::{Value, json};
 use troupe_llm::ProviderKind;
-use troupe_protocol::SessionId;
+use troupe_protocol::{ErrorCode, SessionId};
 use troupe_runtime::ledger::LiveLedger;
 use troupe_runtime::{
     Agent, JOURNAL_FAILED, LogFailure, RunEnd, RunFailure, RunOutcome, RunStatus, TeamReport,
@@ -37,6 +37,14 @@ pub(super) struct Driven {
     pub(super) nothing_to_do: bool,
     /// Whether a signal stopped the run.
     pub(super) interrupted: bool,
+    /// Why this process lost the Lead's lease while the run waited (a NATS store, DESIGN §7):
+    /// the run fails as the Lead's log failure (`JOURNAL_FAILED`, `JOURNAL_LEASE_LOST`),
+    /// resumable, even when no append of the Lead noticed it.
+    pub(super) lease_lost: Option<String>,
+    /// A resume whose Lead had nothing to run while its Team had work (a crash left it,
+    /// [`troupe_runtime::team::crash_left_work`], or teammates the recovery continued): why.
+    /// The run is then not reported as "nothing to resume".
+    pub(super) team_work: Option<String>,
 }
 
 /// Prints the outcome (answer on stdout, summary on stderr) and picks the exit code.
@@ -72,7 +80,14 @@ pub(super) fn report(
     });
     let team_json = team.as_ref().map(team_json);
     let checked = config.framing.check.as_ref().map(|check| check());
-    let lead_log_failure = driven.agent.failure();
+    let lead_log_failure = driven.agent.failure().or_else(|| {
+        let reason = driven.lease_lost.clone()?;
+        let lost = troupe_journal::JournalError::LeaseLost {
+            id: id.clone(),
+            reason,
+        };
+        Some(format!("{}: {lost}", lost.code()))
+    });
     // A refusal of this process's ledger, or else (with a budget) a teammate whose last turn
     // the budget stopped: with `--placement workers` a worker refused that call, and its
     // ledger is not this process's — the stop is the same and is reported the same.
@@ -149,9 +164,16 @@ pub(super) fn report(
             );
             print_summary(printer, false);
             // Every log holds everything up to its last flush, so the session stays resumable.
-            // What to fix is where the logs are: the home's disk, or the NATS server's (a
-            // server whose disk filled marks its stream failed until it is restarted).
-            let fix = if config.store.is_nats() {
+            // What to fix is where the logs are: a lost lease (a NATS store unreachable past
+            // the TTL) is fixed by the store coming back; else the home's disk, or the NATS
+            // server's (a server whose disk filled marks its stream failed until restarted).
+            let fix = if failures
+                .iter()
+                .any(|f| f.error.contains("JOURNAL_LEASE_LOST"))
+                || driven.lease_lost.is_some()
+            {
+                "the store is reachable again"
+            } else if config.store.is_nats() {
                 "free space on the NATS server and restart it, the server reachable"
             } else {
                 "free space, a writable home"
@@ -193,7 +215,12 @@ pub(super) fn report(
                 } else {
                     "the session's scripted model has no step left for a new instruction"
                 };
-                if !idle.turns_ever {
+                if let Some(why) = &driven.team_work {
+                    printer.note(&format!(
+                        "the Lead's last turn had completed; its Team's work was carried on \
+                         ({why}){waiting}"
+                    ));
+                } else if !idle.turns_ever {
                     printer.note(&format!(
                         "nothing to resume: no turn ever ran and no prompt was recorded (the run \
                          stopped before its prompt was durable){waiting}; pass a PROMPT to start it"

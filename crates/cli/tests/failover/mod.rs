@@ -7,8 +7,11 @@
 //! not continued a second time in the new Lead's process), its Team calls reach the new Lead,
 //! the work finishes once, `team verify` passes, every queued message is delivered exactly
 //! once, and no task ever had two owners. Also: a Lead killed after its own turn ended while
-//! its teammate runs is adopted too, a Team parked on purpose is not, and `kill -9` of the
-//! worker hosting a running teammate re-places it on a second, live worker.
+//! its teammate runs is adopted too (and continued by a plain `troupe resume`, which says so
+//! rather than "nothing to resume"), a Team parked on purpose is not, `kill -9` of the
+//! worker hosting a running teammate re-places it on a second, live worker, and a Lead whose
+//! lease is lost while it waits for its Team (the server down past the TTL) fails the run
+//! with `JOURNAL_LEASE_LOST` and the resume hint, then `troupe resume` finishes it.
 
 use super::killpoints::{call, lead_of, member_id, start_run};
 use super::*;
@@ -648,6 +651,182 @@ fn a_worker_with_adopt_takes_over_a_lead_killed_after_its_turn_while_a_teammate_
         "{log}"
     );
     assert!(!log.contains("warning"), "{log}");
+}
+
+/// A plain `troupe resume` of a Lead killed with `kill -9` after its own turn completed while
+/// alpha runs on w1 (the log shows no cut Lead turn; `crash_left_work` finds alpha's open
+/// turn): the resume says it continues the Team (not "nothing to resume"), serves alpha's Team
+/// calls until alpha finishes on w1, and the work finishes once; `team verify` passes.
+#[test]
+fn a_plain_resume_continues_a_team_whose_lead_was_killed_after_its_turn() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("team_task_create", json!({"subject": "the work", "description": "d"})),
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("team_task_update", json!({"task_id": "task-1", "expected_revision": 1, "action": "claim"})),
+                call("bash", json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                call("send_message", json!({"target": "lead", "message": "alpha-report"})),
+                call("team_task_update", json!({"task_id": "task-1", "expected_revision": 2, "action": "complete"})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start = Instant::now();
+    while !s.log(&lead).iter().any(|e| e["type"] == "turn/end") {
+        assert!(start.elapsed() < DEADLINE, "the Lead's turn never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.0.kill().unwrap();
+    let _ = run.0.wait();
+    wait_lease(&mut s, &lead, "expired", |h| h.is_none());
+    let resume_err = s.path("resume.stderr");
+    let mut resume = Running(
+        s.troupe(&["resume", &lead, "--placement", "workers"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&resume_err).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(&resume_err, "continuing the Team", DEADLINE);
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let status = wait_exit(&mut resume);
+    let stderr = std::fs::read_to_string(&resume_err).unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "continuing the Team: the Lead's last turn completed, but a crash left its Team's \
+             work unfinished (teammate alpha's turn 1 is open"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("nothing to resume"), "{stderr}");
+    assert_finished_once(&s, &lead, 1..=1);
+    let hosted = std::fs::read_to_string(&w1_log).unwrap();
+    assert_eq!(
+        hosted.matches("hosting alpha").count(),
+        1,
+        "alpha was hosted once, on w1: {hosted}"
+    );
+    // A Team with nothing left still has nothing to resume.
+    let out = s.run(&["resume", &lead]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("nothing to resume: the last turn completed"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The nats-server stopped for longer than the lease TTL while the Lead's process waits for
+/// alpha (its own turn completed, no Lead turn runs): the process lost the Lead's lease and can
+/// no longer serve the Team, so the run ends failed (exit 1) with `JOURNAL_LEASE_LOST` naming
+/// the session and the resume hint — not as if it finished. With the server back, `troupe
+/// resume` finishes the work and `team verify` passes.
+#[test]
+fn a_lead_that_loses_its_lease_while_it_waits_for_its_team_fails_and_resume_finishes() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, _w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("team_task_create", json!({"subject": "the work", "description": "d"})),
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                {"text": "lead done"},
+            ],
+            "alpha": [
+                call("team_task_update", json!({"task_id": "task-1", "expected_revision": 1, "action": "claim"})),
+                call("bash", json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                call("send_message", json!({"target": "lead", "message": "alpha-report"})),
+                call("team_task_update", json!({"task_id": "task-1", "expected_revision": 2, "action": "complete"})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start = Instant::now();
+    while !s.log(&lead).iter().any(|e| e["type"] == "turn/end") {
+        assert!(start.elapsed() < DEADLINE, "the Lead's turn never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The outage: longer than the TTL, so every renewal in it fails past the TTL.
+    s.store = None;
+    s.server.kill(0);
+    std::thread::sleep(s.lease_ttl + Duration::from_secs(3));
+    s.server.restart(0);
+    let status = wait_exit(&mut run);
+    let stderr = std::fs::read_to_string(&run_err).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("JOURNAL_FAILED"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "JOURNAL_LEASE_LOST: journal writer for session {lead} lost its lease"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("troupe resume {lead}")),
+        "{stderr}"
+    );
+    std::fs::write(workspace.join("go"), "").unwrap();
+    resume_until_it_runs(&s, &lead);
+    let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+    let tasks = shown["tasks"].as_array().unwrap();
+    assert_eq!(tasks[0]["status"], "completed", "{shown}");
+    assert_eq!(tasks[0]["ownerName"], "alpha", "{shown}");
+    assert_eq!(shown["pendingMessages"], json!([]), "{shown}");
+    s.ok(&["team", "verify", &lead]);
+}
+
+/// `troupe resume ID --placement workers` until it runs (a lease not released yet is
+/// `JOURNAL_LOCKED` until its TTL passed); requires exit 0.
+fn resume_until_it_runs(s: &Setup, id: &str) {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let out = s.run(&["resume", id, "--placement", "workers"]);
+        let err = text(&out.stderr);
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            out.status.code() == Some(2) && err.contains("is locked by host"),
+            "{err}"
+        );
+        assert!(Instant::now() < end, "resume never ran: {err}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// A Team stopped on purpose is not adopted: its Lead finished its turn while alpha ran in the
