@@ -68,7 +68,13 @@ impl StoreSpec {
     /// # Errors
     /// An empty value, another scheme (`http://…`), or `file:` without a directory.
     pub(crate) fn parse(raw: &str, source: &str) -> Result<Self, Failure> {
-        let bad = |why: &str| Failure::bad_input(anyhow!("{source} {raw:?}: {why}"));
+        // A URL's password or token is never shown (whatever its scheme), a path as given.
+        let shown = if raw.contains("://") {
+            troupe_store_nats::redact_url(raw)
+        } else {
+            raw.to_owned()
+        };
+        let bad = |why: &str| Failure::bad_input(anyhow!("{source} {shown:?}: {why}"));
         if raw.trim().is_empty() {
             return Err(bad(
                 "is empty: give nats://HOST:PORT, file:DIR or a directory",

@@ -1007,6 +1007,17 @@ fn a_store_urls_password_or_token_is_never_shown() {
         assert!(err.contains(&shown), "{err}");
         assert!(!err.contains("s3cret"), "{err}");
     }
+    // Another scheme is refused as bad input, its password hidden too.
+    for url in [
+        "http://user:s3cret@127.0.0.1:1",
+        "NATS://user:s3cret@127.0.0.1:1",
+    ] {
+        let out = bin().args(["sessions", "--store", url]).output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("user:***@127.0.0.1:1"), "{err}");
+        assert!(!err.contains("s3cret"), "{err}");
+    }
     let port = s.url().rsplit(':').next().unwrap().to_owned();
     let url = format!("nats://user:s3cret@127.0.0.1:{port}");
     let workspace = s.path("ws");
