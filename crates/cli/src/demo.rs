@@ -45,11 +45,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow};
+use troupe_runtime::TeamReport;
+use troupe_team::TaskStatus;
 
 use crate::exit::Failure;
 use crate::framing::{Checked, Ending, Framing};
 use crate::hints::shell_quote;
 use crate::home::{CreatedDirs, Home, create_dirs};
+use crate::output::escape_controls;
 use crate::work;
 
 /// The built-in script: `{"agents": {"lead": […], "alpha": […], "beta": […]}}`.
@@ -169,12 +172,13 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
                 epilogue(ending, &shown)
             }
         })),
-        // Say what the project's tests really do now, whatever the script claimed: a run
-        // that leaves them failing exits 1. (With worktrees the Lead's checkout is unchanged
-        // until `troupe team merge`: there is nothing to check yet.)
-        check: (!worktree).then(|| -> crate::framing::Check {
-            let project_dir = workspace.clone();
-            Box::new(move || test_outcome(&project_dir))
+        // Say what the project's tests really do now, whatever the script claimed, and
+        // whether the board was left with work: a run that leaves either exits 1. (With
+        // worktrees the Lead's checkout is unchanged until `troupe team merge`: only the
+        // board is checked.)
+        check: Some({
+            let project_dir = (!worktree).then(|| workspace.clone());
+            Box::new(move |team: Option<&TeamReport>| demo_outcome(project_dir.as_deref(), team))
         }),
         run_hints: false,
     };
@@ -222,7 +226,9 @@ pub(crate) fn resumed_framing(home: &Path, script: Option<&Path>, workspace: &Pa
     let project = workspace.to_path_buf();
     let shown = shell_quote(&workspace.display().to_string());
     Framing {
-        check: Some(Box::new(move || test_outcome(&project))),
+        check: Some(Box::new(move |team: Option<&TeamReport>| {
+            demo_outcome(Some(&project), team)
+        })),
         // The same verdict as `troupe demo` ends with (the run's own hints follow it).
         epilogue: Some(Box::new(move |ending: &Ending<'_>| verdict(ending, &shown))),
         ..Framing::default()
@@ -235,7 +241,13 @@ fn worktree_epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
     let (id, home) = (ending.id, ending.home);
     let mut lines = vec![
         String::new(),
-        if ending.completed {
+        if let Some((_, message)) = ending
+            .check
+            .and_then(|c| c.failure.as_ref())
+            .filter(|_| ending.completed)
+        {
+            format!("demo finished with {message}; the Lead's checkout is {project}")
+        } else if ending.completed {
             format!(
                 "demo done: each teammate's work is on its own branch; the Lead's checkout \
                  {project} is unchanged until you merge them"
@@ -342,11 +354,13 @@ fn epilogue(ending: &Ending<'_>, project: &str) -> Vec<String> {
 /// still failing, or stopped) and where the project is, then the project's tests now (when
 /// they were checked). The end of `troupe demo` and of a resumed demo.
 fn verdict(ending: &Ending<'_>, project: &str) -> Vec<String> {
-    let tests_fail = ending.check.is_some_and(|c| c.failure.is_some());
+    let failed = ending.check.and_then(|c| c.failure.as_ref());
     let mut lines = vec![
         String::new(),
-        if ending.completed && !tests_fail {
+        if ending.completed && failed.is_none() {
             format!("demo done: the project is in {project}")
+        } else if let Some((DEMO_TASKS_OPEN, message)) = failed.filter(|_| ending.completed) {
+            format!("demo finished with {message}; the project is in {project}")
         } else if ending.completed {
             format!(
                 "demo finished, but the project's tests still fail: the project is in {project}"
@@ -360,6 +374,48 @@ fn verdict(ending: &Ending<'_>, project: &str) -> Vec<String> {
     }
     lines
 }
+
+/// The demo's check of what a run left: the project's tests ([`test_outcome`], unless
+/// `project` is `None`: a worktree demo, whose Lead's checkout waits for `troupe team merge`),
+/// then its board — every task of the demo is meant to end `completed`, so a board left with
+/// open tasks (a teammate's Team call that failed while the scripted model went on) fails the
+/// check with `DEMO_TASKS_OPEN`, naming them, rather than the run being called done.
+fn demo_outcome(project: Option<&Path>, team: Option<&TeamReport>) -> Checked {
+    let mut checked = project.map_or_else(
+        || Checked {
+            summary: String::new(),
+            failure: None,
+        },
+        test_outcome,
+    );
+    if checked.failure.is_none()
+        && let Some(open) = team.and_then(open_tasks)
+    {
+        checked.failure = Some((
+            DEMO_TASKS_OPEN,
+            format!("tasks still open on the demo's board: {open}"),
+        ));
+    }
+    checked
+}
+
+/// The tasks of `team`'s board not `completed` (deleted ones are not listed), as `task-2
+/// in_progress (beta), task-3 pending`; `None` when there are none.
+fn open_tasks(team: &TeamReport) -> Option<String> {
+    let open: Vec<String> = team
+        .tasks
+        .iter()
+        .filter(|t| t.status != TaskStatus::Completed && t.status != TaskStatus::Deleted)
+        .map(|t| match t.owner_name.as_deref() {
+            Some(owner) => format!("{} {} ({})", t.id, t.status, escape_controls(owner)),
+            None => format!("{} {}", t.id, t.status),
+        })
+        .collect();
+    (!open.is_empty()).then(|| open.join(", "))
+}
+
+/// The code of a demo that ended with open tasks on its board ([`demo_outcome`]).
+pub(crate) const DEMO_TASKS_OPEN: &str = "DEMO_TASKS_OPEN";
 
 /// Runs the project's `unittest` suite: its verdict line (`OK`, `FAILED (…)`, or why it could
 /// not run) and, unless it passed (exit status 0), the failure `DEMO_TESTS_FAILED`.

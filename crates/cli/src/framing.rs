@@ -29,8 +29,9 @@ impl Default for Framing {
 /// Builds the closing lines from what the run left (called once, after the summary).
 pub(crate) type Epilogue = Box<dyn Fn(&Ending<'_>) -> Vec<String>>;
 
-/// Checks what the run left (called once, before the outcome is printed).
-pub(crate) type Check = Box<dyn Fn() -> Checked>;
+/// Checks what the run left (called once, before the outcome is printed), given the Team's
+/// report when the run is a Team run (its board as the run left it).
+pub(crate) type Check = Box<dyn Fn(Option<&troupe_runtime::TeamReport>) -> Checked>;
 
 /// The outcome of a [`Check`].
 pub(crate) struct Checked {

@@ -754,6 +754,11 @@ pub const STABLE_CODES: &[StableCode] = &[
         "troupe demo (or a resumed demo) ended with the project's tests still failing.",
     ),
     c(
+        "DEMO_TASKS_OPEN",
+        "cli",
+        "troupe demo (or a resumed demo) ended with tasks still open on its board (its tests pass): a teammate's Team call failed while the scripted model went on.",
+    ),
+    c(
         "CONTROL_UNREACHABLE",
         "cli",
         "troupe send found the Team held by a running process that did not answer on its control socket in time: nothing was sent.",

@@ -79,7 +79,11 @@ pub(super) fn report(
         )
     });
     let team_json = team.as_ref().map(team_json);
-    let checked = config.framing.check.as_ref().map(|check| check());
+    let checked = config
+        .framing
+        .check
+        .as_ref()
+        .map(|check| check(team.as_ref()));
     let lead_log_failure = driven.agent.failure().or_else(|| {
         let reason = driven.lease_lost.clone()?;
         let lost = troupe_journal::JournalError::LeaseLost {

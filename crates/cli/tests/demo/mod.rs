@@ -834,6 +834,63 @@ fn the_demo_exits_1_when_the_projects_tests_still_fail() {
     // With the real python3 the same demo passes and exits 0 (the first test).
 }
 
+/// The re-trial's finding: a resumed demo whose board still has open tasks (a teammate's
+/// Team call failed and the scripted model went on) is not called done. Here a session whose
+/// script is recorded where the demo records its own (`<home>/demo/script-….json`) leaves a
+/// task pending; the project's tests pass; its resume ends `demo finished with tasks still
+/// open on the demo's board: task-1 pending`, exit 1, `DEMO_TASKS_OPEN` in the `--json` done
+/// line.
+#[test]
+fn a_resumed_demo_with_tasks_still_open_is_not_done() {
+    let root = Root::new();
+    // A project whose tests pass: only the board is left to fail the check.
+    let workspace = root.path("project");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(
+        workspace.join("test_ok.py"),
+        "import unittest\n\nclass Ok(unittest.TestCase):\n    def test_ok(self):\n        pass\n",
+    )
+    .unwrap();
+    let scripts = root.home().join("demo");
+    std::fs::create_dir_all(&scripts).unwrap();
+    let script = scripts.join("script-open.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {"lead": [
+            call("team_task_create", json!({"subject": "left open", "description": "d"})),
+            {"text": "lead done"},
+        ]}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = root
+        .troupe()
+        .args(["run", "--team", "--workspace"])
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("go")
+        .assert()
+        .success();
+    let id = session_of(&stderr(&out));
+    let out = root.troupe().args(["resume", &id]).assert().code(1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("demo finished with tasks still open on the demo's board: task-1 pending;"),
+        "{err}"
+    );
+    assert!(err.contains("the project's tests now: OK"), "{err}");
+    assert!(!err.contains("demo done"), "{err}");
+    let out = root
+        .troupe()
+        .args(["resume", &id, "--json"])
+        .assert()
+        .code(1);
+    let done: Value = serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["error"]["code"], "DEMO_TASKS_OPEN", "{done}");
+}
+
 // ---- Crash and resume from the outside ----
 
 fn call(name: &str, arguments: Value) -> Value {

@@ -1145,7 +1145,18 @@ fn sigterm_of_the_lead_parks_its_teammate_on_a_worker() {
     // The user's resume continues alpha (on w1, as the run placed it), which finishes.
     std::fs::write(workspace.join("go"), "").unwrap();
     let out = s.run(&["resume", &lead]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("troupe: teammate alpha continues on worker w1"),
+        "{err}"
+    );
+    let hosted = std::fs::read_to_string(&w1_log).unwrap();
+    assert_eq!(
+        hosted.matches(&format!("hosting alpha ({alpha})")).count(),
+        2,
+        "the resume placed alpha on w1 again: {hosted}"
+    );
     let answered: Vec<String> = s
         .log(&alpha)
         .iter()
@@ -1160,6 +1171,88 @@ fn sigterm_of_the_lead_parks_its_teammate_on_a_worker() {
     )
     .unwrap();
     assert!(wait_exit(&mut w1).success());
+}
+
+/// The re-trial's finding: a resume of a `--placement workers` run places the teammate a
+/// crash left with work on a live worker, as the run placed it, rather than continuing it in
+/// its own process. `kill -9` of the Lead's process and of w1, which hosts alpha mid-turn;
+/// once both leases expired, w2 registers and the user's `troupe resume` (which remembers the
+/// placement) closes alpha's cut turn and continues it on w2: one continuation note, the
+/// work finishes once, `team verify` passes.
+#[test]
+fn a_resume_places_a_teammate_a_crash_left_on_a_live_worker() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (mut w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = team_script(&s, "team.json");
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let alpha = member_id(&s, &lead, "alpha");
+    wait_for(&w1_log, &format!("hosting alpha ({alpha})"), DEADLINE);
+    run.0.kill().unwrap();
+    let _ = run.0.wait();
+    w1.0.kill().unwrap();
+    let _ = w1.0.wait();
+    wait_lease(&mut s, &alpha, "expired", |h| h.is_none());
+    wait_lease(&mut s, &lead, "expired", |h| h.is_none());
+    let (mut w2, w2_log) = start_worker_with(&s, "w2", &workspace, &[]);
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let out = s.run(&["resume", &lead]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("troupe: teammate alpha continues on worker w2"),
+        "{err}"
+    );
+    assert!(!err.contains("in the Lead's process"), "{err}");
+    let hosted = std::fs::read_to_string(&w2_log).unwrap();
+    assert!(
+        hosted.contains(&format!("hosting alpha ({alpha})")),
+        "alpha continued on w2: {hosted}"
+    );
+    let alpha_log = s.log(&alpha);
+    let ends: Vec<&Value> = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .collect();
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert_eq!(ends[0]["data"]["reason"]["kind"], "interrupted", "{ends:?}");
+    assert_eq!(ends[1]["data"]["reason"]["kind"], "completed", "{ends:?}");
+    let notes = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "agent/inbox/spliced")
+        .flat_map(|e| {
+            e["data"]["inserted"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|m| m["source"]["kind"] == "resume")
+        .count();
+    assert_eq!(notes, 1, "one continuation note");
+    let answered = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("alpha done"))
+        .count();
+    assert_eq!(answered, 1, "alpha answered once");
+    let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+    assert_eq!(shown["tasks"][0]["status"], "completed", "{shown}");
+    assert_eq!(shown["pendingMessages"], json!([]), "{shown}");
+    assert_each_message_delivered_once(&s, &s.log(&lead));
+    s.ok(&["team", "verify", &lead]);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&w2.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut w2).success());
 }
 
 /// A teammate on a worker whose Lead died waits for the Team to be taken over: `kill -9` of

@@ -275,10 +275,12 @@ fn kill_9_of_a_worker_right_after_its_delivery_append_delivers_the_message_once(
         let seen = wire.fired();
         let _ = w1.0.wait();
         let hit = seen.last().unwrap().0.trim_start_matches("troupe.session.");
-        assert_eq!(
-            lease_pid(&seen, hit),
-            Some(w1.0.id()),
-            "the worker held alpha's lease when it appended the message"
+        // No lease put seen: the worker took alpha's lease before the tripwire subscribed (a
+        // loaded machine) and renewed it after the hit; any put seen must be the worker's.
+        let holder = lease_pid(&seen, hit);
+        assert!(
+            holder.is_none() || holder == Some(w1.0.id()),
+            "the worker held alpha's lease when it appended the message: {holder:?}"
         );
         let late = seen.iter().any(|(subject, payload)| {
             subject.ends_with(&lead) && payload.contains("team/message/delivered")

@@ -879,7 +879,7 @@ pub(super) async fn take_over(
         "teammate {name}'s host stopped reporting and its lease expired: it continues in the \
          Lead's process (its cut turn closed as after a crash, then its continuation note)"
     ));
-    continue_teammates(journal, lifecycle, control, Some(id)).await;
+    continue_teammates(journal, lifecycle, control, None, Some(id)).await;
     TakenOver::Here
 }
 
@@ -914,6 +914,62 @@ async fn place_continued(
     hosts.place(id).await.map_err(|e| e.to_string())
 }
 
+/// Where [`continue_placed`] left a teammate.
+enum Placement {
+    /// A live worker runs it now (recorded as placed there).
+    Placed,
+    /// It continues in this process: its log as it is now (`None`: no longer readable).
+    Here(Option<Transcript>),
+}
+
+/// The placement of a teammate a stop left with work, under `--placement workers`
+/// ([`continue_teammates`]): [`place_continued`] with its `notes` continuation notes; placed
+/// on a worker, it is recorded there and told on the Lead's stderr. When no worker takes it
+/// (the placement named each one skipped and why) or a step failed (told, with the
+/// failure), its log is read again for the local continuation, which finds what was
+/// appended already (the notes waiting wake it rather than being queued again).
+///
+/// What survives a crash at each step is [`take_over`]'s: its cut turn closed, mail and
+/// notes appended are each whole or absent and decided again from the logs by the next
+/// recovery, and a worker that took it holds its lease.
+async fn continue_placed(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    hosts: &dyn MemberHosts,
+    id: &SessionId,
+    notes: usize,
+) -> Placement {
+    let name = {
+        let state = journal.enter().await;
+        state
+            .member(id)
+            .map_or_else(|| id.to_string(), |m| m.name.to_string())
+    };
+    match place_continued(journal, control, hosts, id, notes).await {
+        Ok(Some(host)) => {
+            journal.placed(id, &host);
+            hosts.notice(&format!(
+                "teammate {name} continues on worker {host} (the work the stop left it: {})",
+                if notes == 0 {
+                    "its waiting mail".to_owned()
+                } else {
+                    format!(
+                        "{notes} continuation note{}",
+                        if notes == 1 { "" } else { "s" }
+                    )
+                }
+            ));
+            return Placement::Placed;
+        }
+        Ok(None) => {}
+        Err(e) => hosts.notice(&format!(
+            "teammate {name} could not be placed on a worker ({e}): it continues in the Lead's \
+             process"
+        )),
+    }
+    Placement::Here(stored_transcript(journal.store(), id))
+}
+
 /// Continues the work of active teammates a stop left unfinished (REFERENCE c.9 extended;
 /// "nothing accepted is lost"): a teammate that holds parked *wakeup* mail is woken (its
 /// parked items run in order); every turn of a teammate that a crash cut or the user
@@ -926,11 +982,15 @@ async fn place_continued(
 /// [`Transcript::owed_continuations`]). A teammate owed work whose lease another process
 /// holds (a live worker hosting it: the Lead's process died and this one took the Team
 /// over) is left to that holder and recorded as running there (`TeamJournal::placed`):
-/// nothing is written for it here.
+/// nothing is written for it here. With `hosts` placing (`--placement workers`,
+/// [`MemberHosts::append_unhosted`]), a teammate owed work and held by nobody is continued
+/// on a live eligible worker when one takes it ([`continue_placed`]), else here; `hosts`
+/// `None` (or placing locally) continues every one here.
 pub(super) async fn continue_teammates(
     journal: &TeamJournal,
     lifecycle: &Lifecycle,
     control: &dyn ChildControl,
+    hosts: Option<&dyn MemberHosts>,
     only: Option<&SessionId>,
 ) {
     let (members, wakeups): (Vec<SessionId>, HashSet<MessageId>) = {
@@ -988,7 +1048,19 @@ pub(super) async fn continue_teammates(
                     journal.placed(&id, &holder);
                     continue;
                 }
-                plan
+                // Placed as the run places (`--placement workers`): continued on a live
+                // eligible worker, as a dead host's teammate is ([`take_over`] steps 1–2).
+                if (plan.notes > 0 || plan.wake)
+                    && let Some(hosts) = hosts.filter(|h| h.append_unhosted())
+                {
+                    match continue_placed(journal, control, hosts, &id, plan.notes).await {
+                        Placement::Placed => continue,
+                        Placement::Here(Some(t)) => teammate_recovery(&t, &wakeups),
+                        Placement::Here(None) => continue,
+                    }
+                } else {
+                    plan
+                }
             }
         };
         // A teammate this recovery starts again gets its pending quiet mail first (the

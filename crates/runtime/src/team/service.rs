@@ -913,6 +913,7 @@ impl TeamService {
         team.mailbox
             .recover(team.dispatcher(control, self.hosts()))
             .await;
-        roster::continue_teammates(&team.journal, &team.lifecycle, control, None).await;
+        roster::continue_teammates(&team.journal, &team.lifecycle, control, self.hosts(), None)
+            .await;
     }
 }
