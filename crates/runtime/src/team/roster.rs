@@ -919,7 +919,7 @@ enum Placement {
     /// A live worker runs it now (recorded as placed there).
     Placed,
     /// It continues in this process: its log as it is now (`None`: no longer readable).
-    Here(Option<Transcript>),
+    Here(Option<Box<Transcript>>),
 }
 
 /// The placement of a teammate a stop left with work, under `--placement workers`
@@ -967,7 +967,7 @@ async fn continue_placed(
              process"
         )),
     }
-    Placement::Here(stored_transcript(journal.store(), id))
+    Placement::Here(stored_transcript(journal.store(), id).map(Box::new))
 }
 
 /// Continues the work of active teammates a stop left unfinished (REFERENCE c.9 extended;
