@@ -25,7 +25,10 @@
 //! having run it since counts as a failed adoption (see below), so a worker does not loop on
 //! work the resume cannot do.
 //!
-//! **How.** One Lead per free slot: the worker runs `troupe resume SID --placement workers
+//! **How.** One Lead per free slot — and, beyond the slots, the Lead of any teammate this
+//! worker hosts (that teammate waits for its Team's service, which only a Lead's process
+//! gives; with its slots full of such teammates the worker would otherwise never adopt it,
+//! and they would wait in vain) — : the worker runs `troupe resume SID --placement workers
 //! --adopted-by PID` as its child (same binary, the worker's home and store). The child takes
 //! the Lead's lease as any resume does — of adopters racing for one Lead only one gets it; the
 //! others' resumes end with `JOURNAL_LOCKED` (exit 2) having written nothing — and then runs
@@ -203,12 +206,15 @@ impl Adopter {
         self.running.len()
     }
 
-    /// Reaps the adoptions that ended, then adopts up to `free` Leads. Returns whether the
-    /// number of adopted Leads changed.
-    pub(crate) async fn tick(&mut self, free: usize) -> bool {
+    /// Reaps the adoptions that ended, then adopts up to `free` Leads, and beyond them any
+    /// adoptable Lead in `hosting` (the Leads of the teammates this worker hosts: each of
+    /// those teammates waits for its Team's service, which only its Lead's process gives,
+    /// so a worker whose slots its own teammates fill would otherwise never adopt the Lead
+    /// they wait for). Returns whether the number of adopted Leads changed.
+    pub(crate) async fn tick(&mut self, free: usize, hosting: &HashSet<SessionId>) -> bool {
         let before = self.running.len();
         self.reap();
-        if free > 0 {
+        if free > 0 || !hosting.is_empty() {
             let now = Instant::now();
             self.cooling.retain(|_, until| now < *until);
             let skip: HashSet<SessionId> = self
@@ -244,7 +250,11 @@ impl Adopter {
                     for id in &scan.held {
                         self.ended_clean.remove(id);
                     }
-                    for (lead, why) in scan.candidates.into_iter().take(free) {
+                    let (theirs, others): (Vec<_>, Vec<_>) = scan
+                        .candidates
+                        .into_iter()
+                        .partition(|(lead, _)| hosting.contains(lead));
+                    for (lead, why) in theirs.into_iter().chain(others.into_iter().take(free)) {
                         if self.ended_clean.remove(&lead) {
                             // Its adoption here ended well, yet nobody ran it since and the
                             // log still shows work: the resume cannot do it. Counted as a

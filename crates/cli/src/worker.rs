@@ -16,7 +16,7 @@
 //! inboxes kept and every member is parked — as `troupe run` does — then it deregisters and
 //! exits 0.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -343,6 +343,8 @@ async fn serve(
         }
     );
     let mut hosted: Vec<(Agent, bool)> = Vec::new();
+    // The Lead of each teammate hosted here (kept while the worker runs: a few ids).
+    let mut leads: HashMap<SessionId, SessionId> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
@@ -354,7 +356,11 @@ async fn serve(
                 let mut changed = hosted.len() != before;
                 if let Some(adopter) = adopter.as_mut() {
                     let free = (slots as usize).saturating_sub(hosted.len() + adopter.adopted());
-                    changed |= adopter.tick(free).await;
+                    let hosting: HashSet<SessionId> = hosted
+                        .iter()
+                        .filter_map(|(agent, _)| leads.get(agent.id()).cloned())
+                        .collect();
+                    changed |= adopter.tick(free, &hosting).await;
                 }
                 if changed {
                     let free = free_slots(slots, hosted.len(), adopter.as_ref());
@@ -383,6 +389,13 @@ async fn serve(
                                 agent.setup().name,
                                 r.session
                             );
+                            // Its Lead, for the adopter (read once, from its log's header).
+                            if adopter.is_some()
+                                && let Ok(header) = runtime.journal().header(&r.session)
+                                && let Some(lead) = header.parent_session
+                            {
+                                leads.insert(r.session.clone(), lead);
+                            }
                             hosted.push((agent, false));
                             HostAnswer::hosted()
                         }

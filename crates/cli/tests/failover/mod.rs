@@ -352,6 +352,33 @@ fn a_worker_with_adopt_takes_over_a_killed_lead() {
     );
 }
 
+/// A one-slot `troupe worker --adopt`, the only worker, hosts alpha (its one slot is full)
+/// when the Lead's process is killed with `kill -9`: it still adopts that Lead — alpha waits
+/// for its Team's service, which only a Lead's process gives — and the work finishes once.
+#[test]
+fn a_one_slot_adopter_hosting_the_teammate_adopts_its_dead_lead() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &["--adopt", "--slots", "1"]);
+    let lead = kill_the_lead_while_alpha_runs_on_a_worker(&s, &workspace, &w1_log);
+    wait_for(&w1_log, &format!("adopting Lead {lead}"), DEADLINE);
+    wait_lease(&mut s, &lead, "was taken by the adopter", |h| h.is_some());
+    std::fs::write(workspace.join("go"), "").unwrap();
+    wait_for(
+        &w1_log,
+        &format!("the adopted Lead {lead} ended (exit 0)"),
+        DEADLINE,
+    );
+    assert_finished_once(&s, &lead, 2..=2);
+    let hosted = std::fs::read_to_string(&w1_log).unwrap();
+    assert_eq!(
+        hosted.matches("hosting alpha").count(),
+        1,
+        "alpha was hosted once, on w1: {hosted}"
+    );
+}
+
 /// (c) Two adopters race for one killed Lead: only one takes its lease; the other's resume
 /// backs off without writing; the Team finishes once.
 #[test]

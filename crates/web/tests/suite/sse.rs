@@ -6,6 +6,26 @@ use troupe_protocol::EventDraft;
 
 use super::*;
 
+/// The hub's view once it shows `statuses`: on files a GET reads the files now; on NATS the
+/// follower pushes the appends, so the view catches up a moment later (bounded wait).
+async fn fold_until(router: &Router, statuses: &[&str]) -> (u64, u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, body) = get(router, "/api/sessions/lead-1/team").await;
+        if task_statuses(&body) == statuses {
+            return (
+                body["position"].as_u64().unwrap(),
+                body["id"].as_u64().unwrap(),
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hub never showed {statuses:?}: {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// The hub's `position` (events folded) after it read the files now.
 async fn fold_now(router: &Router) -> (u64, u64) {
     let (_, body) = get(router, "/api/sessions/lead-1/team").await;
@@ -60,12 +80,12 @@ async fn reconnect_gets_what_it_missed(home: Home) {
         &lead,
         vec![task("task-1", 2, "in_progress", Some(LEAD), &[], &[])],
     );
-    fold_now(&router).await;
+    fold_until(&router, &["task-1:in_progress"]).await;
     append(
         &lead,
         vec![task("task-1", 3, "completed", Some(LEAD), &[], &[])],
     );
-    let (position, current) = fold_now(&router).await;
+    let (position, current) = fold_until(&router, &["task-1:completed"]).await;
     assert_eq!(current, position);
 
     // It comes back with the last id it saw: the current view (a whole view is exactly what it
