@@ -50,12 +50,12 @@ pub(crate) struct WorkerFlags {
     /// directory).
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// How many teammates it hosts at once (at least 1).
+    /// How many teammates it hosts at once (1 to 1024).
     #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..))]
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
     slots: u32,
-    /// Its name in the registry and its subjects (letters, digits, `-`, `_`; default:
-    /// HOST-PID).
+    /// Its name in the registry and its subjects (1 to 64 letters, digits, `-`, `_`;
+    /// default: HOST-PID).
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
     /// An environment variable holding an API key a hosted teammate's model reads (as its
@@ -90,14 +90,15 @@ pub(crate) fn run(flags: WorkerFlags, home: &Home<'_>) -> Result<(), Failure> {
         .into_owned();
     let name = flags
         .name
-        .unwrap_or_else(|| format!("{host}-{}", std::process::id()));
+        .unwrap_or_else(|| default_name(&host, std::process::id()));
     if name.is_empty()
+        || name.len() > 64
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
         return Err(Failure::bad_input(anyhow!(
-            "worker name {name:?}: use letters, digits, '-' and '_' only"
+            "worker name {name:?}: use 1 to 64 letters, digits, '-' and '_'"
         )));
     }
     let dir = flags.workspace.unwrap_or_else(|| PathBuf::from("."));
@@ -496,6 +497,31 @@ async fn hold_to_budget(
     Ok(())
 }
 
+/// The name a worker gets without `--name`: `HOST-PID`, the host's first label (up to its
+/// first `.`) with anything but letters, digits, `-` and `_` made `-`, cut to 40 characters
+/// (so a fully qualified or odd host name still makes a valid name of at most 51).
+fn default_name(host: &str, pid: u32) -> String {
+    let label: String = host
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(40)
+        .collect();
+    if label.is_empty() {
+        format!("worker-{pid}")
+    } else {
+        format!("{label}-{pid}")
+    }
+}
+
 /// The slots not taken by a hosted teammate or an adopted Lead.
 fn free_slots(slots: u32, hosted: usize, adopter: Option<&crate::adopt::Adopter>) -> u32 {
     let taken = hosted + adopter.map_or(0, crate::adopt::Adopter::adopted);
@@ -597,5 +623,18 @@ mod tests {
             let default = refusal(&plain, &keyed("DEEPSEEK_API_KEY"));
             assert!(!default.contains("--secret-env"), "{default}");
         }
+    }
+
+    /// A fully qualified, odd or very long host name still makes a valid default name.
+    #[test]
+    fn the_default_name_is_a_valid_name_for_any_host() {
+        assert_eq!(default_name("build-1", 42), "build-1-42");
+        assert_eq!(default_name("build-1.example.com", 42), "build-1-42");
+        assert_eq!(default_name("my host!", 7), "my-host--7");
+        assert_eq!(default_name("", 7), "worker-7");
+        assert_eq!(default_name(".local", 7), "worker-7");
+        let long = default_name(&"h".repeat(200), u32::MAX);
+        assert!(long.len() <= 64, "{long}");
+        assert!(long.starts_with(&"h".repeat(40)), "{long}");
     }
 }

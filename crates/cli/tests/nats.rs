@@ -2080,7 +2080,7 @@ fn a_team_run_places_its_teammate_on_a_worker_with_its_workspace() {
     let skipped: Vec<&str> = stderr.lines().filter(|l| l.contains("skipped")).collect();
     assert_eq!(skipped.len(), 1, "{stderr}");
     assert!(
-        skipped[0].starts_with("troupe: warning: workers skipped for ")
+        skipped[0].starts_with("troupe: warning: workers skipped for teammate alpha: ")
             && skipped[0].contains(": w2: its workspace ")
             && skipped[0].contains("; w3: its workspace ")
             && skipped[0].matches("is not the Lead's").count() == 2,
@@ -2244,6 +2244,28 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
         "--slots",
     );
     refused(
+        s.troupe(&["worker", "--slots", "2000", "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "2000 is not in 1..=1024",
+    );
+    let long = "w".repeat(65);
+    refused(
+        s.troupe(&["worker", "--name", &long, "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "use 1 to 64 letters, digits, '-' and '_'",
+    );
+    refused(
+        s.troupe(&["worker", "--name", "", "--workspace"])
+            .arg(&workspace)
+            .output()
+            .unwrap(),
+        "use 1 to 64 letters, digits, '-' and '_'",
+    );
+    refused(
         s.troupe(&["worker", "--secret-env", "MY KEY", "--workspace"])
             .arg(&workspace)
             .output()
@@ -2290,6 +2312,16 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
             .output()
             .unwrap(),
         "--placement workers needs a NATS store",
+    );
+    refused(
+        s.troupe(&["run", "--placement", "workers", "--workspace"])
+            .arg(&workspace)
+            .arg("--model")
+            .arg(format!("script:{}", script.display()))
+            .arg("x")
+            .output()
+            .unwrap(),
+        "--placement applies to Team runs only: add --team",
     );
     // A budget with workers holds on the workers too: no warning.
     let out = s

@@ -258,7 +258,13 @@ impl NatsMemberHosts {
         }
     }
 
-    async fn place_on_worker(&self, target: &SessionId) -> Result<Option<String>, JournalError> {
+    /// `target` is named by `name` (its Team name) in the warnings.
+    async fn place_on_worker(
+        &self,
+        target: &SessionId,
+        name: &str,
+    ) -> Result<Option<String>, JournalError> {
+        tracing::debug!(teammate = %target, name, "placing");
         let Some(lead) = &self.placement else {
             return Ok(None);
         };
@@ -294,7 +300,9 @@ impl NatsMemberHosts {
             .filter(|worker| {
                 let why = match worker.workspace.mismatch(lead) {
                     Some(why) => why,
-                    None if worker.free == 0 => "no free slot".to_owned(),
+                    None if worker.free == 0 => {
+                        "no free slot (as of its last heartbeat)".to_owned()
+                    }
                     None => return true,
                 };
                 skipped.push((worker.name.clone(), why));
@@ -303,14 +311,18 @@ impl NatsMemberHosts {
             .collect();
         match skipped.as_slice() {
             [] => {}
-            [(name, why)] => (self.warn)(&format!("worker {name} skipped for {target}: {why}")),
+            [(worker, why)] => {
+                (self.warn)(&format!(
+                    "worker {worker} skipped for teammate {name}: {why}"
+                ));
+            }
             several => {
                 let named: Vec<String> = several
                     .iter()
-                    .map(|(name, why)| format!("{name}: {why}"))
+                    .map(|(worker, why)| format!("{worker}: {why}"))
                     .collect();
                 (self.warn)(&format!(
-                    "workers skipped for {target}: {}",
+                    "workers skipped for teammate {name}: {}",
                     named.join("; ")
                 ));
             }
@@ -338,19 +350,19 @@ impl NatsMemberHosts {
             match answer {
                 Ok(answer) if answer.ok => return Ok(Some(worker.name)),
                 Ok(answer) => (self.warn)(&format!(
-                    "worker {} refused {target}: {}: {}",
+                    "worker {} refused teammate {name}: {}: {}",
                     worker.name,
                     answer.code.unwrap_or_default(),
                     answer.message.unwrap_or_default()
                 )),
                 Err(e) => (self.warn)(&format!(
-                    "worker {} did not answer for {target}: {e}",
+                    "worker {} did not answer for teammate {name}: {e}",
                     worker.name
                 )),
             }
         }
         (self.warn)(&format!(
-            "no worker can host {target}: it runs in the Lead's process"
+            "no worker can host teammate {name}: it runs in the Lead's process"
         ));
         Ok(None)
     }
@@ -550,7 +562,7 @@ impl MemberHosts for NatsMemberHosts {
         self.append_unhosted
     }
 
-    fn place<'a>(&'a self, target: &'a SessionId) -> PlaceFuture<'a> {
-        Box::pin(self.place_on_worker(target))
+    fn place<'a>(&'a self, target: &'a SessionId, name: &'a str) -> PlaceFuture<'a> {
+        Box::pin(self.place_on_worker(target, name))
     }
 }

@@ -130,7 +130,8 @@ pub(super) fn validate_run(flags: RunFlags, home: Home<'_>) -> Result<WorkConfig
                 .teammate_model
                 .as_ref()
                 .map(|_| "--teammate-model"))
-            .or(flags.stall.stall_after.map(|_| "--stall-after"));
+            .or(flags.stall.stall_after.map(|_| "--stall-after"))
+            .or(flags.placement.placement.map(|_| "--placement"));
         if let Some(flag) = team_flag {
             return Err(Failure::bad_input(anyhow!(
                 "{flag} applies to Team runs only: add --team"

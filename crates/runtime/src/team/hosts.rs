@@ -261,14 +261,15 @@ pub trait MemberHosts: Send + Sync {
     /// `--placement workers`).
     fn append_unhosted(&self) -> bool;
 
-    /// Places the unhosted teammate `target`, whose log already holds the work it is woken
-    /// for, on a host elsewhere (DESIGN §7 "Workers and placement"): `Ok(Some(host))` once a
-    /// host runs it; `Ok(None)` when no host is eligible (each one skipped is reported as a
-    /// warning with the reason): then it runs in this process.
+    /// Places the unhosted teammate `target` (named `name` in the Team, as the warnings
+    /// call it), whose log already holds the work it is woken for, on a host elsewhere
+    /// (DESIGN §7 "Workers and placement"): `Ok(Some(host))` once a host runs it; `Ok(None)`
+    /// when no host is eligible (each one skipped is reported as a warning with the reason):
+    /// then it runs in this process.
     ///
     /// # Errors
     /// `STORE_IO` when the hosts cannot be listed (the mailbox tries again).
-    fn place<'a>(&'a self, target: &'a SessionId) -> PlaceFuture<'a>;
+    fn place<'a>(&'a self, target: &'a SessionId, name: &'a str) -> PlaceFuture<'a>;
 
     /// Hands the Lead's interrupt `request` (its `holder` is filled in by the transport) to
     /// the process holding the lease of `request.target`, retrying (bounded) while a holder

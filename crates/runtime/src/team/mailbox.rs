@@ -546,7 +546,10 @@ async fn place_wakeup(
     append_unhosted(journal.store(), target, item, InboxTarget::NextTurn)
         .await
         .map_err(DispatchFailure::delivery)?;
-    match hosts.place(target).await {
+    let name = journal
+        .phase_of(target)
+        .map_or_else(|| target.to_string(), |(name, _)| name);
+    match hosts.place(target, &name).await {
         Ok(Some(host)) => {
             tracing::info!(target = %target, host = %host, "teammate placed");
             journal.placed(target, &host);

@@ -317,10 +317,11 @@ async fn start_placed(
     child_id: &SessionId,
     spec: ChildSpec,
 ) -> Result<(), RuntimeError> {
+    let name = spec.label.clone();
     control
         .recreate(journal.lead(), child_id, spec, Vec::new(), false)
         .await?;
-    match hosts.place(child_id).await {
+    match hosts.place(child_id, &name).await {
         Ok(Some(host)) => {
             tracing::info!(teammate = %child_id, host = %host, "teammate placed");
             journal.placed(child_id, &host);
@@ -858,7 +859,7 @@ pub(super) async fn take_over(
         return TakenOver::Nothing;
     }
     if hosts.append_unhosted() {
-        match place_continued(journal, control, hosts, id, plan.notes).await {
+        match place_continued(journal, control, hosts, id, &name, plan.notes).await {
             Ok(Some(host)) => {
                 journal.placed(id, &host);
                 hosts.notice(&format!(
@@ -894,6 +895,7 @@ async fn place_continued(
     control: &dyn ChildControl,
     hosts: &dyn MemberHosts,
     id: &SessionId,
+    name: &str,
     notes: usize,
 ) -> Result<Option<String>, String> {
     control
@@ -911,7 +913,7 @@ async fn place_continued(
         .await
         .map_err(|e| format!("the continuation note could not be appended: {e}"))?;
     }
-    hosts.place(id).await.map_err(|e| e.to_string())
+    hosts.place(id, name).await.map_err(|e| e.to_string())
 }
 
 /// Where [`continue_placed`] left a teammate.
@@ -945,7 +947,7 @@ async fn continue_placed(
             .member(id)
             .map_or_else(|| id.to_string(), |m| m.name.to_string())
     };
-    match place_continued(journal, control, hosts, id, notes).await {
+    match place_continued(journal, control, hosts, id, &name, notes).await {
         Ok(Some(host)) => {
             journal.placed(id, &host);
             hosts.notice(&format!(
