@@ -12,7 +12,7 @@
 //! A request that carries the Team's budget gives the teammate the worker's ledger of that
 //! Team (seeded from every member's log, kept current by `troupe.usage.<lead>`), so it is held
 //! to the Team's whole spending like a member of the Lead's process.
-//! Ctrl-C / SIGTERM: no new teammate is taken, the running turns are cancelled with their
+//! Ctrl-C / SIGTERM / SIGHUP: no new teammate is taken, the running turns are cancelled with their
 //! inboxes kept and every member is parked — as `troupe run` does — then it deregisters and
 //! exits 0.
 
@@ -260,6 +260,11 @@ async fn serve(
     let mut sigterm = signal(SignalKind::terminate())
         .context("installing the SIGTERM handler")
         .map_err(Failure::work)?;
+    // A hang-up (its terminal closed, its session's leader gone) stops it as SIGTERM does:
+    // members parked, not left to their leases' expiry.
+    let mut sighup = signal(SignalKind::hangup())
+        .context("installing the SIGHUP handler")
+        .map_err(Failure::work)?;
     let name = record.name.clone();
     let slots = record.slots;
     let shown = record.workspace.path.clone();
@@ -351,6 +356,7 @@ async fn serve(
         tokio::select! {
             _ = sigint.recv() => break,
             _ = sigterm.recv() => break,
+            _ = sighup.recv() => break,
             _ = tick.tick() => {
                 let before = hosted.len();
                 release_settled(&runtime, &nats, &name, &mut hosted).await;

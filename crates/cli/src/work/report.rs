@@ -168,20 +168,11 @@ pub(super) fn report(
             );
             print_summary(printer, false);
             // Every log holds everything up to its last flush, so the session stays resumable.
-            // What to fix is where the logs are: a lost lease (a NATS store unreachable past
-            // the TTL) is fixed by the store coming back; else the home's disk, or the NATS
-            // server's (a server whose disk filled marks its stream failed until restarted).
-            let fix = if failures
-                .iter()
-                .any(|f| f.error.contains("JOURNAL_LEASE_LOST"))
-                || driven.lease_lost.is_some()
-            {
-                "the store is reachable again"
-            } else if config.store.is_nats() {
-                "free space on the NATS server and restart it, the server reachable"
-            } else {
-                "free space, a writable home"
-            };
+            let fix = log_failure_fix(
+                failures.iter().map(|f| f.error.as_str()),
+                driven.lease_lost.is_some(),
+                config.store.is_nats(),
+            );
             printer.note(&format!(
                 "once the cause is fixed ({fix}), continue with: {}",
                 hints.resume()
@@ -519,4 +510,86 @@ fn teammates_of(team: Option<&Value>) -> Vec<(String, SessionId)> {
             Some((m["name"].as_str()?.to_owned(), id))
         })
         .collect()
+}
+
+/// What to fix before `troupe resume` after the logs failed (`JOURNAL_FAILED`), read from the
+/// failures' own texts (`errors`), in this order: a full disk (the NATS server's answer
+/// `insufficient resources`, or the OS's "No space left"), whose failure may also surface
+/// as a lost lease (its renewal is refused too); another writer's append (a log's next seq
+/// was not this writer's: a takeover after this process stalled or was cut off past the
+/// lease TTL, or a foreign message on the subject); a lost lease (`lease_lost`, or a failure
+/// naming it: the store unreachable or this process stalled past the TTL); else where the
+/// logs are (the NATS server, `nats`, or the home's disk).
+pub(crate) fn log_failure_fix<'a>(
+    errors: impl Iterator<Item = &'a str>,
+    lease_lost: bool,
+    nats: bool,
+) -> &'static str {
+    let errors: Vec<&str> = errors.collect();
+    let any = |needle: &str| errors.iter().any(|e| e.contains(needle));
+    if any("insufficient resources") || any("No space left") || any("out of space") {
+        if nats {
+            "free space on the NATS server and restart it"
+        } else {
+            "free space"
+        }
+    } else if any("expected next seq") {
+        "another process wrote to the log meanwhile — a takeover after this one stalled or was \
+         cut off past the lease TTL, or a foreign message; `troupe team verify` tells which, \
+         and a Team taken over and finished has nothing left to resume"
+    } else if lease_lost || any("JOURNAL_LEASE_LOST") || any("lost its lease") {
+        "the store reachable and this process not stalled past the lease TTL; a Team another \
+         process took over meanwhile has nothing left to resume"
+    } else if nats {
+        "free space on the NATS server and restart it, the server reachable"
+    } else {
+        "free space, a writable home"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_failure_fix;
+
+    /// The hint follows the failure's cause: a full disk first (also when it cost the lease),
+    /// then another writer, then a lost lease, then where the logs are.
+    #[test]
+    fn the_resume_hint_names_what_failed() {
+        let full = "journal writer for session s lost its lease: insufficient resources (code \
+                    503, error code 10023)";
+        assert_eq!(
+            log_failure_fix([full].into_iter(), true, true),
+            "free space on the NATS server and restart it"
+        );
+        assert_eq!(
+            log_failure_fix(
+                ["write s: No space left on device (os error 28)"].into_iter(),
+                false,
+                false
+            ),
+            "free space"
+        );
+        let conflict = "append to session s expected next seq 38 but the log's next seq is 1000";
+        assert!(
+            log_failure_fix([conflict].into_iter(), false, true)
+                .starts_with("another process wrote to the log meanwhile")
+        );
+        let lost = "journal writer for session s lost its lease: wrong last sequence: 144";
+        assert!(
+            log_failure_fix([lost].into_iter(), false, true)
+                .starts_with("the store reachable and this process not stalled")
+        );
+        assert!(
+            log_failure_fix(["anything"].into_iter(), true, true)
+                .starts_with("the store reachable and this process not stalled")
+        );
+        assert_eq!(
+            log_failure_fix(["cannot reach"].into_iter(), false, true),
+            "free space on the NATS server and restart it, the server reachable"
+        );
+        assert_eq!(
+            log_failure_fix(["EIO"].into_iter(), false, false),
+            "free space, a writable home"
+        );
+    }
 }

@@ -1047,6 +1047,17 @@ fn kill_9_of_the_worker_hosting_a_running_teammate_re_places_it_on_a_live_worker
 /// success; the resume (with a live worker) finishes alpha's work.
 #[test]
 fn sigterm_of_a_worker_is_reported_by_the_run_as_a_parked_teammate() {
+    worker_stopped_by(rustix::process::Signal::TERM);
+}
+
+/// A hang-up of the worker (its terminal closed) stops it as SIGTERM does: its teammate is
+/// parked, the run reports it, and a resume finishes it once.
+#[test]
+fn sighup_of_a_worker_parks_its_teammate_as_sigterm_does() {
+    worker_stopped_by(rustix::process::Signal::HUP);
+}
+
+fn worker_stopped_by(signal: rustix::process::Signal) {
     let Some(s) = Setup::single() else { return };
     let workspace = s.path("ws");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -1062,12 +1073,14 @@ fn sigterm_of_a_worker_is_reported_by_the_run_as_a_parked_teammate() {
     }
     let alpha = member_id(&s, &lead, "alpha");
     wait_for(&w1_log, &format!("hosting alpha ({alpha})"), DEADLINE);
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&w1.0),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
+    rustix::process::kill_process(rustix::process::Pid::from_child(&w1.0), signal).unwrap();
     assert!(wait_exit(&mut w1).success());
+    assert!(
+        std::fs::read_to_string(&w1_log)
+            .unwrap()
+            .contains("parking its members"),
+        "the worker parked its members"
+    );
     let status = wait_exit(&mut run);
     let err = std::fs::read_to_string(&run_err).unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
