@@ -541,8 +541,8 @@ impl Target {
     /// `--workspace DIR`: a directory that does not exist yet, or an empty one — or the
     /// workspace of a demo stopped before its session existed (only the project's own files,
     /// unchanged or cut short, and no session of `home` working in it), where the demo starts
-    /// over. A directory some session of `home` works in is refused with the command that
-    /// continues that session.
+    /// over. A non-empty directory some session of `home`'s store works in is refused with
+    /// the command that continues that session; an emptied one is used afresh.
     fn check(dir: PathBuf, home: &Home<'_>) -> Result<Self, Failure> {
         let dir = std::path::absolute(&dir)
             .map_err(|e| Failure::bad_input(anyhow!("demo workspace {}: {e}", dir.display())))?;
@@ -567,7 +567,9 @@ impl Target {
                 let mut entries = std::fs::read_dir(&dir)
                     .map_err(|e| Failure::bad_input(anyhow!("demo workspace {shown}: {e}")))?;
                 let empty = entries.next().is_none();
-                if let Some(session) = sessions_in(&home.store.journal, &dir).last() {
+                // An emptied directory holds nothing of an earlier session's to protect (on a
+                // shared store, any home's): the demo starts there afresh.
+                if !empty && let Some(session) = sessions_in(&home.store.journal, &dir).last() {
                     let home_flag = std::path::absolute(&home.dir)
                         .map(|h| format!(" --home {}", shell_quote(&h.display().to_string())))
                         .unwrap_or_default()

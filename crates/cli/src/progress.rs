@@ -161,6 +161,9 @@ pub(crate) struct Board {
     members: Vec<(String, &'static str)>,
     /// Every task that is not deleted.
     tasks: Vec<BoardTask>,
+    /// The teammates another process hosts, as their hosts last reported (name, `running`
+    /// or `idle`, host).
+    elsewhere: Vec<(String, &'static str, String)>,
     sent: usize,
     delivered: usize,
     pending: usize,
@@ -174,7 +177,12 @@ struct BoardTask {
 }
 
 impl Board {
-    pub(crate) fn of(state: &TeamState) -> Self {
+    /// The board of `state`, with the teammates `elsewhere` (id, host, live status: what
+    /// `Team::hosted_elsewhere` reports) shown on their hosts.
+    pub(crate) fn of(
+        state: &TeamState,
+        elsewhere: &[(troupe_protocol::SessionId, String, troupe_team::LiveStatus)],
+    ) -> Self {
         let members = state
             .members()
             .iter()
@@ -196,13 +204,35 @@ impl Board {
             .collect();
         let sent = state.messages().len();
         let pending = state.pending_messages().count();
+        let elsewhere = elsewhere
+            .iter()
+            .filter_map(|(id, host, status)| {
+                let status = match status {
+                    troupe_team::LiveStatus::Running => "running",
+                    troupe_team::LiveStatus::Idle => "idle",
+                };
+                Some((state.name_of(id)?.to_owned(), status, host.clone()))
+            })
+            .collect::<Vec<_>>();
+        let mut elsewhere = elsewhere;
+        elsewhere.sort();
         Self {
             members,
             tasks,
+            elsewhere,
             sent,
             delivered: sent - pending,
             pending,
         }
+    }
+
+    /// Whether `other` shows the same roster, tasks and mail counts (the hosts aside): what
+    /// its JSON line holds.
+    fn same_view(&self, other: &Board) -> bool {
+        self.members == other.members
+            && self.tasks == other.tasks
+            && (self.sent, self.delivered, self.pending)
+                == (other.sent, other.delivered, other.pending)
     }
 
     /// `task-1 completed (alpha), task-2 in_progress (beta), task-3 pending`.
@@ -464,8 +494,12 @@ impl Printer {
             return;
         }
         let tasks_changed = self.board.as_ref().is_none_or(|b| b.tasks != board.tasks);
+        // The JSON line holds the roster, the tasks and the mail, not the hosts: a change of
+        // hosts alone is only redrawn.
+        let shown_changed = self.board.as_ref().is_none_or(|b| !b.same_view(&board));
         match self.mode {
-            OutputMode::Json => self.json_line(&board.to_json()),
+            OutputMode::Json if shown_changed => self.json_line(&board.to_json()),
+            OutputMode::Json => {}
             OutputMode::Tty | OutputMode::Plain => {
                 if tasks_changed && !board.tasks.is_empty() {
                     self.note(&format!(
@@ -532,12 +566,26 @@ impl Printer {
             crate::output::count(self.tool_calls, "tool call"),
             crate::output::tokens_text(self.tokens_in, self.tokens_out, self.answers),
         )];
-        // The Lead and every agent seen so far, then roster members that never ran here.
+        // The Lead and every agent seen so far, then roster members that never ran here; a
+        // teammate another process hosts is shown with its host's status and name (its tool
+        // calls are on that host's terminal).
+        let elsewhere = |name: &str| {
+            board
+                .elsewhere
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .map(|(_, status, host)| {
+                    [name.to_owned(), (*status).to_owned(), format!("on {host}")]
+                })
+        };
         let mut rows: Vec<[String; 3]> = self
             .agents
             .iter()
             .map(|a| match (&a.failed, a.running) {
                 (Some(code), false) => [a.name.clone(), "failed".to_owned(), code.clone()],
+                (None, false) if elsewhere(&a.name).is_some() => {
+                    elsewhere(&a.name).unwrap_or_default()
+                }
                 _ => {
                     let status = if a.running { "running" } else { "idle" };
                     let tool = a.tool.clone().unwrap_or_default();
@@ -547,6 +595,12 @@ impl Printer {
             .collect();
         for (name, phase) in &board.members {
             if !self.agents.iter().any(|a| &a.name == name) {
+                if *phase == "active"
+                    && let Some(row) = elsewhere(name)
+                {
+                    rows.push(row);
+                    continue;
+                }
                 let status = if *phase == "active" {
                     "inactive"
                 } else {
@@ -930,6 +984,7 @@ mod tests {
     #[test]
     fn the_board_names_owners_and_counts_mail() {
         let board = Board {
+            elsewhere: Vec::new(),
             members: vec![("alpha".to_owned(), "active")],
             tasks: vec![
                 BoardTask {
@@ -1016,6 +1071,7 @@ mod tests {
             printer.status_line()
         );
         let board = Board {
+            elsewhere: Vec::new(),
             members: vec![("beta".to_owned(), "active")],
             tasks: Vec::new(),
             sent: 0,
@@ -1031,6 +1087,49 @@ mod tests {
         printer.track(&event("beta", Progress::TurnStarted { turn: 3 }));
         let area = printer.team_area(&board);
         assert!(area.iter().any(|l| l.trim() == "beta  running"), "{area:?}");
+    }
+
+    /// Teammates another process hosts show their host's status and name in the Team area
+    /// (not `inactive`), also one that ran here before; a change of hosts alone is redrawn
+    /// but makes no new JSON line.
+    #[test]
+    fn teammates_on_workers_show_their_host_and_status() {
+        let mut printer = Printer::new(OutputMode::Tty);
+        printer.track(&event("beta", Progress::TurnStarted { turn: 1 }));
+        printer.track(&event(
+            "beta",
+            Progress::TurnEnded {
+                turn: 1,
+                reason: TurnEndReason::Completed,
+            },
+        ));
+        let board = |elsewhere: Vec<(String, &'static str, String)>| Board {
+            elsewhere,
+            members: vec![
+                ("alpha".to_owned(), "active"),
+                ("beta".to_owned(), "active"),
+                ("gamma".to_owned(), "active"),
+            ],
+            tasks: Vec::new(),
+            sent: 0,
+            delivered: 0,
+            pending: 0,
+        };
+        let area = printer.team_area(&board(vec![
+            ("alpha".to_owned(), "running", "w1".to_owned()),
+            ("beta".to_owned(), "idle", "w2".to_owned()),
+        ]));
+        let trimmed: Vec<&str> = area.iter().map(|l| l.trim()).collect();
+        assert!(trimmed.contains(&"alpha  running  on w1"), "{area:?}");
+        assert!(trimmed.contains(&"beta   idle     on w2"), "{area:?}");
+        assert!(trimmed.contains(&"gamma  inactive"), "{area:?}");
+
+        let hosted = board(vec![("alpha".to_owned(), "running", "w1".to_owned())]);
+        assert!(
+            board(Vec::new()).same_view(&hosted),
+            "hosts alone are no new JSON line"
+        );
+        assert_ne!(board(Vec::new()), hosted, "but they are redrawn");
     }
 
     /// A server whose answers carry no usage: the live line and the turn's line say so rather
@@ -1161,6 +1260,7 @@ mod tests {
             let size = TermSize { columns, rows: 24 };
             let mut printer = Printer::recording(OutputMode::Tty, size);
             let board = Board {
+                elsewhere: Vec::new(),
                 members: vec![
                     ("alpha".to_owned(), "active"),
                     ("beta-with-a-long-name".to_owned(), "active"),
@@ -1265,6 +1365,7 @@ mod tests {
         };
         let mut printer = Printer::recording(OutputMode::Tty, size);
         printer.team(Board {
+            elsewhere: Vec::new(),
             members: (0..8).map(|n| (format!("m{n}"), "active")).collect(),
             tasks: Vec::new(),
             sent: 0,

@@ -873,3 +873,94 @@ fn chat_approves_interrupts_with_ctrl_c_and_parks_with_ctrl_d() {
         "never again"
     );
 }
+
+/// `troupe demo --placement workers` with two `troupe worker`s on a real `nats-server`: the
+/// Lead's live area shows each teammate a worker hosts as `running` (or `idle`) `on <worker>`,
+/// never as `inactive` while its task is in progress there, and the placement's warnings do
+/// not break it (each screen has one live area; none is left in the scrollback).
+#[test]
+fn the_live_area_shows_teammates_running_on_workers() {
+    let Some(server) = troupe_test_support::NatsServer::single() else {
+        return;
+    };
+    let Some(tmux) = Tmux::start("workers") else {
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let workspace = root.path().join("demo");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let troupe = PathBuf::from(env!("CARGO_BIN_EXE_troupe"));
+    let mut workers = Vec::new();
+    for name in ["w1", "w2"] {
+        let log = root.path().join(format!("{name}.stderr"));
+        let child = Command::new(&troupe)
+            .env("TROUPE_LEASE_TTL", "6s")
+            .arg("--home")
+            .arg(root.path().join(format!("home-{name}")))
+            .args([
+                "--store",
+                &server.url(),
+                "worker",
+                "--name",
+                name,
+                "--workspace",
+            ])
+            .arg(&workspace)
+            .args(["--pace", "150"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        workers.push(Killed(child));
+        let start = Instant::now();
+        while !std::fs::read_to_string(&log).unwrap().contains("serving") {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "worker {name} never started"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let command = format!(
+        "env -u TROUPE_HOME -u COLUMNS -u LINES TROUPE_LEASE_TTL=6s {} --home {} --store {} \
+         demo --workspace {} --placement workers --pace 150; echo $? > {}",
+        troupe.display(),
+        root.path().join("home").display(),
+        server.url(),
+        workspace.display(),
+        status_file(root.path()).display()
+    );
+    tmux.start_pane(100, 30, &command);
+    let watched = watch(&tmux, root.path(), |_, _| {});
+    let on_worker = |name: &str| {
+        watched.live_rows.iter().any(|r| {
+            let cells: Vec<&str> = r.split_whitespace().collect();
+            cells.len() >= 4
+                && cells[0] == name
+                && (cells[1] == "running" || cells[1] == "idle")
+                && cells[2] == "on"
+                && (cells[3] == "w1" || cells[3] == "w2")
+        })
+    };
+    for name in ["alpha", "beta"] {
+        assert!(
+            on_worker(name),
+            "{name} never shown on its worker: {:#?}",
+            watched.live_rows
+        );
+    }
+    // The placement's warnings (a full worker skipped) are printed above the live area,
+    // not into it: nothing stale is left.
+    assert_no_stale_lines(&watched.history, 100);
+    drop(workers);
+}
+
+/// A child process killed when the test ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

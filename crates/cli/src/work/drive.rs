@@ -125,11 +125,20 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
     // On a NATS store, mail to a teammate hosted by another process goes through the holder
     // of its lease (`troupe.deliver.<id>`, DESIGN §7 "Delivery across processes").
     // With `--placement workers`, a woken teammate nobody hosts is placed on a live worker.
+    // Lines for the user from the Team's machinery (placement warnings, takeover notices,
+    // the control servers' notes): printed by the printer, which erases its live area first,
+    // so no line lands inside it.
+    let (notes_tx, mut notes) = mpsc::unbounded_channel();
     if let Some(nats) = config.store.nats_backend() {
         // A teammate whose worker died is taken over (re-placed, or continued here): a
         // notice on stderr says where.
-        let notices: troupe_store_nats::Warnings = Arc::new(|line: &str| {
-            crate::output::eprint_line!("troupe: {line}");
+        let tx = notes_tx.clone();
+        let notices: troupe_store_nats::Warnings = Arc::new(move |line: &str| {
+            let _ = tx.send(ControlNote::Line(format!("troupe: {line}")));
+        });
+        let tx = notes_tx.clone();
+        let warnings: troupe_store_nats::Warnings = Arc::new(move |line: &str| {
+            let _ = tx.send(ControlNote::Line(format!("troupe: warning: {line}")));
         });
         let hosts = match config.placement {
             super::flags::Placement::Local => {
@@ -143,9 +152,7 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
                 // the Team, kept current over `troupe.usage.<lead>`: the relay below).
                 NatsMemberHosts::placing(nats.clone(), lead)
                     .with_budget(config.budget, config.prices.clone())
-                    .with_warnings(Arc::new(|line: &str| {
-                        crate::output::eprint_line!("troupe: warning: {line}");
-                    }))
+                    .with_warnings(warnings)
                     .with_notices(notices)
             }
         };
@@ -178,6 +185,7 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
         &mut events,
         &mut sigint,
         &mut prompts,
+        (notes_tx, &mut notes),
     )
     .await;
     // Always: park inboxes, end running turns, flush every log.
@@ -185,6 +193,12 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
     let _ = tokio::time::timeout(crate::mcp::STOP_LIMIT, mcp.shutdown()).await;
     while let Ok(event) = events.try_recv() {
         printer.progress(&event);
+    }
+    // Lines that came after the last wait (a placement in the shutdown): shown, not lost.
+    while let Ok(note) = notes.try_recv() {
+        if let ControlNote::Line(line) = note {
+            printer.note(&line);
+        }
     }
     printer.clear_live();
     // Complete once the shutdown released every agent (DESIGN decision 11).
@@ -218,6 +232,10 @@ async fn drive(
     events: &mut broadcast::Receiver<AgentProgress>,
     sigint: &mut Interrupts,
     prompts: &mut Prompts,
+    (notes_tx, notes): (
+        mpsc::UnboundedSender<ControlNote>,
+        &mut mpsc::UnboundedReceiver<ControlNote>,
+    ),
 ) -> Result<Driven, Failure> {
     let model = config.spec.to_string();
     let (Start::New { id: root, .. } | Start::Resume { id: root, .. }) = &config.start;
@@ -366,7 +384,6 @@ async fn drive(
     }
     // A Team takes messages from the user (`troupe send`, `troupe chat`) while it runs: on
     // its control socket, and on a NATS store on its control subject too.
-    let (notes_tx, mut notes) = mpsc::unbounded_channel();
     // On a NATS store the Lead's lease may be lost while the run waits for its Team (no Lead
     // turn appends to notice it): watched here, it stops the wait and fails the run.
     let lease_watch = config
@@ -473,10 +490,7 @@ async fn drive(
         _ => None,
     };
     let mut interrupt = if started.any() {
-        wait(
-            runtime, &agent, printer, events, sigint, prompts, &mut notes,
-        )
-        .await
+        wait(runtime, &agent, printer, events, sigint, prompts, notes).await
     } else {
         Interrupt::None
     };
@@ -500,10 +514,7 @@ async fn drive(
             }
         }
         if interrupt == Interrupt::None {
-            interrupt = wait(
-                runtime, &agent, printer, events, sigint, prompts, &mut notes,
-            )
-            .await;
+            interrupt = wait(runtime, &agent, printer, events, sigint, prompts, notes).await;
         }
     }
     if let Some(watch) = lease_watch {
@@ -839,6 +850,6 @@ async fn interrupt_all(runtime: &Runtime, agent: &Agent, printer: &mut Printer) 
 async fn show_board(runtime: &Runtime, lead: &Agent, printer: &mut Printer) {
     if let Some(team) = runtime.teams().team(lead.id()) {
         let state = team.snapshot().await;
-        printer.team(Board::of(&state));
+        printer.team(Board::of(&state, &team.hosted_elsewhere()));
     }
 }

@@ -536,6 +536,15 @@ fn a_resumed_demo_whose_tests_fail_exits_1() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
+    // Emptied, it holds nothing of that session's: a new demo runs there.
+    std::fs::remove_dir_all(&workspace).unwrap();
+    std::fs::create_dir(&workspace).unwrap();
+    let out = troupe(&home)
+        .args(["demo", "--workspace"])
+        .arg(&workspace)
+        .assert()
+        .success();
+    assert_ne!(session_id(&stderr(&out)), id, "a new session");
 }
 
 /// Defect 8: a demo killed before its session existed leaves only the project's files (here

@@ -79,6 +79,19 @@ impl Team {
         self.journal.enter().await.clone()
     }
 
+    /// The members hosted by other processes whose host's last report (on the Team's status
+    /// subject, or the placement's own record) still holds: `(member id, host name, live
+    /// status)`, in no particular order (DESIGN §7 "Wait and status across processes"). Empty
+    /// without `--placement workers` or workers.
+    pub fn hosted_elsewhere(&self) -> Vec<(SessionId, String, troupe_team::LiveStatus)> {
+        let now = std::time::Instant::now();
+        lock(self.journal.elsewhere())
+            .iter()
+            .filter(|(_, e)| now < e.until)
+            .map(|(id, e)| (id.clone(), e.host.clone(), e.live.status))
+            .collect()
+    }
+
     /// Whether some member is still `provisioning` (a creation in flight, or one a crash cut).
     pub(crate) async fn has_provisioning(&self) -> bool {
         self.journal
