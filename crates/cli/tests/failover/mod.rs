@@ -990,39 +990,7 @@ fn kill_9_of_the_worker_hosting_a_running_teammate_re_places_it_on_a_live_worker
         !stderr.contains("continues in the Lead's process"),
         "{stderr}"
     );
-    let hosted = std::fs::read_to_string(&w2_log).unwrap();
-    assert!(
-        hosted.contains(&format!("hosting alpha ({alpha})")),
-        "alpha continued on w2: {hosted}"
-    );
-    // alpha's log: its cut turn closed as after a crash, then one continuation turn, which
-    // finished.
-    let alpha_log = s.log(&alpha);
-    let ends: Vec<&Value> = alpha_log
-        .iter()
-        .filter(|e| e["type"] == "turn/end")
-        .collect();
-    assert_eq!(ends.len(), 2, "{ends:?}");
-    assert_eq!(ends[0]["data"]["reason"]["kind"], "interrupted", "{ends:?}");
-    assert_eq!(ends[1]["data"]["reason"]["kind"], "completed", "{ends:?}");
-    let notes = alpha_log
-        .iter()
-        .filter(|e| e["type"] == "agent/inbox/spliced")
-        .flat_map(|e| {
-            e["data"]["inserted"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter(|m| m["source"]["kind"] == "resume")
-        .count();
-    assert_eq!(notes, 1, "one continuation note");
-    assert!(
-        alpha_log
-            .iter()
-            .any(|e| e.to_string().contains("alpha done")),
-        "alpha answered"
-    );
+    assert_continued_once_on_w2(&s, &alpha, &w2_log);
     // The task: completed by alpha, never another owner.
     let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
     let tasks = shown["tasks"].as_array().unwrap();
@@ -1252,36 +1220,7 @@ fn a_resume_places_a_teammate_a_crash_left_on_a_live_worker() {
         "{err}"
     );
     assert!(!err.contains("in the Lead's process"), "{err}");
-    let hosted = std::fs::read_to_string(&w2_log).unwrap();
-    assert!(
-        hosted.contains(&format!("hosting alpha ({alpha})")),
-        "alpha continued on w2: {hosted}"
-    );
-    let alpha_log = s.log(&alpha);
-    let ends: Vec<&Value> = alpha_log
-        .iter()
-        .filter(|e| e["type"] == "turn/end")
-        .collect();
-    assert_eq!(ends.len(), 2, "{ends:?}");
-    assert_eq!(ends[0]["data"]["reason"]["kind"], "interrupted", "{ends:?}");
-    assert_eq!(ends[1]["data"]["reason"]["kind"], "completed", "{ends:?}");
-    let notes = alpha_log
-        .iter()
-        .filter(|e| e["type"] == "agent/inbox/spliced")
-        .flat_map(|e| {
-            e["data"]["inserted"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter(|m| m["source"]["kind"] == "resume")
-        .count();
-    assert_eq!(notes, 1, "one continuation note");
-    let answered = alpha_log
-        .iter()
-        .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("alpha done"))
-        .count();
-    assert_eq!(answered, 1, "alpha answered once");
+    assert_continued_once_on_w2(&s, &alpha, &w2_log);
     let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
     assert_eq!(shown["tasks"][0]["status"], "completed", "{shown}");
     assert_eq!(shown["pendingMessages"], json!([]), "{shown}");
@@ -1389,4 +1328,40 @@ fn ctrl_c_of_the_lead_stops_its_teammate_on_a_worker() {
         .count();
     assert_eq!(answered, 1, "alpha answered once");
     s.ok(&["team", "verify", &lead]);
+}
+
+/// alpha was continued on w2 (its log `w2_log` names it) after a stop cut its turn: its log
+/// has that turn closed as after a crash (`interrupted`), then one continuation turn that
+/// completed, one continuation note, and one answer.
+fn assert_continued_once_on_w2(s: &Setup, alpha: &str, w2_log: &Path) {
+    let hosted = std::fs::read_to_string(w2_log).unwrap();
+    assert!(
+        hosted.contains(&format!("hosting alpha ({alpha})")),
+        "alpha continued on w2: {hosted}"
+    );
+    let alpha_log = s.log(alpha);
+    let ends: Vec<&Value> = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .collect();
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert_eq!(ends[0]["data"]["reason"]["kind"], "interrupted", "{ends:?}");
+    assert_eq!(ends[1]["data"]["reason"]["kind"], "completed", "{ends:?}");
+    let notes = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "agent/inbox/spliced")
+        .flat_map(|e| {
+            e["data"]["inserted"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|m| m["source"]["kind"] == "resume")
+        .count();
+    assert_eq!(notes, 1, "one continuation note");
+    let answered = alpha_log
+        .iter()
+        .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("alpha done"))
+        .count();
+    assert_eq!(answered, 1, "alpha answered once");
 }
