@@ -363,20 +363,7 @@ fn a_one_slot_adopter_hosting_the_teammate_adopts_its_dead_lead() {
     let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &["--adopt", "--slots", "1"]);
     let lead = kill_the_lead_while_alpha_runs_on_a_worker(&s, &workspace, &w1_log);
     wait_for(&w1_log, &format!("adopting Lead {lead}"), DEADLINE);
-    wait_lease(&mut s, &lead, "was taken by the adopter", |h| h.is_some());
-    std::fs::write(workspace.join("go"), "").unwrap();
-    wait_for(
-        &w1_log,
-        &format!("the adopted Lead {lead} ended (exit 0)"),
-        DEADLINE,
-    );
-    assert_finished_once(&s, &lead, 2..=2);
-    let hosted = std::fs::read_to_string(&w1_log).unwrap();
-    assert_eq!(
-        hosted.matches("hosting alpha").count(),
-        1,
-        "alpha was hosted once, on w1: {hosted}"
-    );
+    adopted_and_finished(&mut s, &lead, &workspace, &w1_log, &w1_log, 2..=2);
 }
 
 /// (c) Two adopters race for one killed Lead: only one takes its lease; the other's resume
@@ -655,20 +642,7 @@ fn a_worker_with_adopt_takes_over_a_lead_killed_after_its_turn_while_a_teammate_
         )),
         "{log}"
     );
-    wait_lease(&mut s, &lead, "was taken by the adopter", |h| h.is_some());
-    std::fs::write(workspace.join("go"), "").unwrap();
-    wait_for(
-        &a1_log,
-        &format!("the adopted Lead {lead} ended (exit 0)"),
-        DEADLINE,
-    );
-    assert_finished_once(&s, &lead, 1..=1);
-    let hosted = std::fs::read_to_string(&w1_log).unwrap();
-    assert_eq!(
-        hosted.matches("hosting alpha").count(),
-        1,
-        "alpha was hosted once, on w1: {hosted}"
-    );
+    adopted_and_finished(&mut s, &lead, &workspace, &a1_log, &w1_log, 1..=1);
     // A Lead whose Team finished is not adopted again (it has nothing left).
     std::thread::sleep(Duration::from_secs(2));
     let log = std::fs::read_to_string(&a1_log).unwrap();
@@ -1364,4 +1338,31 @@ fn assert_continued_once_on_w2(s: &Setup, alpha: &str, w2_log: &Path) {
         .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("alpha done"))
         .count();
     assert_eq!(answered, 1, "alpha answered once");
+}
+
+/// Once the adopter (its log `adopter_log`) took the Lead's lease: `go` lets alpha finish, the
+/// adopted Lead ends with exit 0, the work is done once ([`assert_finished_once`] with
+/// `lead_turns`), and alpha was hosted once, by w1 (`w1_log`).
+fn adopted_and_finished(
+    s: &mut Setup,
+    lead: &str,
+    workspace: &Path,
+    adopter_log: &Path,
+    w1_log: &Path,
+    lead_turns: std::ops::RangeInclusive<usize>,
+) {
+    wait_lease(s, lead, "was taken by the adopter", |h| h.is_some());
+    std::fs::write(workspace.join("go"), "").unwrap();
+    wait_for(
+        adopter_log,
+        &format!("the adopted Lead {lead} ended (exit 0)"),
+        DEADLINE,
+    );
+    assert_finished_once(s, lead, lead_turns);
+    let hosted = std::fs::read_to_string(w1_log).unwrap();
+    assert_eq!(
+        hosted.matches("hosting alpha").count(),
+        1,
+        "alpha was hosted once, on w1: {hosted}"
+    );
 }
