@@ -549,7 +549,7 @@ pub(crate) fn log_failure_fix<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::log_failure_fix;
+    use crate::work::report::log_failure_fix;
 
     /// The hint follows the failure's cause: a full disk first (also when it cost the lease),
     /// then another writer, then a lost lease, then where the logs are.
