@@ -458,6 +458,40 @@ impl NatsMemberHosts {
             url: self.nats.url().to_owned(),
             reason,
         };
+        // Only the Team's Lead-lease holder stops its members: a process that lost the Lead's
+        // lease (stalled past the TTL while another took the Team over) must not stop the
+        // new holder's teammates on its way out. Checked against the bucket, not this
+        // process's own record, which a stall leaves stale until its next renewal.
+        let lead = &request.team;
+        if let Some(why) = self.nats.lease_lost(lead) {
+            return Err(JournalError::LeaseLost {
+                id: lead.clone(),
+                reason: why,
+            });
+        }
+        // Only a lease this process certainly holds (renewed within its TTL; a writer that let
+        // go of it after its log failed leaves none), and the bucket still names, is enough.
+        let Some(own) = self.nats.held_lease(lead) else {
+            return Err(JournalError::LeaseLost {
+                id: lead.clone(),
+                reason: "this process no longer holds the Lead's lease (lost, or not renewed \
+                         within its TTL): it no longer interrupts its teammates"
+                    .to_owned(),
+            });
+        };
+        if self
+            .nats
+            .current_lease(lead)
+            .await?
+            .is_none_or(|now| now.owner != own.owner)
+        {
+            return Err(JournalError::LeaseLost {
+                id: lead.clone(),
+                reason: "another process holds the Lead's lease now: this one no longer \
+                         interrupts its teammates"
+                    .to_owned(),
+            });
+        }
         let client = self.nats.client();
         let subject = NatsBackend::interrupt_subject(&request.target);
         let timeout = self.nats.options().request_timeout + Duration::from_millis(request.wait_ms);

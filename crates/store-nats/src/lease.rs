@@ -138,6 +138,16 @@ impl HeldLeases {
         })
     }
 
+    /// The owner token of the lease this backend took on `key`, while it is neither released
+    /// nor dropped — also when it is late to renew or lost (unlike [`HeldLeases::get`]): what
+    /// to compare the bucket's entry with to know whether another process took the key.
+    pub(crate) fn owner(&self, key: &str) -> Option<String> {
+        let (owner, state) = lock(&self.leases).get(key).cloned()?;
+        let state = state.upgrade()?;
+        let state = lock(&state);
+        (state.lost.as_deref() != Some(RELEASED)).then_some(owner)
+    }
+
     /// Why the lease this backend took on `key` is lost (its renewal failed past the TTL, or
     /// its key changed under it), while the lease is still held by its owner (not released or
     /// dropped); `None` when it is not lost or this backend holds none on `key`. A lease only

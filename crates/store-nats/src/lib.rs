@@ -323,6 +323,27 @@ impl NatsBackend {
         self.inner.held.lost(id.as_str())
     }
 
+    /// Why the lease this backend took on session `id` is another process's now, asked of
+    /// the lease bucket (one KV request): the entry names another owner, or is gone while
+    /// this backend's own record no longer vouches for its lease. `None` while the entry is
+    /// this backend's, when this backend took no lease on `id`, or when the bucket cannot be
+    /// read (a transient failure: the renewal decides then). The check a process stalled
+    /// past the TTL needs when it wakes, whatever its renewal's state.
+    pub async fn lease_taken_over(&self, id: &SessionId) -> Option<String> {
+        let owner = self.inner.held.owner(id.as_str())?;
+        match self.current_lease(id).await {
+            Ok(Some(now)) if now.owner != owner => Some(
+                "another process holds it now (this one stalled or was cut off past the lease \
+                 TTL)"
+                    .to_owned(),
+            ),
+            Ok(None) if self.held_lease(id).is_none() => {
+                Some("its key expired (it was not renewed within the lease TTL)".to_owned())
+            }
+            _ => None,
+        }
+    }
+
     /// The lease entry of session `id` as the lease bucket holds it now (one KV request, on
     /// whichever tokio runtime awaits it): its holder's owner token and the entry's revision;
     /// `None` when nobody holds it.

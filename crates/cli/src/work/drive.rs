@@ -386,10 +386,15 @@ async fn drive(
     // its control socket, and on a NATS store on its control subject too.
     // On a NATS store the Lead's lease may be lost while the run waits for its Team (no Lead
     // turn appends to notice it): watched here, it stops the wait and fails the run.
-    let lease_watch = config
-        .store
-        .nats_backend()
-        .map(|nats| tokio::spawn(watch_lease(nats.clone(), id.clone(), notes_tx.clone())));
+    let lost_reason = Arc::new(std::sync::Mutex::new(None));
+    let lease_watch = config.store.nats_backend().map(|nats| {
+        tokio::spawn(watch_lease(
+            nats.clone(),
+            id.clone(),
+            notes_tx.clone(),
+            Arc::clone(&lost_reason),
+        ))
+    });
     let (server, nats_server) = if runtime.teams().team(&id).is_some() {
         let server = match ControlServer::start(
             &config.home_dir,
@@ -525,6 +530,7 @@ async fn drive(
             .store
             .nats_backend()
             .and_then(|nats| nats.lease_lost(&id))
+            .or_else(|| troupe_protocol::sync::lock(&lost_reason).clone())
     } else {
         None
     };
@@ -548,17 +554,29 @@ async fn drive(
     })
 }
 
-/// Sends [`ControlNote::LeaseLost`] on `notes` once this process's lease on the Lead `id` is
-/// lost ([`troupe_store_nats::NatsBackend::lease_lost`], looked at every 250 ms), then ends.
+/// Sends [`ControlNote::LeaseLost`] on `notes` (its reason also in `lost`) once this
+/// process's lease on the Lead `id` is lost ([`troupe_store_nats::NatsBackend::lease_lost`],
+/// looked at every 250 ms) or another process took it
+/// ([`troupe_store_nats::NatsBackend::lease_taken_over`], asked of the bucket every second:
+/// a process stalled past the TTL learns it there when it wakes), then ends.
 async fn watch_lease(
     nats: troupe_store_nats::NatsBackend,
     id: SessionId,
     notes: mpsc::UnboundedSender<ControlNote>,
+    lost: Arc<std::sync::Mutex<Option<String>>>,
 ) {
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
+    let mut ticks: u32 = 0;
     loop {
         ticker.tick().await;
-        if let Some(reason) = nats.lease_lost(&id) {
+        ticks = ticks.wrapping_add(1);
+        let reason = match nats.lease_lost(&id) {
+            Some(reason) => Some(reason),
+            None if ticks % 4 == 0 => nats.lease_taken_over(&id).await,
+            None => None,
+        };
+        if let Some(reason) = reason {
+            *troupe_protocol::sync::lock(&lost) = Some(reason.clone());
             let _ = notes.send(ControlNote::LeaseLost(reason));
             return;
         }

@@ -366,6 +366,75 @@ fn a_one_slot_adopter_hosting_the_teammate_adopts_its_dead_lead() {
     adopted_and_finished(&mut s, &lead, &workspace, &w1_log, &w1_log, 2..=2);
 }
 
+/// A Lead only stalled (SIGSTOP past its lease TTL), not dead: an `--adopt` worker takes the
+/// Team over while alpha runs on w1; then the old Lead wakes (SIGCONT), finds its lease lost
+/// and fails — without stopping alpha, which is the new holder's teammate now (before, its
+/// shutdown parked alpha, and the adoption ended stopped). The adopted Lead finishes the work
+/// once, with exit 0.
+#[test]
+fn a_stalled_lead_that_wakes_after_its_adoption_leaves_the_new_holders_teammates_alone() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = team_script(&s, "team.json");
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_for(&w1_log, "hosting alpha", DEADLINE);
+    let (_a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
+    let run_pid = rustix::process::Pid::from_child(&run.0);
+    rustix::process::kill_process(run_pid, rustix::process::Signal::STOP).unwrap();
+    wait_for(&a1_log, &format!("adopting Lead {lead}"), DEADLINE);
+    let old = format!("pid {}", run.0.id());
+    wait_lease(&mut s, &lead, "was taken by the adopter", |h| {
+        h.is_some_and(|h| !h.contains(&old))
+    });
+    rustix::process::kill_process(run_pid, rustix::process::Signal::CONT).unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = run.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "the stalled Lead never ended: {}\n--- a1: {}",
+            std::fs::read_to_string(&run_err).unwrap(),
+            std::fs::read_to_string(&a1_log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(&run_err).unwrap();
+    assert_eq!(status.code(), Some(1), "the stalled Lead fails: {err}");
+    assert!(
+        err.contains("JOURNAL_FAILED") && err.contains("lost its lease"),
+        "{err}"
+    );
+    let alpha = member_id(&s, &lead, "alpha");
+    let ends: Vec<Value> = s
+        .log(&alpha)
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .collect();
+    assert!(
+        ends.is_empty(),
+        "alpha's turn was not stopped by the stalled Lead: {ends:?}\n--- run: {err}\n--- w1: {}",
+        std::fs::read_to_string(&w1_log).unwrap()
+    );
+    std::fs::write(workspace.join("go"), "").unwrap();
+    wait_for(
+        &a1_log,
+        &format!("the adopted Lead {lead} ended (exit 0)"),
+        DEADLINE,
+    );
+    assert_finished_once(&s, &lead, 2..=2);
+}
+
 /// (c) Two adopters race for one killed Lead: only one takes its lease; the other's resume
 /// backs off without writing; the Team finishes once.
 #[test]
