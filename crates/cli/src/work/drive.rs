@@ -572,7 +572,7 @@ async fn watch_lease(
         ticks = ticks.wrapping_add(1);
         let reason = match nats.lease_lost(&id) {
             Some(reason) => Some(reason),
-            None if ticks % 4 == 0 => nats.lease_taken_over(&id).await,
+            None if ticks.is_multiple_of(4) => nats.lease_taken_over(&id).await,
             None => None,
         };
         if let Some(reason) = reason {
