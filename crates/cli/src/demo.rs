@@ -214,11 +214,11 @@ pub(crate) fn resumed_framing(home: &Path, script: Option<&Path>, workspace: &Pa
     let is_demo = script.is_some_and(|path| {
         // (A worktree demo, `worktree-script-….json`, is not matched: its Lead's checkout
         // has no work to check until `troupe team merge`.)
-        path.parent() == Some(demo_dir.as_path())
-            && path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("script-") && n.ends_with(".json"))
+        let named = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("script-") && n.ends_with(".json"));
+        named && (path.parent() == Some(demo_dir.as_path()) || recorded_elsewhere(path))
     });
     if !is_demo {
         return Framing::default();
@@ -233,6 +233,27 @@ pub(crate) fn resumed_framing(home: &Path, script: Option<&Path>, workspace: &Pa
         epilogue: Some(Box::new(move |ending: &Ending<'_>| verdict(ending, &shown))),
         ..Framing::default()
     }
+}
+
+/// Whether `path` is a demo script another home recorded (a demo resumed with another
+/// `--home`, e.g. on a shared store, or by an adopter): in a directory named `demo`, named
+/// `script-<16 hex digits>.json`, and its text hashes to that name, as [`record_script`]
+/// writes it — not a user's own script that happens to be called so.
+fn recorded_elsewhere(path: &Path) -> bool {
+    let in_demo = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|d| d == "demo");
+    let Some(hash) = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("script-"))
+        .and_then(|n| n.strip_suffix(".json"))
+        .filter(|h| h.len() == 16 && h.chars().all(|c| c.is_ascii_hexdigit()))
+    else {
+        return false;
+    };
+    in_demo && std::fs::read(path).is_ok_and(|bytes| format!("{:016x}", fnv1a(&bytes)) == hash)
 }
 
 /// The closing lines of `demo --worktree`: where each teammate's work is, how to merge it,

@@ -400,6 +400,28 @@ fn the_demo_runs_on_nats_and_every_command_shows_it_as_on_files() {
     assert!(passed, "{output}");
     // The printed commands name the store, so they work as printed.
     assert!(err.contains(&format!("--store {}", s.url())), "{err}");
+    // A resume from another home on this store (a user elsewhere, an adopter) checks the
+    // project's tests as `troupe demo` does: with alpha's fix undone, DEMO_TESTS_FAILED.
+    std::fs::write(
+        workspace.join("wordstats/counting.py"),
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("src/demo/project/wordstats/counting.py"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let out = bin()
+        .env("TROUPE_LEASE_TTL", format!("{}s", s.lease_ttl.as_secs()))
+        .arg("--home")
+        .arg(s.path("other-home"))
+        .arg("--store")
+        .arg(s.url())
+        .args(["resume", &lead, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let done: Value = serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(done["error"]["code"], "DEMO_TESTS_FAILED", "{done}");
 }
 
 #[test]
@@ -597,9 +619,10 @@ fn on_a_cluster_with_two_servers_killed_appends_fail_clearly_and_resume_finishes
             "once the cause is fixed (free space on the NATS server and restart it, the server \
              reachable), continue with: "
         ) || err.contains(
-            "once the cause is fixed (the store reachable and this process not stalled past \
-             the lease TTL; a Team another process took over meanwhile has nothing left to \
-             resume), continue with: "
+            "once the cause is fixed (the store reachable (a NATS server whose disk filled \
+             needs free space and a restart) and this process not stalled past the lease TTL; \
+             a Team another process took over meanwhile has nothing left to resume), continue \
+             with: "
         ),
         "{err}"
     );

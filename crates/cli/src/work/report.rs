@@ -538,8 +538,9 @@ pub(crate) fn log_failure_fix<'a>(
          cut off past the lease TTL, or a foreign message; `troupe team verify` tells which, \
          and a Team taken over and finished has nothing left to resume"
     } else if lease_lost || any("JOURNAL_LEASE_LOST") || any("lost its lease") {
-        "the store reachable and this process not stalled past the lease TTL; a Team another \
-         process took over meanwhile has nothing left to resume"
+        "the store reachable (a NATS server whose disk filled needs free space and a restart) \
+         and this process not stalled past the lease TTL; a Team another process took over \
+         meanwhile has nothing left to resume"
     } else if nats {
         "free space on the NATS server and restart it, the server reachable"
     } else {
@@ -577,11 +578,11 @@ mod tests {
         let lost = "journal writer for session s lost its lease: wrong last sequence: 144";
         assert!(
             log_failure_fix([lost].into_iter(), false, true)
-                .starts_with("the store reachable and this process not stalled")
+                .starts_with("the store reachable (a NATS server whose disk filled")
         );
         assert!(
             log_failure_fix(["anything"].into_iter(), true, true)
-                .starts_with("the store reachable and this process not stalled")
+                .starts_with("the store reachable (a NATS server whose disk filled")
         );
         assert_eq!(
             log_failure_fix(["cannot reach"].into_iter(), false, true),
