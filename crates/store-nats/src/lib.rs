@@ -323,6 +323,13 @@ impl NatsBackend {
         self.inner.held.lost(id.as_str())
     }
 
+    /// Whether this backend holds a lease on session `id` it has neither released nor
+    /// dropped — also one late to renew or lost. No request. A writer whose log failed drops
+    /// its lease: a Lead's process that held it and no longer does cannot serve its Team.
+    pub fn lease_kept(&self, id: &SessionId) -> bool {
+        self.inner.held.owner(id.as_str()).is_some()
+    }
+
     /// Why the lease this backend took on session `id` is another process's now, asked of
     /// the lease bucket (one KV request): the entry names another owner, or is gone while
     /// this backend's own record no longer vouches for its lease. `None` while the entry is

@@ -556,7 +556,8 @@ async fn drive(
 
 /// Sends [`ControlNote::LeaseLost`] on `notes` (its reason also in `lost`) once this
 /// process's lease on the Lead `id` is lost ([`troupe_store_nats::NatsBackend::lease_lost`],
-/// looked at every 250 ms) or another process took it
+/// looked at every 250 ms), its writer let go of it (its log failed), or another process
+/// took it
 /// ([`troupe_store_nats::NatsBackend::lease_taken_over`], asked of the bucket every second:
 /// a process stalled past the TTL learns it there when it wakes), then ends.
 async fn watch_lease(
@@ -567,11 +568,19 @@ async fn watch_lease(
 ) {
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
     let mut ticks: u32 = 0;
+    let mut kept = false;
     loop {
         ticker.tick().await;
         ticks = ticks.wrapping_add(1);
+        // A writer whose log failed (e.g. woken after a stall past the TTL) drops its lease:
+        // held before and not now is lost too.
+        let was_kept = std::mem::replace(&mut kept, nats.lease_kept(&id));
         let reason = match nats.lease_lost(&id) {
             Some(reason) => Some(reason),
+            None if was_kept && !kept => Some(
+                "this process's writer of the Lead's log let go of its lease (its log failed)"
+                    .to_owned(),
+            ),
             None if ticks.is_multiple_of(4) => nats.lease_taken_over(&id).await,
             None => None,
         };
