@@ -281,7 +281,10 @@ pub trait MemberHosts: Send + Sync {
     ///
     /// # Errors
     /// `STORE_IO` / `STORE_UNREACHABLE` when the store cannot be reached, the holder refused
-    /// (its code and message), or it kept not answering while its lease held.
+    /// (its code and message), or it kept not answering while its lease held;
+    /// `JOURNAL_LEASE_LOST`, nothing sent, when this process no longer certainly holds the
+    /// Lead's lease (`request.team`) or the store names another holder of it (a stalled Lead
+    /// woken after a takeover stops none of the new holder's teammates).
     fn interrupt(&self, request: InterruptRequest) -> InterruptFuture<'_> {
         let _ = request;
         Box::pin(std::future::ready(Ok(InterruptHandoff::Unhosted)))
