@@ -216,8 +216,11 @@ async fn work(mut config: WorkConfig) -> Result<(), Failure> {
     };
     // A failed log is the run's failure, reported after the summary; the teardown error it
     // caused (the poisoned writer refusing its final flush) says the same thing less clearly.
+    // So does a lost Lead lease (the store gone past the TTL): the teardown then times out
+    // on the unreachable store, and the lease's failure line, with the resume hint, says why.
     if let Some(teardown) = teardown
         && log_failures.is_empty()
+        && driven.lease_lost.is_none()
     {
         return Err(Failure::work(teardown));
     }
@@ -504,7 +507,8 @@ async fn drive(
         // No new message once the work is done; the ones being answered still are, and a
         // wakeup among them may have started a turn: the run waits for it too.
         if let Some(nats_server) = nats_server {
-            nats_server.stop().await;
+            // Bounded: with the store gone its unsubscribe would wait for it to come back.
+            let _ = tokio::time::timeout(STOP_SERVING_LIMIT, nats_server.stop()).await;
         }
         if let Some(server) = server {
             server.stop().await;
@@ -537,7 +541,8 @@ async fn drive(
     // The Team's work is done: callers from other processes find no responder from here on
     // and retry at the Lead's next holder.
     if let Some(team_service) = team_service {
-        team_service.stop().await;
+        // Bounded, as the control subject's stop above.
+        let _ = tokio::time::timeout(STOP_SERVING_LIMIT, team_service.stop()).await;
     }
     drop(status_listener);
     // A notice that became due is in the Lead's log before the run ends.
@@ -553,6 +558,10 @@ async fn drive(
         team_work,
     })
 }
+
+/// How long the stop of a NATS subscription that served the run (the control subject, the
+/// Team service) may take: its unsubscribe waits for the server, which may be gone.
+const STOP_SERVING_LIMIT: Duration = Duration::from_secs(3);
 
 /// Sends [`ControlNote::LeaseLost`] on `notes` (its reason also in `lost`) once this
 /// process's lease on the Lead `id` is lost ([`troupe_store_nats::NatsBackend::lease_lost`],
@@ -581,7 +590,14 @@ async fn watch_lease(
                 "this process's writer of the Lead's log let go of its lease (its log failed)"
                     .to_owned(),
             ),
-            None if ticks.is_multiple_of(4) => nats.lease_taken_over(&id).await,
+            // Bounded: with the server gone the request would wait for it to come back,
+            // and the watch must go on looking at the renewal's own verdict meanwhile.
+            None if ticks.is_multiple_of(4) => {
+                tokio::time::timeout(Duration::from_millis(500), nats.lease_taken_over(&id))
+                    .await
+                    .ok()
+                    .flatten()
+            }
             None => None,
         };
         if let Some(reason) = reason {
