@@ -91,15 +91,7 @@ fn kill_the_lead_while_alpha_runs_on_a_worker(
     workspace: &Path,
     w1_log: &Path,
 ) -> String {
-    let script = team_script(s, "team.json");
-    let run_err = s.path("run.stderr");
-    let mut run = start_run(s, workspace, &script, &run_err);
-    let lead = lead_of(&run_err);
-    let start = Instant::now();
-    while !workspace.join("started").exists() {
-        assert!(start.elapsed() < DEADLINE, "alpha never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut run, lead, _) = run_until_alpha_runs(s, workspace);
     assert!(
         std::fs::read_to_string(w1_log)
             .unwrap()
@@ -109,6 +101,21 @@ fn kill_the_lead_while_alpha_runs_on_a_worker(
     run.0.kill().unwrap();
     let _ = run.0.wait();
     lead
+}
+
+/// `troupe run` of the Team of [`team_script`] in `workspace`, until alpha runs (it made the
+/// file `started`): the run, the Lead's id and the run's stderr file.
+fn run_until_alpha_runs(s: &Setup, workspace: &Path) -> (Running, String, PathBuf) {
+    let script = team_script(s, "team.json");
+    let run_err = s.path("run.stderr");
+    let run = start_run(s, workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (run, lead, run_err)
 }
 
 /// The checks after a takeover: the Team's work is done once and consistently.
@@ -377,15 +384,7 @@ fn a_stalled_lead_that_wakes_after_its_adoption_leaves_the_new_holders_teammates
     let workspace = s.path("ws");
     std::fs::create_dir_all(&workspace).unwrap();
     let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
-    let script = team_script(&s, "team.json");
-    let run_err = s.path("run.stderr");
-    let mut run = start_run(&s, &workspace, &script, &run_err);
-    let lead = lead_of(&run_err);
-    let start = Instant::now();
-    while !workspace.join("started").exists() {
-        assert!(start.elapsed() < DEADLINE, "alpha never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut run, lead, run_err) = run_until_alpha_runs(&s, &workspace);
     wait_for(&w1_log, "hosting alpha", DEADLINE);
     let (_a1, a1_log) = start_worker_with(&s, "a1", &workspace, &["--adopt"]);
     let run_pid = rustix::process::Pid::from_child(&run.0);
