@@ -268,6 +268,16 @@ impl Inner {
 
     /// The subject of `id`, refusing ids that are not a valid subject (an empty token: `..`
     /// or a trailing `.`).
+    /// What a writer's lease on `subject` needs to be taken again after it expired while the
+    /// bucket could not be reached ([`crate::lease::Retake`]).
+    pub(crate) fn retake(&self, subject: String) -> crate::lease::Retake {
+        crate::lease::Retake {
+            js: self.js.clone(),
+            stream: self.options.stream.clone(),
+            subject,
+        }
+    }
+
     pub(crate) fn subject(&self, id: &SessionId) -> Result<String> {
         if id.as_str().split('.').any(str::is_empty) {
             return Err(JournalError::StoreMisconfigured {

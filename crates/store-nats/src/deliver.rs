@@ -471,7 +471,7 @@ impl NatsMemberHosts {
         }
         // Only a lease this process certainly holds (renewed within its TTL; a writer that let
         // go of it after its log failed leaves none), and the bucket still names, is enough.
-        let Some(own) = self.nats.held_lease(lead) else {
+        let Some(own) = self.nats.settled_lease(lead).await else {
             return Err(JournalError::LeaseLost {
                 id: lead.clone(),
                 reason: "this process no longer holds the Lead's lease (lost, or not renewed \

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::kv;
+use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use troupe_journal::Result;
@@ -96,7 +96,47 @@ struct State {
     /// Until when the lease is certainly ours: the send time of the last successful renewal
     /// plus the TTL (the server counts its age from a later instant).
     valid_until: Instant,
+    /// How long after `valid_until` the renewal goes on trying to keep or take the lease again
+    /// ([`Retake`]; zero for a lease without one): meanwhile the lease is neither valid nor
+    /// lost, and its writer waits.
+    retake_window: Duration,
     lost: Option<String>,
+}
+
+impl State {
+    /// Past its TTL, not lost, and still within the re-take window.
+    fn retaking(&self, now: Instant) -> bool {
+        self.lost.is_none()
+            && now >= self.valid_until
+            && now < self.valid_until + self.retake_window
+    }
+}
+
+/// How long past its TTL a lease with a [`Retake`] is tried again, for a TTL of `ttl`.
+fn retake_window(ttl: Duration) -> Duration {
+    ttl * 2
+}
+
+/// What lets the holder take its lease again when its key expired while the lease bucket could
+/// not be reached (a cluster electing the bucket's leader for longer than the TTL left, a
+/// server restarted): the session's subject, whose last message must be this holder's.
+///
+/// **Why that is safe.** Another process can take a session's lease only after the key
+/// expired, and can write the session only under the lease; every message carries its
+/// writer's owner token in `Nats-Msg-Id`. So when the key is gone and the subject's last
+/// message is still this holder's — checked before and again after the `create` that takes
+/// the key back — nobody wrote the session since this holder did (one that took the key and
+/// gave it up without writing changed nothing), and the holder's own state of the session is
+/// current. Otherwise the lease is lost, as without a re-take. Until the verdict the lease is
+/// not valid ([`HeldLeases::get`] says `None`, appends wait in [`Lease::ready`]).
+#[derive(Clone)]
+pub(crate) struct Retake {
+    /// The backend's JetStream context.
+    pub(crate) js: jetstream::Context,
+    /// The session stream's name.
+    pub(crate) stream: String,
+    /// The session's subject.
+    pub(crate) subject: String,
 }
 
 /// A held lease as the lease store holds it: the holder's owner token and the revision of the
@@ -138,6 +178,26 @@ impl HeldLeases {
         })
     }
 
+    /// Whether the lease on `key` is past its TTL and its renewal is still trying to keep or
+    /// take it again ([`Retake`]): neither valid nor lost yet.
+    pub(crate) fn retaking(&self, key: &str) -> bool {
+        let Some((_, state)) = lock(&self.leases).get(key).cloned() else {
+            return false;
+        };
+        state
+            .upgrade()
+            .is_some_and(|state| lock(&state).retaking(Instant::now()))
+    }
+
+    /// [`HeldLeases::get`] once the lease on `key` is not [`HeldLeases::retaking`] any more
+    /// (polled every 50 ms; at most the re-take window).
+    pub(crate) async fn settled(&self, key: &str) -> Option<HeldLease> {
+        while self.retaking(key) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.get(key)
+    }
+
     /// The owner token of the lease this backend took on `key`, while it is neither released
     /// nor dropped — also when it is late to renew or lost (unlike [`HeldLeases::get`]): what
     /// to compare the bucket's entry with to know whether another process took the key.
@@ -175,7 +235,9 @@ impl Lease {
     /// Takes the lease of `key` for `holder` with `create`. Must run on the backend's runtime.
     /// A request that fails (a bucket whose replicas are not answering yet — "no responders"
     /// right after a cluster created it —, a leader election) is tried again for up to
-    /// `patience`; a lease held by another is refused at once.
+    /// `patience`; a lease held by another is refused at once. With `retake`, a key that
+    /// expires while the bucket cannot be reached is taken again when that is safe
+    /// ([`Retake`]).
     pub(crate) async fn acquire(
         kv: &kv::Store,
         held: &HeldLeases,
@@ -183,6 +245,7 @@ impl Lease {
         holder: &Holder,
         ttl: Duration,
         patience: Duration,
+        retake: Option<Retake>,
     ) -> Result<Lease, AcquireError> {
         let deadline = Instant::now() + patience;
         // Every attempt is sent at this instant or later: a `create` of an earlier attempt
@@ -190,7 +253,7 @@ impl Lease {
         let first_sent = Instant::now();
         let mut pause = Duration::from_millis(50);
         loop {
-            match Self::try_acquire(kv, key, holder, ttl, first_sent).await {
+            match Self::try_acquire(kv, key, holder, ttl, first_sent, retake.clone()).await {
                 Ok(lease) => {
                     held.register(key, &holder.owner, &lease.state);
                     return Ok(lease);
@@ -214,6 +277,7 @@ impl Lease {
         holder: &Holder,
         ttl: Duration,
         first_sent: Instant,
+        retake: Option<Retake>,
     ) -> Result<Lease, AcquireError> {
         let value =
             Bytes::from(serde_json::to_vec(holder).map_err(|e| AcquireError::Io(e.to_string()))?);
@@ -260,13 +324,22 @@ impl Lease {
         let state = Arc::new(Mutex::new(State {
             revision: revision.0,
             valid_until: revision.1 + ttl,
+            retake_window: if retake.is_some() {
+                retake_window(ttl)
+            } else {
+                Duration::ZERO
+            },
             lost: None,
         }));
         let renewer = tokio::spawn(renew(
-            kv.clone(),
-            key.to_owned(),
-            value.clone(),
-            ttl,
+            Renewal {
+                kv: kv.clone(),
+                key: key.to_owned(),
+                value: value.clone(),
+                owner: holder.owner.clone(),
+                ttl,
+                retake,
+            },
             Arc::clone(&state),
         ));
         Ok(Lease {
@@ -276,6 +349,16 @@ impl Lease {
             state,
             renewer,
         })
+    }
+
+    /// `Ok` while the lease is certainly valid; while its renewal is trying to keep or take it
+    /// again past its TTL ([`Retake`]), waits for the verdict (polled every 20 ms, at most the
+    /// re-take window); `Err(reason)` when it is lost or may have expired.
+    pub(crate) async fn ready(&self) -> Result<(), String> {
+        while lock(&self.state).retaking(Instant::now()) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.check()
     }
 
     /// `Err(reason)` when the lease is lost or may have expired.
@@ -397,13 +480,44 @@ pub(crate) fn holder(inner: &crate::conn::Inner, id: &SessionId) -> Result<Optio
     }
 }
 
+/// What the renewal loop of one lease needs.
+struct Renewal {
+    kv: kv::Store,
+    key: String,
+    /// The value this lease writes (the holder).
+    value: Bytes,
+    /// The holder's owner token (the last field of its messages' `Nats-Msg-Id`).
+    owner: String,
+    ttl: Duration,
+    retake: Option<Retake>,
+}
+
+/// The outcome of one attempt to take an expired key back ([`Renewal::retake`]).
+enum Retaken {
+    /// Taken again, at this revision, by a `create` sent at this instant.
+    Yes(u64, Instant),
+    /// Not safe or not possible: the lease is lost, for this reason.
+    Lost(String),
+    /// The store could not tell (a request failed): try again.
+    Unknown(String),
+}
+
 /// The renewal loop: `update(revision)` every TTL/3; no success within the TTL marks the lease
 /// lost. A refused update ("wrong last sequence") reads the entry again: the value this lease
 /// writes there is an earlier renewal stored without its acknowledgement, whose revision is
-/// adopted (see the module docs); any other value, or none, is the key taken over or expired,
-/// and the lease is lost.
-async fn renew(kv: kv::Store, key: String, value: Bytes, ttl: Duration, state: Arc<Mutex<State>>) {
-    let period = ttl / 3;
+/// adopted (see the module docs); another value is the key taken over, and the lease is lost.
+/// No entry is the key expired (or deleted): without a [`Retake`] the lease is lost; with one
+/// it is taken again when that is safe, and failing requests are tried again for the re-take
+/// window past the TTL before the lease is lost.
+async fn renew(renewal: Renewal, state: Arc<Mutex<State>>) {
+    let Renewal {
+        kv,
+        key,
+        value,
+        ttl,
+        ..
+    } = &renewal;
+    let period = *ttl / 3;
     let attempt_timeout = period.max(Duration::from_millis(50));
     let mut next = Instant::now() + period;
     // The send time of the first attempt since the last acknowledged write: any of this
@@ -415,22 +529,22 @@ async fn renew(kv: kv::Store, key: String, value: Bytes, ttl: Duration, state: A
         let sent = Instant::now();
         let first_unacknowledged = *unacknowledged_since.get_or_insert(sent);
         let result = tokio::time::timeout(attempt_timeout, async {
-            kv.update(&key, value.clone(), revision).await
+            kv.update(key, value.clone(), revision).await
         })
         .await;
         let failed = match result {
             Ok(Ok(revision)) => {
                 let mut st = lock(&state);
                 st.revision = revision;
-                st.valid_until = sent + ttl;
+                st.valid_until = sent + *ttl;
                 next = sent + period;
                 unacknowledged_since = None;
                 continue;
             }
             Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
-                match tokio::time::timeout(attempt_timeout, kv.entry(&key)).await {
+                match tokio::time::timeout(attempt_timeout, kv.entry(key)).await {
                     Ok(Ok(Some(entry)))
-                        if entry.operation == kv::Operation::Put && entry.value == value =>
+                        if entry.operation == kv::Operation::Put && entry.value == *value =>
                     {
                         // Ours: a renewal stored while its acknowledgement was lost. Renew
                         // at once with its revision, so the next acknowledgement comes soon.
@@ -441,17 +555,49 @@ async fn renew(kv: kv::Store, key: String, value: Bytes, ttl: Duration, state: A
                         );
                         let mut st = lock(&state);
                         st.revision = entry.revision;
-                        st.valid_until = st.valid_until.max(first_unacknowledged + ttl);
+                        st.valid_until = st.valid_until.max(first_unacknowledged + *ttl);
                         next = Instant::now();
                         continue;
                     }
-                    Ok(Ok(_)) => {
+                    Ok(Ok(Some(entry))) if entry.operation == kv::Operation::Put => {
+                        lock(&state).lost = Some(format!(
+                            "its key changed under it (another writer took it over): {e}"
+                        ));
+                        return;
+                    }
+                    Ok(Ok(_)) if renewal.retake.is_none() => {
                         lock(&state).lost = Some(format!(
                             "its key changed under it (it expired or another writer took it \
                              over): {e}"
                         ));
                         return;
                     }
+                    // Expired (or deleted): take it again if nobody wrote the session since.
+                    Ok(Ok(_)) => match renewal.retake(attempt_timeout).await {
+                        Retaken::Yes(revision, sent) => {
+                            tracing::warn!(
+                                key = %key,
+                                revision,
+                                "the lease expired while its bucket could not be reached and \
+                                 nobody wrote the session since: taken again"
+                            );
+                            let mut st = lock(&state);
+                            st.revision = revision;
+                            st.valid_until = sent + *ttl;
+                            next = sent + period;
+                            unacknowledged_since = None;
+                            continue;
+                        }
+                        Retaken::Lost(why) => {
+                            lock(&state).lost = Some(format!(
+                                "its key expired (it could not be renewed within its {} ms \
+                                 TTL) and {why}",
+                                ttl.as_millis()
+                            ));
+                            return;
+                        }
+                        Retaken::Unknown(why) => format!("it expired; taking it again: {why}"),
+                    },
                     Ok(Err(read)) => format!("{e}; reading the lease again failed: {read}"),
                     Err(_) => format!("{e}; reading the lease again timed out"),
                 }
@@ -460,17 +606,123 @@ async fn renew(kv: kv::Store, key: String, value: Bytes, ttl: Duration, state: A
             Err(_) => "the renewal timed out".to_owned(),
         };
         let mut st = lock(&state);
-        if Instant::now() >= st.valid_until {
-            st.lost = Some(format!(
-                "it could not be renewed within its {} ms TTL: {failed}",
-                ttl.as_millis()
-            ));
+        let now = Instant::now();
+        if now >= st.valid_until && !st.retaking(now) {
+            st.lost = Some(if st.retake_window.is_zero() {
+                format!(
+                    "it could not be renewed within its {} ms TTL: {failed}",
+                    ttl.as_millis()
+                )
+            } else {
+                format!(
+                    "it could not be renewed within its {} ms TTL nor kept or taken again \
+                     within {} ms more: {failed}",
+                    ttl.as_millis(),
+                    st.retake_window.as_millis()
+                )
+            });
             return;
         }
         tracing::warn!(key = %key, error = %failed, "lease renewal failed; retrying");
-        next = Instant::now() + (period / 4).max(Duration::from_millis(20));
+        next = now + (period / 4).max(Duration::from_millis(20));
     }
 }
+
+impl Renewal {
+    /// Takes the expired key back when the session's last message is still this holder's
+    /// (see [`Retake`]): checked, `create`d, checked again (a key that another process took
+    /// and gave back meanwhile, after writing, is deleted again and the lease is lost).
+    async fn retake(&self, timeout: Duration) -> Retaken {
+        let Some(retake) = &self.retake else {
+            return Retaken::Lost("it cannot be taken again".to_owned());
+        };
+        match self.last_is_ours(retake, timeout).await {
+            Ok(true) => {}
+            Ok(false) => return Retaken::Lost(WRITTEN_SINCE.to_owned()),
+            Err(e) => return Retaken::Unknown(e),
+        }
+        let sent = Instant::now();
+        let revision = match tokio::time::timeout(
+            timeout,
+            self.kv.create(&self.key, self.value.clone()),
+        )
+        .await
+        {
+            Ok(Ok(revision)) => revision,
+            Ok(Err(e)) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                match tokio::time::timeout(timeout, self.kv.entry(&self.key)).await {
+                    // Our own create, stored without its acknowledgement.
+                    Ok(Ok(Some(entry)))
+                        if entry.operation == kv::Operation::Put && entry.value == self.value =>
+                    {
+                        entry.revision
+                    }
+                    Ok(Ok(Some(entry))) if entry.operation == kv::Operation::Put => {
+                        return Retaken::Lost("another process took it over".to_owned());
+                    }
+                    Ok(Ok(_)) => return Retaken::Unknown("the key keeps changing".to_owned()),
+                    Ok(Err(e)) => return Retaken::Unknown(e.to_string()),
+                    Err(_) => return Retaken::Unknown("reading the key timed out".to_owned()),
+                }
+            }
+            Ok(Err(e)) => return Retaken::Unknown(e.to_string()),
+            Err(_) => return Retaken::Unknown("the create timed out".to_owned()),
+        };
+        // Held again: it stays ours only if nobody wrote between the check and the create.
+        let deadline = Instant::now() + timeout * 3;
+        loop {
+            match self.last_is_ours(retake, timeout).await {
+                Ok(true) => return Retaken::Yes(revision, sent),
+                Ok(false) => break,
+                Err(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = tokio::time::timeout(
+            timeout,
+            self.kv.delete_expect_revision(&self.key, Some(revision)),
+        )
+        .await;
+        Retaken::Lost(WRITTEN_SINCE.to_owned())
+    }
+
+    /// Whether the session's last message is this holder's (its `Nats-Msg-Id` ends in the
+    /// owner token); an empty subject is not.
+    async fn last_is_ours(&self, retake: &Retake, timeout: Duration) -> Result<bool, String> {
+        let read = async {
+            let stream = retake
+                .js
+                .get_stream_no_info(&retake.stream)
+                .await
+                .map_err(|e| e.to_string())?;
+            match stream
+                .get_last_raw_message_by_subject(&retake.subject)
+                .await
+            {
+                Ok(message) => Ok(message
+                    .headers
+                    .get(async_nats::header::NATS_MESSAGE_ID)
+                    .is_some_and(|id| id.as_str().rsplit('/').next() == Some(self.owner.as_str()))),
+                Err(e)
+                    if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+                {
+                    Ok(false)
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        tokio::time::timeout(timeout, read)
+            .await
+            .unwrap_or_else(|_| Err("reading the session's last message timed out".to_owned()))
+    }
+}
+
+/// Why an expired key is not taken again: the session was written by another process since
+/// (or this holder wrote nothing yet).
+const WRITTEN_SINCE: &str = "the session's last message is not this process's (another process may have written it \
+     since)";
 
 #[cfg(test)]
 mod tests {
@@ -514,7 +766,7 @@ mod tests {
         holder: &Holder,
         ttl: Duration,
     ) -> Result<Lease, String> {
-        Lease::acquire(kv, held, "s", holder, ttl, Duration::from_secs(10))
+        Lease::acquire(kv, held, "s", holder, ttl, Duration::from_secs(10), None)
             .await
             .map_err(|e| match e {
                 AcquireError::Held(by) => format!("held by {by}"),

@@ -314,6 +314,14 @@ impl NatsBackend {
         self.inner.held.get(id.as_str())
     }
 
+    /// [`NatsBackend::held_lease`], once the lease is not being kept or taken again past its
+    /// TTL any more (its bucket could not be reached for longer than the TTL left, and the
+    /// renewal is still trying: DESIGN §7 leases, `crate::lease::Retake`). Waits at most the
+    /// re-take window (twice the TTL); no request.
+    pub async fn settled_lease(&self, id: &SessionId) -> Option<HeldLease> {
+        self.inner.held.settled(id.as_str()).await
+    }
+
     /// Why the lease this backend holds on session `id` is lost (DESIGN §7: its renewal
     /// failed for longer than the TTL, or its key changed under it), while its writer still
     /// holds it; `None` when it is not lost, or this backend holds no lease on `id`. No
@@ -344,7 +352,9 @@ impl NatsBackend {
                  TTL)"
                     .to_owned(),
             ),
-            Ok(None) if self.held_lease(id).is_none() => {
+            // (A lease whose renewal is taking it back after the bucket was unreachable past
+            // the TTL is decided by that renewal: `lease_lost` says so if it fails.)
+            Ok(None) if self.held_lease(id).is_none() && !self.inner.held.retaking(id.as_str()) => {
                 Some("its key expired (it was not renewed within the lease TTL)".to_owned())
             }
             _ => None,

@@ -13,7 +13,7 @@ use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 
 use crate::FIRST_EVENTS_HEADER;
 use crate::conn::Inner;
-use crate::lease::{AcquireError, Holder, Lease};
+use crate::lease::{AcquireError, Holder, Lease, Retake};
 use crate::read::{self, SubjectState};
 
 /// One message of a round.
@@ -98,9 +98,10 @@ impl NatsSink {
             let ttl = inner.lease_ttl;
             let patience = inner.options.append_timeout;
             let held = inner.held.clone();
-            inner.call(
-                async move { Lease::acquire(&kv, &held, &key, &holder, ttl, patience).await },
-            )?
+            let retake = inner.retake(subject.clone());
+            inner.call(async move {
+                Lease::acquire(&kv, &held, &key, &holder, ttl, patience, Some(retake)).await
+            })?
         };
         let lease = lease.map_err(|e| match e {
             AcquireError::Held(holder) => JournalError::Leased {
@@ -201,9 +202,10 @@ impl NatsSink {
             let ttl = inner.lease_ttl;
             let patience = inner.options.append_timeout;
             let held = inner.held.clone();
-            inner.call(
-                async move { Lease::acquire(&kv, &held, &key, &holder, ttl, patience).await },
-            )?
+            let retake = inner.retake(writer.subject.clone());
+            inner.call(async move {
+                Lease::acquire(&kv, &held, &key, &holder, ttl, patience, Some(retake)).await
+            })?
         };
         writer.lease = Some(lease.map_err(|e| match e {
             AcquireError::Held(holder) => JournalError::Leased {
@@ -377,12 +379,17 @@ impl Writer {
         }
     }
 
-    fn check_lease(&self) -> Result<()> {
+    /// `Ok` while the lease is valid; waits while its renewal tries to keep or take it again
+    /// past its TTL ([`crate::lease::Retake`]); `JOURNAL_LEASE_LOST` when it is lost.
+    async fn check_lease(&self) -> Result<()> {
         match &self.lease {
-            Some(lease) => lease.check().map_err(|reason| JournalError::LeaseLost {
-                id: self.id.clone(),
-                reason,
-            }),
+            Some(lease) => lease
+                .ready()
+                .await
+                .map_err(|reason| JournalError::LeaseLost {
+                    id: self.id.clone(),
+                    reason,
+                }),
             None => Ok(()),
         }
     }
@@ -422,6 +429,11 @@ impl Writer {
             return Ok(());
         }
         let patience = self.append_timeout;
+        let retake = Retake {
+            js: self.js.clone(),
+            stream: self.stream.clone(),
+            subject: self.subject.clone(),
+        };
         match Lease::acquire(
             &self.leases,
             &self.held,
@@ -429,6 +441,7 @@ impl Writer {
             &self.holder,
             self.lease_ttl,
             patience,
+            Some(retake),
         )
         .await
         {
@@ -474,7 +487,7 @@ impl Writer {
         let mut pause = Duration::from_millis(50);
         let mut done = 0;
         while done < messages.len() {
-            self.check_lease()?;
+            self.check_lease().await?;
             let rest = &messages[done..];
             let (stored, failure) = self.send_chain(rest).await;
             done += stored;
@@ -506,7 +519,7 @@ impl Writer {
                     }
                     Err(e) if Instant::now() < deadline => {
                         // Without the lease this writer must not go on, whatever the outcome.
-                        self.check_lease()?;
+                        self.check_lease().await?;
                         tracing::debug!(session = %self.id, error = %e, "publish outcome unknown yet");
                         tokio::time::sleep(pause).await;
                         pause = (pause * 2).min(Duration::from_secs(1));

@@ -166,7 +166,9 @@ async fn answer(
             );
         }
     };
-    if nats.held_lease(lead).is_none() {
+    // A Lead lease being taken back after an outage of the lease bucket is waited for: the
+    // answer is then as the renewal decides (a refusal here stops serving the Team).
+    if nats.settled_lease(lead).await.is_none() {
         return TeamCallAnswer::failed(
             TEAM_LEAD_MOVED,
             format!("Error: this process does not hold the Lead lease of Team {lead}"),

@@ -486,6 +486,117 @@ fn a_writer_that_cannot_renew_within_the_ttl_is_poisoned_with_lease_lost() {
     assert_eq!(w.append(chunk(2)).unwrap_err().code(), "JOURNAL_LEASE_LOST");
 }
 
+/// Removes `key`'s lease entry, as the bucket's age limit does once its TTL passed unrenewed.
+fn expire_lease(f: &Fixture, key: &str) {
+    let Kind::Nats { rt, js, .. } = &f.kind else {
+        unreachable!()
+    };
+    rt.block_on(async {
+        let kv = js.get_key_value("TROUPE_LEASES").await.unwrap();
+        kv.purge(key).await.unwrap();
+    });
+}
+
+/// The holder's lease (owner token, revision) as this fixture's backend holds it.
+fn held(f: &Fixture, key: &str) -> Option<troupe_store_nats::HeldLease> {
+    let Kind::Nats { backend, .. } = &f.kind else {
+        unreachable!()
+    };
+    backend.held_lease(&id(key))
+}
+
+/// DESIGN §7 leases, the re-take: the server is gone for longer than the TTL (a cluster
+/// electing the lease bucket's leader takes 4–9 s, a restart longer), so no renewal could be
+/// made and the key expired meanwhile; nobody wrote the session since (its last message is
+/// this writer's), so when the server is back the writer takes its lease again and goes on —
+/// its append waited instead of failing with `JOURNAL_LEASE_LOST` — and holds the session
+/// (another writer is `JOURNAL_LOCKED`). Fails without the re-take: the flush is
+/// `JOURNAL_LEASE_LOST` once the TTL passed with the server down.
+#[test]
+fn a_lease_that_expired_while_the_server_was_down_is_taken_again_when_nobody_wrote_since() {
+    let options = NatsOptions {
+        lease_ttl: Duration::from_secs(3),
+        append_timeout: Duration::from_secs(60),
+        ..test_options()
+    };
+    let Some(mut f) = Fixture::nats_with(options) else {
+        return;
+    };
+    let w = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
+    w.append(chunk(0)).unwrap();
+    w.flush_blocking().unwrap();
+    let before = held(&f, "s").unwrap();
+    f.server().unwrap().kill(0);
+    // Past the TTL (and past the key's age limit, so the restarted server drops it).
+    std::thread::sleep(Duration::from_millis(4_500));
+    assert_eq!(held(&f, "s"), None, "a lease past its TTL is not valid");
+    let appended = std::thread::spawn({
+        let w = w.clone();
+        move || {
+            w.append(chunk(1))?;
+            w.flush_blocking()
+        }
+    });
+    f.server().unwrap().restart(0);
+    appended.join().unwrap().unwrap();
+    let after = held(&f, "s").expect("the lease is held again");
+    assert_eq!(after.owner, before.owner);
+    w.append(chunk(2)).unwrap();
+    w.flush_blocking().unwrap();
+    let replay = f.journal.read(&id("s")).unwrap();
+    let seen: Vec<_> = replay.events.iter().map(|e| e.data["n"].clone()).collect();
+    assert_eq!(seen, vec![json!(0), json!(1), json!(2)]);
+    let err = f.reconnect().open(&id("s")).unwrap_err();
+    assert_eq!(err.code(), "JOURNAL_LOCKED", "{err}");
+}
+
+/// The re-take is not made when the key expired and another writer wrote the session since
+/// (its line is the subject's last): the stale writer's lease is lost
+/// (`JOURNAL_LEASE_LOST`, saying why), nothing more of it is stored, and the key is left free.
+/// And when the key expired with nobody writing since, it is taken again (no restart needed).
+#[test]
+fn an_expired_lease_is_taken_again_only_while_the_sessions_last_message_is_the_writers() {
+    let options = NatsOptions {
+        lease_ttl: Duration::from_millis(900),
+        ..test_options()
+    };
+    let Some(f) = Fixture::nats_with(options) else {
+        return;
+    };
+    // Nobody wrote since: taken again.
+    let kept = f.journal.create(SessionHeader::new(id("kept"), 0)).unwrap();
+    kept.append(chunk(0)).unwrap();
+    kept.flush_blocking().unwrap();
+    let first = held(&f, "kept").unwrap();
+    expire_lease(&f, "kept");
+    eventually(Duration::from_secs(20), || {
+        held(&f, "kept").filter(|now| now.revision > first.revision)
+    });
+    kept.append(chunk(1)).unwrap();
+    kept.flush_blocking().unwrap();
+    // Another writer wrote since (its line is last), then its key expired too: lost.
+    let stale = f.journal.create(SessionHeader::new(id("s"), 0)).unwrap();
+    stale.append(chunk(0)).unwrap();
+    stale.flush_blocking().unwrap();
+    let theirs = chunk(1).into_event(Seq(1), 2_000);
+    f.append_raw("s", &[serde_json::to_vec(&theirs).unwrap()]);
+    expire_lease(&f, "s");
+    let Kind::Nats { backend, .. } = &f.kind else {
+        unreachable!()
+    };
+    let why = eventually(Duration::from_secs(20), || backend.lease_lost(&id("s")));
+    assert!(why.contains("not this process's"), "{why}");
+    stale.append(chunk(100)).unwrap();
+    let err = stale.flush_blocking().unwrap_err();
+    assert_eq!(err.code(), "JOURNAL_LEASE_LOST", "{err}");
+    let other = f.reconnect();
+    let replay = other.read(&id("s")).unwrap();
+    let seen: Vec<_> = replay.events.iter().map(|e| e.data["n"].clone()).collect();
+    assert_eq!(seen, vec![json!(0), json!(1)]);
+    // The stale writer left the key free: the session opens at once.
+    drop(other.open(&id("s")).unwrap());
+}
+
 #[test]
 fn chains_cut_by_other_sessions_are_sent_on_and_stay_whole() {
     let Some(f) = Fixture::nats() else {
