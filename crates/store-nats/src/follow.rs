@@ -148,7 +148,7 @@ impl NatsFollow {
 
     fn not_found(&self, why: String) -> JournalError {
         JournalError::NotFound {
-            id: format!("{} ({why})", self.id),
+            id: crate::read::missing_id(&self.id, &why),
             path: self.path.clone(),
         }
     }
@@ -234,7 +234,7 @@ impl SessionFollow for NatsFollow {
             if !shared.created {
                 if shared.messages == 0 || shared.messages < 1 + shared.declared {
                     let why = if shared.messages == 0 {
-                        "no such session on this store yet".to_owned()
+                        String::new()
                     } else {
                         format!(
                             "its creation is unfinished: {} of its first {} events are stored",

@@ -172,7 +172,7 @@ impl MessageReader {
             }
             Some(Stop::Failed(e)) => Err(e),
             Some(Stop::Missing(why)) => Err(JournalError::NotFound {
-                id: format!("{id} ({why})"),
+                id: missing_id(id, &why),
                 path: path.to_path_buf(),
             }),
             Some(Stop::Bad {
@@ -412,7 +412,7 @@ async fn deliver(
     };
     if nothing_after {
         let _ = tx.send(match start {
-            Start::Header => Piece::Missing("no such session on this store".to_owned()),
+            Start::Header => Piece::Missing(String::new()),
             Start::After(_) => Piece::End,
         });
         return Ok(());
@@ -708,11 +708,11 @@ pub(crate) fn header(inner: &Inner, id: &SessionId) -> Result<SessionHeader> {
         Ok::<_, String>(Some((count, first)))
     })?;
     let missing = |why: &str| JournalError::NotFound {
-        id: format!("{id} ({why})"),
+        id: missing_id(id, why),
         path: path.clone(),
     };
     match first.map_err(|e| inner.io("read a session header", e))? {
-        None => Err(missing("no such session on this store")),
+        None => Err(missing("")),
         Some((count, first)) if count - 1 < declared_first_events(&first) => {
             Err(missing("its creation is unfinished"))
         }
@@ -818,4 +818,15 @@ pub(crate) fn list(
             .cmp(&(b.header.created_at, b.header.id.as_str()))
     });
     Ok(out)
+}
+
+/// The session named in a `SESSION_NOT_FOUND` error: the id, with why it is not a session when
+/// there is more to say than that nothing is stored under it (`why` empty), e.g. `s (its
+/// creation is unfinished)`.
+pub(crate) fn missing_id(id: &impl std::fmt::Display, why: &str) -> String {
+    if why.is_empty() {
+        id.to_string()
+    } else {
+        format!("{id} ({why})")
+    }
 }

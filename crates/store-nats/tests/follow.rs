@@ -281,5 +281,5 @@ fn the_first_poll_hands_out_what_the_session_held_when_the_follow_started() {
     let mut missing = f.journal.follow(&id("none"), wake).unwrap().unwrap();
     let err = missing.poll(&mut |_| {}).unwrap_err();
     assert_eq!(err.code(), "SESSION_NOT_FOUND");
-    assert!(err.to_string().contains("no such session"), "{err}");
+    assert!(err.to_string().contains("session none not found"), "{err}");
 }
