@@ -44,7 +44,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, anyhow};
+use anyhow::anyhow;
 use troupe_runtime::TeamReport;
 use troupe_team::TaskStatus;
 
@@ -53,20 +53,8 @@ use crate::framing::{Checked, Ending, Framing};
 use crate::hints::shell_quote;
 use crate::home::{CreatedDirs, Home, create_dirs};
 use crate::output::escape_controls;
+use crate::script::{built_in_at, fnv1a, record_script};
 use crate::work;
-
-/// The built-in script: `{"agents": {"lead": […], "alpha": […], "beta": […]}}`.
-pub(crate) const SCRIPT: &str = include_str!("demo/script.json");
-
-/// The script of `troupe demo --worktree`: the same Team and board, each teammate in its own
-/// git worktree, so beta's edit is never stale (alpha's change is on alpha's branch) and the
-/// Lead lists the branches instead of running the suite (its checkout is unchanged until
-/// `troupe team merge`).
-pub(crate) const WORKTREE_SCRIPT: &str = include_str!("demo/script-worktree.json");
-
-/// The file-name prefix of the recorded worktree script (`<home>/demo/worktree-script-….json`):
-/// a resumed worktree demo has no test check (its work is on the teammates' branches).
-const WORKTREE_SCRIPT_PREFIX: &str = "worktree-script-";
 
 /// The demo project: (path relative to the workspace, content).
 const PROJECT: [(&str, &str); 6] = [
@@ -240,6 +228,9 @@ pub(crate) fn resumed_framing(home: &Path, script: Option<&Path>, workspace: &Pa
 /// `script-<16 hex digits>.json`, and its text hashes to that name, as [`record_script`]
 /// writes it — not a user's own script that happens to be called so.
 fn recorded_elsewhere(path: &Path) -> bool {
+    if built_in_at(path) == Some(false) {
+        return true;
+    }
     let in_demo = path
         .parent()
         .and_then(Path::file_name)
@@ -693,47 +684,11 @@ impl Target {
     }
 }
 
-/// Writes the built-in script to `<home>/demo/script-<hash of its text>.json` (once per
-/// version of the script) and returns its path. A session records the path, so `troupe
-/// resume` of a demo session reads the same script, even after a newer Troupe changed it.
-/// With `worktree`, the worktree script, as `worktree-script-<hash>.json`.
-fn record_script(home: &Path, worktree: bool) -> Result<PathBuf, Failure> {
-    let dir = home.join("demo");
-    let (script, prefix) = if worktree {
-        (WORKTREE_SCRIPT, WORKTREE_SCRIPT_PREFIX)
-    } else {
-        (SCRIPT, "script-")
-    };
-    let path = dir.join(format!("{prefix}{:016x}.json", fnv1a(script.as_bytes())));
-    if std::fs::read(&path).is_ok_and(|bytes| bytes == script.as_bytes()) {
-        return Ok(path);
-    }
-    let write = || -> anyhow::Result<()> {
-        std::fs::create_dir_all(&dir)?;
-        let staging = dir.join(format!(".script-{}.tmp", std::process::id()));
-        let mut file = std::fs::File::create(&staging)?;
-        file.write_all(script.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&staging, &path)?;
-        Ok(())
-    };
-    write()
-        .with_context(|| format!("writing the demo script to {}", path.display()))
-        .map_err(Failure::bad_input)?;
-    Ok(path)
-}
-
-/// FNV-1a, 64 bits: a stable name for a version of the script (not a security hash).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::script::SCRIPT;
 
     #[test]
     fn the_script_loads_and_scripts_the_three_members() {

@@ -24,6 +24,7 @@ mod inspect;
 mod mcp;
 mod output;
 mod progress;
+mod script;
 mod send;
 mod settings;
 mod store;

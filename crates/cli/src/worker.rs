@@ -135,7 +135,11 @@ pub(crate) fn run(flags: WorkerFlags, home: &Home<'_>) -> Result<(), Failure> {
             )));
         }
     }
-    let models = WorkerModels::new(&flags.secret_env, flags.pace.millis());
+    let models = WorkerModels::new(
+        &flags.secret_env,
+        flags.pace.millis(),
+        std::path::absolute(&home.dir).unwrap_or_else(|_| home.dir.clone()),
+    );
     let adopter = if flags.adopt {
         let exe = std::env::current_exe()
             .context("finding the troupe binary (to resume the Leads it adopts)")
@@ -178,10 +182,12 @@ struct WorkerModels {
     secret_env: Vec<String>,
     /// The wait before each scripted reply.
     pace: Duration,
+    /// The worker's home (a demo script recorded under another home is found again here).
+    home: PathBuf,
 }
 
 impl WorkerModels {
-    fn new(extra_secret_env: &[String], pace_ms: Option<u64>) -> Self {
+    fn new(extra_secret_env: &[String], pace_ms: Option<u64>, home: PathBuf) -> Self {
         let mut secret_env: Vec<String> = crate::work::PROVIDER_KEY_VARS
             .into_iter()
             .map(str::to_owned)
@@ -193,6 +199,7 @@ impl WorkerModels {
             factories: Mutex::new(Vec::new()),
             secret_env,
             pace: Duration::from_millis(pace_ms.unwrap_or(0)),
+            home,
         }
     }
 
@@ -231,7 +238,8 @@ impl ModelSource for WorkerModels {
                 ),
             });
         }
-        let config = spec.resolve(&|var| std::env::var(var).ok())?;
+        let config =
+            crate::work::script_here(spec.resolve(&|var| std::env::var(var).ok())?, &self.home);
         let pace = if spec.provider == ProviderKind::Script {
             self.pace
         } else {
@@ -555,6 +563,8 @@ async fn release_settled(
         if !*stopping
             && runtime.agent(agent.id()).is_some_and(|a| a.same(agent))
             && nats.held_lease(agent.id()).is_none()
+            // (Past the TTL while its renewal takes it back after an outage: not lost yet.)
+            && !nats.lease_retaking(agent.id())
         {
             *stopping = true;
             eprint_line!(
@@ -613,13 +623,13 @@ mod tests {
     #[test]
     fn a_model_reading_a_key_the_worker_does_not_keep_secret_is_refused() {
         let var = "TROUPE_TEST_WORKER_KEY_NEVER_SET";
-        let plain = WorkerModels::new(&[], None);
+        let plain = WorkerModels::new(&[], None, PathBuf::from("/nonexistent"));
         let refused = refusal(&plain, &keyed(var));
         assert!(
             refused.contains(&format!("start the worker with --secret-env {var}")),
             "{refused}"
         );
-        let kept = WorkerModels::new(&[var.to_owned()], None);
+        let kept = WorkerModels::new(&[var.to_owned()], None, PathBuf::from("/nonexistent"));
         let missing = refusal(&kept, &keyed(var));
         assert!(missing.contains("is not set"), "{missing}");
         assert!(kept.secrets().0.contains(&var.to_owned()));

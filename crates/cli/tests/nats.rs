@@ -382,6 +382,41 @@ fn resume_until_done(s: &Setup, id: &str) -> Vec<String> {
     }
 }
 
+/// A demo resumes "on any host, any home" (README, failover): the demo is killed (-9) mid-run
+/// on NATS and the home that recorded its script is removed (as on another host, where that
+/// path does not exist); `troupe resume` with that — now empty — home records this build's
+/// demo script there again instead of failing with `LLM_SCRIPT` ("cannot read script"), and
+/// finishes the demo: its verdict, exit 0, the project's tests pass, everything done once.
+#[test]
+fn a_killed_demo_resumes_after_the_home_that_recorded_its_script_is_gone() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    let (mut demo, stderr) = start_demo(&s, &workspace, "100", &[]);
+    let lead = wait_for_mail(&mut s, &mut demo, &stderr);
+    demo.0.kill().unwrap();
+    let _ = demo.0.wait();
+    std::fs::remove_dir_all(s.home()).unwrap();
+    let end = Instant::now() + DEADLINE;
+    let out = loop {
+        let out = s.run(&["resume", lead.as_str()]);
+        let locked =
+            out.status.code() == Some(2) && text(&out.stderr).contains("is locked by host");
+        if locked && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(500));
+            continue;
+        }
+        break out;
+    };
+    let said = text(&out.stdout) + &text(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("demo done"), "{said}");
+    assert!(
+        s.home().join("demo").is_dir(),
+        "the script is recorded under the home again"
+    );
+    assert_demo_done_once(&s, &workspace, lead.as_str());
+}
+
 #[test]
 fn the_demo_runs_on_nats_and_every_command_shows_it_as_on_files() {
     let Some(s) = Setup::single() else { return };

@@ -314,6 +314,15 @@ impl NatsBackend {
         self.inner.held.get(id.as_str())
     }
 
+    /// Whether this backend's lease on session `id` is past its TTL while its renewal is still
+    /// trying to keep it or take it again (the lease bucket could not be reached for longer
+    /// than the TTL left: DESIGN §7 leases, `crate::lease::Retake`): [`NatsBackend::held_lease`]
+    /// is `None` meanwhile, but the lease is not lost ([`NatsBackend::lease_lost`] says when it
+    /// is). At most twice the TTL; no request.
+    pub fn lease_retaking(&self, id: &SessionId) -> bool {
+        self.inner.held.retaking(id.as_str())
+    }
+
     /// [`NatsBackend::held_lease`], once the lease is not being kept or taken again past its
     /// TTL any more (its bucket could not be reached for longer than the TTL left, and the
     /// renewal is still trying: DESIGN §7 leases, `crate::lease::Retake`). Waits at most the
@@ -354,7 +363,7 @@ impl NatsBackend {
             ),
             // (A lease whose renewal is taking it back after the bucket was unreachable past
             // the TTL is decided by that renewal: `lease_lost` says so if it fails.)
-            Ok(None) if self.held_lease(id).is_none() && !self.inner.held.retaking(id.as_str()) => {
+            Ok(None) if self.held_lease(id).is_none() && !self.lease_retaking(id) => {
                 Some("its key expired (it was not renewed within the lease TTL)".to_owned())
             }
             _ => None,

@@ -177,6 +177,9 @@ impl StatusPublisher {
                                 // waiting for a member this process can no longer write for;
                                 // reporting it released could cancel the report of the
                                 // process that hosts it now.
+                                // (One being taken back after an outage of the lease
+                                // bucket is neither reported nor dropped until decided.)
+                                Some(_) if leases.lease_retaking(member) => {}
                                 Some(_) if leases.held_lease(member).is_none() => {
                                     released.push(member.clone());
                                 }

@@ -606,7 +606,7 @@ pub(super) fn work_config(
         models,
         secret_env,
         secrets,
-    } = model_set(&spec, &others, pace)?;
+    } = model_set(&spec, &others, pace, &home.dir)?;
     if let Start::Resume {
         id,
         prompt: Some(_),

@@ -74,10 +74,11 @@ pub(super) fn model_set(
     lead: &ModelSpec,
     others: &[(String, ModelSpec)],
     pace: Duration,
+    home: &std::path::Path,
 ) -> Result<ModelSetup, Failure> {
     let mut secret_env: Vec<String> = PROVIDER_KEY_VARS.into_iter().map(str::to_owned).collect();
     let mut secrets = Vec::new();
-    let lead_factory = factory(lead, pace, &mut secret_env, &mut secrets)?;
+    let lead_factory = factory(lead, pace, home, &mut secret_env, &mut secrets)?;
     // A script without steps for the Lead is refused now rather than after creating a session.
     lead_factory.for_agent(LEAD)?;
     let mut built: Vec<(ModelSpec, Arc<ProviderFactory>)> = Vec::new();
@@ -85,7 +86,7 @@ pub(super) fn model_set(
         if spec == lead || built.iter().any(|(b, _)| b == spec) {
             continue;
         }
-        let factory = factory(spec, pace, &mut secret_env, &mut secrets)
+        let factory = factory(spec, pace, home, &mut secret_env, &mut secrets)
             .map_err(|e| Failure::bad_input(anyhow!("{what} {spec}: {e:#}")))?;
         built.push((spec.clone(), Arc::new(factory)));
     }
@@ -107,10 +108,11 @@ pub(super) fn model_set(
 fn factory(
     spec: &ModelSpec,
     pace: Duration,
+    home: &std::path::Path,
     secret_env: &mut Vec<String>,
     secrets: &mut Vec<String>,
 ) -> Result<ProviderFactory, LlmError> {
-    let config = spec.resolve(&|var| std::env::var(var).ok())?;
+    let config = script_here(spec.resolve(&|var| std::env::var(var).ok())?, home);
     secret_env.extend(spec.api_key_env.iter().cloned());
     if let troupe_llm::ProviderConfig::Http(http) = &config {
         secrets.extend(
@@ -121,6 +123,20 @@ fn factory(
         );
     }
     Ok(ProviderFactory::new(config, ClientOptions::default())?.with_script_pace(pace))
+}
+
+/// `config`, with a demo script recorded under another home (on another host, or a home since
+/// removed) found again under `home` (`crate::script::script_here`): a demo resumes from any home.
+pub(crate) fn script_here(
+    config: troupe_llm::ProviderConfig,
+    home: &std::path::Path,
+) -> troupe_llm::ProviderConfig {
+    match config {
+        troupe_llm::ProviderConfig::Script { path } => troupe_llm::ProviderConfig::Script {
+            path: crate::script::script_here(&path, home).unwrap_or(path),
+        },
+        other => other,
+    }
 }
 
 /// Records a script path as an absolute path, so `troupe resume` finds it from anywhere.

@@ -806,6 +806,34 @@ fn a_plain_resume_continues_a_team_whose_lead_was_killed_after_its_turn() {
     );
 }
 
+/// An outage of the nats-server a little longer than the lease TTL while w1 hosts alpha in a
+/// long tool call and the Lead waits for it (`wait_agent`): every lease's key expired
+/// meanwhile, and nobody else wrote any session, so once the server is back the Lead's process
+/// and w1 take their leases back (DESIGN §7 leases, the re-take) and the run goes on: alpha is
+/// not stopped on w1, the run finishes (exit 0) and the work is done once. (A new user's
+/// trial: w1 stopped alpha as lost the moment its lease passed the TTL, and the run ended
+/// "parked by its worker", to be resumed by hand.)
+#[test]
+fn a_server_outage_past_the_lease_ttl_is_ridden_out_when_nobody_else_wrote() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let (mut run, lead, run_err) = run_until_alpha_runs(&s, &workspace);
+    s.store = None;
+    s.server.kill(0);
+    std::thread::sleep(s.lease_ttl + Duration::from_secs(2));
+    s.server.restart(0);
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let status = wait_exit(&mut run);
+    let stderr = std::fs::read_to_string(&run_err).unwrap();
+    let hosted = std::fs::read_to_string(&w1_log).unwrap();
+    assert!(status.success(), "{stderr}\nw1:\n{hosted}");
+    assert!(!hosted.contains("lease is lost"), "{hosted}");
+    assert_eq!(hosted.matches("hosting alpha").count(), 1, "{hosted}");
+    assert_finished_once(&s, &lead, 1..=1);
+}
+
 /// The nats-server stopped for longer than the lease TTL while the Lead's process waits for
 /// alpha (its own turn completed, no Lead turn runs): the process lost the Lead's lease and can
 /// no longer serve the Team, so the run ends failed (exit 1) with `JOURNAL_LEASE_LOST` naming
