@@ -104,6 +104,13 @@ struct State {
 }
 
 impl State {
+    /// This lease's write of the key was acknowledged at `revision`: valid until `until` (its
+    /// send time plus the TTL).
+    fn written(&mut self, revision: u64, until: Instant) {
+        self.revision = revision;
+        self.valid_until = until;
+    }
+
     /// Past its TTL, not lost, and still within the re-take window.
     fn retaking(&self, now: Instant) -> bool {
         self.lost.is_none()
@@ -534,9 +541,7 @@ async fn renew(renewal: Renewal, state: Arc<Mutex<State>>) {
         .await;
         let failed = match result {
             Ok(Ok(revision)) => {
-                let mut st = lock(&state);
-                st.revision = revision;
-                st.valid_until = sent + *ttl;
+                lock(&state).written(revision, sent + *ttl);
                 next = sent + period;
                 unacknowledged_since = None;
                 continue;
@@ -581,9 +586,7 @@ async fn renew(renewal: Renewal, state: Arc<Mutex<State>>) {
                                 "the lease expired while its bucket could not be reached and \
                                  nobody wrote the session since: taken again"
                             );
-                            let mut st = lock(&state);
-                            st.revision = revision;
-                            st.valid_until = sent + *ttl;
+                            lock(&state).written(revision, sent + *ttl);
                             next = sent + period;
                             unacknowledged_since = None;
                             continue;
