@@ -426,17 +426,24 @@ async fn serve(
     }
     // No new teammate from here on; the hosted ones are parked (turns cancelled, inboxes
     // kept), their logs flushed and their leases released.
-    let _ = requests.unsubscribe().await;
+    // The stops that only talk to the server are bounded: with the server gone, an
+    // unsubscribe or a deregistration would wait for it to come back (a worker stopped during
+    // an outage hung until then); the registration then expires after its TTL by itself.
+    let _ = tokio::time::timeout(STOP_LIMIT, requests.unsubscribe()).await;
     if let Some(adopter) = adopter {
         adopter.stop().await;
     }
     eprint_line!("troupe worker {name}: stopping: parking its members");
     let shutdown = runtime.shutdown().await;
-    publisher.stop().await;
-    delivery.stop().await;
-    registration.deregister().await;
+    let _ = tokio::time::timeout(STOP_LIMIT, publisher.stop()).await;
+    let _ = tokio::time::timeout(STOP_LIMIT, delivery.stop()).await;
+    let _ = tokio::time::timeout(STOP_LIMIT, registration.deregister()).await;
     shutdown.map_err(|e| Failure::work(anyhow!("parking the hosted teammates: {e}")))
 }
+
+/// The most each of the worker's stops that only talk to the server (unsubscribing, the
+/// status and delivery servers' stops, deregistering) may wait.
+const STOP_LIMIT: Duration = Duration::from_secs(3);
 
 /// Hosts `request`'s teammate ([`Runtime::host_teammate`]), held to its Team's budget when
 /// the request carries one ([`hold_to_budget`] first).

@@ -2015,6 +2015,40 @@ fn a_running_team_on_nats_serves_the_team_tools_of_a_teammate_hosted_elsewhere()
     s.ok(&["team", "verify", lead.as_str()]);
 }
 
+/// `troupe worker` stopped (SIGTERM) while its NATS server is gone exits within seconds, as
+/// the README says SIGTERM does (a new user's trial: it hung until the server came back, in
+/// the unsubscribe and the deregistration that waited for it).
+#[test]
+fn a_worker_stopped_while_its_server_is_gone_exits() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (mut worker, log) = start_worker(&s, "w1", &workspace);
+    s.store = None;
+    s.server.kill(0);
+    std::thread::sleep(Duration::from_millis(500));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&worker.0),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = worker.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < end,
+            "the worker did not exit: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(status.code().is_some(), "{said}");
+    assert!(said.contains("stopping: parking its members"), "{said}");
+}
+
 /// `troupe worker --name NAME --workspace DIR` on the setup's store, its stderr in a file of
 /// the setup (returned: read it with [`std::fs::read_to_string`]).
 fn start_worker(s: &Setup, name: &str, workspace: &Path) -> (Running, PathBuf) {

@@ -322,6 +322,12 @@ async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Resu
     let client = ConnectOptions::new()
         .connection_timeout(options.request_timeout)
         .request_timeout(Some(options.request_timeout))
+        // Back soon after a server returns (the client's default backoff grows to seconds,
+        // which a lease being taken back after an outage cannot spare): 100 ms more per
+        // attempt, at most 1 s.
+        .reconnect_delay_callback(|attempts| {
+            Duration::from_millis(100 * u64::try_from(attempts).unwrap_or(10).min(10))
+        })
         .connect(addrs)
         .await
         .map_err(|e| JournalError::StoreUnreachable {

@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use async_nats::connection::State;
 use futures_util::StreamExt;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -53,13 +54,35 @@ impl StatusListener {
         let client = nats.client();
         let mut reports = client.subscribe(NatsBackend::status_subject(lead)).await?;
         client.flush().await?;
+        // After this process could not hear reports (its connection was down: a server
+        // outage, a restart), a missing report says nothing about its host until the host had
+        // a TTL to report again: without that grace the Team would take over, right after the
+        // outage, teammates that live workers are still running (and taking back).
+        let grace = nats.lease_ttl();
+        let lead = lead.clone();
         let task = tokio::spawn(async move {
-            while let Some(report) = reports.next().await {
-                match serde_json::from_slice::<StatusEdge>(&report.payload) {
-                    Ok(edge) => {
-                        runtime.teams().status_edge(&edge);
+            let mut health = tokio::time::interval(Duration::from_millis(250));
+            let mut was_down = false;
+            loop {
+                tokio::select! {
+                    report = reports.next() => {
+                        let Some(report) = report else { break };
+                        match serde_json::from_slice::<StatusEdge>(&report.payload) {
+                            Ok(edge) => {
+                                runtime.teams().status_edge(&edge);
+                            }
+                            Err(e) => {
+                                tracing::debug!(error = %e, "a status report that does not parse");
+                            }
+                        }
                     }
-                    Err(e) => tracing::debug!(error = %e, "a status report that does not parse"),
+                    _ = health.tick() => {
+                        let down = client.connection_state() != State::Connected;
+                        if was_down || down {
+                            runtime.teams().hold_reports(&lead, grace);
+                        }
+                        was_down = down;
+                    }
                 }
             }
         });

@@ -831,6 +831,7 @@ fn a_server_outage_past_the_lease_ttl_is_ridden_out_when_nobody_else_wrote() {
     assert!(status.success(), "{stderr}\nw1:\n{hosted}");
     assert!(!hosted.contains("lease is lost"), "{hosted}");
     assert_eq!(hosted.matches("hosting alpha").count(), 1, "{hosted}");
+    eprintln!("RUN:\n{stderr}\nW1:\n{hosted}");
     assert_finished_once(&s, &lead, 1..=1);
 }
 

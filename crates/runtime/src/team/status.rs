@@ -109,6 +109,20 @@ impl TeamService {
         true
     }
 
+    /// Holds the reports of `lead`'s members hosted by another process for `grace` more from
+    /// now (at least): while, and right after, this process could not hear reports (its
+    /// connection to the store was down), a report's absence says nothing about its host, so
+    /// no member counts as lost (for a take-over) before its host had `grace` to report again.
+    pub fn hold_reports(&self, lead: &SessionId, grace: Duration) {
+        let Some(team) = self.team(lead) else {
+            return;
+        };
+        let until = Instant::now() + grace;
+        for e in lock(team.journal().elsewhere()).values_mut() {
+            e.until = e.until.max(until);
+        }
+    }
+
     /// The host of each member of `lead`'s Team hosted by another process (reports that
     /// hold), by member id.
     pub fn hosts_elsewhere(&self, lead: &SessionId) -> Vec<(SessionId, String)> {
