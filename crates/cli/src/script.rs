@@ -90,3 +90,17 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
         (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
     })
 }
+
+/// `config`, with a demo script recorded under another home (on another host, or a home since
+/// removed) found again under `home` ([`script_here`]): a demo resumes from any home.
+pub(crate) fn config_here(
+    config: troupe_llm::ProviderConfig,
+    home: &std::path::Path,
+) -> troupe_llm::ProviderConfig {
+    match config {
+        troupe_llm::ProviderConfig::Script { path } => troupe_llm::ProviderConfig::Script {
+            path: script_here(&path, home).unwrap_or(path),
+        },
+        other => other,
+    }
+}

@@ -239,7 +239,7 @@ impl ModelSource for WorkerModels {
             });
         }
         let config =
-            crate::work::script_here(spec.resolve(&|var| std::env::var(var).ok())?, &self.home);
+            crate::script::config_here(spec.resolve(&|var| std::env::var(var).ok())?, &self.home);
         let pace = if spec.provider == ProviderKind::Script {
             self.pace
         } else {

@@ -570,14 +570,8 @@ async fn renew(renewal: Renewal, state: Arc<Mutex<State>>) {
                         ));
                         return;
                     }
-                    Ok(Ok(_)) if renewal.retake.is_none() => {
-                        lock(&state).lost = Some(format!(
-                            "its key changed under it (it expired or another writer took it \
-                             over): {e}"
-                        ));
-                        return;
-                    }
-                    // Expired (or deleted): take it again if nobody wrote the session since.
+                    // Expired (or deleted): take it again if nobody wrote the session since
+                    // (a lease without a `Retake` is lost).
                     Ok(Ok(_)) => match renewal.retake(attempt_timeout).await {
                         Retaken::Yes(revision, sent) => {
                             tracing::warn!(
@@ -637,7 +631,9 @@ impl Renewal {
     /// and gave back meanwhile, after writing, is deleted again and the lease is lost).
     async fn retake(&self, timeout: Duration) -> Retaken {
         let Some(retake) = &self.retake else {
-            return Retaken::Lost("it cannot be taken again".to_owned());
+            return Retaken::Lost(
+                "this lease is not taken again (it has no session subject)".to_owned(),
+            );
         };
         match self.last_is_ours(retake, timeout).await {
             Ok(true) => {}
@@ -673,22 +669,26 @@ impl Renewal {
         };
         // Held again: it stays ours only if nobody wrote between the check and the create.
         let deadline = Instant::now() + timeout * 3;
-        loop {
+        let why = loop {
             match self.last_is_ours(retake, timeout).await {
                 Ok(true) => return Retaken::Yes(revision, sent),
-                Ok(false) => break,
+                Ok(false) => break WRITTEN_SINCE.to_owned(),
                 Err(_) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                Err(_) => break,
+                Err(e) => {
+                    break format!(
+                        "the session's last message could not be read after taking it: {e}"
+                    );
+                }
             }
-        }
+        };
         let _ = tokio::time::timeout(
             timeout,
             self.kv.delete_expect_revision(&self.key, Some(revision)),
         )
         .await;
-        Retaken::Lost(WRITTEN_SINCE.to_owned())
+        Retaken::Lost(why)
     }
 
     /// Whether the session's last message is this holder's (its `Nats-Msg-Id` ends in the

@@ -277,14 +277,8 @@ impl NatsTeamLink {
         // A caller whose lease is being taken back after an outage of the lease bucket names
         // it once that is decided (else the call would be refused as unauthorized).
         if request.lease.is_none() && self.nats.lease_retaking(&request.caller) {
-            request.lease = self
-                .nats
-                .settled_lease(&request.caller)
-                .await
-                .map(|l| CallerLease {
-                    owner: l.owner,
-                    revision: l.revision,
-                });
+            self.nats.settled_lease(&request.caller).await;
+            request.lease = self.lease_of(&request.caller);
         }
         let client = self.nats.client();
         let subject = NatsBackend::team_subject(&self.lead);

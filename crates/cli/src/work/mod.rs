@@ -28,7 +28,7 @@ pub(crate) use flags::{
     ApprovalArgs, BudgetArgs, InstructionArgs, ModelArgs, PaceArgs, PlacementArgs, ResumeFlags,
     RunFlags, SandboxArgs, StallArgs, TeamLimitArgs, WorktreeArgs, settings_flags,
 };
-pub(crate) use model::{PROVIDER_KEY_VARS, script_here};
+pub(crate) use model::PROVIDER_KEY_VARS;
 
 use crate::exit::Failure;
 use crate::framing::Framing;

@@ -112,7 +112,7 @@ fn factory(
     secret_env: &mut Vec<String>,
     secrets: &mut Vec<String>,
 ) -> Result<ProviderFactory, LlmError> {
-    let config = script_here(spec.resolve(&|var| std::env::var(var).ok())?, home);
+    let config = crate::script::config_here(spec.resolve(&|var| std::env::var(var).ok())?, home);
     secret_env.extend(spec.api_key_env.iter().cloned());
     if let troupe_llm::ProviderConfig::Http(http) = &config {
         secrets.extend(
@@ -123,20 +123,6 @@ fn factory(
         );
     }
     Ok(ProviderFactory::new(config, ClientOptions::default())?.with_script_pace(pace))
-}
-
-/// `config`, with a demo script recorded under another home (on another host, or a home since
-/// removed) found again under `home` (`crate::script::script_here`): a demo resumes from any home.
-pub(crate) fn script_here(
-    config: troupe_llm::ProviderConfig,
-    home: &std::path::Path,
-) -> troupe_llm::ProviderConfig {
-    match config {
-        troupe_llm::ProviderConfig::Script { path } => troupe_llm::ProviderConfig::Script {
-            path: crate::script::script_here(&path, home).unwrap_or(path),
-        },
-        other => other,
-    }
 }
 
 /// Records a script path as an absolute path, so `troupe resume` finds it from anywhere.
