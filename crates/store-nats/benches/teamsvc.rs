@@ -8,8 +8,11 @@
 //! a teammate resident in the Lead's process through its local tool, on the same NATS store
 //! (one server on loopback at its default `sync_interval`). Both go through the `Tool` seam's
 //! `call_text`; each claimed task is released between two claims (not timed). The two sides
-//! alternate A B A B in one run. Goal: remote ≤ 2× local. `nats-server` on PATH; without it
-//! the bench prints why and measures nothing.
+//! alternate A B A B in one run. Goal: remote ≤ 2× local. Alternated with them, the floor of
+//! what a remote call adds: `request_reply`, one bare NATS request from the caller's connection
+//! to a responder on the serving connection that answers at once (a payload the size of a
+//! claim's request; no JSON, no Team service). `nats-server` on PATH; without it the bench
+//! prints why and measures nothing.
 //!
 //! `delivery`: the latency of one quiet `send_message` from the Lead until the message's
 //! append to its target's log reaches the server (a third connection subscribed to the
@@ -274,6 +277,7 @@ fn remote_claim(c: &mut Criterion) {
         };
         (local, remote, hosted, served)
     });
+    let floor = rt.block_on(Floor::start(&a, &b));
     let mut group = c.benchmark_group("teamsvc");
     group
         .sample_size(20)
@@ -286,8 +290,57 @@ fn remote_claim(c: &mut Criterion) {
         group.bench_function(format!("remote_claim/{round}"), |bench| {
             bench.iter_custom(|iters| rt.block_on(remote.claims(iters)));
         });
+        group.bench_function(format!("request_reply/{round}"), |bench| {
+            bench.iter_custom(|iters| rt.block_on(floor.requests(iters)));
+        });
     }
     group.finish();
+}
+
+/// The floor of a remote call: a responder on the serving connection answering each request
+/// at once with its payload, and the caller's connection asking it.
+struct Floor {
+    caller: async_nats::Client,
+    subject: String,
+    payload: bytes::Bytes,
+    _responder: tokio::task::JoinHandle<()>,
+}
+
+impl Floor {
+    async fn start(serving: &NatsBackend, calling: &NatsBackend) -> Self {
+        let server = serving.client();
+        let subject = format!("bench.floor.{}", SessionId::random());
+        let mut requests = server.subscribe(subject.clone()).await.unwrap();
+        server.flush().await.unwrap();
+        let responder = tokio::spawn(async move {
+            while let Some(request) = futures_util::StreamExt::next(&mut requests).await {
+                if let Some(reply) = request.reply {
+                    let _ = server.publish(reply, request.payload).await;
+                }
+            }
+        });
+        // A claim's `TeamCallRequest` is 300 bytes (its answer about 230).
+        let payload = bytes::Bytes::from(vec![b'x'; 300]);
+        Self {
+            caller: calling.client(),
+            subject,
+            payload,
+            _responder: responder,
+        }
+    }
+
+    async fn requests(&self, iters: u64) -> Duration {
+        let started = Instant::now();
+        for _ in 0..iters {
+            let answer = self
+                .caller
+                .request(self.subject.clone(), self.payload.clone())
+                .await
+                .unwrap();
+            assert_eq!(answer.payload.len(), self.payload.len());
+        }
+        started.elapsed()
+    }
 }
 
 /// `delivery` (see the module docs).
