@@ -356,6 +356,11 @@ async fn serve(
             ""
         }
     );
+    // The hosted teammates' tool calls and turn ends, one plain line each (as `troupe run`
+    // prints its own agents'; their counts start when this worker first hosts them).
+    let mut events = runtime.subscribe_progress();
+    let mut progress_open = true;
+    let mut printer = crate::progress::Printer::new(crate::progress::OutputMode::Plain);
     let mut hosted: Vec<(Agent, bool)> = Vec::new();
     // The Lead of each teammate hosted here (kept while the worker runs: a few ids).
     let mut leads: HashMap<SessionId, SessionId> = HashMap::new();
@@ -365,6 +370,13 @@ async fn serve(
             _ = sigint.recv() => break,
             _ = sigterm.recv() => break,
             _ = sighup.recv() => break,
+            event = events.recv(), if progress_open => match event {
+                Ok(event) => printer.progress(&event),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(skipped)) => {
+                    printer.lagged(skipped);
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => progress_open = false,
+            },
             _ = tick.tick() => {
                 let before = hosted.len();
                 release_settled(&runtime, &nats, &name, &mut hosted).await;

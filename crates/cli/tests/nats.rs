@@ -2490,7 +2490,8 @@ fn show_shape(view: &Value) -> String {
 }
 
 /// Issue 14 item 5, the end-to-end test: two `troupe worker`s and `troupe demo --placement
-/// workers` — every teammate hosted by a worker (their stderr names each one they host), the
+/// workers` — every teammate hosted by a worker (their stderr names each one they host and
+/// shows its tool calls and turn ends), the
 /// same end state as the local demo (`team show --json` equal up to ids,
 /// times and log positions), `team verify` passes, the project's tests pass, every message
 /// delivered exactly once.
@@ -2535,6 +2536,14 @@ fn the_demo_with_two_workers_ends_as_the_local_demo_with_every_teammate_on_a_wor
                 member["id"].as_str().unwrap()
             );
             assert!(hosted.contains(&line), "{line} not in {hosted}");
+            // Its tool calls and turn ends are on its worker's stderr (README).
+            let name = member["name"].as_str().unwrap();
+            for line in [
+                format!("{name}: team_task_update "),
+                format!("{name}: turn "),
+            ] {
+                assert!(hosted.contains(&line), "{line} not in {hosted}");
+            }
         }
     }
 }
