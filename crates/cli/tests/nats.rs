@@ -2309,9 +2309,10 @@ fn a_resume_without_placement_places_as_the_run_did_and_the_flag_wins() {
 
 /// `troupe worker`'s bad input (issue 14): no NATS store, `--slots 0`, a `--secret-env` that
 /// is no variable name, a `--pace` out of range, a name a live worker has — each a one-line
-/// error, exit 2.
+/// error, exit 2; the name of a worker killed on this host is free at once.
 #[test]
-fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
+fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused_but_a_dead_ones_is_free()
+{
     let Some(s) = Setup::single() else { return };
     let workspace = s.path("ws");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -2381,13 +2382,23 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused() {
             .unwrap(),
         "70000 is not in 0..=60000",
     );
-    let (_w1, _) = start_worker(&s, "w1", &workspace);
+    let (mut w1, _) = start_worker(&s, "w1", &workspace);
     refused(
         s.troupe(&["worker", "--name", "w1", "--workspace"])
             .arg(&workspace)
             .output()
             .unwrap(),
         "troupe: WORKER_NAME_TAKEN: a live worker is already registered as w1",
+    );
+    // Killed without deregistering: its entry outlives it by a TTL, but its name is free at
+    // once on its own host (its pid names no process).
+    w1.0.kill().unwrap();
+    let _ = w1.0.wait();
+    let (_w1, log) = start_worker(&s, "w1", &workspace);
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("troupe worker w1: serving")
     );
     let script = s.path("lead.json");
     std::fs::write(

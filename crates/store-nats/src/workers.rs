@@ -271,6 +271,20 @@ async fn bucket(nats: &NatsBackend) -> Result<kv::Store, String> {
     }
 }
 
+/// Whether a process with `pid` exists on this host (signal 0; one of another user counts).
+fn process_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
 /// The live workers, in name order (an entry that does not parse is skipped).
 ///
 /// # Errors
@@ -350,10 +364,16 @@ pub struct WorkerRegistration {
 }
 
 impl WorkerRegistration {
-    /// Registers `record` under its name with `create`, on the calling tokio runtime.
+    /// Registers `record` under its name with `create`, on the calling tokio runtime. A name
+    /// still registered by a worker of this host (`record.host`) whose process is gone (its
+    /// pid names no process: it was killed without deregistering, its entry not yet expired)
+    /// is taken over at once, with an update at the entry's revision (of two taking it over,
+    /// one wins; the other gets `WORKER_NAME_TAKEN`); one of another host waits for its
+    /// entry's expiry (one lease TTL after its last heartbeat).
     ///
     /// # Errors
-    /// [`RegisterError::NameTaken`] when a live worker has the name; [`RegisterError::Io`].
+    /// [`RegisterError::NameTaken`] when a live worker has the name (or another host's, not
+    /// yet expired); [`RegisterError::Io`].
     pub async fn register(nats: &NatsBackend, record: WorkerRecord) -> Result<Self, RegisterError> {
         let io = |reason: String| RegisterError::Io {
             url: nats.url().to_owned(),
@@ -361,21 +381,31 @@ impl WorkerRegistration {
         };
         let store = bucket(nats).await.map_err(io)?;
         let value = Bytes::from(serde_json::to_vec(&record).map_err(|e| io(e.to_string()))?);
-        let revision = match store.create(&record.name, value).await {
+        let revision = match store.create(&record.name, value.clone()).await {
             Ok(revision) => revision,
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
-                let holder = match store.entry(&record.name).await {
-                    Ok(Some(entry)) => serde_json::from_slice::<WorkerRecord>(&entry.value)
-                        .map_or_else(
-                            |_| "an unknown worker".to_owned(),
-                            |w| format!("host {} pid {}", w.host, w.pid),
-                        ),
-                    _ => "an unknown worker".to_owned(),
+                let entry = store.entry(&record.name).await.ok().flatten();
+                let holder = entry
+                    .as_ref()
+                    .and_then(|entry| serde_json::from_slice::<WorkerRecord>(&entry.value).ok());
+                let taken = |holder: &Option<WorkerRecord>| RegisterError::NameTaken {
+                    name: record.name.clone(),
+                    holder: holder.as_ref().map_or_else(
+                        || "an unknown worker".to_owned(),
+                        |w| format!("host {} pid {}", w.host, w.pid),
+                    ),
                 };
-                return Err(RegisterError::NameTaken {
-                    name: record.name,
-                    holder,
-                });
+                match (&entry, &holder) {
+                    (Some(entry), Some(dead))
+                        if dead.host == record.host && !process_exists(dead.pid) =>
+                    {
+                        store
+                            .update(&record.name, value, entry.revision)
+                            .await
+                            .map_err(|_| taken(&holder))?
+                    }
+                    _ => return Err(taken(&holder)),
+                }
             }
             Err(e) => return Err(io(e.to_string())),
         };
