@@ -5,6 +5,19 @@ use troupe_protocol::SessionId;
 
 use crate::exit::Failure;
 
+/// A whole number from 0 to `max`, as a flag's value; out of range (however large) is
+/// `{raw} {out_of_range}` — e.g. `is not in 0..=60000`. Otherwise as [`whole_number`].
+pub(crate) fn whole_number_at_most(raw: &str, max: u64, out_of_range: &str) -> Result<u64, String> {
+    match raw.parse::<u64>() {
+        Ok(n) if n <= max => Ok(n),
+        Ok(_) => Err(format!("{raw} {out_of_range}")),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+            Err(format!("{raw} {out_of_range}"))
+        }
+        Err(_) => whole_number(raw),
+    }
+}
+
 /// A whole number of 0 or more, as a flag's value: a negative number is named as such (clap's
 /// own parser would call it an unknown flag, or "invalid digit", and suggest `-- -1`).
 pub(crate) fn whole_number(raw: &str) -> Result<u64, String> {

@@ -45,7 +45,7 @@ pub(crate) struct StoreFlags {
 
 /// `--replicas N`: 1 to 5 (JetStream's limit).
 fn replicas(raw: &str) -> Result<usize, String> {
-    let n = crate::args::whole_number(raw)?;
+    let n = crate::args::whole_number_at_most(raw, 5, "replicas: give 1 to 5")?;
     match usize::try_from(n) {
         Ok(n @ 1..=5) => Ok(n),
         _ => Err(format!("{n} replicas: give 1 to 5")),

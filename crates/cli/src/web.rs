@@ -35,7 +35,8 @@ pub(crate) struct WebFlags {
 
 /// `--port N`: 0 to 65535 (a negative number is named as such).
 fn parse_port(raw: &str) -> Result<u16, String> {
-    let port = crate::args::whole_number(raw)?;
+    let port =
+        crate::args::whole_number_at_most(raw, u64::from(u16::MAX), "is not a port (0 to 65535)")?;
     u16::try_from(port).map_err(|_| format!("{port} is not a port (0 to 65535)"))
 }
 

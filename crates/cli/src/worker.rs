@@ -51,8 +51,8 @@ pub(crate) struct WorkerFlags {
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
     /// How many teammates it hosts at once (1 to 1024).
-    #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, value_name = "N", default_value_t = 1, allow_negative_numbers = true,
+          value_parser = slots)]
     slots: u32,
     /// Its name in the registry and its subjects (1 to 64 letters, digits, `-`, `_`;
     /// default: HOST-PID).
@@ -74,6 +74,18 @@ pub(crate) struct WorkerFlags {
     adopt: bool,
     #[command(flatten)]
     pace: crate::work::PaceArgs,
+}
+
+/// `--slots N`: 1 to 1024 (a negative or huge number is named as such).
+fn slots(raw: &str) -> Result<u32, String> {
+    const OUT: &str = "is not in 1..=1024";
+    if raw.starts_with('-') && raw.len() > 1 && raw[1..].bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{raw} {OUT}"));
+    }
+    match crate::args::whole_number_at_most(raw, 1024, OUT)? {
+        0 => Err(format!("{raw} {OUT}")),
+        n => u32::try_from(n).map_err(|_| format!("{raw} {OUT}")),
+    }
 }
 
 /// Runs the worker until Ctrl-C / SIGTERM.

@@ -651,13 +651,13 @@ fn on_a_cluster_with_two_servers_killed_appends_fail_clearly_and_resume_finishes
     // failure was the Lead's lease lost, the store reachable again), not the home's.
     assert!(
         err.contains(
-            "once the cause is fixed (free space on the NATS server and restart it, the server \
-             reachable), continue with: "
+            "once the cause is fixed (the NATS server reachable; one whose disk filled needs \
+             free space and a restart), continue with: "
         ) || err.contains(
-            "once the cause is fixed (the store reachable (a NATS server whose disk filled \
-             needs free space and a restart) and this process not stalled past the lease TTL; \
-             a Team another process took over meanwhile has nothing left to resume), continue \
-             with: "
+            "once the cause is fixed (the store reachable and this process not stalled past the \
+             lease TTL — a NATS server whose disk filled also refuses the lease: free space \
+             there and restart it; a Team another process took over meanwhile has nothing left \
+             to resume), continue with: "
         ),
         "{err}"
     );
@@ -2339,6 +2339,28 @@ fn a_worker_without_a_nats_store_or_slots_or_with_a_taken_name_is_refused_but_a_
             .unwrap(),
         "--slots",
     );
+    // Negative and huge values name the real range (not an unknown flag, not u64::MAX).
+    for (flag, value, said) in [
+        ("--slots", "-1", "-1 is not in 1..=1024"),
+        (
+            "--slots",
+            "99999999999999999999",
+            "99999999999999999999 is not in 1..=1024",
+        ),
+        (
+            "--pace",
+            "99999999999999999999",
+            "99999999999999999999 is not in 0..=60000",
+        ),
+    ] {
+        refused(
+            s.troupe(&["worker", flag, value, "--workspace"])
+                .arg(&workspace)
+                .output()
+                .unwrap(),
+            said,
+        );
+    }
     refused(
         s.troupe(&["worker", "--slots", "2000", "--workspace"])
             .arg(&workspace)

@@ -39,11 +39,7 @@ pub(crate) struct PaceArgs {
 
 /// `--pace MS`: a whole number from 0 to [`MAX_PACE_MS`].
 fn pace_ms(raw: &str) -> Result<u64, String> {
-    let ms = crate::args::whole_number(raw)?;
-    if ms > MAX_PACE_MS {
-        return Err(format!("{ms} is not in 0..={MAX_PACE_MS}"));
-    }
-    Ok(ms)
+    crate::args::whole_number_at_most(raw, MAX_PACE_MS, &format!("is not in 0..={MAX_PACE_MS}"))
 }
 
 impl PaceArgs {

@@ -538,11 +538,11 @@ pub(crate) fn log_failure_fix<'a>(
          cut off past the lease TTL, or a foreign message; `troupe team verify` tells which, \
          and a Team taken over and finished has nothing left to resume"
     } else if lease_lost || any("JOURNAL_LEASE_LOST") || any("lost its lease") {
-        "the store reachable (a NATS server whose disk filled needs free space and a restart) \
-         and this process not stalled past the lease TTL; a Team another process took over \
-         meanwhile has nothing left to resume"
+        "the store reachable and this process not stalled past the lease TTL — a NATS server \
+         whose disk filled also refuses the lease: free space there and restart it; a Team \
+         another process took over meanwhile has nothing left to resume"
     } else if nats {
-        "free space on the NATS server and restart it, the server reachable"
+        "the NATS server reachable; one whose disk filled needs free space and a restart"
     } else {
         "free space, a writable home"
     }
@@ -578,15 +578,15 @@ mod tests {
         let lost = "journal writer for session s lost its lease: wrong last sequence: 144";
         assert!(
             log_failure_fix([lost].into_iter(), false, true)
-                .starts_with("the store reachable (a NATS server whose disk filled")
+                .starts_with("the store reachable and this process not stalled past")
         );
         assert!(
             log_failure_fix(["anything"].into_iter(), true, true)
-                .starts_with("the store reachable (a NATS server whose disk filled")
+                .starts_with("the store reachable and this process not stalled past")
         );
         assert_eq!(
             log_failure_fix(["cannot reach"].into_iter(), false, true),
-            "free space on the NATS server and restart it, the server reachable"
+            "the NATS server reachable; one whose disk filled needs free space and a restart"
         );
         assert_eq!(
             log_failure_fix(["EIO"].into_iter(), false, false),
