@@ -345,7 +345,7 @@ pub(crate) fn teammate_recovery(t: &Transcript, wakeups: &HashSet<MessageId>) ->
 /// The note that continues a teammate's cut turn (see [`TeammateRecovery::notes`]).
 pub(crate) fn continuation_note() -> UserMessage {
     UserMessage::text(
-        "Your previous turn did not finish (the Team was stopped). Any tool call that was \
+        "Your previous turn did not finish (the process running it stopped). Any tool call that was \
          running then has a result saying whether it ran. Check the current state first \
          (re-read the files you were changing, re-list the tasks), then continue your task from \
          where it stopped.",

@@ -664,6 +664,16 @@ async fn a_continuation_already_waiting_is_run_not_queued_again() {
         .filter(|e| e.kind == "user/message" && e.data["source"]["kind"] == "resume")
         .count();
     assert_eq!(notes, 1, "{:?}", h.kinds(&w));
+    // It says what happened: its process stopped (a crash here), not that the Team did.
+    let note = events
+        .iter()
+        .find(|e| e.kind == "user/message" && e.data["source"]["kind"] == "resume")
+        .unwrap();
+    let said = note.data.to_string();
+    assert!(
+        said.contains("did not finish (the process running it stopped)"),
+        "{said}"
+    );
     assert_eq!(turn_end_kinds(&events), ["interrupted", "completed"]);
     assert_eq!(waiting(&h), 0);
     assert_eq!(h.models.model("worker").requests().len(), 2);
