@@ -84,7 +84,7 @@ pub fn check_append(id: &SessionId, next: Seq, expected: Seq, events: &[Event]) 
         return Err(crate::JournalError::SeqConflict {
             id: id.clone(),
             expected,
-            actual: next,
+            actual: Some(next),
         });
     }
     for (i, event) in events.iter().enumerate() {

@@ -84,15 +84,20 @@ pub enum JournalError {
     /// A backend append whose expected next seq does not match the stored log (another writer
     /// got there first). Code `JOURNAL_SEQ_CONFLICT`.
     #[error(
-        "append to session {id} expected next seq {expected} but the log's next seq is {actual}"
+        "append to session {id} expected next seq {expected} but {}",
+        actual.map_or_else(
+            || "another writer's message, not a readable line, is the log's last".to_owned(),
+            |seq| format!("the log's next seq is {seq}")
+        )
     )]
     SeqConflict {
         /// The session appended to.
         id: SessionId,
         /// The seq the caller expected to write next.
         expected: Seq,
-        /// The seq the log actually expects next.
-        actual: Seq,
+        /// The seq the log actually expects next (`None`: the last message on a shared store
+        /// is another writer's and not a readable line).
+        actual: Option<Seq>,
     },
     /// A batch or seed whose events are not contiguous from the expected seq.
     /// Code `JOURNAL_INVALID_BATCH`.

@@ -514,7 +514,7 @@ impl Writer {
                         return Err(JournalError::SeqConflict {
                             id: self.id.clone(),
                             expected: first_seq(&messages[done..]),
-                            actual: Seq(next.unwrap_or(u64::MAX)),
+                            actual: next.map(Seq),
                         });
                     }
                     Err(e) if Instant::now() < deadline => {

@@ -168,6 +168,40 @@ fn a_new_store_is_created_with_file_storage_and_the_lease_ttl() {
     assert_eq!(config.subjects, vec!["troupe.session.>".to_owned()]);
 }
 
+/// A message that is not a line of the log, published on a live session's subject by
+/// something other than its writer: the writer's next append is fenced, nothing of it is
+/// stored, and its error says what is last on the log (there is no next seq to name).
+#[test]
+fn a_foreign_message_that_is_no_line_fences_the_writer_with_a_clear_conflict() {
+    let Some(f) = Fixture::nats() else {
+        return;
+    };
+    let w = f.journal.create(SessionHeader::new(id("f"), 0)).unwrap();
+    w.append(chunk(0)).unwrap();
+    w.flush_blocking().unwrap();
+    let Kind::Nats { rt, js, .. } = &f.kind else {
+        unreachable!()
+    };
+    rt.block_on(async {
+        js.publish("troupe.session.f", "not a line of any log".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    });
+    w.append_batch(vec![chunk(1), chunk(2)]).unwrap();
+    let err = w.flush_blocking().unwrap_err();
+    assert_eq!(err.code(), "JOURNAL_POISONED");
+    let said = err.to_string();
+    assert!(
+        said.contains("expected next seq 1 but another writer's message, not a readable line"),
+        "{said}"
+    );
+    assert!(!said.contains(&u64::MAX.to_string()), "{said}");
+    // Nothing of the refused batch is stored: the header, event 0, the foreign message.
+    assert_eq!(f.raw_lines("f").len(), 3);
+}
+
 #[test]
 fn an_unfinished_creation_is_no_session_and_the_next_creator_replaces_it() {
     let Some(f) = Fixture::nats() else {
