@@ -149,6 +149,20 @@ pub fn parse_url(url: &str) -> Result<Vec<ServerAddr>> {
 }
 
 /// Whether the stream subject filter `filter` matches every subject `troupe.session.<id>`.
+/// The text of a client error without the repeats its nesting adds: async-nats shows an
+/// error as `kind: source`, and a kind named as its source's text comes out twice (`wrong
+/// last sequence: wrong last sequence: 144` becomes `wrong last sequence: 144`).
+pub(crate) fn error_text(error: &impl std::fmt::Display) -> String {
+    let text = error.to_string();
+    let mut parts: Vec<&str> = Vec::new();
+    for part in text.split(": ") {
+        if parts.last() != Some(&part) {
+            parts.push(part);
+        }
+    }
+    parts.join(": ")
+}
+
 fn covers_sessions(filter: &str) -> bool {
     let want = ["troupe", "session", ">"];
     for (i, token) in filter.split('.').enumerate() {
@@ -472,6 +486,21 @@ async fn setup(url: &str, addrs: Vec<ServerAddr>, options: &NatsOptions) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kind repeating its source's text is shown once; other texts are kept as they are.
+    #[test]
+    fn an_error_text_drops_the_repeats_of_nesting() {
+        let nested = async_nats::jetstream::context::PublishError::with_source(
+            async_nats::jetstream::context::PublishErrorKind::WrongLastSequence,
+            "wrong last sequence: 144",
+        );
+        assert_eq!(
+            nested.to_string(),
+            "wrong last sequence: wrong last sequence: 144"
+        );
+        assert_eq!(error_text(&nested), "wrong last sequence: 144");
+        assert_eq!(error_text(&"timed out: a: b"), "timed out: a: b");
+    }
 
     /// A session's newest positions stay remembered however many other sessions and older
     /// positions are remembered after them; the oldest of a session go first; past

@@ -566,7 +566,8 @@ async fn renew(renewal: Renewal, state: Arc<Mutex<State>>) {
                     }
                     Ok(Ok(Some(entry))) if entry.operation == kv::Operation::Put => {
                         lock(&state).lost = Some(format!(
-                            "its key changed under it (another writer took it over): {e}"
+                            "its key changed under it (another writer took it over): {}",
+                            crate::conn::error_text(&e)
                         ));
                         return;
                     }
@@ -595,11 +596,18 @@ async fn renew(renewal: Renewal, state: Arc<Mutex<State>>) {
                         }
                         Retaken::Unknown(why) => format!("it expired; taking it again: {why}"),
                     },
-                    Ok(Err(read)) => format!("{e}; reading the lease again failed: {read}"),
-                    Err(_) => format!("{e}; reading the lease again timed out"),
+                    Ok(Err(read)) => format!(
+                        "{}; reading the lease again failed: {}",
+                        crate::conn::error_text(&e),
+                        crate::conn::error_text(&read)
+                    ),
+                    Err(_) => format!(
+                        "{}; reading the lease again timed out",
+                        crate::conn::error_text(&e)
+                    ),
                 }
             }
-            Ok(Err(e)) => e.to_string(),
+            Ok(Err(e)) => crate::conn::error_text(&e),
             Err(_) => "the renewal timed out".to_owned(),
         };
         let mut st = lock(&state);

@@ -578,7 +578,7 @@ impl Writer {
             match self.js.send_publish(self.subject.clone(), publish).await {
                 Ok(ack) => acks.push(ack),
                 Err(e) => {
-                    failure = Some(classify(e.kind(), e.to_string()));
+                    failure = Some(classify(e.kind(), crate::conn::error_text(&e)));
                     break;
                 }
             }
@@ -598,7 +598,7 @@ impl Writer {
                 Err(e) => {
                     broken = true;
                     if failure.is_none() || stored > 0 {
-                        failure.get_or_insert(classify(e.kind(), e.to_string()));
+                        failure.get_or_insert(classify(e.kind(), crate::conn::error_text(&e)));
                     }
                 }
             }
@@ -617,14 +617,24 @@ impl Writer {
                 .expected_last_subject_sequence(self.last);
             let acked = match self.js.send_publish(self.subject.clone(), publish).await {
                 Ok(ack) => ack.await,
-                Err(e) => return (stored, Some(classify(e.kind(), e.to_string()))),
+                Err(e) => {
+                    return (
+                        stored,
+                        Some(classify(e.kind(), crate::conn::error_text(&e))),
+                    );
+                }
             };
             match acked {
                 Ok(ack) => {
                     self.last = ack.sequence;
                     stored += 1;
                 }
-                Err(e) => return (stored, Some(classify(e.kind(), e.to_string()))),
+                Err(e) => {
+                    return (
+                        stored,
+                        Some(classify(e.kind(), crate::conn::error_text(&e))),
+                    );
+                }
             }
         }
         (stored, None)
