@@ -2085,6 +2085,63 @@ fn start_worker_with(
     (worker, log)
 }
 
+/// A worker whose last heartbeat said it is full (a slot freed since: the heartbeat lags
+/// the release of a teammate that settled) is still asked, last, and hosts the teammate; it
+/// was skipped ("no free slot") and the teammate ran in the Lead's process (a new-user trial).
+#[test]
+fn a_worker_whose_heartbeat_says_full_is_still_asked_and_hosts_the_teammate() {
+    // A long TTL: the entry written below stays as written for the whole run (the worker's
+    // heartbeat, refused at its old revision, cannot replace it before it expires).
+    let Some(server) = NatsServer::single() else {
+        return;
+    };
+    let s = Setup::on(server, Duration::from_secs(60));
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "alpha", "description": "helps", "prompt": "start"}}]},
+                {"tool_calls": [{"name": "wait_agent", "arguments": {"timeout_ms": 120000}}]},
+                {"text": "lead done"},
+            ],
+            "alpha": [{"text": "alpha done"}],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let (_w1, w1_log) = start_worker(&s, "w1", &workspace);
+    let (rt, js) = s.raw();
+    rt.block_on(async {
+        let kv = js.get_key_value("TROUPE_WORKERS").await.unwrap();
+        let entry = kv.entry("w1").await.unwrap().unwrap();
+        let mut record: Value = serde_json::from_slice(&entry.value).unwrap();
+        record["free"] = json!(0);
+        kv.put("w1", serde_json::to_vec(&record).unwrap().into())
+            .await
+            .unwrap();
+    });
+    let out = s
+        .troupe(&["run", "--team", "--placement", "workers", "--workspace"])
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("go")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("runs in the Lead's process"), "{stderr}");
+    assert!(!stderr.contains("skipped"), "{stderr}");
+    let hosted = std::fs::read_to_string(&w1_log).unwrap();
+    assert!(
+        hosted.contains("troupe worker w1: hosting alpha ("),
+        "{hosted}"
+    );
+}
+
 /// Issue 14 items 2–3: `troupe run --placement workers` places its teammate on the live
 /// `troupe worker` whose workspace is the Lead's (the other worker, in another directory, is
 /// skipped with the reason on stderr); the teammate runs there — `team show` naming its host

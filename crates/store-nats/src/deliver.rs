@@ -244,9 +244,10 @@ impl NatsMemberHosts {
 
     /// The hand-over of `--placement workers`: unhosted quiet mail is appended at once, and
     /// a woken unhosted teammate is placed on a live worker whose workspace identity matches
-    /// `lead` (the Lead's) and that has a free slot — the one with the most free slots first
-    /// (by name on a tie); a worker that is skipped or refuses is reported as a warning with
-    /// the reason; none: `None`, the teammate runs in the Lead's process.
+    /// `lead` (the Lead's) — the one with the most free slots first (by name on a tie), those
+    /// whose last heartbeat said none last (a slot may have freed since: the worker itself
+    /// answers `WORKER_BUSY` when it is full); a worker that is skipped or refuses is reported
+    /// as a warning with the reason; none: `None`, the teammate runs in the Lead's process.
     pub fn placing(nats: NatsBackend, lead: WorkspaceIdentity) -> Self {
         Self {
             nats,
@@ -293,20 +294,17 @@ impl NatsMemberHosts {
         let timeout = self.nats.options().request_timeout;
         // The ineligible workers are named with their reasons on one line (`worker W skipped
         // for T: why`, or `workers skipped for T: W1: why; W2: why`), then the eligible ones
-        // are asked.
+        // are asked (in the order above: a full one last, it may have freed a slot since its
+        // heartbeat — the one right after a teammate settled there — and it says when not).
         let mut skipped = Vec::new();
         let eligible: Vec<_> = workers
             .into_iter()
-            .filter(|worker| {
-                let why = match worker.workspace.mismatch(lead) {
-                    Some(why) => why,
-                    None if worker.free == 0 => {
-                        "no free slot (as of its last heartbeat)".to_owned()
-                    }
-                    None => return true,
-                };
-                skipped.push((worker.name.clone(), why));
-                false
+            .filter(|worker| match worker.workspace.mismatch(lead) {
+                Some(why) => {
+                    skipped.push((worker.name.clone(), why));
+                    false
+                }
+                None => true,
             })
             .collect();
         match skipped.as_slice() {
