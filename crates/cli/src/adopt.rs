@@ -293,18 +293,29 @@ impl Adopter {
             .arg(lead.as_str())
             .args(["--placement", "workers", "--adopted-by"])
             .arg(std::process::id().to_string())
-            .stdin(Stdio::null());
+            .stdin(Stdio::null())
+            // Its lines are the worker's, each named by the Lead (not a live area drawn over
+            // the worker's own lines on its terminal).
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         if let Some(pace) = self.command.pace {
             command.arg("--pace").arg(pace.to_string());
         }
         match command.spawn() {
-            Ok(child) => {
+            Ok(mut child) => {
                 eprint_line!(
                     "troupe worker {}: adopting Lead {lead}: its lease expired {why} (troupe \
                      resume, pid {})",
                     self.worker,
                     child.id()
                 );
+                let prefix = format!("troupe worker {}: Lead {}: ", self.worker, short(&lead));
+                if let Some(out) = child.stdout.take() {
+                    relay_lines(out, prefix.clone());
+                }
+                if let Some(err) = child.stderr.take() {
+                    relay_lines(err, prefix);
+                }
                 self.running.push(Adoption { lead, child });
             }
             Err(e) => {
@@ -412,6 +423,37 @@ impl Adopter {
             let _ = a.child.kill();
             let _ = a.child.wait();
         }
+    }
+}
+
+/// The first 8 characters of a session id (a unique prefix in practice: commands take it).
+fn short(id: &SessionId) -> &str {
+    let id = id.as_str();
+    id.char_indices().nth(8).map_or(id, |(end, _)| &id[..end])
+}
+
+/// Prints each line read from `pipe` on the worker's stderr after `prefix`, on a thread of
+/// its own until the pipe ends (the adopted resume exited).
+fn relay_lines(pipe: impl std::io::Read + Send + 'static, prefix: String) {
+    let relay = move || {
+        let mut lines = std::io::BufReader::new(pipe);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match std::io::BufRead::read_until(&mut lines, b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&line);
+                    eprint_line!("{prefix}{}", text.trim_end_matches(['\n', '\r']));
+                }
+            }
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("adopted-output".to_owned())
+        .spawn(relay)
+    {
+        eprint_line!("troupe: warning: the adopted Lead's output cannot be shown: {e}");
     }
 }
 

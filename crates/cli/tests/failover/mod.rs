@@ -337,6 +337,12 @@ fn a_worker_with_adopt_takes_over_a_killed_lead() {
         DEADLINE,
     );
     assert!(!log.contains("looking for Leads to adopt"), "{log}");
+    // The adopted resume's own lines (plain: no live area) are the worker's, each named by
+    // the Lead: its first, the session line, and its answer (stdout).
+    let named = format!("troupe worker a1: Lead {}: ", &lead[..8]);
+    assert!(log.contains(&format!("{named}session {lead}")), "{log}");
+    assert!(log.contains(&format!("{named}lead done")), "{log}");
+    assert!(!log.contains('\r') && !log.contains("\x1b["), "{log}");
     assert_finished_once(&s, &lead, 2..=2);
     // A Lead that finished is not adopted again.
     std::thread::sleep(Duration::from_secs(2));
