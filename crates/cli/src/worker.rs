@@ -129,6 +129,7 @@ pub(crate) fn run(flags: WorkerFlags, home: &Home<'_>) -> Result<(), Failure> {
         name,
         host,
         pid: std::process::id(),
+        pid_namespace: troupe_store_nats::pid_namespace(),
         slots: flags.slots,
         free: flags.slots,
         workspace: identity,

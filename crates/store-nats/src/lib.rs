@@ -124,6 +124,7 @@ pub use usage::UsageRelay;
 pub use workers::{
     HostAnswer, HostRequest, HostedBudget, RegisterError, WORKER_SUBJECT_PREFIX, WORKER_VERSION,
     WORKERS_BUCKET, WorkerRecord, WorkerRegistration, WorkspaceIdentity, live_workers,
+    pid_namespace,
 };
 
 /// The default stream name.

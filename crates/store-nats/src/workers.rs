@@ -95,8 +95,8 @@ impl WorkspaceIdentity {
     }
 }
 
-/// A live worker's entry. Wire (camelCase): `{"version":1,"name","host","pid","slots","free",
-/// "workspace":{…},"since"}` (`since`: epoch milliseconds of its registration).
+/// A live worker's entry. Wire (camelCase): `{"version":1,"name","host","pid","pidNamespace"?,
+/// "slots","free","workspace":{…},"since"}` (`since`: epoch milliseconds of its registration).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkerRecord {
@@ -108,6 +108,10 @@ pub struct WorkerRecord {
     pub host: String,
     /// Its process id.
     pub pid: u32,
+    /// Its pid namespace ([`pid_namespace`]), when known: a pid is looked up only by a
+    /// process of the same host and namespace (two containers may share a host name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_namespace: Option<String>,
     /// How many teammates it hosts at most at once.
     pub slots: u32,
     /// How many more it can host now.
@@ -271,6 +275,14 @@ async fn bucket(nats: &NatsBackend) -> Result<kv::Store, String> {
     }
 }
 
+/// This process's pid namespace as Linux names it (`pid:[4026531836]`, the target of
+/// `/proc/self/ns/pid`); `None` where it cannot be read.
+pub fn pid_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .map(|link| link.to_string_lossy().into_owned())
+}
+
 /// Whether a process with `pid` exists on this host (signal 0; one of another user counts).
 fn process_exists(pid: u32) -> bool {
     let Some(pid) = i32::try_from(pid)
@@ -365,8 +377,9 @@ pub struct WorkerRegistration {
 
 impl WorkerRegistration {
     /// Registers `record` under its name with `create`, on the calling tokio runtime. A name
-    /// still registered by a worker of this host (`record.host`) whose process is gone (its
-    /// pid names no process: it was killed without deregistering, its entry not yet expired)
+    /// still registered by a worker of this host and pid namespace (`record.host`,
+    /// `record.pid_namespace`, both known) whose process is gone (its pid names no process:
+    /// it was killed without deregistering, its entry not yet expired)
     /// is taken over at once, with an update at the entry's revision (of two taking it over,
     /// one wins; the other gets `WORKER_NAME_TAKEN`); one of another host waits for its
     /// entry's expiry (one lease TTL after its last heartbeat).
@@ -397,7 +410,10 @@ impl WorkerRegistration {
                 };
                 match (&entry, &holder) {
                     (Some(entry), Some(dead))
-                        if dead.host == record.host && !process_exists(dead.pid) =>
+                        if dead.host == record.host
+                            && dead.pid_namespace.is_some()
+                            && dead.pid_namespace == record.pid_namespace
+                            && !process_exists(dead.pid) =>
                     {
                         store
                             .update(&record.name, value, entry.revision)

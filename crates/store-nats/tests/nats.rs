@@ -702,6 +702,7 @@ fn the_worker_holding_a_lease_is_found_only_while_it_holds_it_and_is_registered(
             .to_string_lossy()
             .into_owned(),
         pid: std::process::id(),
+        pid_namespace: None,
         slots: 1,
         free: 1,
         workspace: WorkspaceIdentity {
