@@ -734,6 +734,92 @@ fn the_worker_holding_a_lease_is_found_only_while_it_holds_it_and_is_registered(
     drop(w);
 }
 
+/// A worker's name is taken over at once from a record of this host and pid namespace whose
+/// pid names no process (a worker killed without deregistering), and only from such a
+/// record: not while its process lives, not from another pid namespace (a container sharing
+/// the host name), not from a record that names no namespace.
+#[test]
+fn a_dead_workers_name_is_taken_over_only_from_its_own_host_and_pid_namespace() {
+    use troupe_store_nats::{
+        WORKER_VERSION, WorkerRecord, WorkerRegistration, WorkspaceIdentity, pid_namespace,
+    };
+    // Entries outlive the test (they expire one lease TTL after they are written).
+    let options = NatsOptions {
+        lease_ttl: Duration::from_secs(60),
+        ..test_options()
+    };
+    let Some(f) = Fixture::nats_with(options) else {
+        return;
+    };
+    let Kind::Nats {
+        backend, rt, js, ..
+    } = &f.kind
+    else {
+        unreachable!("a NATS fixture")
+    };
+    let here = pid_namespace();
+    assert!(here.is_some(), "Linux names the pid namespace");
+    let record = |pid: u32, namespace: Option<String>| WorkerRecord {
+        version: WORKER_VERSION,
+        name: "w".into(),
+        host: rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned(),
+        pid,
+        pid_namespace: namespace,
+        slots: 1,
+        free: 1,
+        workspace: WorkspaceIdentity {
+            path: "/w".into(),
+            git_top: None,
+            head: None,
+        },
+        since: 0,
+    };
+    // A pid no process has: a child that ran and was reaped.
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let put = |holder: &WorkerRecord| {
+        rt.block_on(async {
+            let kv = js
+                .get_key_value(troupe_store_nats::WORKERS_BUCKET)
+                .await
+                .unwrap();
+            kv.put("w", serde_json::to_vec(holder).unwrap().into())
+                .await
+                .unwrap();
+        });
+    };
+    let register = || {
+        rt.block_on(WorkerRegistration::register(
+            backend,
+            record(std::process::id(), here.clone()),
+        ))
+    };
+    // The bucket exists once a worker registered; this one frees the name again.
+    rt.block_on(register().unwrap().deregister());
+    for (holder, why) in [
+        (
+            record(std::process::id(), here.clone()),
+            "its process lives",
+        ),
+        (
+            record(dead, Some("pid:[1]".to_owned())),
+            "another pid namespace",
+        ),
+        (record(dead, None), "no namespace named"),
+    ] {
+        put(&holder);
+        let refused = register().unwrap_err();
+        assert_eq!(refused.code(), "WORKER_NAME_TAKEN", "{why}");
+    }
+    put(&record(dead, here.clone()));
+    let taken = register().unwrap();
+    rt.block_on(taken.deregister());
+}
+
 /// The number of consumers on the store's stream.
 fn consumers(f: &Fixture) -> usize {
     let Kind::Nats { rt, js, .. } = &f.kind else {
