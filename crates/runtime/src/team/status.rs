@@ -68,7 +68,11 @@ impl TeamService {
     /// Records a member's status reported by its host in another process (see the module
     /// docs) and bumps the Team's change edge when it changed. Returns whether the report was
     /// taken: `false` when no Team of `edge.team` runs here, the member is not on its roster,
-    /// or the report's version is another.
+    /// the report's version is another, or the member's record names another host and still
+    /// holds — a member moves to another host only through this process's placement, so such a
+    /// report is a late one of its former host (one sent before it released the member) and
+    /// must not stand for where it runs now (it made a resume end while the member ran on
+    /// the worker it had just been placed on).
     pub fn status_edge(&self, edge: &StatusEdge) -> bool {
         if edge.version != STATUS_VERSION {
             return false;
@@ -82,10 +86,13 @@ impl TeamService {
         }
         let changed = {
             let mut elsewhere = lock(journal.elsewhere());
-            let before = elsewhere
+            let current = elsewhere
                 .get(&edge.member)
-                .filter(|e| Instant::now() < e.until)
-                .map(|e| e.live.status);
+                .filter(|e| Instant::now() < e.until);
+            if current.is_some_and(|e| e.host != edge.host) {
+                return false;
+            }
+            let before = current.map(|e| e.live.status);
             match &edge.live {
                 Some(live) => {
                     let live = LiveAgent::from(live);

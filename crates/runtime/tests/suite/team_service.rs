@@ -263,3 +263,42 @@ async fn a_resident_owner_quiet_for_stall_after_is_stalled_and_the_lead_is_told_
     assert_eq!(list().await.tasks[0].stalled, None);
     rt.shutdown().await.unwrap();
 }
+
+/// A member's record of where it runs elsewhere follows its host's reports — and only its
+/// host's while that record holds: a late report of the host it left (sent before that host
+/// released it) neither moves it back nor marks it idle; once its host released it, another
+/// host's report is taken.
+#[tokio::test]
+async fn a_late_report_of_a_former_host_does_not_stand_for_where_a_member_runs() {
+    use troupe_runtime::team::{CallerLive, CallerStatus, STATUS_VERSION, StatusEdge};
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    let member = super::team::spawn(&h, &lead, "alpha", vec![text("done")]).await;
+    let teams = h.runtime.teams();
+    let edge = |host: &str, status: Option<CallerStatus>| StatusEdge {
+        version: STATUS_VERSION,
+        team: lead.id().clone(),
+        member: member.clone(),
+        host: host.to_owned(),
+        live: status.map(|status| CallerLive {
+            status,
+            model: None,
+        }),
+        ttl_ms: 60_000,
+    };
+    let hosts = || teams.hosts_elsewhere(lead.id());
+    assert!(teams.status_edge(&edge("w1", Some(CallerStatus::Running))));
+    assert_eq!(hosts(), [(member.clone(), "w1".to_owned())]);
+    assert_eq!(teams.running_elsewhere(lead.id()), 1);
+    // The former host's late reports are not taken.
+    assert!(!teams.status_edge(&edge("w2", Some(CallerStatus::Idle))));
+    assert!(!teams.status_edge(&edge("w2", None)));
+    assert_eq!(hosts(), [(member.clone(), "w1".to_owned())]);
+    assert_eq!(teams.running_elsewhere(lead.id()), 1);
+    // Its host released it: the next host's reports count.
+    assert!(teams.status_edge(&edge("w1", None)));
+    assert!(hosts().is_empty());
+    assert!(teams.status_edge(&edge("w2", Some(CallerStatus::Idle))));
+    assert_eq!(hosts(), [(member.clone(), "w2".to_owned())]);
+    assert_eq!(teams.running_elsewhere(lead.id()), 0);
+}
