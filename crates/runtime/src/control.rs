@@ -125,7 +125,8 @@ pub trait ChildControl: Send + Sync {
 
     /// Records that a message to member `target` (Team name `name`) stays queued because its
     /// delivery failed on a session log or the store after every retry (`error`: the message,
-    /// the step and the journal's error): DESIGN decision 11 makes it the run's failure
+    /// the step and the journal's error) — or that a teammate owed a continuation after a stop
+    /// could not be continued because its log failed: DESIGN decision 11 makes it the run's failure
     /// (`JOURNAL_FAILED` naming the member), so a run never ends with that work silently
     /// undone. The message itself stays durable in the Lead log and is delivered by the next
     /// resume's mailbox recovery.

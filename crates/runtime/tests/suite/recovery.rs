@@ -835,6 +835,51 @@ async fn a_cut_teammate_with_wakeup_mail_waiting_runs_it_and_is_continued() {
     let _ = h.runtime.shutdown().await;
 }
 
+/// A resume that cannot even reopen a cut teammate (its log takes no write: the close of its
+/// cut turn fails, a disk still full) reports it as the run's log failure — before, the
+/// failure was only logged and the run ended as if the teammate had nothing left to do (a
+/// new-user trial: `demo finished, but the project's tests still fail`). Nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_that_cannot_be_reopened_after_a_stop_is_the_runs_log_failure() {
+    let (mut h, _log, faults) = Harness::faulty();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    let not_lead = lead_id.clone();
+    faults.fail_when(next_append(move |s| *s != not_lead, "tool/call"), "killed");
+    let w = spawn(
+        &h,
+        &lead,
+        "worker",
+        vec![call("bash", json!({"command": "true"}))],
+    )
+    .await;
+    quiet(&h, &lead).await;
+    crash(&mut h).await;
+    let before = h.events(&w).len();
+
+    // Every append to its log fails (each rule applies once).
+    let faults = h.restart_faulty();
+    for _ in 0..100 {
+        let target = w.clone();
+        faults.fail_when(
+            move |s, _| *s == target,
+            "No space left on device (os error 28)",
+        );
+    }
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    quiet(&h, &lead).await;
+    let _ = h.runtime.shutdown().await;
+    let failures = h.runtime.log_failures();
+    let failure = failures.iter().find(|f| f.session == w);
+    assert!(
+        failure.is_some_and(|f| f.name == "worker"
+            && f.error.contains("continuing it after the stop")
+            && f.error.contains("No space left on device")),
+        "{failures:?}"
+    );
+    assert_eq!(h.events(&w).len(), before, "nothing was written");
+}
+
 /// A resume whose continuation note for a cut teammate cannot be written (the teammate's log
 /// fails at the note's append) still ends: the cold-resumed teammate, stopped by its log's
 /// failure, settles like any other (before, a follow-up that failed left it resident and
