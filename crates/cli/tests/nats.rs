@@ -2364,6 +2364,57 @@ fn a_resume_without_placement_places_as_the_run_did_and_the_flag_wins() {
     assert_eq!(hosted(), 2, "alpha ran in the resuming process");
 }
 
+/// Two workers started at the same moment on a fresh three-server cluster both register: the
+/// worker registry's bucket, just created, answers `no responders` for a moment, and a
+/// registration asks again instead of failing (one of the two exited `STORE_IO` four times
+/// in five in a new-user trial).
+#[test]
+fn two_workers_started_at_once_on_a_fresh_cluster_both_register() {
+    let Some(s) = Setup::cluster() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    // The session stream with three replicas: the registry is made with as many, and a new
+    // three-replica bucket elects its leader before it answers.
+    let out = s.run(&["--replicas", "3", "sessions"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let start = |name: &str| {
+        let log = s.path(&format!("{name}.stderr"));
+        let worker = Running(
+            bin()
+                .env("TROUPE_LEASE_TTL", format!("{}s", s.lease_ttl.as_secs()))
+                .arg("--home")
+                .arg(s.path(&format!("home-{name}")))
+                .arg("--store")
+                .arg(s.url())
+                .args(["worker", "--name", name, "--workspace"])
+                .arg(&workspace)
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+                .spawn()
+                .unwrap(),
+        );
+        (worker, log)
+    };
+    let mut workers = [start("c1"), start("c2")];
+    let begun = Instant::now();
+    for (worker, log) in &mut workers {
+        loop {
+            let said = std::fs::read_to_string(&*log).unwrap();
+            if said.contains("serving") {
+                break;
+            }
+            if let Some(status) = worker.0.try_wait().unwrap() {
+                panic!("a worker exited ({status}): {said}");
+            }
+            assert!(
+                begun.elapsed() < DEADLINE,
+                "a worker never registered: {said}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 /// `troupe worker`'s bad input (issue 14): no NATS store, `--slots 0`, a `--secret-env` that
 /// is no variable name, a `--pace` out of range, a name a live worker has — each a one-line
 /// error, exit 2; the name of a worker killed on this host is free at once.

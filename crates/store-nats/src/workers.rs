@@ -394,7 +394,24 @@ impl WorkerRegistration {
         };
         let store = bucket(nats).await.map_err(io)?;
         let value = Bytes::from(serde_json::to_vec(&record).map_err(|e| io(e.to_string()))?);
-        let revision = match store.create(&record.name, value.clone()).await {
+        // A bucket just created on a cluster (or one electing its leader) answers `no
+        // responders` for a moment: asked again for up to the store's append timeout.
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(50);
+        let created = loop {
+            match store.create(&record.name, value.clone()).await {
+                Err(e)
+                    if e.kind() != kv::CreateErrorKind::AlreadyExists
+                        && started.elapsed() + pause < nats.options().append_timeout =>
+                {
+                    tracing::debug!(error = %e, "the worker registry did not answer; asking again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                other => break other,
+            }
+        };
+        let revision = match created {
             Ok(revision) => revision,
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                 let entry = store.entry(&record.name).await.ok().flatten();
@@ -423,7 +440,14 @@ impl WorkerRegistration {
                     _ => return Err(taken(&holder)),
                 }
             }
-            Err(e) => return Err(io(e.to_string())),
+            Err(e) => {
+                return Err(io(format!(
+                    "{} (for {} ms; is the NATS server's JetStream reachable and, on a cluster, \
+                     a majority of its servers up?)",
+                    crate::conn::error_text(&e),
+                    started.elapsed().as_millis()
+                )));
+            }
         };
         let name = record.name.clone();
         let state = Arc::new(Mutex::new((record, revision)));
