@@ -124,14 +124,36 @@ pub(crate) fn run(flags: DemoFlags, home: Home<'_>) -> Result<(), Failure> {
     let stall_after = crate::settings::stall_after_in(&home.dir, flags.stall.stall_after)?;
     let placement = work::placement_of(&flags.placement, &home)?;
     check_python()?;
-    let target = match flags.workspace {
+    let given = flags.workspace.is_some();
+    let mut target = match flags.workspace {
         Some(dir) => Target::check(dir, &home)?,
         None => Target::default_dir()?,
     };
     // The directory first (a place where nothing can be created is refused before anything is
     // written), then the script in the home (an unusable home removes the directory again, so
     // it leaves no project behind), then the project.
-    let created = target.make_dir()?;
+    let mut created = target.make_dir()?;
+    // The directory is this demo's alone while it runs (`_claim`, dropped at the end: a demo
+    // started there meanwhile is refused; one killed releases it). Claimed, it is looked at
+    // again: another demo may have started in it since the check (its project half written,
+    // which the check would take for a stopped demo's leftovers) and ended or been stopped.
+    // A directory another demo holds is left as it is (not undone: it is that demo's now).
+    let _claim = loop {
+        match claim(&target.dir) {
+            Ok(claim) => break claim,
+            // The default directory another demo took meanwhile: the next one.
+            Err(Claim::Busy(_)) if !given => {
+                target = Target::default_dir()?;
+                created = target.make_dir()?;
+            }
+            Err(Claim::Busy(e)) => return Err(e),
+            Err(Claim::Unusable(e)) => {
+                created.undo();
+                return Err(e);
+            }
+        }
+    };
+    let target = Target::check(target.dir, &home).inspect_err(|_| created.undo())?;
     home.prepare().inspect_err(|_| created.undo())?;
     let worktree = flags.worktree.worktree;
     let script = record_script(&home.dir, worktree).inspect_err(|_| created.undo())?;
@@ -547,6 +569,36 @@ fn sessions_in(journal: &troupe_journal::Journal, dir: &Path) -> Vec<String> {
         })
         .map(|s| s.header.id.to_string())
         .collect()
+}
+
+/// An exclusive claim on the demo's workspace directory (`flock` on the directory itself, so
+/// nothing is written into it), held while the demo runs; released when dropped or when the
+/// process dies.
+///
+/// # Errors
+/// [`Claim::Busy`] when another process holds it (a `troupe demo` starting or running
+/// there), [`Claim::Unusable`] when the directory cannot be opened: bad input either way.
+fn claim(dir: &Path) -> Result<std::fs::File, Claim> {
+    let shown = dir.display();
+    let file = std::fs::File::open(dir)
+        .map_err(|e| Claim::Unusable(Failure::bad_input(anyhow!("demo workspace {shown}: {e}"))))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+        |_| {
+            Claim::Busy(Failure::bad_input(anyhow!(
+                "demo workspace {shown} is in use by another troupe demo running there: pass a \
+                 new or empty directory (nothing was changed)"
+            )))
+        },
+    )?;
+    Ok(file)
+}
+
+/// Why [`claim`] failed.
+enum Claim {
+    /// Another process holds the directory.
+    Busy(Failure),
+    /// The directory cannot be opened.
+    Unusable(Failure),
 }
 
 impl Target {

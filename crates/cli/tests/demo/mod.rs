@@ -571,6 +571,83 @@ fn the_demo_refuses_a_workspace_it_would_overwrite() {
     assert!(unittest(&cwd.join("troupe-demo-2")).0);
 }
 
+/// A demo running in a workspace holds it: another demo started there — from another home,
+/// which cannot see the first one's session and took its half-written or running project for
+/// a stopped demo's leftovers, overwrote it and ran a second Team in the same checkout (a
+/// new-user trial, two demos started at once) — is refused in one line and changes nothing;
+/// once the first one is gone (killed: its claim dies with it) the directory is free again.
+#[test]
+fn a_demo_running_in_a_workspace_keeps_other_demos_out_of_it() {
+    let root = Root::new();
+    let workspace = root.path("demo");
+    let first_home = root.path("home-1");
+    let mut first: Child = std::process::Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("--home")
+        .arg(&first_home)
+        .env_remove("TROUPE_HOME")
+        .args(["demo", "--pace", "60000", "--workspace"])
+        .arg(&workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lead_file(&first_home).is_none_or(|path| {
+        !read_events(&path)
+            .iter()
+            .any(|e| e["type"] == "request/header")
+    }) {
+        assert!(first.try_wait().unwrap().is_none(), "the first demo ended");
+        assert!(
+            Instant::now() < deadline,
+            "the first demo never asked its model"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let project = project_files_in(&workspace);
+    let shown = workspace.display().to_string();
+    assert_bad_input(
+        &root.path("home-2"),
+        &["demo", "--workspace", &shown],
+        &format!(
+            "demo workspace {shown} is in use by another troupe demo running there: pass a new \
+             or empty directory (nothing was changed)"
+        ),
+    );
+    assert_eq!(
+        project_files_in(&workspace),
+        project,
+        "the project was not touched"
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    super::troupe(&root.path("home-3"))
+        .args(["demo", "--workspace", &shown])
+        .assert()
+        .success();
+    assert!(unittest(&workspace).0);
+}
+
+/// Every file under `dir` with its bytes, sorted by path.
+fn project_files_in(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                files.push((path, bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
 /// `--pace MS` makes every model reply wait: with a pace of a minute the Lead's first model
 /// call is still waiting when Ctrl-C comes, which stops the run before any step was taken. The
 /// interrupted demo names `troupe resume ID` exactly once (its last line), and that resume
