@@ -2085,6 +2085,46 @@ fn start_worker_with(
     (worker, log)
 }
 
+/// `--placement workers` with no worker registered: the teammate runs in the Lead's process,
+/// and the warning says why (there is no worker at all), not only that.
+#[test]
+fn placement_without_any_worker_says_none_is_registered() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "alpha", "description": "helps", "prompt": "start"}}]},
+                {"tool_calls": [{"name": "wait_agent", "arguments": {"timeout_ms": 120000}}]},
+                {"text": "lead done"},
+            ],
+            "alpha": [{"text": "alpha done"}],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let out = s
+        .troupe(&["run", "--team", "--placement", "workers", "--workspace"])
+        .arg(&workspace)
+        .arg("--model")
+        .arg(format!("script:{}", script.display()))
+        .arg("go")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "troupe: warning: no worker can host teammate alpha: it runs in the Lead's process \
+             (no worker is registered on this store: start one with troupe worker)"
+        ),
+        "{stderr}"
+    );
+}
+
 /// A worker whose last heartbeat said it is full (a slot freed since: the heartbeat lags
 /// the release of a teammate that settled) is still asked, last, and hosts the teammate; it
 /// was skipped ("no free slot") and the teammate ran in the Lead's process (a new-user trial).

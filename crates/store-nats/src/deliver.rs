@@ -290,6 +290,7 @@ impl NatsMemberHosts {
                 }
             }
         };
+        let none_registered = workers.is_empty();
         workers.sort_by(|a, b| b.free.cmp(&a.free).then_with(|| a.name.cmp(&b.name)));
         let timeout = self.nats.options().request_timeout;
         // The ineligible workers are named with their reasons on one line (`worker W skipped
@@ -341,7 +342,7 @@ impl NatsMemberHosts {
                 .client()
                 .send_request(NatsBackend::worker_subject(&worker.name), asked)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| crate::conn::error_text(&e))
                 .and_then(|m| {
                     serde_json::from_slice::<HostAnswer>(&m.payload).map_err(|e| e.to_string())
                 });
@@ -359,8 +360,13 @@ impl NatsMemberHosts {
                 )),
             }
         }
+        let why = if none_registered {
+            " (no worker is registered on this store: start one with troupe worker)"
+        } else {
+            ""
+        };
         (self.warn)(&format!(
-            "no worker can host teammate {name}: it runs in the Lead's process"
+            "no worker can host teammate {name}: it runs in the Lead's process{why}"
         ));
         Ok(None)
     }

@@ -517,7 +517,8 @@ fn teammates_of(team: Option<&Value>) -> Vec<(String, SessionId)> {
 /// `insufficient resources`, or the OS's "No space left"), whose failure may also surface
 /// as a lost lease (its renewal is refused too); another writer's append (a log's next seq
 /// was not this writer's: a takeover after this process stalled or was cut off past the
-/// lease TTL, or a foreign message on the subject); a lost lease (`lease_lost`, or a failure
+/// lease TTL, or a foreign message on the subject); a lease another writer took over (the
+/// Team runs in that process now); a lost lease (`lease_lost`, or a failure
 /// naming it: the store unreachable or this process stalled past the TTL); else where the
 /// logs are (the NATS server, `nats`, or the home's disk).
 pub(crate) fn log_failure_fix<'a>(
@@ -537,6 +538,10 @@ pub(crate) fn log_failure_fix<'a>(
         "another process wrote to the log meanwhile — a takeover after this one stalled or was \
          cut off past the lease TTL, or a foreign message; `troupe team verify` tells which, \
          and a Team taken over and finished has nothing left to resume"
+    } else if any("another writer took it over") {
+        "another process took the Team over after this one stalled or was cut off past the lease \
+         TTL and runs it now — troupe team show names the hosts; only once that process stops \
+         too"
     } else if lease_lost || any("JOURNAL_LEASE_LOST") || any("lost its lease") {
         "the store reachable and this process not stalled past the lease TTL — a NATS server \
          whose disk filled also refuses the lease: free space there and restart it; a Team \
@@ -574,6 +579,12 @@ mod tests {
         assert!(
             log_failure_fix([conflict].into_iter(), false, true)
                 .starts_with("another process wrote to the log meanwhile")
+        );
+        let taken = "journal writer for session s lost its lease: its key changed under it \
+                     (another writer took it over): wrong last revision";
+        assert!(
+            log_failure_fix([taken].into_iter(), true, true)
+                .starts_with("another process took the Team over")
         );
         let lost = "journal writer for session s lost its lease: wrong last sequence: 144";
         assert!(
