@@ -2085,20 +2085,15 @@ fn start_worker_with(
     (worker, log)
 }
 
-/// `--placement workers` with no worker registered: the teammate runs in the Lead's process,
-/// and the warning says why (there is no worker at all), not only that.
-#[test]
-fn placement_without_any_worker_says_none_is_registered() {
-    let Some(s) = Setup::single() else { return };
-    let workspace = s.path("ws");
-    std::fs::create_dir_all(&workspace).unwrap();
+/// `troupe run --team --placement workers` in `workspace` of a Lead that spawns alpha (who
+/// answers at once) and answers: the run ends once alpha settled, wherever it ran.
+fn run_one_teammate_placed(s: &Setup, workspace: &Path) -> Output {
     let script = s.path("team.json");
     std::fs::write(
         &script,
         json!({"agents": {
             "lead": [
                 {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "alpha", "description": "helps", "prompt": "start"}}]},
-                {"tool_calls": [{"name": "wait_agent", "arguments": {"timeout_ms": 120000}}]},
                 {"text": "lead done"},
             ],
             "alpha": [{"text": "alpha done"}],
@@ -2106,14 +2101,23 @@ fn placement_without_any_worker_says_none_is_registered() {
         .to_string(),
     )
     .unwrap();
-    let out = s
-        .troupe(&["run", "--team", "--placement", "workers", "--workspace"])
-        .arg(&workspace)
+    s.troupe(&["run", "--team", "--placement", "workers", "--workspace"])
+        .arg(workspace)
         .arg("--model")
         .arg(format!("script:{}", script.display()))
         .arg("go")
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// `--placement workers` with no worker registered: the teammate runs in the Lead's process,
+/// and the warning says why (there is no worker at all), not only that.
+#[test]
+fn placement_without_any_worker_says_none_is_registered() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let out = run_one_teammate_placed(&s, &workspace);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
@@ -2138,20 +2142,6 @@ fn a_worker_whose_heartbeat_says_full_is_still_asked_and_hosts_the_teammate() {
     let s = Setup::on(server, Duration::from_secs(60));
     let workspace = s.path("ws");
     std::fs::create_dir_all(&workspace).unwrap();
-    let script = s.path("team.json");
-    std::fs::write(
-        &script,
-        json!({"agents": {
-            "lead": [
-                {"tool_calls": [{"name": "spawn_teammate", "arguments": {"name": "alpha", "description": "helps", "prompt": "start"}}]},
-                {"tool_calls": [{"name": "wait_agent", "arguments": {"timeout_ms": 120000}}]},
-                {"text": "lead done"},
-            ],
-            "alpha": [{"text": "alpha done"}],
-        }})
-        .to_string(),
-    )
-    .unwrap();
     let (_w1, w1_log) = start_worker(&s, "w1", &workspace);
     let (rt, js) = s.raw();
     rt.block_on(async {
@@ -2163,14 +2153,7 @@ fn a_worker_whose_heartbeat_says_full_is_still_asked_and_hosts_the_teammate() {
             .await
             .unwrap();
     });
-    let out = s
-        .troupe(&["run", "--team", "--placement", "workers", "--workspace"])
-        .arg(&workspace)
-        .arg("--model")
-        .arg(format!("script:{}", script.display()))
-        .arg("go")
-        .output()
-        .unwrap();
+    let out = run_one_teammate_placed(&s, &workspace);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains("runs in the Lead's process"), "{stderr}");

@@ -47,6 +47,10 @@ pub(super) struct TeamJournal {
     /// Members hosted by other processes, as their hosts last reported them
     /// (`super::status`): their live status and host, until the report expires.
     elsewhere: Mutex<HashMap<SessionId, Elsewhere>>,
+    /// The last release each host reported of a member, and when it came: a placement
+    /// answered after its host already ran and released the member must not record it as
+    /// running there again ([`TeamJournal::placed`]).
+    released: Mutex<HashMap<SessionId, (String, Instant)>>,
 }
 
 /// A member hosted by another process, as its host last reported it (`super::status`).
@@ -58,6 +62,8 @@ pub(super) struct Elsewhere {
     pub(super) live: LiveAgent,
     /// Until when the report holds.
     pub(super) until: Instant,
+    /// When it was recorded.
+    pub(super) seen: Instant,
 }
 
 /// How long a placement's own record holds before its host's first report replaces it.
@@ -89,6 +95,7 @@ impl TeamJournal {
             published: Mutex::new(published),
             edges: watch::channel(0).0,
             elsewhere: Mutex::new(HashMap::new()),
+            released: Mutex::new(HashMap::new()),
         }
     }
 
@@ -145,21 +152,48 @@ impl TeamJournal {
         }
     }
 
-    /// Records that `member` was just placed on `host` and runs there (its host's own
-    /// reports, which may come later, replace the record), and bumps the change edge.
-    pub(super) fn placed(&self, member: &SessionId, host: &str) {
-        lock(&self.elsewhere).insert(
-            member.clone(),
-            Elsewhere {
-                host: host.to_owned(),
-                live: LiveAgent {
-                    status: LiveStatus::Running,
-                    model: None,
-                },
-                until: Instant::now() + PLACED_HOLDS,
-            },
-        );
+    /// Records that `member` was just placed on `host` (asked at `asked`) and runs there (its
+    /// host's own reports, which may come later, replace the record), and bumps the change
+    /// edge — unless that host already reported on it since it was asked: a teammate that
+    /// ran and settled before the host's answer came is not recorded as running again (the run
+    /// then waited for a report that would never come, until the record expired).
+    pub(super) fn placed(&self, member: &SessionId, host: &str, asked: Instant) {
+        let released = lock(&self.released)
+            .get(member)
+            .is_some_and(|(by, at)| by == host && *at >= asked);
+        {
+            let mut elsewhere = lock(&self.elsewhere);
+            let reported = elsewhere
+                .get(member)
+                .is_some_and(|e| e.host == host && e.seen >= asked);
+            if !released && !reported {
+                let now = Instant::now();
+                elsewhere.insert(
+                    member.clone(),
+                    Elsewhere {
+                        host: host.to_owned(),
+                        live: LiveAgent {
+                            status: LiveStatus::Running,
+                            model: None,
+                        },
+                        until: now + PLACED_HOLDS,
+                        seen: now,
+                    },
+                );
+            }
+        }
         self.edge();
+    }
+
+    /// Records that `host` reported `member` released (not hosted there any more) now, or,
+    /// `released` false, hosted there.
+    pub(super) fn reported_release(&self, member: &SessionId, host: &str, released: bool) {
+        let mut map = lock(&self.released);
+        if released {
+            map.insert(member.clone(), (host.to_owned(), Instant::now()));
+        } else {
+            map.remove(member);
+        }
     }
 
     /// The Team id (= the Lead's session id).

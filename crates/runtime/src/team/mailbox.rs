@@ -549,10 +549,11 @@ async fn place_wakeup(
     let name = journal
         .phase_of(target)
         .map_or_else(|| target.to_string(), |(name, _)| name);
+    let asked = std::time::Instant::now();
     match hosts.place(target, &name).await {
         Ok(Some(host)) => {
             tracing::info!(target = %target, host = %host, "teammate placed");
-            journal.placed(target, &host);
+            journal.placed(target, &host, asked);
             mark_delivered(journal, message)
                 .await
                 .map_err(DispatchFailure::acknowledgement)?;

@@ -321,10 +321,11 @@ async fn start_placed(
     control
         .recreate(journal.lead(), child_id, spec, Vec::new(), false)
         .await?;
+    let asked = std::time::Instant::now();
     match hosts.place(child_id, &name).await {
         Ok(Some(host)) => {
             tracing::info!(teammate = %child_id, host = %host, "teammate placed");
-            journal.placed(child_id, &host);
+            journal.placed(child_id, &host, asked);
             Ok(())
         }
         Ok(None) => control.wake(journal.lead(), child_id).await.map(|_| ()),
@@ -859,9 +860,10 @@ pub(super) async fn take_over(
         return TakenOver::Nothing;
     }
     if hosts.append_unhosted() {
+        let asked = std::time::Instant::now();
         match place_continued(journal, control, hosts, id, &name, plan.notes).await {
             Ok(Some(host)) => {
-                journal.placed(id, &host);
+                journal.placed(id, &host, asked);
                 hosts.notice(&format!(
                     "teammate {name}'s host stopped reporting and its lease expired: it \
                      continues on worker {host} (its cut turn closed as after a crash, then its \
@@ -947,9 +949,10 @@ async fn continue_placed(
             .member(id)
             .map_or_else(|| id.to_string(), |m| m.name.to_string())
     };
+    let asked = std::time::Instant::now();
     match place_continued(journal, control, hosts, id, &name, notes).await {
         Ok(Some(host)) => {
-            journal.placed(id, &host);
+            journal.placed(id, &host, asked);
             hosts.notice(&format!(
                 "teammate {name} continues on worker {host} (the work the stop left it: {})",
                 if notes == 0 {
@@ -1047,7 +1050,7 @@ pub(super) async fn continue_teammates(
                     && let Ok(Some(holder)) = journal.store().holder(&id)
                 {
                     tracing::info!(teammate = %id, %holder, "held by a live process: left to it");
-                    journal.placed(&id, &holder);
+                    journal.placed(&id, &holder, std::time::Instant::now());
                     continue;
                 }
                 // Placed as the run places (`--placement workers`): continued on a live

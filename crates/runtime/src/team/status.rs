@@ -103,6 +103,7 @@ impl TeamService {
                             host: edge.host.clone(),
                             live,
                             until: Instant::now() + Duration::from_millis(edge.ttl_ms),
+                            seen: Instant::now(),
                         },
                     );
                     changed
@@ -110,6 +111,7 @@ impl TeamService {
                 None => elsewhere.remove(&edge.member).is_some() && before.is_some(),
             }
         };
+        journal.reported_release(&edge.member, &edge.host, edge.live.is_none());
         if changed {
             journal.edge();
         }
