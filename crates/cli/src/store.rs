@@ -566,6 +566,32 @@ pub(crate) fn copy(flags: CopyFlags, replicas: Option<usize>) -> Result<(), Fail
                 ids.push(id);
             }
         }
+        // Each with the sessions under it (a Team Lead's teammates, their subagents): a Lead
+        // copied alone is no Team (`team verify` of the copy finds its members missing).
+        let listed = from
+            .journal
+            .list(&mut |_| {})
+            .context("listing the sessions under those to copy")?;
+        let named = ids.len();
+        let mut i = 0;
+        while i < ids.len() {
+            for listing in &listed {
+                if listing.header.parent_session.as_ref() == Some(&ids[i])
+                    && !ids.contains(&listing.header.id)
+                {
+                    ids.push(listing.header.id.clone());
+                }
+            }
+            i += 1;
+        }
+        if ids.len() > named {
+            eprint_line!(
+                "troupe: note: with the {} session{} under {}",
+                ids.len() - named,
+                if ids.len() - named == 1 { "" } else { "s" },
+                if named == 1 { "it" } else { "them" }
+            );
+        }
         ids
     };
     // Nothing is copied when the target holds other lines under one of the ids.

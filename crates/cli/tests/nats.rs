@@ -490,6 +490,25 @@ fn store_copy_files_to_nats_to_files_is_byte_identical_and_the_output_is_the_sam
     assert_eq!(back.lines().count(), originals.len(), "{back}");
     // The copy of the copy is the original, byte for byte.
     assert_eq!(session_files(&home_b.join("sessions")), originals);
+    // The Lead named alone comes with its Team's members: the copy verifies.
+    let home_c = s.path("c");
+    let c = format!("file:{}", home_c.display());
+    let out = bin()
+        .args(["store", "copy", "--from", &url, "--to", &c, &lead])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().count(), originals.len());
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "troupe: note: with the {} sessions under it",
+            originals.len() - 1
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(session_files(&home_c.join("sessions")), originals);
+    files_ok(&home_c, &["team", "verify", &lead]);
     // Run again: everything is already there, nothing is written.
     let messages = s.messages();
     let again = copy_ok(&["--from", a, "--to", &url]);
