@@ -493,8 +493,8 @@ pub(crate) struct CopyFlags {
     /// The store to copy to (same forms; a NATS stream is created with --replicas if missing).
     #[arg(long, value_name = "STORE")]
     to: String,
-    /// The sessions to copy: ids or unique prefixes on the source (default: every session of
-    /// the source).
+    /// The sessions to copy, each with the sessions under it (a Team Lead's teammates): ids or
+    /// unique prefixes on the source (default: every session of the source).
     #[arg(value_name = "SESSION")]
     sessions: Vec<String>,
 }
