@@ -384,9 +384,10 @@ fn resume_until_done(s: &Setup, id: &str) -> Vec<String> {
 
 /// A demo resumes "on any host, any home" (README, failover): the demo is killed (-9) mid-run
 /// on NATS and the home that recorded its script is removed (as on another host, where that
-/// path does not exist); `troupe resume` with that — now empty — home records this build's
-/// demo script there again instead of failing with `LLM_SCRIPT` ("cannot read script"), and
-/// finishes the demo: its verdict, exit 0, the project's tests pass, everything done once.
+/// path does not exist); `troupe resume` from another home records this build's demo script
+/// there instead of failing with `LLM_SCRIPT` ("cannot read script"), names that script in
+/// its session line, and finishes the demo: its verdict, exit 0, the project's tests pass,
+/// everything done once.
 #[test]
 fn a_killed_demo_resumes_after_the_home_that_recorded_its_script_is_gone() {
     let Some(mut s) = Setup::single() else { return };
@@ -396,9 +397,19 @@ fn a_killed_demo_resumes_after_the_home_that_recorded_its_script_is_gone() {
     demo.0.kill().unwrap();
     let _ = demo.0.wait();
     std::fs::remove_dir_all(s.home()).unwrap();
+    // Resumed from another home (another host's): the script is recorded there.
+    let other = s.path("other-home");
     let end = Instant::now() + DEADLINE;
     let out = loop {
-        let out = s.run(&["resume", lead.as_str()]);
+        let out = bin()
+            .env("TROUPE_LEASE_TTL", format!("{}s", s.lease_ttl.as_secs()))
+            .arg("--home")
+            .arg(&other)
+            .arg("--store")
+            .arg(s.url())
+            .args(["resume", lead.as_str()])
+            .output()
+            .unwrap();
         let locked =
             out.status.code() == Some(2) && text(&out.stderr).contains("is locked by host");
         if locked && Instant::now() < end {
@@ -411,8 +422,18 @@ fn a_killed_demo_resumes_after_the_home_that_recorded_its_script_is_gone() {
     assert!(out.status.success(), "{said}");
     assert!(said.contains("demo done"), "{said}");
     assert!(
-        s.home().join("demo").is_dir(),
-        "the script is recorded under the home again"
+        other.join("demo").is_dir(),
+        "the script is recorded under the resuming home"
+    );
+    // The session line names the script it runs, not the path of the home that is gone.
+    let first = text(&out.stderr)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        first.contains(&format!("model script:{}", other.join("demo").display())),
+        "{first}"
     );
     assert_demo_done_once(&s, &workspace, lead.as_str());
 }

@@ -240,7 +240,18 @@ async fn drive(
         &mut mpsc::UnboundedReceiver<ControlNote>,
     ),
 ) -> Result<Driven, Failure> {
-    let model = config.spec.to_string();
+    // The model as it runs: a recorded demo script whose home is gone is read from this
+    // home's copy (`script::script_here`), and named so.
+    let model = match config.spec.provider {
+        troupe_llm::ProviderKind::Script => {
+            let recorded = std::path::Path::new(&config.spec.model);
+            crate::script::script_here(recorded, &config.home_dir).map_or_else(
+                || config.spec.to_string(),
+                |here| format!("script:{}", here.display()),
+            )
+        }
+        _ => config.spec.to_string(),
+    };
     let (Start::New { id: root, .. } | Start::Resume { id: root, .. }) = &config.start;
     printer.set_approval_hints(root.clone(), &config.home_args, prompts.answers_here());
     // A resume whose Lead has nothing to run but whose Team has work (see below): why.
