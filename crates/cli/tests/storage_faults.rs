@@ -325,3 +325,61 @@ fn a_session_that_cannot_be_created_on_a_full_disk_says_so_plainly() {
     let left: Vec<_> = std::fs::read_dir(&sessions).unwrap().flatten().collect();
     assert!(left.is_empty(), "nothing left in the home: {left:?}");
 }
+
+/// A resume while the home's disk is still full — whichever log it first needs to write (the
+/// Lead's closing of its cut turn, or a teammate it reopens) — ends as the run did:
+/// `JOURNAL_FAILED` naming the log, with the "free space" hint and the resume command (it
+/// said `JOURNAL_POISONED` without a hint when the Lead's log failed, or `demo finished, but
+/// the tests still fail` when a teammate could not be reopened: new-user trials). Freed, the
+/// resume writes again and the Team verifies.
+#[test]
+fn a_resume_on_a_still_full_disk_fails_with_the_hint_and_finishes_once_space_is_freed() {
+    let Some(fs) = tmpfs_or_skip("1m") else {
+        return;
+    };
+    let workspace = tempfile::tempdir().unwrap();
+    let home = fs.path().join("home");
+    // Room for the demo's first steps only.
+    let filler = fs.path().join("filler");
+    std::fs::write(&filler, vec![0u8; 914 * 1024]).unwrap();
+    let out = troupe(&home)
+        .args(["demo", "--workspace"])
+        .arg(workspace.path().join("p"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("JOURNAL_FAILED"), "{said}");
+    let lead = said
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap()
+        .to_owned();
+    // Not a byte left.
+    fill(&fs.path().join("more"));
+    let out = troupe(&home).args(["resume", &lead]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let last = said.lines().last().unwrap_or_default();
+    assert!(last.starts_with("troupe: JOURNAL_FAILED: "), "{said}");
+    assert!(said.contains("free space"), "{said}");
+    assert!(said.contains(&format!("troupe resume {lead}")), "{said}");
+    std::fs::remove_file(fs.path().join("more")).unwrap();
+    std::fs::remove_file(&filler).unwrap();
+    // Freed, the resume runs the Team on (the scripted teammates cannot always finish the
+    // demo from every cut: a teammate whose claim the stop released meets a stale revision
+    // its script did not expect) and nothing it wrote breaks a Team rule.
+    let out = troupe(&home).args(["resume", &lead]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!said.contains("JOURNAL_"), "{said}");
+    let verified = troupe(&home)
+        .args(["team", "verify", &lead])
+        .output()
+        .unwrap();
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+}

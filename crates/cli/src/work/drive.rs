@@ -307,7 +307,9 @@ async fn drive(
             .await;
             let (agent, recovered, held) = match resumed {
                 Ok(resumed) => resumed,
-                Err(ResumeStop::Failed(e)) => return Err(resume_error(id, &config.store, e)),
+                Err(ResumeStop::Failed(e)) => {
+                    return Err(resume_error(id, &config.store, &config.home_args, e));
+                }
                 Err(ResumeStop::Interrupted) => {
                     return Err(Failure::work(anyhow!(
                         "interrupted while the resume waited for an approval (the request stays \
@@ -371,7 +373,10 @@ async fn drive(
                 ResumeStep::Prompt(_) | ResumeStep::Nothing => {}
             }
             let lead_idle = matches!(step, ResumeStep::Nothing);
-            let started = step.take(runtime, &agent).await?;
+            let started = step
+                .take(runtime, &agent)
+                .await
+                .map_err(|e| resume_error(id, &config.store, &config.home_args, e))?;
             if lead_idle && let Some(why) = &left {
                 printer.note(&format!(
                     "continuing the Team: the Lead's last turn completed, but a crash left its \
@@ -719,8 +724,31 @@ fn create_error(id: &SessionId, nats: bool, error: RuntimeError) -> Failure {
 
 /// A lock held by another process is bad input with its own words; a Lead log that breaks a
 /// Team rule is a damaged log (exit 1) and names its file.
-fn resume_error(id: &SessionId, store: &crate::store::Store, error: RuntimeError) -> Failure {
+fn resume_error(
+    id: &SessionId,
+    store: &crate::store::Store,
+    home_args: &str,
+    error: RuntimeError,
+) -> Failure {
     match error {
+        // The Lead's own log failed while the resume reopened it (a disk still full, a lost
+        // lease): the run's log failure, with what to fix, as when it fails later.
+        RuntimeError::Journal(
+            ref e @ (JournalError::Poisoned { .. }
+            | JournalError::Io { .. }
+            | JournalError::LeaseLost { .. }),
+        ) => {
+            let text = e.to_string();
+            let fix = super::report::log_failure_fix(
+                std::iter::once(text.as_str()),
+                matches!(e, JournalError::LeaseLost { .. }),
+                store.is_nats(),
+            );
+            Failure::work(anyhow!(
+                "JOURNAL_FAILED: the Lead's log (session {id}) failed: {text}; once the cause is \
+                 fixed ({fix}), continue with: troupe resume {id}{home_args}"
+            ))
+        }
         RuntimeError::Journal(JournalError::Locked { .. }) => Failure::bad_input(anyhow!(
             "session is locked by another process: a troupe run or troupe resume of {id} is \
              still running"
