@@ -444,7 +444,11 @@ fn relay_lines(pipe: impl std::io::Read + Send + 'static, prefix: String) {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
                     let text = String::from_utf8_lossy(&line);
-                    eprint_line!("{prefix}{}", text.trim_end_matches(['\n', '\r']));
+                    let text = text.trim_end_matches(['\n', '\r']);
+                    // A blank line of the child is no line of the worker's.
+                    if !text.trim().is_empty() {
+                        eprint_line!("{prefix}{text}");
+                    }
                 }
             }
         }
