@@ -62,8 +62,6 @@ pub(super) struct Elsewhere {
     pub(super) live: LiveAgent,
     /// Until when the report holds.
     pub(super) until: Instant,
-    /// When it was recorded.
-    pub(super) seen: Instant,
 }
 
 /// How long a placement's own record holds before its host's first report replaces it.
@@ -154,19 +152,18 @@ impl TeamJournal {
 
     /// Records that `member` was just placed on `host` (asked at `asked`) and runs there (its
     /// host's own reports, which may come later, replace the record), and bumps the change
-    /// edge — unless that host already reported on it since it was asked: a teammate that
-    /// ran and settled before the host's answer came is not recorded as running again (the run
-    /// then waited for a report that would never come, until the record expired).
+    /// edge — unless that host already reported it released since it was asked: a teammate
+    /// that ran and settled before the host's answer came is not recorded as running again
+    /// (the run then waited for a report that would never come, until the record expired).
+    /// An earlier report of it (idle, before its turn started) is replaced as before: its
+    /// release is reported once it settles.
     pub(super) fn placed(&self, member: &SessionId, host: &str, asked: Instant) {
         let released = lock(&self.released)
             .get(member)
             .is_some_and(|(by, at)| by == host && *at >= asked);
         {
             let mut elsewhere = lock(&self.elsewhere);
-            let reported = elsewhere
-                .get(member)
-                .is_some_and(|e| e.host == host && e.seen >= asked);
-            if !released && !reported {
+            if !released {
                 let now = Instant::now();
                 elsewhere.insert(
                     member.clone(),
@@ -177,7 +174,6 @@ impl TeamJournal {
                             model: None,
                         },
                         until: now + PLACED_HOLDS,
-                        seen: now,
                     },
                 );
             }

@@ -103,7 +103,6 @@ impl TeamService {
                             host: edge.host.clone(),
                             live,
                             until: Instant::now() + Duration::from_millis(edge.ttl_ms),
-                            seen: Instant::now(),
                         },
                     );
                     changed
