@@ -605,6 +605,26 @@ async fn a_spawn_cut_before_the_childs_log_existed_recreates_the_child() {
     resume_and_check_the_worker_ran(&mut h, &lead_id, &w).await;
 }
 
+/// A Team whose teammate `worker` had its turn cut by a crash right after its tool call was
+/// logged: the harness (crashed), its log guard, the Lead's id and the teammate's.
+async fn a_cut_teammate() -> (Harness, impl Sized, SessionId, SessionId) {
+    let (mut h, _log, faults) = Harness::faulty();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    let not_lead = lead_id.clone();
+    faults.fail_when(next_append(move |s| *s != not_lead, "tool/call"), "killed");
+    let w = spawn(
+        &h,
+        &lead,
+        "worker",
+        vec![call("bash", json!({"command": "true"}))],
+    )
+    .await;
+    quiet(&h, &lead).await;
+    crash(&mut h).await;
+    (h, _log, lead_id, w)
+}
+
 // ---------------------------------------------------------------------------------------
 // A resume that is itself stopped.
 
@@ -841,20 +861,7 @@ async fn a_cut_teammate_with_wakeup_mail_waiting_runs_it_and_is_continued() {
 /// new-user trial: `demo finished, but the project's tests still fail`). Nothing is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_teammate_that_cannot_be_reopened_after_a_stop_is_the_runs_log_failure() {
-    let (mut h, _log, faults) = Harness::faulty();
-    let lead = h.team_lead().await;
-    let lead_id = lead.id().clone();
-    let not_lead = lead_id.clone();
-    faults.fail_when(next_append(move |s| *s != not_lead, "tool/call"), "killed");
-    let w = spawn(
-        &h,
-        &lead,
-        "worker",
-        vec![call("bash", json!({"command": "true"}))],
-    )
-    .await;
-    quiet(&h, &lead).await;
-    crash(&mut h).await;
+    let (mut h, _log, lead_id, w) = a_cut_teammate().await;
     let before = h.events(&w).len();
 
     // Every append to its log fails (each rule applies once).
@@ -886,20 +893,7 @@ async fn a_teammate_that_cannot_be_reopened_after_a_stop_is_the_runs_log_failure
 /// unwatched, and the Lead waited for it forever). The next resume continues the turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_teammate_whose_continuation_cannot_be_written_still_settles() {
-    let (mut h, _log, faults) = Harness::faulty();
-    let lead = h.team_lead().await;
-    let lead_id = lead.id().clone();
-    let not_lead = lead_id.clone();
-    faults.fail_when(next_append(move |s| *s != not_lead, "tool/call"), "killed");
-    let w = spawn(
-        &h,
-        &lead,
-        "worker",
-        vec![call("bash", json!({"command": "true"}))],
-    )
-    .await;
-    quiet(&h, &lead).await;
-    crash(&mut h).await;
+    let (mut h, _log, lead_id, w) = a_cut_teammate().await;
 
     // The recovery closes the cut turn; the append of its continuation note fails.
     let faults = h.restart_faulty();
