@@ -904,10 +904,14 @@ async fn wait(
     interrupt
 }
 
-/// Cancels the Lead's turn and every other live agent's, keeping their inboxes — and asks the
-/// workers hosting the Team's running teammates to cancel theirs likewise (bounded by the
-/// grace period): anything queued stays parked for `troupe resume`.
+/// Halts the Teams (a Team call finishing meanwhile has its mail queued, not delivered: it
+/// wakes nobody), cancels the Lead's turn and every other live agent's, keeping their
+/// inboxes — and asks the workers hosting the Team's running teammates to cancel theirs
+/// likewise (bounded by the grace period): anything queued stays parked for `troupe resume`.
 async fn interrupt_all(runtime: &Runtime, agent: &Agent, printer: &mut Printer) {
+    // First, so a member finishing a tool call meanwhile (here or on a worker) delivers to
+    // nobody and places nobody: its mail stays queued for the resume.
+    runtime.teams().halt_all();
     if let Err(e) = agent.cancel(json!({"kind": "user"}), true).await {
         printer.note(&format!("troupe: cancelling the turn failed: {e}"));
     }

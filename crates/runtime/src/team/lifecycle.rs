@@ -6,8 +6,16 @@
 //! flight is stopped. Creations and dispatches are counted separately because a shutdown
 //! settles creations first — their recovery may still register dispatches — then dispatches
 //! and acknowledgements (c.14 steps 3–4).
+//!
+//! Halting (the user's Ctrl-C, before the run parks) comes earlier and holds less: operations
+//! are still admitted and what they decide is durable (a message is `queued` in the Lead
+//! log), but nothing new starts running — no dispatch, no placement, no cold resume, no
+//! continuation — so no member of the stopping run wakes another, or the Lead, into a new
+//! turn. What a halt held back is the Lead log's pending mail, which the next resume's
+//! mailbox recovery delivers (REFERENCE c.9).
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -20,6 +28,8 @@ use troupe_team::{TeamError, TeamId};
 pub(super) struct Lifecycle {
     /// Cancelled when the Team closes.
     closed: CancellationToken,
+    /// Set when the user stopped the run (see the module docs).
+    halted: AtomicBool,
     /// `spawn_teammate` calls in flight (settled first at disposal).
     creations: InFlight,
     /// Dispatches and acknowledgements in flight (settled second at disposal).
@@ -33,6 +43,21 @@ impl Lifecycle {
     /// Whether the Team is closed.
     pub(super) fn is_closed(&self) -> bool {
         self.closed.is_cancelled()
+    }
+
+    /// Halts the Team (see the module docs). Idempotent; a halt is never lifted (the run ends).
+    pub(super) fn halt(&self) {
+        self.halted.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether nothing new may start running: the Team is halted or closed.
+    pub(super) fn is_stopping(&self) -> bool {
+        self.halted.load(Ordering::SeqCst) || self.is_closed()
+    }
+
+    /// Waits until no dispatch or acknowledgement is in flight.
+    pub(super) async fn dispatches_settled(&self) {
+        self.dispatches.settled().await;
     }
 
     /// The closing signal (for `select!` and for signals derived from it).

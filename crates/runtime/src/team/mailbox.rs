@@ -295,14 +295,16 @@ impl Mailbox {
     ) -> bool {
         let _in_flight = parts.lifecycle.dispatch();
         ticket.wait_turn().await;
-        if parts.lifecycle.is_closed() || !lock(&self.in_flight).insert(message.id.clone()) {
+        // A halted Team (the user stopped the run) starts no delivery: the message stays
+        // queued for the next resume, so nobody is woken into a new turn.
+        if parts.lifecycle.is_stopping() || !lock(&self.in_flight).insert(message.id.clone()) {
             return false;
         }
         let mut result = dispatch_once(parts, message).await;
         let mut pause = FIRST_PAUSE;
         for _ in 0..RETRIES {
             match &result {
-                Err(failure) if failure.may_pass() && !parts.lifecycle.is_closed() => {
+                Err(failure) if failure.may_pass() && !parts.lifecycle.is_stopping() => {
                     tracing::info!(
                         message = %message.id,
                         target = %message.target_id,
@@ -468,7 +470,7 @@ async fn wake_inactive(
     let lead = journal.lead();
     let target = &message.target_id;
     if let Some(hosts) = parts.hosts.filter(|h| h.append_unhosted())
-        && !parts.lifecycle.is_closed()
+        && !parts.lifecycle.is_stopping()
         && place_wakeup(journal, hosts, message, item.clone()).await?
     {
         return Ok(true);
@@ -502,8 +504,9 @@ async fn wake_inactive(
             .map_err(DispatchFailure::acknowledgement)?;
         return Ok(true);
     }
-    // A closing Team starts no cold resume: the message stays queued for the next run.
-    if parts.lifecycle.is_closed() {
+    // A closing or halted Team starts no cold resume: the message stays queued for the next
+    // run.
+    if parts.lifecycle.is_stopping() {
         return Ok(false);
     }
     let agent = parts

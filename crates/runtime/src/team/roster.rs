@@ -856,7 +856,8 @@ pub(super) async fn take_over(
     if plan.notes == 0 && !plan.wake {
         return TakenOver::Nothing;
     }
-    if lifecycle.is_closed() {
+    // A closing or halted Team continues nobody: the next resume does.
+    if lifecycle.is_stopping() {
         return TakenOver::Nothing;
     }
     if hosts.append_unhosted() {
@@ -1016,7 +1017,7 @@ pub(super) async fn continue_teammates(
         )
     };
     for id in members {
-        if lifecycle.is_closed() {
+        if lifecycle.is_stopping() {
             return;
         }
         let resident = control.agent(&id).is_some();

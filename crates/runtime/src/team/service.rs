@@ -831,6 +831,19 @@ impl TeamService {
         failures
     }
 
+    /// Halts every Team for the user's stop (the first Ctrl-C, before the run parks): Team
+    /// operations are still admitted and what they decide is durable, but nothing new starts
+    /// running — a message is not delivered (it stays `queued` in the Lead log), no teammate
+    /// is placed on a worker, cold-resumed or continued — so no member still finishing a tool
+    /// call, here or in another process, wakes the Lead or another member into a new turn
+    /// after the user stopped the run. The next resume's mailbox recovery delivers what was
+    /// held back (REFERENCE c.9). Writes nothing; idempotent; never lifted (the run ends).
+    pub fn halt_all(&self) {
+        for team in lock(&self.teams).values() {
+            team.lifecycle.halt();
+        }
+    }
+
     /// Stops the turns of every Team's members running in other processes with `cause`:
     /// [`InterruptCause::Shutdown`] when this process parks its Teams (REFERENCE c.14 applied
     /// across processes: a park stops the whole Team, not only what this process hosts),
@@ -853,6 +866,10 @@ impl TeamService {
         let deadline = tokio::time::Instant::now() + bound;
         let mut warnings = Vec::new();
         for team in teams {
+            // A delivery already under way when the Team was halted or closed may still place
+            // a teammate on a worker: it is waited for (bounded), so that teammate is stopped
+            // with the others.
+            let _ = tokio::time::timeout_at(deadline, team.lifecycle.dispatches_settled()).await;
             let running: Vec<SessionId> = lock(team.journal.elsewhere())
                 .iter()
                 .filter(|(_, e)| e.live.status == troupe_team::LiveStatus::Running)

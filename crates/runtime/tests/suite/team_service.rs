@@ -302,3 +302,64 @@ async fn a_late_report_of_a_former_host_does_not_stand_for_where_a_member_runs()
     assert_eq!(hosts(), [(member.clone(), "w2".to_owned())]);
     assert_eq!(teams.running_elsewhere(lead.id()), 0);
 }
+
+/// The user's stop halts the Team (`TeamService::halt_all`, the first Ctrl-C): a member still
+/// finishing a tool call — here a running teammate, in the bug a teammate on a worker —
+/// still has its mail accepted and durable (`queued` in the Lead log), but it wakes nobody:
+/// not the parked Lead, not an idle teammate (no cold resume, no placement). The resume's
+/// mailbox recovery delivers both, once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_users_stop_a_members_mail_wakes_nobody_and_the_resume_delivers_it() {
+    use super::team::{quiet, settled, spawn};
+    use troupe_team::Delivery;
+    let mut h = Harness::new();
+    let lead = h.team_lead().await;
+    let lead_id = lead.id().clone();
+    let idle_id = spawn(&h, &lead, "idle", vec![text("done")]).await;
+    settled(&h, &idle_id).await;
+    let busy_id = spawn(&h, &lead, "busy", vec![Step::Hang]).await;
+    model_called(&h.models.model("busy"), 1).await;
+    let busy = h.runtime.agent(&busy_id).unwrap();
+    let teams = h.runtime.teams();
+    teams.halt_all();
+    let mut held = Vec::new();
+    for (target, text) in [("lead", "found it"), ("idle", "check this")] {
+        let (id, accepted) = teams
+            .send(&busy, target, text, Delivery::Wakeup)
+            .await
+            .unwrap();
+        assert!(!accepted, "mail to {target} is delivered by nobody now");
+        held.push(id);
+    }
+    assert_eq!(lead.status(), troupe_runtime::AgentStatus::Idle);
+    assert!(
+        h.models.model("lead").requests().is_empty(),
+        "the Lead is woken into no turn"
+    );
+    assert!(
+        h.runtime.agent(&idle_id).is_none(),
+        "the idle teammate is not cold-resumed"
+    );
+    let pending: Vec<_> = fold(&h, &lead_id)
+        .pending_messages()
+        .map(|m| m.id.clone())
+        .collect();
+    assert_eq!(pending, held, "both stay queued, durable in the Lead log");
+    h.runtime.shutdown().await.unwrap();
+    h.restart();
+    h.models.model("lead").push([text("noted")]);
+    h.models.model("idle").push([text("checked")]);
+    h.models.model("busy").push([text("stopped")]);
+    let (lead, _) = h.runtime.resume_root(&lead_id).await.unwrap();
+    quiet(&h, &lead).await;
+    assert_eq!(fold(&h, &lead_id).pending_messages().count(), 0);
+    for (target, id) in [(&lead_id, &held[0]), (&idle_id, &held[1])] {
+        let copies = h
+            .events(target)
+            .iter()
+            .filter(|e| e.kind == "agent/inbox/spliced" && e.data.to_string().contains(id.as_str()))
+            .count();
+        assert_eq!(copies, 1, "{id} reached {target} once");
+    }
+    h.runtime.shutdown().await.unwrap();
+}
