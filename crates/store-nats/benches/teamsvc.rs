@@ -11,8 +11,11 @@
 //! alternate A B A B in one run. Goal: remote ≤ 2× local. Alternated with them, the floor of
 //! what a remote call adds: `request_reply`, one bare NATS request from the caller's connection
 //! to a responder on the serving connection that answers at once (a payload the size of a
-//! claim's request; no JSON, no Team service). `nats-server` on PATH; without it the bench
-//! prints why and measures nothing.
+//! claim's request; no JSON, no Team service). And the floor of a local claim:
+//! `publish_ack`, one bare JetStream publish of a payload the size of a claim's Lead-log records,
+//! awaited until acknowledged, on the serving connection — so one run gives both issue 13's
+//! claim ÷ publish-ack and issue 14's remote ÷ local, and the two floors they rest on.
+//! `nats-server` on PATH; without it the bench prints why and measures nothing.
 //!
 //! `delivery`: the latency of one quiet `send_message` from the Lead until the message's
 //! append to its target's log reaches the server (a third connection subscribed to the
@@ -205,7 +208,7 @@ fn remote_claim(c: &mut Criterion) {
     };
     let ws = workspace.path();
     let lead_runtime = runtime(journal_a, ws);
-    let (mut local, mut remote, _hosted, _served) = rt.block_on(async {
+    let (mut local, mut remote, _hosted, _served, local_lead) = rt.block_on(async {
         let mut sides = Vec::new();
         for _ in 0..2 {
             let lead = lead_runtime
@@ -235,7 +238,8 @@ fn remote_claim(c: &mut Criterion) {
                 .unwrap();
             sides.push((lead, worker));
         }
-        let (_, worker) = &sides[0];
+        let (local_lead, worker) = &sides[0];
+        let local_lead = local_lead.id().clone();
         let local = Side {
             tool: Arc::clone(worker.setup().tools.get("team_task_update").unwrap()),
             context: worker.setup().tool_context.clone(),
@@ -275,9 +279,45 @@ fn remote_claim(c: &mut Criterion) {
             revision: 1,
             calls: 0,
         };
-        (local, remote, hosted, served)
+        (local, remote, hosted, served, local_lead)
     });
     let floor = rt.block_on(Floor::start(&a, &b));
+    // The size of one claim's record in the Lead log, as the store publishes it.
+    let claim_bytes = rt.block_on(async {
+        let before = lead_runtime
+            .journal()
+            .read(&local_lead)
+            .unwrap()
+            .events
+            .len();
+        local.update("claim").await;
+        let events = lead_runtime.journal().read(&local_lead).unwrap().events;
+        // A claim appends one batch (its tool effect and the task's record): two messages,
+        // pipelined. The bare side publishes their bytes as one message.
+        let claimed = &events[before..];
+        eprintln!(
+            "teamsvc: a claim appends {} events ({})",
+            claimed.len(),
+            claimed
+                .iter()
+                .map(|e| e.kind.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let size = claimed
+            .iter()
+            .map(|e| serde_json::to_vec(e).unwrap().len())
+            .sum();
+        local.update("release").await;
+        size
+    });
+    let publish = rt.block_on(async {
+        let publish = PublishAck::new(&a, claim_bytes);
+        // Its subject gets a message before the timing, as a session's subject has.
+        publish.acks(1).await;
+        publish
+    });
+    eprintln!("teamsvc: a claim's Lead-log records are {claim_bytes} bytes");
     let mut group = c.benchmark_group("teamsvc");
     group
         .sample_size(20)
@@ -292,6 +332,9 @@ fn remote_claim(c: &mut Criterion) {
         });
         group.bench_function(format!("request_reply/{round}"), |bench| {
             bench.iter_custom(|iters| rt.block_on(floor.requests(iters)));
+        });
+        group.bench_function(format!("publish_ack/{round}"), |bench| {
+            bench.iter_custom(|iters| rt.block_on(publish.acks(iters)));
         });
     }
     group.finish();
@@ -338,6 +381,38 @@ impl Floor {
                 .await
                 .unwrap();
             assert_eq!(answer.payload.len(), self.payload.len());
+        }
+        started.elapsed()
+    }
+}
+
+/// What a local claim's one store round trip costs bare: a JetStream publish of a payload
+/// the size of a claim's Lead-log records, awaited until acknowledged, on the serving
+/// connection (to a subject of the store's stream no session uses).
+struct PublishAck {
+    js: async_nats::jetstream::Context,
+    subject: String,
+    payload: bytes::Bytes,
+}
+
+impl PublishAck {
+    fn new(serving: &NatsBackend, bytes: usize) -> Self {
+        Self {
+            js: async_nats::jetstream::new(serving.client()),
+            subject: format!("troupe.session.bench-{}", SessionId::random()),
+            payload: bytes::Bytes::from(vec![b'x'; bytes]),
+        }
+    }
+
+    async fn acks(&self, iters: u64) -> Duration {
+        let started = Instant::now();
+        for _ in 0..iters {
+            self.js
+                .publish(self.subject.clone(), self.payload.clone())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
         }
         started.elapsed()
     }
