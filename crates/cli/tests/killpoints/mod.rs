@@ -10,7 +10,8 @@
 //! (before its cancel): the Lead's answer is decided from the lease and the log. And the
 //! re-placement of a dead worker's running teammate, with the Lead's process killed right
 //! after it closed the teammate's cut turn and right after it appended its continuation note:
-//! a resume finishes it with exactly one note.
+//! a resume finishes it with exactly one note. And a worker killed right after it took over
+//! the registry entry of a worker killed before it: the name is taken over again at once.
 //!
 //! How a kill lands right after a write: a [`Tripwire`] thread subscribes (plain NATS, its own
 //! connection) to the subjects the write publishes on — a session's stream subject or the
@@ -762,4 +763,81 @@ fn kill_9_of_the_lead_mid_re_placement_then_resume() {
         assert_eq!(shown["pendingMessages"], json!([]), "{shown}");
         s.ok(&["team", "verify", &lead]);
     }
+}
+
+/// Kill point: a worker right after its take-over of the registry entry a worker killed on
+/// this host left behind (`TROUPE_WORKERS`, the compare-and-set update naming its own pid),
+/// before it serves anything. The entry names a dead pid of this host again, so the next
+/// worker of that name takes it over in turn, at once, and serves.
+#[test]
+fn kill_9_of_a_worker_right_after_it_took_over_a_dead_workers_name_leaves_the_name_free() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (mut first, _) = start_worker(&s, "w1", &workspace);
+    first.0.kill().unwrap();
+    let _ = first.0.wait();
+    // The second starts stopped (a shell that stops itself, then becomes the worker under the
+    // same pid), so the tripwire is in place before it can register.
+    let log = s.path("w1-second.stderr");
+    let mut second = Running(
+        Command::new("sh")
+            .arg("-c")
+            .arg("kill -STOP $$; exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_troupe"))
+            .arg("--home")
+            .arg(s.path("home-w1-second"))
+            .arg("--store")
+            .arg(s.url())
+            .args(["worker", "--name", "w1", "--workspace"])
+            .arg(&workspace)
+            .env_remove("TROUPE_HOME")
+            .env_remove("TROUPE_STORE")
+            .env("TROUPE_LEASE_TTL", format!("{}s", s.lease_ttl.as_secs()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    let victim = second.0.id();
+    let stopped = || {
+        std::fs::read_to_string(format!("/proc/{victim}/stat"))
+            .is_ok_and(|stat| stat.rsplit(") ").next().is_some_and(|r| r.starts_with('T')))
+    };
+    let start = Instant::now();
+    while !stopped() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the worker's shell never stopped"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = format!("\"pid\":{victim}");
+    let wire = Tripwire::arm(
+        &s.url(),
+        &["$KV.TROUPE_WORKERS.w1"],
+        victim,
+        move |_, payload| payload.contains(&pid),
+    );
+    let resumed = rustix::process::Pid::from_raw(victim.cast_signed()).unwrap();
+    rustix::process::kill_process(resumed, rustix::process::Signal::CONT).unwrap();
+    let seen = wire.fired();
+    let _ = second.0.wait();
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(!said.contains("serving"), "killed before it served: {said}");
+    let (subject, payload) = seen.last().unwrap();
+    assert_eq!(subject, "$KV.TROUPE_WORKERS.w1");
+    let entry: Value = serde_json::from_str(payload).unwrap();
+    assert_eq!(
+        entry["pid"], victim,
+        "the entry names the killed worker: {entry}"
+    );
+    // Its entry outlives it as the first's did, and is taken over the same way.
+    let (_third, log) = start_worker(&s, "w1", &workspace);
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("troupe worker w1: serving"),
+    );
 }
