@@ -13,7 +13,7 @@
 //! lease is lost while it waits for its Team (the server down past the TTL) fails the run
 //! with `JOURNAL_LEASE_LOST` and the resume hint, then `troupe resume` finishes it.
 
-use super::killpoints::{call, lead_of, member_id, start_run};
+use super::killpoints::{Tripwire, call, lead_of, member_id, start_run};
 use super::*;
 
 /// The Team of every test: the Lead creates a task and spawns alpha, then waits; alpha
@@ -1416,6 +1416,128 @@ fn ctrl_c_of_the_lead_stops_its_teammate_on_a_worker() {
         .filter(|e| e["type"] == "assistant/message" && e.to_string().contains("alpha done"))
         .count();
     assert_eq!(answered, 1, "alpha answered once");
+    s.ok(&["team", "verify", &lead]);
+}
+
+/// The user's first Ctrl-C lands while a teammate's wakeup is being placed (issue 14: the
+/// Lead's process must start nothing once the user stopped the run). beta ran once and was
+/// released; alpha, on one worker, sends beta a `followup_task`; the placement asks the other
+/// worker, which is stopped (SIGSTOP) and cannot answer — and the Ctrl-C comes the moment
+/// that request is on the server. The placement then finds no host, and beta must not be
+/// cold-resumed in the Lead's process (it would run a whole turn after the Ctrl-C and wake
+/// the Lead): its wakeup stays queued, the run ends interrupted with no new turn of beta or
+/// of the Lead, and `troupe resume` delivers the wakeup once and finishes.
+#[test]
+fn ctrl_c_while_a_wakeup_is_being_placed_starts_nothing_and_resume_delivers_it() {
+    let Some(mut s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (mut w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
+    let (mut w2, w2_log) = start_worker_with(&s, "w2", &workspace, &[]);
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "beta", "description": "checks", "prompt": "get ready"})),
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "start"})),
+                call("wait_agent", json!({"timeout_ms": 170000})),
+                call("wait_agent", json!({"timeout_ms": 170000})),
+                {"text": "lead done"},
+                // The resume's turns: the cut wait asked again, then beta's report.
+                {"text": "lead noted"},
+                {"text": "lead noted again"},
+            ],
+            "beta": [
+                {"text": "beta ready"},
+                call("followup_task", json!({"target": "lead", "message": "beta-report"})),
+                {"text": "beta done"},
+            ],
+            "alpha": [
+                call("bash", json!({"command": "touch started; while [ ! -f go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                call("followup_task", json!({"target": "beta", "message": "check-it"})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("started").exists() {
+        assert!(start.elapsed() < DEADLINE, "alpha never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let alpha = member_id(&s, &lead, "alpha");
+    let beta = member_id(&s, &lead, "beta");
+    wait_lease(&mut s, &beta, "was released", |h| h.is_none());
+    // The worker not hosting alpha is the one the placement of beta asks first.
+    let hosting_alpha = |log: &Path| {
+        std::fs::read_to_string(log)
+            .unwrap()
+            .contains(&format!("hosting alpha ({alpha})"))
+    };
+    let (other, other_name) = if hosting_alpha(&w1_log) {
+        (&mut w2, "w2")
+    } else {
+        assert!(hosting_alpha(&w2_log), "alpha runs on a worker");
+        (&mut w1, "w1")
+    };
+    let frozen = rustix::process::Pid::from_child(&other.0);
+    rustix::process::kill_process(frozen, rustix::process::Signal::STOP).unwrap();
+    let turns = |s: &Setup, id: &str| {
+        s.log(id)
+            .iter()
+            .filter(|e| e["type"] == "turn/start")
+            .count()
+    };
+    let lead_turns = turns(&s, &lead);
+    let wire = Tripwire::arm_with(
+        &s.url(),
+        &[&format!("troupe.worker.{other_name}.host")],
+        run.0.id(),
+        rustix::process::Signal::INT,
+        |_, _| true,
+    );
+    std::fs::write(workspace.join("go"), "").unwrap();
+    wire.fired();
+    let status = wait_exit(&mut run);
+    let stderr = std::fs::read_to_string(&run_err).unwrap();
+    assert!(!status.success(), "an interrupted run: {stderr}");
+    assert_eq!(
+        turns(&s, &beta),
+        1,
+        "beta ran no turn after the Ctrl-C: {stderr}"
+    );
+    assert_eq!(
+        turns(&s, &lead),
+        lead_turns,
+        "no Lead turn started after the Ctrl-C: {stderr}"
+    );
+    let shown: Value = serde_json::from_str(&s.ok(&["team", "show", &lead, "--json"])).unwrap();
+    assert_eq!(
+        shown["pendingMessages"],
+        json!([{
+            "delivery": "wakeup",
+            "id": shown["messages"][0]["id"],
+            "senderName": "alpha",
+            "targetName": "beta",
+        }]),
+        "alpha's wakeup of beta stays queued: {shown}"
+    );
+    // The frozen worker is gone for good; the resume places beta on the live one (or here).
+    rustix::process::kill_process(frozen, rustix::process::Signal::KILL).unwrap();
+    let _ = other.0.wait();
+    let out = s.run(&["resume", &lead, "--placement", "workers"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let copies = s
+        .log(&beta)
+        .iter()
+        .filter(|e| e["type"] == "agent/inbox/spliced" && e.to_string().contains("check-it"))
+        .count();
+    assert_eq!(copies, 1, "beta got the wakeup once");
     s.ok(&["team", "verify", &lead]);
 }
 

@@ -39,9 +39,9 @@ fn lease_pid(seen: &[Seen], session: &str) -> Option<u32> {
 /// A message the tripwire saw: its subject and payload.
 type Seen = (String, String);
 
-/// A thread that SIGKILLs `victim` when a message on `subject` (a NATS wildcard) satisfies
+/// A thread that SIGKILLs (or signals) `victim` when a message on `subject` (a NATS wildcard) satisfies
 /// `hit`; [`Tripwire::fired`] returns what it saw before, up to and including the hit.
-struct Tripwire {
+pub(super) struct Tripwire {
     seen: std::sync::mpsc::Receiver<(bool, Vec<Seen>)>,
 }
 
@@ -51,6 +51,18 @@ impl Tripwire {
         url: &str,
         subjects: &[&str],
         victim: u32,
+        hit: impl FnMut(&str, &str) -> bool + Send + 'static,
+    ) -> Self {
+        Self::arm_with(url, subjects, victim, rustix::process::Signal::KILL, hit)
+    }
+
+    /// [`Tripwire::arm`] sending `signal` instead of SIGKILL (e.g. SIGINT, a user's Ctrl-C
+    /// at that moment).
+    pub(super) fn arm_with(
+        url: &str,
+        subjects: &[&str],
+        victim: u32,
+        signal: rustix::process::Signal,
         mut hit: impl FnMut(&str, &str) -> bool + Send + 'static,
     ) -> Self {
         let (ready_tx, ready) = std::sync::mpsc::channel();
@@ -81,7 +93,7 @@ impl Tripwire {
                     log.push((subject, payload));
                     if fire {
                         let pid = rustix::process::Pid::from_raw(victim.cast_signed()).unwrap();
-                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                        let _ = rustix::process::kill_process(pid, signal);
                         let _ = seen_tx.send((true, log));
                         return;
                     }
@@ -96,7 +108,7 @@ impl Tripwire {
     }
 
     /// What it saw once it fired (waits up to [`DEADLINE`]).
-    fn fired(&self) -> Vec<Seen> {
+    pub(super) fn fired(&self) -> Vec<Seen> {
         let (fired, seen) = self
             .seen
             .recv_timeout(DEADLINE + Duration::from_secs(10))

@@ -484,6 +484,12 @@ async fn wake_inactive(
                 .map_err(Into::into)
         })
         .map_err(DispatchFailure::inspect)?;
+    // A Team halted or closed meanwhile (a placement that found no host may have taken a
+    // while) wakes nobody: the message stays queued, and the next resume wakes the target
+    // with the copy its log already holds.
+    if parts.lifecycle.is_stopping() {
+        return Ok(false);
+    }
     if stored.accepted(&message.id) {
         // Already held. If it is still waiting in the inactive target's inbox, wake the
         // target so the wakeup takes effect — without a second copy.
@@ -503,11 +509,6 @@ async fn wake_inactive(
             .await
             .map_err(DispatchFailure::acknowledgement)?;
         return Ok(true);
-    }
-    // A closing or halted Team starts no cold resume: the message stays queued for the next
-    // run.
-    if parts.lifecycle.is_stopping() {
-        return Ok(false);
     }
     let agent = parts
         .control
