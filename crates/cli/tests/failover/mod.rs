@@ -106,9 +106,17 @@ fn kill_the_lead_while_alpha_runs_on_a_worker(
 /// `troupe run` of the Team of [`team_script`] in `workspace`, until alpha runs (it made the
 /// file `started`): the run, the Lead's id and the run's stderr file.
 fn run_until_alpha_runs(s: &Setup, workspace: &Path) -> (Running, String, PathBuf) {
-    let script = team_script(s, "team.json");
+    run_script_until_alpha_runs(s, workspace, &team_script(s, "team.json"))
+}
+
+/// [`run_until_alpha_runs`] with another `script` whose alpha also first touches `started`.
+fn run_script_until_alpha_runs(
+    s: &Setup,
+    workspace: &Path,
+    script: &Path,
+) -> (Running, String, PathBuf) {
     let run_err = s.path("run.stderr");
-    let run = start_run(s, workspace, &script, &run_err);
+    let run = start_run(s, workspace, script, &run_err);
     let lead = lead_of(&run_err);
     let start = Instant::now();
     while !workspace.join("started").exists() {
@@ -685,14 +693,7 @@ fn a_worker_with_adopt_takes_over_a_lead_killed_after_its_turn_while_a_teammate_
         .to_string(),
     )
     .unwrap();
-    let run_err = s.path("run.stderr");
-    let mut run = start_run(&s, &workspace, &script, &run_err);
-    let lead = lead_of(&run_err);
-    let start = Instant::now();
-    while !workspace.join("started").exists() {
-        assert!(start.elapsed() < DEADLINE, "alpha never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut run, lead, _) = run_script_until_alpha_runs(&s, &workspace, &script);
     // The Lead's own turn ended (its answer is in its log): the run only waits for alpha.
     let start = Instant::now();
     while !s.log(&lead).iter().any(|e| e["type"] == "turn/end") {
@@ -758,14 +759,7 @@ fn a_plain_resume_continues_a_team_whose_lead_was_killed_after_its_turn() {
         .to_string(),
     )
     .unwrap();
-    let run_err = s.path("run.stderr");
-    let mut run = start_run(&s, &workspace, &script, &run_err);
-    let lead = lead_of(&run_err);
-    let start = Instant::now();
-    while !workspace.join("started").exists() {
-        assert!(start.elapsed() < DEADLINE, "alpha never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut run, lead, _) = run_script_until_alpha_runs(&s, &workspace, &script);
     let start = Instant::now();
     while !s.log(&lead).iter().any(|e| e["type"] == "turn/end") {
         assert!(start.elapsed() < DEADLINE, "the Lead's turn never ended");
@@ -872,14 +866,7 @@ fn a_lead_that_loses_its_lease_while_it_waits_for_its_team_fails_and_resume_fini
         .to_string(),
     )
     .unwrap();
-    let run_err = s.path("run.stderr");
-    let mut run = start_run(&s, &workspace, &script, &run_err);
-    let lead = lead_of(&run_err);
-    let start = Instant::now();
-    while !workspace.join("started").exists() {
-        assert!(start.elapsed() < DEADLINE, "alpha never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut run, lead, run_err) = run_script_until_alpha_runs(&s, &workspace, &script);
     let start = Instant::now();
     while !s.log(&lead).iter().any(|e| e["type"] == "turn/end") {
         assert!(start.elapsed() < DEADLINE, "the Lead's turn never ended");
@@ -1043,14 +1030,7 @@ fn kill_9_of_the_worker_hosting_a_running_teammate_re_places_it_on_a_live_worker
     std::fs::create_dir_all(&workspace).unwrap();
     let (mut w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
     let script = team_script(&s, "team.json");
-    let run_err = s.path("run.stderr");
-    let mut run = start_run(&s, &workspace, &script, &run_err);
-    let lead = lead_of(&run_err);
-    let start = Instant::now();
-    while !workspace.join("started").exists() {
-        assert!(start.elapsed() < DEADLINE, "alpha never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut run, lead, run_err) = run_script_until_alpha_runs(&s, &workspace, &script);
     let alpha = member_id(&s, &lead, "alpha");
     assert!(
         std::fs::read_to_string(&w1_log)
@@ -1120,14 +1100,7 @@ fn worker_stopped_by(signal: rustix::process::Signal) {
     std::fs::create_dir_all(&workspace).unwrap();
     let (mut w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
     let script = team_script(&s, "team.json");
-    let run_err = s.path("run.stderr");
-    let mut run = start_run(&s, &workspace, &script, &run_err);
-    let lead = lead_of(&run_err);
-    let start = Instant::now();
-    while !workspace.join("started").exists() {
-        assert!(start.elapsed() < DEADLINE, "alpha never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut run, lead, run_err) = run_script_until_alpha_runs(&s, &workspace, &script);
     let alpha = member_id(&s, &lead, "alpha");
     wait_for(&w1_log, &format!("hosting alpha ({alpha})"), DEADLINE);
     rustix::process::kill_process(rustix::process::Pid::from_child(&w1.0), signal).unwrap();
@@ -1189,14 +1162,7 @@ fn sigterm_of_the_lead_parks_its_teammate_on_a_worker() {
     std::fs::create_dir_all(&workspace).unwrap();
     let (mut w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
     let script = team_script(&s, "team.json");
-    let run_err = s.path("run.stderr");
-    let mut run = start_run(&s, &workspace, &script, &run_err);
-    let lead = lead_of(&run_err);
-    let start = Instant::now();
-    while !workspace.join("started").exists() {
-        assert!(start.elapsed() < DEADLINE, "alpha never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut run, lead, _) = run_script_until_alpha_runs(&s, &workspace, &script);
     let alpha = member_id(&s, &lead, "alpha");
     wait_for(&w1_log, &format!("hosting alpha ({alpha})"), DEADLINE);
     rustix::process::kill_process(
@@ -1283,14 +1249,7 @@ fn a_resume_places_a_teammate_a_crash_left_on_a_live_worker() {
     std::fs::create_dir_all(&workspace).unwrap();
     let (mut w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
     let script = team_script(&s, "team.json");
-    let run_err = s.path("run.stderr");
-    let mut run = start_run(&s, &workspace, &script, &run_err);
-    let lead = lead_of(&run_err);
-    let start = Instant::now();
-    while !workspace.join("started").exists() {
-        assert!(start.elapsed() < DEADLINE, "alpha never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut run, lead, _) = run_script_until_alpha_runs(&s, &workspace, &script);
     let alpha = member_id(&s, &lead, "alpha");
     wait_for(&w1_log, &format!("hosting alpha ({alpha})"), DEADLINE);
     run.0.kill().unwrap();
@@ -1361,14 +1320,7 @@ fn ctrl_c_of_the_lead_stops_its_teammate_on_a_worker() {
     std::fs::create_dir_all(&workspace).unwrap();
     let (_w1, w1_log) = start_worker_with(&s, "w1", &workspace, &[]);
     let script = team_script(&s, "team.json");
-    let run_err = s.path("run.stderr");
-    let mut run = start_run(&s, &workspace, &script, &run_err);
-    let lead = lead_of(&run_err);
-    let start = Instant::now();
-    while !workspace.join("started").exists() {
-        assert!(start.elapsed() < DEADLINE, "alpha never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut run, lead, run_err) = run_script_until_alpha_runs(&s, &workspace, &script);
     let alpha = member_id(&s, &lead, "alpha");
     wait_for(&w1_log, &format!("hosting alpha ({alpha})"), DEADLINE);
     let lead_turns = |s: &Setup| {
@@ -1462,14 +1414,7 @@ fn ctrl_c_while_a_wakeup_is_being_placed_starts_nothing_and_resume_delivers_it()
         .to_string(),
     )
     .unwrap();
-    let run_err = s.path("run.stderr");
-    let mut run = start_run(&s, &workspace, &script, &run_err);
-    let lead = lead_of(&run_err);
-    let start = Instant::now();
-    while !workspace.join("started").exists() {
-        assert!(start.elapsed() < DEADLINE, "alpha never ran");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut run, lead, run_err) = run_script_until_alpha_runs(&s, &workspace, &script);
     let alpha = member_id(&s, &lead, "alpha");
     let beta = member_id(&s, &lead, "beta");
     wait_lease(&mut s, &beta, "was released", |h| h.is_none());
