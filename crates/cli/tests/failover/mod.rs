@@ -1486,6 +1486,109 @@ fn ctrl_c_while_a_wakeup_is_being_placed_starts_nothing_and_resume_delivers_it()
     s.ok(&["team", "verify", &lead]);
 }
 
+/// A teammate whose worker parked it mid-turn (SIGINT of the worker) and that new mail wakes
+/// in the same run is placed again with the continuation of its cut turn after the wakeup —
+/// what a resume would give it — so the run does not end (exit 0) with work the next resume
+/// finds owed. beta waits in a bash on w1; w1 is stopped (beta's turn ends `aborted`
+/// `{"kind":"shutdown"}`); the Lead then spawns alpha, placed on w2, whose `followup_task`
+/// wakes beta, placed on w2 too: its wakeup turn runs the cut step again and answers, its
+/// continuation turn writes `beta.txt`. (Found by a new-user trial: beta's continuation was left to a resume.)
+#[test]
+fn a_teammate_its_worker_parked_and_mail_wakes_in_the_run_is_continued_there() {
+    let Some(s) = Setup::single() else { return };
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (mut w1, _) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = s.path("team.json");
+    std::fs::write(
+        &script,
+        json!({"agents": {
+            "lead": [
+                call("spawn_teammate", json!({"name": "beta", "description": "writes", "prompt": "wait, then write"})),
+                call("bash", json!({"command": "while [ ! -f a-go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "tell beta"})),
+                {"text": "lead done"},
+            ],
+            "beta": [
+                call("bash", json!({"command": "touch b-started; while [ ! -f b-go ]; do sleep 0.05; done", "timeout_ms": 600000})),
+                {"text": "beta ready"},
+                call("write", json!({"path": "beta.txt", "content": "beta was here\n"})),
+                {"text": "beta done"},
+            ],
+            "alpha": [
+                call("followup_task", json!({"target": "beta", "message": "go"})),
+                {"text": "alpha done"},
+            ],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("b-started").exists() {
+        assert!(start.elapsed() < DEADLINE, "beta never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_w2, w2_log) = start_worker_with(&s, "w2", &workspace, &["--slots", "2"]);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&w1.0),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    assert!(wait_exit(&mut w1).success());
+    let beta = member_id(&s, &lead, "beta");
+    let ends: Vec<Value> = s
+        .log(&beta)
+        .into_iter()
+        .filter(|e| e["type"] == "turn/end")
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(
+        ends[0]["data"]["reason"]["reason"],
+        json!({"kind": "shutdown"})
+    );
+    // (The scripted beta asks its cut bash step again, as after any stop: it returns now.)
+    std::fs::write(workspace.join("b-go"), "").unwrap();
+    std::fs::write(workspace.join("a-go"), "").unwrap();
+    let status = wait_exit(&mut run);
+    let stderr = std::fs::read_to_string(&run_err).unwrap();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("beta.txt"))
+            .ok()
+            .as_deref(),
+        Some("beta was here\n"),
+        "beta's cut work was continued in the run: {stderr}"
+    );
+    let hosted = std::fs::read_to_string(&w2_log).unwrap();
+    assert!(
+        hosted.contains(&format!("hosting beta ({beta})")),
+        "{hosted}"
+    );
+    let beta_log = s.log(&beta);
+    let notes = beta_log
+        .iter()
+        .filter(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "resume")
+        .count();
+    assert_eq!(notes, 1, "one continuation note");
+    let kinds: Vec<&Value> = beta_log
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| &e["data"]["reason"]["kind"])
+        .collect();
+    assert_eq!(kinds, ["aborted", "completed", "completed"], "{kinds:?}");
+    // Nothing is left for a resume.
+    let out = s.run(&["resume", &lead]);
+    assert!(
+        text(&out.stderr).contains("nothing to resume"),
+        "{}",
+        text(&out.stderr)
+    );
+    s.ok(&["team", "verify", &lead]);
+}
+
 /// alpha was continued on w2 (its log `w2_log` names it) after a stop cut its turn: its log
 /// has that turn closed as after a crash (`interrupted`), then one continuation turn that
 /// completed, one continuation note, and one answer.

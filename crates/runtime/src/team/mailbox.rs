@@ -508,6 +508,9 @@ async fn wake_inactive(
         mark_delivered(journal, message)
             .await
             .map_err(DispatchFailure::acknowledgement)?;
+        if pending {
+            continue_woken(parts, target).await;
+        }
         return Ok(true);
     }
     let agent = parts
@@ -525,7 +528,55 @@ async fn wake_inactive(
         .follow_up(lead, target, item)
         .await
         .map_err(DispatchFailure::delivery)?;
-    acknowledge(journal, &agent, message).await
+    let acknowledged = acknowledge(journal, &agent, message).await;
+    continue_woken(parts, target).await;
+    acknowledged
+}
+
+/// A teammate a wakeup cold-resumed here gets, after it, the continuation notes it is owed
+/// for turns a stop cut while the run went on (its host parked it or died; its cold resume
+/// closed an open one as interrupted): one per such turn nothing continued yet, as the
+/// resume's continuation gives them (`roster::continue_teammates`), each queued as a next
+/// turn. A note that cannot be queued because its log failed is the run's failure naming the
+/// teammate (DESIGN decision 11), as there.
+async fn continue_woken(parts: Dispatcher<'_>, target: &SessionId) {
+    let Some(agent) = parts.control.agent(target) else {
+        return;
+    };
+    let owed = agent.with_transcript(|t| {
+        t.owed_continuations(
+            troupe_session::ContinuationRule::Teammate,
+            troupe_session::OpenTurn::Running,
+        )
+    });
+    for _ in 0..owed {
+        let note = crate::recovery::continuation_note();
+        if let Err(e) = parts
+            .control
+            .follow_up(parts.journal.lead(), target, note)
+            .await
+        {
+            if parts.lifecycle.is_closed() {
+                return;
+            }
+            tracing::warn!(teammate = %target, error = %e, "could not continue a teammate");
+            if crate::error::is_log_failure(&e) {
+                let name = {
+                    let state = parts.journal.enter().await;
+                    state.name_of(target).unwrap_or("teammate").to_owned()
+                };
+                parts.control.note_undelivered(
+                    target,
+                    &name,
+                    format!(
+                        "continuing it after the stop: {}",
+                        crate::error::log_failure_text(&e)
+                    ),
+                );
+            }
+            return;
+        }
+    }
 }
 
 /// Places a woken unhosted teammate on a host elsewhere (`--placement workers`, DESIGN §7):
@@ -550,6 +601,7 @@ async fn place_wakeup(
     append_unhosted(journal.store(), target, item, InboxTarget::NextTurn)
         .await
         .map_err(DispatchFailure::delivery)?;
+    append_owed_notes_unhosted(journal, target).await?;
     let name = journal
         .phase_of(target)
         .map_or_else(|| target.to_string(), |(name, _)| name);
@@ -566,6 +618,37 @@ async fn place_wakeup(
         Ok(None) => Ok(false),
         Err(e) => Err(DispatchFailure::delivery(e)),
     }
+}
+
+/// Appends, after a wakeup, the continuation notes the unhosted teammate `target` is owed: one
+/// for each turn of it a stop cut that nothing continued yet (its host parked it or died while
+/// the run went on), as the resume's continuation gives them (REFERENCE c.9 extended,
+/// [`Transcript::owed_continuations`]) — so a run that wakes it does not end with work the
+/// next resume would find owed. What survives a crash: each note is whole or absent, and a
+/// note appended counts as the continuation of its turn, so none is appended twice.
+///
+/// [`Transcript::owed_continuations`]: troupe_session::Transcript::owed_continuations
+async fn append_owed_notes_unhosted(
+    journal: &TeamJournal,
+    target: &SessionId,
+) -> Result<(), DispatchFailure> {
+    let owed = stored_transcript(journal.store(), target).map_or(0, |t| {
+        t.owed_continuations(
+            troupe_session::ContinuationRule::Teammate,
+            troupe_session::OpenTurn::Cut,
+        )
+    });
+    for _ in 0..owed {
+        append_unhosted(
+            journal.store(),
+            target,
+            crate::recovery::continuation_note(),
+            InboxTarget::NextTurn,
+        )
+        .await
+        .map_err(DispatchFailure::delivery)?;
+    }
+    Ok(())
 }
 
 /// Appends the pending quiet mail of the unhosted teammate `target` (all of it, or only what

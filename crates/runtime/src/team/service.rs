@@ -893,10 +893,15 @@ impl TeamService {
                     (id, answer)
                 });
             }
-            while let Some(Ok((id, answer))) = asked.join_next().await {
+            while let Some(Ok((member, answer))) = asked.join_next().await {
+                // Named as the user knows it (its id when the roster has no name for it).
+                let id = match team.journal.phase_of(&member) {
+                    Some((name, _)) => format!("{name} ({member})"),
+                    None => member.to_string(),
+                };
                 match answer {
                     Ok(Ok(InterruptHandoff::Interrupted { settled: true, .. })) => {
-                        team.journal.settled_elsewhere(&id);
+                        team.journal.settled_elsewhere(&member);
                     }
                     Ok(Ok(InterruptHandoff::Interrupted { settled: false, .. })) => {
                         warnings.push(format!(

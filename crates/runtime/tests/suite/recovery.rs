@@ -791,6 +791,53 @@ async fn a_cut_teammate_woken_by_redelivered_mail_is_continued_too() {
     let _ = h.runtime.shutdown().await;
 }
 
+/// A teammate whose turn a stop cut while the run went on — its host elsewhere was killed in
+/// it (its log ends in an open turn) or parked it — woken by new mail in the same run: it
+/// runs the wakeup, then the continuation of the cut turn, as a resume would give it; so the
+/// run does not end with work the next resume finds owed. (Found by a new-user trial: a
+/// worker stopped right after its teammate woke the Lead; the run ended exit 0, and `troupe
+/// resume` then found "teammates have work left".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_cut_elsewhere_and_woken_in_the_run_is_continued_too() {
+    let h = Harness::new();
+    let lead = h.team_lead().await;
+    let w = spawn(&h, &lead, "worker", vec![text("first")]).await;
+    super::team::settled(&h, &w).await;
+    // Its host started a turn and died in it.
+    {
+        let (writer, _) = h.journal().open(&w).unwrap();
+        writer
+            .append(troupe_protocol::EventDraft::new(
+                "turn/start",
+                json!({"turn": 2}),
+            ))
+            .unwrap();
+        writer.close().await.unwrap();
+    }
+    h.models
+        .model("worker")
+        .push([text("took the mail"), text("continued")]);
+    let (_, accepted) = h
+        .runtime
+        .teams()
+        .send(&lead, "worker", "more work", troupe_team::Delivery::Wakeup)
+        .await
+        .unwrap();
+    assert!(accepted);
+    quiet(&h, &lead).await;
+    let events = h.events(&w);
+    assert_eq!(
+        turn_end_kinds(&events),
+        ["completed", "interrupted", "completed", "completed"],
+        "{:?}",
+        h.kinds(&w)
+    );
+    assert_eq!(continuation_turns(&events), 1);
+    assert_eq!(h.models.model("worker").requests().len(), 3);
+    assert_eq!(fold(&h, lead.id()).pending_messages().count(), 0);
+    h.runtime.shutdown().await.unwrap();
+}
+
 /// A teammate's turn is cut while a wakeup delivered to it during that turn waits in its
 /// inbox: the recovery runs the wakeup (its own turn) and continues the cut turn (another) —
 /// the waiting mail does not stand in for the continuation.
