@@ -540,6 +540,10 @@ async fn wake_inactive(
 /// turn. A note that cannot be queued because its log failed is the run's failure naming the
 /// teammate (DESIGN decision 11), as there.
 async fn continue_woken(parts: Dispatcher<'_>, target: &SessionId) {
+    // Halted or closed meanwhile: the next resume owes it the same notes, from its log.
+    if parts.lifecycle.is_stopping() {
+        return;
+    }
     let Some(agent) = parts.control.agent(target) else {
         return;
     };
