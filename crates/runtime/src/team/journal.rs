@@ -12,7 +12,7 @@
 //! file.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::sync::watch;
@@ -51,6 +51,8 @@ pub(super) struct TeamJournal {
     /// answered after its host already ran and released the member must not record it as
     /// running there again ([`TeamJournal::placed`]).
     released: Mutex<HashMap<SessionId, (String, Instant)>>,
+    /// One continuation of a member at a time ([`TeamJournal::continuing`]).
+    continuing: Mutex<HashMap<SessionId, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// A member hosted by another process, as its host last reported it (`super::status`).
@@ -94,7 +96,18 @@ impl TeamJournal {
             edges: watch::channel(0).0,
             elsewhere: Mutex::new(HashMap::new()),
             released: Mutex::new(HashMap::new()),
+            continuing: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Held while this process decides from member `id`'s log what the member is owed and
+    /// continues it: the roster's take-over of a dead host's member (`roster::take_over`)
+    /// and a wakeup's placement or cold resume (`mailbox::wake_inactive`) may come at once
+    /// when a host dies, and each must see the other's continuation note, so one cut turn
+    /// never gets two.
+    pub(super) async fn continuing(&self, id: &SessionId) -> tokio::sync::OwnedMutexGuard<()> {
+        let guard = Arc::clone(lock(&self.continuing).entry(id.clone()).or_default());
+        guard.lock_owned().await
     }
 
     /// The members hosted by other processes, as last reported (`super::status`).

@@ -469,9 +469,12 @@ async fn wake_inactive(
     let journal = parts.journal;
     let lead = journal.lead();
     let target = &message.target_id;
+    // Not at the same time as the roster's take-over of it (its host died): both decide from
+    // its log what it is owed.
+    let _continuing = journal.continuing(target).await;
     if let Some(hosts) = parts.hosts.filter(|h| h.append_unhosted())
         && !parts.lifecycle.is_stopping()
-        && place_wakeup(journal, hosts, message, item.clone()).await?
+        && place_wakeup(journal, parts.control, hosts, message, item.clone()).await?
     {
         return Ok(true);
     }
@@ -596,6 +599,7 @@ async fn continue_woken(parts: Dispatcher<'_>, target: &SessionId) {
 /// places or wakes without a second copy.
 async fn place_wakeup(
     journal: &TeamJournal,
+    control: &dyn ChildControl,
     hosts: &dyn MemberHosts,
     message: &MessageSnapshot,
     item: troupe_protocol::UserMessage,
@@ -605,7 +609,7 @@ async fn place_wakeup(
     append_unhosted(journal.store(), target, item, InboxTarget::NextTurn)
         .await
         .map_err(DispatchFailure::delivery)?;
-    append_owed_notes_unhosted(journal, target).await?;
+    append_owed_notes_unhosted(journal, control, target).await?;
     let name = journal
         .phase_of(target)
         .map_or_else(|| target.to_string(), |(name, _)| name);
@@ -628,20 +632,37 @@ async fn place_wakeup(
 /// for each turn of it a stop cut that nothing continued yet (its host parked it or died while
 /// the run went on), as the resume's continuation gives them (REFERENCE c.9 extended,
 /// [`Transcript::owed_continuations`]) — so a run that wakes it does not end with work the
-/// next resume would find owed. What survives a crash: each note is whole or absent, and a
-/// note appended counts as the continuation of its turn, so none is appended twice.
+/// next resume would find owed. A turn its dead host left open is closed first, as after a
+/// crash (`ChildControl::close_cut_turn`, as `roster::take_over` does): a note queued while
+/// that turn was still open would not count as its continuation, and the host's cold resume
+/// would owe it another. What survives a crash: the closers are one batch and each note is
+/// whole or absent; a note appended after the close counts as the continuation of its turn,
+/// so none is appended twice.
 ///
 /// [`Transcript::owed_continuations`]: troupe_session::Transcript::owed_continuations
 async fn append_owed_notes_unhosted(
     journal: &TeamJournal,
+    control: &dyn ChildControl,
     target: &SessionId,
 ) -> Result<(), DispatchFailure> {
-    let owed = stored_transcript(journal.store(), target).map_or(0, |t| {
+    let owed = |t: &troupe_session::Transcript| {
         t.owed_continuations(
             troupe_session::ContinuationRule::Teammate,
             troupe_session::OpenTurn::Cut,
         )
-    });
+    };
+    let Some(stored) = stored_transcript(journal.store(), target) else {
+        return Ok(());
+    };
+    let mut owed_now = owed(&stored);
+    if owed_now > 0 && stored.open_turn().is_some() {
+        control
+            .close_cut_turn(journal.lead(), target)
+            .await
+            .map_err(DispatchFailure::delivery)?;
+        owed_now = stored_transcript(journal.store(), target).map_or(0, |t| owed(&t));
+    }
+    let owed = owed_now;
     for _ in 0..owed {
         append_unhosted(
             journal.store(),

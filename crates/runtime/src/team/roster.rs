@@ -834,6 +834,9 @@ pub(super) async fn take_over(
     hosts: &dyn MemberHosts,
     id: &SessionId,
 ) -> TakenOver {
+    // Not at the same time as a wakeup's placement or cold resume of it: both decide from its
+    // log what it is owed.
+    let _continuing = journal.continuing(id).await;
     let Some(t) = stored_transcript(journal.store(), id) else {
         // Not readable: the local continuation skips it too, with nothing to say.
         return TakenOver::Nothing;
