@@ -501,7 +501,16 @@ async fn wake_inactive(
             .iter()
             .chain(stored.next_step())
             .any(|m| m.id == message.id);
+        // What it is owed for turns a stop cut, counted while it is resident and parked
+        // (before the wake it cannot run, or settle, yet).
+        let mut owed = 0;
         if pending {
+            let agent = parts
+                .control
+                .activate(lead, target)
+                .await
+                .map_err(DispatchFailure::delivery)?;
+            owed = owed_here(&agent);
             parts
                 .control
                 .wake(lead, target)
@@ -511,9 +520,7 @@ async fn wake_inactive(
         mark_delivered(journal, message)
             .await
             .map_err(DispatchFailure::acknowledgement)?;
-        if pending {
-            continue_woken(parts, target).await;
-        }
+        continue_woken(parts, target, owed).await;
         return Ok(true);
     }
     let agent = parts
@@ -526,36 +533,41 @@ async fn wake_inactive(
         parts.control.watch(&agent);
         return Err(e);
     }
+    // Counted while it is parked: once the wakeup runs it may finish and settle at once.
+    let owed = owed_here(&agent);
     parts
         .control
         .follow_up(lead, target, item)
         .await
         .map_err(DispatchFailure::delivery)?;
     let acknowledged = acknowledge(journal, &agent, message).await;
-    continue_woken(parts, target).await;
+    continue_woken(parts, target, owed).await;
     acknowledged
 }
 
-/// A teammate a wakeup cold-resumed here gets, after it, the continuation notes it is owed
-/// for turns a stop cut while the run went on (its host parked it or died; its cold resume
-/// closed an open one as interrupted): one per such turn nothing continued yet, as the
-/// resume's continuation gives them (`roster::continue_teammates`), each queued as a next
-/// turn. A note that cannot be queued because its log failed is the run's failure naming the
-/// teammate (DESIGN decision 11), as there.
-async fn continue_woken(parts: Dispatcher<'_>, target: &SessionId) {
-    // Halted or closed meanwhile: the next resume owes it the same notes, from its log.
-    if parts.lifecycle.is_stopping() {
-        return;
-    }
-    let Some(agent) = parts.control.agent(target) else {
-        return;
-    };
-    let owed = agent.with_transcript(|t| {
+/// The continuation notes a teammate cold-resumed here is owed: one per turn a stop cut
+/// while the run went on (its host parked it or died; its cold resume closed an open one as
+/// interrupted) that nothing continued yet, as the resume's continuation counts them. Read
+/// from its live transcript while it is parked, before anything wakes it.
+fn owed_here(agent: &Agent) -> usize {
+    agent.with_transcript(|t| {
         t.owed_continuations(
             troupe_session::ContinuationRule::Teammate,
             troupe_session::OpenTurn::Running,
         )
-    });
+    })
+}
+
+/// A teammate a wakeup cold-resumed here gets, after it, the `owed` continuation notes
+/// ([`owed_here`]), as the resume's continuation gives them (`roster::continue_teammates`),
+/// each queued as a next turn (it is cold-resumed again if it settled meanwhile). A note that
+/// cannot be queued because its log failed is the run's failure naming the teammate (DESIGN
+/// decision 11), as there.
+async fn continue_woken(parts: Dispatcher<'_>, target: &SessionId, owed: usize) {
+    // Halted or closed meanwhile: the next resume owes it the same notes, from its log.
+    if parts.lifecycle.is_stopping() {
+        return;
+    }
     for _ in 0..owed {
         let note = crate::recovery::continuation_note();
         if let Err(e) = parts
