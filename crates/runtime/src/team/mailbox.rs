@@ -575,26 +575,38 @@ async fn continue_woken(parts: Dispatcher<'_>, target: &SessionId, owed: usize) 
             .follow_up(parts.journal.lead(), target, note)
             .await
         {
-            if parts.lifecycle.is_closed() {
-                return;
-            }
-            tracing::warn!(teammate = %target, error = %e, "could not continue a teammate");
-            if crate::error::is_log_failure(&e) {
-                let name = {
-                    let state = parts.journal.enter().await;
-                    state.name_of(target).unwrap_or("teammate").to_owned()
-                };
-                parts.control.note_undelivered(
-                    target,
-                    &name,
-                    format!(
-                        "continuing it after the stop: {}",
-                        crate::error::log_failure_text(&e)
-                    ),
-                );
+            if !parts.lifecycle.is_closed() {
+                continuation_failed(parts.journal, parts.control, target, &e).await;
             }
             return;
         }
+    }
+}
+
+/// Reports that what continues teammate `id` could not be queued (`error`): a warning, and
+/// when its log could not take it (a full disk, a lost lease) the run's failure naming it
+/// (DESIGN decision 11, `JOURNAL_FAILED`), never a run that ends as if the teammate had
+/// nothing left to do.
+pub(super) async fn continuation_failed(
+    journal: &TeamJournal,
+    control: &dyn ChildControl,
+    id: &SessionId,
+    error: &RuntimeError,
+) {
+    tracing::warn!(teammate = %id, error = %error, "could not continue a teammate");
+    if crate::error::is_log_failure(error) {
+        let name = {
+            let state = journal.enter().await;
+            state.name_of(id).unwrap_or("teammate").to_owned()
+        };
+        control.note_undelivered(
+            id,
+            &name,
+            format!(
+                "continuing it after the stop: {}",
+                crate::error::log_failure_text(error)
+            ),
+        );
     }
 }
 

@@ -1102,24 +1102,7 @@ pub(super) async fn continue_teammates(
         if let Err(e) = result
             && !lifecycle.is_closed()
         {
-            tracing::warn!(teammate = %id, error = %e, "could not continue a teammate");
-            // Its log could not take what continues it (a full disk, a lost lease): the run's
-            // failure (DESIGN decision 11, `JOURNAL_FAILED` naming it), never a run that ends
-            // as if the teammate had nothing left to do.
-            if crate::error::is_log_failure(&e) {
-                let name = {
-                    let state = journal.enter().await;
-                    state.name_of(&id).unwrap_or("teammate").to_owned()
-                };
-                control.note_undelivered(
-                    &id,
-                    &name,
-                    format!(
-                        "continuing it after the stop: {}",
-                        crate::error::log_failure_text(&e)
-                    ),
-                );
-            }
+            super::mailbox::continuation_failed(journal, control, &id, &e).await;
         }
     }
 }
