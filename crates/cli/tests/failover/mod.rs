@@ -13,7 +13,7 @@
 //! lease is lost while it waits for its Team (the server down past the TTL) fails the run
 //! with `JOURNAL_LEASE_LOST` and the resume hint, then `troupe resume` finishes it.
 
-use super::killpoints::{Tripwire, call, lead_of, member_id, start_run};
+use super::killpoints::{Tripwire, call, lead_of, member_id, resume_placing, start_run};
 use super::*;
 
 /// The Team of every test: the Lead creates a task and spawns alpha, then waits; alpha
@@ -1511,12 +1511,57 @@ fn a_teammate_whose_only_worker_died_mid_turn_and_mail_wakes_gets_one_continuati
     cut_on_a_worker_then_woken(&s, rustix::process::Signal::KILL, false);
 }
 
-/// The run of the two tests above: beta cut on w1 by `signal`, then (with `second_worker`,
-/// on w2) woken by alpha; the run finishes the work once.
-fn cut_on_a_worker_then_woken(s: &Setup, signal: rustix::process::Signal, second_worker: bool) {
+/// Kill point: the Lead's process killed right after the placement of beta's wakeup appended
+/// its continuation note (before any worker was asked): `troupe resume` finds the note in
+/// beta's log and appends no second one; the work is done once.
+#[test]
+fn kill_9_of_the_lead_right_after_a_woken_teammates_continuation_note_then_resume() {
+    let Some(s) = Setup::single() else { return };
     let workspace = s.path("ws");
     std::fs::create_dir_all(&workspace).unwrap();
-    let (mut w1, _) = start_worker_with(s, "w1", &workspace, &[]);
+    let (mut w1, _) = start_worker_with(&s, "w1", &workspace, &[]);
+    let script = cut_script(&s);
+    let run_err = s.path("run.stderr");
+    let mut run = start_run(&s, &workspace, &script, &run_err);
+    let lead = lead_of(&run_err);
+    let start = Instant::now();
+    while !workspace.join("b-started").exists() {
+        assert!(start.elapsed() < DEADLINE, "beta never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_w2, _) = start_worker_with(&s, "w2", &workspace, &["--slots", "2"]);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&w1.0),
+        rustix::process::Signal::INT,
+    )
+    .unwrap();
+    let _ = wait_exit(&mut w1);
+    let beta = member_id(&s, &lead, "beta");
+    let wire = Tripwire::arm_with(
+        &s.url(),
+        &[&format!("troupe.session.{beta}")],
+        run.0.id(),
+        rustix::process::Signal::KILL,
+        |_, payload| payload.contains("\"kind\":\"resume\""),
+    );
+    std::fs::write(workspace.join("b-go"), "").unwrap();
+    std::fs::write(workspace.join("a-go"), "").unwrap();
+    wire.fired();
+    let _ = wait_exit(&mut run);
+    resume_placing(&s, &lead);
+    assert!(workspace.join("beta.txt").exists(), "beta's work was done");
+    let notes = s
+        .log(&beta)
+        .iter()
+        .filter(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "resume")
+        .count();
+    assert_eq!(notes, 1, "one continuation note");
+    s.ok(&["team", "verify", &lead]);
+}
+
+/// The script of the tests above: beta waits on `b-go` in its first turn, the Lead spawns
+/// alpha once `a-go` exists, alpha wakes beta, whose continuation writes `beta.txt`.
+fn cut_script(s: &Setup) -> PathBuf {
     let script = s.path("team.json");
     std::fs::write(
         &script,
@@ -1526,6 +1571,7 @@ fn cut_on_a_worker_then_woken(s: &Setup, signal: rustix::process::Signal, second
                 call("bash", json!({"command": "while [ ! -f a-go ]; do sleep 0.05; done", "timeout_ms": 600000})),
                 call("spawn_teammate", json!({"name": "alpha", "description": "helps", "prompt": "tell beta"})),
                 {"text": "lead done"},
+                {"text": "lead noted"},
             ],
             "beta": [
                 call("bash", json!({"command": "touch b-started; while [ ! -f b-go ]; do sleep 0.05; done", "timeout_ms": 600000})),
@@ -1541,6 +1587,16 @@ fn cut_on_a_worker_then_woken(s: &Setup, signal: rustix::process::Signal, second
         .to_string(),
     )
     .unwrap();
+    script
+}
+
+/// The run of the two tests above: beta cut on w1 by `signal`, then (with `second_worker`,
+/// on w2) woken by alpha; the run finishes the work once.
+fn cut_on_a_worker_then_woken(s: &Setup, signal: rustix::process::Signal, second_worker: bool) {
+    let workspace = s.path("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let (mut w1, _) = start_worker_with(s, "w1", &workspace, &[]);
+    let script = cut_script(s);
     let run_err = s.path("run.stderr");
     let mut run = start_run(s, &workspace, &script, &run_err);
     let lead = lead_of(&run_err);

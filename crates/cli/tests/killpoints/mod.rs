@@ -152,7 +152,7 @@ pub(super) fn start_run(s: &Setup, workspace: &Path, script: &Path, run_err: &Pa
 
 /// `troupe resume ID --placement workers` until it runs (a dead holder's lease is
 /// `JOURNAL_LOCKED` until its TTL passed); requires exit 0.
-fn resume_placing(s: &Setup, id: &str) {
+pub(super) fn resume_placing(s: &Setup, id: &str) {
     let end = Instant::now() + DEADLINE;
     loop {
         let out = s.run(&["resume", id, "--placement", "workers"]);
