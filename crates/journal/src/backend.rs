@@ -71,6 +71,65 @@ pub trait SessionSink: Send {
     /// `JOURNAL_INVALID_BATCH` when the seqs are not contiguous; `SESSION_ALREADY_EXISTS` when a
     /// new session's first append finds the id taken; `JOURNAL_IO` when a write or sync fails.
     fn append(&mut self, expected: Seq, events: &[Event]) -> Result<()>;
+
+    /// This sink as a [`SessionPipeline`], when it can keep several appends in flight at once
+    /// (a network log, where a round's wait is a round trip rather than the disk's). `None`
+    /// (the default): the writer waits for each [`SessionSink::append`] before the next.
+    fn pipeline(&mut self) -> Option<&mut dyn SessionPipeline> {
+        None
+    }
+}
+
+/// What [`SessionPipeline::settle`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// Every event before seq `next` is stored, and so are the `rounds` appends sent that
+    /// this settled (the oldest one in flight, or more after a failure was resolved).
+    Stored {
+        /// The seq after the last stored event.
+        next: Seq,
+        /// Appends ([`SessionPipeline::send`] calls) settled by this call (≥ 1).
+        rounds: u64,
+    },
+    /// The wake fired before the oldest append in flight was stored: nothing settled.
+    Woken,
+}
+
+/// A sink whose appends can be in flight together (see [`SessionSink::pipeline`]). The writer
+/// sends a round while earlier ones still await their acknowledgement and answers a round's
+/// flushes once it is stored, so one round's wait overlaps the next round's sending.
+///
+/// The contract: what the store holds of the appends sent is always a **prefix** of them in
+/// the order sent (an append is never stored after one sent before it that is not), so a
+/// crash at any point leaves the log of [`SessionSink::append`]'s rules — whole rounds, then at
+/// most one round cut, whose cut batch is the torn tail replay drops. Nothing is reported
+/// stored before it is ([`Settled::Stored`]). A failure of any append in flight poisons the
+/// writer; the sink itself resolves and retries what it can (as its `append` would) before
+/// reporting one.
+pub trait SessionPipeline {
+    /// The most appends this pipeline keeps in flight (≥ 2; 1 would be plain appends).
+    fn depth(&self) -> usize;
+
+    /// Appends sent and not yet settled.
+    fn in_flight(&self) -> usize;
+
+    /// Sends `events` (a group-commit round, as for [`SessionSink::append`]) after every append
+    /// sent before, without waiting for it to be stored: `expected` is the seq after the last
+    /// event sent. It may wait for earlier appends first where the store needs it (a new
+    /// session's first append is sent alone).
+    ///
+    /// # Errors
+    /// As [`SessionSink::append`]; the caller must stop using this sink.
+    fn send(&mut self, expected: Seq, events: &[Event]) -> Result<()>;
+
+    /// Waits until the oldest append in flight is stored ([`Settled::Stored`]) or `wake` is
+    /// notified first ([`Settled::Woken`], also when a permit was already stored). Called with
+    /// nothing in flight, returns `Woken`.
+    ///
+    /// # Errors
+    /// As [`SessionSink::append`], for any append in flight (none of them is then reported
+    /// stored); the caller must stop using this sink.
+    fn settle(&mut self, wake: &Arc<tokio::sync::Notify>) -> Result<Settled>;
 }
 
 /// The preconditions of [`SessionSink::append`] every backend checks before it writes: `expected`

@@ -40,7 +40,10 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use backend::{LogBackend, SessionFollow, SessionListing, SessionSink, Wake, check_append};
+pub use backend::{
+    LogBackend, SessionFollow, SessionListing, SessionPipeline, SessionSink, Settled, Wake,
+    check_append,
+};
 pub use cut::{At, Cut, CutSearch};
 pub use error::{JournalError, Result};
 pub use image::{CopyError, CopyOutcome, SessionImage};

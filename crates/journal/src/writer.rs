@@ -10,15 +10,24 @@
 //! acknowledged), the sink has rolled the file back to its last durable length, and every later
 //! append or flush fails with `JOURNAL_POISONED` (`JOURNAL_LEASE_LOST` when the sink reported
 //! the loss of its lease on a shared store).
+//!
+//! On a sink that keeps appends in flight ([`SessionSink::pipeline`], the NATS store) the
+//! actor does not wait for a round before sending the next: a flush requested while rounds
+//! are in flight sends the events pending then at once (up to the pipeline's depth), and each
+//! round's flushes are answered once it — and so every round before it — is stored. The
+//! sink stores a prefix of what it was sent, so the log a crash leaves is the same as with
+//! one round at a time: whole rounds, then at most one cut round whose cut batch is a torn
+//! tail; a flush never returns before its events are stored.
 
+use std::future::Future;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 use troupe_protocol::sync::{lock, wait};
 use troupe_protocol::{Clock, Event, EventDraft, Seq, SessionHeader, SessionId};
 
-use crate::backend::SessionSink;
+use crate::backend::{SessionSink, Settled};
 use crate::error::{JournalError, Result};
 
 /// A handle to one session's writer actor. Cheap to clone; all clones share the actor.
@@ -40,7 +49,18 @@ struct Shared {
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
     wake: Condvar,
+    /// Also notified on every wake: a pipelined actor waiting for a round's acknowledgement
+    /// listens here, to send the next round meanwhile ([`SessionSink::pipeline`]).
+    kick: Arc<Notify>,
     durable_tx: watch::Sender<Seq>,
+}
+
+impl Shared {
+    /// Wakes the actor wherever it waits: for work (the condvar) or for a round in flight.
+    fn nudge(&self) {
+        self.wake.notify_one();
+        self.kick.notify_one();
+    }
 }
 
 #[derive(Debug)]
@@ -60,6 +80,11 @@ struct State {
     abandoned: bool,
     /// Successful sink appends (one fsync each for JSONL).
     rounds: u64,
+    /// Rounds sent while an earlier one was still in flight (pipelined sinks only).
+    pipelined: u64,
+    /// A pipelined actor is waiting for a round's acknowledgement with room to send another:
+    /// a flush request wakes it through `kick`, not the condvar.
+    settling: bool,
 }
 
 /// Counters of one writer, for tests and benchmarks.
@@ -72,6 +97,9 @@ pub struct WriterStats {
     pub waiting_flushes: usize,
     /// Events appended but not yet handed to the sink.
     pub pending_events: usize,
+    /// Rounds sent while an earlier round was still awaiting its acknowledgement (only on a
+    /// pipelined sink, [`crate::SessionSink::pipeline`]; 0 on the JSONL store).
+    pub pipelined_rounds: u64,
 }
 
 /// What poisoned a writer: the sink's error as text, and whether it was the loss of the
@@ -159,8 +187,11 @@ impl SessionWriter {
                 closing: false,
                 abandoned: false,
                 rounds: 0,
+                pipelined: 0,
+                settling: false,
             }),
             wake: Condvar::new(),
+            kick: Arc::new(Notify::new()),
             durable_tx,
         });
         let actor = Arc::clone(&shared);
@@ -204,6 +235,7 @@ impl SessionWriter {
             rounds: st.rounds,
             waiting_flushes: st.waiters.len(),
             pending_events: st.pending.len(),
+            pipelined_rounds: st.pipelined,
         }
     }
 
@@ -314,8 +346,13 @@ impl SessionWriter {
         let (tx, rx) = oneshot::channel();
         st.waiters.push(Waiter { target, tx });
         st.flush_requested = true;
+        let settling = st.settling;
         drop(st);
-        shared.wake.notify_one();
+        if settling {
+            shared.kick.notify_one();
+        } else {
+            shared.wake.notify_one();
+        }
         Ok(FlushTicket::Wait(rx))
     }
 
@@ -361,7 +398,7 @@ impl SessionWriter {
             other => other,
         };
         lock(&self.handle.shared.state).closing = true;
-        self.handle.shared.wake.notify_one();
+        self.handle.shared.nudge();
         // Nothing is pending any more, so the actor exits at once; the join is immediate.
         self.handle.join();
         flushed
@@ -376,7 +413,7 @@ impl SessionWriter {
             st.closing = true;
             st.pending.clear();
         }
-        self.handle.shared.wake.notify_one();
+        self.handle.shared.nudge();
         self.handle.join();
     }
 }
@@ -393,7 +430,7 @@ impl Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         lock(&self.shared.state).closing = true;
-        self.shared.wake.notify_one();
+        self.shared.nudge();
         self.join();
     }
 }
@@ -401,6 +438,9 @@ impl Drop for Handle {
 /// The actor loop: wait for a flush request (or close), make everything pending durable in one
 /// sink append, then answer every waiter that append satisfied.
 fn run(shared: &Shared, mut sink: Box<dyn SessionSink>) {
+    if sink.pipeline().is_some_and(|p| p.depth() > 1) {
+        return run_pipelined(shared, sink);
+    }
     loop {
         let (batch, first, end, closing) = {
             let mut st = lock(&shared.state);
@@ -426,23 +466,10 @@ fn run(shared: &Shared, mut sink: Box<dyn SessionSink>) {
                 if !batch.is_empty() {
                     st.rounds += 1;
                 }
-                st.durable = end;
-                shared.durable_tx.send_replace(Seq(end));
-                let mut still_waiting = Vec::new();
-                for waiter in std::mem::take(&mut st.waiters) {
-                    if waiter.target <= end {
-                        let _ = waiter.tx.send(Ok(Seq(end)));
-                    } else {
-                        still_waiting.push(waiter);
-                    }
-                }
-                st.waiters = still_waiting;
+                settle_waiters(shared, &mut st, end);
             }
             Err(e) => {
-                tracing::error!(session = %shared.header.id, error = %e, "journal writer poisoned");
-                st.failure = Some(Failure::of(&e));
-                st.pending.clear();
-                fail_waiters(&mut st, &shared.header.id);
+                poison(shared, &mut st, &e);
                 return;
             }
         }
@@ -451,6 +478,117 @@ fn run(shared: &Shared, mut sink: Box<dyn SessionSink>) {
             return;
         }
     }
+}
+
+/// The actor loop on a pipelined sink (see the module docs): send what a flush asks for as
+/// soon as the pipeline has room, otherwise wait for the oldest round in flight (or for a new
+/// flush request, which may be sent meanwhile).
+fn run_pipelined(shared: &Shared, mut sink: Box<dyn SessionSink>) {
+    enum Step {
+        Send(Vec<Event>, Seq),
+        Settle,
+    }
+    // The seq after the last event sent to the sink.
+    let mut sent = lock(&shared.state).durable;
+    let never = Arc::new(Notify::new());
+    loop {
+        let Some(pipe) = sink.pipeline() else {
+            return;
+        };
+        let (depth, in_flight) = (pipe.depth(), pipe.in_flight());
+        let step = {
+            let mut st = lock(&shared.state);
+            loop {
+                if st.abandoned || st.failure.is_some() {
+                    // Rounds still in flight are left to their fate, as in a crash.
+                    fail_waiters(&mut st, &shared.header.id);
+                    return;
+                }
+                let wanted = st.flush_requested || st.closing;
+                if wanted && !st.pending.is_empty() && in_flight < depth {
+                    st.flush_requested = false;
+                    if in_flight > 0 {
+                        st.pipelined += 1;
+                    }
+                    break Step::Send(std::mem::take(&mut st.pending), Seq(sent));
+                }
+                if in_flight > 0 {
+                    st.settling = in_flight < depth;
+                    break Step::Settle;
+                }
+                // Nothing in flight and nothing to send: every waiter was answered.
+                st.flush_requested = false;
+                if st.closing {
+                    fail_waiters(&mut st, &shared.header.id);
+                    return;
+                }
+                st = wait(&shared.wake, st);
+            }
+        };
+        match step {
+            Step::Send(batch, first) => {
+                // The wake of the flush being served now is stale: drop it, or the next
+                // settle would return at once for nothing.
+                drain(&shared.kick);
+                let end = first.0 + batch.len() as u64;
+                if let Err(e) = pipe.send(first, &batch) {
+                    poison(shared, &mut lock(&shared.state), &e);
+                    return;
+                }
+                sent = end;
+            }
+            // A full pipeline has nothing to send until a round is stored: no wake then.
+            Step::Settle => match pipe.settle(if in_flight < depth {
+                &shared.kick
+            } else {
+                &never
+            }) {
+                Ok(Settled::Stored { next, rounds }) => {
+                    let mut st = lock(&shared.state);
+                    st.settling = false;
+                    st.rounds += rounds;
+                    settle_waiters(shared, &mut st, next.0);
+                }
+                Ok(Settled::Woken) => lock(&shared.state).settling = false,
+                Err(e) => {
+                    poison(shared, &mut lock(&shared.state), &e);
+                    return;
+                }
+            },
+        }
+    }
+}
+
+/// Consumes a wake stored in `kick`, if any.
+fn drain(kick: &Notify) {
+    let mut notified = std::pin::pin!(kick.notified());
+    let _ = notified
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+}
+
+/// Every event before `end` is durable: publish it and answer the waiters it satisfies.
+fn settle_waiters(shared: &Shared, st: &mut State, end: u64) {
+    st.durable = end;
+    shared.durable_tx.send_replace(Seq(end));
+    let mut still_waiting = Vec::new();
+    for waiter in std::mem::take(&mut st.waiters) {
+        if waiter.target <= end {
+            let _ = waiter.tx.send(Ok(Seq(end)));
+        } else {
+            still_waiting.push(waiter);
+        }
+    }
+    st.waiters = still_waiting;
+}
+
+/// A sink append failed: the writer is poisoned, pending events are dropped (never
+/// acknowledged) and every waiter fails.
+fn poison(shared: &Shared, st: &mut State, e: &JournalError) {
+    tracing::error!(session = %shared.header.id, error = %e, "journal writer poisoned");
+    st.failure = Some(Failure::of(e));
+    st.pending.clear();
+    fail_waiters(st, &shared.header.id);
 }
 
 fn fail_waiters(st: &mut State, id: &SessionId) {

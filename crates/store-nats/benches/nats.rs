@@ -5,10 +5,14 @@
 //!
 //! - `append_latency`: one ~250-byte event appended and flushed through the writer on a
 //!   stream of one replica, against one bare JetStream publish of the same line awaited for
-//!   its acknowledgement (goal ≤ 1.3×).
+//!   its acknowledgement (goal ≤ 1.3×); alternated with them, the same append on a writer
+//!   with `pipeline_depth: 1`.
 //! - `group_commit`: 16 threads each appending and flushing one event at a time, against one
 //!   task doing serial publish-acks; reported per event (goal: 16 flushers ≥ 5× the serial
-//!   rate).
+//!   rate), and the same 16 flushers as tokio tasks awaiting `flush` (as every flusher of
+//!   the product is: a member's agent loop). Alternated with them, both kinds of flushers on
+//!   a writer with `pipeline_depth: 1` (each round waited for before the next), so one run
+//!   shows what keeping rounds in flight together gains.
 //! - `cold_read`: the Team fold's selective scan (`read_selected_each`, `LineCheck::Prefix`,
 //!   `StreamFold`) of a 100k-Team-event Lead log from `gen-lead-log.mjs`, on NATS against the
 //!   same log in a JSONL file (goal ≤ 3×). `TEAM_BENCH_LOGS=DIR` or `TROUPE_GEN_LEAD_LOG`
@@ -115,6 +119,22 @@ fn append_latency(c: &mut Criterion) {
         .unwrap();
     w.append(event_250()).unwrap();
     w.flush_blocking().unwrap();
+    // The same on a writer that never keeps two rounds in flight (`pipeline_depth: 1`).
+    let unpipelined = journal_on(
+        &server.url(),
+        NatsOptions {
+            pipeline_depth: 1,
+            ..NatsOptions::default()
+        },
+    );
+    let u = unpipelined
+        .create(SessionHeader::new(
+            SessionId::new("latency-unpipelined").unwrap(),
+            0,
+        ))
+        .unwrap();
+    u.append(event_250()).unwrap();
+    u.flush_blocking().unwrap();
     let mut group = c.benchmark_group("append_latency");
     group
         .sample_size(200)
@@ -129,6 +149,15 @@ fn append_latency(c: &mut Criterion) {
                 w.flush_blocking().unwrap();
             });
         });
+        group.bench_function(
+            BenchmarkId::new("journal_append_flush_unpipelined", round),
+            |b| {
+                b.iter(|| {
+                    u.append(event_250()).unwrap();
+                    u.flush_blocking().unwrap();
+                });
+            },
+        );
     }
     group.finish();
     eprintln!("append_latency: writer stats {:?}", w.stats());
@@ -147,11 +176,34 @@ fn group_commit(c: &mut Criterion) {
         .unwrap();
     w.append(event_250()).unwrap();
     w.flush_blocking().unwrap();
+    // The same flushers on a writer that waits for each round before the next (as before
+    // rounds were pipelined), alternated with the others in this run.
+    let unpipelined = journal_on(
+        &server.url(),
+        NatsOptions {
+            pipeline_depth: 1,
+            ..NatsOptions::default()
+        },
+    );
+    let u = unpipelined
+        .create(SessionHeader::new(
+            SessionId::new("group-unpipelined").unwrap(),
+            0,
+        ))
+        .unwrap();
+    u.append(event_250()).unwrap();
+    u.flush_blocking().unwrap();
+    // The flushers as the product has them: tokio tasks awaiting `flush` (each member's
+    // agent loop), on a runtime of two workers.
+    let tasks = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let mut group = c.benchmark_group("group_commit");
     group
         .sample_size(20)
         .measurement_time(Duration::from_secs(10));
-    const FLUSHERS: u64 = 16;
     for round in 1..=2 {
         group.bench_function(
             BenchmarkId::new("serial_publish_ack_per_event", round),
@@ -160,34 +212,88 @@ fn group_commit(c: &mut Criterion) {
             },
         );
         group.bench_function(BenchmarkId::new("flushers_16_per_event", round), |b| {
-            b.iter_custom(|iters| {
-                let per = iters.div_ceil(FLUSHERS);
-                let start = Instant::now();
-                std::thread::scope(|s| {
-                    for _ in 0..FLUSHERS {
-                        let w = w.clone();
-                        s.spawn(move || {
-                            for _ in 0..per {
-                                w.append(event_250()).unwrap();
-                                w.flush_blocking().unwrap();
-                            }
-                        });
-                    }
-                });
-                // Time per event, for the events actually written.
-                start
-                    .elapsed()
-                    .mul_f64(iters as f64 / (per * FLUSHERS) as f64)
-            });
+            b.iter_custom(|iters| flushers(&w, iters));
         });
+        group.bench_function(BenchmarkId::new("tasks_16_per_event", round), |b| {
+            b.iter_custom(|iters| flusher_tasks(&tasks, &w, iters));
+        });
+        group.bench_function(
+            BenchmarkId::new("flushers_16_unpipelined_per_event", round),
+            |b| {
+                b.iter_custom(|iters| flushers(&u, iters));
+            },
+        );
+        group.bench_function(
+            BenchmarkId::new("tasks_16_unpipelined_per_event", round),
+            |b| {
+                b.iter_custom(|iters| flusher_tasks(&tasks, &u, iters));
+            },
+        );
     }
     group.finish();
-    let stats = w.stats();
-    eprintln!(
-        "group_commit: {} sink rounds for {} events",
-        stats.rounds,
-        w.durable_seq().0
-    );
+    for (name, w) in [("pipelined", &w), ("unpipelined", &u)] {
+        let stats = w.stats();
+        eprintln!(
+            "group_commit ({name}): {} sink rounds for {} events, {} sent while another was in flight",
+            stats.rounds,
+            w.durable_seq().0,
+            stats.pipelined_rounds
+        );
+    }
+}
+
+/// 16 tokio tasks on `rt` each appending one event at a time and awaiting its flush on `w`,
+/// `iters` events in all: the time per event.
+fn flusher_tasks(
+    rt: &tokio::runtime::Runtime,
+    w: &troupe_journal::SessionWriter,
+    iters: u64,
+) -> Duration {
+    const FLUSHERS: u64 = 16;
+    let per = iters.div_ceil(FLUSHERS);
+    let start = Instant::now();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..FLUSHERS)
+            .map(|_| {
+                let w = w.clone();
+                tokio::spawn(async move {
+                    for _ in 0..per {
+                        w.append(event_250()).unwrap();
+                        w.flush().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+    start
+        .elapsed()
+        .mul_f64(iters as f64 / (per * FLUSHERS) as f64)
+}
+
+/// 16 threads each appending and flushing one event at a time on `w`, `iters` events in all:
+/// the time per event.
+fn flushers(w: &troupe_journal::SessionWriter, iters: u64) -> Duration {
+    const FLUSHERS: u64 = 16;
+    let per = iters.div_ceil(FLUSHERS);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..FLUSHERS {
+            let w = w.clone();
+            s.spawn(move || {
+                for _ in 0..per {
+                    w.append(event_250()).unwrap();
+                    w.flush_blocking().unwrap();
+                }
+            });
+        }
+    });
+    // Time per event, for the events actually written.
+    start
+        .elapsed()
+        .mul_f64(iters as f64 / (per * FLUSHERS) as f64)
 }
 
 /// The 100k-Team-event Lead log (header + the generator's lines), and its Team id.

@@ -321,7 +321,7 @@ async fn consume(
             }
             Err(e) => return Err(e.to_string()),
         };
-        let stream_seq = message.info().map_err(|e| e.to_string())?.stream_sequence;
+        let stream_seq = crate::read::position(&message)?.0;
         let declared = message
             .headers
             .as_ref()
@@ -341,7 +341,7 @@ async fn consume(
                 state.received = 0;
                 state.declared = declared;
             }
-            if message.payload.contains(&b'\n') {
+            if memchr::memchr(b'\n', &message.payload).is_some() {
                 state.end = Some(End::BadMessage {
                     stream_seq,
                     line: state.messages + 1,

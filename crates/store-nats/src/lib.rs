@@ -26,6 +26,20 @@
 //! where it stopped. (JetStream's atomic batches would give all-or-nothing rounds too, but on
 //! a file stream each costs 10–30 ms on this project's machine: see BENCHMARKS.md.)
 //!
+//! **Rounds in flight together** ([`troupe_journal::SessionPipeline`],
+//! [`NatsOptions::pipeline_depth`], default 4): a flush requested while the writer's rounds
+//! await their acknowledgements is sent at once instead of after them. Its chain goes on from
+//! the last message sent (`Nats-Expected-Last-Msg-Id`, or the subject's sequence when nothing
+//! is in flight), so everything sent is still *one* fenced chain and what the stream holds of
+//! it is a prefix: a round is never stored after one sent before it that is not. Each
+//! round's flushes are answered once it and every round before it are acknowledged. A failed
+//! acknowledgement (or send) of any round is resolved for all rounds in flight at once: the
+//! answers of every later message are awaited together (all due by one request timeout from
+//! their send), then the rest is resolved and sent again as one chain, as below; nothing of
+//! it is reported stored until it is. A new session's first append, a round that would put
+//! more than [`NatsOptions::max_batch`] messages in flight and a clustered stream are not
+//! pipelined.
+//!
 //! **On a clustered stream** (JetStream in cluster mode, any number of replicas) the chain is
 //! not pipelined: each message carries `Nats-Expected-Last-Subject-Sequence` = the stream
 //! sequence of the message before it and is sent once that one is acknowledged. There the
@@ -37,7 +51,8 @@
 //! acknowledgement per message (concurrent flushes still share one round).
 //!
 //! **What survives a crash** (of the writer, its connection, or servers below quorum), at each
-//! point of an append: before the first acknowledgement, nothing of the round; part-way, an
+//! point of an append (with rounds in flight together, of everything sent as one chain):
+//! before the first acknowledgement, nothing of the round; part-way, an
 //! acknowledged prefix of it: its whole journal batches are valid events (not yet reported to
 //! the caller), and a journal batch cut there is an incomplete final batch, which no reader
 //! ever uses (the journal's `batchLast` rule) and which the next
@@ -182,6 +197,10 @@ pub struct NatsOptions {
     /// The most messages one pipelined send keeps in flight (default 1000); a longer round is
     /// sent in several.
     pub max_batch: usize,
+    /// The most group-commit rounds of one writer in flight at once on a standalone server
+    /// (default 4; 1 waits for each round before sending the next). A clustered stream sends
+    /// one message at a time whatever this says (see the crate docs).
+    pub pipeline_depth: usize,
 }
 
 impl Default for NatsOptions {
@@ -194,6 +213,7 @@ impl Default for NatsOptions {
             request_timeout: Duration::from_secs(5),
             append_timeout: Duration::from_secs(30),
             max_batch: 1000,
+            pipeline_depth: 4,
         }
     }
 }

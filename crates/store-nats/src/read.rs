@@ -428,8 +428,7 @@ async fn deliver(
             Ok(None) => return Err("the consumer ended".to_owned()),
             Err(_) => return Err(format!("no message within {} ms", timeout.as_millis())),
         };
-        let info = message.info().map_err(|e| e.to_string())?;
-        let (stream_seq, pending) = (info.stream_sequence, info.pending);
+        let (stream_seq, pending) = position(&message)?;
         // The end of the read: the consumer has nothing more — on a clustered stream, once it
         // delivered the leader's last message of the subject.
         let end = match target {
@@ -453,7 +452,7 @@ async fn deliver(
             }
         }
         let payload = &message.payload;
-        let bad = payload.contains(&b'\n');
+        let bad = memchr::memchr(b'\n', payload).is_some();
         if !bad {
             bytes.extend_from_slice(payload);
             bytes.push(b'\n');
@@ -484,6 +483,34 @@ async fn deliver(
             }
         }
     }
+}
+
+/// A delivered message's stream sequence and the consumer's pending count, from its reply
+/// subject (`$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.
+/// <pending>`, or with a domain and an account hash first and a token after, ADR-15) — the
+/// two numbers a read needs, without the library's parse of every field (the publication
+/// time among them) for each of a log's messages.
+pub(crate) fn position(message: &jetstream::Message) -> std::result::Result<(u64, u64), String> {
+    let reply = message.reply.as_deref().unwrap_or_default();
+    position_of(reply)
+        .ok_or_else(|| format!("a delivered message without its stream position ({reply:?})"))
+}
+
+/// [`position`] of a reply subject.
+fn position_of(reply: &str) -> Option<(u64, u64)> {
+    let rest = reply.strip_prefix("$JS.ACK.")?;
+    let mut tokens = [""; 10];
+    let mut count = 0;
+    for token in rest.split('.').take(tokens.len()) {
+        tokens[count] = token;
+        count += 1;
+    }
+    let (seq, pending) = match count {
+        7 => (tokens[3], tokens[6]),
+        n if n >= 9 => (tokens[5], tokens[8]),
+        _ => return None,
+    };
+    Some((seq.parse().ok()?, pending.parse().ok()?))
 }
 
 /// What a read from the header found besides its summary: the stream sequences of the last
@@ -828,5 +855,35 @@ pub(crate) fn missing_id(id: &impl std::fmt::Display, why: &str) -> String {
         id.to_string()
     } else {
         format!("{id} ({why})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::position_of;
+
+    #[test]
+    fn a_reply_subject_gives_the_stream_sequence_and_the_pending_count() {
+        // The 9-token form, and the form with a domain and account hash (and a token).
+        assert_eq!(
+            position_of("$JS.ACK.TROUPE.c1.1.4242.17.1764000000000000000.9"),
+            Some((4242, 9))
+        );
+        assert_eq!(
+            position_of("$JS.ACK._.ACCHASH.TROUPE.c1.1.4242.17.1764000000000000000.0.rnd"),
+            Some((4242, 0))
+        );
+        assert_eq!(
+            position_of("$JS.ACK.hub.ACCHASH.TROUPE.c1.2.7.3.1764000000000000000.5"),
+            Some((7, 5))
+        );
+        for bad in [
+            "",
+            "_INBOX.x",
+            "$JS.ACK.TROUPE.c1.1.x.17.1764000000000000000.9",
+            "$JS.ACK.TROUPE.c1.1.4242.17.1764000000000000000",
+        ] {
+            assert_eq!(position_of(bad), None, "{bad}");
+        }
     }
 }

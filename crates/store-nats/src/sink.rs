@@ -1,14 +1,22 @@
 //! The writer's side: [`NatsSink`], one session opened for writing (see the crate docs for the
 //! publish rules and what survives a crash at each point).
 
+use std::collections::VecDeque;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
-use async_nats::jetstream::{self, context::PublishErrorKind, message::PublishMessage};
+use async_nats::jetstream::context::{PublishError, PublishErrorKind};
+use async_nats::jetstream::{self, message::PublishMessage, publish::PublishAck};
 use bytes::Bytes;
+use futures_util::future::join_all;
 use serde::Deserialize;
-use troupe_journal::{JournalError, Replay, Result, SessionImage, SessionSink};
+use tokio::sync::Notify;
+use troupe_journal::{
+    JournalError, Replay, Result, SessionImage, SessionPipeline, SessionSink, Settled,
+};
 use troupe_protocol::{Event, Seq, SessionHeader, SessionId};
 
 use crate::FIRST_EVENTS_HEADER;
@@ -58,6 +66,32 @@ struct Writer {
     /// A clustered stream: one message in flight at a time (see [`Writer::send_chain`]).
     serial: bool,
     append_timeout: Duration,
+    /// How long an acknowledgement may take ([`crate::NatsOptions::request_timeout`]).
+    request_timeout: Duration,
+    /// Rounds sent and not yet settled, oldest first ([`SessionPipeline`]).
+    inflight: VecDeque<Round>,
+}
+
+/// A message's acknowledgement, awaited in place (it may be polled again after a wake); only
+/// ever reached through `&mut`, so the writer stays `Sync` across its awaits.
+type Ack = sync_wrapper::SyncWrapper<
+    Pin<Box<dyn Future<Output = std::result::Result<PublishAck, PublishError>> + Send>>,
+>;
+
+/// One group-commit round sent and not yet settled ([`NatsSink`]'s [`SessionPipeline`]).
+struct Round {
+    messages: Vec<Outgoing>,
+    /// One per message sent, in order (fewer than `messages` when a send failed).
+    acks: Vec<Ack>,
+    /// How many of its first messages are acknowledged.
+    acked: usize,
+    /// Why the message after the last one sent could not be sent.
+    unsent: Option<Failed>,
+    /// Whether its first message is fenced by the subject's last sequence (nothing was in
+    /// flight when it was sent) rather than by the message id of the one before it.
+    anchored: bool,
+    /// The seq after its last event.
+    end: Seq,
 }
 
 impl NatsSink {
@@ -304,13 +338,76 @@ impl SessionSink for NatsSink {
             .take()
             .ok_or_else(|| self.inner.io("append", "no writer"))?;
         let (writer, result) = self.inner.run(async move {
-            let result = writer.publish(messages, header).await;
+            let result = match writer.settle_all().await {
+                Ok(()) => writer.publish(messages, header).await,
+                Err(e) => Err(e),
+            };
             (writer, result)
         })?;
         self.writer = Some(writer);
         result?;
         self.next_seq = Seq(expected.0 + events.len() as u64);
         Ok(())
+    }
+
+    fn pipeline(&mut self) -> Option<&mut dyn SessionPipeline> {
+        if self.inner.clustered || self.inner.options.pipeline_depth < 2 {
+            None
+        } else {
+            Some(self)
+        }
+    }
+}
+
+/// Rounds in flight together on a standalone server: a round's chain goes on from the last
+/// message of the round sent before it (`Nats-Expected-Last-Msg-Id`), so what the stream
+/// stores of all rounds sent is one prefix of them, exactly as of one round (crate docs).
+impl SessionPipeline for NatsSink {
+    fn depth(&self) -> usize {
+        self.inner.options.pipeline_depth
+    }
+
+    fn in_flight(&self) -> usize {
+        self.writer.as_ref().map_or(0, |w| w.inflight.len())
+    }
+
+    fn send(&mut self, expected: Seq, events: &[Event]) -> Result<()> {
+        troupe_journal::check_append(&self.header.id, self.next_seq, expected, events)?;
+        if events.is_empty() {
+            return Ok(());
+        }
+        let Some(writer) = self.writer.as_ref() else {
+            return Err(self.inner.io("append", "an earlier call was lost"));
+        };
+        let messages = self.messages(events, &writer.holder.owner.clone())?;
+        let header = writer.new;
+        let end = Seq(expected.0 + events.len() as u64);
+        let mut writer = self
+            .writer
+            .take()
+            .ok_or_else(|| self.inner.io("append", "no writer"))?;
+        let (writer, result) = self.inner.run(async move {
+            let result = writer.send_round(messages, header, end).await;
+            (writer, result)
+        })?;
+        self.writer = Some(writer);
+        result?;
+        self.next_seq = end;
+        Ok(())
+    }
+
+    fn settle(&mut self, wake: &Arc<Notify>) -> Result<Settled> {
+        let mut writer = self
+            .writer
+            .take()
+            .ok_or_else(|| self.inner.io("append", "an earlier call was lost"))?;
+        let wake = Arc::clone(wake);
+        let (writer, result) = self.inner.run(async move {
+            let result = writer.settle(&wake).await;
+            (writer, result)
+        })?;
+        self.writer = Some(writer);
+        result
     }
 }
 
@@ -368,6 +465,8 @@ impl Writer {
             max_batch: inner.options.max_batch,
             serial: inner.clustered,
             append_timeout: inner.options.append_timeout,
+            request_timeout: inner.options.request_timeout,
+            inflight: VecDeque::new(),
         }
     }
 
@@ -483,19 +582,36 @@ impl Writer {
     /// outcome is unknown is resolved from the subject's last message and retried until
     /// `append_timeout`.
     async fn publish_chain(&mut self, messages: &[Outgoing]) -> Result<()> {
+        self.continue_chain(messages, None).await
+    }
+
+    /// [`Writer::publish_chain`], where `known` may give the failure of a send of `messages`
+    /// already made (none of them known stored) and whether it *cut* the chain — the failed
+    /// message's predecessor is a stored message of this writer's, so a fence failure there
+    /// means another session's message landed in between.
+    async fn continue_chain(
+        &mut self,
+        messages: &[Outgoing],
+        mut known: Option<(bool, Failed)>,
+    ) -> Result<()> {
         let deadline = Instant::now() + self.append_timeout;
         let mut pause = Duration::from_millis(50);
         let mut done = 0;
         while done < messages.len() {
-            self.check_lease().await?;
-            let rest = &messages[done..];
-            let (stored, failure) = self.send_chain(rest).await;
-            done += stored;
+            let (cut, failure) = match known.take() {
+                Some((cut, failure)) => (cut, Some(failure)),
+                None => {
+                    self.check_lease().await?;
+                    let (stored, failure) = self.send_chain(&messages[done..]).await;
+                    done += stored;
+                    (stored > 0, failure)
+                }
+            };
             let why = match failure {
                 None => continue,
                 Some(Failed::Refused(why)) => return Err(self.io("publish", why)),
                 // Our chain was cut by a message of another session: go on from there.
-                Some(Failed::Fenced) if stored > 0 => continue,
+                Some(Failed::Fenced) if cut => continue,
                 Some(Failed::Fenced) => {
                     "the expected last subject sequence did not match".to_owned()
                 }
@@ -553,6 +669,175 @@ impl Writer {
         Ok(())
     }
 
+    /// Sends one round without waiting for it ([`SessionPipeline::send`]): chained to the
+    /// last message in flight, or fenced by the subject's last sequence when nothing is. A new
+    /// session's first append, a round that would put more than `max_batch` messages in flight,
+    /// or one after a round whose send failed waits for everything in flight first and is
+    /// published whole before it is queued (already stored).
+    async fn send_round(&mut self, messages: Vec<Outgoing>, header: bool, end: Seq) -> Result<()> {
+        let queued: usize = self.inflight.iter().map(|r| r.messages.len()).sum();
+        if header
+            || queued + messages.len() > self.max_batch
+            || self.inflight.iter().any(|r| r.unsent.is_some())
+        {
+            self.settle_all().await?;
+            self.publish(messages, header).await?;
+            self.inflight.push_back(Round {
+                messages: Vec::new(),
+                acks: Vec::new(),
+                acked: 0,
+                unsent: None,
+                anchored: true,
+                end,
+            });
+            return Ok(());
+        }
+        self.check_lease().await?;
+        let mut prev = self
+            .inflight
+            .back()
+            .and_then(|r| r.messages.last())
+            .map(|m| m.msg_id.clone());
+        // Every acknowledgement of the round is due by one deadline from now (the library's
+        // own timeout of each starts only when it is first awaited: after the ones before it).
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let mut round = Round {
+            acks: Vec::with_capacity(messages.len()),
+            messages,
+            acked: 0,
+            unsent: None,
+            anchored: prev.is_none(),
+            end,
+        };
+        for message in &round.messages {
+            let publish = PublishMessage::build()
+                .payload(message.payload.clone())
+                .headers(self.headers(message));
+            let publish = match &prev {
+                None => publish.expected_last_subject_sequence(self.last),
+                Some(id) => publish.expected_last_message_id(id),
+            };
+            match self.js.send_publish(self.subject.clone(), publish).await {
+                Ok(ack) => round.acks.push(self.ack_by(deadline, ack)),
+                Err(e) => {
+                    round.unsent = Some(classify(e.kind(), crate::conn::error_text(&e)));
+                    break;
+                }
+            }
+            prev = Some(message.msg_id.clone());
+        }
+        self.inflight.push_back(round);
+        Ok(())
+    }
+
+    /// `ack`, failing as timed out once `deadline` passed.
+    fn ack_by(
+        &self,
+        deadline: tokio::time::Instant,
+        ack: jetstream::context::PublishAckFuture,
+    ) -> Ack {
+        let ack = ack.into_future();
+        sync_wrapper::SyncWrapper::new(Box::pin(async move {
+            match tokio::time::timeout_at(deadline, ack).await {
+                Ok(answer) => answer,
+                Err(_) => Err(PublishError::new(PublishErrorKind::TimedOut)),
+            }
+        }))
+    }
+
+    /// Waits for the oldest round in flight ([`SessionPipeline::settle`]); a failure is
+    /// resolved for every round in flight at once ([`Writer::recover`]).
+    async fn settle(&mut self, wake: &Notify) -> Result<Settled> {
+        let Some(round) = self.inflight.front_mut() else {
+            return Ok(Settled::Woken);
+        };
+        let mut failure = None;
+        while round.acked < round.acks.len() {
+            let ack = round.acks[round.acked].get_mut();
+            let answer = tokio::select! {
+                biased;
+                answer = ack => answer,
+                () = wake.notified() => return Ok(Settled::Woken),
+            };
+            match answer {
+                // (A duplicate of this writer's own message id: an earlier send stored it.)
+                Ok(ack) => {
+                    self.last = ack.sequence;
+                    round.acked += 1;
+                }
+                Err(e) => {
+                    failure = Some(classify(e.kind(), crate::conn::error_text(&e)));
+                    break;
+                }
+            }
+        }
+        let failure = match (failure, round.unsent.take()) {
+            (None, None) => {
+                let end = round.end;
+                self.inflight.pop_front();
+                return Ok(Settled::Stored {
+                    next: end,
+                    rounds: 1,
+                });
+            }
+            (Some(failure), _) => (failure, true),
+            (None, Some(unsent)) => (unsent, false),
+        };
+        self.recover(failure).await
+    }
+
+    /// A message of the oldest round in flight failed (`failed.1`: its acknowledgement said
+    /// so; otherwise it could not be sent): waits for the answers of every message sent after
+    /// it, then resolves and sends again, as one chain, everything not known stored
+    /// ([`Writer::continue_chain`]) — so every round in flight is stored, or the writer fails.
+    async fn recover(&mut self, failed: (Failed, bool)) -> Result<Settled> {
+        let (failure, answered) = failed;
+        let mut rounds = std::mem::take(&mut self.inflight);
+        let count = rounds.len() as u64;
+        let end = rounds.back().map_or(Seq::ZERO, |r| r.end);
+        let first_acked = rounds.front().map_or(0, |r| r.acked);
+        // The failed message follows a stored message of ours unless it opened the chain.
+        let cut = rounds
+            .front()
+            .is_some_and(|r| !(r.anchored && r.acked == 0));
+        // The answers of every later message, awaited together (each may take the request
+        // timeout; one after another they would add up). The one already had is skipped: a
+        // finished future must not be polled again.
+        let skip = first_acked + usize::from(answered);
+        let later = rounds.iter_mut().enumerate().flat_map(|(i, round)| {
+            round
+                .acks
+                .iter_mut()
+                .skip(if i == 0 { skip } else { 0 })
+                .map(sync_wrapper::SyncWrapper::get_mut)
+        });
+        let later_stored = join_all(later).await.iter().any(std::result::Result::is_ok);
+        let mut rest = Vec::new();
+        for (i, round) in rounds.iter_mut().enumerate() {
+            rest.extend(round.messages.drain(if i == 0 { first_acked } else { 0 }..));
+        }
+        let known = if later_stored {
+            Failed::Unknown("a message was stored after one that was not acknowledged".into())
+        } else {
+            failure
+        };
+        self.continue_chain(&rest, Some((cut && !later_stored, known)))
+            .await?;
+        Ok(Settled::Stored {
+            next: end,
+            rounds: count,
+        })
+    }
+
+    /// Waits until nothing is in flight (every round stored, or the error).
+    async fn settle_all(&mut self) -> Result<()> {
+        let never = Notify::new();
+        while !self.inflight.is_empty() {
+            self.settle(&never).await?;
+        }
+        Ok(())
+    }
+
     /// One send of `chain`: how many of its first messages were acknowledged, and why the next
     /// one was not. On a standalone server the chain is pipelined (at most `max_batch`
     /// messages in flight, chained by `Nats-Expected-Last-Msg-Id`). On a clustered stream each
@@ -584,22 +869,25 @@ impl Writer {
             }
         }
         let mut stored = 0;
-        let mut broken = false;
-        for ack in acks {
+        let mut acks = acks.into_iter();
+        while let Some(ack) = acks.next() {
             match ack.await {
                 // (A duplicate of this writer's own message id: an earlier send stored it.)
-                Ok(ack) if !broken => {
+                Ok(ack) => {
                     self.last = ack.sequence;
                     stored += 1;
                 }
-                // Stored after a message that was not: impossible with the chain's checks;
-                // leave it to the outcome check.
-                Ok(_) => failure = Some(Failed::Unknown("acknowledgements out of order".into())),
                 Err(e) => {
-                    broken = true;
-                    if failure.is_none() || stored > 0 {
-                        failure.get_or_insert(classify(e.kind(), crate::conn::error_text(&e)));
+                    failure.get_or_insert(classify(e.kind(), crate::conn::error_text(&e)));
+                    // The answers of the rest, awaited together: each may take the request
+                    // timeout, and one after another they would add up.
+                    let rest = join_all(acks.by_ref().map(IntoFuture::into_future)).await;
+                    // Stored after a message that was not: impossible with the chain's
+                    // checks; leave it to the outcome check.
+                    if rest.iter().any(std::result::Result::is_ok) {
+                        failure = Some(Failed::Unknown("acknowledgements out of order".into()));
                     }
+                    break;
                 }
             }
         }
